@@ -1,0 +1,263 @@
+// Package fsm is fencer's replicated state machine: locks, fenced keys and
+// member addresses. It is pure: no clock, no randomness, no raft handle.
+// Everything a decision needs arrives in the command, so every replica that
+// applies the same log reaches the same state.
+//
+// The fencing token of a grant is the log index of the entry that granted it
+// (plus the epoch in the high bits, see EpochShift). Only a Raft leader can
+// commit an entry, so only the leader of a majority can mint a token, and all
+// tokens of all locks share one strictly increasing sequence.
+package fsm
+
+import (
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+
+	"github.com/hashicorp/raft"
+)
+
+// FSM implements raft.FSM.
+type FSM struct {
+	log *slog.Logger
+
+	mu      sync.RWMutex
+	s       *state
+	applied uint64        // index of the last applied entry
+	notify  chan struct{} // closed and replaced after each apply
+}
+
+// New returns an empty FSM. A nil logger discards.
+func New(logger *slog.Logger) *FSM {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return &FSM{log: logger, s: newState(), notify: make(chan struct{})}
+}
+
+// AcquireResult is the Apply result of a successful Acquire.
+type AcquireResult struct {
+	Grant Lock
+	// Existing is true when the request id had already been granted and this
+	// is that same grant returned again.
+	Existing bool
+}
+
+// ReleaseResult is the Apply result of a Release or an effective Expire.
+type ReleaseResult struct {
+	Freed Lock
+	// Next is the grant handed to the queued waiter in the same entry, if any.
+	Next *Lock
+	// NextErr is why the handoff did not happen (the lock is then free).
+	NextErr error
+}
+
+// PutResult is the Apply result of a successful Put.
+type PutResult struct {
+	Key   string
+	Token uint64
+}
+
+// Apply applies one committed log entry. The result is either an error (a
+// refused command: lock held, lease lost, stale token) or one of the *Result
+// types.
+//
+// A committed entry whose payload cannot be decoded is skipped by every
+// replica alike (they all run the same decoder on the same bytes), logged, and
+// answered with ErrMalformedCommand. An entry of an unknown type means a newer
+// fencer wrote it: applying it as a no-op would diverge from the replicas that
+// understand it, so Apply panics and the node stops until it is upgraded.
+func (f *FSM) Apply(l *raft.Log) any {
+	if l.Type != raft.LogCommand {
+		f.advance(l.Index)
+		return nil
+	}
+	cmd, err := Decode(l.Data)
+	var unknown *UnknownCommandError
+	if errors.As(err, &unknown) {
+		panic(fmt.Sprintf("fencer fsm: entry %d: %v", l.Index, err))
+	}
+	f.mu.Lock()
+	var result any
+	if err != nil {
+		f.log.Error("skipping malformed committed entry", "index", l.Index, "err", err)
+		result = err
+	} else {
+		result = f.s.apply(cmd, l.Index)
+	}
+	f.mu.Unlock()
+	f.advance(l.Index)
+	return result
+}
+
+// ApplyCommand applies cmd as if committed at index. It is for tests and
+// tools that replay commands without raft.
+func (f *FSM) ApplyCommand(cmd Command, index uint64) any {
+	data, err := Encode(cmd)
+	if err != nil {
+		return err
+	}
+	return f.Apply(&raft.Log{Index: index, Type: raft.LogCommand, Data: data})
+}
+
+func (f *FSM) advance(index uint64) {
+	f.mu.Lock()
+	if index > f.applied {
+		f.applied = index
+	}
+	ch := f.notify
+	f.notify = make(chan struct{})
+	f.mu.Unlock()
+	close(ch)
+}
+
+func (s *state) apply(cmd Command, index uint64) any {
+	switch c := cmd.(type) {
+	case *Acquire:
+		return s.applyAcquire(c, index)
+	case *Release:
+		return s.applyRelease(c, index)
+	case *Expire:
+		return s.applyExpire(c, index)
+	case *Put:
+		return s.applyPut(c)
+	case *SetMember:
+		s.members[c.ID] = c.Member
+		return nil
+	case *RemoveMember:
+		delete(s.members, c.ID)
+		return nil
+	case *BumpEpoch:
+		s.epoch++
+		return s.epoch
+	}
+	return fmt.Errorf("%w: no handler for %T", ErrMalformedCommand, cmd)
+}
+
+func (s *state) applyAcquire(c *Acquire, index uint64) any {
+	if c.RequestID != "" {
+		if token, ok := s.requests[requestKey(c.Lock, c.Holder, c.RequestID)]; ok {
+			if cur, held := s.locks[c.Lock]; held && cur.Token == token {
+				return &AcquireResult{Grant: *cur, Existing: true}
+			}
+			// The request was granted once and that grant has ended: never
+			// mint a second token for the same request.
+			return fmt.Errorf("%w: the grant for request %q (token %d) has already ended", ErrLeaseLost, c.RequestID, token)
+		}
+	}
+	if cur, held := s.locks[c.Lock]; held {
+		return &HeldError{Lock: c.Lock, Holder: cur.Holder, Token: cur.Token}
+	}
+	return s.grant(c, index)
+}
+
+func (s *state) grant(c *Acquire, index uint64) any {
+	if index > MaxIndex {
+		return ErrTokenSpaceExhausted
+	}
+	token := MakeToken(s.epoch, index)
+	if token <= s.lastToken {
+		// Cannot happen while log indexes increase; refuse rather than
+		// issue a token that does not move forward.
+		return fmt.Errorf("%w: token %d would not exceed %d", ErrTokenSpaceExhausted, token, s.lastToken)
+	}
+	s.lastToken = token
+	lock := &Lock{
+		Name:            c.Lock,
+		Holder:          c.Holder,
+		Token:           token,
+		Lease:           c.Lease,
+		TTLMillis:       c.TTLMillis,
+		RequestID:       c.RequestID,
+		GrantedAtMillis: c.NowMillis,
+	}
+	s.locks[c.Lock] = lock
+	if c.RequestID != "" {
+		s.remember(requestKey(c.Lock, c.Holder, c.RequestID), token)
+	}
+	return &AcquireResult{Grant: *lock}
+}
+
+func (s *state) applyRelease(c *Release, index uint64) any {
+	cur, held := s.locks[c.Lock]
+	if !held || cur.Token != c.Token || !leaseEqual(cur.Lease, c.Lease) {
+		return fmt.Errorf("%w: lock %q token %d", ErrLeaseLost, c.Lock, c.Token)
+	}
+	return s.free(cur, c.Next, index)
+}
+
+func (s *state) applyExpire(c *Expire, index uint64) any {
+	cur, held := s.locks[c.Lock]
+	if !held || cur.Token != c.Token {
+		return fmt.Errorf("%w: lock %q token %d already ended", ErrLeaseLost, c.Lock, c.Token)
+	}
+	return s.free(cur, c.Next, index)
+}
+
+func (s *state) free(cur *Lock, next *Acquire, index uint64) *ReleaseResult {
+	res := &ReleaseResult{Freed: *cur}
+	delete(s.locks, cur.Name)
+	if next == nil {
+		return res
+	}
+	next.Lock = cur.Name
+	switch r := s.applyAcquire(next, index).(type) {
+	case *AcquireResult:
+		res.Next = &r.Grant
+	case error:
+		res.NextErr = r
+	}
+	return res
+}
+
+func (s *state) applyPut(c *Put) any {
+	if c.Token == 0 {
+		return fmt.Errorf("%w: token 0 is never issued", ErrStaleToken)
+	}
+	if c.Lock != "" {
+		cur, held := s.locks[c.Lock]
+		if !held || cur.Token != c.Token {
+			return fmt.Errorf("%w: token %d is not the current grant of lock %q", ErrNotLockHolder, c.Token, c.Lock)
+		}
+	}
+	if k, ok := s.keys[c.Key]; ok && c.Token <= k.Token {
+		return &StaleError{Key: c.Key, Token: c.Token, LastToken: k.Token}
+	}
+	s.keys[c.Key] = &FencedKey{Key: c.Key, Value: c.Value, Token: c.Token}
+	return &PutResult{Key: c.Key, Token: c.Token}
+}
+
+// leaseEqual compares lease secrets in constant time.
+func leaseEqual(a, b string) bool {
+	return subtle.ConstantTimeCompare([]byte(a), []byte(b)) == 1
+}
+
+// LeaseEqual compares lease secrets in constant time.
+func LeaseEqual(a, b string) bool { return leaseEqual(a, b) }
+
+// Snapshot captures the state for raft. The copy is taken under the lock;
+// writing it out happens outside.
+func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return &snapshot{img: f.imageLocked()}, nil
+}
+
+// Restore replaces the whole state with the snapshot's, atomically: the new
+// state is built aside and swapped in only when it decoded completely.
+func (f *FSM) Restore(rc io.ReadCloser) error {
+	defer rc.Close()
+	img, err := ReadImage(rc)
+	if err != nil {
+		return err
+	}
+	s := img.state()
+	f.mu.Lock()
+	f.s = s
+	f.mu.Unlock()
+	f.advance(img.Header.AppliedIndex)
+	return nil
+}

@@ -1,0 +1,341 @@
+package fsm
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"reflect"
+	"testing"
+
+	"github.com/hashicorp/raft"
+)
+
+func acquire(lock, holder, lease string) *Acquire {
+	return &Acquire{Lock: lock, Holder: holder, Lease: lease, TTLMillis: 1000}
+}
+
+func mustGrant(t *testing.T, f *FSM, cmd *Acquire, index uint64) Lock {
+	t.Helper()
+	res, ok := f.ApplyCommand(cmd, index).(*AcquireResult)
+	if !ok {
+		t.Fatalf("acquire %+v at %d: got %v", cmd, index, f.ApplyCommand(cmd, index))
+	}
+	return res.Grant
+}
+
+func TestAcquireTokenIsLogIndex(t *testing.T) {
+	f := New(nil)
+	g := mustGrant(t, f, acquire("a", "w1", "s1"), 7)
+	if g.Token != 7 || g.Holder != "w1" || g.Lease != "s1" {
+		t.Fatalf("grant = %+v, want token 7 for w1", g)
+	}
+	err, _ := f.ApplyCommand(acquire("a", "w2", "s2"), 8).(error)
+	var held *HeldError
+	if !errors.As(err, &held) || !errors.Is(err, ErrLockHeld) || held.Token != 7 || held.Holder != "w1" {
+		t.Fatalf("second acquire: %v, want lock held by w1 with 7", err)
+	}
+	if g2 := mustGrant(t, f, acquire("b", "w2", "s3"), 9); g2.Token != 9 {
+		t.Fatalf("token of another lock = %d, want 9", g2.Token)
+	}
+	if f.LastToken() != 9 {
+		t.Fatalf("last token = %d", f.LastToken())
+	}
+}
+
+func TestReleaseNeedsCurrentTokenAndLease(t *testing.T) {
+	f := New(nil)
+	g := mustGrant(t, f, acquire("a", "w1", "s1"), 3)
+	for _, bad := range []*Release{
+		{Lock: "a", Token: g.Token, Lease: "wrong"},
+		{Lock: "a", Token: g.Token + 1, Lease: "s1"},
+		{Lock: "nope", Token: g.Token, Lease: "s1"},
+	} {
+		if err, _ := f.ApplyCommand(bad, 4).(error); !errors.Is(err, ErrLeaseLost) {
+			t.Fatalf("release %+v: %v, want lease lost", bad, err)
+		}
+	}
+	res, ok := f.ApplyCommand(&Release{Lock: "a", Token: g.Token, Lease: "s1"}, 5).(*ReleaseResult)
+	if !ok || res.Freed.Token != 3 || res.Next != nil {
+		t.Fatalf("release: %+v", res)
+	}
+	if _, held := f.Lock("a"); held {
+		t.Fatal("lock still held after release")
+	}
+	if err, _ := f.ApplyCommand(&Release{Lock: "a", Token: g.Token, Lease: "s1"}, 6).(error); !errors.Is(err, ErrLeaseLost) {
+		t.Fatalf("second release: %v", err)
+	}
+	if g2 := mustGrant(t, f, acquire("a", "w2", "s2"), 7); g2.Token != 7 {
+		t.Fatalf("regrant token %d", g2.Token)
+	}
+}
+
+func TestReleaseHandsOffInSameEntry(t *testing.T) {
+	f := New(nil)
+	g := mustGrant(t, f, acquire("a", "w1", "s1"), 3)
+	next := acquire("", "w2", "s2")
+	next.RequestID = "r2"
+	res := f.ApplyCommand(&Release{Lock: "a", Token: g.Token, Lease: "s1", Next: next}, 4).(*ReleaseResult)
+	if res.Next == nil || res.Next.Token != 4 || res.Next.Holder != "w2" || res.Next.Name != "a" {
+		t.Fatalf("handoff = %+v (err %v)", res.Next, res.NextErr)
+	}
+	if cur, _ := f.Lock("a"); cur.Token != 4 {
+		t.Fatalf("current token %d, want 4", cur.Token)
+	}
+}
+
+func TestExpireForSupersededTokenDoesNothing(t *testing.T) {
+	f := New(nil)
+	g := mustGrant(t, f, acquire("a", "w1", "s1"), 3)
+	f.ApplyCommand(&Release{Lock: "a", Token: g.Token, Lease: "s1"}, 4)
+	g2 := mustGrant(t, f, acquire("a", "w2", "s2"), 5)
+	before := f.Digest()
+	if err, _ := f.ApplyCommand(&Expire{Lock: "a", Token: g.Token}, 6).(error); !errors.Is(err, ErrLeaseLost) {
+		t.Fatalf("stale expire: %v", err)
+	}
+	if f.Digest() != before {
+		t.Fatal("stale expire changed state")
+	}
+	if cur, _ := f.Lock("a"); cur.Token != g2.Token {
+		t.Fatalf("current = %d, want %d", cur.Token, g2.Token)
+	}
+	if _, ok := f.ApplyCommand(&Expire{Lock: "a", Token: g2.Token}, 7).(*ReleaseResult); !ok {
+		t.Fatal("expire of current token refused")
+	}
+	if _, held := f.Lock("a"); held {
+		t.Fatal("still held after expire")
+	}
+}
+
+func TestRequestIDNeverMintsSecondToken(t *testing.T) {
+	f := New(nil)
+	cmd := acquire("a", "w1", "s1")
+	cmd.RequestID = "req-1"
+	g := mustGrant(t, f, cmd, 3)
+	retry := *cmd
+	retry.Lease = "other-secret" // a retry proposed anew by a leader picks a new secret
+	res := f.ApplyCommand(&retry, 9).(*AcquireResult)
+	if !res.Existing || res.Grant.Token != g.Token || res.Grant.Lease != "s1" {
+		t.Fatalf("retry = %+v, want the first grant", res)
+	}
+	f.ApplyCommand(&Release{Lock: "a", Token: g.Token, Lease: "s1"}, 10)
+	if err, _ := f.ApplyCommand(&retry, 11).(error); !errors.Is(err, ErrLeaseLost) {
+		t.Fatalf("retry after release: %v, want lease lost", err)
+	}
+	if _, held := f.Lock("a"); held {
+		t.Fatal("a retry of an ended grant took the lock")
+	}
+}
+
+func TestRequestTableIsBounded(t *testing.T) {
+	f := New(nil)
+	for i := range MaxRequestIDs + 10 {
+		c := acquire("a", "w", "s")
+		c.RequestID = fmt.Sprint(i)
+		mustGrant(t, f, c, uint64(2*i+1))
+		f.ApplyCommand(&Release{Lock: "a", Token: uint64(2*i + 1), Lease: "s"}, uint64(2*i+2))
+	}
+	if n := len(f.Image().Requests); n != MaxRequestIDs {
+		t.Fatalf("request table holds %d, want %d", n, MaxRequestIDs)
+	}
+}
+
+func TestPutFencing(t *testing.T) {
+	f := New(nil)
+	ok := func(p *Put, idx uint64) {
+		t.Helper()
+		if _, good := f.ApplyCommand(p, idx).(*PutResult); !good {
+			t.Fatalf("put %+v refused: %v", p, f.ApplyCommand(p, idx))
+		}
+	}
+	ok(&Put{Key: "k", Value: []byte("new"), Token: 34}, 1)
+	err, _ := f.ApplyCommand(&Put{Key: "k", Value: []byte("old"), Token: 33}, 2).(error)
+	var stale *StaleError
+	if !errors.As(err, &stale) || stale.LastToken != 34 {
+		t.Fatalf("older token: %v", err)
+	}
+	if err, _ := f.ApplyCommand(&Put{Key: "k", Value: []byte("replay"), Token: 34}, 3).(error); !errors.Is(err, ErrStaleToken) {
+		t.Fatalf("equal token: %v", err)
+	}
+	if err, _ := f.ApplyCommand(&Put{Key: "k2", Value: []byte("zero"), Token: 0}, 4).(error); !errors.Is(err, ErrStaleToken) {
+		t.Fatalf("zero token: %v", err)
+	}
+	ok(&Put{Key: "k", Value: []byte("newer"), Token: 35}, 5)
+	if k, _ := f.Key("k"); string(k.Value) != "newer" || k.Token != 35 {
+		t.Fatalf("key = %+v", k)
+	}
+}
+
+func TestPutWithLockRequiresCurrentGrant(t *testing.T) {
+	f := New(nil)
+	g := mustGrant(t, f, acquire("a", "w1", "s1"), 10)
+	if _, ok := f.ApplyCommand(&Put{Key: "k", Value: []byte("x"), Token: g.Token, Lock: "a"}, 11).(*PutResult); !ok {
+		t.Fatal("holder's write refused")
+	}
+	f.ApplyCommand(&Expire{Lock: "a", Token: g.Token}, 12)
+	// Nobody newer has written yet, so the token alone would pass; the lock
+	// check refuses it because the lease is gone.
+	if err, _ := f.ApplyCommand(&Put{Key: "k2", Value: []byte("x"), Token: g.Token, Lock: "a"}, 13).(error); !errors.Is(err, ErrNotLockHolder) {
+		t.Fatalf("write after expiry: %v", err)
+	}
+}
+
+func TestBumpEpochMovesTokensAboveOldEpoch(t *testing.T) {
+	f := New(nil)
+	g := mustGrant(t, f, acquire("a", "w1", "s1"), MaxIndex)
+	f.ApplyCommand(&BumpEpoch{Reason: "restore"}, 5)
+	g2 := mustGrant(t, f, acquire("b", "w1", "s1"), 6)
+	if g2.Token <= g.Token || g2.Token != 1<<EpochShift|6 {
+		t.Fatalf("token after bump = %d, want > %d", g2.Token, g.Token)
+	}
+	if err, _ := f.ApplyCommand(acquire("c", "w", "s"), MaxIndex+1).(error); !errors.Is(err, ErrTokenSpaceExhausted) {
+		t.Fatalf("index past epoch: %v", err)
+	}
+}
+
+func TestMembers(t *testing.T) {
+	f := New(nil)
+	f.ApplyCommand(&SetMember{Member{ID: "n2", RaftAddr: "r2", HTTPAddr: "h2"}}, 1)
+	f.ApplyCommand(&SetMember{Member{ID: "n1", RaftAddr: "r1", HTTPAddr: "h1"}}, 2)
+	if got := f.Members(); len(got) != 2 || got[0].ID != "n1" {
+		t.Fatalf("members = %+v", got)
+	}
+	f.ApplyCommand(&RemoveMember{ID: "n1"}, 3)
+	if _, ok := f.Member("n1"); ok {
+		t.Fatal("n1 not removed")
+	}
+}
+
+// history is a log touching every command type.
+func history() []Command {
+	next := acquire("", "w3", "s3")
+	next.RequestID = "q3"
+	return []Command{
+		&SetMember{Member{ID: "n1", RaftAddr: "r1", HTTPAddr: "h1"}},
+		acquire("a", "w1", "s1"),
+		&Put{Key: "k", Value: []byte("v1"), Token: 2, Lock: "a"},
+		acquire("a", "w2", "s2"),
+		&Release{Lock: "a", Token: 2, Lease: "s1", Next: next},
+		acquire("b", "w1", "s4"),
+		&Expire{Lock: "b", Token: 6},
+		&Put{Key: "k", Value: []byte("v0"), Token: 1},
+		&BumpEpoch{Reason: "test"},
+		acquire("c", "w9", "s9"),
+		&RemoveMember{ID: "n1"},
+	}
+}
+
+func replay(t *testing.T, cmds []Command) (*FSM, []any) {
+	t.Helper()
+	f := New(nil)
+	var results []any
+	for i, c := range cmds {
+		results = append(results, f.ApplyCommand(c, uint64(i+1)))
+	}
+	return f, results
+}
+
+func TestSameLogSameState(t *testing.T) {
+	a, ra := replay(t, history())
+	b, rb := replay(t, history())
+	if a.Digest() != b.Digest() {
+		t.Fatal("two FSMs fed the same log differ")
+	}
+	if fmt.Sprintf("%+v", deref(ra)) != fmt.Sprintf("%+v", deref(rb)) {
+		t.Fatalf("results differ:\n%v\n%v", ra, rb)
+	}
+	var buf1, buf2 bytes.Buffer
+	a.Image().WriteTo(&buf1)
+	b.Image().WriteTo(&buf2)
+	if !bytes.Equal(buf1.Bytes(), buf2.Bytes()) {
+		t.Fatal("snapshots of equal states differ byte for byte")
+	}
+}
+
+type memSink struct {
+	bytes.Buffer
+	cancelled bool
+}
+
+func (m *memSink) ID() string    { return "mem" }
+func (m *memSink) Cancel() error { m.cancelled = true; return nil }
+func (m *memSink) Close() error  { return nil }
+
+func TestSnapshotRestoreRoundTrip(t *testing.T) {
+	src, _ := replay(t, history())
+	snap, err := src.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sink memSink
+	if err := snap.Persist(&sink); err != nil {
+		t.Fatal(err)
+	}
+	dst := New(nil)
+	mustGrant(t, dst, acquire("junk", "x", "y"), 1) // restore must replace, not merge
+	if err := dst.Restore(io.NopCloser(bytes.NewReader(sink.Bytes()))); err != nil {
+		t.Fatal(err)
+	}
+	if src.Digest() != dst.Digest() {
+		t.Fatal("restored state differs")
+	}
+	if !reflect.DeepEqual(src.Image(), dst.Image()) {
+		t.Fatalf("images differ:\n%+v\n%+v", src.Image(), dst.Image())
+	}
+	if dst.AppliedIndex() != src.AppliedIndex() {
+		t.Fatalf("applied %d, want %d", dst.AppliedIndex(), src.AppliedIndex())
+	}
+	// The idempotency table survives: a retried request gets its grant.
+	g, _ := dst.Lock("a")
+	retry := &Acquire{Lock: "a", Holder: "w3", Lease: "other", RequestID: "q3"}
+	if res, ok := dst.ApplyCommand(retry, 100).(*AcquireResult); !ok || res.Grant.Token != g.Token {
+		t.Fatalf("retry after restore: %v", dst.ApplyCommand(retry, 101))
+	}
+}
+
+func TestRestoreRefusesTruncatedSnapshotAndKeepsState(t *testing.T) {
+	src, _ := replay(t, history())
+	var buf bytes.Buffer
+	src.Image().WriteTo(&buf)
+	lines := bytes.SplitAfter(buf.Bytes(), []byte("\n"))
+	truncated := bytes.Join(lines[:len(lines)-2], nil)
+	dst, _ := replay(t, history()[:2])
+	before := dst.Digest()
+	if err := dst.Restore(io.NopCloser(bytes.NewReader(truncated))); err == nil {
+		t.Fatal("truncated snapshot restored")
+	}
+	if dst.Digest() != before {
+		t.Fatal("failed restore changed state")
+	}
+}
+
+func TestMalformedEntryIsSkippedAlike(t *testing.T) {
+	f := New(nil)
+	res := f.Apply(&raft.Log{Index: 1, Type: raft.LogCommand, Data: []byte{byte(CmdAcquire), '{', 'x'}})
+	if err, _ := res.(error); !errors.Is(err, ErrMalformedCommand) {
+		t.Fatalf("malformed: %v", res)
+	}
+	if f.AppliedIndex() != 1 {
+		t.Fatal("malformed entry did not advance the applied index")
+	}
+	defer func() {
+		if recover() == nil {
+			t.Fatal("unknown command type did not stop the FSM")
+		}
+	}()
+	f.Apply(&raft.Log{Index: 2, Type: raft.LogCommand, Data: []byte{200, '{', '}'}})
+}
+
+// deref turns result pointers into values so that results can be compared.
+func deref(results []any) []any {
+	out := make([]any, len(results))
+	for i, r := range results {
+		if v := reflect.ValueOf(r); v.Kind() == reflect.Pointer && !v.IsNil() {
+			if _, isErr := r.(error); !isErr {
+				r = v.Elem().Interface()
+			}
+		}
+		out[i] = r
+	}
+	return out
+}

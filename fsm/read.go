@@ -1,0 +1,93 @@
+package fsm
+
+import "context"
+
+// Lock returns the current grant of a lock, if it is held.
+func (f *FSM) Lock(name string) (Lock, bool) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	l, ok := f.s.locks[name]
+	if !ok {
+		return Lock{}, false
+	}
+	return *l, true
+}
+
+// Locks returns every held lock, sorted by name.
+func (f *FSM) Locks() []Lock {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	out := make([]Lock, 0, len(f.s.locks))
+	for _, name := range sortedKeys(f.s.locks) {
+		out = append(out, *f.s.locks[name])
+	}
+	return out
+}
+
+// Key returns a fenced key's value and last token.
+func (f *FSM) Key(key string) (FencedKey, bool) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	k, ok := f.s.keys[key]
+	if !ok {
+		return FencedKey{}, false
+	}
+	return *k, true
+}
+
+// Members returns the recorded member addresses, sorted by id.
+func (f *FSM) Members() []Member {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	out := make([]Member, 0, len(f.s.members))
+	for _, id := range sortedKeys(f.s.members) {
+		out = append(out, f.s.members[id])
+	}
+	return out
+}
+
+// Member returns one member's recorded addresses.
+func (f *FSM) Member(id string) (Member, bool) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	m, ok := f.s.members[id]
+	return m, ok
+}
+
+// Epoch returns the current token epoch.
+func (f *FSM) Epoch() uint64 {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.s.epoch
+}
+
+// LastToken returns the highest token ever granted.
+func (f *FSM) LastToken() uint64 {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.s.lastToken
+}
+
+// AppliedIndex returns the index of the last entry this FSM applied.
+func (f *FSM) AppliedIndex() uint64 {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.applied
+}
+
+// WaitApplied blocks until the FSM has applied index, or ctx ends.
+func (f *FSM) WaitApplied(ctx context.Context, index uint64) error {
+	for {
+		f.mu.RLock()
+		applied, ch := f.applied, f.notify
+		f.mu.RUnlock()
+		if applied >= index {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}

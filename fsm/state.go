@@ -1,0 +1,97 @@
+package fsm
+
+import "sort"
+
+// EpochShift is where the epoch starts in a token: token = epoch<<EpochShift |
+// log index. In normal running the epoch is 0 and the token is the log index.
+// A restore or forced recovery bumps the epoch, so every later token is above
+// every token of the old cluster whatever its log index was. An epoch holds
+// 2^40 (about 10^12) log entries.
+const EpochShift = 40
+
+// MaxIndex is the largest log index that can carry a token in one epoch.
+const MaxIndex = 1<<EpochShift - 1
+
+// MaxRequestIDs bounds the idempotency table of acquire request ids; the
+// oldest entries are forgotten first, in log order, so every replica forgets
+// the same ones.
+const MaxRequestIDs = 1 << 16
+
+// MakeToken returns the fencing token of a grant at a log index.
+func MakeToken(epoch, index uint64) uint64 { return epoch<<EpochShift | index }
+
+// Lock is a held lock: the current grant. A free lock has no entry.
+type Lock struct {
+	Name      string `json:"name"`
+	Holder    string `json:"holder"`
+	Token     uint64 `json:"token"`
+	Lease     string `json:"lease"`
+	TTLMillis int64  `json:"ttl_ms"`
+	RequestID string `json:"request_id,omitempty"`
+	// GrantedAtMillis is the granting leader's wall clock; informational only.
+	GrantedAtMillis int64 `json:"granted_at_ms,omitempty"`
+}
+
+// FencedKey is a value in the cluster's fenced key-value store together with
+// the token of the write that stored it, its high-water mark.
+type FencedKey struct {
+	Key   string `json:"key"`
+	Value []byte `json:"value"`
+	Token uint64 `json:"token"`
+}
+
+// Member is a cluster member's identity and addresses.
+type Member struct {
+	ID       string `json:"id"`
+	RaftAddr string `json:"raft_addr"`
+	HTTPAddr string `json:"http_addr"`
+}
+
+// requestRecord remembers the token an acquire request id produced.
+type requestRecord struct {
+	Key   string `json:"key"`
+	Token uint64 `json:"token"`
+}
+
+// state is everything the FSM replicates. It is only touched under FSM.mu.
+type state struct {
+	epoch     uint64
+	lastToken uint64 // highest token ever granted
+	locks     map[string]*Lock
+	keys      map[string]*FencedKey
+	members   map[string]Member
+	requests  map[string]uint64 // lock\x00holder\x00request id → token
+	reqOrder  []string          // keys of requests, oldest first
+}
+
+func newState() *state {
+	return &state{
+		locks:    map[string]*Lock{},
+		keys:     map[string]*FencedKey{},
+		members:  map[string]Member{},
+		requests: map[string]uint64{},
+	}
+}
+
+func requestKey(lock, holder, id string) string { return lock + "\x00" + holder + "\x00" + id }
+
+func (s *state) remember(key string, token uint64) {
+	if _, ok := s.requests[key]; ok {
+		return
+	}
+	s.requests[key] = token
+	s.reqOrder = append(s.reqOrder, key)
+	if len(s.reqOrder) > MaxRequestIDs {
+		delete(s.requests, s.reqOrder[0])
+		s.reqOrder = s.reqOrder[1:]
+	}
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
