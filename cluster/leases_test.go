@@ -1,0 +1,126 @@
+package cluster
+
+import (
+	"testing"
+	"time"
+
+	"github.com/fencer-io/fencer/fsm"
+)
+
+type expiry struct {
+	lock  string
+	token uint64
+}
+
+func newTestLeases() (*Leases, *fakeClock, chan expiry) {
+	clock := newFakeClock()
+	fired := make(chan expiry, 16)
+	l := NewLeases(clock, func(lock string, token uint64) { fired <- expiry{lock, token} })
+	return l, clock, fired
+}
+
+func expectExpiry(t *testing.T, fired chan expiry, want expiry) {
+	t.Helper()
+	select {
+	case got := <-fired:
+		if got != want {
+			t.Fatalf("expired %+v, want %+v", got, want)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatalf("no expiry of %+v", want)
+	}
+}
+
+func expectNoExpiry(t *testing.T, fired chan expiry) {
+	t.Helper()
+	select {
+	case got := <-fired:
+		t.Fatalf("unexpected expiry %+v", got)
+	default:
+	}
+}
+
+func TestLeaseExpires(t *testing.T) {
+	l, clock, fired := newTestLeases()
+	l.Promote(nil)
+	l.Track("a", 5, time.Second)
+	clock.Advance(999 * time.Millisecond)
+	expectNoExpiry(t, fired)
+	clock.Advance(time.Millisecond)
+	expectExpiry(t, fired, expiry{"a", 5})
+	if l.Renew("a", 5) {
+		t.Fatal("renewed an expiring lease")
+	}
+}
+
+func TestRenewalPushesDeadline(t *testing.T) {
+	l, clock, fired := newTestLeases()
+	l.Promote(nil)
+	l.Track("a", 5, time.Second)
+	clock.Advance(800 * time.Millisecond)
+	if !l.Renew("a", 5) {
+		t.Fatal("renewal refused")
+	}
+	clock.Advance(800 * time.Millisecond) // 1.6 s after grant, 0.8 s after renewal
+	expectNoExpiry(t, fired)
+	if left, ok := l.Remaining("a", 5); !ok || left != 200*time.Millisecond {
+		t.Fatalf("remaining %v %v, want 200ms", left, ok)
+	}
+	if l.Renew("a", 4) {
+		t.Fatal("renewed with a superseded token")
+	}
+	clock.Advance(200 * time.Millisecond)
+	expectExpiry(t, fired, expiry{"a", 5})
+}
+
+func TestPromotionRestartsLeasesAtFullTTL(t *testing.T) {
+	l, clock, fired := newTestLeases()
+	l.Promote([]fsm.Lock{{Name: "a", Token: 3, TTLMillis: 1000}, {Name: "b", Token: 4, TTLMillis: 3000}})
+	clock.Advance(999 * time.Millisecond)
+	expectNoExpiry(t, fired)
+	clock.Advance(time.Millisecond)
+	expectExpiry(t, fired, expiry{"a", 3})
+	clock.Advance(2 * time.Second)
+	expectExpiry(t, fired, expiry{"b", 4})
+}
+
+func TestDemotionDropsTimers(t *testing.T) {
+	l, clock, fired := newTestLeases()
+	l.Promote([]fsm.Lock{{Name: "a", Token: 3, TTLMillis: 1000}})
+	l.Track("b", 9, time.Second)
+	l.Demote()
+	if l.Len() != 0 || clock.pending() != 0 {
+		t.Fatalf("after demotion: %d leases, %d timers", l.Len(), clock.pending())
+	}
+	l.Track("c", 10, time.Second) // a follower tracks nothing
+	clock.Advance(time.Hour)
+	expectNoExpiry(t, fired)
+	if l.Renew("a", 3) {
+		t.Fatal("a follower renewed")
+	}
+}
+
+func TestForgetAndRetry(t *testing.T) {
+	l, clock, fired := newTestLeases()
+	l.Promote(nil)
+	l.Track("a", 5, time.Second)
+	l.Forget("a", 5)
+	clock.Advance(2 * time.Second)
+	expectNoExpiry(t, fired)
+
+	l.Track("b", 6, time.Second)
+	clock.Advance(time.Second)
+	expectExpiry(t, fired, expiry{"b", 6})
+	l.Retry("b", 6, 100*time.Millisecond) // the Expire proposal failed
+	clock.Advance(100 * time.Millisecond)
+	expectExpiry(t, fired, expiry{"b", 6})
+}
+
+func TestOlderGrantDoesNotReplaceNewer(t *testing.T) {
+	l, clock, fired := newTestLeases()
+	l.Promote(nil)
+	l.Track("a", 8, time.Second)
+	l.Track("a", 7, time.Hour)
+	clock.Advance(time.Second)
+	expectExpiry(t, fired, expiry{"a", 8})
+}
