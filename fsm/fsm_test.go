@@ -325,4 +325,3 @@ func TestMalformedEntryIsSkippedAlike(t *testing.T) {
 	}()
 	f.Apply(&raft.Log{Index: 2, Type: raft.LogCommand, Data: []byte{200, '{', '}'}})
 }
-
