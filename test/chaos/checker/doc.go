@@ -1,0 +1,83 @@
+// Package checker judges a history recorded by the chaos suite. It knows
+// nothing of how the history was produced: it reads a History (client
+// operations with their call and return times, nemesis events, final reads,
+// the external resource's log of accepted writes, and member state hashes)
+// and says which rules it breaks, with the operations that break them.
+//
+// # Two models, checked by porcupine
+//
+// A lock is modeled as {held, token, holder, max}, where max is the greatest
+// token known to have been granted for it. A lease can expire at any moment
+// without any client seeing it, so the model lets a held lock become free
+// whenever a step needs it to: acquire ok(T) is valid from any state but
+// needs T > max; read free is always valid; lease_lost(T) is always valid and
+// frees the lock if T was current. What the model forbids is observing a
+// grant that cannot be current: renew ok(T), release ok(T), read held(T) and
+// acquire lock_held(T) all need the lock held under T (and lock_held, when it
+// names a holder, that holder).
+//
+// A fenced key is modeled as {value, last stamp}. put ok needs the fence to
+// admit the put's stamp (a greater token, or the same token with a greater
+// non-zero write sequence), stale_token needs it to refuse, not_lock_holder
+// is always valid and changes nothing, and get returns exactly the last
+// accepted put, or not found before the first.
+//
+// Both are partitioned by lock name or key, so each lock and each key is
+// checked on its own.
+//
+// # What unknown means
+//
+// An Unknown outcome (timeout, connection error) may or may not have taken
+// effect, and may take effect at any later time, even after the client gave
+// up: its interval is stretched past the end of the history. An OtherError
+// outcome (the service answered with an error the client could not classify)
+// is treated the same, except that if it took effect it did so before the
+// answer. For both, the models branch: the operation happened, or it did not.
+// Reads and gets that did not answer say nothing.
+//
+// An indeterminate acquire that happened granted a token nobody saw. The
+// model records the lock as held by that holder under an unseen token above
+// max; the first later observation of a token above max (a read held, a
+// lock_held, a renew or release ok) names it, and max rises to it. So a read
+// of a token nobody was told about is accepted when an unknown acquire can
+// explain it, and a renew of a token the lock has moved past is still
+// refused. The price is that grants after an unseen one are only required to
+// exceed the tokens actually seen.
+//
+// # Whole-history invariants
+//
+// Some properties span locks, keys or members, or need no search:
+//
+//   - UniqueGrants: no token is granted twice, on any locks.
+//   - GrantOrder: a grant of a lock called after another grant of it
+//     returned carries a greater token.
+//   - EpochTokens: after a restart, restore or member replacement, every
+//     grant exceeds every token acknowledged before it.
+//   - FenceOrder: the resource's log of accepted writes only moves forward,
+//     and so do acknowledged puts in real-time order.
+//   - NoLostWrite: each key's final read returns the newest acknowledged
+//     write, or a newer write that was acknowledged or indeterminate.
+//   - MemberHashes: all members end with the same state.
+//
+// # Limits
+//
+// Expiry being invisible, the lock model cannot tell a second grant made
+// while the first holder still held the lock from a grant made after the
+// first lease expired: both are acquire ok with a greater token. This is by
+// design, because it is the fence, not the lock, that protects the resource.
+// A double-holder bug is caught when the old holder is told it still holds
+// the lock after the newer grant (renew ok, release ok, read held or
+// lock_held of the old token: the model's max has moved past it), and when
+// the resource accepted the old holder's write after the new one's
+// (FenceOrder, and the key model).
+//
+// The checker sees only what clients observed. A stale lease that is never
+// renewed, read or written with after the newer grant leaves no trace. Reads
+// are checked as linearizable; a service that serves stale reads by design
+// would fail here. A re-entrant acquire that returns the holder's existing
+// token as ok fails the lock model, which expects every ok to be a new grant.
+// Lease identifiers are recorded but not checked: a token already names one
+// grant. Porcupine's search is NP-hard, so a long, highly concurrent history
+// (many indeterminate operations on one lock or key) can exhaust the time
+// budget; the verdict is then Inconclusive, not Pass.
+package checker

@@ -1,0 +1,146 @@
+package checker
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+)
+
+// grants returns the acquire ok ops of h, in history order.
+func grants(h History) []Op {
+	var out []Op
+	for _, op := range h.Ops {
+		if op.Kind == Acquire && op.Outcome == OK {
+			out = append(out, op)
+		}
+	}
+	return out
+}
+
+// UniqueGrants finds tokens granted more than once, on any locks: a token is
+// a log index, so two grants sharing one means two log entries claimed the
+// same index.
+func UniqueGrants(h History) []Violation {
+	first := map[uint64]Op{}
+	var out []Violation
+	for _, g := range grants(h) {
+		prev, dup := first[g.Token]
+		if !dup {
+			first[g.Token] = g
+			continue
+		}
+		out = append(out, Violation{
+			Message: fmt.Sprintf("token t%d granted twice: on %s and on %s", g.Token, prev.Target, g.Target),
+			Ops:     []Op{prev, g},
+		})
+	}
+	return out
+}
+
+// GrantOrder finds grants of a lock that do not follow real time: if grant A
+// returned before grant B was called, B must carry the greater token.
+func GrantOrder(h History) []Violation {
+	byLock := map[string][]Op{}
+	for _, g := range grants(h) {
+		byLock[g.Target] = append(byLock[g.Target], g)
+	}
+	var out []Violation
+	for _, lock := range sortedKeys(byLock) {
+		for _, r := range regressions(byLock[lock], func(op Op) Stamp { return Stamp{Token: op.Token} }) {
+			out = append(out, Violation{
+				Message: fmt.Sprintf("%s: grant t%d was called after grant t%d returned, but its token is not greater",
+					lock, r.later.Token, r.earlier.Token),
+				Ops: []Op{r.earlier, r.later},
+			})
+		}
+	}
+	return out
+}
+
+// EpochTokens finds grants that reuse the token space after a restart,
+// restore or member replacement: every grant called after such an event
+// must exceed every token the service acknowledged before it. A token is
+// acknowledged when the service reports it to a client as granted or current
+// (acquire ok or lock_held, renew or release ok, read held).
+func EpochTokens(h History) []Violation {
+	var out []Violation
+	for _, e := range h.Events {
+		if !e.Kind.IsEpoch() {
+			continue
+		}
+		var highest *Op
+		for i, op := range h.Ops {
+			if op.Return < e.Time && acknowledgesToken(op) && (highest == nil || op.Token > highest.Token) {
+				highest = &h.Ops[i]
+			}
+		}
+		if highest == nil {
+			continue
+		}
+		for _, g := range grants(h) {
+			if g.Call > e.Time && g.Token <= highest.Token {
+				out = append(out, Violation{
+					Message: fmt.Sprintf("%s: grant t%d called after the %s at %d does not exceed t%d, acknowledged before it",
+						g.Target, g.Token, e.Kind, e.Time, highest.Token),
+					Ops:    []Op{*highest, g},
+					Events: []Event{e},
+				})
+			}
+		}
+	}
+	return out
+}
+
+func acknowledgesToken(op Op) bool {
+	if op.Outcome != OK && !(op.Kind == Acquire && op.Outcome == LockHeld) {
+		return false
+	}
+	switch op.Kind {
+	case Acquire, Renew, Release:
+		return true
+	case Read:
+		return op.Held
+	}
+	return false
+}
+
+// regression is a pair of ops where later was called after earlier returned
+// and yet its stamp does not come after earlier's.
+type regression struct{ earlier, later Op }
+
+// regressions checks that stamps follow real time: for every op, the greatest
+// stamp among the ops that returned before it was called must admit its own.
+// Only that greatest predecessor is reported, one pair per offending op.
+func regressions(ops []Op, stamp func(Op) Stamp) []regression {
+	byReturn := slices.Clone(ops)
+	slices.SortStableFunc(byReturn, func(a, b Op) int { return cmp.Compare(a.Return, b.Return) })
+	byCall := slices.Clone(ops)
+	slices.SortStableFunc(byCall, func(a, b Op) int { return cmp.Compare(a.Call, b.Call) })
+	var out []regression
+	var best *Op
+	next := 0
+	for _, op := range byCall {
+		for ; next < len(byReturn) && byReturn[next].Return < op.Call; next++ {
+			if best == nil || stampLess(stamp(*best), stamp(byReturn[next])) {
+				best = &byReturn[next]
+			}
+		}
+		if best != nil && !stamp(*best).Admits(stamp(op)) {
+			out = append(out, regression{earlier: *best, later: op})
+		}
+	}
+	return out
+}
+
+func stampLess(a, b Stamp) bool {
+	return a.Token < b.Token || (a.Token == b.Token && a.Seq < b.Seq)
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}

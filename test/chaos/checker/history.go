@@ -1,0 +1,269 @@
+package checker
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+)
+
+// OpKind names what a client asked for.
+type OpKind string
+
+// The operations a chaos client performs. Acquire, Renew, Release and Read
+// act on a lock; Put and Get act on a fenced key.
+const (
+	Acquire OpKind = "acquire"
+	Renew   OpKind = "renew"
+	Release OpKind = "release"
+	Read    OpKind = "read"
+	Put     OpKind = "put"
+	Get     OpKind = "get"
+)
+
+// onLock reports whether k acts on a lock rather than a fenced key.
+func (k OpKind) onLock() bool {
+	return k == Acquire || k == Renew || k == Release || k == Read
+}
+
+// Outcome is what the client was told.
+type Outcome string
+
+// Outcomes. Unknown and OtherError are indeterminate: the operation may or
+// may not have taken effect. They differ in when: an Unknown operation (a
+// timeout, a dropped connection) may take effect at any later time, even after
+// the client gave up, while an OtherError was answered by the service, so if
+// it took effect at all it did so before the answer.
+const (
+	OK            Outcome = "ok"
+	LockHeld      Outcome = "lock_held"
+	LeaseLost     Outcome = "lease_lost"
+	StaleToken    Outcome = "stale_token"
+	NotLockHolder Outcome = "not_lock_holder"
+	Unknown       Outcome = "unknown"
+	OtherError    Outcome = "error"
+)
+
+// indeterminate reports whether o leaves open whether the operation happened.
+func (o Outcome) indeterminate() bool { return o == Unknown || o == OtherError }
+
+// outcomesByKind lists the outcomes each kind can have. Anything else is a
+// malformed history: guessing what an unexpected outcome means would let a
+// typo pass as an indeterminate result.
+var outcomesByKind = map[OpKind][]Outcome{
+	Acquire: {OK, LockHeld, Unknown, OtherError},
+	Renew:   {OK, LeaseLost, Unknown, OtherError},
+	Release: {OK, LeaseLost, Unknown, OtherError},
+	Read:    {OK, Unknown, OtherError},
+	Put:     {OK, StaleToken, NotLockHolder, Unknown, OtherError},
+	Get:     {OK, Unknown, OtherError},
+}
+
+// Op is one client operation: what was asked, what came back, and when.
+//
+// Call and Return are nanoseconds on one monotonic clock shared by every
+// client of the run (any origin will do). The meaning of Token depends on the
+// kind and outcome: the granted token for acquire ok, the current holder's
+// token for acquire lock_held, the token presented for renew, release and put,
+// and the token observed for read and get.
+type Op struct {
+	Kind   OpKind `json:"kind"`
+	Target string `json:"target"` // lock name, or key for put and get
+	Client int    `json:"client"` // zero-based client index
+	Holder string `json:"holder,omitempty"`
+	// HeldBy is the holder an acquire lock_held reported, if the service
+	// said; empty means not reported.
+	HeldBy string `json:"held_by,omitempty"`
+	Token  uint64 `json:"token,omitempty"`
+	// Seq numbers the writes made under one token; 0 means none. See Stamp.
+	Seq   uint64 `json:"seq,omitempty"`
+	Lease string `json:"lease,omitempty"`
+	Value string `json:"value,omitempty"`
+	Held  bool   `json:"held,omitempty"`  // read ok: the lock is held
+	Found bool   `json:"found,omitempty"` // get ok: the key has a value
+
+	Call    int64   `json:"call"`
+	Return  int64   `json:"return"`
+	Outcome Outcome `json:"outcome"`
+	Error   string  `json:"error,omitempty"` // message for unknown and error outcomes
+}
+
+// String renders op in one line for reports and visualizations.
+func (op Op) String() string {
+	var in string
+	switch op.Kind {
+	case Acquire:
+		in = fmt.Sprintf("acquire(%s, %s)", op.Target, op.Holder)
+	case Renew, Release:
+		in = fmt.Sprintf("%s(%s, t%d)", op.Kind, op.Target, op.Token)
+	case Read:
+		in = fmt.Sprintf("read(%s)", op.Target)
+	case Put:
+		in = fmt.Sprintf("put(%s, %q, %s)", op.Target, op.Value, op.stamp())
+	case Get:
+		in = fmt.Sprintf("get(%s)", op.Target)
+	default:
+		in = fmt.Sprintf("%s(%s)", op.Kind, op.Target)
+	}
+	var out string
+	switch {
+	case op.Kind == Acquire && op.Outcome == OK:
+		out = fmt.Sprintf("ok t%d", op.Token)
+	case op.Kind == Acquire && op.Outcome == LockHeld:
+		out = fmt.Sprintf("lock_held by %s t%d", orDash(op.HeldBy), op.Token)
+	case op.Kind == Read && op.Outcome == OK && op.Held:
+		out = fmt.Sprintf("held t%d", op.Token)
+	case op.Kind == Read && op.Outcome == OK:
+		out = "free"
+	case op.Kind == Get && op.Outcome == OK && op.Found:
+		out = fmt.Sprintf("%q %s", op.Value, op.stamp())
+	case op.Kind == Get && op.Outcome == OK:
+		out = "not found"
+	case op.Outcome.indeterminate() && op.Error != "":
+		out = fmt.Sprintf("%s (%s)", op.Outcome, op.Error)
+	default:
+		out = string(op.Outcome)
+	}
+	return fmt.Sprintf("c%d %s -> %s [%d, %d]", op.Client, in, out, op.Call, op.Return)
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func (op Op) stamp() Stamp { return Stamp{Token: op.Token, Seq: op.Seq} }
+
+// Stamp is what a fenced write carries: a token and, optionally, a sequence
+// numbering the writes made under that token (0 means none).
+type Stamp struct {
+	Token uint64 `json:"token"`
+	Seq   uint64 `json:"seq,omitempty"`
+}
+
+// Admits reports whether a fence whose last accepted write is s would accept
+// a write stamped w: a greater token, or the same token with a greater,
+// non-zero sequence. Without sequences this is plain w.Token > s.Token, so an
+// equal token is a replay and refused.
+func (s Stamp) Admits(w Stamp) bool {
+	switch {
+	case w.Token > s.Token:
+		return true
+	case w.Token == s.Token:
+		return w.Seq != 0 && w.Seq > s.Seq
+	}
+	return false
+}
+
+func (s Stamp) String() string {
+	if s.Seq == 0 {
+		return fmt.Sprintf("t%d", s.Token)
+	}
+	return fmt.Sprintf("t%d/s%d", s.Token, s.Seq)
+}
+
+// EventKind names something the nemesis or the harness did.
+type EventKind string
+
+// Epoch events are those after which the service must keep issuing tokens
+// above every token it had acknowledged: the state that backs the token
+// sequence was rebuilt. Any other kind (partition, heal, pause, ...) is
+// recorded for the reader and annotates the visualization.
+const (
+	EventRestart EventKind = "restart" // a member or the whole cluster restarted
+	EventRestore EventKind = "restore" // state restored from a snapshot or backup
+	EventReplace EventKind = "replace" // a member was removed and a new one joined
+)
+
+// IsEpoch reports whether k rebuilds token-bearing state.
+func (k EventKind) IsEpoch() bool {
+	return k == EventRestart || k == EventRestore || k == EventReplace
+}
+
+// Event is a fault or harness action at a point in time, on the clock of
+// Op.Call and Op.Return.
+type Event struct {
+	Kind        EventKind `json:"kind"`
+	Time        int64     `json:"time"`
+	Description string    `json:"description,omitempty"`
+}
+
+// FinalRead is the read of a key made after the cluster healed and the
+// workload stopped.
+type FinalRead struct {
+	Key   string `json:"key"`
+	Found bool   `json:"found"`
+	Value string `json:"value,omitempty"`
+	Token uint64 `json:"token,omitempty"`
+	Seq   uint64 `json:"seq,omitempty"`
+}
+
+func (r FinalRead) stamp() Stamp { return Stamp{Token: r.Token, Seq: r.Seq} }
+
+// History is everything a chaos run recorded.
+type History struct {
+	Ops    []Op    `json:"ops"`
+	Events []Event `json:"events,omitempty"`
+	// FinalReads holds one read per key; nil means they were not taken and
+	// the lost-write check is skipped.
+	FinalReads []FinalRead `json:"final_reads,omitempty"`
+	// Accepted is, per key, every write the external resource accepted, in
+	// the order it accepted them, as the resource itself reports.
+	Accepted map[string][]Stamp `json:"accepted,omitempty"`
+	// MemberHashes maps each member to a hash of its state machine taken
+	// after the run, once every member had applied the same log.
+	MemberHashes map[string]string `json:"member_hashes,omitempty"`
+}
+
+// Validate reports every op that cannot be checked: an unknown kind, an
+// outcome the kind cannot have, a missing target, or a return before its call.
+func (h History) Validate() error {
+	var problems []string
+	for i, op := range h.Ops {
+		allowed, ok := outcomesByKind[op.Kind]
+		switch {
+		case !ok:
+			problems = append(problems, fmt.Sprintf("op %d: unknown kind %q", i, op.Kind))
+			continue
+		case op.Target == "":
+			problems = append(problems, fmt.Sprintf("op %d: no target", i))
+		case op.Return < op.Call:
+			problems = append(problems, fmt.Sprintf("op %d: returns at %d before its call at %d", i, op.Return, op.Call))
+		case op.Client < 0:
+			problems = append(problems, fmt.Sprintf("op %d: negative client %d", i, op.Client))
+		}
+		if !slices.Contains(allowed, op.Outcome) {
+			problems = append(problems, fmt.Sprintf("op %d: %s cannot have outcome %q", i, op.Kind, op.Outcome))
+		}
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("malformed history: %s", strings.Join(problems, "; "))
+	}
+	return nil
+}
+
+// WriteFile writes h as indented JSON to path.
+func (h History) WriteFile(path string) error {
+	b, err := json.MarshalIndent(h, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(b, '\n'), 0o644)
+}
+
+// ReadHistory reads a history written by History.WriteFile, so that a failed
+// run's artifact can be checked again.
+func ReadHistory(path string) (History, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return History{}, err
+	}
+	var h History
+	if err := json.Unmarshal(b, &h); err != nil {
+		return History{}, fmt.Errorf("read history %s: %w", path, err)
+	}
+	return h, nil
+}

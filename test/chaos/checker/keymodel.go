@@ -1,0 +1,84 @@
+package checker
+
+import (
+	"fmt"
+	"hash/fnv"
+
+	"github.com/anishathalye/porcupine"
+)
+
+// keyState is one fenced key: its value and the stamp of the write that set
+// it. Written is false until the first accepted put.
+type keyState struct {
+	Written bool
+	Value   string
+	Last    Stamp
+}
+
+func (s keyState) String() string {
+	if !s.Written {
+		return "unwritten"
+	}
+	return fmt.Sprintf("%q %s", s.Value, s.Last)
+}
+
+// stepKey is the sequential specification of one fenced key: a put is
+// accepted iff the fence admits its stamp, and a get returns the last
+// accepted put.
+func stepKey(s keyState, op Op) []keyState {
+	applied := keyState{Written: true, Value: op.Value, Last: op.stamp()}
+	switch op.Kind {
+	case Put:
+		switch op.Outcome {
+		case OK:
+			if !s.Last.Admits(op.stamp()) {
+				return nil
+			}
+			return []keyState{applied}
+		case StaleToken:
+			if s.Last.Admits(op.stamp()) {
+				return nil
+			}
+			return []keyState{s}
+		case NotLockHolder:
+			return []keyState{s}
+		default:
+			if s.Last.Admits(op.stamp()) {
+				return []keyState{s, applied}
+			}
+			return []keyState{s}
+		}
+	case Get:
+		if op.Outcome != OK {
+			return []keyState{s}
+		}
+		if op.Found != s.Written {
+			return nil
+		}
+		if op.Found && (op.Value != s.Value || op.stamp() != s.Last) {
+			return nil
+		}
+		return []keyState{s}
+	}
+	panic(fmt.Sprintf("checker: %s op in the key model", op.Kind))
+}
+
+func hashKey(v any) uint64 {
+	s := v.(keyState)
+	h := fnv.New64a()
+	fmt.Fprintf(h, "%t|%d|%d|%s", s.Written, s.Last.Token, s.Last.Seq, s.Value)
+	return h.Sum64()
+}
+
+// keyModel is the porcupine model of every fenced key, partitioned by key.
+var keyModel = (&porcupine.NondeterministicModel{
+	Partition: partitionByTarget,
+	Init:      func() []any { return []any{keyState{}} },
+	Step: func(state, input, _ any) []any {
+		return toAny(stepKey(state.(keyState), input.(Op)))
+	},
+	Hash:                      hashKey,
+	DescribeOperation:         describeOp,
+	DescribeState:             func(s any) string { return s.(keyState).String() },
+	DescribeOperationMetadata: describeMetadata,
+}).ToModel()

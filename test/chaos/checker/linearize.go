@@ -1,0 +1,176 @@
+package checker
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+)
+
+// linearization is one porcupine run, kept so that a failure can be drawn.
+type linearization struct {
+	name   string
+	model  porcupine.Model
+	result porcupine.CheckResult
+	info   porcupine.LinearizationInfo
+}
+
+// checkLinearizable runs model over the ops of h that keep selects and turns
+// the result into a verdict.
+func checkLinearizable(name string, model porcupine.Model, h History, keep func(OpKind) bool, timeout time.Duration) (Verdict, *linearization) {
+	ops := operations(h, keep)
+	if len(ops) == 0 {
+		return Verdict{Name: name, Status: Skipped, Note: "no operations"}, nil
+	}
+	result, info := porcupine.CheckOperationsVerbose(model, ops, timeout)
+	info.AddAnnotations(eventAnnotations(h.Events))
+	run := &linearization{name: name, model: model, result: result, info: info}
+	switch result {
+	case porcupine.Ok:
+		return Verdict{Name: name, Status: Pass}, run
+	case porcupine.Unknown:
+		return Verdict{Name: name, Status: Inconclusive,
+			Note: fmt.Sprintf("search stopped after %v without finding a violation", timeout)}, run
+	}
+	return Verdict{Name: name, Status: Fail, Violations: stuckPoints(model, ops, info)}, run
+}
+
+// operations converts the selected ops for porcupine. An op with an Unknown
+// outcome may still take effect after the client gave up, so its interval is
+// stretched past the end of the history.
+func operations(h History, keep func(OpKind) bool) []porcupine.Operation {
+	horizon := int64(0)
+	for _, op := range h.Ops {
+		horizon = max(horizon, op.Call, op.Return)
+	}
+	horizon++
+	var ops []porcupine.Operation
+	for i, op := range h.Ops {
+		if !keep(op.Kind) {
+			continue
+		}
+		ret := op.Return
+		if op.Outcome == Unknown {
+			ret = horizon
+		}
+		ops = append(ops, porcupine.Operation{
+			ClientId: op.Client,
+			Input:    op,
+			Call:     op.Call,
+			Output:   nil,
+			Return:   ret,
+			Metadata: i,
+		})
+	}
+	return ops
+}
+
+// partitionByTarget splits a history into one partition per lock or key, in
+// order of first appearance so that partition indexes are reproducible.
+func partitionByTarget(history []porcupine.Operation) [][]porcupine.Operation {
+	index := map[string]int{}
+	var parts [][]porcupine.Operation
+	for _, op := range history {
+		target := op.Input.(Op).Target
+		i, ok := index[target]
+		if !ok {
+			i = len(parts)
+			index[target] = i
+			parts = append(parts, nil)
+		}
+		parts[i] = append(parts[i], op)
+	}
+	return parts
+}
+
+// stuckPoints explains each partition that has no linearization: the longest
+// prefix porcupine could order, the state it leaves, and the operations that
+// could come next, none of which the model accepts there.
+func stuckPoints(model porcupine.Model, ops []porcupine.Operation, info porcupine.LinearizationInfo) []Violation {
+	parts := partitionByTarget(ops)
+	partials := info.PartialLinearizations()
+	var out []Violation
+	for p, part := range parts {
+		if p >= len(partials) {
+			break
+		}
+		var longest []int
+		for _, l := range partials[p] {
+			if len(l) > len(longest) {
+				longest = l
+			}
+		}
+		if len(longest) == len(part) {
+			continue
+		}
+		state := model.Init()
+		done := make([]bool, len(part))
+		for _, id := range longest {
+			_, state = model.Step(state, part[id].Input, part[id].Output)
+			done[id] = true
+		}
+		// An op can come next iff no other pending op returned before
+		// it was called.
+		earliestReturn := int64(-1)
+		for id, op := range part {
+			if !done[id] && (earliestReturn < 0 || op.Return < earliestReturn) {
+				earliestReturn = op.Return
+			}
+		}
+		var evidence []Op
+		if len(longest) > 0 {
+			evidence = append(evidence, part[longest[len(longest)-1]].Input.(Op))
+		}
+		for id, op := range part {
+			if !done[id] && op.Call <= earliestReturn {
+				evidence = append(evidence, op.Input.(Op))
+			}
+		}
+		target := part[0].Input.(Op).Target
+		msg := fmt.Sprintf("%s: not linearizable; after %d of %d ops the state is %s, and no pending op can come next",
+			target, len(longest), len(part), model.DescribeState(state))
+		if len(longest) > 0 {
+			msg += " (first op listed is the last one ordered)"
+		}
+		out = append(out, Violation{Message: msg, Ops: evidence})
+	}
+	return out
+}
+
+func eventAnnotations(events []Event) []porcupine.Annotation {
+	var out []porcupine.Annotation
+	for _, e := range events {
+		color := "#dddddd"
+		if e.Kind.IsEpoch() {
+			color = "#f7c6a3"
+		}
+		out = append(out, porcupine.Annotation{
+			Tag:             "nemesis",
+			Start:           e.Time,
+			Description:     string(e.Kind),
+			Details:         e.Description,
+			BackgroundColor: color,
+		})
+	}
+	return out
+}
+
+func describeOp(input, _ any) string { return input.(Op).String() }
+
+func describeMetadata(m any) string {
+	if i, ok := m.(int); ok {
+		return fmt.Sprintf("op #%d in history.json", i)
+	}
+	return ""
+}
+
+func toAny[S any](states []S) []any {
+	out := make([]any, len(states))
+	for i, s := range states {
+		out[i] = s
+	}
+	return out
+}
+
+func onLock(k OpKind) bool { return k.onLock() }
+func onKey(k OpKind) bool  { return k == Put || k == Get }
