@@ -209,7 +209,7 @@ type History struct {
 	Events []Event `json:"events,omitempty"`
 	// FinalReads holds one read per key; nil means they were not taken and
 	// the lost-write check is skipped.
-	FinalReads []FinalRead `json:"final_reads,omitempty"`
+	FinalReads []FinalRead `json:"final_reads"`
 	// Accepted is, per key, every write the external resource accepted, in
 	// the order it accepted them, as the resource itself reports.
 	Accepted map[string][]Stamp `json:"accepted,omitempty"`

@@ -75,7 +75,11 @@ func putsStamped(ops []Op, stamps ...Stamp) []Op {
 // final read must return a write that may have been applied (acknowledged or
 // indeterminate), with a stamp no older than the newest acknowledged one; a
 // key with acknowledged writes must have a final read and must be found.
+// A nil h.FinalReads means no final reads were taken: nothing to check.
 func NoLostWrite(h History) []Violation {
+	if h.FinalReads == nil {
+		return nil
+	}
 	final := map[string]FinalRead{}
 	for _, r := range h.FinalReads {
 		final[r.Key] = r

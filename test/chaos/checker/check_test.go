@@ -1,0 +1,168 @@
+package checker
+
+import (
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+// validRun is a small but complete history of a correct run: contention,
+// implicit expiry, unknown outcomes, a restore, fenced writes, final reads.
+func validRun() History {
+	return History{
+		Ops: []Op{
+			acquireOK(0, "a", "h1", 5, 0, 10),
+			acquireHeld(1, "a", "h2", "h1", 5, 5, 15),
+			put(0, "k", "v1", 5, OK, 20, 30),
+			renew(0, "a", 5, OK, 20, 30),
+			acquireOK(1, "a", "h2", 8, 40, 50), // h1's lease expired unseen
+			put(0, "k", "v2", 5, StaleToken, 60, 70),
+			renew(0, "a", 5, LeaseLost, 60, 70),
+			put(1, "k", "v3", 8, Unknown, 60, 70),
+			acquireUnknown(2, "b", "h3", 80, 90),
+			readHeld(2, "b", 1<<32|2, 200, 210),
+			acquireOK(0, "c", "h1", 1<<32|4, 220, 230),
+			put(0, "j", "w1", 1<<32|4, OK, 240, 250),
+			get(1, "j", "w1", 1<<32|4, 260, 270),
+		},
+		Events: []Event{
+			{Kind: "partition", Time: 55, Description: "isolate n1"},
+			{Kind: EventRestore, Time: 150, Description: "restore n1..n3 from snapshot 3"},
+		},
+		FinalReads: []FinalRead{
+			{Key: "k", Found: true, Value: "v3", Token: 8},
+			{Key: "j", Found: true, Value: "w1", Token: 1<<32 | 4},
+		},
+		Accepted: map[string][]Stamp{
+			"k": {{Token: 5}, {Token: 8}},
+			"j": {{Token: 1<<32 | 4}},
+		},
+		MemberHashes: map[string]string{"n1": "c0ffee", "n2": "c0ffee", "n3": "c0ffee"},
+	}
+}
+
+func TestCheckPassesAValidRun(t *testing.T) {
+	r := Check(validRun(), Options{})
+	if !r.OK() {
+		t.Fatalf("valid run rejected:\n%s", r)
+	}
+	for _, v := range r.Verdicts {
+		if v.Status != Pass {
+			t.Errorf("%s: %s, want every check to run and pass", v.Name, v.Status)
+		}
+	}
+	if !strings.Contains(r.String(), "all 9 checks passed") {
+		t.Errorf("summary:\n%s", r)
+	}
+}
+
+func TestCheckRejectsAMalformedHistory(t *testing.T) {
+	for name, op := range map[string]Op{
+		"unknown kind":           {Kind: "lock", Target: "a", Outcome: OK},
+		"outcome the kind lacks": {Kind: Read, Target: "a", Outcome: StaleToken},
+		"misspelt outcome":       {Kind: Acquire, Target: "a", Outcome: "OK"},
+		"no target":              {Kind: Get, Outcome: OK},
+		"returns before call":    {Kind: Get, Target: "k", Outcome: OK, Call: 10, Return: 5},
+	} {
+		t.Run(name, func(t *testing.T) {
+			h := validRun()
+			h.Ops = append(h.Ops, op)
+			r := Check(h, Options{})
+			if r.OK() || len(r.Verdicts) != 1 || r.Verdicts[0].Name != CheckHistory {
+				t.Fatalf("malformed history not refused:\n%s", r)
+			}
+		})
+	}
+}
+
+func TestReportSummarizesFailures(t *testing.T) {
+	h := validRun()
+	h.Ops = append(h.Ops, renew(0, "a", 5, OK, 300, 310)) // the old holder told it still holds
+	h.MemberHashes["n3"] = "deadbeef"
+	r := Check(h, Options{})
+	if r.OK() {
+		t.Fatal("report OK despite violations")
+	}
+	s := r.String()
+	for _, want := range []string{
+		"2 of 9 checks not OK",
+		"FAIL          lock linearizability",
+		"renew(a, t5) -> ok [300, 310]",
+		"FAIL          member state hashes",
+		"deadbeef: n3",
+	} {
+		if !strings.Contains(s, want) {
+			t.Errorf("summary lacks %q:\n%s", want, s)
+		}
+	}
+}
+
+func TestWriteArtifacts(t *testing.T) {
+	h := validRun()
+	h.Ops = append(h.Ops, renew(0, "a", 5, OK, 300, 310), get(2, "k", "v2", 5, 300, 310))
+	dir := filepath.Join(t.TempDir(), "run")
+	paths, err := Check(h, Options{}).WriteArtifacts(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, p := range paths {
+		names = append(names, filepath.Base(p))
+		info, err := os.Stat(p)
+		if err != nil || info.Size() == 0 {
+			t.Errorf("%s: missing or empty (%v)", p, err)
+		}
+	}
+	want := []string{"history.json", "report.txt", "lock-linearizability.html", "fenced-key-linearizability.html"}
+	if !reflect.DeepEqual(names, want) {
+		t.Errorf("wrote %v, want %v", names, want)
+	}
+	back, err := ReadHistory(filepath.Join(dir, "history.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(back, h) {
+		t.Errorf("history.json does not round-trip:\n got %+v\nwant %+v", back, h)
+	}
+}
+
+func TestWriteArtifactsSkipsPassingModels(t *testing.T) {
+	paths, err := Check(validRun(), Options{}).WriteArtifacts(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range paths {
+		if strings.HasSuffix(p, ".html") {
+			t.Errorf("visualized a passing model: %s", p)
+		}
+	}
+}
+
+func TestFinalReadsSurviveJSONWhenEmpty(t *testing.T) {
+	h := History{Ops: []Op{put(0, "k", "a", 5, OK, 0, 10)}, FinalReads: []FinalRead{}}
+	path := filepath.Join(t.TempDir(), "h.json")
+	if err := h.WriteFile(path); err != nil {
+		t.Fatal(err)
+	}
+	back, err := ReadHistory(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Taken but empty is a lost write, not a skipped check.
+	wantStatus(t, back, CheckNoLostWrite, Fail)
+}
+
+func TestOptionsTimeout(t *testing.T) {
+	for in, want := range map[time.Duration]time.Duration{
+		0:           DefaultTimeout,
+		-1:          0,
+		time.Second: time.Second,
+	} {
+		if got := (Options{Timeout: in}).timeout(); got != want {
+			t.Errorf("Timeout %v: porcupine gets %v, want %v", in, got, want)
+		}
+	}
+}
