@@ -45,6 +45,9 @@ type Member struct {
 	ID       string `json:"id"`
 	RaftAddr string `json:"raft_addr"`
 	HTTPAddr string `json:"http_addr"`
+	// Incarnation identifies one life of the member's data dir: a new one
+	// is drawn when the dir is created, so a wiped disk is recognized.
+	Incarnation string `json:"incarnation,omitempty"`
 }
 
 // requestRecord remembers the token an acquire request id produced.

@@ -1,0 +1,64 @@
+package api
+
+import (
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"time"
+)
+
+// HeaderForwardedBy marks a request a follower forwarded to the leader.
+const HeaderForwardedBy = "Fencer-Forwarded-By"
+
+// forwarder proxies requests to the leader over kept-alive connections.
+type forwarder struct {
+	c         Cluster
+	transport *http.Transport
+}
+
+func newForwarder(c Cluster) *forwarder {
+	return &forwarder{c: c, transport: &http.Transport{
+		DialContext:         (&net.Dialer{Timeout: 2 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConnsPerHost: 256,
+		IdleConnTimeout:     90 * time.Second,
+	}}
+}
+
+// leaderOnly serves the request here when this node leads (or is becoming
+// the leader) and forwards it to the leader otherwise. A request already
+// forwarded once is never forwarded again.
+func (f *forwarder) leaderOnly(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if f.c.IsLeader() || isStale(r) && r.Method == http.MethodGet {
+			next.ServeHTTP(w, r)
+			return
+		}
+		id, addr := f.c.Leader()
+		if id == f.c.ID() {
+			next.ServeHTTP(w, r) // leader, not ready yet: the handler waits
+			return
+		}
+		if id == "" || addr == "" || r.Header.Get(HeaderForwardedBy) != "" {
+			writeError(w, http.StatusServiceUnavailable, &Error{Code: CodeNoLeader, Message: "no leader is known to " + f.c.ID() + "; retry"})
+			return
+		}
+		f.proxy(w, r, addr)
+	})
+}
+
+func (f *forwarder) proxy(w http.ResponseWriter, r *http.Request, addr string) {
+	target := &url.URL{Scheme: "http", Host: addr}
+	rp := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(target)
+			pr.Out.Host = addr
+			pr.Out.Header.Set(HeaderForwardedBy, f.c.ID())
+		},
+		Transport: f.transport,
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			writeError(w, http.StatusServiceUnavailable, &Error{Code: CodeNoLeader, Message: "leader " + addr + " unreachable: " + err.Error()})
+		},
+	}
+	rp.ServeHTTP(w, r)
+}

@@ -1,0 +1,180 @@
+package api
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/fencer-io/fencer/cluster"
+)
+
+func (s *Server) lockRoutes() chi.Router {
+	r := chi.NewRouter()
+	r.Use(s.fwd.leaderOnly)
+	r.Get("/", s.listLocks)
+	r.Route("/{name}", func(r chi.Router) {
+		r.Get("/", s.getLock)
+		r.Post("/acquire", s.acquire)
+		r.Post("/renew", s.renew)
+		r.Post("/release", s.release)
+		r.Get("/check", s.check)
+	})
+	return r
+}
+
+// work bounds a request's cluster work.
+func (s *Server) work(r *http.Request, extra time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(r.Context(), s.requestTimeout+extra)
+}
+
+func (s *Server) acquire(w http.ResponseWriter, r *http.Request) {
+	name := chi.URLParam(r, "name")
+	if err := checkName(name); err != nil {
+		writeErr(w, err)
+		return
+	}
+	var req AcquireRequest
+	if err := decodeJSON(w, r, &req); err != nil {
+		writeErr(w, err)
+		return
+	}
+	if err := req.validate(); err != nil {
+		writeErr(w, err)
+		return
+	}
+	wait := time.Duration(req.WaitMs) * time.Millisecond
+	ctx, cancel := s.work(r, wait)
+	defer cancel()
+	g, err := s.c.Acquire(ctx, cluster.AcquireRequest{
+		Lock:      name,
+		Holder:    req.Holder,
+		TTL:       time.Duration(req.TTLMillis) * time.Millisecond,
+		Wait:      wait,
+		RequestID: req.RequestID,
+	})
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, Grant{
+		Lock:      g.Name,
+		Holder:    g.Holder,
+		Token:     g.Token,
+		Lease:     g.Lease,
+		TTLMillis: g.TTLMillis,
+		RequestID: g.RequestID,
+		Existing:  g.Existing,
+	})
+}
+
+func (s *Server) leaseRequest(w http.ResponseWriter, r *http.Request) (string, LeaseRequest, bool) {
+	name := chi.URLParam(r, "name")
+	var req LeaseRequest
+	err := checkName(name)
+	if err == nil {
+		err = decodeJSON(w, r, &req)
+	}
+	if err == nil {
+		err = req.validate()
+	}
+	if err != nil {
+		writeErr(w, err)
+		return "", req, false
+	}
+	return name, req, true
+}
+
+func (s *Server) renew(w http.ResponseWriter, r *http.Request) {
+	name, req, ok := s.leaseRequest(w, r)
+	if !ok {
+		return
+	}
+	ctx, cancel := s.work(r, 0)
+	defer cancel()
+	l, err := s.c.Renew(ctx, name, req.Token, req.Lease)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, RenewResponse{Lock: name, Token: l.Token, TTLMillis: l.TTLMillis})
+}
+
+func (s *Server) release(w http.ResponseWriter, r *http.Request) {
+	name, req, ok := s.leaseRequest(w, r)
+	if !ok {
+		return
+	}
+	ctx, cancel := s.work(r, 0)
+	defer cancel()
+	if err := s.c.Release(ctx, name, req.Token, req.Lease); err != nil {
+		writeErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, ReleaseResponse{Lock: name, Token: req.Token, Released: true})
+}
+
+func lockStatus(st cluster.LockStatus) LockStatus {
+	out := LockStatus{Lock: st.Name, Held: st.Held}
+	if st.Held {
+		out.Holder, out.Token, out.TTLMillis = st.Holder, st.Token, st.TTLMillis
+		if st.Known {
+			ms := st.Remaining.Milliseconds()
+			out.RemainingMillis = &ms
+		}
+	}
+	return out
+}
+
+func (s *Server) getLock(w http.ResponseWriter, r *http.Request) {
+	name := chi.URLParam(r, "name")
+	if err := checkName(name); err != nil {
+		writeErr(w, err)
+		return
+	}
+	ctx, cancel := s.work(r, 0)
+	defer cancel()
+	st, err := s.c.Lock(ctx, name, isStale(r))
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, lockStatus(st))
+}
+
+func (s *Server) listLocks(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := s.work(r, 0)
+	defer cancel()
+	locks, err := s.c.Locks(ctx, isStale(r))
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	out := LockList{Locks: make([]LockStatus, len(locks))}
+	for i, st := range locks {
+		out.Locks[i] = lockStatus(st)
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) check(w http.ResponseWriter, r *http.Request) {
+	name := chi.URLParam(r, "name")
+	if err := checkName(name); err != nil {
+		writeErr(w, err)
+		return
+	}
+	token, ok := ParseToken(r.URL.Query().Get("token"))
+	if !ok {
+		writeErr(w, badRequest(CodeInvalidToken, "token: want ?token=N with N a positive decimal integer"))
+		return
+	}
+	ctx, cancel := s.work(r, 0)
+	defer cancel()
+	current, cur, err := s.c.Check(ctx, name, token, isStale(r))
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, CheckResponse{Current: current, Token: cur})
+}

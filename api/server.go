@@ -1,0 +1,98 @@
+// Package api is fencer's HTTP wire: chi routes, handlers, the JSON types and
+// the mapping of errors to statuses. Handlers reach the cluster only through
+// the Cluster interface, which cluster.Node satisfies and tests fake.
+//
+// Any node serves any request. Writes and linearizable reads are served by
+// the leader: a follower forwards them (once; a forwarded request that lands
+// on a non-leader gets 503 no_leader with Retry-After rather than bouncing).
+// Reads with ?stale=true are answered from the local state machine.
+package api
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/fencer-io/fencer/cluster"
+	"github.com/fencer-io/fencer/fsm"
+)
+
+// Cluster is what the HTTP layer needs from a node.
+type Cluster interface {
+	ID() string
+	IsLeader() bool
+	Leader() (id, httpAddr string)
+	Ready() bool
+
+	Acquire(ctx context.Context, req cluster.AcquireRequest) (cluster.Grant, error)
+	Renew(ctx context.Context, name string, token uint64, lease string) (fsm.Lock, error)
+	Release(ctx context.Context, name string, token uint64, lease string) error
+	Lock(ctx context.Context, name string, stale bool) (cluster.LockStatus, error)
+	Locks(ctx context.Context, stale bool) ([]cluster.LockStatus, error)
+	Check(ctx context.Context, name string, token uint64, stale bool) (bool, uint64, error)
+	Put(ctx context.Context, key string, value []byte, token uint64, lock string) (uint64, error)
+	Get(ctx context.Context, key string, stale bool) (fsm.FencedKey, bool, error)
+
+	Join(ctx context.Context, req cluster.JoinRequest) error
+	Status() (cluster.Status, error)
+	Digest() (appliedIndex uint64, digest string)
+}
+
+// Server is the HTTP API of one node.
+type Server struct {
+	c   Cluster
+	log *slog.Logger
+	fwd *forwarder
+	// RequestTimeout bounds each request's work (not its wait_ms queueing).
+	requestTimeout time.Duration
+}
+
+// NewServer returns the API handler for c. A nil logger discards.
+func NewServer(c Cluster, logger *slog.Logger) *Server {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return &Server{c: c, log: logger, fwd: newForwarder(c), requestTimeout: 10 * time.Second}
+}
+
+// Handler returns the routes.
+func (s *Server) Handler() http.Handler {
+	r := chi.NewRouter()
+	r.Get("/healthz", s.healthz)
+	r.Get("/readyz", s.readyz)
+	r.Route("/v1", func(r chi.Router) {
+		r.Mount("/locks", s.lockRoutes())
+		r.Mount("/kv", s.kvRoutes())
+		r.Mount("/cluster", s.clusterRoutes())
+		r.Get("/debug/state", s.debugState)
+	})
+	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, &Error{Code: CodeNotFound, Message: "no route for " + r.Method + " " + r.URL.Path})
+	})
+	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusMethodNotAllowed, &Error{Code: "method_not_allowed", Message: r.Method + " is not allowed on " + r.URL.Path})
+	})
+	return r
+}
+
+func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok", "node": s.c.ID()})
+}
+
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	if !s.c.Ready() {
+		writeError(w, http.StatusServiceUnavailable, &Error{Code: CodeNoLeader, Message: "no leader known, or this node has not applied up to the commit index"})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ready", "node": s.c.ID()})
+}
+
+func (s *Server) debugState(w http.ResponseWriter, r *http.Request) {
+	idx, digest := s.c.Digest()
+	writeJSON(w, http.StatusOK, StateDigest{Node: s.c.ID(), AppliedIndex: idx, Digest: digest})
+}
+
+func isStale(r *http.Request) bool { return r.URL.Query().Get("stale") == "true" }

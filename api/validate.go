@@ -1,0 +1,122 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"regexp"
+	"strconv"
+	"time"
+)
+
+// Limits on input. Names and keys share one alphabet.
+const (
+	MaxBodyBytes = 1 << 20
+	MinTTL       = 100 * time.Millisecond
+	MaxTTL       = 24 * time.Hour
+	DefaultTTL   = 10 * time.Second
+	MaxWait      = 60 * time.Second
+	maxHolderLen = 200
+	maxReqIDLen  = 128
+)
+
+var namePattern = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,200}$`)
+
+// ValidName reports whether s is a valid lock name or key.
+func ValidName(s string) bool { return namePattern.MatchString(s) }
+
+func checkName(s string) error {
+	if !ValidName(s) {
+		return badRequest(CodeInvalidName, fmt.Sprintf("lock name %.64q: want 1-200 of [A-Za-z0-9._:-]", s))
+	}
+	return nil
+}
+
+func checkKey(s string) error {
+	if !ValidName(s) {
+		return badRequest(CodeInvalidKey, fmt.Sprintf("key %.64q: want 1-200 of [A-Za-z0-9._:-]", s))
+	}
+	return nil
+}
+
+// printable reports whether s is non-empty, at most max bytes, and free of
+// control characters.
+func printable(s string, max int) bool {
+	if s == "" || len(s) > max {
+		return false
+	}
+	for _, r := range s {
+		if r < 0x20 || r == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+func (r *AcquireRequest) validate() error {
+	if !printable(r.Holder, maxHolderLen) {
+		return badRequest(CodeInvalidHolder, "holder: want 1-200 printable characters")
+	}
+	if r.TTLMillis == 0 {
+		r.TTLMillis = DefaultTTL.Milliseconds()
+	}
+	if ttl := time.Duration(r.TTLMillis) * time.Millisecond; ttl < MinTTL || ttl > MaxTTL {
+		return badRequest(CodeInvalidTTL, fmt.Sprintf("ttl_ms %d: want %d to %d", r.TTLMillis, MinTTL.Milliseconds(), MaxTTL.Milliseconds()))
+	}
+	if r.WaitMs < 0 || r.WaitMs > MaxWait.Milliseconds() {
+		return badRequest(CodeInvalidWait, fmt.Sprintf("wait_ms %d: want 0 to %d", r.WaitMs, MaxWait.Milliseconds()))
+	}
+	if r.RequestID != "" && !printable(r.RequestID, maxReqIDLen) {
+		return badRequest(CodeInvalidRequestID, "request_id: want 1-128 printable characters")
+	}
+	return nil
+}
+
+func (r *LeaseRequest) validate() error {
+	if len(r.Lease) != 32 {
+		return badRequest(CodeInvalidLease, "lease: want the 32-character secret returned by acquire")
+	}
+	if r.Token == 0 {
+		return badRequest(CodeInvalidToken, "token: want the token returned by acquire")
+	}
+	return nil
+}
+
+// decodeJSON reads a JSON body strictly: size-capped, unknown fields and
+// trailing data refused.
+func decodeJSON(w http.ResponseWriter, r *http.Request, v any) error {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return &Error{Code: CodeBodyTooLarge, Message: fmt.Sprintf("request body exceeds %d bytes", MaxBodyBytes)}
+		}
+		if errors.Is(err, io.EOF) {
+			return badRequest(CodeInvalidJSON, "request body is empty; want a JSON object")
+		}
+		return badRequest(CodeInvalidJSON, "request body: "+err.Error())
+	}
+	if dec.More() {
+		return badRequest(CodeInvalidJSON, "request body: trailing data after the JSON object")
+	}
+	return nil
+}
+
+// ParseToken parses a fencing token: a decimal integer from 1 to 2^64-1, with
+// no sign, spaces or leading zeros. Anything else is malformed; there is no
+// default, so a missing token can never pass as zero.
+func ParseToken(s string) (uint64, bool) {
+	if s == "" || len(s) > 20 || s[0] == '0' {
+		return 0, false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return 0, false
+		}
+	}
+	v, err := strconv.ParseUint(s, 10, 64)
+	return v, err == nil && v > 0
+}

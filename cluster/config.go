@@ -1,0 +1,141 @@
+package cluster
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"strings"
+	"time"
+)
+
+// Peer is one member of an initial cluster.
+type Peer struct {
+	ID       string
+	RaftAddr string
+	HTTPAddr string
+}
+
+// ParseInitialCluster parses "n1=RAFT@HTTP,n2=RAFT@HTTP,…".
+func ParseInitialCluster(s string) ([]Peer, error) {
+	var peers []Peer
+	seen := map[string]bool{}
+	for _, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		id, addrs, ok := strings.Cut(part, "=")
+		raftAddr, httpAddr, ok2 := strings.Cut(addrs, "@")
+		if !ok || !ok2 || id == "" || raftAddr == "" || httpAddr == "" {
+			return nil, fmt.Errorf("initial cluster entry %q: want ID=RAFT_ADDR@HTTP_ADDR", part)
+		}
+		if seen[id] {
+			return nil, fmt.Errorf("initial cluster: id %q listed twice", id)
+		}
+		seen[id] = true
+		peers = append(peers, Peer{ID: id, RaftAddr: raftAddr, HTTPAddr: httpAddr})
+	}
+	if len(peers) == 0 {
+		return nil, errors.New("initial cluster is empty")
+	}
+	return peers, nil
+}
+
+// Config configures a Node. Zero values mean the defaults.
+type Config struct {
+	ID       string
+	DataDir  string
+	RaftAddr string // bind and advertise address of the Raft transport
+	HTTPAddr string // advertised HTTP address of this node's API
+
+	// At most one of the three ways to start.
+	Bootstrap      bool
+	Join           []string // HTTP addresses of members
+	InitialCluster []Peer
+
+	// Raft timing. Defaults: 1 s heartbeat and election timeouts, 500 ms
+	// leader lease. Tests shorten them.
+	HeartbeatTimeout   time.Duration
+	ElectionTimeout    time.Duration
+	LeaderLeaseTimeout time.Duration
+	// ApplyTimeout bounds one proposal. Default 5 s.
+	ApplyTimeout time.Duration
+	// Snapshots: take one after this many new entries (default 8192), keep
+	// this many entries behind it for slow followers (default 10240).
+	SnapshotThreshold uint64
+	TrailingLogs      uint64
+	SnapshotInterval  time.Duration
+
+	// MaxWaitersPerLock bounds each lock's queue (default 1024).
+	MaxWaitersPerLock int
+
+	Clock  Clock
+	Logger *slog.Logger
+	// RaftLogLevel is hashicorp/raft's own log level (default "warn").
+	RaftLogLevel string
+}
+
+var idPattern = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
+
+// Validate checks the configuration and fills in defaults.
+func (c *Config) Validate() error {
+	if !idPattern.MatchString(c.ID) {
+		return fmt.Errorf("node id %q: want 1-64 of [A-Za-z0-9._-]", c.ID)
+	}
+	if c.DataDir == "" {
+		return errors.New("data dir is required")
+	}
+	if c.RaftAddr == "" || c.HTTPAddr == "" {
+		return errors.New("raft and http addresses are required")
+	}
+	ways := 0
+	for _, set := range []bool{c.Bootstrap, len(c.Join) > 0, len(c.InitialCluster) > 0} {
+		if set {
+			ways++
+		}
+	}
+	if ways > 1 {
+		return errors.New("give only one of bootstrap, join and initial cluster")
+	}
+	if len(c.InitialCluster) > 0 {
+		found := false
+		for _, p := range c.InitialCluster {
+			if p.ID == c.ID {
+				found = true
+			}
+		}
+		if !found {
+			return fmt.Errorf("initial cluster does not list this node's id %q", c.ID)
+		}
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	def(&c.HeartbeatTimeout, time.Second)
+	def(&c.ElectionTimeout, time.Second)
+	def(&c.LeaderLeaseTimeout, 500*time.Millisecond)
+	def(&c.ApplyTimeout, 5*time.Second)
+	def(&c.SnapshotInterval, 30*time.Second)
+	if c.SnapshotThreshold == 0 {
+		c.SnapshotThreshold = 8192
+	}
+	if c.TrailingLogs == 0 {
+		c.TrailingLogs = 10240
+	}
+	if c.MaxWaitersPerLock == 0 {
+		c.MaxWaitersPerLock = 1024
+	}
+	if c.Clock == nil {
+		c.Clock = RealClock
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.RaftLogLevel == "" {
+		c.RaftLogLevel = "warn"
+	}
+	return nil
+}

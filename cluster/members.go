@@ -1,0 +1,233 @@
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/fencer-io/fencer/fsm"
+)
+
+// JoinRequest asks the leader to make a node a member. It is also the body of
+// POST /v1/cluster/join.
+type JoinRequest struct {
+	ID          string `json:"id"`
+	RaftAddr    string `json:"raft_addr"`
+	HTTPAddr    string `json:"http_addr"`
+	Voter       bool   `json:"voter"`
+	Incarnation string `json:"incarnation,omitempty"`
+}
+
+// Join makes a node a member, idempotently: a member already present with the
+// same id, address and incarnation is only confirmed; an entry that conflicts
+// in address is removed first. A voter that comes back under its id with a
+// new incarnation (a wiped data dir) is refused: it has forgotten votes and
+// entries it acknowledged, and taking its vote back silently is unsafe.
+func (n *Node) Join(ctx context.Context, req JoinRequest) error {
+	if err := n.awaitLeader(ctx); err != nil {
+		return err
+	}
+	if !idPattern.MatchString(req.ID) || req.RaftAddr == "" || req.HTTPAddr == "" {
+		return fmt.Errorf("%w: join needs an id, a raft address and an http address", ErrMemberConflict)
+	}
+	n.configMu.Lock()
+	defer n.configMu.Unlock()
+	cf := n.raft.GetConfiguration()
+	if err := cf.Error(); err != nil {
+		return translate(err)
+	}
+	known, _ := n.fsm.Member(req.ID)
+	present := false
+	for _, s := range cf.Configuration().Servers {
+		sameID, sameAddr := string(s.ID) == req.ID, string(s.Address) == req.RaftAddr
+		if sameID && req.Incarnation != "" && known.Incarnation != "" && known.Incarnation != req.Incarnation {
+			return fmt.Errorf("%w: member %q is in the cluster with another data dir (incarnation %s, now %s); "+
+				"its disk was wiped or replaced. Remove it first (fencer members remove %s), then join again",
+				ErrMemberConflict, req.ID, known.Incarnation, req.Incarnation, req.ID)
+		}
+		switch {
+		case sameID && sameAddr:
+			present = true
+			if req.Voter && s.Suffrage != raft.Voter {
+				if err := n.raft.AddVoter(s.ID, s.Address, 0, n.cfg.ApplyTimeout).Error(); err != nil {
+					return translate(err)
+				}
+			}
+		case sameID || sameAddr:
+			n.log.Info("removing conflicting member before join", "id", s.ID, "addr", s.Address, "joiner", req.ID)
+			if err := n.raft.RemoveServer(s.ID, 0, n.cfg.ApplyTimeout).Error(); err != nil {
+				return translate(err)
+			}
+		}
+	}
+	if !present {
+		var f raft.IndexFuture
+		if req.Voter {
+			f = n.raft.AddVoter(raft.ServerID(req.ID), raft.ServerAddress(req.RaftAddr), 0, n.cfg.ApplyTimeout)
+		} else {
+			f = n.raft.AddNonvoter(raft.ServerID(req.ID), raft.ServerAddress(req.RaftAddr), 0, n.cfg.ApplyTimeout)
+		}
+		if err := f.Error(); err != nil {
+			return translate(err)
+		}
+		n.log.Info("member added", "id", req.ID, "raft_addr", req.RaftAddr, "voter", req.Voter)
+	}
+	want := fsm.Member{ID: req.ID, RaftAddr: req.RaftAddr, HTTPAddr: req.HTTPAddr, Incarnation: req.Incarnation}
+	if known == want {
+		return nil
+	}
+	_, err := n.apply(&fsm.SetMember{Member: want})
+	return err
+}
+
+// registered reports whether this node is in the Raft configuration and its
+// addresses are recorded in the FSM.
+func (n *Node) registered() bool {
+	m, ok := n.fsm.Member(n.cfg.ID)
+	if !ok || m.HTTPAddr != n.cfg.HTTPAddr || m.RaftAddr != n.RaftAddr() || m.Incarnation != n.ident.Incarnation {
+		return false
+	}
+	cf := n.raft.GetConfiguration()
+	if cf.Error() != nil {
+		return false
+	}
+	for _, s := range cf.Configuration().Servers {
+		if string(s.ID) == n.cfg.ID && string(s.Address) == n.RaftAddr() {
+			return true
+		}
+	}
+	return false
+}
+
+// register runs until this node is a member with its addresses recorded, by
+// joining through the leader (itself, when it leads). A refusal that retrying
+// cannot fix is reported on Fatal.
+func (n *Node) register() {
+	defer n.wg.Done()
+	backoff := 100 * time.Millisecond
+	for {
+		if n.registered() {
+			n.log.Debug("registered")
+			return
+		}
+		err := n.joinOnce()
+		if errors.Is(err, ErrMemberConflict) {
+			n.log.Error("join refused", "err", err)
+			n.fatal <- err
+			return
+		}
+		if err != nil {
+			n.log.Debug("join attempt failed; retrying", "err", err, "backoff", backoff)
+		}
+		select {
+		case <-n.stop:
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 2*time.Second)
+	}
+}
+
+func (n *Node) joinOnce() error {
+	req := JoinRequest{ID: n.cfg.ID, RaftAddr: n.RaftAddr(), HTTPAddr: n.cfg.HTTPAddr, Voter: true, Incarnation: n.ident.Incarnation}
+	if n.IsLeader() {
+		ctx, cancel := context.WithTimeout(context.Background(), n.cfg.ApplyTimeout)
+		defer cancel()
+		return n.Join(ctx, req)
+	}
+	var targets []string
+	if _, addr := n.Leader(); addr != "" {
+		targets = append(targets, addr)
+	}
+	targets = append(targets, n.cfg.Join...)
+	for _, p := range n.cfg.InitialCluster {
+		if p.ID != n.cfg.ID {
+			targets = append(targets, p.HTTPAddr)
+		}
+	}
+	if len(targets) == 0 {
+		return ErrNoLeader
+	}
+	var last error
+	for _, addr := range targets {
+		if last = postJoin(addr, req); last == nil || errors.Is(last, ErrMemberConflict) {
+			return last
+		}
+	}
+	return last
+}
+
+// postJoin sends a join request to a member's HTTP API, which forwards it to
+// the leader.
+func postJoin(addr string, req JoinRequest) error {
+	body, _ := json.Marshal(req)
+	client := &http.Client{Timeout: 10 * time.Second}
+	resp, err := client.Post(baseURL(addr)+"/v1/cluster/join", "application/json", bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	switch {
+	case resp.StatusCode == http.StatusOK:
+		return nil
+	case resp.StatusCode == http.StatusConflict:
+		return fmt.Errorf("%w: %s", ErrMemberConflict, bytes.TrimSpace(msg))
+	}
+	return fmt.Errorf("join via %s: %s: %s", addr, resp.Status, bytes.TrimSpace(msg))
+}
+
+func baseURL(addr string) string {
+	if len(addr) > 4 && (addr[:5] == "http:" || (len(addr) > 5 && addr[:6] == "https:")) {
+		return addr
+	}
+	return "http://" + addr
+}
+
+// Fatal delivers an error after which the node cannot go on (a refused
+// join); the process should exit.
+func (n *Node) Fatal() <-chan error { return n.fatal }
+
+// RemoveMember removes a member from the Raft configuration and forgets its
+// addresses. Removing the leader itself transfers leadership first.
+func (n *Node) RemoveMember(ctx context.Context, id string) error {
+	if err := n.awaitLeader(ctx); err != nil {
+		return err
+	}
+	n.configMu.Lock()
+	defer n.configMu.Unlock()
+	cf := n.raft.GetConfiguration()
+	if err := cf.Error(); err != nil {
+		return translate(err)
+	}
+	found := false
+	for _, s := range cf.Configuration().Servers {
+		found = found || string(s.ID) == id
+	}
+	if !found {
+		if _, ok := n.fsm.Member(id); !ok {
+			return fmt.Errorf("%w: %q", ErrUnknownMember, id)
+		}
+	}
+	if id == n.cfg.ID {
+		if err := n.raft.LeadershipTransfer().Error(); err != nil {
+			return translate(err)
+		}
+		return fmt.Errorf("%w: leadership transferred away from %s; retry the removal on the new leader", ErrNotLeader, id)
+	}
+	if found {
+		if err := n.raft.RemoveServer(raft.ServerID(id), 0, n.cfg.ApplyTimeout).Error(); err != nil {
+			return translate(err)
+		}
+	}
+	_, err := n.apply(&fsm.RemoveMember{ID: id})
+	n.log.Info("member removed", "id", id)
+	return err
+}

@@ -1,0 +1,439 @@
+// Package cluster owns a fencer node's Raft instance: its stores, transport,
+// bootstrap and joins, leadership changes, and the leader-only lease timers.
+// It exposes a small API that the HTTP layer consumes and translates raft's
+// errors into its own.
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	"go.etcd.io/bbolt"
+
+	"github.com/fencer-io/fencer/fsm"
+)
+
+// Node is one fencer cluster member.
+type Node struct {
+	cfg   Config
+	log   *slog.Logger
+	fsm   *fsm.FSM
+	raft  *raft.Raft
+	store *raftboltdb.BoltStore
+	trans *raft.NetworkTransport
+
+	leases *Leases
+	locks  *lockTable
+
+	leaderMu    sync.Mutex
+	leaderGen   uint64        // bumped on every leadership change
+	leaderReady chan struct{} // closed once this leader may serve locks
+	isReady     bool
+
+	ident    identity
+	configMu sync.Mutex // one configuration change at a time
+	fatal    chan error
+
+	stop     chan struct{}
+	wg       sync.WaitGroup
+	closeMux sync.Once
+}
+
+// Open starts a node: it opens (or creates) the data dir, starts Raft, and
+// bootstraps or joins as configured. It returns without waiting for a leader.
+func Open(cfg Config) (*Node, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("data dir: %w", err)
+	}
+	n := &Node{
+		cfg:         cfg,
+		log:         cfg.Logger.With("node", cfg.ID),
+		leaderReady: make(chan struct{}),
+		stop:        make(chan struct{}),
+		fatal:       make(chan error, 1),
+	}
+	ident, err := loadIdentity(cfg.DataDir, cfg.ID)
+	if err != nil {
+		return nil, err
+	}
+	n.ident = ident
+	n.fsm = fsm.New(n.log)
+	n.leases = NewLeases(cfg.Clock, n.expire)
+	n.locks = newLockTable()
+	if err := n.startRaft(); err != nil {
+		n.closeStores()
+		return nil, err
+	}
+	n.wg.Add(1)
+	go n.register()
+	return n, nil
+}
+
+func (n *Node) startRaft() error {
+	cfg := n.cfg
+	store, err := raftboltdb.New(raftboltdb.Options{
+		Path: filepath.Join(cfg.DataDir, "raft.db"),
+		// The freelist is rebuilt when the file is opened, so not syncing it
+		// is safe and saves a write per commit. Data pages are still fsynced.
+		BoltOptions: &bbolt.Options{Timeout: time.Second, NoFreelistSync: true, FreelistType: bbolt.FreelistMapType},
+	})
+	if err != nil {
+		return fmt.Errorf("open raft store: %w", err)
+	}
+	n.store = store
+	raftLog := hclog.New(&hclog.LoggerOptions{
+		Name:   "raft." + cfg.ID,
+		Level:  hclog.LevelFromString(cfg.RaftLogLevel),
+		Output: os.Stderr,
+	})
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(filepath.Join(cfg.DataDir, "snapshots"), 2, raftLog)
+	if err != nil {
+		return fmt.Errorf("open snapshot store: %w", err)
+	}
+	advertise, err := net.ResolveTCPAddr("tcp", cfg.RaftAddr)
+	if err != nil {
+		return fmt.Errorf("raft address: %w", err)
+	}
+	if advertise.Port == 0 {
+		advertise = nil // let the transport advertise what it bound
+	}
+	trans, err := raft.NewTCPTransportWithConfig(cfg.RaftAddr, advertise, &raft.NetworkTransportConfig{
+		MaxPool: 4,
+		Timeout: 5 * time.Second,
+		Logger:  raftLog,
+	})
+	if err != nil {
+		return fmt.Errorf("raft transport on %s: %w", cfg.RaftAddr, err)
+	}
+	n.trans = trans
+
+	rc := raft.DefaultConfig()
+	rc.LocalID = raft.ServerID(cfg.ID)
+	rc.Logger = raftLog
+	rc.HeartbeatTimeout = cfg.HeartbeatTimeout
+	rc.ElectionTimeout = cfg.ElectionTimeout
+	rc.LeaderLeaseTimeout = cfg.LeaderLeaseTimeout
+	rc.SnapshotThreshold = cfg.SnapshotThreshold
+	rc.TrailingLogs = cfg.TrailingLogs
+	rc.SnapshotInterval = cfg.SnapshotInterval
+	rc.BatchApplyCh = true
+	rc.MaxAppendEntries = 256
+	notify := make(chan bool, 16)
+	rc.NotifyCh = notify
+
+	hasState, err := raft.HasExistingState(store, store, snaps)
+	if err != nil {
+		return fmt.Errorf("inspect raft state: %w", err)
+	}
+	r, err := raft.NewRaft(rc, n.fsm, store, store, snaps, trans)
+	if err != nil {
+		trans.Close()
+		return fmt.Errorf("start raft: %w", err)
+	}
+	n.raft = r
+	n.wg.Add(1)
+	go n.watchLeadership(notify)
+
+	if hasState {
+		n.log.Info("restarting with existing state", "last_index", r.LastIndex())
+		return nil
+	}
+	var servers []raft.Server
+	switch {
+	case cfg.Bootstrap:
+		servers = []raft.Server{{ID: rc.LocalID, Address: trans.LocalAddr()}}
+	case len(cfg.InitialCluster) > 0:
+		for _, p := range cfg.InitialCluster {
+			servers = append(servers, raft.Server{ID: raft.ServerID(p.ID), Address: raft.ServerAddress(p.RaftAddr)})
+		}
+	}
+	if servers != nil {
+		n.log.Info("bootstrapping a new cluster", "members", len(servers))
+		if err := r.BootstrapCluster(raft.Configuration{Servers: servers}).Error(); err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
+			return fmt.Errorf("bootstrap: %w", err)
+		}
+	}
+	return nil
+}
+
+// ID returns the node's id.
+func (n *Node) ID() string { return n.cfg.ID }
+
+// RaftAddr returns the address the Raft transport advertises.
+func (n *Node) RaftAddr() string { return string(n.trans.LocalAddr()) }
+
+// HTTPAddr returns the node's advertised HTTP address.
+func (n *Node) HTTPAddr() string { return n.cfg.HTTPAddr }
+
+// FSM returns the node's state machine (read-only use).
+func (n *Node) FSM() *fsm.FSM { return n.fsm }
+
+// Raft returns the underlying raft instance, for tests and tools.
+func (n *Node) Raft() *raft.Raft { return n.raft }
+
+// Close shuts the node down: leadership work stops, raft shuts down, and
+// the stores are closed. It does not leave the cluster.
+func (n *Node) Close() error {
+	var err error
+	n.closeMux.Do(func() {
+		close(n.stop)
+		if n.raft != nil {
+			err = n.raft.Shutdown().Error()
+		}
+		n.leases.Demote()
+		n.locks.failAll(ErrNoLeader)
+		n.wg.Wait()
+		if n.trans != nil {
+			n.trans.Close()
+		}
+		n.closeStores()
+	})
+	return err
+}
+
+func (n *Node) closeStores() {
+	if n.store != nil {
+		n.store.Close()
+	}
+}
+
+// watchLeadership follows raft's leadership notifications. On gaining
+// leadership it runs a Barrier, so that the FSM holds every entry committed by
+// earlier leaders, then restarts every lease at its full TTL, and only then
+// opens the node for lock requests. On losing it, every timer and waiter is
+// dropped.
+func (n *Node) watchLeadership(notify <-chan bool) {
+	defer n.wg.Done()
+	for {
+		select {
+		case <-n.stop:
+			return
+		case leader := <-notify:
+			n.leaderMu.Lock()
+			n.leaderGen++
+			gen := n.leaderGen
+			if n.isReady {
+				n.isReady = false
+				n.leaderReady = make(chan struct{})
+			}
+			n.leaderMu.Unlock()
+			if leader {
+				n.log.Info("became leader; barrier before serving", "term", n.raft.CurrentTerm())
+				n.wg.Add(1)
+				go n.promote(gen)
+			} else {
+				n.log.Info("lost leadership")
+				n.leases.Demote()
+				n.locks.failAll(ErrNotLeader)
+			}
+		}
+	}
+}
+
+func (n *Node) promote(gen uint64) {
+	defer n.wg.Done()
+	for {
+		err := n.raft.Barrier(n.cfg.ApplyTimeout).Error()
+		if err == nil {
+			break
+		}
+		n.log.Warn("barrier failed", "err", err)
+		if n.raft.State() != raft.Leader {
+			return
+		}
+		select {
+		case <-n.stop:
+			return
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	n.leaderMu.Lock()
+	defer n.leaderMu.Unlock()
+	if gen != n.leaderGen || n.raft.State() != raft.Leader {
+		return
+	}
+	locks := n.fsm.Locks()
+	n.leases.Promote(locks)
+	n.isReady = true
+	close(n.leaderReady)
+	n.log.Info("leader ready", "held_locks", len(locks), "applied_index", n.fsm.AppliedIndex())
+}
+
+// awaitLeader returns nil once this node is a leader ready to serve locks,
+// ErrNotLeader if it is a follower, or the context's error.
+func (n *Node) awaitLeader(ctx context.Context) error {
+	for {
+		if n.raft.State() != raft.Leader {
+			return ErrNotLeader
+		}
+		n.leaderMu.Lock()
+		ready, ch := n.isReady, n.leaderReady
+		n.leaderMu.Unlock()
+		if ready {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return fmt.Errorf("%w: leader not ready yet", ErrNoLeader)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// IsLeader reports whether this node is the leader and ready to serve.
+func (n *Node) IsLeader() bool {
+	if n.raft.State() != raft.Leader {
+		return false
+	}
+	n.leaderMu.Lock()
+	defer n.leaderMu.Unlock()
+	return n.isReady
+}
+
+// Leader returns the current leader's id and HTTP address, if known.
+func (n *Node) Leader() (id, httpAddr string) {
+	addr, sid := n.raft.LeaderWithID()
+	if sid == "" {
+		return "", ""
+	}
+	if m, ok := n.fsm.Member(string(sid)); ok && m.RaftAddr == string(addr) {
+		return string(sid), m.HTTPAddr
+	}
+	return string(sid), ""
+}
+
+// apply proposes one command and returns the FSM's result. A refusal by the
+// FSM comes back as the error.
+func (n *Node) apply(cmd fsm.Command) (any, error) {
+	data, err := fsm.Encode(cmd)
+	if err != nil {
+		return nil, err
+	}
+	f := n.raft.Apply(data, n.cfg.ApplyTimeout)
+	if err := f.Error(); err != nil {
+		return nil, translate(err)
+	}
+	if err, ok := f.Response().(error); ok {
+		return nil, err
+	}
+	return f.Response(), nil
+}
+
+// linearizable makes the local FSM safe to read linearizably: it confirms
+// leadership with a quorum round, then waits until the FSM has applied every
+// entry committed so far.
+func (n *Node) linearizable(ctx context.Context) error {
+	if err := n.awaitLeader(ctx); err != nil {
+		return err
+	}
+	if err := n.raft.VerifyLeader().Error(); err != nil {
+		return translate(err)
+	}
+	return n.fsm.WaitApplied(ctx, n.raft.CommitIndex())
+}
+
+// Ready reports whether a leader is known and this node has applied up to
+// its commit index.
+func (n *Node) Ready() bool {
+	if id, _ := n.Leader(); id == "" {
+		return false
+	}
+	return n.fsm.AppliedIndex() >= n.raft.CommitIndex()
+}
+
+// Status is a snapshot of the node's view of the cluster.
+type Status struct {
+	ID           string
+	State        string
+	Leader       string
+	Term         uint64
+	CommitIndex  uint64
+	AppliedIndex uint64
+	LastIndex    uint64
+	LastContact  string
+	Epoch        uint64
+	LastToken    uint64
+	Members      []MemberStatus
+}
+
+// MemberStatus is one member as seen by this node.
+type MemberStatus struct {
+	ID       string
+	RaftAddr string
+	HTTPAddr string
+	Voter    bool
+	Leader   bool
+}
+
+// Status returns this node's view of the cluster.
+func (n *Node) Status() (Status, error) {
+	stats := n.raft.Stats()
+	leaderID, _ := n.Leader()
+	st := Status{
+		ID:           n.cfg.ID,
+		State:        n.raft.State().String(),
+		Leader:       leaderID,
+		Term:         parseUint(stats["term"]),
+		CommitIndex:  n.raft.CommitIndex(),
+		AppliedIndex: n.fsm.AppliedIndex(),
+		LastIndex:    n.raft.LastIndex(),
+		LastContact:  stats["last_contact"],
+		Epoch:        n.fsm.Epoch(),
+		LastToken:    n.fsm.LastToken(),
+	}
+	cf := n.raft.GetConfiguration()
+	if err := cf.Error(); err != nil {
+		return st, translate(err)
+	}
+	for _, s := range cf.Configuration().Servers {
+		ms := MemberStatus{
+			ID:       string(s.ID),
+			RaftAddr: string(s.Address),
+			Voter:    s.Suffrage == raft.Voter,
+			Leader:   string(s.ID) == leaderID,
+		}
+		if m, ok := n.fsm.Member(ms.ID); ok {
+			ms.HTTPAddr = m.HTTPAddr
+		}
+		st.Members = append(st.Members, ms)
+	}
+	return st, nil
+}
+
+func parseUint(s string) uint64 {
+	v, _ := strconv.ParseUint(s, 10, 64)
+	return v
+}
+
+// WaitForLeader polls until some leader is known or the deadline passes.
+func (n *Node) WaitForLeader(timeout time.Duration) (string, error) {
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		if id, _ := n.Leader(); id != "" {
+			return id, nil
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return "", ErrNoLeader
+}
+
+// Digest returns the applied index and a hash of the replicated state.
+func (n *Node) Digest() (uint64, string) {
+	img := n.fsm.Image()
+	return img.Header.AppliedIndex, n.fsm.Digest()
+}

@@ -1,0 +1,120 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/fencer-io/fencer/cluster"
+	"github.com/fencer-io/fencer/server"
+)
+
+type serveOptions struct {
+	id             string
+	dataDir        string
+	httpAddr       string
+	raftAddr       string
+	bootstrap      bool
+	join           string
+	initialCluster string
+	log            logFlags
+}
+
+func newServeCmd() *cobra.Command {
+	o := &serveOptions{}
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run one fencer node",
+		Long: `Run one fencer node. Start a new cluster with --bootstrap on its first node,
+add nodes with --join, or start several nodes at once with the same
+--initial-cluster. A node restarted on the same data dir keeps its state and
+rejoins by itself. Every flag can also be set by its environment variable.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd) },
+	}
+	fs := cmd.Flags()
+	fs.StringVar(&o.id, "id", os.Getenv("FENCER_ID"), "node id, unique in the cluster ($FENCER_ID)")
+	fs.StringVar(&o.dataDir, "data-dir", os.Getenv("FENCER_DATA_DIR"), "data directory ($FENCER_DATA_DIR)")
+	fs.StringVar(&o.httpAddr, "http-addr", envOr("FENCER_HTTP_ADDR", "127.0.0.1:7001"), "HTTP API address ($FENCER_HTTP_ADDR)")
+	fs.StringVar(&o.raftAddr, "raft-addr", envOr("FENCER_RAFT_ADDR", "127.0.0.1:8001"), "Raft address ($FENCER_RAFT_ADDR)")
+	fs.BoolVar(&o.bootstrap, "bootstrap", envBool("FENCER_BOOTSTRAP"), "bootstrap a new cluster; a no-op when the data dir has state ($FENCER_BOOTSTRAP)")
+	fs.StringVar(&o.join, "join", os.Getenv("FENCER_JOIN"), "HTTP addresses of members to join through, comma-separated ($FENCER_JOIN)")
+	fs.StringVar(&o.initialCluster, "initial-cluster", os.Getenv("FENCER_INITIAL_CLUSTER"), "id=RAFT@HTTP,… for nodes started together ($FENCER_INITIAL_CLUSTER)")
+	o.log.bind(fs)
+	return cmd
+}
+
+func (o *serveOptions) config() (cluster.Config, error) {
+	cfg := cluster.Config{
+		ID:        o.id,
+		DataDir:   o.dataDir,
+		RaftAddr:  o.raftAddr,
+		HTTPAddr:  o.httpAddr,
+		Bootstrap: o.bootstrap,
+	}
+	if o.id == "" {
+		return cfg, errors.New("--id is required")
+	}
+	if o.dataDir == "" {
+		return cfg, errors.New("--data-dir is required")
+	}
+	for _, a := range strings.Split(o.join, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			cfg.Join = append(cfg.Join, a)
+		}
+	}
+	if o.initialCluster != "" {
+		peers, err := cluster.ParseInitialCluster(o.initialCluster)
+		if err != nil {
+			return cfg, err
+		}
+		cfg.InitialCluster = peers
+	}
+	if !cfg.Bootstrap && len(cfg.Join) == 0 && len(cfg.InitialCluster) == 0 {
+		if _, err := os.Stat(o.dataDir + "/raft.db"); err != nil {
+			return cfg, errors.New("a new node needs --bootstrap, --join or --initial-cluster")
+		}
+	}
+	return cfg, cfg.Validate()
+}
+
+func (o *serveOptions) run(cmd *cobra.Command) error {
+	logger, err := o.log.logger(cmd.ErrOrStderr())
+	if err != nil {
+		return err
+	}
+	cfg, err := o.config()
+	if err != nil {
+		return err
+	}
+	cfg.Logger = logger
+	httpAddr := cfg.HTTPAddr
+	if strings.HasSuffix(httpAddr, ":0") {
+		cfg.HTTPAddr = "" // advertise the port actually bound
+	}
+	in, err := server.Start(cfg, httpAddr)
+	if err != nil {
+		return err
+	}
+	logger.Info("fencer node started", "id", cfg.ID, "http", in.Addr(), "raft", in.Node.RaftAddr(), "data_dir", cfg.DataDir)
+
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+	select {
+	case sig := <-sigs:
+		logger.Info("shutting down", "signal", sig.String())
+		return in.Close()
+	case err := <-in.Node.Fatal():
+		in.Close()
+		return err
+	case err := <-in.Done():
+		in.Close()
+		return fmt.Errorf("http server: %w", err)
+	}
+}
