@@ -377,3 +377,12 @@ func (n *Node) Get(ctx context.Context, key string, stale bool) (fsm.FencedKey, 
 	k, ok := n.fsm.Key(key)
 	return k, ok, nil
 }
+
+// Waiters returns how many callers are queued for a lock on this node.
+func (n *Node) Waiters(name string) int {
+	s := n.locks.get(name)
+	defer n.locks.put(name, s)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.waiters.Len()
+}

@@ -104,11 +104,12 @@ func (n *Node) startRaft() error {
 	if err != nil {
 		return fmt.Errorf("open snapshot store: %w", err)
 	}
-	advertise, err := net.ResolveTCPAddr("tcp", cfg.RaftAddr)
+	tcpAddr, err := net.ResolveTCPAddr("tcp", cfg.RaftAddr)
 	if err != nil {
 		return fmt.Errorf("raft address: %w", err)
 	}
-	if advertise.Port == 0 {
+	var advertise net.Addr = tcpAddr
+	if tcpAddr.Port == 0 {
 		advertise = nil // let the transport advertise what it bound
 	}
 	trans, err := raft.NewTCPTransportWithConfig(cfg.RaftAddr, advertise, &raft.NetworkTransportConfig{
@@ -314,6 +315,13 @@ func (n *Node) Leader() (id, httpAddr string) {
 	if m, ok := n.fsm.Member(string(sid)); ok && m.RaftAddr == string(addr) {
 		return string(sid), m.HTTPAddr
 	}
+	// Until the leader's record is replicated, an initial cluster's
+	// configuration already says where everybody is.
+	for _, p := range n.cfg.InitialCluster {
+		if p.ID == string(sid) && p.RaftAddr == string(addr) {
+			return p.ID, p.HTTPAddr
+		}
+	}
 	return string(sid), ""
 }
 
@@ -350,7 +358,7 @@ func (n *Node) linearizable(ctx context.Context) error {
 // Ready reports whether a leader is known and this node has applied up to
 // its commit index.
 func (n *Node) Ready() bool {
-	if id, _ := n.Leader(); id == "" {
+	if id, addr := n.Leader(); id == "" || addr == "" {
 		return false
 	}
 	return n.fsm.AppliedIndex() >= n.raft.CommitIndex()

@@ -1,0 +1,34 @@
+# fencer: the README's two commands are `make run` and `make test`.
+GO      ?= go
+BIN     := bin/fencer
+PKGS    := ./...
+
+.PHONY: all build run test test-unit test-pg vet fmt chaos bench clean
+
+all: build
+
+build:
+	$(GO) build -o $(BIN) ./cmd/fencer
+
+## run: a local 3-node cluster in one process (Ctrl-C stops it).
+run: build
+	./$(BIN) dev
+
+## test: vet, then every test, with PostgreSQL started for the fence tests.
+test: vet
+	@pgenv="$$(scripts/ensure-postgres.sh)" && eval "$$pgenv" && \
+	  FENCER_REQUIRE_PG=1 $(GO) test -count=1 -timeout 15m $(PKGS)
+
+## test-unit: every test that needs no PostgreSQL (those skip).
+test-unit:
+	$(GO) test -count=1 $(PKGS)
+
+vet:
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
+	$(GO) vet $(PKGS)
+
+fmt:
+	gofmt -w $$(git ls-files '*.go')
+
+clean:
+	rm -rf bin artifacts

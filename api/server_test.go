@@ -1,0 +1,265 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/fencer-io/fencer/cluster"
+	"github.com/fencer-io/fencer/fsm"
+)
+
+// fakeCluster is a leader that answers every call with err (when set) and
+// records what reached it, so tests can assert that refused input never does.
+type fakeCluster struct {
+	err    error
+	calls  []string
+	leader bool
+}
+
+func (f *fakeCluster) ID() string                      { return "n1" }
+func (f *fakeCluster) IsLeader() bool                  { return f.leader }
+func (f *fakeCluster) Leader() (string, string)        { return "", "" }
+func (f *fakeCluster) Ready() bool                     { return f.leader }
+func (f *fakeCluster) Digest() (uint64, string)        { return 1, "d" }
+func (f *fakeCluster) Status() (cluster.Status, error) { return cluster.Status{ID: "n1"}, f.err }
+
+func (f *fakeCluster) call(name string) error {
+	f.calls = append(f.calls, name)
+	return f.err
+}
+
+func (f *fakeCluster) Acquire(_ context.Context, req cluster.AcquireRequest) (cluster.Grant, error) {
+	return cluster.Grant{Lock: fsm.Lock{Name: req.Lock, Holder: req.Holder, Token: 7, Lease: strings.Repeat("a", 32), TTLMillis: req.TTL.Milliseconds()}}, f.call("acquire")
+}
+func (f *fakeCluster) Renew(_ context.Context, name string, token uint64, _ string) (fsm.Lock, error) {
+	return fsm.Lock{Name: name, Token: token, TTLMillis: 1000}, f.call("renew")
+}
+func (f *fakeCluster) Release(context.Context, string, uint64, string) error {
+	return f.call("release")
+}
+func (f *fakeCluster) Lock(_ context.Context, name string, _ bool) (cluster.LockStatus, error) {
+	return cluster.LockStatus{Lock: fsm.Lock{Name: name}}, f.call("lock")
+}
+func (f *fakeCluster) Locks(context.Context, bool) ([]cluster.LockStatus, error) {
+	return nil, f.call("locks")
+}
+func (f *fakeCluster) Check(context.Context, string, uint64, bool) (bool, uint64, error) {
+	return true, 7, f.call("check")
+}
+func (f *fakeCluster) Put(_ context.Context, _ string, _ []byte, token uint64, _ string) (uint64, error) {
+	return token, f.call("put")
+}
+func (f *fakeCluster) Get(context.Context, string, bool) (fsm.FencedKey, bool, error) {
+	return fsm.FencedKey{}, false, f.call("get")
+}
+func (f *fakeCluster) Join(context.Context, cluster.JoinRequest) error { return f.call("join") }
+
+type call struct {
+	method, path, body string
+	headers            map[string]string
+}
+
+func do(t *testing.T, h http.Handler, c call) (int, Error, http.Header) {
+	t.Helper()
+	req := httptest.NewRequest(c.method, c.path, strings.NewReader(c.body))
+	for k, v := range c.headers {
+		req.Header.Set(k, v)
+	}
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, req)
+	var e Error
+	body, _ := io.ReadAll(rec.Body)
+	if rec.Code >= 400 {
+		if err := json.Unmarshal(body, &e); err != nil {
+			t.Fatalf("%s %s: error body %q is not JSON: %v", c.method, c.path, body, err)
+		}
+		if e.Code == "" || e.Message == "" {
+			t.Fatalf("%s %s: error body %q lacks code or message", c.method, c.path, body)
+		}
+	}
+	return rec.Code, e, rec.Header()
+}
+
+const lease = `"lease":"0123456789abcdef0123456789abcdef"`
+
+// Bad input is refused with 400 and a precise code, and never reaches the
+// cluster.
+func TestBadInputRefusedBeforeTheCluster(t *testing.T) {
+	long := strings.Repeat("x", 201)
+	cases := []struct {
+		name string
+		call call
+		code string
+	}{
+		{"bad name", call{"POST", "/v1/locks/bad%20name/acquire", `{"holder":"w"}`, nil}, CodeInvalidName},
+		{"long name", call{"POST", "/v1/locks/" + long + "/acquire", `{"holder":"w"}`, nil}, CodeInvalidName},
+		{"malformed json", call{"POST", "/v1/locks/a/acquire", `{"holder":`, nil}, CodeInvalidJSON},
+		{"empty body", call{"POST", "/v1/locks/a/acquire", ``, nil}, CodeInvalidJSON},
+		{"unknown field", call{"POST", "/v1/locks/a/acquire", `{"holder":"w","tll_ms":5}`, nil}, CodeInvalidJSON},
+		{"trailing data", call{"POST", "/v1/locks/a/acquire", `{"holder":"w"} {}`, nil}, CodeInvalidJSON},
+		{"wrong type", call{"POST", "/v1/locks/a/acquire", `{"holder":"w","ttl_ms":"10"}`, nil}, CodeInvalidJSON},
+		{"no holder", call{"POST", "/v1/locks/a/acquire", `{"ttl_ms":1000}`, nil}, CodeInvalidHolder},
+		{"control char holder", call{"POST", "/v1/locks/a/acquire", `{"holder":"a\u0001"}`, nil}, CodeInvalidHolder},
+		{"ttl too short", call{"POST", "/v1/locks/a/acquire", `{"holder":"w","ttl_ms":99}`, nil}, CodeInvalidTTL},
+		{"ttl too long", call{"POST", "/v1/locks/a/acquire", `{"holder":"w","ttl_ms":86400001}`, nil}, CodeInvalidTTL},
+		{"negative ttl", call{"POST", "/v1/locks/a/acquire", `{"holder":"w","ttl_ms":-5}`, nil}, CodeInvalidTTL},
+		{"wait too long", call{"POST", "/v1/locks/a/acquire", `{"holder":"w","wait_ms":60001}`, nil}, CodeInvalidWait},
+		{"negative wait", call{"POST", "/v1/locks/a/acquire", `{"holder":"w","wait_ms":-1}`, nil}, CodeInvalidWait},
+		{"long request id", call{"POST", "/v1/locks/a/acquire", `{"holder":"w","request_id":"` + long + `"}`, nil}, CodeInvalidRequestID},
+		{"renew bad lease", call{"POST", "/v1/locks/a/renew", `{"lease":"short","token":3}`, nil}, CodeInvalidLease},
+		{"renew no token", call{"POST", "/v1/locks/a/renew", `{` + lease + `}`, nil}, CodeInvalidToken},
+		{"release bad name", call{"POST", "/v1/locks/a$b/release", `{` + lease + `,"token":3}`, nil}, CodeInvalidName},
+		{"release unknown field", call{"POST", "/v1/locks/a/release", `{` + lease + `,"token":3,"x":1}`, nil}, CodeInvalidJSON},
+		{"check no token", call{"GET", "/v1/locks/a/check", ``, nil}, CodeInvalidToken},
+		{"check bad token", call{"GET", "/v1/locks/a/check?token=-1", ``, nil}, CodeInvalidToken},
+		{"check zero token", call{"GET", "/v1/locks/a/check?token=0", ``, nil}, CodeInvalidToken},
+		{"get bad name", call{"GET", "/v1/locks/a%2Fb", ``, nil}, CodeInvalidName},
+		{"put bad key", call{"PUT", "/v1/kv/a%20b", `v`, map[string]string{"Fencing-Token": "5"}}, CodeInvalidKey},
+		{"put bad lock", call{"PUT", "/v1/kv/k", `v`, map[string]string{"Fencing-Token": "5", "Fencing-Lock": "a b"}}, CodeInvalidName},
+		{"join missing fields", call{"POST", "/v1/cluster/join", `{"id":"n9"}`, nil}, CodeInvalidMember},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := &fakeCluster{leader: true}
+			status, e, _ := do(t, NewServer(f, nil).Handler(), tc.call)
+			if status != http.StatusBadRequest || e.Code != tc.code {
+				t.Fatalf("got %d %q (%s), want 400 %q", status, e.Code, e.Message, tc.code)
+			}
+			if len(f.calls) != 0 {
+				t.Fatalf("refused input reached the cluster: %v", f.calls)
+			}
+		})
+	}
+}
+
+// A missing or malformed token fails closed with 428; it is never read as 0.
+func TestMissingTokenFailsClosed(t *testing.T) {
+	for _, hdr := range []map[string]string{
+		nil,
+		{"Fencing-Token": ""},
+		{"Fencing-Token": "0"},
+		{"Fencing-Token": "-3"},
+		{"Fencing-Token": "+3"},
+		{"Fencing-Token": " 3"},
+		{"Fencing-Token": "03"},
+		{"Fencing-Token": "3.0"},
+		{"Fencing-Token": "18446744073709551616"},
+		{"Fencing-Token": "abc"},
+	} {
+		f := &fakeCluster{leader: true}
+		status, e, _ := do(t, NewServer(f, nil).Handler(), call{"PUT", "/v1/kv/k", "v", hdr})
+		if status != http.StatusPreconditionRequired || e.Code != CodeMissingToken {
+			t.Fatalf("header %v: %d %q", hdr, status, e.Code)
+		}
+		if len(f.calls) != 0 {
+			t.Fatalf("header %v reached the cluster", hdr)
+		}
+	}
+	f := &fakeCluster{leader: true}
+	status, _, _ := do(t, NewServer(f, nil).Handler(), call{"PUT", "/v1/kv/k", "v", map[string]string{"Fencing-Token": "18446744073709551615"}})
+	if status != http.StatusOK {
+		t.Fatalf("max token refused: %d", status)
+	}
+}
+
+func TestOversizedBodies(t *testing.T) {
+	big := strings.Repeat("x", MaxBodyBytes+1)
+	for _, c := range []call{
+		{"PUT", "/v1/kv/k", big, map[string]string{"Fencing-Token": "5"}},
+		{"POST", "/v1/locks/a/acquire", `{"holder":"` + big + `"}`, nil},
+	} {
+		f := &fakeCluster{leader: true}
+		status, e, _ := do(t, NewServer(f, nil).Handler(), c)
+		if status != http.StatusRequestEntityTooLarge || e.Code != CodeBodyTooLarge || len(f.calls) != 0 {
+			t.Fatalf("%s %s: %d %q calls %v", c.method, c.path, status, e.Code, f.calls)
+		}
+	}
+}
+
+// Each refusal from the cluster maps to its status and code.
+func TestClusterErrorsMapToCodes(t *testing.T) {
+	okAcquire := call{"POST", "/v1/locks/a/acquire", `{"holder":"w","ttl_ms":1000}`, nil}
+	okRenew := call{"POST", "/v1/locks/a/renew", `{` + lease + `,"token":3}`, nil}
+	okRelease := call{"POST", "/v1/locks/a/release", `{` + lease + `,"token":3}`, nil}
+	okPut := call{"PUT", "/v1/kv/k", "v", map[string]string{"Fencing-Token": "5"}}
+	cases := []struct {
+		call   call
+		err    error
+		status int
+		code   string
+	}{
+		{okAcquire, &fsm.HeldError{Lock: "a", Holder: "w0", Token: 4}, 409, CodeLockHeld},
+		{okAcquire, fmt.Errorf("wrapped: %w", cluster.ErrNoLeader), 503, CodeNoLeader},
+		{okAcquire, cluster.ErrOutcomeUnknown, 503, CodeOutcomeUnknown},
+		{okAcquire, cluster.ErrTooManyWaiters, 429, CodeTooManyWaiters},
+		{okRenew, fsm.ErrLeaseLost, 410, CodeLeaseLost},
+		{okRelease, fsm.ErrLeaseLost, 410, CodeLeaseLost},
+		{okRelease, cluster.ErrNotLeader, 503, CodeNoLeader},
+		{okPut, &fsm.StaleError{Key: "k", Token: 5, LastToken: 9}, 409, CodeStaleToken},
+		{okPut, fsm.ErrNotLockHolder, 409, CodeNotLockHolder},
+		{call{"POST", "/v1/cluster/join", `{"id":"n4","raft_addr":"r","http_addr":"h"}`, nil}, cluster.ErrMemberConflict, 409, CodeMemberConflict},
+	}
+	for _, tc := range cases {
+		f := &fakeCluster{leader: true, err: tc.err}
+		status, e, h := do(t, NewServer(f, nil).Handler(), tc.call)
+		if status != tc.status || e.Code != tc.code {
+			t.Fatalf("%s %s with %v: got %d %q, want %d %q", tc.call.method, tc.call.path, tc.err, status, e.Code, tc.status, tc.code)
+		}
+		if status == 503 && h.Get("Retry-After") == "" {
+			t.Fatalf("503 without Retry-After")
+		}
+		var held *fsm.HeldError
+		if errors.As(tc.err, &held) && (e.Holder != "w0" || e.Token != 4) {
+			t.Fatalf("lock_held body lacks holder/token: %+v", e)
+		}
+		var stale *fsm.StaleError
+		if errors.As(tc.err, &stale) && e.LastToken != 9 {
+			t.Fatalf("stale_token body lacks last_token: %+v", e)
+		}
+	}
+}
+
+func TestNotFoundAndNoLeader(t *testing.T) {
+	f := &fakeCluster{leader: true}
+	h := NewServer(f, nil).Handler()
+	if status, e, _ := do(t, h, call{"GET", "/v1/kv/k", "", nil}); status != 404 || e.Code != CodeNotFound {
+		t.Fatalf("absent key: %d %q", status, e.Code)
+	}
+	if status, e, _ := do(t, h, call{"GET", "/v1/nope", "", nil}); status != 404 || e.Code != CodeNotFound {
+		t.Fatalf("unknown route: %d %q", status, e.Code)
+	}
+	// A follower that knows no leader answers 503 no_leader with Retry-After.
+	f = &fakeCluster{leader: false}
+	h = NewServer(f, nil).Handler()
+	status, e, hdr := do(t, h, call{"POST", "/v1/locks/a/acquire", `{"holder":"w"}`, nil})
+	if status != 503 || e.Code != CodeNoLeader || hdr.Get("Retry-After") == "" || len(f.calls) != 0 {
+		t.Fatalf("no leader: %d %q calls %v", status, e.Code, f.calls)
+	}
+	if status, _, _ := do(t, h, call{"GET", "/readyz", "", nil}); status != 503 {
+		t.Fatalf("readyz without leader: %d", status)
+	}
+	// A stale read is served locally even without a leader.
+	if status, _, _ := do(t, h, call{"GET", "/v1/locks/a?stale=true", "", nil}); status != 200 {
+		t.Fatalf("stale read without leader: %d", status)
+	}
+}
+
+func TestParseToken(t *testing.T) {
+	for s, want := range map[string]uint64{"1": 1, "42": 42, "18446744073709551615": 1<<64 - 1} {
+		if v, ok := ParseToken(s); !ok || v != want {
+			t.Fatalf("ParseToken(%q) = %d %v", s, v, ok)
+		}
+	}
+	for _, s := range []string{"", "0", "00", "01", "-1", "+1", "1 ", "1e3", "0x10", "18446744073709551616", "99999999999999999999"} {
+		if _, ok := ParseToken(s); ok {
+			t.Fatalf("ParseToken(%q) accepted", s)
+		}
+	}
+}
