@@ -17,6 +17,7 @@ const (
 	CheckKeys         = "fenced key linearizability"
 	CheckUniqueGrants = "unique grants"
 	CheckGrantOrder   = "grant order"
+	CheckUnseenGrants = "unseen grants"
 	CheckEpochTokens  = "tokens across epochs"
 	CheckFenceOrder   = "fence order"
 	CheckNoLostWrite  = "no lost write"
@@ -111,6 +112,7 @@ func Check(h History, opts Options) Report {
 	r.Verdicts = append(r.Verdicts,
 		invariant(CheckUniqueGrants, UniqueGrants(h), ""),
 		invariant(CheckGrantOrder, GrantOrder(h), ""),
+		invariant(CheckUnseenGrants, UnseenGrants(h), ""),
 		invariant(CheckEpochTokens, EpochTokens(h), skipIf(!hasEpoch(h.Events), "no restart, restore or replacement")),
 		invariant(CheckFenceOrder, FenceOrder(h), ""),
 		invariant(CheckNoLostWrite, NoLostWrite(h), skipIf(h.FinalReads == nil, "no final reads")),

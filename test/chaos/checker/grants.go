@@ -144,3 +144,60 @@ func sortedKeys[V any](m map[string]V) []string {
 	slices.Sort(keys)
 	return keys
 }
+
+// UnseenGrants finds tokens observed as a lock's current grant (lock_held,
+// renew or release ok, read held) that no grant accounts for. A token no
+// acquire ok granted can only come from an indeterminate acquire on that
+// lock, called before the token was first observed, and each such acquire
+// grants one token.
+func UnseenGrants(h History) []Violation {
+	granted := map[uint64]bool{}
+	for _, g := range grants(h) {
+		granted[g.Token] = true
+	}
+	first := map[string]map[uint64]Op{} // per lock, per unseen token: its earliest-returning observer
+	acquires := map[string][]Op{}
+	for _, op := range h.Ops {
+		switch {
+		case op.Kind == Acquire && op.Outcome.indeterminate():
+			acquires[op.Target] = append(acquires[op.Target], op)
+		case observesToken(op) && !granted[op.Token]:
+			if first[op.Target] == nil {
+				first[op.Target] = map[uint64]Op{}
+			}
+			if o, seen := first[op.Target][op.Token]; !seen || op.Return < o.Return {
+				first[op.Target][op.Token] = op
+			}
+		}
+	}
+	var out []Violation
+	for _, lock := range sortedKeys(first) {
+		var observers []Op
+		for _, o := range first[lock] {
+			observers = append(observers, o)
+		}
+		slices.SortFunc(observers, func(a, b Op) int { return cmp.Compare(a.Return, b.Return) })
+		// Any acquire called before one deadline is called before every
+		// later one too, so counting in deadline order is a maximum matching.
+		calls := make([]int64, 0, len(acquires[lock]))
+		for _, a := range acquires[lock] {
+			calls = append(calls, a.Call)
+		}
+		slices.Sort(calls)
+		available, used := 0, 0
+		for _, o := range observers {
+			for available < len(calls) && calls[available] <= o.Return {
+				available++
+			}
+			if used < available {
+				used++
+				continue
+			}
+			out = append(out, Violation{
+				Message: fmt.Sprintf("%s: t%d was observed as the current grant, but no acquire granted it", lock, o.Token),
+				Ops:     []Op{o},
+			})
+		}
+	}
+	return out
+}

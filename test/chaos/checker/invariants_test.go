@@ -159,3 +159,50 @@ func TestMemberHashes(t *testing.T) {
 	wantStatus(t, History{MemberHashes: map[string]string{"n1": "aa", "n2": "aa", "n3": "aa"}}, CheckMemberHashes, Pass)
 	wantStatus(t, History{}, CheckMemberHashes, Skipped)
 }
+
+func TestUnseenGrants(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		ops  []Op
+		want Status
+	}{
+		{"a token nobody granted", []Op{
+			acquireOK(0, "a", "h1", 5, 0, 10),
+			readHeld(1, "a", 9, 20, 30),
+		}, Fail},
+		{"a token granted on another lock", []Op{
+			acquireOK(0, "b", "h1", 9, 0, 10),
+			acquireUnknown(1, "a", "h2", 0, 10),
+			readHeld(1, "a", 9, 20, 30),
+		}, Pass}, // UnseenGrants accepts it; the lock model does not
+		{"two unseen tokens, one unknown acquire", []Op{
+			acquireUnknown(1, "a", "h2", 0, 10),
+			readHeld(2, "a", 9, 20, 30),
+			renew(2, "a", 11, OK, 40, 50),
+		}, Fail},
+		{"an unknown acquire called after the token was seen", []Op{
+			readHeld(2, "a", 9, 20, 30),
+			acquireUnknown(1, "a", "h2", 40, 50),
+		}, Fail},
+		{"an unknown acquire on another lock", []Op{
+			acquireUnknown(1, "b", "h2", 0, 10),
+			readHeld(2, "a", 9, 20, 30),
+		}, Fail},
+		{"each unseen token has its acquire", []Op{
+			acquireUnknown(1, "a", "h2", 0, 10),
+			readHeld(2, "a", 9, 20, 30),
+			acquireHeld(3, "a", "h3", "h2", 9, 25, 35),
+			{Kind: Acquire, Target: "a", Client: 1, Holder: "h4", Outcome: OtherError, Error: "500", Call: 40, Return: 50},
+			renew(2, "a", 11, OK, 60, 70),
+		}, Pass},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			wantStatus(t, History{Ops: tc.ops}, CheckUnseenGrants, tc.want)
+		})
+	}
+	wantStatus(t, History{Ops: []Op{
+		acquireOK(0, "b", "h1", 9, 0, 10),
+		acquireUnknown(1, "a", "h2", 0, 10),
+		readHeld(1, "a", 9, 20, 30),
+	}}, CheckLocks, Fail)
+}

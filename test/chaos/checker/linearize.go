@@ -18,51 +18,61 @@ type linearization struct {
 // checkLinearizable runs model over the ops of h that keep selects and turns
 // the result into a verdict.
 func checkLinearizable(name string, model porcupine.Model, h History, keep func(OpKind) bool, timeout time.Duration) (Verdict, *linearization) {
-	ops := operations(h, keep)
+	ops, pruned := operations(h, keep)
 	if len(ops) == 0 {
 		return Verdict{Name: name, Status: Skipped, Note: "no operations"}, nil
+	}
+	var note string
+	if pruned > 0 {
+		note = fmt.Sprintf("%d indeterminate ops that nothing observed were left out", pruned)
 	}
 	result, info := porcupine.CheckOperationsVerbose(model, ops, timeout)
 	info.AddAnnotations(eventAnnotations(h.Events))
 	run := &linearization{name: name, model: model, result: result, info: info}
 	switch result {
 	case porcupine.Ok:
-		return Verdict{Name: name, Status: Pass}, run
+		return Verdict{Name: name, Status: Pass, Note: note}, run
 	case porcupine.Unknown:
 		return Verdict{Name: name, Status: Inconclusive,
 			Note: fmt.Sprintf("search stopped after %v without finding a violation", timeout)}, run
 	}
-	return Verdict{Name: name, Status: Fail, Violations: stuckPoints(model, ops, info)}, run
+	return Verdict{Name: name, Status: Fail, Note: note, Violations: stuckPoints(model, ops, info)}, run
 }
 
-// operations converts the selected ops for porcupine. An op with an Unknown
-// outcome may still take effect after the client gave up, so its interval is
-// stretched past the end of the history.
-func operations(h History, keep func(OpKind) bool) []porcupine.Operation {
-	horizon := int64(0)
-	for _, op := range h.Ops {
-		horizon = max(horizon, op.Call, op.Return)
-	}
-	horizon++
-	var ops []porcupine.Operation
+// operations converts the selected ops for porcupine, with the window each
+// must take effect in (see plan), and counts the ops left out. Lock ops are
+// wrapped in a lockInput.
+func operations(h History, keep func(OpKind) bool) (ops []porcupine.Operation, pruned int) {
+	window, unseen := plan(h)
 	for i, op := range h.Ops {
 		if !keep(op.Kind) {
 			continue
 		}
-		ret := op.Return
-		if op.Outcome == Unknown {
-			ret = horizon
+		if window[i] < 0 {
+			pruned++
+			continue
+		}
+		var input any = op
+		if op.Kind.onLock() {
+			input = lockInput{Op: op, Unseen: unseen[i]}
 		}
 		ops = append(ops, porcupine.Operation{
 			ClientId: op.Client,
-			Input:    op,
+			Input:    input,
 			Call:     op.Call,
-			Output:   nil,
-			Return:   ret,
+			Return:   window[i],
 			Metadata: i,
 		})
 	}
-	return ops
+	return ops, pruned
+}
+
+// opOf returns the Op inside a porcupine input.
+func opOf(input any) Op {
+	if in, ok := input.(lockInput); ok {
+		return in.Op
+	}
+	return input.(Op)
 }
 
 // partitionByTarget splits a history into one partition per lock or key, in
@@ -71,7 +81,7 @@ func partitionByTarget(history []porcupine.Operation) [][]porcupine.Operation {
 	index := map[string]int{}
 	var parts [][]porcupine.Operation
 	for _, op := range history {
-		target := op.Input.(Op).Target
+		target := opOf(op.Input).Target
 		i, ok := index[target]
 		if !ok {
 			i = len(parts)
@@ -119,14 +129,14 @@ func stuckPoints(model porcupine.Model, ops []porcupine.Operation, info porcupin
 		}
 		var evidence []Op
 		if len(longest) > 0 {
-			evidence = append(evidence, part[longest[len(longest)-1]].Input.(Op))
+			evidence = append(evidence, opOf(part[longest[len(longest)-1]].Input))
 		}
 		for id, op := range part {
 			if !done[id] && op.Call <= earliestReturn {
-				evidence = append(evidence, op.Input.(Op))
+				evidence = append(evidence, opOf(op.Input))
 			}
 		}
-		target := part[0].Input.(Op).Target
+		target := opOf(part[0].Input).Target
 		msg := fmt.Sprintf("%s: not linearizable; after %d of %d ops the state is %s, and no pending op can come next",
 			target, len(longest), len(part), model.DescribeState(state))
 		if len(longest) > 0 {
@@ -155,7 +165,7 @@ func eventAnnotations(events []Event) []porcupine.Annotation {
 	return out
 }
 
-func describeOp(input, _ any) string { return input.(Op).String() }
+func describeOp(input, _ any) string { return opOf(input).String() }
 
 func describeMetadata(m any) string {
 	if i, ok := m.(int); ok {

@@ -10,65 +10,50 @@ import (
 // lockState is one lock as the model sees it. States are compared with ==,
 // so a free lock always has a zero Token and an empty Holder.
 type lockState struct {
-	Held bool
-	// Anon means the lock is held by the grant of an acquire whose outcome
-	// was indeterminate: its token was never seen, only known to exceed Max.
-	// The first observation of a token above Max names it.
-	Anon   bool
-	Token  uint64 // current token; 0 when free or Anon
+	Held   bool
+	Token  uint64 // current token; 0 when free
 	Holder string // holder of the current grant, when known
 	Max    uint64 // greatest token known to have been granted for this lock
 }
 
 func (s lockState) String() string {
-	switch {
-	case !s.Held:
+	if !s.Held {
 		return fmt.Sprintf("free (max t%d)", s.Max)
-	case s.Anon:
-		return fmt.Sprintf("held by %s with an unseen token > t%d", orDash(s.Holder), s.Max)
 	}
 	return fmt.Sprintf("held by %s t%d (max t%d)", orDash(s.Holder), s.Token, s.Max)
 }
 
 func freeLock(max uint64) lockState { return lockState{Max: max} }
 
-// observe returns the states in which the service could truthfully report
-// that token t (and holder, if non-empty) is the current grant: the lock is
-// held under t, or held by an unseen grant whose token turns out to be t.
-func (s lockState) observe(t uint64, holder string) []lockState {
-	if !s.Held || (holder != "" && s.Holder != "" && holder != s.Holder) {
-		return nil
-	}
-	if !s.Anon {
-		if s.Token == t {
-			return []lockState{s}
-		}
-		return nil
-	}
-	if t > s.Max {
-		return []lockState{{Held: true, Token: t, Holder: s.Holder, Max: t}}
-	}
-	return nil
+// lockInput is an op as the lock model sees it. Unseen is set when op
+// observes a token that no acquire ok granted on its lock but that an
+// indeterminate acquire called before op returned may have (see windows).
+type lockInput struct {
+	Op     Op
+	Unseen bool
 }
 
-// lost is the step for a lease_lost answer about token t: the grant is no
-// longer current. If it was current a moment ago, it has just expired.
-func (s lockState) lost(t uint64) []lockState {
+// observe returns the states in which the service could truthfully report
+// that token t (and holder, if non-empty) is the current grant: the lock is
+// held under t, or, for an unseen token above every grant so far, an
+// indeterminate acquire granted it just now (after any current lease
+// expired unseen).
+func (s lockState) observe(in lockInput, holder string) []lockState {
+	t := in.Op.Token
 	switch {
-	case s.Held && !s.Anon && s.Token == t:
-		return []lockState{freeLock(s.Max)}
-	case s.Anon && t > s.Max:
-		// t may be the unseen grant, now expired, or another grant
-		// altogether, in which case the unseen one is still held.
-		return []lockState{s, freeLock(t)}
+	case s.Held && s.Token == t && (holder == "" || s.Holder == "" || holder == s.Holder):
+		return []lockState{s}
+	case in.Unseen && t > s.Max:
+		return []lockState{{Held: true, Token: t, Holder: holder, Max: t}}
 	}
-	return []lockState{s}
+	return nil
 }
 
 // stepLock is the sequential specification of one lock. Expiry is
 // spontaneous, so any step that observes a free lock is allowed from any
 // state; what the model forbids is observing a grant that cannot be current.
-func stepLock(s lockState, op Op) []lockState {
+func stepLock(s lockState, in lockInput) []lockState {
+	op := in.Op
 	switch op.Kind {
 	case Acquire:
 		switch op.Outcome {
@@ -78,39 +63,50 @@ func stepLock(s lockState, op Op) []lockState {
 			}
 			return []lockState{{Held: true, Token: op.Token, Holder: op.Holder, Max: op.Token}}
 		case LockHeld:
-			return s.observe(op.Token, op.HeldBy)
+			return s.observe(in, op.HeldBy)
 		default:
-			return []lockState{s, {Held: true, Anon: true, Holder: op.Holder, Max: s.Max}}
+			// If it happened, its grant is unseen until observed, and
+			// observe accounts for it then.
+			return []lockState{s}
 		}
 	case Renew:
 		switch op.Outcome {
 		case OK:
-			return s.observe(op.Token, "")
+			return s.observe(in, "")
 		case LeaseLost:
-			return s.lost(op.Token)
+			return []lockState{s.lost(op.Token)}
 		default:
 			return []lockState{s}
 		}
 	case Release:
 		switch op.Outcome {
 		case OK:
-			return releaseAll(s.observe(op.Token, ""))
+			return releaseAll(s.observe(in, ""))
 		case LeaseLost:
-			return s.lost(op.Token)
+			return []lockState{s.lost(op.Token)}
 		default:
-			return append([]lockState{s}, releaseAll(s.observe(op.Token, ""))...)
+			return append([]lockState{s}, releaseAll(s.observe(in, ""))...)
 		}
 	case Read:
 		switch {
 		case op.Outcome != OK:
 			return []lockState{s}
 		case op.Held:
-			return s.observe(op.Token, "")
+			return s.observe(in, "")
 		default:
 			return []lockState{freeLock(s.Max)}
 		}
 	}
 	panic(fmt.Sprintf("checker: %s op in the lock model", op.Kind))
+}
+
+// lost is the step for a lease_lost answer about token t: the grant is no
+// longer current. If it was current a moment ago, it has just expired.
+func (s lockState) lost(t uint64) lockState {
+	if s.Held && s.Token == t {
+		return freeLock(s.Max)
+	}
+	return s
 }
 
 func releaseAll(held []lockState) []lockState {
@@ -124,7 +120,7 @@ func releaseAll(held []lockState) []lockState {
 func hashLock(v any) uint64 {
 	s := v.(lockState)
 	h := fnv.New64a()
-	fmt.Fprintf(h, "%t|%t|%d|%s|%d", s.Held, s.Anon, s.Token, s.Holder, s.Max)
+	fmt.Fprintf(h, "%t|%d|%s|%d", s.Held, s.Token, s.Holder, s.Max)
 	return h.Sum64()
 }
 
@@ -133,7 +129,7 @@ var lockModel = (&porcupine.NondeterministicModel{
 	Partition: partitionByTarget,
 	Init:      func() []any { return []any{lockState{}} },
 	Step: func(state, input, _ any) []any {
-		return toAny(stepLock(state.(lockState), input.(Op)))
+		return toAny(stepLock(state.(lockState), input.(lockInput)))
 	},
 	Hash:                      hashLock,
 	DescribeOperation:         describeOp,
