@@ -35,20 +35,31 @@
 // answer. For both, the models branch: the operation happened, or it did not.
 // Reads and gets that did not answer say nothing.
 //
-// An indeterminate acquire that happened granted a token nobody saw. The
-// model records the lock as held by that holder under an unseen token above
-// max; the first later observation of a token above max (a read held, a
-// lock_held, a renew or release ok) names it, and max rises to it. So a read
-// of a token nobody was told about is accepted when an unknown acquire can
-// explain it, and a renew of a token the lock has moved past is still
-// refused. The price is that grants after an unseen one are only required to
-// exceed the tokens actually seen.
+// An indeterminate acquire that happened granted a token nobody saw. Rather
+// than carry a "held under some unseen token" state, the model lets the first
+// op that observes a token no acquire ok granted (a read held, a lock_held, a
+// renew or release ok) adopt it, provided an indeterminate acquire on that
+// lock was called before that op returned and the token exceeds every grant
+// ordered so far. A renew of a token the lock has moved past is still
+// refused. UnseenGrants checks the counting the model skips: each unseen
+// token needs an indeterminate acquire of its own. The price is that grants
+// after an unseen one are only required to exceed the tokens actually seen,
+// and an adopted grant's holder is not checked.
+//
+// Indeterminate operations whose effect nothing observes are left out of the
+// search, and Unknown puts that something does observe must take effect
+// before the last such observer returns (prune.go has the argument for why
+// neither changes a verdict). Without this, one violation late in a history
+// with a few dozen indeterminate operations makes the search exhaust any
+// time budget.
 //
 // # Whole-history invariants
 //
 // Some properties span locks, keys or members, or need no search:
 //
 //   - UniqueGrants: no token is granted twice, on any locks.
+//   - UnseenGrants: every token observed as current was granted, by an
+//     acquire ok or by an indeterminate acquire of its own.
 //   - GrantOrder: a grant of a lock called after another grant of it
 //     returned carries a greater token.
 //   - EpochTokens: after a restart, restore or member replacement, every

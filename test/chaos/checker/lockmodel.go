@@ -85,7 +85,8 @@ func stepLock(s lockState, in lockInput) []lockState {
 		case LeaseLost:
 			return []lockState{s.lost(op.Token)}
 		default:
-			return append([]lockState{s}, releaseAll(s.observe(in, ""))...)
+			// Freeing the lock is what a spontaneous expiry does anyway.
+			return []lockState{s}
 		}
 	case Read:
 		switch {

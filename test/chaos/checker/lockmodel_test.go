@@ -103,6 +103,15 @@ func TestLockModelRejects(t *testing.T) {
 			acquireUnknown(1, "a", "h2", 20, 30),
 			readHeld(2, "a", 3, 40, 50),
 		}},
+		{name: "an unknown acquire before a newer grant cannot explain a token below it", ops: []Op{
+			acquireUnknown(1, "a", "h2", 0, 10),
+			acquireOK(0, "a", "h1", 5, 20, 30),
+			readHeld(2, "a", 3, 40, 50),
+		}},
+		{name: "an unknown acquire cannot explain a token seen before it was called", ops: []Op{
+			readHeld(2, "a", 9, 0, 10),
+			acquireUnknown(1, "a", "h2", 20, 30),
+		}},
 		{name: "a grant after an adopted token must exceed it", ops: []Op{
 			acquireUnknown(1, "a", "h2", 0, 10),
 			readHeld(2, "a", 9, 20, 30),

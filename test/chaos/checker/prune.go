@@ -28,12 +28,11 @@ package checker
 // token (see lockInput).
 func plan(h History) (window []int64, unseen []bool) {
 	granted := map[uint64]bool{}
-	var known, acked, acquires []Op
+	var acked, acquires []Op
 	for _, op := range h.Ops {
 		switch {
 		case op.Kind == Acquire && op.Outcome == OK:
 			granted[op.Token] = true
-			known = append(known, op)
 		case op.Kind == Acquire && op.Outcome.indeterminate():
 			acquires = append(acquires, op)
 		case op.Kind == Put && op.Outcome == OK:
@@ -45,7 +44,7 @@ func plan(h History) (window []int64, unseen []bool) {
 	for i, u := range h.Ops {
 		if observesToken(u) && !granted[u.Token] {
 			for _, a := range acquires {
-				if a.Target == u.Target && a.Call <= u.Return && unseenBefore(a, u, known) {
+				if a.Target == u.Target && a.Call <= u.Return {
 					unseen[i] = true
 					break
 				}
@@ -105,18 +104,6 @@ func observesToken(op Op) bool {
 		return op.Outcome == OK && op.Held
 	}
 	return false
-}
-
-// unseenBefore reports whether the token o observed could be the grant of the
-// indeterminate acquire u: no grant of it or more on the lock had returned
-// before u was called.
-func unseenBefore(u, o Op, known []Op) bool {
-	for _, g := range known {
-		if g.Target == u.Target && g.Token >= o.Token && g.Return < u.Call {
-			return false
-		}
-	}
-	return true
 }
 
 // refusedAnyway reports whether the refusal s is explained without any
