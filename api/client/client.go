@@ -1,0 +1,136 @@
+package client
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Client talks to a fencer cluster. It is safe for concurrent use.
+type Client struct {
+	endpoints []string // base URLs: scheme://host:port
+	hc        *http.Client
+	timeout   time.Duration
+	retry     Retry
+	log       *slog.Logger
+
+	discoverMu sync.Mutex // one leader discovery at a time
+	mu         sync.Mutex
+	next       int    // endpoint to try when no leader is known
+	leader     string // base URL of the leader; "" when unknown
+}
+
+// Retry bounds the client's retries of a request. Zero fields mean the
+// defaults. Every retry is also bounded by the caller's context.
+type Retry struct {
+	// Attempts is the most attempts per request (default 8; 1 disables
+	// retries).
+	Attempts int
+	// MinBackoff is the pause before the first retry (default 50ms); it
+	// doubles per retry up to MaxBackoff (default 1s), with jitter.
+	MinBackoff time.Duration
+	MaxBackoff time.Duration
+}
+
+// Option configures a Client.
+type Option func(*Client)
+
+// WithHTTPClient makes the client send requests with hc. Its Timeout should
+// be zero: per-request time limits come from WithTimeout and the context.
+func WithHTTPClient(hc *http.Client) Option { return func(c *Client) { c.hc = hc } }
+
+// WithTimeout bounds each attempt of a request (default 10s). An acquire's
+// attempt also gets its wait time on top.
+func WithTimeout(d time.Duration) Option { return func(c *Client) { c.timeout = d } }
+
+// WithRetry sets the retry policy.
+func WithRetry(r Retry) Option { return func(c *Client) { c.retry = r } }
+
+// WithLogger makes the client log retries (debug) and lost leases (warn).
+func WithLogger(l *slog.Logger) Option { return func(c *Client) { c.log = l } }
+
+// DefaultTimeout bounds each attempt unless WithTimeout says otherwise.
+const DefaultTimeout = 10 * time.Second
+
+// New returns a client for the cluster reachable at endpoints, each
+// "host:port" or an http(s) URL. Any member will do: the client asks it for
+// the leader and then talks to the leader directly.
+func New(endpoints []string, opts ...Option) (*Client, error) {
+	c := &Client{}
+	for _, ep := range endpoints {
+		ep = strings.TrimSpace(ep)
+		if ep == "" {
+			continue
+		}
+		base, err := baseURL(ep)
+		if err != nil {
+			return nil, err
+		}
+		c.endpoints = append(c.endpoints, base)
+	}
+	if len(c.endpoints) == 0 {
+		return nil, errors.New("no endpoints: want at least one host:port or URL of a fencer node")
+	}
+	for _, o := range opts {
+		o(c)
+	}
+	if c.hc == nil {
+		c.hc = &http.Client{Transport: newTransport()}
+	}
+	if c.timeout <= 0 {
+		c.timeout = DefaultTimeout
+	}
+	if c.log == nil {
+		c.log = slog.New(slog.DiscardHandler)
+	}
+	c.retry = c.retry.withDefaults()
+	return c, nil
+}
+
+func baseURL(ep string) (string, error) {
+	if !strings.Contains(ep, "://") {
+		ep = "http://" + ep
+	}
+	u, err := url.Parse(ep)
+	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+		return "", fmt.Errorf("endpoint %q: want host:port or an http(s) URL", ep)
+	}
+	return u.Scheme + "://" + u.Host, nil
+}
+
+// newTransport keeps connections alive: renewals every few seconds should
+// not pay for a TCP handshake each.
+func newTransport() *http.Transport {
+	return &http.Transport{
+		Proxy:               http.ProxyFromEnvironment,
+		DialContext:         (&net.Dialer{Timeout: 2 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConnsPerHost: 64,
+		IdleConnTimeout:     90 * time.Second,
+	}
+}
+
+func (r Retry) withDefaults() Retry {
+	if r.Attempts <= 0 {
+		r.Attempts = 8
+	}
+	if r.MinBackoff <= 0 {
+		r.MinBackoff = 50 * time.Millisecond
+	}
+	if r.MaxBackoff <= 0 {
+		r.MaxBackoff = time.Second
+	}
+	r.MaxBackoff = max(r.MaxBackoff, r.MinBackoff)
+	return r
+}
+
+// Endpoints returns the configured endpoints as base URLs.
+func (c *Client) Endpoints() []string { return append([]string(nil), c.endpoints...) }
+
+// Close closes idle connections. Leases keep renewing until released.
+func (c *Client) Close() { c.hc.CloseIdleConnections() }

@@ -1,0 +1,63 @@
+// Package client is the Go client of fencer's HTTP API. It finds and follows
+// the leader, retries what is safe to retry, and keeps leases alive.
+//
+//	c, err := client.New([]string{"10.0.0.1:7001", "10.0.0.2:7001", "10.0.0.3:7001"})
+//	if err != nil {
+//		return err
+//	}
+//	lease, err := c.Acquire(ctx, "billing-run", client.TTL(10*time.Second), client.Wait(5*time.Second))
+//	if errors.Is(err, client.ErrLockHeld) {
+//		return nil // somebody else is running it
+//	} else if err != nil {
+//		return err
+//	}
+//	defer lease.Release(context.Background())
+//
+//	// Work under lease.Context(): it is cancelled as soon as the lease may
+//	// be lost. Every write the lock protects carries the token, so that a
+//	// write from a holder that was paused past its lease is refused.
+//	err = c.PutFenced(lease.Context(), "billing-state", state, lease.Token(), client.WithLock("billing-run"))
+//	if errors.Is(err, client.ErrStaleToken) {
+//		return lease.Err() // a newer holder has written: stop
+//	}
+//
+// # Leader following
+//
+// Any member answers any request (followers forward to the leader), but a
+// forwarded request costs a hop and fails while the leader changes. The client
+// therefore asks an endpoint for GET /v1/cluster, caches the leader's HTTP
+// address, and sends there. On a connection error or a 5xx (no_leader,
+// outcome_unknown) it forgets the leader, moves on to the next endpoint, asks
+// again, and retries with exponential backoff and jitter, within Retry's
+// attempts and the caller's context.
+//
+// # What is retried
+//
+// Reads, renewals and releases are retried freely: repeating them changes
+// nothing (a repeated release that finds the lease gone reports success,
+// since the first attempt freed it). An acquire carries one random request
+// id across all its attempts; the server answers a repeat with the grant it
+// already made (existing: true), so a lost answer never costs a second token.
+// A fenced write is retried too, but a repeat carries the same token and is
+// refused as stale if the first attempt landed: after a lost answer,
+// PutFenced reports ErrOutcomeUnknown rather than a misleading ErrStaleToken.
+//
+// # Leases and the local deadline
+//
+// The server starts or extends a lease when it handles the request, which is
+// never before the client sent it. So the client measures each lease from the
+// send time of its last confirmed renewal (or of the acquire) on the
+// monotonic clock, and declares it lost at that time plus TTL minus a safety
+// margin (Margin: TTL/10, at least 50ms), before the server could expire it.
+// Renewals go out at about TTL/3 with jitter, so two can fail before the
+// deadline; each is retried across nodes until it is answered or the
+// deadline passes. A refused renewal (410 lease_lost) ends the lease at once.
+//
+// The deadline is enforced by a timer and also checked whenever Err, Done or
+// Context is called, so a process that was paused (GC, SIGSTOP, a stalled VM)
+// past its deadline sees the loss on its first look, before any timer runs.
+// Go's monotonic clock does not advance while the machine is suspended; a
+// suspended client can therefore believe in a lease the cluster has expired.
+// That is what fencing tokens are for: the lease is advisory, the token is
+// the guarantee.
+package client

@@ -1,0 +1,120 @@
+package client
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/fencer-io/fencer/api"
+)
+
+// Errors a caller can test with errors.Is. The first group matches the API's
+// error codes: an *APIError with that code matches its sentinel, and carries
+// the details (holder, tokens) for errors.As. The rest are the client's own.
+var (
+	// ErrLockHeld: another grant holds the lock (409 lock_held);
+	// APIError.Holder and APIError.Token name it.
+	ErrLockHeld = errors.New("lock held")
+	// ErrLeaseLost: the lease is not the lock's current grant any more: it
+	// expired, was released, or the secret is wrong (410 lease_lost).
+	ErrLeaseLost = errors.New("lease lost")
+	// ErrStaleToken: a fenced write's token was not greater than the key's
+	// last token (409 stale_token); APIError.LastToken is that token.
+	ErrStaleToken = errors.New("stale fencing token")
+	// ErrNotLockHolder: a fenced write named a lock whose current grant is
+	// not the write's token (409 not_lock_holder).
+	ErrNotLockHolder = errors.New("not the lock holder")
+	// ErrMissingToken: a fenced write carried no valid token (428).
+	ErrMissingToken = errors.New("missing fencing token")
+	// ErrNoLeader: the cluster has no reachable leader (503 no_leader).
+	ErrNoLeader = errors.New("no leader")
+	// ErrOutcomeUnknown: a write may or may not have taken effect, because
+	// leadership was lost (503 outcome_unknown) or because an attempt was
+	// sent but its answer never arrived and the retry could not tell.
+	ErrOutcomeUnknown = errors.New("outcome unknown")
+	// ErrNotFound: no such key, or no such route (404).
+	ErrNotFound = errors.New("not found")
+	// ErrInvalid: the request was malformed (any 400, and 413).
+	ErrInvalid = errors.New("invalid request")
+	// ErrTooManyWaiters: the lock's wait queue is full (429).
+	ErrTooManyWaiters = errors.New("too many waiters")
+	// ErrTimeout: the server gave up on the request's work (504 timeout).
+	ErrTimeout = errors.New("server timeout")
+
+	// ErrUnavailable: no endpoint answered (connection errors on every
+	// attempt).
+	ErrUnavailable = errors.New("cluster unavailable")
+	// ErrLeaseExpired: the lease's local deadline passed before a renewal
+	// was confirmed, so the client can no longer be sure it holds the lock.
+	// The server may still hold it for up to the safety margin.
+	ErrLeaseExpired = errors.New("lease expired: no renewal confirmed before the local deadline")
+	// ErrReleased: the lease was released by its holder.
+	ErrReleased = errors.New("lease released")
+)
+
+// codeErrors maps API error codes to sentinels.
+var codeErrors = map[string]error{
+	api.CodeLockHeld:       ErrLockHeld,
+	api.CodeLeaseLost:      ErrLeaseLost,
+	api.CodeStaleToken:     ErrStaleToken,
+	api.CodeNotLockHolder:  ErrNotLockHolder,
+	api.CodeMissingToken:   ErrMissingToken,
+	api.CodeNoLeader:       ErrNoLeader,
+	api.CodeOutcomeUnknown: ErrOutcomeUnknown,
+	api.CodeNotFound:       ErrNotFound,
+	api.CodeTooManyWaiters: ErrTooManyWaiters,
+	api.CodeTimeout:        ErrTimeout,
+	api.CodeBodyTooLarge:   ErrInvalid,
+}
+
+// APIError is an error answer from the server.
+type APIError struct {
+	Status  int    // HTTP status
+	Code    string // api.Code*; empty when the body was not an API error
+	Message string
+	// Holder and Token describe the current grant on lock_held.
+	Holder string
+	Token  uint64
+	// LastToken is the key's high-water mark on stale_token.
+	LastToken uint64
+}
+
+func (e *APIError) Error() string {
+	if e.Code == "" {
+		return fmt.Sprintf("HTTP %d: %s", e.Status, e.Message)
+	}
+	return e.Code + ": " + e.Message
+}
+
+// Is makes errors.Is(err, ErrLockHeld) and friends true for the sentinel of
+// e's code; any 400 matches ErrInvalid.
+func (e *APIError) Is(target error) bool {
+	if target == ErrInvalid && e.Status == http.StatusBadRequest {
+		return true
+	}
+	s, ok := codeErrors[e.Code]
+	return ok && s == target
+}
+
+func newAPIError(status int, body []byte) *APIError {
+	var wire api.Error
+	if err := json.Unmarshal(body, &wire); err != nil || wire.Code == "" {
+		msg := string(body)
+		if len(msg) > 200 {
+			msg = msg[:200]
+		}
+		if msg == "" {
+			msg = http.StatusText(status)
+		}
+		return &APIError{Status: status, Message: msg}
+	}
+	return &APIError{
+		Status:    status,
+		Code:      wire.Code,
+		Message:   wire.Message,
+		Holder:    wire.Holder,
+		Token:     wire.Token,
+		LastToken: wire.LastToken,
+	}
+}

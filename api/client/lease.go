@@ -1,0 +1,409 @@
+package client
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	mrand "math/rand/v2"
+	"net/url"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/fencer-io/fencer/api"
+)
+
+// AcquireOption tunes Acquire.
+type AcquireOption func(*acquireOptions)
+
+type acquireOptions struct {
+	ttl       time.Duration
+	wait      time.Duration
+	holder    string
+	keepAlive bool
+}
+
+// TTL sets the lease's time to live (default api.DefaultTTL, 10s). It is
+// truncated to whole milliseconds and must be within api.MinTTL..MaxTTL.
+func TTL(d time.Duration) AcquireOption { return func(o *acquireOptions) { o.ttl = d } }
+
+// Wait makes Acquire queue for up to d while the lock is held (default 0:
+// fail at once with ErrLockHeld).
+func Wait(d time.Duration) AcquireOption { return func(o *acquireOptions) { o.wait = d } }
+
+// Holder names the holder, for humans reading lock status (default
+// "hostname-pid").
+func Holder(h string) AcquireOption { return func(o *acquireOptions) { o.holder = h } }
+
+// NoKeepAlive leaves renewals to the caller (Lease.Renew). The lease still
+// declares itself lost at its local deadline.
+func NoKeepAlive() AcquireOption { return func(o *acquireOptions) { o.keepAlive = false } }
+
+// DefaultHolder is "hostname-pid".
+func DefaultHolder() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "unknown"
+	}
+	return host + "-" + strconv.Itoa(os.Getpid())
+}
+
+// Margin returns the safety margin by which a lease's local deadline precedes
+// the server's: a tenth of the TTL, at least 50ms, at most half the TTL. It
+// absorbs clock-rate differences between client and server (up to 10%) and
+// the time between reading the clock and acting on the lease.
+func Margin(ttl time.Duration) time.Duration {
+	return min(max(ttl/10, 50*time.Millisecond), ttl/2)
+}
+
+// Lease is a held lock. Its context is cancelled, and Done closed, as soon
+// as the client can no longer be sure it holds the lock; Err says why.
+type Lease struct {
+	c      *Client
+	grant  api.Grant
+	ttl    time.Duration
+	margin time.Duration
+
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+
+	mu        sync.Mutex
+	confirmed time.Time // send time of the last confirmed acquire or renewal
+	due       time.Time // when the keep-alive renews next
+	lastErr   error     // the last failed renewal, for the loss message
+
+	moved     chan struct{} // a manual renewal moved the deadline
+	stop      chan struct{} // closed by Release
+	stopOnce  sync.Once
+	stopped   chan struct{} // closed when the watcher exits
+	releaseMu sync.Mutex
+	released  bool
+}
+
+// Acquire takes the lock name, waiting up to Wait if it is held, and keeps
+// the lease alive in the background until Release or loss. ctx bounds only
+// the acquire itself.
+//
+// Every attempt carries the same random request id, so a retry after a lost
+// answer returns the first grant instead of taking a second token.
+func (c *Client) Acquire(ctx context.Context, name string, opts ...AcquireOption) (*Lease, error) {
+	o := acquireOptions{ttl: api.DefaultTTL, keepAlive: true}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.holder == "" {
+		o.holder = DefaultHolder()
+	}
+	o.ttl = o.ttl.Truncate(time.Millisecond)
+	if o.ttl < api.MinTTL || o.ttl > api.MaxTTL {
+		return nil, fmt.Errorf("%w: ttl %v: want %v to %v", ErrInvalid, o.ttl, api.MinTTL, api.MaxTTL)
+	}
+	if o.wait < 0 || o.wait > api.MaxWait {
+		return nil, fmt.Errorf("%w: wait %v: want 0 to %v", ErrInvalid, o.wait, api.MaxWait)
+	}
+	body := api.AcquireRequest{
+		Holder:    o.holder,
+		TTLMillis: o.ttl.Milliseconds(),
+		WaitMs:    o.wait.Milliseconds(),
+		RequestID: newRequestID(),
+	}
+	r := &request{path: lockPath(name, "acquire"), extra: o.wait}
+	var g api.Grant
+	if err := c.postJSON(ctx, r, body, &g); err != nil {
+		return nil, err
+	}
+	// The server starts the lease when it grants, which is after the
+	// request was sent: by the attempt that answered, or for a retry
+	// answered with an earlier grant, by the first attempt.
+	start := r.sent
+	if g.Existing {
+		start = r.firstSent
+	}
+	l := newLease(c, g, start)
+	if time.Since(start) > l.ttl/3 {
+		// A long wait or slow retries ate into the lease: confirm it
+		// before handing it out.
+		if err := l.Renew(ctx); err != nil {
+			l.cancel(err)
+			return nil, fmt.Errorf("lock %q granted with token %d, but: %w", name, g.Token, err)
+		}
+	}
+	go l.watch(o.keepAlive)
+	return l, nil
+}
+
+func newLease(c *Client, g api.Grant, start time.Time) *Lease {
+	ttl := time.Duration(g.TTLMillis) * time.Millisecond
+	l := &Lease{
+		c:       c,
+		grant:   g,
+		ttl:     ttl,
+		margin:  Margin(ttl),
+		moved:   make(chan struct{}, 1),
+		stop:    make(chan struct{}),
+		stopped: make(chan struct{}),
+	}
+	l.ctx, l.cancel = context.WithCancelCause(context.Background())
+	l.confirm(start)
+	return l
+}
+
+func newRequestID() string {
+	var b [16]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+func lockPath(name, op string) string {
+	p := "/v1/locks/" + url.PathEscape(name)
+	if op != "" {
+		p += "/" + op
+	}
+	return p
+}
+
+// Token is the fencing token: pass it with every write the lock protects.
+func (l *Lease) Token() uint64 { return l.grant.Token }
+
+// Name is the lock's name.
+func (l *Lease) Name() string { return l.grant.Lock }
+
+// Holder is the holder name the lock was granted to.
+func (l *Lease) Holder() string { return l.grant.Holder }
+
+// TTL is the lease's time to live as granted.
+func (l *Lease) TTL() time.Duration { return l.ttl }
+
+// Secret is the lease secret that renew and release need.
+func (l *Lease) Secret() string { return l.grant.Lease }
+
+// Grant is the server's answer to the acquire.
+func (l *Lease) Grant() api.Grant { return l.grant }
+
+// Deadline is the local deadline: the send time of the last confirmed
+// renewal (or of the acquire) plus TTL minus Margin. The server cannot have
+// expired the lease before it.
+func (l *Lease) Deadline() time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.deadlineLocked()
+}
+
+func (l *Lease) deadlineLocked() time.Time { return l.confirmed.Add(l.ttl - l.margin) }
+
+// Done is closed when the lease is lost or released.
+func (l *Lease) Done() <-chan struct{} {
+	l.checkDeadline()
+	return l.ctx.Done()
+}
+
+// Context is cancelled when the lease is lost or released; its cause is Err.
+func (l *Lease) Context() context.Context {
+	l.checkDeadline()
+	return l.ctx
+}
+
+// Err is nil while the lease is held. Afterwards it is ErrReleased, or says
+// why the lease was lost: an error matching ErrLeaseLost (the server refused
+// a renewal) or ErrLeaseExpired (no renewal confirmed before the local
+// deadline). It reads the clock itself, so a process that was paused past
+// its deadline sees the loss on its first call, before any timer has run.
+func (l *Lease) Err() error {
+	l.checkDeadline()
+	if l.ctx.Err() == nil {
+		return nil
+	}
+	return context.Cause(l.ctx)
+}
+
+func (l *Lease) checkDeadline() {
+	if l.ctx.Err() != nil {
+		return
+	}
+	if now := time.Now(); !now.Before(l.Deadline()) {
+		l.lose(l.expired(now))
+	}
+}
+
+func (l *Lease) expired(now time.Time) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	err := fmt.Errorf("%w (last confirmed %v ago, ttl %v, margin %v)", ErrLeaseExpired, now.Sub(l.confirmed).Round(time.Millisecond), l.ttl, l.margin)
+	if l.lastErr != nil {
+		err = fmt.Errorf("%w; last renewal error: %w", err, l.lastErr)
+	}
+	return err
+}
+
+// lose ends the lease with cause; the first cause wins.
+func (l *Lease) lose(cause error) {
+	if l.ctx.Err() != nil {
+		return
+	}
+	l.cancel(cause)
+	if !errors.Is(cause, ErrReleased) {
+		l.c.log.Warn("fencer lease lost", "lock", l.grant.Lock, "token", l.grant.Token, "err", cause)
+	}
+}
+
+// confirm records a renewal sent at sent, moving the deadline.
+func (l *Lease) confirm(sent time.Time) {
+	l.mu.Lock()
+	if l.ctx.Err() == nil && sent.After(l.confirmed) {
+		l.confirmed = sent
+		l.lastErr = nil
+		// Renew at about a third of the TTL, ±10%, so that two renewals
+		// can fail before the deadline.
+		third := l.ttl / 3
+		l.due = sent.Add(third - third/10 + mrand.N(third/5+1))
+	}
+	l.mu.Unlock()
+	select {
+	case l.moved <- struct{}{}:
+	default:
+	}
+}
+
+// watch enforces the local deadline and, with keepAlive, renews when due.
+func (l *Lease) watch(keepAlive bool) {
+	defer close(l.stopped)
+	t := time.NewTimer(time.Hour)
+	defer t.Stop()
+	for {
+		l.checkDeadline()
+		if l.ctx.Err() != nil {
+			return
+		}
+		now := time.Now()
+		l.mu.Lock()
+		deadline, due := l.deadlineLocked(), l.due
+		l.mu.Unlock()
+		wake := deadline
+		if keepAlive && due.Before(wake) {
+			wake = due
+		}
+		t.Reset(wake.Sub(now))
+		select {
+		case <-l.stop:
+			return
+		case <-l.ctx.Done():
+			return
+		case <-l.moved:
+			continue
+		case <-t.C:
+		}
+		if keepAlive && !time.Now().Before(due) {
+			l.renew(context.Background(), true)
+		}
+	}
+}
+
+// Renew renews the lease now. A refusal ends the lease (ErrLeaseLost);
+// other errors leave it to the local deadline.
+func (l *Lease) Renew(ctx context.Context) error {
+	if err := l.Err(); err != nil {
+		return err
+	}
+	return l.renew(ctx, false)
+}
+
+// renew sends one renewal, retrying until it is answered or the local
+// deadline passes: a confirmation arriving later could not be trusted.
+// Attempts are cut at a third of the TTL so that a hung leader leaves time
+// to try another node.
+func (l *Lease) renew(ctx context.Context, background bool) error {
+	ctx, cancel := context.WithDeadline(ctx, l.Deadline())
+	defer cancel()
+	stop := context.AfterFunc(l.ctx, cancel)
+	defer stop()
+	r := &request{
+		path:           lockPath(l.grant.Lock, "renew"),
+		attemptTimeout: max(l.ttl/3, 100*time.Millisecond),
+		untilDone:      true,
+	}
+	var out api.RenewResponse
+	err := l.c.postJSON(ctx, r, api.LeaseRequest{Lease: l.grant.Lease, Token: l.grant.Token}, &out)
+	switch {
+	case err == nil:
+		l.confirm(r.sent)
+		return nil
+	case refused(err):
+		l.lose(fmt.Errorf("renewal refused: %w", err))
+		return l.Err()
+	}
+	l.mu.Lock()
+	l.lastErr = err
+	l.mu.Unlock()
+	if background {
+		l.c.log.Debug("fencer renewal failed", "lock", l.grant.Lock, "token", l.grant.Token, "err", err)
+	}
+	if lerr := l.Err(); lerr != nil {
+		return lerr
+	}
+	return err
+}
+
+// refused reports whether the server answered with a definite no.
+func refused(err error) bool {
+	var ae *APIError
+	return errors.As(err, &ae) && ae.Status >= 400 && ae.Status < 500
+}
+
+func (l *Lease) stopWatch() {
+	l.stopOnce.Do(func() { close(l.stop) })
+}
+
+// Release ends the lease and frees the lock. The lease's context is
+// cancelled first, so work under it stops before the lock is free. If the
+// lease had been lost already, Release still tries to free the lock and
+// returns the loss (Err). A second Release returns nil.
+func (l *Lease) Release(ctx context.Context) error {
+	l.releaseMu.Lock()
+	defer l.releaseMu.Unlock()
+	if l.released {
+		return nil
+	}
+	l.released = true
+	lost := l.Err()
+	l.stopWatch()
+	<-l.stopped
+	l.lose(ErrReleased)
+	err := l.c.release(ctx, l.grant.Lock, l.grant.Token, l.grant.Lease)
+	if lost != nil {
+		return lost
+	}
+	return err
+}
+
+// RenewRaw renews the lease of a grant known only by its token and secret,
+// as the command-line client does. It does not track any deadline.
+func (c *Client) RenewRaw(ctx context.Context, name string, token uint64, lease string) (api.RenewResponse, error) {
+	var out api.RenewResponse
+	err := c.postJSON(ctx, &request{path: lockPath(name, "renew")}, api.LeaseRequest{Lease: lease, Token: token}, &out)
+	return out, err
+}
+
+// ReleaseRaw releases a grant known only by its token and secret.
+func (c *Client) ReleaseRaw(ctx context.Context, name string, token uint64, lease string) (api.ReleaseResponse, error) {
+	return c.releaseResp(ctx, name, token, lease)
+}
+
+func (c *Client) release(ctx context.Context, name string, token uint64, lease string) error {
+	_, err := c.releaseResp(ctx, name, token, lease)
+	return err
+}
+
+// releaseResp retries freely: if an earlier attempt may have released the
+// lease, a later lease_lost means it did.
+func (c *Client) releaseResp(ctx context.Context, name string, token uint64, lease string) (api.ReleaseResponse, error) {
+	var out api.ReleaseResponse
+	r := &request{path: lockPath(name, "release")}
+	err := c.postJSON(ctx, r, api.LeaseRequest{Lease: lease, Token: token}, &out)
+	if err != nil && r.uncertain && errors.Is(err, ErrLeaseLost) {
+		return api.ReleaseResponse{Lock: name, Token: token, Released: true}, nil
+	}
+	return out, err
+}

@@ -1,0 +1,95 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+
+	"github.com/fencer-io/fencer/api"
+)
+
+// Lock returns a lock's status (linearizable, from the leader).
+func (c *Client) Lock(ctx context.Context, name string) (api.LockStatus, error) {
+	var st api.LockStatus
+	err := c.getJSON(ctx, lockPath(name, ""), nil, &st)
+	return st, err
+}
+
+// Locks returns every held lock.
+func (c *Client) Locks(ctx context.Context) ([]api.LockStatus, error) {
+	var list api.LockList
+	err := c.getJSON(ctx, "/v1/locks", nil, &list)
+	return list.Locks, err
+}
+
+// Check reports whether token is the lock's current grant, and the current
+// token (0 when the lock is free).
+func (c *Client) Check(ctx context.Context, name string, token uint64) (api.CheckResponse, error) {
+	var out api.CheckResponse
+	q := url.Values{"token": {strconv.FormatUint(token, 10)}}
+	err := c.getJSON(ctx, lockPath(name, "check"), q, &out)
+	return out, err
+}
+
+// Cluster returns the cluster's status as seen by the leader (or, when no
+// leader is known, by an endpoint).
+func (c *Client) Cluster(ctx context.Context) (api.ClusterStatus, error) {
+	var st api.ClusterStatus
+	err := c.getJSON(ctx, "/v1/cluster", nil, &st)
+	return st, err
+}
+
+// PutOption tunes PutFenced.
+type PutOption func(*http.Header)
+
+// WithLock makes a fenced write also require that token is the named lock's
+// current grant (Fencing-Lock), so that a holder whose lease has ended is
+// refused even before anybody newer writes.
+func WithLock(name string) PutOption {
+	return func(h *http.Header) { h.Set(api.HeaderLock, name) }
+}
+
+// PutFenced stores value under key if token is greater than the key's last
+// token. A zero token is sent as no token, which the server refuses
+// (ErrMissingToken).
+//
+// Retries: a fenced write cannot be repeated blindly, because the repeat
+// carries the same token and is refused as stale if the first attempt
+// landed. So when an attempt went out but its answer was lost and a later
+// attempt fails, PutFenced reports ErrOutcomeUnknown (wrapping the later
+// error, e.g. ErrStaleToken): the value may or may not have been written.
+// Read the key to find out: its token equals yours if it was.
+func (c *Client) PutFenced(ctx context.Context, key string, value []byte, token uint64, opts ...PutOption) error {
+	h := http.Header{"Content-Type": {"application/octet-stream"}}
+	if token != 0 {
+		h.Set(api.HeaderToken, strconv.FormatUint(token, 10))
+	}
+	for _, o := range opts {
+		o(&h)
+	}
+	if value == nil {
+		value = []byte{}
+	}
+	r := &request{method: http.MethodPut, path: "/v1/kv/" + url.PathEscape(key), body: value, header: h}
+	_, err := c.do(ctx, r)
+	if err != nil && r.uncertain && !errors.Is(err, ErrOutcomeUnknown) && !errors.Is(err, ErrInvalid) && !errors.Is(err, ErrMissingToken) {
+		return fmt.Errorf("%w: an earlier attempt may have written %q with token %d: %w", ErrOutcomeUnknown, key, token, err)
+	}
+	return err
+}
+
+// Get reads a fenced key: its value and the token that wrote it.
+func (c *Client) Get(ctx context.Context, key string) ([]byte, uint64, error) {
+	resp, err := c.do(ctx, &request{method: http.MethodGet, path: "/v1/kv/" + url.PathEscape(key)})
+	if err != nil {
+		return nil, 0, err
+	}
+	token, ok := api.ParseToken(resp.header.Get(api.HeaderToken))
+	if !ok {
+		return nil, 0, fmt.Errorf("GET /v1/kv/%s: answer has no valid %s header", key, api.HeaderToken)
+	}
+	return resp.body, token, nil
+}
