@@ -64,7 +64,7 @@ port_in_use() {
 	fi
 }
 
-if ! pg_lsclusters -h "$version" "$cluster" >/dev/null 2>&1 || [[ -z $(pg_lsclusters -h "$version" "$cluster" 2>/dev/null) ]]; then
+if ! pg_lsclusters -h "$version" "$cluster" >/dev/null 2>&1; then
 	port=$want_port
 	while port_in_use "$port"; do
 		port=$((port + 1))
