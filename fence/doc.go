@@ -20,7 +20,9 @@
 //
 // Fences are per key by default: each key has its own mark, which suits a
 // resource whose keys are guarded by separate locks. Options.StoreWide makes
-// the whole store one fence, for a resource guarded by a single lock.
+// the whole store one fence, for a resource guarded by a single lock. The
+// choice is fixed when the store is created, since switching would start the
+// new fence from zero.
 //
 // Package pgfence applies the same rule to PostgreSQL; package resource is an
 // example fenced storage server.

@@ -12,7 +12,11 @@ import (
 var (
 	bucketMarks = []byte("fence_high_water")
 	bucketData  = []byte("fence_data")
+	bucketMeta  = []byte("fence_meta")
 )
+
+// metaScopeMode records whether a store was created per-key or store-wide.
+var metaScopeMode = []byte("scope_mode")
 
 // StoreScope is the single fence scope used by a store opened with
 // Options.StoreWide.
@@ -25,6 +29,8 @@ type Options struct {
 	// key must carry a token above every token the store has accepted.
 	// Use it when one lock guards the whole resource. The default is one
 	// fence per key, for a resource where each key is guarded by its own lock.
+	// The mode is recorded when the store is created; opening it later in
+	// the other mode fails.
 	StoreWide bool
 
 	// OpenTimeout bounds the wait for bbolt's exclusive file lock, so a
@@ -67,17 +73,36 @@ func Open(path string, opts *Options) (*Store, error) {
 		return nil, fmt.Errorf("fence: open %s: %w", path, err)
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
-		for _, name := range [][]byte{bucketMarks, bucketData} {
+		for _, name := range [][]byte{bucketMarks, bucketData, bucketMeta} {
 			if _, err := tx.CreateBucketIfNotExists(name); err != nil {
 				return err
 			}
 		}
-		return nil
+		return checkScopeMode(tx.Bucket(bucketMeta), o.StoreWide)
 	})
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("fence: init %s: %w", path, err), db.Close())
 	}
 	return &Store{db: db, storeWide: o.StoreWide}, nil
+}
+
+// checkScopeMode records the store's scope mode on first open and refuses a
+// later open in the other mode: the per-key marks and the store-wide mark are
+// different rows, so switching modes would start the new fence from zero and
+// re-accept old tokens.
+func checkScopeMode(meta *bolt.Bucket, storeWide bool) error {
+	want := []byte("per-key")
+	if storeWide {
+		want = []byte("store-wide")
+	}
+	got := meta.Get(metaScopeMode)
+	if got == nil {
+		return meta.Put(metaScopeMode, want)
+	}
+	if string(got) != string(want) {
+		return fmt.Errorf("fence: store was created %s, cannot open it %s", got, want)
+	}
+	return nil
 }
 
 // Close closes the store file.

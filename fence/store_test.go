@@ -206,3 +206,27 @@ func TestOpenValidates(t *testing.T) {
 		t.Fatal("negative OpenTimeout accepted")
 	}
 }
+
+func TestScopeModeIsFixedAtCreation(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "fence.db")
+	s, err := Open(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := put(s, "k", 9, 0, "v"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// Reopening store-wide would start a fresh mark at 0 and take token 1.
+	if s, err := Open(path, &Options{StoreWide: true}); err == nil {
+		_ = s.Close()
+		t.Fatal("per-key store reopened store-wide")
+	}
+	s, err = Open(path, nil)
+	if err != nil {
+		t.Fatalf("reopen per-key: %v", err)
+	}
+	_ = s.Close()
+}
