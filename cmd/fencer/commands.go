@@ -1,0 +1,5 @@
+package main
+
+func init() {
+	extraCommands = append(extraCommands, newResourceCmd)
+}
