@@ -1,0 +1,145 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/fencer-io/fencer/api"
+	"github.com/fencer-io/fencer/api/client"
+	tc "github.com/fencer-io/fencer/test/testcluster"
+)
+
+// syncBuffer is a bytes.Buffer that a child's output copier and the test
+// can use at once.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// newTestCluster starts a cluster and points the commands at it through
+// $FENCER_ENDPOINTS, as a user's shell would.
+func newTestCluster(t *testing.T) *tc.Cluster {
+	t.Helper()
+	c := tc.New(t, 3)
+	var eps []string
+	for _, n := range c.Nodes {
+		eps = append(eps, n.HTTPAddr)
+	}
+	t.Setenv("FENCER_ENDPOINTS", strings.Join(eps, ","))
+	return c
+}
+
+// fencer runs the command line in-process.
+func fencer(t *testing.T, stdin string, args ...string) (string, string, error) {
+	t.Helper()
+	var out, errb syncBuffer
+	root := newRootCmd(&out, &errb)
+	root.SetIn(strings.NewReader(stdin))
+	root.SetArgs(args)
+	err := root.Execute()
+	return out.String(), errb.String(), err
+}
+
+func mustFencer(t *testing.T, args ...string) string {
+	t.Helper()
+	out, stderr, err := fencer(t, "", args...)
+	if err != nil {
+		t.Fatalf("fencer %s: %v (stderr %q)", strings.Join(args, " "), err, stderr)
+	}
+	return out
+}
+
+var grantLine = regexp.MustCompile(`^token=(\d+) lease=([0-9a-f]{32}) ttl=(\S+)\n$`)
+
+func TestLockAndKVCommands(t *testing.T) {
+	newTestCluster(t)
+	out := mustFencer(t, "lock", "acquire", "job", "--ttl", "30s", "--holder", "cli-test")
+	m := grantLine.FindStringSubmatch(out)
+	if m == nil || m[3] != "30s" {
+		t.Fatalf("acquire output %q", out)
+	}
+	token, lease := m[1], m[2]
+	first, _ := strconv.ParseUint(token, 10, 64)
+
+	out = mustFencer(t, "lock", "status", "job")
+	if !strings.HasPrefix(out, `lock=job held=true holder="cli-test" token=`+token+" ttl=30s remaining=") {
+		t.Fatalf("status %q", out)
+	}
+	out = mustFencer(t, "lock", "list", "-o", "json")
+	var list api.LockList
+	if err := json.Unmarshal([]byte(out), &list); err != nil || len(list.Locks) != 1 || strconv.FormatUint(list.Locks[0].Token, 10) != token {
+		t.Fatalf("list %q: %v", out, err)
+	}
+	if out := mustFencer(t, "lock", "renew", "job", "--token", token, "--lease", lease); out != "token="+token+" ttl=30s\n" {
+		t.Fatalf("renew %q", out)
+	}
+
+	// A second acquire fails with one clear line and a non-zero status.
+	_, _, err := fencer(t, "", "lock", "acquire", "job")
+	if !errors.Is(err, client.ErrLockHeld) || exitCode(err) == 0 || strings.Contains(oneLine(err), "\n") || !strings.Contains(err.Error(), "cli-test") {
+		t.Fatalf("second acquire: %v", err)
+	}
+
+	if out := mustFencer(t, "kv", "put", "cfg", "v1", "--token", token, "--lock", "job"); out != "key=cfg token="+token+"\n" {
+		t.Fatalf("put %q", out)
+	}
+	out, stderr, err := fencer(t, "", "kv", "get", "cfg")
+	if err != nil || out != "v1" || stderr != "token="+token+"\n" {
+		t.Fatalf("get: %q %q %v", out, stderr, err)
+	}
+	// The same token again is a replay: stale.
+	if _, _, err := fencer(t, "from stdin", "kv", "put", "cfg", "-", "--token", token); !errors.Is(err, client.ErrStaleToken) {
+		t.Fatalf("replayed put: %v", err)
+	}
+	if _, _, err := fencer(t, "", "kv", "put", "cfg", "v"); err == nil || !strings.Contains(err.Error(), "--token is required") {
+		t.Fatalf("put without token: %v", err)
+	}
+
+	if out := mustFencer(t, "lock", "release", "job", "--token", token, "--lease", lease); out != "released token="+token+"\n" {
+		t.Fatalf("release %q", out)
+	}
+	if out := mustFencer(t, "lock", "status", "job"); out != "lock=job held=false\n" {
+		t.Fatalf("status after release %q", out)
+	}
+	if _, _, err := fencer(t, "", "lock", "renew", "job", "--token", token, "--lease", lease); !errors.Is(err, client.ErrLeaseLost) {
+		t.Fatalf("renew after release: %v", err)
+	}
+
+	out = mustFencer(t, "lock", "acquire", "job", "-o", "json")
+	var g api.Grant
+	if err := json.Unmarshal([]byte(out), &g); err != nil || g.Token <= first || len(g.Lease) != 32 || g.Lock != "job" {
+		t.Fatalf("json acquire %q: %v", out, err)
+	}
+	if _, _, err := fencer(t, "from stdin", "kv", "put", "cfg", "-", "--token", strconv.FormatUint(g.Token, 10)); err != nil {
+		t.Fatal(err)
+	}
+	out = mustFencer(t, "kv", "get", "cfg", "-o", "json")
+	var v kvValue
+	if err := json.Unmarshal([]byte(out), &v); err != nil || v != (kvValue{Key: "cfg", Token: g.Token, Value: "from stdin"}) {
+		t.Fatalf("json get %q: %v", out, err)
+	}
+	if _, _, err := fencer(t, "", "kv", "get", "nothing"); !errors.Is(err, client.ErrNotFound) {
+		t.Fatalf("get missing: %v", err)
+	}
+	if _, _, err := fencer(t, "", "lock", "list", "-o", "yaml"); err == nil || !strings.Contains(err.Error(), "--output") {
+		t.Fatalf("bad output: %v", err)
+	}
+}

@@ -1,0 +1,232 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/fencer-io/fencer/api"
+	"github.com/fencer-io/fencer/api/client"
+)
+
+func init() { extraCommands = append(extraCommands, newExecCmd) }
+
+// exitLeaseLost is the exit status of "fencer exec" when the lease was lost
+// while the command ran: EX_TEMPFAIL of sysexits.h, "try again later".
+const exitLeaseLost = 75
+
+// execOptions are the flags of "fencer exec".
+type execOptions struct {
+	client clientFlags
+	ttl    time.Duration
+	wait   time.Duration
+	grace  time.Duration
+	holder string
+}
+
+func (o *execOptions) validate() error {
+	if o.grace < 0 {
+		return fmt.Errorf("--grace %v: want a duration of 0 or more", o.grace)
+	}
+	return o.client.validate()
+}
+
+// newExecCmd returns "fencer exec", which runs a command while holding a
+// lock and stops it when the lock can no longer be trusted.
+func newExecCmd() *cobra.Command {
+	o := &execOptions{}
+	cmd := &cobra.Command{
+		Use:   "exec NAME [flags] -- COMMAND [ARGS...]",
+		Short: "Run a command while holding a lock; stop it if the lease is lost",
+		Long: `Acquire the lock NAME, keep its lease alive, and run COMMAND with
+FENCER_TOKEN (the fencing token), FENCER_LOCK and FENCER_ENDPOINTS added to
+its environment. Pass $FENCER_TOKEN with every write the lock protects.
+
+SIGINT, SIGTERM and SIGHUP are forwarded to the command. When the command
+exits, the lock is released and fencer exits with the command's status
+(128+N if it was killed by signal N).
+
+If the lease is lost (a renewal is refused, or none could be confirmed in
+time), the command's process group gets SIGTERM, then SIGKILL after --grace,
+and fencer exits with status 75. The command runs in its own process group so
+that its children are stopped too; it therefore cannot read from the terminal.`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if dash := cmd.ArgsLenAtDash(); len(args) < 2 || (dash != -1 && dash != 1) {
+				return errors.New("want NAME -- COMMAND [ARGS...]")
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := o.validate(); err != nil {
+				return err
+			}
+			return o.run(cmd, args[0], args[1:])
+		},
+	}
+	fs := cmd.Flags()
+	o.client.bind(fs)
+	fs.DurationVar(&o.ttl, "ttl", api.DefaultTTL, "lease time to live; renewed about every ttl/3")
+	fs.DurationVar(&o.wait, "wait", 0, "queue this long if the lock is held (0: fail at once)")
+	fs.DurationVar(&o.grace, "grace", 5*time.Second, "time between SIGTERM and SIGKILL when the lease is lost")
+	fs.StringVar(&o.holder, "holder", "", "holder name shown in lock status (default hostname-pid)")
+	return cmd
+}
+
+func (o *execOptions) run(cmd *cobra.Command, name string, argv []string) error {
+	c, err := o.client.client()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	// Registered before the acquire, so that a signal from here on is ours
+	// to handle: it aborts the acquire, or is forwarded to the command.
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(sigs)
+
+	lease, err := o.acquire(cmd.Context(), c, name, sigs)
+	if err != nil {
+		return err
+	}
+	child := exec.Command(argv[0], argv[1:]...)
+	child.Env = append(os.Environ(),
+		"FENCER_TOKEN="+strconv.FormatUint(lease.Token(), 10),
+		"FENCER_LOCK="+name,
+		"FENCER_ENDPOINTS="+strings.Join(o.client.endpointList(), ","),
+	)
+	child.Stdin, child.Stdout, child.Stderr = cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr()
+	child.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Output copied through pipes (when fencer's own is not a file) must not
+	// hold fencer up after the command exits, if a leftover child of its
+	// keeps the pipe open.
+	child.WaitDelay = time.Second
+	if err := child.Start(); err != nil {
+		o.release(lease)
+		code := 126
+		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
+			code = 127
+		}
+		return &exitError{code: code, err: fmt.Errorf("exec %s: %w", argv[0], err)}
+	}
+	pgid := child.Process.Pid
+	exited := make(chan struct{})
+	go func() {
+		child.Wait()
+		close(exited)
+	}()
+	for {
+		select {
+		case s := <-sigs:
+			syscall.Kill(-pgid, s.(syscall.Signal))
+		case <-exited:
+			return o.finish(cmd, lease, argv[0], child.ProcessState)
+		case <-lease.Done():
+			return o.terminate(lease, pgid, exited, sigs)
+		}
+	}
+}
+
+// acquire takes the lock; a signal meanwhile abandons the attempt.
+func (o *execOptions) acquire(ctx context.Context, c *client.Client, name string, sigs <-chan os.Signal) (*client.Lease, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	type result struct {
+		lease *client.Lease
+		err   error
+	}
+	done := make(chan result, 1)
+	go func() {
+		l, err := c.Acquire(ctx, name, client.TTL(o.ttl), client.Wait(o.wait), client.Holder(o.holder))
+		done <- result{l, err}
+	}()
+	select {
+	case r := <-done:
+		if r.err != nil {
+			return nil, fmt.Errorf("acquire %q: %w", name, r.err)
+		}
+		return r.lease, nil
+	case s := <-sigs:
+		cancel()
+		if r := <-done; r.lease != nil {
+			o.release(r.lease)
+		}
+		return nil, &exitError{code: 128 + int(s.(syscall.Signal)), err: fmt.Errorf("acquire %q: interrupted by %v", name, s)}
+	}
+}
+
+// finish handles the command's own exit: release, and pass its status on.
+func (o *execOptions) finish(cmd *cobra.Command, lease *client.Lease, prog string, ps *os.ProcessState) error {
+	code := exitStatus(ps)
+	err := o.release(lease)
+	if errors.Is(err, client.ErrLeaseLost) || errors.Is(err, client.ErrLeaseExpired) {
+		return &exitError{code: exitLeaseLost, err: fmt.Errorf("lease on %q lost (%s) before %s exited with status %d", lease.Name(), oneLine(err), prog, code)}
+	}
+	if err != nil {
+		// The command is done; the lease will expire on its own.
+		fmt.Fprintf(cmd.ErrOrStderr(), "fencer: release of %q failed (%s); it expires within %v\n", lease.Name(), oneLine(err), lease.TTL())
+	}
+	if code != 0 {
+		return &exitError{code: code, err: fmt.Errorf("%s exited with status %d", prog, code)}
+	}
+	return nil
+}
+
+func (o *execOptions) release(lease *client.Lease) error {
+	ctx, cancel := context.WithTimeout(context.Background(), o.client.timeout)
+	defer cancel()
+	return lease.Release(ctx)
+}
+
+// terminate stops the command's process group after the lease was lost:
+// SIGTERM, then SIGKILL once the grace period is over.
+func (o *execOptions) terminate(lease *client.Lease, pgid int, exited <-chan struct{}, sigs <-chan os.Signal) error {
+	why := lease.Err()
+	syscall.Kill(-pgid, syscall.SIGTERM)
+	grace := time.NewTimer(o.grace)
+	defer grace.Stop()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	killed := false
+	for done := false; !done; {
+		select {
+		case s := <-sigs:
+			syscall.Kill(-pgid, s.(syscall.Signal))
+		case <-grace.C:
+			syscall.Kill(-pgid, syscall.SIGKILL)
+			killed = true
+			<-exited
+			done = true
+		case <-tick.C:
+			// Wait for the whole group, not just its leader: a leftover
+			// child could still act on the lost lock.
+			select {
+			case <-exited:
+				done = syscall.Kill(-pgid, 0) == syscall.ESRCH
+			default:
+			}
+		}
+	}
+	how := "child terminated"
+	if killed {
+		how = fmt.Sprintf("child killed after %v grace", o.grace)
+	}
+	return &exitError{code: exitLeaseLost, err: fmt.Errorf("lease on %q lost (%s); %s", lease.Name(), oneLine(why), how)}
+}
+
+// exitStatus is the shell's view of how a process ended.
+func exitStatus(ps *os.ProcessState) int {
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return ps.ExitCode()
+}

@@ -1,0 +1,104 @@
+package main
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+
+	"github.com/fencer-io/fencer/api"
+	"github.com/fencer-io/fencer/api/client"
+)
+
+func init() { extraCommands = append(extraCommands, newKVCmd) }
+
+// kvOptions are the flags of "fencer kv" and its subcommands.
+type kvOptions struct {
+	client clientFlags
+	token  uint64
+	lock   string
+}
+
+// kvValue is "fencer kv get -o json". Value is a string: binary values are
+// better read in text mode, which writes the raw bytes.
+type kvValue struct {
+	Key   string `json:"key"`
+	Token uint64 `json:"token"`
+	Value string `json:"value"`
+}
+
+// newKVCmd returns "fencer kv": fenced writes and reads of the cluster's
+// built-in key-value store.
+func newKVCmd() *cobra.Command {
+	o := &kvOptions{}
+	cmd := &cobra.Command{
+		Use:   "kv",
+		Short: "Write and read fenced keys",
+	}
+	o.client.bind(cmd.PersistentFlags())
+	put := &cobra.Command{
+		Use:   "put KEY VALUE --token N [--lock NAME]",
+		Short: "Write VALUE (- reads stdin) under KEY if N is above the key's last token",
+		Args:  cobra.ExactArgs(2),
+		RunE:  func(cmd *cobra.Command, args []string) error { return o.put(cmd, args[0], args[1]) },
+	}
+	put.Flags().Uint64Var(&o.token, "token", 0, "fencing token of your grant (required)")
+	put.Flags().StringVar(&o.lock, "lock", "", "also require that the token is this lock's current grant")
+	get := &cobra.Command{
+		Use:   "get KEY",
+		Short: "Print a key's value (its token goes to stderr, or into -o json)",
+		Args:  cobra.ExactArgs(1),
+		RunE:  func(cmd *cobra.Command, args []string) error { return o.get(cmd, args[0]) },
+	}
+	cmd.AddCommand(put, get)
+	return cmd
+}
+
+func (o *kvOptions) put(cmd *cobra.Command, key, value string) error {
+	if o.token == 0 {
+		return fmt.Errorf("--token is required: the fencing token of your grant")
+	}
+	c, err := o.client.client()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	data := []byte(value)
+	if value == "-" {
+		if data, err = io.ReadAll(io.LimitReader(cmd.InOrStdin(), api.MaxBodyBytes+1)); err != nil {
+			return fmt.Errorf("reading stdin: %w", err)
+		}
+	}
+	var opts []client.PutOption
+	if o.lock != "" {
+		opts = append(opts, client.WithLock(o.lock))
+	}
+	if err := c.PutFenced(cmd.Context(), key, data, o.token, opts...); err != nil {
+		return fmt.Errorf("put %q with token %d: %w", key, o.token, err)
+	}
+	if o.client.json() {
+		return writeJSON(cmd.OutOrStdout(), api.PutResponse{Key: key, Token: o.token})
+	}
+	_, err = fmt.Fprintf(cmd.OutOrStdout(), "key=%s token=%d\n", key, o.token)
+	return err
+}
+
+func (o *kvOptions) get(cmd *cobra.Command, key string) error {
+	c, err := o.client.client()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	value, token, err := c.Get(cmd.Context(), key)
+	if err != nil {
+		return fmt.Errorf("get %q: %w", key, err)
+	}
+	if o.client.json() {
+		return writeJSON(cmd.OutOrStdout(), kvValue{Key: key, Token: token, Value: string(value)})
+	}
+	if _, err := cmd.OutOrStdout().Write(value); err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(cmd.ErrOrStderr(), "token=%d\n", token)
+	return err
+}

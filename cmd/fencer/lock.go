@@ -1,0 +1,206 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/fencer-io/fencer/api"
+	"github.com/fencer-io/fencer/api/client"
+)
+
+func init() { extraCommands = append(extraCommands, newLockCmd) }
+
+// lockOptions are the flags of "fencer lock" and its subcommands.
+type lockOptions struct {
+	client clientFlags
+	ttl    time.Duration
+	wait   time.Duration
+	holder string
+	token  uint64
+	lease  string
+}
+
+func (o *lockOptions) validateLease() error {
+	if o.token == 0 {
+		return fmt.Errorf("--token is required: the token printed by \"fencer lock acquire\"")
+	}
+	if o.lease == "" {
+		return fmt.Errorf("--lease is required: the lease secret printed by \"fencer lock acquire\"")
+	}
+	return nil
+}
+
+// newLockCmd returns "fencer lock": acquire, renew, release and inspect
+// locks by hand. To hold a lock while a program runs, use "fencer exec".
+func newLockCmd() *cobra.Command {
+	o := &lockOptions{}
+	cmd := &cobra.Command{
+		Use:   "lock",
+		Short: "Acquire, renew, release and inspect locks",
+	}
+	o.client.bind(cmd.PersistentFlags())
+
+	acquire := &cobra.Command{
+		Use:   "acquire NAME",
+		Short: "Acquire a lock and print its token and lease secret",
+		Long: `Acquire a lock and print its fencing token and lease secret.
+
+The lease is NOT kept alive: it expires after --ttl unless renewed with
+"fencer lock renew NAME --token N --lease S" or released. To hold a lock for
+the lifetime of a command, use "fencer exec".`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error { return o.acquire(cmd, args[0]) },
+	}
+	acquire.Flags().DurationVar(&o.ttl, "ttl", api.DefaultTTL, "lease time to live")
+	acquire.Flags().DurationVar(&o.wait, "wait", 0, "queue this long if the lock is held (0: fail at once)")
+	acquire.Flags().StringVar(&o.holder, "holder", "", "holder name shown in lock status (default hostname-pid)")
+
+	renew := &cobra.Command{
+		Use:   "renew NAME --token N --lease SECRET",
+		Short: "Renew a lease for another TTL",
+		Args:  cobra.ExactArgs(1),
+		RunE:  func(cmd *cobra.Command, args []string) error { return o.renew(cmd, args[0]) },
+	}
+	release := &cobra.Command{
+		Use:   "release NAME --token N --lease SECRET",
+		Short: "Release a lease",
+		Args:  cobra.ExactArgs(1),
+		RunE:  func(cmd *cobra.Command, args []string) error { return o.release(cmd, args[0]) },
+	}
+	for _, c := range []*cobra.Command{renew, release} {
+		c.Flags().Uint64Var(&o.token, "token", 0, "fencing token of the grant")
+		c.Flags().StringVar(&o.lease, "lease", "", "lease secret of the grant")
+	}
+	status := &cobra.Command{
+		Use:   "status NAME",
+		Short: "Show a lock's holder, token and remaining time",
+		Args:  cobra.ExactArgs(1),
+		RunE:  func(cmd *cobra.Command, args []string) error { return o.status(cmd, args[0]) },
+	}
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List held locks",
+		Args:  cobra.NoArgs,
+		RunE:  func(cmd *cobra.Command, _ []string) error { return o.list(cmd) },
+	}
+	cmd.AddCommand(acquire, renew, release, status, list)
+	return cmd
+}
+
+func (o *lockOptions) acquire(cmd *cobra.Command, name string) error {
+	c, err := o.client.client()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	lease, err := c.Acquire(cmd.Context(), name, client.TTL(o.ttl), client.Wait(o.wait), client.Holder(o.holder), client.NoKeepAlive())
+	if err != nil {
+		return fmt.Errorf("acquire %q: %w", name, err)
+	}
+	g := lease.Grant()
+	if o.client.json() {
+		return writeJSON(cmd.OutOrStdout(), g)
+	}
+	_, err = fmt.Fprintf(cmd.OutOrStdout(), "token=%d lease=%s ttl=%v\n", g.Token, g.Lease, lease.TTL())
+	return err
+}
+
+func (o *lockOptions) renew(cmd *cobra.Command, name string) error {
+	if err := o.validateLease(); err != nil {
+		return err
+	}
+	c, err := o.client.client()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	out, err := c.RenewRaw(cmd.Context(), name, o.token, o.lease)
+	if err != nil {
+		return fmt.Errorf("renew %q token %d: %w", name, o.token, err)
+	}
+	if o.client.json() {
+		return writeJSON(cmd.OutOrStdout(), out)
+	}
+	_, err = fmt.Fprintf(cmd.OutOrStdout(), "token=%d ttl=%v\n", out.Token, time.Duration(out.TTLMillis)*time.Millisecond)
+	return err
+}
+
+func (o *lockOptions) release(cmd *cobra.Command, name string) error {
+	if err := o.validateLease(); err != nil {
+		return err
+	}
+	c, err := o.client.client()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	out, err := c.ReleaseRaw(cmd.Context(), name, o.token, o.lease)
+	if err != nil {
+		return fmt.Errorf("release %q token %d: %w", name, o.token, err)
+	}
+	if o.client.json() {
+		return writeJSON(cmd.OutOrStdout(), out)
+	}
+	_, err = fmt.Fprintf(cmd.OutOrStdout(), "released token=%d\n", out.Token)
+	return err
+}
+
+func (o *lockOptions) status(cmd *cobra.Command, name string) error {
+	c, err := o.client.client()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	st, err := c.Lock(cmd.Context(), name)
+	if err != nil {
+		return fmt.Errorf("status of %q: %w", name, err)
+	}
+	if o.client.json() {
+		return writeJSON(cmd.OutOrStdout(), st)
+	}
+	return printStatus(cmd.OutOrStdout(), st)
+}
+
+func (o *lockOptions) list(cmd *cobra.Command) error {
+	c, err := o.client.client()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	locks, err := c.Locks(cmd.Context())
+	if err != nil {
+		return fmt.Errorf("list locks: %w", err)
+	}
+	if o.client.json() {
+		if locks == nil {
+			locks = []api.LockStatus{}
+		}
+		return writeJSON(cmd.OutOrStdout(), api.LockList{Locks: locks})
+	}
+	for _, st := range locks {
+		if err := printStatus(cmd.OutOrStdout(), st); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// printStatus writes one line of key=value pairs.
+func printStatus(w io.Writer, st api.LockStatus) error {
+	fields := []string{"lock=" + st.Lock, fmt.Sprintf("held=%t", st.Held)}
+	if st.Held {
+		fields = append(fields,
+			fmt.Sprintf("holder=%q", st.Holder),
+			fmt.Sprintf("token=%d", st.Token),
+			fmt.Sprintf("ttl=%v", time.Duration(st.TTLMillis)*time.Millisecond))
+		if st.RemainingMillis != nil {
+			fields = append(fields, fmt.Sprintf("remaining=%v", time.Duration(*st.RemainingMillis)*time.Millisecond))
+		}
+	}
+	_, err := fmt.Fprintln(w, strings.Join(fields, " "))
+	return err
+}
