@@ -1,6 +1,7 @@
 package api
 
 import (
+	"errors"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -57,7 +58,14 @@ func (f *forwarder) proxy(w http.ResponseWriter, r *http.Request, addr string) {
 		},
 		Transport: f.transport,
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			writeError(w, http.StatusServiceUnavailable, &Error{Code: CodeNoLeader, Message: "leader " + addr + " unreachable: " + err.Error()})
+			// A request that never reached the leader certainly did nothing;
+			// one that failed afterwards may have been applied.
+			var op *net.OpError
+			if r.Method == http.MethodGet || errors.As(err, &op) && op.Op == "dial" {
+				writeError(w, http.StatusServiceUnavailable, &Error{Code: CodeNoLeader, Message: "leader " + addr + " unreachable: " + err.Error()})
+				return
+			}
+			writeError(w, http.StatusServiceUnavailable, &Error{Code: CodeOutcomeUnknown, Message: "connection to leader " + addr + " failed mid-request; the request may have been applied: " + err.Error()})
 		},
 	}
 	rp.ServeHTTP(w, r)

@@ -53,6 +53,11 @@ type Config struct {
 	Bootstrap      bool
 	Join           []string // HTTP addresses of members
 	InitialCluster []Peer
+	// NonVoter joins as a non-voting member that only replicates.
+	NonVoter bool
+	// Replace lets a node whose data dir was wiped take its id back: the
+	// leader removes the old incarnation, then adds this one.
+	Replace bool
 
 	// Raft timing. Defaults: 1 s heartbeat and election timeouts, 500 ms
 	// leader lease. Tests shorten them.
@@ -66,6 +71,10 @@ type Config struct {
 	SnapshotThreshold uint64
 	TrailingLogs      uint64
 	SnapshotInterval  time.Duration
+
+	// JoinTimeout bounds how long a new node tries to be admitted before it
+	// gives up (default 2 min).
+	JoinTimeout time.Duration
 
 	// MaxWaitersPerLock bounds each lock's queue (default 1024).
 	MaxWaitersPerLock int
@@ -119,6 +128,7 @@ func (c *Config) Validate() error {
 	def(&c.LeaderLeaseTimeout, 500*time.Millisecond)
 	def(&c.ApplyTimeout, 5*time.Second)
 	def(&c.SnapshotInterval, 30*time.Second)
+	def(&c.JoinTimeout, 2*time.Minute)
 	if c.SnapshotThreshold == 0 {
 		c.SnapshotThreshold = 8192
 	}

@@ -17,6 +17,9 @@ type identity struct {
 	// that comes back with a new incarnation has lost what it acknowledged
 	// to Raft, so it must not silently take back its old vote.
 	Incarnation string `json:"incarnation"`
+	// ClusterID is the id of the cluster this dir's state belongs to,
+	// recorded once the node has learned it.
+	ClusterID string `json:"cluster_id,omitempty"`
 }
 
 const identityFile = "node.json"
@@ -28,11 +31,7 @@ func loadIdentity(dir, id string) (identity, error) {
 	data, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		ident := identity{NodeID: id, Incarnation: newSecret()[:16]}
-		data, _ := json.MarshalIndent(ident, "", "  ")
-		if err := writeFileSync(path, data); err != nil {
-			return identity{}, fmt.Errorf("write %s: %w", path, err)
-		}
-		return ident, nil
+		return ident, saveIdentity(dir, ident)
 	}
 	if err != nil {
 		return identity{}, fmt.Errorf("read %s: %w", path, err)
@@ -45,6 +44,15 @@ func loadIdentity(dir, id string) (identity, error) {
 		return identity{}, fmt.Errorf("data dir %s belongs to node %q, not %q: use that id or another data dir", dir, ident.NodeID, id)
 	}
 	return ident, nil
+}
+
+func saveIdentity(dir string, ident identity) error {
+	path := filepath.Join(dir, identityFile)
+	data, _ := json.MarshalIndent(ident, "", "  ")
+	if err := writeFileSync(path, data); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
 }
 
 // writeFileSync writes a file and its directory entry durably.

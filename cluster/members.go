@@ -23,6 +23,14 @@ type JoinRequest struct {
 	HTTPAddr    string `json:"http_addr"`
 	Voter       bool   `json:"voter"`
 	Incarnation string `json:"incarnation,omitempty"`
+	// ClusterID is the cluster the joiner's data dir belongs to, if any.
+	ClusterID string `json:"cluster_id,omitempty"`
+	// Replace removes a member of the same id first, even when its data
+	// dir was wiped (a new incarnation). The operator vouches that the old
+	// incarnation is gone for good.
+	Replace bool `json:"replace,omitempty"`
+	// DryRun only asks whether the join would be accepted; nothing changes.
+	DryRun bool `json:"dry_run,omitempty"`
 }
 
 // Join makes a node a member, idempotently: a member already present with the
@@ -37,6 +45,10 @@ func (n *Node) Join(ctx context.Context, req JoinRequest) error {
 	if !idPattern.MatchString(req.ID) || req.RaftAddr == "" || req.HTTPAddr == "" {
 		return fmt.Errorf("%w: join needs an id, a raft address and an http address", ErrMemberConflict)
 	}
+	if own := n.fsm.ClusterID(); req.ClusterID != "" && own != "" && req.ClusterID != own {
+		return fmt.Errorf("%w: the data dir of %q belongs to cluster %s, this is cluster %s; "+
+			"start it with an empty data dir to join this cluster", ErrMemberConflict, req.ID, req.ClusterID, own)
+	}
 	n.configMu.Lock()
 	defer n.configMu.Unlock()
 	cf := n.raft.GetConfiguration()
@@ -44,13 +56,30 @@ func (n *Node) Join(ctx context.Context, req JoinRequest) error {
 		return translate(err)
 	}
 	known, _ := n.fsm.Member(req.ID)
+	if req.DryRun {
+		if !req.Replace && known.Incarnation != "" && req.Incarnation != "" && known.Incarnation != req.Incarnation {
+			return n.wipedError(req, known)
+		}
+		return nil
+	}
+	if req.Replace && known.Incarnation != "" && known.Incarnation != req.Incarnation {
+		n.log.Info("replacing member with a new incarnation", "id", req.ID, "old", known.Incarnation, "new", req.Incarnation)
+		if err := n.raft.RemoveServer(raft.ServerID(req.ID), 0, n.cfg.ApplyTimeout).Error(); err != nil {
+			return translate(err)
+		}
+		if _, err := n.apply(&fsm.RemoveMember{ID: req.ID}); err != nil {
+			return err
+		}
+		if cf = n.raft.GetConfiguration(); cf.Error() != nil {
+			return translate(cf.Error())
+		}
+		known = fsm.Member{}
+	}
 	present := false
 	for _, s := range cf.Configuration().Servers {
 		sameID, sameAddr := string(s.ID) == req.ID, string(s.Address) == req.RaftAddr
 		if sameID && req.Incarnation != "" && known.Incarnation != "" && known.Incarnation != req.Incarnation {
-			return fmt.Errorf("%w: member %q is in the cluster with another data dir (incarnation %s, now %s); "+
-				"its disk was wiped or replaced. Remove it first (fencer members remove %s), then join again",
-				ErrMemberConflict, req.ID, known.Incarnation, req.Incarnation, req.ID)
+			return n.wipedError(req, known)
 		}
 		switch {
 		case sameID && sameAddr:
@@ -115,9 +144,10 @@ func (n *Node) register() {
 	for {
 		if n.registered() {
 			n.log.Debug("registered")
+			n.rememberClusterID()
 			return
 		}
-		err := n.joinOnce()
+		err := n.joinOnce(true)
 		if errors.Is(err, ErrMemberConflict) {
 			n.log.Error("join refused", "err", err)
 			n.fatal <- err
@@ -135,16 +165,55 @@ func (n *Node) register() {
 	}
 }
 
-func (n *Node) joinOnce() error {
-	req := JoinRequest{ID: n.cfg.ID, RaftAddr: n.RaftAddr(), HTTPAddr: n.cfg.HTTPAddr, Voter: true, Incarnation: n.ident.Incarnation}
-	if n.IsLeader() {
+// preJoin asks the leader, before this node's Raft starts, whether it would
+// admit the node (a dry run), retrying with backoff for up to JoinTimeout. A
+// refusal is final: a wiped voter never starts Raft under its old id. The
+// real join follows once Raft runs (register), since a voter added before it
+// can answer would cost a small cluster its quorum.
+func (n *Node) preJoin() error {
+	deadline := time.Now().Add(n.cfg.JoinTimeout)
+	backoff := 100 * time.Millisecond
+	for {
+		err := n.joinOnce(false)
+		if err == nil {
+			n.log.Info("the cluster would admit this node; starting raft")
+			return nil
+		}
+		if errors.Is(err, ErrMemberConflict) {
+			return fmt.Errorf("join refused: %w", err)
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("could not join within %v: %w", n.cfg.JoinTimeout, err)
+		}
+		n.log.Debug("join attempt failed; retrying", "err", err, "backoff", backoff)
+		time.Sleep(backoff) // backoff between attempts, not a wait for a state
+		backoff = min(2*backoff, 2*time.Second)
+	}
+}
+
+// joinOnce makes one join attempt through the leader (or, when self is set
+// and this node leads, directly).
+func (n *Node) joinOnce(self bool) error {
+	req := JoinRequest{
+		ID:          n.cfg.ID,
+		RaftAddr:    n.RaftAddr(),
+		HTTPAddr:    n.cfg.HTTPAddr,
+		Voter:       !n.cfg.NonVoter,
+		Incarnation: n.ident.Incarnation,
+		ClusterID:   n.ident.ClusterID,
+		Replace:     n.cfg.Replace,
+		DryRun:      !self,
+	}
+	if self && n.IsLeader() {
 		ctx, cancel := context.WithTimeout(context.Background(), n.cfg.ApplyTimeout)
 		defer cancel()
 		return n.Join(ctx, req)
 	}
 	var targets []string
-	if _, addr := n.Leader(); addr != "" {
-		targets = append(targets, addr)
+	if self {
+		if _, addr := n.Leader(); addr != "" {
+			targets = append(targets, addr)
+		}
 	}
 	targets = append(targets, n.cfg.Join...)
 	for _, p := range n.cfg.InitialCluster {
@@ -230,4 +299,54 @@ func (n *Node) RemoveMember(ctx context.Context, id string) error {
 	_, err := n.apply(&fsm.RemoveMember{ID: id})
 	n.log.Info("member removed", "id", id)
 	return err
+}
+
+// rememberClusterID records the cluster's id in the data dir once known, so
+// that the dir is refused by any other cluster later.
+func (n *Node) rememberClusterID() {
+	id := n.fsm.ClusterID()
+	if id == "" || n.ident.ClusterID == id {
+		return
+	}
+	if n.ident.ClusterID != "" {
+		n.log.Error("data dir records another cluster id", "recorded", n.ident.ClusterID, "cluster", id)
+		return
+	}
+	n.ident.ClusterID = id
+	if err := saveIdentity(n.cfg.DataDir, n.ident); err != nil {
+		n.log.Error("recording the cluster id failed", "err", err)
+	}
+}
+
+// probeExisting asks the initial cluster's other members whether a cluster
+// already runs. A node whose data dir is empty but whose peers already have a
+// leader must join rather than bootstrap: bootstrapping again would give it a
+// fresh vote in a cluster that may count on what it acknowledged before.
+func (n *Node) probeExisting() bool {
+	client := &http.Client{Timeout: time.Second}
+	for _, p := range n.cfg.InitialCluster {
+		if p.ID == n.cfg.ID {
+			continue
+		}
+		resp, err := client.Get(baseURL(p.HTTPAddr) + "/v1/cluster")
+		if err != nil {
+			continue
+		}
+		var st struct {
+			Leader string `json:"leader"`
+		}
+		err = json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&st)
+		resp.Body.Close()
+		if err == nil && st.Leader != "" {
+			return true
+		}
+	}
+	return false
+}
+
+func (n *Node) wipedError(req JoinRequest, known fsm.Member) error {
+	return fmt.Errorf("%w: member %q is in the cluster with another data dir (incarnation %s, now %s); "+
+		"its disk was wiped or replaced, and a Raft voter must not forget what it acknowledged. "+
+		"Remove it first (fencer members remove %s) and start it again, or start it with --replace",
+		ErrMemberConflict, req.ID, known.Incarnation, req.Incarnation, req.ID)
 }

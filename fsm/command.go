@@ -17,6 +17,7 @@ const (
 	CmdSetMember    CommandType = 5
 	CmdRemoveMember CommandType = 6
 	CmdBumpEpoch    CommandType = 7
+	CmdSetClusterID CommandType = 8
 )
 
 func (t CommandType) String() string {
@@ -35,6 +36,8 @@ func (t CommandType) String() string {
 		return "remove-member"
 	case CmdBumpEpoch:
 		return "bump-epoch"
+	case CmdSetClusterID:
+		return "set-cluster-id"
 	}
 	return fmt.Sprintf("unknown(%d)", uint8(t))
 }
@@ -104,6 +107,12 @@ type BumpEpoch struct {
 	Reason string `json:"reason"`
 }
 
+// SetClusterID names the cluster once, when its first leader takes office.
+// Later ones are ignored: a cluster's id never changes.
+type SetClusterID struct {
+	ID string `json:"id"`
+}
+
 func (Acquire) Type() CommandType      { return CmdAcquire }
 func (Release) Type() CommandType      { return CmdRelease }
 func (Expire) Type() CommandType       { return CmdExpire }
@@ -111,6 +120,7 @@ func (Put) Type() CommandType          { return CmdPut }
 func (SetMember) Type() CommandType    { return CmdSetMember }
 func (RemoveMember) Type() CommandType { return CmdRemoveMember }
 func (BumpEpoch) Type() CommandType    { return CmdBumpEpoch }
+func (SetClusterID) Type() CommandType { return CmdSetClusterID }
 
 // Encode returns the log entry for cmd: its type byte, then its payload.
 func Encode(cmd Command) ([]byte, error) {
@@ -155,6 +165,8 @@ func Decode(entry []byte) (Command, error) {
 		cmd = &RemoveMember{}
 	case CmdBumpEpoch:
 		cmd = &BumpEpoch{}
+	case CmdSetClusterID:
+		cmd = &SetClusterID{}
 	default:
 		return nil, &UnknownCommandError{Type: t}
 	}

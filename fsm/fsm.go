@@ -27,6 +27,7 @@ type FSM struct {
 	mu      sync.RWMutex
 	s       *state
 	applied uint64        // index of the last applied entry
+	term    uint64        // term of the last applied entry
 	notify  chan struct{} // closed and replaced after each apply
 }
 
@@ -72,7 +73,7 @@ type PutResult struct {
 // understand it, so Apply panics and the node stops until it is upgraded.
 func (f *FSM) Apply(l *raft.Log) any {
 	if l.Type != raft.LogCommand {
-		f.advance(l.Index)
+		f.advance(l.Index, l.Term)
 		return nil
 	}
 	cmd, err := Decode(l.Data)
@@ -89,7 +90,7 @@ func (f *FSM) Apply(l *raft.Log) any {
 		result = f.s.apply(cmd, l.Index)
 	}
 	f.mu.Unlock()
-	f.advance(l.Index)
+	f.advance(l.Index, l.Term)
 	return result
 }
 
@@ -100,13 +101,13 @@ func (f *FSM) ApplyCommand(cmd Command, index uint64) any {
 	if err != nil {
 		return err
 	}
-	return f.Apply(&raft.Log{Index: index, Type: raft.LogCommand, Data: data})
+	return f.Apply(&raft.Log{Index: index, Term: 1, Type: raft.LogCommand, Data: data})
 }
 
-func (f *FSM) advance(index uint64) {
+func (f *FSM) advance(index, term uint64) {
 	f.mu.Lock()
 	if index > f.applied {
-		f.applied = index
+		f.applied, f.term = index, term
 	}
 	ch := f.notify
 	f.notify = make(chan struct{})
@@ -133,6 +134,11 @@ func (s *state) apply(cmd Command, index uint64) any {
 	case *BumpEpoch:
 		s.epoch++
 		return s.epoch
+	case *SetClusterID:
+		if s.clusterID == "" {
+			s.clusterID = c.ID
+		}
+		return s.clusterID
 	}
 	return fmt.Errorf("%w: no handler for %T", ErrMalformedCommand, cmd)
 }
@@ -258,6 +264,6 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	f.mu.Lock()
 	f.s = s
 	f.mu.Unlock()
-	f.advance(img.Header.AppliedIndex)
+	f.advance(img.Header.AppliedIndex, img.Header.Term)
 	return nil
 }

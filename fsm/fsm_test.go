@@ -204,6 +204,11 @@ func TestMembers(t *testing.T) {
 	if _, ok := f.Member("n1"); ok {
 		t.Fatal("n1 not removed")
 	}
+	f.ApplyCommand(&SetClusterID{ID: "first"}, 4)
+	f.ApplyCommand(&SetClusterID{ID: "second"}, 5)
+	if f.ClusterID() != "first" {
+		t.Fatalf("cluster id %q, want the first one", f.ClusterID())
+	}
 }
 
 // history is a log touching every command type.
@@ -222,6 +227,8 @@ func history() []Command {
 		&BumpEpoch{Reason: "test"},
 		acquire("c", "w9", "s9"),
 		&RemoveMember{ID: "n1"},
+		&SetClusterID{ID: "c1"},
+		&SetClusterID{ID: "c2"},
 	}
 }
 

@@ -61,6 +61,13 @@ func (f *FSM) Epoch() uint64 {
 	return f.s.epoch
 }
 
+// ClusterID returns the cluster's id, empty until its first leader names it.
+func (f *FSM) ClusterID() string {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.s.clusterID
+}
+
 // LastToken returns the highest token ever granted.
 func (f *FSM) LastToken() uint64 {
 	f.mu.RLock()

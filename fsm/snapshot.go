@@ -22,9 +22,11 @@ const SnapshotVersion = 1
 type Header struct {
 	Format       string `json:"format"`
 	Version      int    `json:"version"`
+	ClusterID    string `json:"cluster_id,omitempty"`
 	Epoch        uint64 `json:"epoch"`
 	LastToken    uint64 `json:"last_token"`
 	AppliedIndex uint64 `json:"applied_index"`
+	Term         uint64 `json:"term"`
 	Locks        int    `json:"locks"`
 	Keys         int    `json:"keys"`
 	Members      int    `json:"members"`
@@ -54,9 +56,11 @@ func (f *FSM) imageLocked() *Image {
 	img := &Image{Header: Header{
 		Format:       SnapshotFormat,
 		Version:      SnapshotVersion,
+		ClusterID:    s.clusterID,
 		Epoch:        s.epoch,
 		LastToken:    s.lastToken,
 		AppliedIndex: f.applied,
+		Term:         f.term,
 		Locks:        len(s.locks),
 		Keys:         len(s.keys),
 		Members:      len(s.members),
@@ -79,6 +83,7 @@ func (f *FSM) imageLocked() *Image {
 
 func (img *Image) state() *state {
 	s := newState()
+	s.clusterID = img.Header.ClusterID
 	s.epoch = img.Header.Epoch
 	s.lastToken = img.Header.LastToken
 	for i := range img.Locks {
@@ -203,7 +208,7 @@ func (f *FSM) Image() *Image {
 // progress.
 func (f *FSM) Digest() string {
 	img := f.Image()
-	img.Header.AppliedIndex = 0
+	img.Header.AppliedIndex, img.Header.Term = 0, 0
 	h := sha256.New()
 	if _, err := img.WriteTo(h); err != nil {
 		panic(err) // hashing never fails

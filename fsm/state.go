@@ -58,6 +58,7 @@ type requestRecord struct {
 
 // state is everything the FSM replicates. It is only touched under FSM.mu.
 type state struct {
+	clusterID string
 	epoch     uint64
 	lastToken uint64 // highest token ever granted
 	locks     map[string]*Lock
