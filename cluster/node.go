@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -112,11 +113,16 @@ func (n *Node) startRaft() error {
 	if tcpAddr.Port == 0 {
 		advertise = nil // let the transport advertise what it bound
 	}
-	trans, err := raft.NewTCPTransportWithConfig(cfg.RaftAddr, advertise, &raft.NetworkTransportConfig{
+	tcfg := &raft.NetworkTransportConfig{
 		MaxPool: 4,
 		Timeout: 5 * time.Second,
 		Logger:  raftLog,
-	})
+	}
+	if len(cfg.PeerAddrs) > 0 || cfg.PeerAddrsFile != "" {
+		tcfg.ServerAddressProvider = &peerAddrs{static: cfg.PeerAddrs, file: cfg.PeerAddrsFile}
+		tcfg.Timeout = time.Second // a blackholed link must fail fast
+	}
+	trans, err := raft.NewTCPTransportWithConfig(cfg.RaftAddr, advertise, tcfg)
 	if err != nil {
 		return fmt.Errorf("raft transport on %s: %w", cfg.RaftAddr, err)
 	}
@@ -465,4 +471,37 @@ func (n *Node) WaitForLeader(timeout time.Duration) (string, error) {
 func (n *Node) Digest() (uint64, string) {
 	img := n.fsm.Image()
 	return img.Header.AppliedIndex, n.fsm.Digest()
+}
+
+// peerAddrs resolves a peer id to the address this node must dial: from the
+// file if one is given (re-read when it changes), else from the static map.
+type peerAddrs struct {
+	static map[string]string
+	file   string
+
+	mu       sync.Mutex
+	modTime  time.Time
+	fromFile map[string]string
+}
+
+func (p *peerAddrs) ServerAddr(id raft.ServerID) (raft.ServerAddress, error) {
+	m := p.static
+	if p.file != "" {
+		p.mu.Lock()
+		if st, err := os.Stat(p.file); err == nil && !st.ModTime().Equal(p.modTime) {
+			if data, err := os.ReadFile(p.file); err == nil {
+				if parsed, err := ParsePeerAddrs(strings.ReplaceAll(string(data), "\n", ",")); err == nil {
+					p.fromFile, p.modTime = parsed, st.ModTime()
+				}
+			}
+		}
+		if p.fromFile != nil {
+			m = p.fromFile
+		}
+		p.mu.Unlock()
+	}
+	if addr, ok := m[string(id)]; ok {
+		return raft.ServerAddress(addr), nil
+	}
+	return "", fmt.Errorf("no proxy address for %s", id)
 }

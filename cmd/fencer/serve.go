@@ -22,6 +22,10 @@ type serveOptions struct {
 	bootstrap      bool
 	join           string
 	initialCluster string
+	peerProxy      string
+	peerProxyFile  string
+	replace        bool
+	nonVoter       bool
 	log            logFlags
 }
 
@@ -45,6 +49,10 @@ rejoins by itself. Every flag can also be set by its environment variable.`,
 	fs.BoolVar(&o.bootstrap, "bootstrap", envBool("FENCER_BOOTSTRAP"), "bootstrap a new cluster; a no-op when the data dir has state ($FENCER_BOOTSTRAP)")
 	fs.StringVar(&o.join, "join", os.Getenv("FENCER_JOIN"), "HTTP addresses of members to join through, comma-separated ($FENCER_JOIN)")
 	fs.StringVar(&o.initialCluster, "initial-cluster", os.Getenv("FENCER_INITIAL_CLUSTER"), "id=RAFT@HTTP,… for nodes started together ($FENCER_INITIAL_CLUSTER)")
+	fs.BoolVar(&o.replace, "replace", envBool("FENCER_REPLACE"), "take back this id after the data dir was wiped: the leader removes the old incarnation first ($FENCER_REPLACE)")
+	fs.BoolVar(&o.nonVoter, "non-voter", envBool("FENCER_NON_VOTER"), "join as a non-voting member ($FENCER_NON_VOTER)")
+	fs.StringVar(&o.peerProxy, "peer-proxy", os.Getenv("FENCER_PEER_PROXY"), "id=HOST:PORT,… dial these addresses to reach peers (fault-injection proxies) ($FENCER_PEER_PROXY)")
+	fs.StringVar(&o.peerProxyFile, "peer-proxy-file", os.Getenv("FENCER_PEER_PROXY_FILE"), "file with id=HOST:PORT lines, re-read when it changes ($FENCER_PEER_PROXY_FILE)")
 	o.log.bind(fs)
 	return cmd
 }
@@ -56,7 +64,17 @@ func (o *serveOptions) config() (cluster.Config, error) {
 		RaftAddr:  o.raftAddr,
 		HTTPAddr:  o.httpAddr,
 		Bootstrap: o.bootstrap,
+		Replace:   o.replace,
+		NonVoter:  o.nonVoter,
 	}
+	if o.peerProxy != "" {
+		peers, err := cluster.ParsePeerAddrs(o.peerProxy)
+		if err != nil {
+			return cfg, err
+		}
+		cfg.PeerAddrs = peers
+	}
+	cfg.PeerAddrsFile = o.peerProxyFile
 	if o.id == "" {
 		return cfg, errors.New("--id is required")
 	}
