@@ -2,6 +2,7 @@ package api
 
 import (
 	"net/http"
+	"regexp"
 
 	"github.com/go-chi/chi/v5"
 
@@ -11,7 +12,13 @@ import (
 func (s *Server) clusterRoutes() chi.Router {
 	r := chi.NewRouter()
 	r.Get("/", s.clusterStatus)
-	r.With(s.fwd.leaderOnly).Post("/join", s.join)
+	r.Group(func(r chi.Router) {
+		r.Use(s.fwd.leaderOnly)
+		r.Post("/join", s.join)
+		r.Post("/members", s.addMember)
+		r.Delete("/members/{id}", s.removeMember)
+		r.Post("/leader/transfer", s.transferLeader)
+	})
 	return r
 }
 
@@ -58,4 +65,79 @@ func (s *Server) join(w http.ResponseWriter, r *http.Request) {
 	}
 	s.log.Info("member joined", "id", req.ID, "raft_addr", req.RaftAddr, "http_addr", req.HTTPAddr, "from", r.RemoteAddr)
 	writeJSON(w, http.StatusOK, map[string]string{"joined": req.ID})
+}
+
+// AddMemberRequest is the body of POST /v1/cluster/members.
+type AddMemberRequest struct {
+	ID       string `json:"id"`
+	RaftAddr string `json:"raft_addr"`
+	HTTPAddr string `json:"http_addr"`
+	Voter    *bool  `json:"voter,omitempty"` // default true
+}
+
+// TransferRequest is the body of POST /v1/cluster/leader/transfer.
+type TransferRequest struct {
+	ID string `json:"id,omitempty"`
+}
+
+var memberIDPattern = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
+
+func (s *Server) addMember(w http.ResponseWriter, r *http.Request) {
+	var req AddMemberRequest
+	if err := decodeJSON(w, r, &req); err != nil {
+		writeErr(w, err)
+		return
+	}
+	if !memberIDPattern.MatchString(req.ID) || req.RaftAddr == "" || req.HTTPAddr == "" {
+		writeErr(w, badRequest(CodeInvalidMember, "want id (1-64 of [A-Za-z0-9._-]), raft_addr and http_addr"))
+		return
+	}
+	voter := req.Voter == nil || *req.Voter
+	ctx, cancel := s.work(r, 0)
+	defer cancel()
+	err := s.c.Join(ctx, cluster.JoinRequest{ID: req.ID, RaftAddr: req.RaftAddr, HTTPAddr: req.HTTPAddr, Voter: voter})
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	s.log.Info("member added", "id", req.ID, "raft_addr", req.RaftAddr, "voter", voter, "by", r.RemoteAddr)
+	writeJSON(w, http.StatusOK, Member{ID: req.ID, RaftAddr: req.RaftAddr, HTTPAddr: req.HTTPAddr, Voter: voter})
+}
+
+func (s *Server) removeMember(w http.ResponseWriter, r *http.Request) {
+	id := chi.URLParam(r, "id")
+	if !memberIDPattern.MatchString(id) {
+		writeErr(w, badRequest(CodeInvalidMember, "member id: want 1-64 of [A-Za-z0-9._-]"))
+		return
+	}
+	ctx, cancel := s.work(r, 0)
+	defer cancel()
+	if err := s.c.RemoveMember(ctx, id); err != nil {
+		writeErr(w, err)
+		return
+	}
+	s.log.Info("member removed", "id", id, "by", r.RemoteAddr)
+	writeJSON(w, http.StatusOK, map[string]string{"removed": id})
+}
+
+func (s *Server) transferLeader(w http.ResponseWriter, r *http.Request) {
+	var req TransferRequest
+	if r.ContentLength != 0 {
+		if err := decodeJSON(w, r, &req); err != nil {
+			writeErr(w, err)
+			return
+		}
+	}
+	if req.ID != "" && !memberIDPattern.MatchString(req.ID) {
+		writeErr(w, badRequest(CodeInvalidMember, "member id: want 1-64 of [A-Za-z0-9._-]"))
+		return
+	}
+	ctx, cancel := s.work(r, 0)
+	defer cancel()
+	if err := s.c.TransferLeadership(ctx, req.ID); err != nil {
+		writeErr(w, err)
+		return
+	}
+	s.log.Info("leadership transferred", "to", req.ID, "by", r.RemoteAddr)
+	writeJSON(w, http.StatusOK, map[string]string{"transferred": "ok", "to": req.ID})
 }

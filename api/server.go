@@ -37,6 +37,8 @@ type Cluster interface {
 	Get(ctx context.Context, key string, stale bool) (fsm.FencedKey, bool, error)
 
 	Join(ctx context.Context, req cluster.JoinRequest) error
+	RemoveMember(ctx context.Context, id string) error
+	TransferLeadership(ctx context.Context, id string) error
 	Status() (cluster.Status, error)
 	Digest() (appliedIndex uint64, digest string)
 }

@@ -60,6 +60,10 @@ func (f *fakeCluster) Get(context.Context, string, bool) (fsm.FencedKey, bool, e
 	return fsm.FencedKey{}, false, f.call("get")
 }
 func (f *fakeCluster) Join(context.Context, cluster.JoinRequest) error { return f.call("join") }
+func (f *fakeCluster) RemoveMember(context.Context, string) error      { return f.call("remove") }
+func (f *fakeCluster) TransferLeadership(context.Context, string) error {
+	return f.call("transfer")
+}
 
 type call struct {
 	method, path, body string

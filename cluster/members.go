@@ -286,10 +286,15 @@ func (n *Node) RemoveMember(ctx context.Context, id string) error {
 		}
 	}
 	if id == n.cfg.ID {
+		// The leader cannot remove itself cleanly: hand leadership over,
+		// then ask the new leader to remove this node.
+		n.log.Info("removing the leader: transferring leadership first", "id", id)
 		if err := n.raft.LeadershipTransfer().Error(); err != nil {
 			return translate(err)
 		}
-		return fmt.Errorf("%w: leadership transferred away from %s; retry the removal on the new leader", ErrNotLeader, id)
+		n.configMu.Unlock()
+		defer n.configMu.Lock()
+		return n.removeViaNewLeader(ctx, id)
 	}
 	if found {
 		if err := n.raft.RemoveServer(raft.ServerID(id), 0, n.cfg.ApplyTimeout).Error(); err != nil {
@@ -349,4 +354,59 @@ func (n *Node) wipedError(req JoinRequest, known fsm.Member) error {
 		"its disk was wiped or replaced, and a Raft voter must not forget what it acknowledged. "+
 		"Remove it first (fencer members remove %s) and start it again, or start it with --replace",
 		ErrMemberConflict, req.ID, known.Incarnation, req.Incarnation, req.ID)
+}
+
+// TransferLeadership hands leadership to the member id, or to the most
+// up-to-date follower when id is empty.
+func (n *Node) TransferLeadership(ctx context.Context, id string) error {
+	if err := n.awaitLeader(ctx); err != nil {
+		return err
+	}
+	if id == "" {
+		return translate(n.raft.LeadershipTransfer().Error())
+	}
+	if id == n.cfg.ID {
+		return nil // already leads
+	}
+	cf := n.raft.GetConfiguration()
+	if err := cf.Error(); err != nil {
+		return translate(err)
+	}
+	for _, s := range cf.Configuration().Servers {
+		if string(s.ID) == id {
+			if s.Suffrage != raft.Voter {
+				return fmt.Errorf("%w: %q is not a voter", ErrMemberConflict, id)
+			}
+			n.log.Info("transferring leadership", "to", id)
+			return translate(n.raft.LeadershipTransferToServer(s.ID, s.Address).Error())
+		}
+	}
+	return fmt.Errorf("%w: %q", ErrUnknownMember, id)
+}
+
+// removeViaNewLeader asks the leader that took over from this node to remove
+// it, retrying until a new leader answers or ctx ends.
+func (n *Node) removeViaNewLeader(ctx context.Context, id string) error {
+	client := &http.Client{Timeout: 10 * time.Second}
+	for {
+		if leaderID, addr := n.Leader(); leaderID != "" && leaderID != n.cfg.ID && addr != "" {
+			req, _ := http.NewRequestWithContext(ctx, http.MethodDelete, baseURL(addr)+"/v1/cluster/members/"+id, nil)
+			resp, err := client.Do(req)
+			if err == nil {
+				msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+				resp.Body.Close()
+				if resp.StatusCode == http.StatusOK {
+					return nil
+				}
+				if resp.StatusCode != http.StatusServiceUnavailable {
+					return fmt.Errorf("new leader %s refused the removal: %s: %s", leaderID, resp.Status, bytes.TrimSpace(msg))
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w: leadership moved but no new leader removed %s", ErrNoLeader, id)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
