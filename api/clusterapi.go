@@ -1,8 +1,12 @@
 package api
 
 import (
+	"bytes"
+	"encoding/json"
 	"net/http"
 	"regexp"
+	"strconv"
+	"time"
 
 	"github.com/go-chi/chi/v5"
 
@@ -18,6 +22,8 @@ func (s *Server) clusterRoutes() chi.Router {
 		r.Post("/members", s.addMember)
 		r.Delete("/members/{id}", s.removeMember)
 		r.Post("/leader/transfer", s.transferLeader)
+		r.Get("/snapshot", s.snapshotSave)
+		r.Post("/restore", s.snapshotRestore)
 	})
 	return r
 }
@@ -39,6 +45,7 @@ func (s *Server) clusterStatus(w http.ResponseWriter, r *http.Request) {
 		LastContact:  st.LastContact,
 		Epoch:        st.Epoch,
 		LastToken:    st.LastToken,
+		ClusterID:    st.ClusterID,
 		Members:      make([]Member, len(st.Members)),
 	}
 	for i, m := range st.Members {
@@ -140,4 +147,54 @@ func (s *Server) transferLeader(w http.ResponseWriter, r *http.Request) {
 	}
 	s.log.Info("leadership transferred", "to", req.ID, "by", r.RemoteAddr)
 	writeJSON(w, http.StatusOK, map[string]string{"transferred": "ok", "to": req.ID})
+}
+
+// MaxSnapshotBytes caps a restore upload.
+const MaxSnapshotBytes = 1 << 30
+
+// HeaderSnapshot carries a saved snapshot's header (JSON) on the response.
+const HeaderSnapshot = "Fencer-Snapshot"
+
+// snapshotSave streams a consistent snapshot from the leader. The body is
+// buffered so that a failure is still reported as an error, not as a
+// truncated file.
+func (s *Server) snapshotSave(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := s.work(r, time.Minute)
+	defer cancel()
+	var buf bytes.Buffer
+	h, err := s.c.Backup(ctx, &buf)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	hdr, _ := json.Marshal(h)
+	w.Header().Set(HeaderSnapshot, string(hdr))
+	w.Header().Set("Content-Type", "application/x-fencer-snapshot")
+	w.Header().Set("Content-Length", strconv.Itoa(buf.Len()))
+	w.WriteHeader(http.StatusOK)
+	w.Write(buf.Bytes())
+	s.log.Info("snapshot saved", "applied_index", h.AppliedIndex, "last_token", h.LastToken, "bytes", buf.Len(), "by", r.RemoteAddr)
+}
+
+// snapshotRestore replaces the cluster's state with an uploaded backup; see
+// cluster.Node.Restore for the token rule.
+func (s *Server) snapshotRestore(w http.ResponseWriter, r *http.Request) {
+	var opts cluster.RestoreOptions
+	if v := r.URL.Query().Get("min_epoch"); v != "" {
+		e, err := strconv.ParseUint(v, 10, 24)
+		if err != nil {
+			writeErr(w, badRequest(CodeInvalidSnapshot, "min_epoch: want an integer below 2^24"))
+			return
+		}
+		opts.MinEpoch = e
+	}
+	ctx, cancel := s.work(r, 2*time.Minute)
+	defer cancel()
+	h, err := s.c.Restore(ctx, http.MaxBytesReader(w, r.Body, MaxSnapshotBytes), opts)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	s.log.Info("restored from snapshot", "epoch", h.Epoch, "last_token", h.LastToken, "keys", h.Keys, "by", r.RemoteAddr)
+	writeJSON(w, http.StatusOK, h)
 }

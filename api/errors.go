@@ -35,6 +35,7 @@ const (
 	CodeMemberConflict   = "member_conflict"
 	CodeUnknownMember    = "unknown_member"
 	CodeTooManyWaiters   = "too_many_waiters"
+	CodeInvalidSnapshot  = "invalid_snapshot"
 	CodeTimeout          = "timeout"
 	CodeInternal         = "internal"
 )
@@ -69,6 +70,7 @@ var errorTable = []struct {
 	{cluster.ErrOutcomeUnknown, http.StatusServiceUnavailable, CodeOutcomeUnknown},
 	{cluster.ErrMemberConflict, http.StatusConflict, CodeMemberConflict},
 	{cluster.ErrUnknownMember, http.StatusNotFound, CodeUnknownMember},
+	{cluster.ErrInvalidSnapshot, http.StatusBadRequest, CodeInvalidSnapshot},
 	{cluster.ErrTooManyWaiters, http.StatusTooManyRequests, CodeTooManyWaiters},
 	{context.DeadlineExceeded, http.StatusGatewayTimeout, CodeTimeout},
 	{context.Canceled, http.StatusGatewayTimeout, CodeTimeout},

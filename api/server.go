@@ -10,6 +10,7 @@ package api
 
 import (
 	"context"
+	"io"
 	"log/slog"
 	"net/http"
 	"time"
@@ -40,6 +41,8 @@ type Cluster interface {
 	RemoveMember(ctx context.Context, id string) error
 	TransferLeadership(ctx context.Context, id string) error
 	Status() (cluster.Status, error)
+	Backup(ctx context.Context, w io.Writer) (fsm.Header, error)
+	Restore(ctx context.Context, r io.Reader, opts cluster.RestoreOptions) (fsm.Header, error)
 	Digest() (appliedIndex uint64, digest string)
 }
 

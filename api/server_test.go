@@ -60,7 +60,13 @@ func (f *fakeCluster) Get(context.Context, string, bool) (fsm.FencedKey, bool, e
 	return fsm.FencedKey{}, false, f.call("get")
 }
 func (f *fakeCluster) Join(context.Context, cluster.JoinRequest) error { return f.call("join") }
-func (f *fakeCluster) RemoveMember(context.Context, string) error      { return f.call("remove") }
+func (f *fakeCluster) Backup(context.Context, io.Writer) (fsm.Header, error) {
+	return fsm.Header{}, f.call("backup")
+}
+func (f *fakeCluster) Restore(context.Context, io.Reader, cluster.RestoreOptions) (fsm.Header, error) {
+	return fsm.Header{}, f.call("restore")
+}
+func (f *fakeCluster) RemoveMember(context.Context, string) error { return f.call("remove") }
 func (f *fakeCluster) TransferLeadership(context.Context, string) error {
 	return f.call("transfer")
 }

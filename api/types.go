@@ -84,6 +84,7 @@ type ClusterStatus struct {
 	LastContact  string   `json:"last_contact,omitempty"`
 	Epoch        uint64   `json:"epoch"`
 	LastToken    uint64   `json:"last_token"`
+	ClusterID    string   `json:"cluster_id,omitempty"`
 	Members      []Member `json:"members"`
 }
 

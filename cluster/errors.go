@@ -22,6 +22,8 @@ var (
 	ErrMemberConflict = errors.New("member conflict")
 	// ErrUnknownMember: no member has that id.
 	ErrUnknownMember = errors.New("unknown member")
+	// ErrInvalidSnapshot: a backup could not be read.
+	ErrInvalidSnapshot = errors.New("invalid snapshot")
 	// ErrTooManyWaiters: the lock's wait queue is full.
 	ErrTooManyWaiters = errors.New("too many waiters")
 )

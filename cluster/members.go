@@ -142,9 +142,8 @@ func (n *Node) register() {
 	defer n.wg.Done()
 	backoff := 100 * time.Millisecond
 	for {
-		if n.registered() {
+		if n.registered() && n.rememberClusterID() {
 			n.log.Debug("registered")
-			n.rememberClusterID()
 			return
 		}
 		err := n.joinOnce(true)
@@ -307,46 +306,65 @@ func (n *Node) RemoveMember(ctx context.Context, id string) error {
 }
 
 // rememberClusterID records the cluster's id in the data dir once known, so
-// that the dir is refused by any other cluster later.
-func (n *Node) rememberClusterID() {
+// that the dir is refused by any other cluster later. It reports whether
+// there is nothing left to record.
+func (n *Node) rememberClusterID() bool {
 	id := n.fsm.ClusterID()
-	if id == "" || n.ident.ClusterID == id {
-		return
+	if id == "" {
+		return false
+	}
+	if n.ident.ClusterID == id {
+		return true
 	}
 	if n.ident.ClusterID != "" {
 		n.log.Error("data dir records another cluster id", "recorded", n.ident.ClusterID, "cluster", id)
-		return
+		return true
 	}
-	n.ident.ClusterID = id
-	if err := saveIdentity(n.cfg.DataDir, n.ident); err != nil {
+	ident := n.ident
+	ident.ClusterID = id
+	if err := saveIdentity(n.cfg.DataDir, ident); err != nil {
 		n.log.Error("recording the cluster id failed", "err", err)
+		return false
 	}
+	n.ident = ident
+	return true
 }
 
-// probeExisting asks the initial cluster's other members whether a cluster
-// already runs. A node whose data dir is empty but whose peers already have a
-// leader must join rather than bootstrap: bootstrapping again would give it a
-// fresh vote in a cluster that may count on what it acknowledged before.
-func (n *Node) probeExisting() bool {
-	client := &http.Client{Timeout: time.Second}
+// peerAddrsToProbe lists the HTTP addresses of the members this node was
+// told about.
+func (n *Node) peerAddrsToProbe() []string {
+	out := append([]string(nil), n.cfg.Join...)
 	for _, p := range n.cfg.InitialCluster {
-		if p.ID == n.cfg.ID {
-			continue
+		if p.ID != n.cfg.ID {
+			out = append(out, p.HTTPAddr)
 		}
-		resp, err := client.Get(baseURL(p.HTTPAddr) + "/v1/cluster")
+	}
+	return out
+}
+
+// probeExisting asks the members this node was told about whether a cluster
+// already runs, and which. A node whose data dir is empty but whose peers
+// already have a leader must join rather than bootstrap: bootstrapping again
+// would give it a fresh vote in a cluster that may count on what it
+// acknowledged before. It returns the first cluster id a peer reports.
+func (n *Node) probeExisting() (running bool, clusterID string) {
+	client := &http.Client{Timeout: time.Second}
+	for _, addr := range n.peerAddrsToProbe() {
+		resp, err := client.Get(baseURL(addr) + "/v1/cluster")
 		if err != nil {
 			continue
 		}
 		var st struct {
-			Leader string `json:"leader"`
+			Leader    string `json:"leader"`
+			ClusterID string `json:"cluster_id"`
 		}
 		err = json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&st)
 		resp.Body.Close()
-		if err == nil && st.Leader != "" {
-			return true
+		if err == nil && (st.Leader != "" || st.ClusterID != "") {
+			return st.Leader != "", st.ClusterID
 		}
 	}
-	return false
+	return false, ""
 }
 
 func (n *Node) wipedError(req JoinRequest, known fsm.Member) error {

@@ -147,7 +147,16 @@ func (n *Node) startRaft() error {
 		return fmt.Errorf("inspect raft state: %w", err)
 	}
 	joining := len(cfg.Join) > 0
-	if !hasState && len(cfg.InitialCluster) > 0 && n.probeExisting() {
+	running, peerCluster := false, ""
+	if !hasState && len(cfg.InitialCluster) > 0 || n.ident.ClusterID != "" {
+		running, peerCluster = n.probeExisting()
+	}
+	if n.ident.ClusterID != "" && peerCluster != "" && peerCluster != n.ident.ClusterID {
+		trans.Close()
+		return fmt.Errorf("data dir %s belongs to cluster %s, but the members this node was told about are cluster %s: "+
+			"start it with an empty data dir to join them, or point it at its own cluster", cfg.DataDir, n.ident.ClusterID, peerCluster)
+	}
+	if !hasState && len(cfg.InitialCluster) > 0 && running {
 		n.log.Warn("data dir is empty but the initial cluster already runs: joining it instead of bootstrapping")
 		joining = true
 	}
@@ -403,6 +412,7 @@ type Status struct {
 	LastContact  string
 	Epoch        uint64
 	LastToken    uint64
+	ClusterID    string
 	Members      []MemberStatus
 }
 
@@ -429,6 +439,7 @@ func (n *Node) Status() (Status, error) {
 		LastIndex:    n.raft.LastIndex(),
 		LastContact:  stats["last_contact"],
 		Epoch:        n.fsm.Epoch(),
+		ClusterID:    n.fsm.ClusterID(),
 		LastToken:    n.fsm.LastToken(),
 	}
 	cf := n.raft.GetConfiguration()

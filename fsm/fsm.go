@@ -161,7 +161,7 @@ func (s *state) applyAcquire(c *Acquire, index uint64) any {
 }
 
 func (s *state) grant(c *Acquire, index uint64) any {
-	if index > MaxIndex {
+	if index > MaxIndex || s.epoch >= MaxEpoch {
 		return ErrTokenSpaceExhausted
 	}
 	token := MakeToken(s.epoch, index)

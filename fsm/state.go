@@ -9,6 +9,9 @@ import "sort"
 // 2^40 (about 10^12) log entries.
 const EpochShift = 40
 
+// MaxEpoch bounds the epoch so that a token fits in 64 bits.
+const MaxEpoch = 1 << (64 - EpochShift)
+
 // MaxIndex is the largest log index that can carry a token in one epoch.
 const MaxIndex = 1<<EpochShift - 1
 

@@ -113,6 +113,56 @@ func (c *Cluster) start(cfg cluster.Config, httpAddr string) *Node {
 	return &Node{ID: cfg.ID, DataDir: cfg.DataDir, RaftAddr: in.Node.RaftAddr(), HTTPAddr: in.Addr(), Inst: in, cfg: cfg}
 }
 
+// Add starts a new node that joins through the current members.
+func (c *Cluster) Add(id string, mod ...func(*cluster.Config)) *Node {
+	c.t.Helper()
+	n, err := c.TryAdd(id, mod...)
+	if err != nil {
+		c.t.Fatalf("add %s: %v", id, err)
+	}
+	return n
+}
+
+// TryAdd is Add that returns the start error (a refused join) instead of
+// failing the test.
+func (c *Cluster) TryAdd(id string, mod ...func(*cluster.Config)) (*Node, error) {
+	cfg := cluster.Config{
+		ID:       id,
+		DataDir:  filepath.Join(c.dir, id),
+		RaftAddr: "127.0.0.1:0",
+		Logger:   Logger(c.t),
+	}
+	fastConfig(&cfg)
+	cfg.JoinTimeout = 30 * time.Second
+	for _, r := range c.Running() {
+		cfg.Join = append(cfg.Join, r.HTTPAddr)
+	}
+	for _, m := range mod {
+		m(&cfg)
+	}
+	in, err := server.Start(cfg, "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	cfg.HTTPAddr = in.Addr()
+	n := &Node{ID: cfg.ID, DataDir: cfg.DataDir, RaftAddr: in.Node.RaftAddr(), HTTPAddr: in.Addr(), Inst: in, cfg: cfg}
+	c.Nodes = append(c.Nodes, n)
+	return n, nil
+}
+
+// Dir returns the directory holding the nodes' data dirs.
+func (c *Cluster) Dir() string { return c.dir }
+
+// Forget drops a node from the harness (after it was removed and stopped).
+func (c *Cluster) Forget(n *Node) {
+	for i, m := range c.Nodes {
+		if m == n {
+			c.Nodes = append(c.Nodes[:i], c.Nodes[i+1:]...)
+			return
+		}
+	}
+}
+
 // Close stops every running node.
 func (c *Cluster) Close() {
 	for _, n := range c.Nodes {

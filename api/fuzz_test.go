@@ -1,0 +1,158 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/fencer-io/fencer/cluster"
+	"github.com/fencer-io/fencer/fsm"
+)
+
+// fuzzErrs are the answers the fake cluster can give, chosen by a fuzzed byte.
+var fuzzErrs = []error{
+	nil,
+	&fsm.HeldError{Lock: "a", Holder: "w0", Token: 4},
+	fsm.ErrLeaseLost,
+	&fsm.StaleError{Key: "k", Token: 5, LastToken: 9},
+	fsm.ErrNotLockHolder,
+	cluster.ErrNoLeader,
+	cluster.ErrOutcomeUnknown,
+	cluster.ErrTooManyWaiters,
+	cluster.ErrMemberConflict,
+	cluster.ErrUnknownMember,
+	errors.New("boom"),
+}
+
+// fuzzHeaders are the header names a fuzzed request may carry, chosen by a
+// fuzzed byte; the value is fuzzed.
+var fuzzHeaders = []string{HeaderToken, HeaderLock, "Content-Type", "Content-Length", HeaderForwardedBy, "Authorization", "X-Other"}
+
+// validHeaderValue reports whether v could arrive on the wire: net/http's
+// server refuses header values with control characters other than tab.
+func validHeaderValue(v string) bool {
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; c < 0x20 && c != '\t' || c == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// FuzzHandlers sends random requests to every route. The handler never
+// panics; every error response is a JSON body with a code and a message; a
+// request refused for its input (400, 413, 428) never reaches the cluster;
+// and a JSON success body is valid JSON.
+func FuzzHandlers(f *testing.F) {
+	type seed struct {
+		method, path string
+		hdr          uint8
+		hdrValue     string
+		body         string
+		flags        uint8 // bit 0: leader; bits 1..: index into fuzzErrs
+	}
+	for _, s := range []seed{
+		{"POST", "/v1/locks/a/acquire", 0, "", `{"holder":"w","ttl_ms":1000,"wait_ms":0,"request_id":"r"}`, 1},
+		{"POST", "/v1/locks/a/acquire", 0, "", `{"holder":"w"}`, 1 | 1<<1},
+		{"POST", "/v1/locks/a/renew", 0, "", `{` + lease + `,"token":3}`, 1},
+		{"POST", "/v1/locks/a/release", 0, "", `{` + lease + `,"token":3}`, 1 | 2<<1},
+		{"GET", "/v1/locks/a", 0, "", "", 1},
+		{"GET", "/v1/locks", 0, "", "", 1},
+		{"GET", "/v1/locks/a?stale=true", 0, "", "", 0},
+		{"GET", "/v1/locks/a/check?token=7", 0, "", "", 1},
+		{"GET", "/v1/locks/a/check?token=07", 0, "", "", 1},
+		{"PUT", "/v1/kv/k", 0, "5", "value", 1},
+		{"PUT", "/v1/kv/k", 0, "5", "value", 1 | 3<<1},
+		{"PUT", "/v1/kv/k", 1, "a", "value", 1},
+		{"GET", "/v1/kv/k", 0, "", "", 1},
+		{"GET", "/v1/cluster", 0, "", "", 1},
+		{"POST", "/v1/cluster/join", 0, "", `{"id":"n4","raft_addr":"r","http_addr":"h"}`, 1},
+		{"POST", "/v1/cluster/members", 0, "", `{"id":"n4","raft_addr":"r","http_addr":"h","voter":false}`, 1},
+		{"DELETE", "/v1/cluster/members/n2", 0, "", "", 1 | 9<<1},
+		{"POST", "/v1/cluster/leader/transfer", 3, "2", `{}`, 1},
+		{"POST", "/v1/cluster/leader/transfer", 0, "", ``, 0},
+		{"GET", "/v1/debug/state", 0, "", "", 1},
+		{"GET", "/healthz", 0, "", "", 0},
+		{"GET", "/readyz", 0, "", "", 0},
+		{"PATCH", "/v1/locks/a/acquire", 0, "", "", 1},
+		{"GET", "/v1/nope/%zz", 0, "", "", 1},
+		{"POST", "/v1/locks/a%2Fb/acquire", 5, "Bearer x", `{"holder":"w"}`, 1},
+	} {
+		f.Add(s.method, s.path, s.hdr, s.hdrValue, []byte(s.body), s.flags)
+	}
+
+	f.Fuzz(func(t *testing.T, method, path string, hdr uint8, hdrValue string, body []byte, flags uint8) {
+		if _, err := url.ParseRequestURI(path); err != nil || !strings.HasPrefix(path, "/") {
+			t.Skip("not a request target a server would accept")
+		}
+		req, err := http.NewRequest(method, "http://fencer.test"+path, bytes.NewReader(body))
+		if err != nil {
+			t.Skip("not a request a server would accept")
+		}
+		if name := fuzzHeaders[int(hdr)%len(fuzzHeaders)]; validHeaderValue(hdrValue) {
+			if name == "Content-Length" {
+				// The server frames the body by its length; a request whose
+				// length disagrees with its body never reaches a handler.
+				req.ContentLength = int64(len(body))
+			} else {
+				req.Header.Set(name, hdrValue)
+			}
+		}
+		fake := &fakeCluster{leader: flags&1 == 1, err: fuzzErrs[int(flags>>1)%len(fuzzErrs)]}
+		rec := httptest.NewRecorder()
+		NewServer(fake, nil).Handler().ServeHTTP(rec, req)
+
+		out := rec.Body.Bytes()
+		if rec.Code >= 400 {
+			var e Error
+			if err := json.Unmarshal(out, &e); err != nil {
+				t.Fatalf("%s %s: %d error body %q is not JSON: %v", method, path, rec.Code, out, err)
+			}
+			if e.Code == "" || e.Message == "" {
+				t.Fatalf("%s %s: %d error body %q lacks code or message", method, path, rec.Code, out)
+			}
+			if ct := rec.Header().Get("Content-Type"); ct != "application/json" {
+				t.Fatalf("%s %s: error with Content-Type %q", method, path, ct)
+			}
+			switch rec.Code {
+			case http.StatusBadRequest, http.StatusRequestEntityTooLarge, http.StatusPreconditionRequired:
+				if fake.err == nil && len(fake.calls) != 0 {
+					t.Fatalf("%s %s: input refused with %d (%s) after reaching the cluster: %v", method, path, rec.Code, e.Code, fake.calls)
+				}
+			case http.StatusServiceUnavailable:
+				if rec.Header().Get("Retry-After") == "" {
+					t.Fatalf("%s %s: 503 without Retry-After", method, path)
+				}
+			}
+			return
+		}
+		if rec.Header().Get("Content-Type") == "application/json" && !json.Valid(out) {
+			t.Fatalf("%s %s: %d body %q is not JSON", method, path, rec.Code, out)
+		}
+	})
+}
+
+// FuzzParseToken checks that ParseToken accepts exactly the canonical
+// decimal spellings of 1 … 2^64-1 and returns their value.
+func FuzzParseToken(f *testing.F) {
+	for _, s := range []string{"1", "42", "18446744073709551615", "18446744073709551616", "", "0", "00", "01", "-1", "+1", " 1", "1 ", "1e3", "0x10", "１"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		v, ok := ParseToken(s)
+		want, err := strconv.ParseUint(s, 10, 64)
+		canonical := err == nil && want > 0 && strconv.FormatUint(want, 10) == s
+		if ok != canonical {
+			t.Fatalf("ParseToken(%q) ok=%v, want %v", s, ok, canonical)
+		}
+		if ok && v != want {
+			t.Fatalf("ParseToken(%q) = %d, want %d", s, v, want)
+		}
+	})
+}

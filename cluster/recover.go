@@ -1,0 +1,114 @@
+package cluster
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	"go.etcd.io/bbolt"
+
+	"github.com/fencer-io/fencer/fsm"
+)
+
+// RecoverOptions describe a forced recovery of a cluster that lost its
+// quorum for good.
+type RecoverOptions struct {
+	DataDir string
+	ID      string
+	// Members is the new, explicit membership: the survivors.
+	Members []Peer
+	// EpochBump is how far to move the token epoch (default 1). The lost
+	// members may have committed entries, grants among them, that no
+	// survivor has; bumping the epoch puts every later token above them.
+	EpochBump uint64
+	Logger    *slog.Logger
+}
+
+// Recover rewrites a stopped node's data dir so that it starts as a member
+// of the given membership (hashicorp/raft's RecoverCluster), with the token
+// epoch bumped. Run it on every survivor, with the same member list, while
+// the nodes are stopped; then start them normally.
+func Recover(o RecoverOptions) (fsm.Header, error) {
+	if o.EpochBump == 0 {
+		o.EpochBump = 1
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if len(o.Members) == 0 {
+		return fsm.Header{}, errors.New("recover needs the explicit list of surviving members")
+	}
+	found := false
+	for _, m := range o.Members {
+		found = found || m.ID == o.ID
+	}
+	if !found {
+		return fsm.Header{}, fmt.Errorf("the member list does not include this node %q", o.ID)
+	}
+	if _, err := loadIdentity(o.DataDir, o.ID); err != nil {
+		return fsm.Header{}, err
+	}
+	store, err := raftboltdb.New(raftboltdb.Options{
+		Path:        filepath.Join(o.DataDir, "raft.db"),
+		BoltOptions: &bbolt.Options{Timeout: time.Second},
+	})
+	if err != nil {
+		return fsm.Header{}, fmt.Errorf("open raft store (is the node still running?): %w", err)
+	}
+	defer store.Close()
+	logger := hclog.New(&hclog.LoggerOptions{Name: "raft-recover", Level: hclog.Warn, Output: os.Stderr})
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(filepath.Join(o.DataDir, "snapshots"), 2, logger)
+	if err != nil {
+		return fsm.Header{}, err
+	}
+	has, err := raft.HasExistingState(store, store, snaps)
+	if err != nil {
+		return fsm.Header{}, err
+	}
+	if !has {
+		return fsm.Header{}, fmt.Errorf("data dir %s has no Raft state to recover", o.DataDir)
+	}
+	var conf raft.Configuration
+	for _, m := range o.Members {
+		conf.Servers = append(conf.Servers, raft.Server{ID: raft.ServerID(m.ID), Address: raft.ServerAddress(m.RaftAddr), Suffrage: raft.Voter})
+	}
+	rc := raft.DefaultConfig()
+	rc.LocalID = raft.ServerID(o.ID)
+	rc.Logger = logger
+	f := &recoveryFSM{FSM: fsm.New(o.Logger), bump: o.EpochBump, members: o.Members}
+	_, trans := raft.NewInmemTransport("")
+	if err := raft.RecoverCluster(rc, f, store, store, snaps, trans, conf); err != nil {
+		return fsm.Header{}, fmt.Errorf("recover: %w", err)
+	}
+	h := f.Image().Header
+	o.Logger.Info("recovered data dir with a new membership", "node", o.ID, "members", len(o.Members), "epoch", h.Epoch, "last_token", h.LastToken, "applied_index", h.AppliedIndex)
+	return h, nil
+}
+
+// recoveryFSM replays the survivor's log like the real FSM; when raft takes
+// the recovery snapshot, it first bumps the epoch and replaces the member
+// addresses with the new membership. This is the one place where state
+// changes outside the log, on purpose: the log that would carry the change
+// has no quorum to commit it.
+type recoveryFSM struct {
+	*fsm.FSM
+	bump    uint64
+	members []Peer
+}
+
+func (r *recoveryFSM) Snapshot() (raft.FSMSnapshot, error) {
+	var ms []fsm.Member
+	for _, p := range r.members {
+		m, _ := r.FSM.Member(p.ID)
+		m.ID, m.RaftAddr, m.HTTPAddr = p.ID, p.RaftAddr, p.HTTPAddr
+		ms = append(ms, m)
+	}
+	r.FSM.ForceRecovery(r.bump, ms)
+	return r.FSM.Snapshot()
+}

@@ -1,0 +1,201 @@
+package fsm
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/hashicorp/raft"
+)
+
+// fuzzBase returns an FSM with some of everything in it, so that fuzzed
+// commands and snapshots meet held locks, fenced keys, members and request
+// ids rather than an empty map. Index 10 is the last entry applied.
+func fuzzBase(t testing.TB) *FSM {
+	t.Helper()
+	f := New(nil)
+	cmds := []Command{
+		&SetClusterID{ID: "c1"},
+		&SetMember{Member{ID: "n1", RaftAddr: "127.0.0.1:8001", HTTPAddr: "127.0.0.1:7001"}},
+		&Acquire{Lock: "a", Holder: "w1", Lease: strings.Repeat("a", 32), TTLMillis: 1000, RequestID: "r1"},
+		&Acquire{Lock: "b", Holder: "w2", Lease: strings.Repeat("b", 32), TTLMillis: 1000},
+		&Put{Key: "k", Value: []byte("v"), Token: 3},
+		&Release{Lock: "b", Token: 8, Lease: strings.Repeat("b", 32)},
+	}
+	for i, c := range cmds {
+		if err, ok := f.ApplyCommand(c, uint64(i+5)).(error); ok {
+			t.Fatalf("base command %d (%T): %v", i, c, err)
+		}
+	}
+	return f
+}
+
+// applyEntry applies data as the committed entry at index and reports the
+// panic, if any, instead of crashing the test.
+func applyEntry(f *FSM, index uint64, data []byte) (result any, panicked any) {
+	defer func() { panicked = recover() }()
+	return f.Apply(&raft.Log{Index: index, Term: 2, Type: raft.LogCommand, Data: data}), nil
+}
+
+// roundTrip snapshots f and restores the snapshot into a fresh FSM: whatever
+// state the log can reach must survive a snapshot.
+func roundTrip(t *testing.T, f *FSM) {
+	t.Helper()
+	var buf bytes.Buffer
+	if _, err := f.Image().WriteTo(&buf); err != nil {
+		t.Fatalf("write snapshot: %v", err)
+	}
+	g := New(nil)
+	if err := g.Restore(io.NopCloser(bytes.NewReader(buf.Bytes()))); err != nil {
+		t.Fatalf("a reachable state does not restore: %v\n%s", err, buf.Bytes())
+	}
+	if g.Digest() != f.Digest() {
+		t.Fatalf("restored state differs from the snapshotted one")
+	}
+}
+
+// FuzzDecode feeds arbitrary bytes to Decode and, as a committed entry, to
+// Apply. The documented outcomes are the only ones allowed: a known type with
+// a bad payload is ErrMalformedCommand and changes nothing; an unknown type
+// byte is *UnknownCommandError and Apply panics on purpose (the node stops
+// rather than diverge); everything else decodes to a command that re-encodes
+// to itself, applies deterministically, and leaves a state that snapshots.
+func FuzzDecode(f *testing.F) {
+	for _, c := range []Command{
+		&Acquire{Lock: "a", Holder: "w", Lease: strings.Repeat("c", 32), TTLMillis: 500, RequestID: "r1"},
+		&Release{Lock: "a", Token: 7, Lease: strings.Repeat("a", 32), Next: &Acquire{Holder: "w2", Lease: "l2", TTLMillis: 9}},
+		&Expire{Lock: "a", Token: 7},
+		&Put{Key: "k", Value: []byte{0, 1, 2}, Token: 99, Lock: "a"},
+		&SetMember{Member{ID: "n2", RaftAddr: "r", HTTPAddr: "h", Incarnation: "i"}},
+		&RemoveMember{ID: "n1"},
+		&BumpEpoch{Reason: "restore"},
+		&SetClusterID{ID: "c2"},
+	} {
+		data, err := Encode(c)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(data)
+	}
+	f.Add([]byte{})
+	f.Add([]byte{byte(CmdAcquire)})
+	f.Add([]byte{byte(CmdPut), 'n', 'u', 'l', 'l'})
+	f.Add([]byte{0, '{', '}'})
+	f.Add([]byte{200, '{', '}'})
+
+	f.Fuzz(func(t *testing.T, data []byte) {
+		cmd, err := Decode(data)
+		var unknown *UnknownCommandError
+		switch {
+		case errors.As(err, &unknown):
+			if len(data) == 0 || unknown.Type != CommandType(data[0]) {
+				t.Fatalf("unknown type %d for entry %q", unknown.Type, data)
+			}
+		case err != nil:
+			if !errors.Is(err, ErrMalformedCommand) {
+				t.Fatalf("decode error is neither malformed nor unknown: %v", err)
+			}
+		default:
+			if cmd.Type() != CommandType(data[0]) {
+				t.Fatalf("type byte %d decoded as %s", data[0], cmd.Type())
+			}
+			again, err := Encode(cmd)
+			if err != nil {
+				t.Fatalf("decoded command does not encode: %v", err)
+			}
+			cmd2, err := Decode(again)
+			if err != nil || !reflect.DeepEqual(cmd, cmd2) {
+				t.Fatalf("re-encoded command differs: %+v vs %+v (%v)", cmd, cmd2, err)
+			}
+		}
+
+		a, b := fuzzBase(t), fuzzBase(t)
+		before := a.Digest()
+		res, p := applyEntry(a, 20, data)
+		_, p2 := applyEntry(b, 20, data)
+		if (p == nil) != (p2 == nil) {
+			t.Fatal("the same entry panicked on one replica only")
+		}
+		if p != nil {
+			if unknown == nil {
+				t.Fatalf("Apply panicked on a known type: %v", p)
+			}
+			return
+		}
+		if unknown != nil {
+			t.Fatal("an entry of unknown type was applied instead of stopping the node")
+		}
+		if a.Digest() != b.Digest() {
+			t.Fatal("the same entry left two replicas in different states")
+		}
+		if a.AppliedIndex() != 20 {
+			t.Fatalf("applied index %d after entry 20", a.AppliedIndex())
+		}
+		if err != nil {
+			if got, _ := res.(error); !errors.Is(got, ErrMalformedCommand) {
+				t.Fatalf("malformed entry applied with result %v", res)
+			}
+			if a.Digest() != before {
+				t.Fatal("a malformed entry changed the state")
+			}
+		}
+		roundTrip(t, a)
+	})
+}
+
+// FuzzRestore feeds arbitrary bytes to Restore. It never panics; a refused
+// snapshot leaves state and applied index exactly as they were; an accepted
+// one is a state that itself snapshots and restores to the same digest.
+func FuzzRestore(f *testing.F) {
+	base := New(nil)
+	var buf bytes.Buffer
+	base.Image().WriteTo(&buf)
+	f.Add(buf.Bytes()) // empty state
+	full := fuzzBase(f)
+	buf.Reset()
+	full.Image().WriteTo(&buf)
+	f.Add(buf.Bytes())
+	lines := bytes.SplitAfter(buf.Bytes(), []byte("\n"))
+	f.Add(bytes.Join(lines[:len(lines)-2], nil)) // truncated
+	f.Add([]byte(`{"format":"fencer-snapshot","version":1,"epoch":0,"last_token":1,"applied_index":1,"term":1,"locks":1,"keys":0,"members":0,"requests":0}` + "\n" +
+		`{"lock":{"name":"a","holder":"h","token":2,"lease":"x","ttl_ms":1}}` + "\n")) // token above last token
+	f.Add([]byte(`{"format":"fencer-snapshot","version":2}`))
+	f.Add([]byte(`{"format":"fencer-snapshot","version":1}` + "\n{}\n"))
+	f.Add([]byte(`not json`))
+
+	f.Fuzz(func(t *testing.T, data []byte) {
+		g := fuzzBase(t)
+		digest, applied := g.Digest(), g.AppliedIndex()
+		image := g.Image()
+		err := g.Restore(io.NopCloser(bytes.NewReader(data)))
+		if err != nil {
+			if g.Digest() != digest || g.AppliedIndex() != applied || !reflect.DeepEqual(g.Image(), image) {
+				t.Fatalf("refused snapshot (%v) changed the state", err)
+			}
+			return
+		}
+		_, readErr := ReadImage(bytes.NewReader(data))
+		if readErr != nil {
+			t.Fatalf("Restore accepted what ReadImage refuses: %v", readErr)
+		}
+		roundTrip(t, g)
+	})
+}
+
+// TestFuzzBaseIsConsistent guards the fuzz fixtures themselves.
+func TestFuzzBaseIsConsistent(t *testing.T) {
+	f := fuzzBase(t)
+	if _, ok := f.Lock("a"); !ok {
+		t.Fatal("lock a not held")
+	}
+	if _, ok := f.Lock("b"); ok {
+		t.Fatal("lock b still held")
+	}
+	if f.AppliedIndex() != 10 {
+		t.Fatalf("applied %d, want 10", f.AppliedIndex())
+	}
+	roundTrip(t, f)
+}
