@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/fencer-io/fencer/cluster"
 	"github.com/fencer-io/fencer/fsm"
@@ -44,6 +45,7 @@ type Cluster interface {
 	Backup(ctx context.Context, w io.Writer) (fsm.Header, error)
 	Restore(ctx context.Context, r io.Reader, opts cluster.RestoreOptions) (fsm.Header, error)
 	Digest() (appliedIndex uint64, digest string)
+	Registry() *prometheus.Registry
 }
 
 // Server is the HTTP API of one node.
@@ -51,6 +53,7 @@ type Server struct {
 	c   Cluster
 	log *slog.Logger
 	fwd *forwarder
+	met *requestMetrics
 	// RequestTimeout bounds each request's work (not its wait_ms queueing).
 	requestTimeout time.Duration
 }
@@ -60,12 +63,14 @@ func NewServer(c Cluster, logger *slog.Logger) *Server {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &Server{c: c, log: logger, fwd: newForwarder(c), requestTimeout: 10 * time.Second}
+	return &Server{c: c, log: logger, fwd: newForwarder(c), met: newRequestMetrics(c.Registry()), requestTimeout: 10 * time.Second}
 }
 
 // Handler returns the routes.
 func (s *Server) Handler() http.Handler {
 	r := chi.NewRouter()
+	r.Use(s.met.middleware)
+	r.Method(http.MethodGet, "/metrics", s.met.handler)
 	r.Get("/healthz", s.healthz)
 	r.Get("/readyz", s.readyz)
 	r.Route("/v1", func(r chi.Router) {

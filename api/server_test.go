@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/fencer-io/fencer/cluster"
 	"github.com/fencer-io/fencer/fsm"
 )
@@ -28,6 +30,7 @@ func (f *fakeCluster) IsLeader() bool                  { return f.leader }
 func (f *fakeCluster) Leader() (string, string)        { return "", "" }
 func (f *fakeCluster) Ready() bool                     { return f.leader }
 func (f *fakeCluster) Digest() (uint64, string)        { return 1, "d" }
+func (f *fakeCluster) Registry() *prometheus.Registry  { return prometheus.NewRegistry() }
 func (f *fakeCluster) Status() (cluster.Status, error) { return cluster.Status{ID: "n1"}, f.err }
 
 func (f *fakeCluster) call(name string) error {

@@ -78,6 +78,23 @@ func (t *lockTable) put(name string, s *slot) {
 	}
 }
 
+// waiting counts queued callers across all locks.
+func (t *lockTable) waiting() int {
+	t.mu.Lock()
+	slots := make([]*slot, 0, len(t.slots))
+	for _, s := range t.slots {
+		slots = append(slots, s)
+	}
+	t.mu.Unlock()
+	total := 0
+	for _, s := range slots {
+		s.mu.Lock()
+		total += s.waiters.Len()
+		s.mu.Unlock()
+	}
+	return total
+}
+
 // failAll answers every waiter with err; used when leadership is lost.
 func (t *lockTable) failAll(err error) {
 	t.mu.Lock()
@@ -168,6 +185,9 @@ func (n *Node) grant(cmd *fsm.Acquire) (Grant, error) {
 	}
 	r := res.(*fsm.AcquireResult)
 	n.leases.Track(r.Grant.Name, r.Grant.Token, time.Duration(r.Grant.TTLMillis)*time.Millisecond)
+	if !r.Existing {
+		n.metrics.grants.Inc()
+	}
 	return Grant{Lock: r.Grant, Existing: r.Existing}, nil
 }
 
@@ -233,6 +253,7 @@ func (n *Node) Renew(ctx context.Context, name string, token uint64, lease strin
 	if !held || cur.Token != token || !fsm.LeaseEqual(cur.Lease, lease) || !n.leases.Renew(name, token) {
 		return fsm.Lock{}, fmt.Errorf("%w: lock %q token %d", fsm.ErrLeaseLost, name, token)
 	}
+	n.metrics.renewals.Inc()
 	return cur, nil
 }
 
@@ -241,9 +262,13 @@ func (n *Node) Release(ctx context.Context, name string, token uint64, lease str
 	if err := n.awaitLeader(ctx); err != nil {
 		return err
 	}
-	return n.free(name, token, func(next *fsm.Acquire) fsm.Command {
+	err := n.free(name, token, func(next *fsm.Acquire) fsm.Command {
 		return &fsm.Release{Lock: name, Token: token, Lease: lease, Next: next}
 	})
+	if err == nil {
+		n.metrics.releases.Inc()
+	}
+	return err
 }
 
 // expire is called by the lease timers when a deadline passes.
@@ -256,6 +281,7 @@ func (n *Node) expire(name string, token uint64) {
 	})
 	switch {
 	case err == nil:
+		n.metrics.expirations.Inc()
 		n.log.Debug("lease expired", "lock", name, "token", token)
 	case errors.Is(err, fsm.ErrLeaseLost):
 		// Released or superseded meanwhile: nothing to do.
@@ -291,6 +317,7 @@ func (n *Node) free(name string, token uint64, mk func(next *fsm.Acquire) fsm.Co
 		switch {
 		case r.Next != nil:
 			n.leases.Track(name, r.Next.Token, time.Duration(r.Next.TTLMillis)*time.Millisecond)
+			n.metrics.grants.Inc()
 			w.result <- waitResult{grant: *r.Next}
 		default:
 			w.result <- waitResult{err: r.NextErr}

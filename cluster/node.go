@@ -34,8 +34,9 @@ type Node struct {
 	store *raftboltdb.BoltStore
 	trans *raft.NetworkTransport
 
-	leases *Leases
-	locks  *lockTable
+	leases  *Leases
+	locks   *lockTable
+	metrics *metrics
 
 	leaderMu    sync.Mutex
 	leaderGen   uint64        // bumped on every leadership change
@@ -75,6 +76,7 @@ func Open(cfg Config) (*Node, error) {
 	n.fsm = fsm.New(n.log)
 	n.leases = NewLeases(cfg.Clock, n.expire)
 	n.locks = newLockTable()
+	n.metrics = newMetrics(n)
 	if err := n.startRaft(); err != nil {
 		n.closeStores()
 		return nil, err
@@ -168,7 +170,7 @@ func (n *Node) startRaft() error {
 			return err
 		}
 	}
-	r, err := raft.NewRaft(rc, n.fsm, store, store, snaps, trans)
+	r, err := raft.NewRaft(rc, instrumentedFSM{FSM: n.fsm, m: n.metrics}, store, store, snaps, trans)
 	if err != nil {
 		trans.Close()
 		return fmt.Errorf("start raft: %w", err)
@@ -252,6 +254,7 @@ func (n *Node) watchLeadership(notify <-chan bool) {
 		case <-n.stop:
 			return
 		case leader := <-notify:
+			n.metrics.leaderChanges.Inc()
 			n.leaderMu.Lock()
 			n.leaderGen++
 			gen := n.leaderGen
