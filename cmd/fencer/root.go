@@ -6,7 +6,9 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -84,6 +86,20 @@ func (l *logFlags) logger(w io.Writer) (*slog.Logger, error) {
 
 func envOr(name, def string) string {
 	if v, ok := os.LookupEnv(name); ok {
+		return v
+	}
+	return def
+}
+
+func envUint(name string, def uint64) uint64 {
+	if v, err := strconv.ParseUint(os.Getenv(name), 10, 64); err == nil {
+		return v
+	}
+	return def
+}
+
+func envDuration(name string, def time.Duration) time.Duration {
+	if v, err := time.ParseDuration(os.Getenv(name)); err == nil {
 		return v
 	}
 	return def

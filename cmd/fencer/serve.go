@@ -7,6 +7,7 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -26,6 +27,9 @@ type serveOptions struct {
 	peerProxyFile  string
 	replace        bool
 	nonVoter       bool
+	snapThreshold  uint64
+	trailingLogs   uint64
+	electionTO     time.Duration
 	log            logFlags
 }
 
@@ -52,6 +56,9 @@ rejoins by itself. Every flag can also be set by its environment variable.`,
 	fs.BoolVar(&o.replace, "replace", envBool("FENCER_REPLACE"), "take back this id after the data dir was wiped: the leader removes the old incarnation first ($FENCER_REPLACE)")
 	fs.BoolVar(&o.nonVoter, "non-voter", envBool("FENCER_NON_VOTER"), "join as a non-voting member ($FENCER_NON_VOTER)")
 	fs.StringVar(&o.peerProxy, "peer-proxy", os.Getenv("FENCER_PEER_PROXY"), "id=HOST:PORT,… dial these addresses to reach peers (fault-injection proxies) ($FENCER_PEER_PROXY)")
+	fs.Uint64Var(&o.snapThreshold, "snapshot-threshold", envUint("FENCER_SNAPSHOT_THRESHOLD", 8192), "take a snapshot after this many new log entries ($FENCER_SNAPSHOT_THRESHOLD)")
+	fs.Uint64Var(&o.trailingLogs, "trailing-logs", envUint("FENCER_TRAILING_LOGS", 10240), "log entries kept behind a snapshot for slow followers ($FENCER_TRAILING_LOGS)")
+	fs.DurationVar(&o.electionTO, "election-timeout", envDuration("FENCER_ELECTION_TIMEOUT", time.Second), "Raft heartbeat and election timeout ($FENCER_ELECTION_TIMEOUT)")
 	fs.StringVar(&o.peerProxyFile, "peer-proxy-file", os.Getenv("FENCER_PEER_PROXY_FILE"), "file with id=HOST:PORT lines, re-read when it changes ($FENCER_PEER_PROXY_FILE)")
 	o.log.bind(fs)
 	return cmd
@@ -66,6 +73,12 @@ func (o *serveOptions) config() (cluster.Config, error) {
 		Bootstrap: o.bootstrap,
 		Replace:   o.replace,
 		NonVoter:  o.nonVoter,
+
+		SnapshotThreshold:  o.snapThreshold,
+		TrailingLogs:       o.trailingLogs,
+		HeartbeatTimeout:   o.electionTO,
+		ElectionTimeout:    o.electionTO,
+		LeaderLeaseTimeout: o.electionTO / 2,
 	}
 	if o.peerProxy != "" {
 		peers, err := cluster.ParsePeerAddrs(o.peerProxy)
