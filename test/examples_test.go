@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -84,5 +85,44 @@ func TestReadmeGoExampleWritesThroughTheFence(t *testing.T) {
 	}
 	if err := db.QueryRow(ctx, `SELECT body FROM report WHERE id = 1`).Scan(&body); err != nil || body != "second" {
 		t.Fatalf("row after stale write = %q, %v", body, err)
+	}
+}
+
+// The README's one-line `fencer exec` runs a migration under a lock, with the
+// token in the command's environment, and frees the lock afterwards.
+func TestReadmeExecMigration(t *testing.T) {
+	dsn := pgDSN(t)
+	if _, err := exec.LookPath("psql"); err != nil {
+		t.Skip("psql not installed")
+	}
+	c := tc.New(t, 3)
+	bin := filepath.Join(t.TempDir(), "fencer")
+	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/fencer").CombinedOutput(); err != nil {
+		t.Fatalf("build fencer: %v\n%s", err, out)
+	}
+	ctx := context.Background()
+	db, err := pgxpool.New(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	db.Exec(ctx, `DROP TABLE IF EXISTS widgets`)
+	cmd := exec.Command(bin, "exec", "db-migrate", "--ttl", "30s", "--",
+		"sh", "-c", `psql "$DATABASE_URL" -v ON_ERROR_STOP=1 -c "CREATE TABLE IF NOT EXISTS widgets (id int)" && echo "token=$FENCER_TOKEN"`)
+	cmd.Env = append(os.Environ(), "FENCER_ENDPOINTS="+strings.Join(endpoints(c), ","), "DATABASE_URL="+dsn)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("fencer exec: %v\n%s", err, out)
+	}
+	if !regexp.MustCompile(`token=[1-9]\d*`).Match(out) {
+		t.Fatalf("token not in the command's environment: %s", out)
+	}
+	var exists bool
+	if err := db.QueryRow(ctx, `SELECT to_regclass('widgets') IS NOT NULL`).Scan(&exists); err != nil || !exists {
+		t.Fatalf("migration did not run: %v", err)
+	}
+	st, _ := c.WaitLeader(10*time.Second).Inst.Node.Lock(ctx, "db-migrate", false)
+	if st.Held {
+		t.Fatal("lock still held after the command exited")
 	}
 }
