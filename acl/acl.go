@@ -1,0 +1,222 @@
+// Package acl is fencer's access control: bearer tokens, each with a role and
+// lock-name and key prefixes, loaded from a JSON file and reloadable without
+// a restart.
+//
+// Why it is built this way:
+//   - Secrets are compared in constant time against every token, with no exit
+//     on the first match, after hashing both sides with SHA-256: equal-length
+//     inputs mean the compare leaks neither which token matched nor a secret's
+//     length.
+//   - Access control sits in front of the whole API as one middleware that
+//     maps each route to an action and a resource (routes.go), so handlers
+//     stay unaware of it and an unknown route is operator-only: a new route
+//     fails closed until it is classified.
+//   - A role never replaces the lease secret: renew and release still need it,
+//     so a client can only ever end a lease it was given.
+//   - Requests a follower forwards to the leader keep their Authorization
+//     header (the forwarder's reverse proxy copies it), and the leader checks
+//     it again against its own copy of the file. Every node must therefore be
+//     given the same ACL file.
+//
+// The file:
+//
+//	{"tokens": [
+//	  {"name": "ci",  "secret": "…", "role": "client", "locks": ["jobs."], "keys": ["jobs."]},
+//	  {"name": "ops", "secret": "…", "role": "operator"},
+//	  {"name": "dash","secret": "…", "role": "reader"}
+//	]}
+//
+// Prefixes use the name alphabet [A-Za-z0-9._:-] (a "/" could never match a
+// lock name or key); an empty or absent list means every name.
+package acl
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"regexp"
+	"strings"
+)
+
+// Role is what a token may do.
+type Role string
+
+// Roles, each including the rights of the one before.
+const (
+	// RoleReader reads: lock status, checks, keys, cluster status.
+	RoleReader Role = "reader"
+	// RoleClient also acquires, renews and releases locks and writes fenced
+	// keys, within its prefixes.
+	RoleClient Role = "client"
+	// RoleOperator also changes membership, transfers leadership, and saves
+	// and restores snapshots.
+	RoleOperator Role = "operator"
+)
+
+// MinSecretLen is the shortest secret the file may hold.
+const MinSecretLen = 16
+
+// Principal is an authenticated caller.
+type Principal struct {
+	Name string
+	Role Role
+	// Locks and Keys are name prefixes; empty means all.
+	Locks []string
+	Keys  []string
+}
+
+// ACL is a loaded token file. It is immutable; Store swaps whole ACLs.
+type ACL struct {
+	tokens []token
+}
+
+type token struct {
+	sum       [sha256.Size]byte // SHA-256 of the secret
+	principal *Principal
+}
+
+// tokenFile is the JSON file.
+type tokenFile struct {
+	Tokens []tokenEntry `json:"tokens"`
+}
+
+type tokenEntry struct {
+	Name   string   `json:"name"`
+	Secret string   `json:"secret"`
+	Role   Role     `json:"role"`
+	Locks  []string `json:"locks,omitempty"`
+	Keys   []string `json:"keys,omitempty"`
+}
+
+// Errors of Authenticate. Each one is answered 401.
+var (
+	// ErrNoCredentials: the request carries no Authorization header.
+	ErrNoCredentials = errors.New("no bearer token: send Authorization: Bearer TOKEN")
+	// ErrMalformedCredentials: the header is not one "Bearer TOKEN".
+	ErrMalformedCredentials = errors.New("malformed Authorization header: want Bearer TOKEN")
+	// ErrUnknownToken: no token in the ACL has this secret.
+	ErrUnknownToken = errors.New("unknown bearer token")
+)
+
+var (
+	// b64token is RFC 6750's token syntax; secrets must be sendable as one.
+	b64token      = regexp.MustCompile(`^[A-Za-z0-9\-._~+/]+=*$`)
+	prefixPattern = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,200}$`)
+)
+
+// Load reads and validates an ACL file.
+func Load(path string) (*ACL, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("acl file: %w", err)
+	}
+	a, err := Parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("acl file %s: %w", path, err)
+	}
+	return a, nil
+}
+
+// Parse validates an ACL file's contents: unknown fields, duplicate names or
+// secrets, short secrets, unknown roles and prefixes that could never match
+// are all refused, so a typo never silently widens or narrows access.
+func Parse(data []byte) (*ACL, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	var f tokenFile
+	if err := dec.Decode(&f); err != nil {
+		return nil, fmt.Errorf("parse: %w", err)
+	}
+	if dec.More() {
+		return nil, errors.New("parse: trailing data after the JSON object")
+	}
+	if len(f.Tokens) == 0 {
+		return nil, errors.New("no tokens: an empty ACL would refuse every request")
+	}
+	a := &ACL{}
+	names, secrets := map[string]bool{}, map[[sha256.Size]byte]bool{}
+	for i, e := range f.Tokens {
+		if e.Name == "" || names[e.Name] {
+			return nil, fmt.Errorf("token %d: name %q is empty or used twice", i, e.Name)
+		}
+		names[e.Name] = true
+		if len(e.Secret) < MinSecretLen || !b64token.MatchString(e.Secret) {
+			return nil, fmt.Errorf("token %q: secret must be at least %d characters of [A-Za-z0-9-._~+/] (try: openssl rand -hex 32)", e.Name, MinSecretLen)
+		}
+		sum := sha256.Sum256([]byte(e.Secret))
+		if secrets[sum] {
+			return nil, fmt.Errorf("token %q: secret is used by another token", e.Name)
+		}
+		secrets[sum] = true
+		switch e.Role {
+		case RoleReader, RoleClient, RoleOperator:
+		default:
+			return nil, fmt.Errorf("token %q: role %q: want reader, client or operator", e.Name, e.Role)
+		}
+		for _, p := range append(append([]string(nil), e.Locks...), e.Keys...) {
+			if !prefixPattern.MatchString(p) {
+				return nil, fmt.Errorf("token %q: prefix %q: want 1-200 of [A-Za-z0-9._:-], the characters of lock names and keys", e.Name, p)
+			}
+		}
+		a.tokens = append(a.tokens, token{sum: sum, principal: &Principal{Name: e.Name, Role: e.Role, Locks: e.Locks, Keys: e.Keys}})
+	}
+	return a, nil
+}
+
+// compare is subtle.ConstantTimeCompare; a variable so that a test can prove
+// every lookup goes through it.
+var compare = subtle.ConstantTimeCompare
+
+// ParseBearer extracts the token of an "Authorization: Bearer TOKEN" value.
+// The scheme is case-insensitive; exactly one space separates it from a
+// token of RFC 6750 syntax.
+func ParseBearer(header string) (string, bool) {
+	const scheme = "bearer "
+	if len(header) <= len(scheme) || !strings.EqualFold(header[:len(scheme)], scheme) {
+		return "", false
+	}
+	tok := header[len(scheme):]
+	if !b64token.MatchString(tok) {
+		return "", false
+	}
+	return tok, true
+}
+
+// Authenticate returns the principal of the request's bearer token.
+func (a *ACL) Authenticate(r *http.Request) (*Principal, error) {
+	values := r.Header.Values("Authorization")
+	if len(values) == 0 {
+		return nil, ErrNoCredentials
+	}
+	if len(values) > 1 {
+		return nil, ErrMalformedCredentials
+	}
+	secret, ok := ParseBearer(values[0])
+	if !ok {
+		return nil, ErrMalformedCredentials
+	}
+	if p := a.lookup(secret); p != nil {
+		return p, nil
+	}
+	return nil, ErrUnknownToken
+}
+
+// lookup compares the secret's hash with every token's, always all of them,
+// and selects the match without branching on it.
+func (a *ACL) lookup(secret string) *Principal {
+	sum := sha256.Sum256([]byte(secret))
+	match := -1
+	for i := range a.tokens {
+		eq := compare(sum[:], a.tokens[i].sum[:])
+		match = subtle.ConstantTimeSelect(eq, i, match)
+	}
+	if match < 0 {
+		return nil
+	}
+	return a.tokens[match].principal
+}

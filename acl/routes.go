@@ -1,0 +1,98 @@
+package acl
+
+import (
+	"net/http"
+	"strings"
+)
+
+// Route is how the ACL sees a request.
+type Route struct {
+	Action   Action
+	Resource string // lock name or key, as the router will see it
+	// Open routes (health and readiness probes) need no token.
+	Open bool
+}
+
+// Classify maps a request to its action and resource. It reads the path the
+// way chi routes it (the raw path when the URL has one), so the name checked
+// here is the name the handler gets. Anything it does not recognize is
+// ActionAdmin.
+func Classify(r *http.Request) Route {
+	path := r.URL.RawPath
+	if path == "" {
+		path = r.URL.Path
+	}
+	switch path {
+	case "/healthz", "/readyz":
+		return Route{Open: true}
+	case "/metrics":
+		return Route{Action: ActionStatus}
+	}
+	seg := strings.Split(path, "/")
+	if len(seg) < 3 || seg[0] != "" || seg[1] != "v1" {
+		return Route{Action: ActionAdmin}
+	}
+	rest := seg[3:]
+	if n := len(rest); n > 0 && rest[n-1] == "" {
+		rest = rest[:n-1] // chi serves "/x/" like "/x" on mounted routers
+	}
+	switch seg[2] {
+	case "locks":
+		return lockRoute(rest)
+	case "kv":
+		if len(seg) == 4 && seg[3] != "" {
+			if r.Method == http.MethodGet || r.Method == http.MethodHead {
+				return Route{Action: ActionReadKey, Resource: seg[3]}
+			}
+			return Route{Action: ActionWrite, Resource: seg[3]}
+		}
+	case "cluster":
+		return clusterRoute(rest)
+	case "debug":
+		if len(seg) == 4 && seg[3] == "state" {
+			return Route{Action: ActionStatus}
+		}
+	}
+	return Route{Action: ActionAdmin}
+}
+
+func lockRoute(rest []string) Route {
+	if len(rest) == 0 {
+		return Route{Action: ActionReadLock}
+	}
+	name := rest[0]
+	if name == "" || len(rest) > 2 {
+		return Route{Action: ActionAdmin}
+	}
+	if len(rest) == 1 {
+		return Route{Action: ActionReadLock, Resource: name}
+	}
+	switch rest[1] {
+	case "acquire":
+		return Route{Action: ActionAcquire, Resource: name}
+	case "renew":
+		return Route{Action: ActionRenew, Resource: name}
+	case "release":
+		return Route{Action: ActionRelease, Resource: name}
+	case "check":
+		return Route{Action: ActionReadLock, Resource: name}
+	}
+	return Route{Action: ActionAdmin}
+}
+
+func clusterRoute(rest []string) Route {
+	switch strings.Join(rest, "/") {
+	case "":
+		return Route{Action: ActionStatus}
+	case "join", "members":
+		return Route{Action: ActionMembership}
+	case "leader/transfer":
+		return Route{Action: ActionTransfer}
+	case "snapshot", "restore":
+		return Route{Action: ActionSnapshot}
+	}
+	if len(rest) == 2 && rest[0] == "members" {
+		return Route{Action: ActionMembership}
+	}
+	return Route{Action: ActionAdmin}
+}
