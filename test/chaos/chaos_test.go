@@ -1,0 +1,179 @@
+package chaos
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fencer-io/fencer/test/chaos/checker"
+	"github.com/fencer-io/fencer/test/chaos/harness"
+	"github.com/fencer-io/fencer/test/chaos/workload"
+)
+
+// Flags of the long run; each falls back to an environment variable, so
+// that `go test ./...` with other packages can set them too.
+var (
+	flagDuration  = flag.Duration("chaos.duration", envDuration("CHAOS_DURATION"), "length of TestChaos's run of faults under load; 0 skips it ($CHAOS_DURATION)")
+	flagSeed      = flag.Uint64("chaos.seed", envUint("CHAOS_SEED"), "seed of every run; 0 picks one ($CHAOS_SEED)")
+	flagNodes     = flag.Int("chaos.nodes", int(envUint("CHAOS_NODES")), "initial members of TestChaos's cluster (default 3) ($CHAOS_NODES)")
+	flagClients   = flag.Int("chaos.clients", int(envUint("CHAOS_CLIENTS")), "client processes (default nodes+1) ($CHAOS_CLIENTS)")
+	flagFaults    = flag.String("chaos.faults", os.Getenv("CHAOS_FAULTS"), "comma-separated faults of TestChaos (default all) ($CHAOS_FAULTS)")
+	flagArtifacts = flag.String("chaos.artifacts", os.Getenv("CHAOS_ARTIFACTS"), "directory for logs and failure artifacts (default a temp dir, removed when the run passes) ($CHAOS_ARTIFACTS)")
+)
+
+func envDuration(name string) time.Duration {
+	d, _ := time.ParseDuration(os.Getenv(name))
+	return d
+}
+
+func envUint(name string) uint64 {
+	n, _ := strconv.ParseUint(os.Getenv(name), 10, 64)
+	return n
+}
+
+// TestMain doubles as the chaos client: the harness starts this test
+// binary again with workload.ConfigEnv set.
+func TestMain(m *testing.M) {
+	if os.Getenv(workload.ConfigEnv) != "" {
+		os.Exit(workload.Main())
+	}
+	os.Exit(m.Run())
+}
+
+var (
+	buildOnce sync.Once
+	builtBin  string
+	buildErr  error
+	buildDir  string
+)
+
+// fencerBin builds bin/fencer once per test binary.
+func fencerBin(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		if buildDir, buildErr = os.MkdirTemp("", "fencer-chaos-bin-"); buildErr != nil {
+			return
+		}
+		builtBin, buildErr = harness.BuildFencer(buildDir)
+	})
+	if buildErr != nil {
+		t.Fatalf("build fencer: %v", buildErr)
+	}
+	return builtBin
+}
+
+// run performs one chaos run for t, with everything the run starts killed
+// at the end whatever happens, and returns its result.
+func run(t *testing.T, name string, cfg Config) *Result {
+	t.Helper()
+	if cfg.Seed == 0 {
+		cfg.Seed = *flagSeed
+	}
+	if cfg.Seed == 0 {
+		cfg.Seed = uint64(time.Now().UnixNano())
+	}
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Bin, cfg.ClientBin = fencerBin(t), self
+	cfg.WorkDir = t.TempDir()
+	keep := *flagArtifacts != ""
+	if keep {
+		cfg.Artifacts = filepath.Join(*flagArtifacts, fmt.Sprintf("%s-seed-%d", name, cfg.Seed))
+	} else if cfg.Artifacts, err = os.MkdirTemp("", "fencer-chaos-"+name+"-"); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Logf = func(format string, args ...any) {
+		t.Logf("%s: %s", time.Now().Format("15:04:05.000"), fmt.Sprintf(format, args...))
+	}
+	t.Logf("chaos %s: seed %d (replay with -chaos.seed=%d), artifacts in %s", name, cfg.Seed, cfg.Seed, cfg.Artifacts)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	res, err := Run(ctx, cfg)
+	if err != nil {
+		t.Fatalf("chaos %s (seed %d): %v; logs in %s", name, cfg.Seed, err, cfg.Artifacts)
+	}
+	t.Log("\n" + res.Summary())
+	if res.OK() && !keep {
+		os.RemoveAll(cfg.Artifacts)
+	}
+	return res
+}
+
+func requireOK(t *testing.T, res *Result) {
+	t.Helper()
+	if !res.OK() {
+		t.Errorf("chaos run failed (seed %d); history, report and logs in %s", res.Config.Seed, res.Config.Artifacts)
+	}
+}
+
+// TestChaos is the long run, for `make chaos`: skipped unless a duration
+// is given.
+func TestChaos(t *testing.T) {
+	if *flagDuration == 0 {
+		t.Skip("long run: set -chaos.duration (or CHAOS_DURATION)")
+	}
+	cfg := Config{Nodes: *flagNodes, Clients: *flagClients, Duration: *flagDuration}
+	if *flagFaults != "" && *flagFaults != "all" {
+		cfg.Faults = strings.Split(*flagFaults, ",")
+	}
+	requireOK(t, run(t, "long", cfg))
+}
+
+// TestChaosShort is the run every `go test ./...` makes: half a minute of
+// faults on 3 nodes and half a minute on 5, the faults split between them
+// so that every kind is dealt.
+func TestChaosShort(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short")
+	}
+	t.Run("3-nodes", func(t *testing.T) {
+		requireOK(t, run(t, "short-3", Config{Nodes: 3, Duration: 30 * time.Second, CheckTimeout: 30 * time.Second, Faults: []string{
+			FaultKillLeader, FaultPauseClient, FaultPauseLeader, FaultIsolateLeader,
+			FaultOneWay, FaultWipedRefused, FaultRestartResource,
+		}}))
+	})
+	t.Run("5-nodes", func(t *testing.T) {
+		requireOK(t, run(t, "short-5", Config{Nodes: 5, Duration: 30 * time.Second, CheckTimeout: 30 * time.Second, Faults: []string{
+			FaultKillNode, FaultSplit, FaultMembership, FaultReplace,
+			FaultKillAll, FaultDelay, FaultPauseClient,
+		}}))
+	})
+}
+
+// TestChaosBrokenResource is the negative control: the same workload
+// against a resource that forgets its high-water marks when it restarts,
+// with clients paused past their leases across those restarts. The checker
+// must see the stale writes it lets through.
+func TestChaosBrokenResource(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short")
+	}
+	res := run(t, "broken-resource", Config{
+		Nodes: 3, Duration: 20 * time.Second, CheckTimeout: 30 * time.Second,
+		Faults:                []string{FaultPauseClient, FaultRestartResource},
+		PauseRestartsResource: 1,
+		Broken:                "forget-on-restart",
+	})
+	if len(res.Problems) > 0 {
+		t.Errorf("harness problems: %v", res.Problems)
+	}
+	caught := false
+	for _, name := range []string{checker.CheckFenceOrder, checker.CheckKeys} {
+		if v, ok := res.Report.Verdict(name); ok && v.Status == checker.Fail {
+			caught = true
+		}
+	}
+	if !caught {
+		t.Fatalf("the checker did not flag a resource that forgets its fence on restart (seed %d)", res.Config.Seed)
+	}
+	t.Logf("negative control: the checker flagged the broken resource, as it must")
+}

@@ -1,0 +1,104 @@
+package harness
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/fencer-io/fencer/api"
+)
+
+// adminClient talks to nodes directly, without the client library's leader
+// following: the harness wants each node's own view.
+var adminClient = &http.Client{Timeout: 2 * time.Second}
+
+// getJSON asks one node for path and decodes its answer into out.
+func getJSON(ctx context.Context, httpAddr, path string, out any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+httpAddr+path, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := adminClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s%s: %s: %s", httpAddr, path, resp.Status, body)
+	}
+	if out == nil {
+		return nil
+	}
+	return json.Unmarshal(body, out)
+}
+
+// send makes a request to one node and reports a non-2xx answer as an
+// error.
+func send(ctx context.Context, method, httpAddr, path string) error {
+	req, err := http.NewRequestWithContext(ctx, method, "http://"+httpAddr+path, nil)
+	if err != nil {
+		return err
+	}
+	hc := &http.Client{Timeout: 15 * time.Second} // removing a leader transfers first
+	resp, err := hc.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("%s %s%s: %s: %s", method, httpAddr, path, resp.Status, body)
+	}
+	return nil
+}
+
+// status is one node's GET /v1/cluster.
+func status(ctx context.Context, httpAddr string) (api.ClusterStatus, error) {
+	var st api.ClusterStatus
+	err := getJSON(ctx, httpAddr, "/v1/cluster", &st)
+	return st, err
+}
+
+// digest is one node's GET /v1/debug/state.
+func digest(ctx context.Context, httpAddr string) (api.StateDigest, error) {
+	var d api.StateDigest
+	err := getJSON(ctx, httpAddr, "/v1/debug/state", &d)
+	return d, err
+}
+
+// ready reports whether a node answers GET /readyz with 200.
+func ready(ctx context.Context, httpAddr string) bool {
+	return getJSON(ctx, httpAddr, "/readyz", nil) == nil
+}
+
+// poll calls cond every interval until it returns true or ctx ends, and
+// returns the last error cond reported.
+func poll(ctx context.Context, interval time.Duration, cond func() (bool, error)) error {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	var last error
+	for {
+		ok, err := cond()
+		if ok {
+			return nil
+		}
+		if err != nil {
+			last = err
+		}
+		select {
+		case <-ctx.Done():
+			if last != nil {
+				return fmt.Errorf("%w (last: %v)", ctx.Err(), last)
+			}
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}

@@ -1,0 +1,366 @@
+package chaos
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/fencer-io/fencer/api/client"
+	"github.com/fencer-io/fencer/test/chaos/checker"
+	"github.com/fencer-io/fencer/test/chaos/harness"
+	"github.com/fencer-io/fencer/test/chaos/workload"
+)
+
+// Config describes one chaos run. Zero values mean the defaults.
+type Config struct {
+	Seed     uint64
+	Nodes    int           // initial members (default 3)
+	Clients  int           // client processes (default Nodes+1)
+	Duration time.Duration // of faults under load (default 1m)
+	// Faults lists the faults to inject (default AllFaults).
+	Faults []string
+	// PauseRestartsResource is the chance that a client pause also
+	// restarts the resource just before the client resumes (default 0.5).
+	PauseRestartsResource float64
+	// Broken is the resource's --broken-fence: the negative control.
+	Broken string
+
+	Bin        string   // fencer binary
+	ClientBin  string   // binary that runs workload.Main when ConfigEnv is set
+	ClientArgs []string // its arguments
+	WorkDir    string   // data dirs
+	Artifacts  string   // logs, and on failure the history and report
+	// CheckTimeout bounds each linearizability search (default 1m).
+	CheckTimeout time.Duration
+	Logf         func(format string, args ...any)
+}
+
+func (c *Config) defaults() error {
+	if c.Nodes == 0 {
+		c.Nodes = 3
+	}
+	if c.Clients == 0 {
+		c.Clients = c.Nodes + 1
+	}
+	if c.Duration == 0 {
+		c.Duration = time.Minute
+	}
+	if len(c.Faults) == 0 {
+		c.Faults = AllFaults
+	}
+	if c.PauseRestartsResource == 0 {
+		c.PauseRestartsResource = 0.5
+	}
+	if c.CheckTimeout == 0 {
+		c.CheckTimeout = time.Minute
+	}
+	if c.Logf == nil {
+		c.Logf = func(string, ...any) {}
+	}
+	for _, f := range c.Faults {
+		if _, ok := faults[f]; !ok {
+			return fmt.Errorf("unknown fault %q (known: %v)", f, AllFaults)
+		}
+	}
+	switch {
+	case c.Bin == "" || c.ClientBin == "":
+		return errors.New("chaos: Bin and ClientBin are required")
+	case c.WorkDir == "" || c.Artifacts == "":
+		return errors.New("chaos: WorkDir and Artifacts are required")
+	}
+	return nil
+}
+
+// Result is what a run found.
+type Result struct {
+	Config  Config
+	History checker.History
+	Report  checker.Report
+	// Faults counts the faults injected, by name.
+	Faults map[string]int
+	// Problems are failures the harness saw itself: a wiped member that was
+	// not refused, a cluster that did not recover, a client that crashed.
+	Problems []string
+	Elapsed  time.Duration
+	// ArtifactPaths lists what was written for a failed check.
+	ArtifactPaths []string
+}
+
+// OK reports whether every check passed and the harness saw no problem.
+func (r *Result) OK() bool { return r.Report.OK() && len(r.Problems) == 0 }
+
+// locks are the locks the clients compete for: few, so that they collide.
+var locks = []string{"a", "b", "c"}
+
+// Lock TTLs: short, so that pauses and partitions outlive them.
+const (
+	minTTL = 500 * time.Millisecond
+	maxTTL = 2 * time.Second
+)
+
+// Run performs one chaos run. Every process it starts is killed before it
+// returns; the error is for a run that could not be carried out at all.
+func Run(ctx context.Context, cfg Config) (*Result, error) {
+	if err := cfg.defaults(); err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	res := &Result{Config: cfg, Faults: map[string]int{}}
+	logs := filepath.Join(cfg.Artifacts, "logs")
+	if err := os.MkdirAll(logs, 0o755); err != nil {
+		return nil, err
+	}
+	group := &harness.Group{}
+	defer group.KillAll()
+
+	cl, err := harness.NewCluster(harness.Options{
+		Bin: cfg.Bin, Dir: filepath.Join(cfg.WorkDir, "nodes"), LogDir: logs,
+		Nodes: cfg.Nodes, Spares: 1, Group: group,
+	})
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	if err := within(ctx, time.Minute, cl.Start); err != nil {
+		return nil, fmt.Errorf("start cluster: %w (logs in %s)", err, logs)
+	}
+	rs, err := harness.NewResource(harness.ResourceOptions{
+		Bin: cfg.Bin, DataDir: filepath.Join(cfg.WorkDir, "resource"),
+		Log: filepath.Join(logs, "resource.log"), Broken: cfg.Broken, Group: group,
+	})
+	if err != nil {
+		return nil, err
+	}
+	defer rs.Close()
+	if err := within(ctx, 30*time.Second, rs.Start); err != nil {
+		return nil, fmt.Errorf("start resource: %w", err)
+	}
+	cfg.Logf("cluster of %d up, resource at %s; logs in %s", cfg.Nodes, rs.URL(), logs)
+
+	rec := workload.NewRecorder()
+	ev := &eventLog{}
+	clients, err := startClients(cfg, group, cl, rs, rec, logs, res)
+	if err != nil {
+		return nil, err
+	}
+	nem := &nemesis{
+		rng: rand.New(rand.NewPCG(cfg.Seed, 0x6e656d65)), cfg: cfg,
+		cl: cl, rs: rs, clients: clients, rec: rec, ev: ev, res: res,
+	}
+	ev.add(checker.EventKind("start"), "workload started")
+	nem.run(ctx, cfg.Duration)
+
+	// Heal everything, let the clients finish, then look at the end state.
+	if err := nem.healAll(ctx); err != nil {
+		res.problem("after the run: %v", err)
+	}
+	stopClients(clients, res)
+	end := workload.Now()
+	ev.add(checker.EventKind("stop"), "workload stopped")
+	h := checker.History{Ops: rec.Ops(end), Events: ev.list(), Accepted: rs.Accepted()}
+	if h.FinalReads, err = finalReads(ctx, cl, rs); err != nil {
+		res.problem("final reads: %v", err)
+	}
+	if h.MemberHashes, err = memberHashes(ctx, cl); err != nil {
+		res.problem("member digests: %v", err)
+	}
+	res.History = h
+	cfg.Logf("checking %d operations", len(h.Ops))
+	res.Report = checker.Check(h, checker.Options{Timeout: cfg.CheckTimeout})
+	res.Elapsed = time.Since(start)
+	if !res.Report.OK() {
+		if res.ArtifactPaths, err = res.Report.WriteArtifacts(cfg.Artifacts); err != nil {
+			res.problem("writing artifacts: %v", err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(cfg.Artifacts, "summary.txt"), []byte(res.Summary()), 0o644); err != nil {
+		res.problem("writing summary: %v", err)
+	}
+	return res, nil
+}
+
+func (r *Result) problem(format string, args ...any) {
+	r.Problems = append(r.Problems, fmt.Sprintf(format, args...))
+}
+
+// within runs fn with a deadline of d.
+func within(ctx context.Context, d time.Duration, fn func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	return fn(ctx)
+}
+
+// eventLog collects the nemesis's events on the clients' clock.
+type eventLog struct {
+	mu     sync.Mutex
+	events []checker.Event
+}
+
+func (e *eventLog) add(kind checker.EventKind, desc string) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.events = append(e.events, checker.Event{Kind: kind, Time: workload.Now(), Description: desc})
+}
+
+func (e *eventLog) list() []checker.Event {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return slices.Clone(e.events)
+}
+
+// startClients starts the client processes, each feeding the recorder.
+func startClients(cfg Config, group *harness.Group, cl *harness.Cluster, rs *harness.Resource,
+	rec *workload.Recorder, logs string, res *Result) ([]*harness.Proc, error) {
+	var procs []*harness.Proc
+	for i := range cfg.Clients {
+		wc := workload.Config{
+			Client: i, Endpoints: cl.HTTPAddrs(), Resource: rs.URL(), Locks: locks,
+			Seed: cfg.Seed, MinTTL: minTTL, MaxTTL: maxTTL, Replays: true, MissingToken: true,
+		}
+		b, err := json.Marshal(wc)
+		if err != nil {
+			return nil, err
+		}
+		var once sync.Once
+		p, err := group.Start(harness.Spec{
+			Name: "client-" + strconv.Itoa(i), Path: cfg.ClientBin, Args: cfg.ClientArgs,
+			Env:   []string{workload.ConfigEnv + "=" + string(b)},
+			Log:   filepath.Join(logs, fmt.Sprintf("client-%d.log", i)),
+			Stdin: true,
+			Lines: func(line []byte) {
+				if err := rec.Feed(i, line); err != nil {
+					once.Do(func() { cfg.Logf("client %d: %v", i, err) })
+				}
+			},
+		})
+		if err != nil {
+			return nil, err
+		}
+		procs = append(procs, p)
+	}
+	return procs, nil
+}
+
+// stopClients closes every client's stdin, which makes it finish its
+// iteration and exit, and kills those that do not.
+func stopClients(clients []*harness.Proc, res *Result) {
+	for _, p := range clients {
+		if !p.Running() {
+			res.problem("%s exited during the run: %v", p.Name(), p.ExitErr())
+			continue
+		}
+		_ = p.Resume()
+		_ = p.CloseStdin()
+	}
+	deadline := time.Now().Add(45 * time.Second)
+	for _, p := range clients {
+		if !p.WaitExit(time.Until(deadline)) {
+			res.problem("%s did not stop within 45s; killed", p.Name())
+			p.Kill()
+		}
+	}
+}
+
+// finalReads reads every key from the cluster (linearizably, through the
+// leader) and from the resource.
+func finalReads(ctx context.Context, cl *harness.Cluster, rs *harness.Resource) ([]checker.FinalRead, error) {
+	c, err := client.New(cl.HTTPAddrs(), client.WithTimeout(2*time.Second))
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	reads := []checker.FinalRead{}
+	for _, lock := range locks {
+		key := workload.KVKey(lock)
+		var r checker.FinalRead
+		err := retry(ctx, func() error {
+			v, token, err := c.Get(ctx, key)
+			switch {
+			case errors.Is(err, client.ErrNotFound):
+				r = checker.FinalRead{Key: key}
+				return nil
+			case err != nil:
+				return err
+			}
+			r = checker.FinalRead{Key: key, Found: true, Value: string(v), Token: token}
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", key, err)
+		}
+		reads = append(reads, r)
+		key = workload.ResourceKey(lock)
+		err = retry(ctx, func() error {
+			r, err = rs.FinalRead(ctx, key)
+			return err
+		})
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", key, err)
+		}
+		reads = append(reads, r)
+	}
+	return reads, nil
+}
+
+// memberHashes waits until no lease is left (an expiry is a log entry, so
+// the applied index moves until then) and every member has applied the
+// same log, then returns each member's state digest.
+func memberHashes(ctx context.Context, cl *harness.Cluster) (map[string]string, error) {
+	c, err := client.New(cl.HTTPAddrs(), client.WithTimeout(2*time.Second))
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	err = retry(ctx, func() error {
+		held, err := c.Locks(ctx)
+		if err == nil && len(held) > 0 {
+			return fmt.Errorf("%d locks still held", len(held))
+		}
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	var digests map[string]string
+	err = retry(ctx, func() error {
+		d, err := cl.Digests(ctx)
+		if err != nil {
+			return err
+		}
+		digests = map[string]string{}
+		for id, s := range d {
+			digests[id] = s.Digest
+		}
+		return nil
+	})
+	return digests, err
+}
+
+// retry calls fn every 200ms until it succeeds or ctx ends.
+func retry(ctx context.Context, fn func() error) error {
+	t := time.NewTicker(200 * time.Millisecond)
+	defer t.Stop()
+	for {
+		err := fn()
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (last: %v)", ctx.Err(), err)
+		case <-t.C:
+		}
+	}
+}

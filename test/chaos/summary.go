@@ -1,0 +1,125 @@
+package chaos
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/fencer-io/fencer/test/chaos/checker"
+)
+
+// Summary renders the run for a human: what was injected, what the clients
+// saw, the tokens issued, and each check's verdict.
+func (r *Result) Summary() string {
+	var b strings.Builder
+	c := r.Config
+	fmt.Fprintf(&b, "chaos run: seed %d, %d nodes, %d clients, %v of faults (%v in all)\n",
+		c.Seed, c.Nodes, c.Clients, c.Duration, r.Elapsed.Round(1e6))
+	if c.Broken != "" {
+		fmt.Fprintf(&b, "resource: deliberately broken (%s)\n", c.Broken)
+	}
+
+	total := 0
+	var names []string
+	for name, k := range r.Faults {
+		total += k
+		names = append(names, fmt.Sprintf("%s×%d", name, k))
+	}
+	slices.Sort(names)
+	fmt.Fprintf(&b, "faults injected: %d: %s\n", total, strings.Join(names, ", "))
+
+	h := r.History
+	byKind := map[checker.OpKind]map[checker.Outcome]int{}
+	for _, op := range h.Ops {
+		if byKind[op.Kind] == nil {
+			byKind[op.Kind] = map[checker.Outcome]int{}
+		}
+		byKind[op.Kind][op.Outcome]++
+	}
+	fmt.Fprintf(&b, "operations: %d\n", len(h.Ops))
+	for _, kind := range []checker.OpKind{checker.Acquire, checker.Renew, checker.Release, checker.Read, checker.Put, checker.Get} {
+		var parts []string
+		n := 0
+		for _, o := range []checker.Outcome{checker.OK, checker.LockHeld, checker.LeaseLost, checker.StaleToken,
+			checker.NotLockHolder, checker.Unknown, checker.OtherError} {
+			if k := byKind[kind][o]; k > 0 {
+				parts = append(parts, fmt.Sprintf("%s %d", o, k))
+				n += k
+			}
+		}
+		fmt.Fprintf(&b, "  %-8s %6d: %s\n", kind, n, strings.Join(parts, ", "))
+	}
+
+	var tokens []uint64
+	for _, op := range h.Ops {
+		if op.Kind == checker.Acquire && op.Outcome == checker.OK {
+			tokens = append(tokens, op.Token)
+		}
+	}
+	if len(tokens) > 0 {
+		fmt.Fprintf(&b, "tokens issued: %d grants seen, t%d .. t%d\n", len(tokens), slices.Min(tokens), slices.Max(tokens))
+	} else {
+		b.WriteString("tokens issued: none seen\n")
+	}
+	accepted := 0
+	for _, log := range h.Accepted {
+		accepted += len(log)
+	}
+	fmt.Fprintf(&b, "resource accepted %d writes on %d keys\n", accepted, len(h.Accepted))
+	b.WriteString(r.lateWrites())
+
+	fmt.Fprintf(&b, "member digests: %d members", len(h.MemberHashes))
+	seen := map[string]bool{}
+	for _, d := range h.MemberHashes {
+		seen[d] = true
+	}
+	fmt.Fprintf(&b, ", %d distinct\n", len(seen))
+
+	b.WriteString(r.Report.String())
+	if len(r.Problems) > 0 {
+		fmt.Fprintf(&b, "harness problems: %d\n", len(r.Problems))
+		for _, p := range r.Problems {
+			fmt.Fprintf(&b, "  - %s\n", p)
+		}
+	}
+	if len(r.ArtifactPaths) > 0 {
+		fmt.Fprintf(&b, "artifacts: %s\n", strings.Join(r.ArtifactPaths, " "))
+	}
+	return b.String()
+}
+
+// lateWrites tells what became of the writes paused clients made with
+// their old token after they woke up: the seed's scenario.
+func (r *Result) lateWrites() string {
+	count := map[checker.Outcome]int{}
+	events := r.History.Events
+	for i, e := range events {
+		var client int
+		var lock string
+		var token uint64
+		if _, err := fmt.Sscanf(e.Description, "SIGSTOP client %d holding %s t%d", &client, &lock, &token); err != nil {
+			continue
+		}
+		resumed := int64(-1)
+		for _, later := range events[i+1:] {
+			if later.Description == fmt.Sprintf("SIGCONT client %d", client) {
+				resumed = later.Time
+				break
+			}
+		}
+		if resumed < 0 {
+			continue
+		}
+		for _, op := range r.History.Ops {
+			if op.Client == client && op.Kind == checker.Put && op.Token == token && op.Call > resumed {
+				count[op.Outcome]++
+			}
+		}
+	}
+	if len(count) == 0 {
+		return "writes by paused clients after waking: none\n"
+	}
+	return fmt.Sprintf("writes by paused clients after waking: %d refused (stale %d, not holder %d), %d accepted, %d unknown\n",
+		count[checker.StaleToken]+count[checker.NotLockHolder], count[checker.StaleToken], count[checker.NotLockHolder],
+		count[checker.OK], count[checker.Unknown]+count[checker.OtherError])
+}

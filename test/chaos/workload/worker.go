@@ -1,0 +1,433 @@
+package workload
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/fencer-io/fencer/api/client"
+	"github.com/fencer-io/fencer/fence"
+	"github.com/fencer-io/fencer/test/chaos/checker"
+)
+
+// Config is one client's part of the workload.
+type Config struct {
+	Client    int      `json:"client"`
+	Endpoints []string `json:"endpoints"` // fencer nodes' HTTP addresses
+	Resource  string   `json:"resource"`  // base URL of the external resource
+	Locks     []string `json:"locks"`
+	Seed      uint64   `json:"seed"`
+	// MinTTL and MaxTTL bound the leases the client asks for.
+	MinTTL time.Duration `json:"min_ttl"`
+	MaxTTL time.Duration `json:"max_ttl"`
+	// Replays makes the client sometimes write to the resource with a token
+	// of an earlier grant, which the resource must refuse once it has
+	// accepted a newer one.
+	Replays bool `json:"replays,omitempty"`
+	// MissingToken makes the client sometimes write with no token at all,
+	// which every fence must refuse.
+	MissingToken bool `json:"missing_token,omitempty"`
+}
+
+// Validate reports a configuration the client cannot run.
+func (c Config) Validate() error {
+	switch {
+	case len(c.Endpoints) == 0:
+		return errors.New("workload: no endpoints")
+	case c.Resource == "":
+		return errors.New("workload: no resource")
+	case len(c.Locks) == 0:
+		return errors.New("workload: no locks")
+	case c.MinTTL <= 0 || c.MaxTTL < c.MinTTL:
+		return fmt.Errorf("workload: bad TTL range %v..%v", c.MinTTL, c.MaxTTL)
+	}
+	return nil
+}
+
+// KVKey is the cluster key written under lock.
+func KVKey(lock string) string { return "kv." + lock }
+
+// ResourceKey is the resource key written under lock.
+func ResourceKey(lock string) string { return "res." + lock }
+
+// opTimeout bounds each operation, retries included. It is short enough
+// that a client notices a stuck call within a fault, and long enough for
+// the client library to find a new leader.
+const opTimeout = 6 * time.Second
+
+// worker is one client's state.
+type worker struct {
+	cfg  Config
+	rng  *rand.Rand
+	c    *client.Client // retries across nodes
+	once *client.Client // a single attempt: see release
+	res  *http.Client
+	out  io.Writer
+	mu   sync.Mutex // serializes lines on out
+	id   int
+	old  map[string][]uint64 // tokens of earlier grants, per lock
+}
+
+// Run runs the client loop until ctx is done, writing its lines to out. The
+// iteration in progress when ctx ends is finished (its lease released),
+// so that no lease outlives the client by more than its TTL.
+func Run(ctx context.Context, cfg Config, out io.Writer, log *slog.Logger) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	opts := []client.Option{client.WithTimeout(2 * time.Second), client.WithLogger(log)}
+	c, err := client.New(cfg.Endpoints, opts...)
+	if err != nil {
+		return err
+	}
+	once, err := client.New(cfg.Endpoints, append(opts, client.WithRetry(client.Retry{Attempts: 1}))...)
+	if err != nil {
+		return err
+	}
+	w := &worker{
+		cfg:  cfg,
+		rng:  rand.New(rand.NewPCG(cfg.Seed, uint64(cfg.Client))),
+		c:    c,
+		once: once,
+		res:  &http.Client{Timeout: 3 * time.Second},
+		out:  out,
+		old:  map[string][]uint64{},
+	}
+	for ctx.Err() == nil {
+		w.iteration(ctx)
+		w.sleep(ctx, time.Duration(w.rng.IntN(100))*time.Millisecond)
+	}
+	return nil
+}
+
+// iteration is one pass: maybe read, acquire, write, hold, write again,
+// read back, release, and sometimes misbehave.
+func (w *worker) iteration(ctx context.Context) {
+	lock := w.cfg.Locks[w.rng.IntN(len(w.cfg.Locks))]
+	if w.chance(0.3) {
+		w.read(lock)
+	}
+	if w.cfg.MissingToken && w.chance(0.05) {
+		w.putResource(lock, 0, 0)
+		w.putKV(lock, 0, false)
+	}
+	ttl := w.cfg.MinTTL + time.Duration(w.rng.Int64N(int64(w.cfg.MaxTTL-w.cfg.MinTTL)+1))
+	ttl = ttl.Truncate(time.Millisecond)
+	var wait time.Duration
+	if w.chance(0.5) {
+		wait = time.Duration(w.rng.IntN(1000)) * time.Millisecond
+	}
+	lease := w.acquire(lock, ttl, wait)
+	if lease == nil {
+		if w.chance(0.3) {
+			w.getKV(lock)
+			w.getResource(lock)
+		}
+		return
+	}
+	token := lease.Token()
+	seq := uint64(1)
+	w.putResource(lock, token, seq)
+	if w.chance(0.3) {
+		w.putKV(lock, token, w.chance(0.7))
+	}
+	w.emit(Line{Ev: Hold, Lock: lock, Token: token, TTLMillis: ttl.Milliseconds()})
+	w.sleep(ctx, w.holdTime(ttl))
+	w.emit(Line{Ev: Unhold})
+	if w.chance(0.5) {
+		w.renew(lease)
+	}
+	seq++
+	w.putResource(lock, token, seq)
+	w.putKV(lock, token, w.chance(0.7))
+	if w.chance(0.5) {
+		w.getKV(lock)
+		w.getResource(lock)
+	}
+	w.release(lease)
+	if w.cfg.Replays && w.chance(0.15) {
+		if old := w.old[lock]; len(old) > 0 {
+			w.putResource(lock, old[w.rng.IntN(len(old))], 0)
+		}
+	}
+	w.old[lock] = append(w.old[lock], token)
+	if len(w.old[lock]) > 8 {
+		w.old[lock] = w.old[lock][1:]
+	}
+}
+
+// holdTime is how long the client sits on a lock between its writes:
+// mostly briefly, sometimes for most of the TTL, sometimes past it (the
+// keep-alive should carry the lease through).
+func (w *worker) holdTime(ttl time.Duration) time.Duration {
+	switch r := w.rng.Float64(); {
+	case r < 0.6:
+		return time.Duration(w.rng.Int64N(int64(ttl/3))) + 20*time.Millisecond
+	case r < 0.9:
+		return ttl/3 + time.Duration(w.rng.Int64N(int64(2*ttl/3)))
+	default:
+		return ttl + time.Duration(w.rng.Int64N(int64(ttl)))
+	}
+}
+
+func (w *worker) chance(p float64) bool { return w.rng.Float64() < p }
+
+func (w *worker) sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+// emit writes one line; a client that cannot report is useless, so a
+// write error ends the process.
+func (w *worker) emit(l Line) {
+	b, err := json.Marshal(l)
+	if err != nil {
+		panic(err)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if _, err := w.out.Write(append(b, '\n')); err != nil {
+		panic(fmt.Sprintf("workload: report line: %v", err))
+	}
+}
+
+// record announces op, runs it, and reports it with its outcome.
+func (w *worker) record(op checker.Op, run func(ctx context.Context, op *checker.Op)) checker.Op {
+	w.id++
+	id := w.id
+	op.Client = w.cfg.Client
+	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+	defer cancel()
+	op.Call = Now()
+	w.emit(Line{Ev: Invoke, ID: id, Op: &op})
+	run(ctx, &op)
+	op.Return = Now()
+	w.emit(Line{Ev: Complete, ID: id, Op: &op})
+	return op
+}
+
+func (w *worker) holder() string { return "c" + strconv.Itoa(w.cfg.Client) }
+
+func (w *worker) value(token, seq uint64) string {
+	return fmt.Sprintf("c%d.%d.t%d.s%d", w.cfg.Client, w.id+1, token, seq)
+}
+
+func (w *worker) read(lock string) {
+	w.record(checker.Op{Kind: checker.Read, Target: lock}, func(ctx context.Context, op *checker.Op) {
+		st, err := w.c.Lock(ctx, lock)
+		w.settle(op, err)
+		if err == nil {
+			op.Held, op.Token = st.Held, st.Token
+		}
+	})
+}
+
+func (w *worker) acquire(lock string, ttl, wait time.Duration) *client.Lease {
+	var lease *client.Lease
+	w.record(checker.Op{Kind: checker.Acquire, Target: lock, Holder: w.holder()}, func(ctx context.Context, op *checker.Op) {
+		ctx, cancel := context.WithTimeout(ctx, opTimeout+wait)
+		defer cancel()
+		l, err := w.c.Acquire(ctx, lock, client.TTL(ttl), client.Wait(wait), client.Holder(w.holder()))
+		w.settle(op, err)
+		var ae *client.APIError
+		switch {
+		case err == nil:
+			lease = l
+			op.Token, op.Lease = l.Token(), l.Secret()
+		case op.Outcome == checker.LockHeld && errors.As(err, &ae):
+			op.Token, op.HeldBy = ae.Token, ae.Holder
+		}
+	})
+	return lease
+}
+
+func (w *worker) renew(l *client.Lease) {
+	op := checker.Op{Kind: checker.Renew, Target: l.Name(), Token: l.Token(), Lease: l.Secret()}
+	w.record(op, func(ctx context.Context, op *checker.Op) {
+		_, err := w.c.RenewRaw(ctx, l.Name(), l.Token(), l.Secret())
+		w.settle(op, err)
+	})
+}
+
+// release uses a single attempt: the client library reports a retried
+// release that finds the lease gone as a success (the first attempt must
+// have freed it), which is right for applications but would tell the
+// checker the lease was current when it may have expired instead.
+func (w *worker) release(l *client.Lease) {
+	op := checker.Op{Kind: checker.Release, Target: l.Name(), Token: l.Token(), Lease: l.Secret()}
+	got := w.record(op, func(ctx context.Context, op *checker.Op) {
+		_, err := w.once.ReleaseRaw(ctx, l.Name(), l.Token(), l.Secret())
+		w.settle(op, err)
+	})
+	if got.Outcome != checker.OK && got.Outcome != checker.LeaseLost {
+		// Stop the keep-alive, which would otherwise renew a lease whose
+		// release went astray for as long as the run lasts. Unrecorded,
+		// this release looks to the checker like an expiry, which the lock
+		// model allows at any time.
+		ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+		defer cancel()
+		_ = l.Release(ctx)
+	}
+}
+
+func (w *worker) putKV(lock string, token uint64, withLock bool) {
+	key := KVKey(lock)
+	op := checker.Op{Kind: checker.Put, Target: key, Token: token, Value: w.value(token, 0)}
+	w.record(op, func(ctx context.Context, op *checker.Op) {
+		var opts []client.PutOption
+		if withLock {
+			opts = append(opts, client.WithLock(lock))
+		}
+		w.settle(op, w.c.PutFenced(ctx, key, []byte(op.Value), token, opts...))
+	})
+}
+
+func (w *worker) getKV(lock string) {
+	key := KVKey(lock)
+	w.record(checker.Op{Kind: checker.Get, Target: key}, func(ctx context.Context, op *checker.Op) {
+		v, token, err := w.c.Get(ctx, key)
+		if errors.Is(err, client.ErrNotFound) {
+			op.Outcome = checker.OK
+			return
+		}
+		w.settle(op, err)
+		if err == nil {
+			op.Found, op.Value, op.Token = true, string(v), token
+		}
+	})
+}
+
+// putResource writes through the external resource; token 0 sends no
+// token at all and seq 0 no sequence.
+func (w *worker) putResource(lock string, token, seq uint64) {
+	key := ResourceKey(lock)
+	op := checker.Op{Kind: checker.Put, Target: key, Token: token, Seq: seq, Value: w.value(token, seq)}
+	w.record(op, func(ctx context.Context, op *checker.Op) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPut, w.cfg.Resource+"/v1/data/"+key, strings.NewReader(op.Value))
+		if err != nil {
+			panic(err)
+		}
+		if token != 0 {
+			req.Header.Set(fence.HeaderToken, strconv.FormatUint(token, 10))
+		}
+		if seq != 0 {
+			req.Header.Set(fence.HeaderSequence, strconv.FormatUint(seq, 10))
+		}
+		resp, err := w.res.Do(req)
+		if err != nil {
+			op.Outcome, op.Error = checker.Unknown, err.Error()
+			return
+		}
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		resp.Body.Close()
+		switch {
+		case resp.StatusCode == http.StatusOK:
+			op.Outcome = checker.OK
+		case resp.StatusCode == http.StatusConflict, resp.StatusCode == http.StatusPreconditionRequired:
+			// 409 stale, or 428 no token: the fence refused the write.
+			op.Outcome = checker.StaleToken
+		case resp.StatusCode >= 500:
+			op.Outcome, op.Error = checker.Unknown, resp.Status+": "+string(body)
+		default:
+			op.Outcome, op.Error = checker.OtherError, resp.Status+": "+string(body)
+		}
+	})
+}
+
+func (w *worker) getResource(lock string) {
+	key := ResourceKey(lock)
+	w.record(checker.Op{Kind: checker.Get, Target: key}, func(ctx context.Context, op *checker.Op) {
+		found, value, stamp, err := GetResource(ctx, w.res, w.cfg.Resource, key)
+		if err != nil {
+			op.Outcome, op.Error = checker.Unknown, err.Error()
+			return
+		}
+		op.Outcome, op.Found = checker.OK, found
+		if found {
+			op.Value, op.Token, op.Seq = value, stamp.Token, stamp.Seq
+		}
+	})
+}
+
+// GetResource reads key from the resource at base: whether it has a value,
+// the value, and the stamp of the write that stored it.
+func GetResource(ctx context.Context, hc *http.Client, base, key string) (bool, string, checker.Stamp, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/v1/data/"+key, nil)
+	if err != nil {
+		return false, "", checker.Stamp{}, err
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return false, "", checker.Stamp{}, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	switch {
+	case err != nil:
+		return false, "", checker.Stamp{}, err
+	case resp.StatusCode == http.StatusNotFound:
+		return false, "", checker.Stamp{}, nil
+	case resp.StatusCode != http.StatusOK:
+		return false, "", checker.Stamp{}, fmt.Errorf("GET %s: %s: %s", key, resp.Status, body)
+	}
+	token, err := strconv.ParseUint(resp.Header.Get(fence.HeaderToken), 10, 64)
+	if err != nil {
+		return false, "", checker.Stamp{}, fmt.Errorf("GET %s: bad %s header: %w", key, fence.HeaderToken, err)
+	}
+	var seq uint64
+	if raw := resp.Header.Get(fence.HeaderSequence); raw != "" {
+		if seq, err = strconv.ParseUint(raw, 10, 64); err != nil {
+			return false, "", checker.Stamp{}, fmt.Errorf("GET %s: bad %s header: %w", key, fence.HeaderSequence, err)
+		}
+	}
+	return true, string(body), checker.Stamp{Token: token, Seq: seq}, nil
+}
+
+// settle sets op's outcome from a client call's error. Only answers that
+// say for certain what happened are definite; a timeout, a connection
+// error or a 5xx is unknown, and any other error answer is an error.
+func (w *worker) settle(op *checker.Op, err error) {
+	op.Outcome = outcomeOf(op.Kind, err)
+	if err != nil {
+		op.Error = err.Error()
+	}
+}
+
+func outcomeOf(kind checker.OpKind, err error) checker.Outcome {
+	if err == nil {
+		return checker.OK
+	}
+	if errors.Is(err, client.ErrOutcomeUnknown) {
+		return checker.Unknown
+	}
+	switch {
+	case kind == checker.Acquire && errors.Is(err, client.ErrLockHeld):
+		return checker.LockHeld
+	case (kind == checker.Renew || kind == checker.Release) && errors.Is(err, client.ErrLeaseLost):
+		return checker.LeaseLost
+	case kind == checker.Put && (errors.Is(err, client.ErrStaleToken) || errors.Is(err, client.ErrMissingToken)):
+		// A write with no token is refused like a stale one: the model's
+		// stamp 0 is admitted by no fence.
+		return checker.StaleToken
+	case kind == checker.Put && errors.Is(err, client.ErrNotLockHolder):
+		return checker.NotLockHolder
+	}
+	var ae *client.APIError
+	if errors.As(err, &ae) && ae.Status >= 400 && ae.Status < 500 {
+		return checker.OtherError
+	}
+	return checker.Unknown
+}
