@@ -12,10 +12,22 @@ import (
 	tc "github.com/fencer-io/fencer/test/testcluster"
 )
 
+// acquire sends one acquire over raw HTTP. Like a real client it retries a
+// 503 (no leader, e.g. an election on a loaded machine) with the same
+// request id, so a retry can never mint a second token.
 func acquire(t *testing.T, n *tc.Node, lock, holder string, ttlMs, waitMs int64) (int, api.Grant, api.Error) {
 	t.Helper()
-	body := fmt.Sprintf(`{"holder":%q,"ttl_ms":%d,"wait_ms":%d}`, holder, ttlMs, waitMs)
-	status, resp, _ := tc.Do(t, http.MethodPost, n.URL()+"/v1/locks/"+lock+"/acquire", body)
+	requestID := fmt.Sprintf("%s-%d", holder, time.Now().UnixNano())
+	body := fmt.Sprintf(`{"holder":%q,"ttl_ms":%d,"wait_ms":%d,"request_id":%q}`, holder, ttlMs, waitMs, requestID)
+	var status int
+	var resp string
+	for attempt := 0; ; attempt++ {
+		status, resp, _ = tc.Do(t, http.MethodPost, n.URL()+"/v1/locks/"+lock+"/acquire", body)
+		if status != http.StatusServiceUnavailable || attempt == 20 {
+			break
+		}
+		time.Sleep(250 * time.Millisecond) // backoff before a retry, not a wait for a state
+	}
 	var g api.Grant
 	var e api.Error
 	if status == http.StatusOK {

@@ -41,12 +41,13 @@ type Options struct {
 	Configure func(*cluster.Config)
 }
 
-// Fast Raft timings for loopback tests; generous enough for a loaded
-// 2-core machine.
+// Raft timings for loopback tests: faster than production, yet generous
+// enough that a loaded 2-core machine running several test packages at once
+// does not depose leaders by accident.
 func fastConfig(cfg *cluster.Config) {
-	cfg.HeartbeatTimeout = 400 * time.Millisecond
-	cfg.ElectionTimeout = 400 * time.Millisecond
-	cfg.LeaderLeaseTimeout = 200 * time.Millisecond
+	cfg.HeartbeatTimeout = time.Second
+	cfg.ElectionTimeout = time.Second
+	cfg.LeaderLeaseTimeout = 500 * time.Millisecond
 	cfg.ApplyTimeout = 5 * time.Second
 }
 
