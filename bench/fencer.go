@@ -1,0 +1,216 @@
+// Package bench holds fencer's benchmark workloads, driven by package load,
+// and (in its tests) the raw-Raft and scale benchmarks that put fencer's
+// numbers in context. The etcd side of the comparison lives in its own Go
+// module (scripts/etcdbench) so that fencer never depends on etcd.
+package bench
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/fencer-io/fencer/api"
+	"github.com/fencer-io/fencer/api/client"
+	"github.com/fencer-io/fencer/bench/load"
+)
+
+// Workloads are the workloads Fencer.Workload knows, in documentation order.
+var Workloads = []string{"uncontended", "contended", "renew", "fenced-write", "hold"}
+
+// Fencer runs workloads against a fencer cluster. Every request goes to the
+// leader over kept-alive connections: acquires as raw HTTP requests (the
+// client's Acquire would start a lease watcher per grant, which measures the
+// client rather than the cluster), renewals, releases and fenced writes
+// through the client's raw calls.
+type Fencer struct {
+	Client *client.Client
+	HTTP   *http.Client // the client's HTTP client, for raw acquires
+	// TTL of every grant; Wait is how long a contended acquire queues.
+	TTL  time.Duration
+	Wait time.Duration
+	// Prefix starts every lock and key name, so that runs never collide
+	// with each other's leftovers.
+	Prefix string
+}
+
+// NewFencer builds a client for endpoints with one kept-alive connection
+// per benchmark client, and finds the leader.
+func NewFencer(ctx context.Context, endpoints []string, clients int, ttl, wait time.Duration) (*Fencer, error) {
+	hc := &http.Client{Transport: &http.Transport{
+		MaxIdleConns:        clients + 16,
+		MaxIdleConnsPerHost: clients + 16,
+		IdleConnTimeout:     90 * time.Second,
+	}}
+	c, err := client.New(endpoints, client.WithHTTPClient(hc), client.WithTimeout(wait+10*time.Second))
+	if err != nil {
+		return nil, err
+	}
+	f := &Fencer{Client: c, HTTP: hc, TTL: ttl, Wait: wait, Prefix: "bench-" + randomHex(4)}
+	// A cluster that was just started may not have elected a leader yet.
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for {
+		_, err := f.leader(ctx)
+		if err == nil {
+			return f, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// Workload returns the load.Client of the named workload:
+//
+//   - uncontended: each client its own lock; one op is acquire + release.
+//   - contended: every client on one lock, queueing with Wait; one op is
+//     acquire + release, so ops/s is handoffs/s.
+//   - renew: each client holds a lease; one op is a renewal.
+//   - fenced-write: each client its own lock and key; one op is acquire,
+//     a fenced PUT that also names the lock, and release.
+//   - hold: one op acquires a fresh lock and keeps it until its TTL ends
+//     (for the scale benchmark: run it with a long TTL and Config.Ops).
+func (f *Fencer) Workload(name string) (load.Client, error) {
+	switch name {
+	case "uncontended":
+		return func(_ context.Context, i int) (load.Op, func(), error) {
+			lock := f.name("u", i)
+			return func(ctx context.Context) error {
+				g, err := f.acquire(ctx, lock, 0)
+				if err != nil {
+					return err
+				}
+				return f.release(ctx, g)
+			}, nil, nil
+		}, nil
+	case "contended":
+		lock := f.name("c", 0)
+		return func(_ context.Context, _ int) (load.Op, func(), error) {
+			return func(ctx context.Context) error {
+				g, err := f.acquire(ctx, lock, f.Wait)
+				if err != nil {
+					return err
+				}
+				return f.release(ctx, g)
+			}, nil, nil
+		}, nil
+	case "renew":
+		return func(ctx context.Context, i int) (load.Op, func(), error) {
+			g, err := f.acquire(ctx, f.name("r", i), 0)
+			if err != nil {
+				return nil, nil, err
+			}
+			op := func(ctx context.Context) error {
+				_, err := f.Client.RenewRaw(ctx, g.Lock, g.Token, g.Lease)
+				return err
+			}
+			return op, func() { f.release(context.Background(), g) }, nil
+		}, nil
+	case "fenced-write":
+		return func(_ context.Context, i int) (load.Op, func(), error) {
+			lock, key := f.name("f", i), f.name("k", i)
+			value := bytes.Repeat([]byte("v"), 64)
+			return func(ctx context.Context) error {
+				g, err := f.acquire(ctx, lock, 0)
+				if err != nil {
+					return err
+				}
+				werr := f.Client.PutFenced(ctx, key, value, g.Token, client.WithLock(lock))
+				return errors.Join(werr, f.release(ctx, g))
+			}, nil, nil
+		}, nil
+	case "hold":
+		return func(_ context.Context, i int) (load.Op, func(), error) {
+			k := 0
+			return func(ctx context.Context) error {
+				k++
+				_, err := f.acquire(ctx, f.name("h", i)+"-"+strconv.Itoa(k), 0)
+				return err
+			}, nil, nil
+		}, nil
+	}
+	return nil, fmt.Errorf("workload %q: want one of %v", name, Workloads)
+}
+
+func (f *Fencer) name(kind string, i int) string {
+	return f.Prefix + "-" + kind + "-" + strconv.Itoa(i)
+}
+
+// acquire sends one raw acquire to the leader. On a failure it looks the
+// leader up again for the next operation and reports the error: a benchmark
+// counts failures rather than hiding them behind retries.
+func (f *Fencer) acquire(ctx context.Context, lock string, wait time.Duration) (api.Grant, error) {
+	var g api.Grant
+	leader := f.Client.Leader()
+	if leader == "" {
+		var err error
+		if leader, err = f.leader(ctx); err != nil {
+			return g, err
+		}
+	}
+	body, err := json.Marshal(api.AcquireRequest{
+		Holder:    f.Prefix,
+		TTLMillis: f.TTL.Milliseconds(),
+		WaitMs:    wait.Milliseconds(),
+		RequestID: randomHex(16),
+	})
+	if err != nil {
+		return g, err
+	}
+	u := leader + "/v1/locks/" + url.PathEscape(lock) + "/acquire"
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(body))
+	if err != nil {
+		return g, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := f.HTTP.Do(req)
+	if err != nil {
+		f.leader(ctx)
+		return g, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, api.MaxBodyBytes))
+	if err != nil {
+		return g, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		if resp.StatusCode >= 500 {
+			f.leader(ctx)
+		}
+		return g, fmt.Errorf("acquire %s: HTTP %d: %s", lock, resp.StatusCode, bytes.TrimSpace(b))
+	}
+	return g, json.Unmarshal(b, &g)
+}
+
+func (f *Fencer) release(ctx context.Context, g api.Grant) error {
+	_, err := f.Client.ReleaseRaw(ctx, g.Lock, g.Token, g.Lease)
+	return err
+}
+
+// leader asks the cluster for its leader; the client caches the answer.
+func (f *Fencer) leader(ctx context.Context) (string, error) {
+	if _, err := f.Client.Cluster(ctx); err != nil {
+		return "", fmt.Errorf("finding the leader: %w", err)
+	}
+	if l := f.Client.Leader(); l != "" {
+		return l, nil
+	}
+	return "", errors.New("finding the leader: the cluster reports none")
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}

@@ -1,0 +1,59 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/fencer-io/fencer/bench/load"
+	"github.com/fencer-io/fencer/cluster"
+	tc "github.com/fencer-io/fencer/test/testcluster"
+)
+
+// BenchmarkFencer runs the workloads against an in-process 3-node cluster
+// (real Raft over loopback TCP, bolt files with fsync, production timings),
+// so that one process holds the client and all three nodes for pprof:
+//
+//	go test -run '^$' -bench Fencer/uncontended/clients=64 -benchtime 20000x \
+//	  -cpuprofile cpu.out ./bench/ && go tool pprof -top bench.test cpu.out
+//
+// The numbers are lower than against separate processes would be (the
+// client shares the process), so the script's table, not this, is what
+// compares with etcd.
+func BenchmarkFencer(b *testing.B) {
+	c := tc.New(b, 3, tc.Options{Configure: func(cfg *cluster.Config) {
+		cfg.HeartbeatTimeout, cfg.ElectionTimeout, cfg.LeaderLeaseTimeout = 0, 0, 0
+	}})
+	leader := c.WaitLeader(20 * time.Second)
+	for _, w := range []string{"uncontended", "contended", "renew", "fenced-write"} {
+		for _, clients := range []int{1, 16, 64} {
+			if w == "contended" && clients == 1 {
+				continue
+			}
+			b.Run(fmt.Sprintf("%s/clients=%d", w, clients), func(b *testing.B) {
+				ctx := context.Background()
+				f, err := NewFencer(ctx, []string{leader.HTTPAddr}, clients, 10*time.Second, 30*time.Second)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer f.Client.Close()
+				newClient, err := f.Workload(w)
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.ResetTimer()
+				res, err := load.Run(ctx, load.Config{Clients: clients, Duration: time.Hour, Ops: int64(b.N)}, newClient)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if res.Errors > 0 {
+					b.Fatalf("%d errors, first: %s", res.Errors, res.FirstError)
+				}
+				b.ReportMetric(res.OpsPerSec, "ops/s")
+				b.ReportMetric(res.P50Ms, "p50-ms")
+				b.ReportMetric(res.P99Ms, "p99-ms")
+			})
+		}
+	}
+}

@@ -1,0 +1,145 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"net"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	"go.etcd.io/bbolt"
+)
+
+// BenchmarkRaftApply measures what hashicorp/raft alone commits on this
+// machine: a 3-node group on loopback TCP with raft-boltdb stores, fsync on,
+// and the settings of cluster/node.go (BatchApplyCh, MaxAppendEntries 256,
+// bolt's NoFreelistSync), applying entries the size of a fencer acquire to
+// an FSM that does nothing. Each writer waits for its entry to commit before
+// sending the next, as a fencer client does. The commits/s metric is the
+// ceiling for fencer, whose lock cycle costs two commits.
+//
+//	go test -run '^$' -bench RaftApply -benchtime 5s ./bench/
+func BenchmarkRaftApply(b *testing.B) {
+	leader := startRaftGroup(b, 3)
+	entry := make([]byte, 200) // about a JSON acquire with its lease secret and request id
+	for _, writers := range []int{1, 16, 64} {
+		b.Run(fmt.Sprintf("writers=%d", writers), func(b *testing.B) {
+			var next atomic.Int64
+			var failed atomic.Int64
+			var wg sync.WaitGroup
+			start := time.Now()
+			for range writers {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for next.Add(1) <= int64(b.N) {
+						if err := leader.Apply(entry, 5*time.Second).Error(); err != nil {
+							failed.Add(1)
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			if n := failed.Load(); n > 0 {
+				b.Fatalf("%d applies failed", n)
+			}
+			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "commits/s")
+		})
+	}
+}
+
+type nopFSM struct{}
+
+func (nopFSM) Apply(*raft.Log) any                 { return nil }
+func (nopFSM) Snapshot() (raft.FSMSnapshot, error) { return nopSnapshot{}, nil }
+func (nopFSM) Restore(rc io.ReadCloser) error      { return rc.Close() }
+
+type nopSnapshot struct{}
+
+func (nopSnapshot) Persist(sink raft.SnapshotSink) error { return sink.Close() }
+func (nopSnapshot) Release()                             {}
+
+// startRaftGroup starts n raft nodes on 127.0.0.1 in temp dirs and returns
+// the leader once one is elected. Everything is shut down when b ends.
+func startRaftGroup(b *testing.B, n int) *raft.Raft {
+	b.Helper()
+	logger := hclog.New(&hclog.LoggerOptions{Level: hclog.Error, Output: io.Discard})
+	var (
+		nodes   []*raft.Raft
+		servers []raft.Server
+		configs []*raft.Config
+		stores  []*raftboltdb.BoltStore
+		snaps   []raft.SnapshotStore
+		trans   []*raft.NetworkTransport
+	)
+	for i := range n {
+		dir := b.TempDir()
+		store, err := raftboltdb.New(raftboltdb.Options{
+			Path:        filepath.Join(dir, "raft.db"),
+			BoltOptions: &bbolt.Options{Timeout: time.Second, NoFreelistSync: true, FreelistType: bbolt.FreelistMapType},
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { store.Close() })
+		snap, err := raft.NewFileSnapshotStoreWithLogger(filepath.Join(dir, "snapshots"), 2, logger)
+		if err != nil {
+			b.Fatal(err)
+		}
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			b.Fatal(err)
+		}
+		addr := ln.Addr().String()
+		ln.Close()
+		tr, err := raft.NewTCPTransportWithConfig(addr, nil, &raft.NetworkTransportConfig{MaxPool: 4, Timeout: 5 * time.Second, Logger: logger})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { tr.Close() })
+		rc := raft.DefaultConfig()
+		rc.LocalID = raft.ServerID(fmt.Sprintf("r%d", i+1))
+		rc.Logger = logger
+		rc.HeartbeatTimeout = time.Second
+		rc.ElectionTimeout = time.Second
+		rc.LeaderLeaseTimeout = 500 * time.Millisecond
+		rc.SnapshotThreshold = 8192
+		rc.TrailingLogs = 10240
+		rc.SnapshotInterval = 30 * time.Second
+		rc.BatchApplyCh = true
+		rc.MaxAppendEntries = 256
+		configs, stores, snaps, trans = append(configs, rc), append(stores, store), append(snaps, snap), append(trans, tr)
+		servers = append(servers, raft.Server{ID: rc.LocalID, Address: tr.LocalAddr()})
+	}
+	for i := range n {
+		r, err := raft.NewRaft(configs[i], nopFSM{}, stores[i], stores[i], snaps[i], trans[i])
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { r.Shutdown().Error() })
+		if err := r.BootstrapCluster(raft.Configuration{Servers: servers}).Error(); err != nil {
+			b.Fatal(err)
+		}
+		nodes = append(nodes, r)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		for _, r := range nodes {
+			if r.State() == raft.Leader {
+				if err := r.Barrier(5 * time.Second).Error(); err != nil {
+					b.Fatal(err)
+				}
+				return r
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	b.Fatal("no raft leader elected in 20s")
+	return nil
+}

@@ -1,0 +1,133 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os/signal"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/fencer-io/fencer/api"
+	"github.com/fencer-io/fencer/bench"
+	"github.com/fencer-io/fencer/bench/load"
+)
+
+func init() { extraCommands = append(extraCommands, newBenchCmd) }
+
+// benchOptions are the flags of "fencer bench".
+type benchOptions struct {
+	client    clientFlags
+	workloads string
+	load      load.Config
+	ttl       time.Duration
+	wait      time.Duration
+}
+
+func newBenchCmd() *cobra.Command {
+	o := &benchOptions{}
+	cmd := &cobra.Command{
+		Use:   "bench",
+		Short: "Measure a cluster: lock cycles, handoffs, renewals and fenced writes per second",
+		Long: `Measure a running cluster. Each client sends one operation at a time to the
+leader over a kept-alive connection (closed loop); with --rate the operations
+are scheduled at that total rate instead, and latency counts from each one's
+scheduled start (open loop). Operations in the warm-up are not counted.
+
+Workloads (comma-separated in --workload):
+  uncontended   each client its own lock: acquire, release
+  contended     every client on one lock, queueing (--wait): acquire, release;
+                ops/s is handoffs/s
+  renew         each client holds a lease and renews it
+  fenced-write  acquire, a fenced PUT naming the lock, release
+  hold          acquire a new lock and keep it (use a long --ttl and --ops)`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd) },
+	}
+	fs := cmd.Flags()
+	o.client.bind(fs)
+	fs.StringVarP(&o.workloads, "workload", "w", "uncontended", "workloads to run, comma-separated: "+strings.Join(bench.Workloads, ", "))
+	fs.IntVarP(&o.load.Clients, "clients", "c", 16, "concurrent clients")
+	fs.DurationVarP(&o.load.Duration, "duration", "d", 10*time.Second, "measured time per workload")
+	fs.DurationVar(&o.load.Warmup, "warmup", 2*time.Second, "time run before measuring, per workload")
+	fs.Float64Var(&o.load.Rate, "rate", 0, "open loop: total operations per second (0: closed loop)")
+	fs.Int64Var(&o.load.Ops, "ops", 0, "stop after this many operations (0: run for --duration)")
+	fs.DurationVar(&o.ttl, "ttl", 10*time.Second, "TTL of every grant")
+	fs.DurationVar(&o.wait, "wait", 30*time.Second, "contended: how long an acquire may queue")
+	return cmd
+}
+
+func (o *benchOptions) validate() ([]string, error) {
+	if err := o.client.validate(); err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, w := range strings.Split(o.workloads, ",") {
+		if w = strings.TrimSpace(w); w == "" {
+			continue
+		}
+		if !slices.Contains(bench.Workloads, w) {
+			return nil, fmt.Errorf("--workload %q: want some of %s", w, strings.Join(bench.Workloads, ", "))
+		}
+		names = append(names, w)
+	}
+	if len(names) == 0 {
+		return nil, errors.New("--workload is empty")
+	}
+	if o.load.Clients < 1 {
+		return nil, fmt.Errorf("--clients %d: want at least 1", o.load.Clients)
+	}
+	if o.load.Duration <= 0 {
+		return nil, fmt.Errorf("--duration %v: want a positive duration", o.load.Duration)
+	}
+	if o.ttl < api.MinTTL || o.ttl > api.MaxTTL {
+		return nil, fmt.Errorf("--ttl %v: want %v to %v", o.ttl, api.MinTTL, api.MaxTTL)
+	}
+	if o.wait < 0 || o.wait > api.MaxWait {
+		return nil, fmt.Errorf("--wait %v: want 0 to %v", o.wait, api.MaxWait)
+	}
+	o.load.OpTimeout = o.wait + o.client.timeout
+	return names, o.load.Validate()
+}
+
+func (o *benchOptions) run(cmd *cobra.Command) error {
+	names, err := o.validate()
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	f, err := bench.NewFencer(ctx, o.client.endpointList(), o.load.Clients, o.ttl, o.wait)
+	if err != nil {
+		return err
+	}
+	defer f.Client.Close()
+	out := cmd.OutOrStdout()
+	results := []load.Result{}
+	for _, name := range names {
+		newClient, err := f.Workload(name)
+		if err != nil {
+			return err
+		}
+		res, err := load.Run(ctx, o.load, newClient)
+		if err != nil {
+			return fmt.Errorf("%s: %w", name, err)
+		}
+		res.System, res.Workload = "fencer", name
+		results = append(results, res)
+		if !o.client.json() {
+			fmt.Fprintln(out, res.Text())
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	if o.client.json() {
+		return writeJSON(out, results)
+	}
+	return context.Cause(ctx)
+}
