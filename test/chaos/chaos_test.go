@@ -44,7 +44,11 @@ func TestMain(m *testing.M) {
 	if os.Getenv(workload.ConfigEnv) != "" {
 		os.Exit(workload.Main())
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	if buildDir != "" {
+		os.RemoveAll(buildDir)
+	}
+	os.Exit(code)
 }
 
 var (
@@ -84,6 +88,8 @@ func run(t *testing.T, name string, cfg Config) *Result {
 		t.Fatal(err)
 	}
 	cfg.Bin, cfg.ClientBin = fencerBin(t), self
+	cfg.Group = &harness.Group{}
+	t.Cleanup(cfg.Group.KillAll)
 	cfg.WorkDir = t.TempDir()
 	keep := *flagArtifacts != ""
 	if keep {
@@ -176,4 +182,7 @@ func TestChaosBrokenResource(t *testing.T) {
 		t.Fatalf("the checker did not flag a resource that forgets its fence on restart (seed %d)", res.Config.Seed)
 	}
 	t.Logf("negative control: the checker flagged the broken resource, as it must")
+	if *flagArtifacts == "" {
+		os.RemoveAll(res.Config.Artifacts)
+	}
 }

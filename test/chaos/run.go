@@ -41,6 +41,9 @@ type Config struct {
 	// CheckTimeout bounds each linearizability search (default 1m).
 	CheckTimeout time.Duration
 	Logf         func(format string, args ...any)
+	// Group starts every process; the caller may kill them all from its
+	// own cleanup too. Nil means a group of the run's own.
+	Group *harness.Group
 }
 
 func (c *Config) defaults() error {
@@ -118,7 +121,10 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err := os.MkdirAll(logs, 0o755); err != nil {
 		return nil, err
 	}
-	group := &harness.Group{}
+	group := cfg.Group
+	if group == nil {
+		group = &harness.Group{}
+	}
 	defer group.KillAll()
 
 	cl, err := harness.NewCluster(harness.Options{
@@ -333,19 +339,15 @@ func memberHashes(ctx context.Context, cl *harness.Cluster) (map[string]string, 
 	if err != nil {
 		return nil, err
 	}
-	var digests map[string]string
-	err = retry(ctx, func() error {
-		d, err := cl.Digests(ctx)
-		if err != nil {
-			return err
-		}
-		digests = map[string]string{}
-		for id, s := range d {
-			digests[id] = s.Digest
-		}
-		return nil
-	})
-	return digests, err
+	d, err := cl.Digests(ctx)
+	if err != nil {
+		return nil, err
+	}
+	digests := map[string]string{}
+	for id, s := range d {
+		digests[id] = s.Digest
+	}
+	return digests, nil
 }
 
 // retry calls fn every 200ms until it succeeds or ctx ends.

@@ -1,0 +1,103 @@
+package workload
+
+import (
+	"encoding/json"
+	"fmt"
+	"testing"
+
+	"github.com/fencer-io/fencer/api/client"
+	"github.com/fencer-io/fencer/test/chaos/checker"
+)
+
+func line(t *testing.T, l Line) []byte {
+	t.Helper()
+	b, err := json.Marshal(l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestRecorderPairsInvokesAndCompletes(t *testing.T) {
+	r := NewRecorder()
+	acq := checker.Op{Kind: checker.Acquire, Target: "a", Holder: "c0", Call: 10}
+	put := checker.Op{Kind: checker.Put, Target: "kv.a", Token: 5, Call: 5}
+	for _, l := range []Line{
+		{Ev: Invoke, ID: 1, Op: &put},
+		{Ev: Invoke, ID: 2, Op: &acq},
+	} {
+		if err := r.Feed(0, line(t, l)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	done := acq
+	done.Outcome, done.Token, done.Return = checker.OK, 7, 20
+	if err := r.Feed(0, line(t, Line{Ev: Complete, ID: 2, Op: &done})); err != nil {
+		t.Fatal(err)
+	}
+	ops := r.Ops(100)
+	if len(ops) != 2 {
+		t.Fatalf("got %d ops, want 2", len(ops))
+	}
+	// Ordered by call: the put that never completed comes first, unknown,
+	// returning at the end of the history.
+	if ops[0].Kind != checker.Put || ops[0].Outcome != checker.Unknown || ops[0].Return != 100 {
+		t.Errorf("pending put recorded as %v", ops[0])
+	}
+	if ops[1].Kind != checker.Acquire || ops[1].Outcome != checker.OK || ops[1].Token != 7 {
+		t.Errorf("completed acquire recorded as %v", ops[1])
+	}
+}
+
+func TestRecorderTracksHolds(t *testing.T) {
+	r := NewRecorder()
+	if err := r.Feed(3, line(t, Line{Ev: Hold, Lock: "b", Token: 9, TTLMillis: 800})); err != nil {
+		t.Fatal(err)
+	}
+	if h, ok := r.Holding(3); !ok || h.Lock != "b" || h.Token != 9 || h.TTL != 800 {
+		t.Fatalf("Holding(3) = %+v, %v", h, ok)
+	}
+	if err := r.Feed(3, line(t, Line{Ev: Unhold})); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := r.Holding(3); ok {
+		t.Fatal("still holding after unhold")
+	}
+}
+
+func TestRecorderRejectsGarbage(t *testing.T) {
+	r := NewRecorder()
+	for _, raw := range []string{`not json`, `{"ev":"invoke","id":1}`, `{"ev":"what"}`} {
+		if err := r.Feed(0, []byte(raw)); err == nil {
+			t.Errorf("Feed(%s) accepted", raw)
+		}
+	}
+}
+
+func TestOutcomeOf(t *testing.T) {
+	api := func(status int, code string) error { return &client.APIError{Status: status, Code: code} }
+	cases := []struct {
+		kind checker.OpKind
+		err  error
+		want checker.Outcome
+	}{
+		{checker.Acquire, nil, checker.OK},
+		{checker.Acquire, api(409, "lock_held"), checker.LockHeld},
+		{checker.Acquire, api(410, "lease_lost"), checker.OtherError},
+		{checker.Acquire, api(503, "no_leader"), checker.Unknown},
+		{checker.Acquire, fmt.Errorf("POST: %w", client.ErrUnavailable), checker.Unknown},
+		{checker.Renew, api(410, "lease_lost"), checker.LeaseLost},
+		{checker.Release, api(410, "lease_lost"), checker.LeaseLost},
+		{checker.Put, api(409, "stale_token"), checker.StaleToken},
+		{checker.Put, api(428, "missing_token"), checker.StaleToken},
+		{checker.Put, api(409, "not_lock_holder"), checker.NotLockHolder},
+		// A retried put whose first attempt may have landed.
+		{checker.Put, fmt.Errorf("%w: %w", client.ErrOutcomeUnknown, api(409, "stale_token")), checker.Unknown},
+		{checker.Read, api(400, "invalid_name"), checker.OtherError},
+	}
+	for _, c := range cases {
+		if got := outcomeOf(c.kind, c.err); got != c.want {
+			t.Errorf("outcomeOf(%s, %v) = %s, want %s", c.kind, c.err, got, c.want)
+		}
+	}
+}
