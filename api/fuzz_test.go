@@ -135,6 +135,13 @@ func FuzzHandlers(f *testing.F) {
 		if rec.Header().Get("Content-Type") == "application/json" && !json.Valid(out) {
 			t.Fatalf("%s %s: %d body %q is not JSON", method, path, rec.Code, out)
 		}
+		// A granted lease has the TTL that was asked for, never another one.
+		var asked AcquireRequest
+		var got Grant
+		if strings.HasSuffix(req.URL.Path, "/acquire") && json.Unmarshal(body, &asked) == nil && asked.TTLMillis != 0 &&
+			json.Unmarshal(out, &got) == nil && got.TTLMillis != asked.TTLMillis {
+			t.Fatalf("acquire with ttl_ms %d granted a lease of %d ms", asked.TTLMillis, got.TTLMillis)
+		}
 	})
 }
 
