@@ -158,8 +158,18 @@ func (n *Node) Acquire(ctx context.Context, req AcquireRequest) (Grant, error) {
 
 	s.mu.Lock()
 	cur, held := n.fsm.Lock(req.Lock)
-	retry := held && cur.Holder == req.Holder && cur.RequestID == req.RequestID
+	retry := n.fsm.RequestGranted(req.Lock, req.Holder, req.RequestID)
 	queue := req.Wait > 0 && !retry && (held || s.waiters.Len() > 0)
+	if held && !retry && req.Wait <= 0 {
+		// Refuse without writing the log. Under the slot, this leader's view
+		// of the lock is exact; a quorum round proves it still leads.
+		err := translate(n.raft.VerifyLeader().Error())
+		s.mu.Unlock()
+		if err != nil {
+			return Grant{}, err
+		}
+		return Grant{}, &fsm.HeldError{Lock: req.Lock, Holder: cur.Holder, Token: cur.Token}
+	}
 	if !queue {
 		grant, err := n.grant(cmd)
 		s.mu.Unlock()

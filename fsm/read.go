@@ -98,3 +98,12 @@ func (f *FSM) WaitApplied(ctx context.Context, index uint64) error {
 		}
 	}
 }
+
+// RequestGranted reports whether an acquire request id already produced a
+// grant (which may have ended since).
+func (f *FSM) RequestGranted(lock, holder, requestID string) bool {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	_, ok := f.s.requests[requestKey(lock, holder, requestID)]
+	return ok
+}
