@@ -83,6 +83,8 @@ func FuzzHandlers(f *testing.F) {
 		{"PATCH", "/v1/locks/a/acquire", 0, "", "", 1},
 		{"GET", "/v1/nope/%zz", 0, "", "", 1},
 		{"POST", "/v1/locks/a%2Fb/acquire", 5, "Bearer x", `{"holder":"w"}`, 1},
+		// ttl_ms whose conversion to a Duration overflowed into range.
+		{"POST", "/v1/locks/a/acquire", 0, "", `{"holder":"w","ttl_ms":288230376151721744}`, 1},
 	} {
 		f.Add(s.method, s.path, s.hdr, s.hdrValue, []byte(s.body), s.flags)
 	}

@@ -122,6 +122,7 @@ func TestBadInputRefusedBeforeTheCluster(t *testing.T) {
 		{"control char holder", call{"POST", "/v1/locks/a/acquire", `{"holder":"a\u0001"}`, nil}, CodeInvalidHolder},
 		{"ttl too short", call{"POST", "/v1/locks/a/acquire", `{"holder":"w","ttl_ms":99}`, nil}, CodeInvalidTTL},
 		{"ttl too long", call{"POST", "/v1/locks/a/acquire", `{"holder":"w","ttl_ms":86400001}`, nil}, CodeInvalidTTL},
+		{"ttl overflowing a Duration", call{"POST", "/v1/locks/a/acquire", `{"holder":"w","ttl_ms":288230376151721744}`, nil}, CodeInvalidTTL},
 		{"negative ttl", call{"POST", "/v1/locks/a/acquire", `{"holder":"w","ttl_ms":-5}`, nil}, CodeInvalidTTL},
 		{"wait too long", call{"POST", "/v1/locks/a/acquire", `{"holder":"w","wait_ms":60001}`, nil}, CodeInvalidWait},
 		{"negative wait", call{"POST", "/v1/locks/a/acquire", `{"holder":"w","wait_ms":-1}`, nil}, CodeInvalidWait},

@@ -62,7 +62,8 @@ func (r *AcquireRequest) validate() error {
 	if r.TTLMillis == 0 {
 		r.TTLMillis = DefaultTTL.Milliseconds()
 	}
-	if ttl := time.Duration(r.TTLMillis) * time.Millisecond; ttl < MinTTL || ttl > MaxTTL {
+	// Compare in milliseconds: converting first could overflow into range.
+	if r.TTLMillis < MinTTL.Milliseconds() || r.TTLMillis > MaxTTL.Milliseconds() {
 		return badRequest(CodeInvalidTTL, fmt.Sprintf("ttl_ms %d: want %d to %d", r.TTLMillis, MinTTL.Milliseconds(), MaxTTL.Milliseconds()))
 	}
 	if r.WaitMs < 0 || r.WaitMs > MaxWait.Milliseconds() {
@@ -118,5 +119,8 @@ func ParseToken(s string) (uint64, bool) {
 		}
 	}
 	v, err := strconv.ParseUint(s, 10, 64)
-	return v, err == nil && v > 0
+	if err != nil || v == 0 {
+		return 0, false
+	}
+	return v, true
 }

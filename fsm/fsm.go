@@ -263,7 +263,10 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	s := img.state()
 	f.mu.Lock()
 	f.s = s
+	f.applied, f.term = img.Header.AppliedIndex, img.Header.Term
+	ch := f.notify
+	f.notify = make(chan struct{})
 	f.mu.Unlock()
-	f.advance(img.Header.AppliedIndex, img.Header.Term)
+	close(ch)
 	return nil
 }

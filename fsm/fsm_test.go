@@ -332,3 +332,32 @@ func TestMalformedEntryIsSkippedAlike(t *testing.T) {
 	}()
 	f.Apply(&raft.Log{Index: 2, Type: raft.LogCommand, Data: []byte{200, '{', '}'}})
 }
+
+func TestReadImageRefusesImpossibleRecords(t *testing.T) {
+	good := `{"format":"fencer-snapshot","version":1,"epoch":0,"last_token":5,"applied_index":5,"term":1,"locks":%d,"keys":%d,"members":0,"requests":0}` + "\n"
+	for name, body := range map[string]string{
+		"duplicate lock":     fmt.Sprintf(good, 2, 0) + `{"lock":{"name":"a","holder":"w","token":3,"lease":"s","ttl_ms":10}}` + "\n" + `{"lock":{"name":"a","holder":"w","token":4,"lease":"s","ttl_ms":10}}` + "\n",
+		"lock without token": fmt.Sprintf(good, 1, 0) + `{"lock":{"name":"a","holder":"w","token":0,"lease":"s","ttl_ms":10}}` + "\n",
+		"lock without name":  fmt.Sprintf(good, 1, 0) + `{"lock":{"name":"","holder":"w","token":3,"lease":"s","ttl_ms":10}}` + "\n",
+		"negative ttl":       fmt.Sprintf(good, 1, 0) + `{"lock":{"name":"a","holder":"w","token":3,"lease":"s","ttl_ms":-1}}` + "\n",
+		"token above last":   fmt.Sprintf(good, 1, 0) + `{"lock":{"name":"a","holder":"w","token":9,"lease":"s","ttl_ms":10}}` + "\n",
+		"duplicate key":      fmt.Sprintf(good, 0, 2) + `{"key":{"key":"k","value":null,"token":3}}` + "\n" + `{"key":{"key":"k","value":null,"token":4}}` + "\n",
+	} {
+		if _, err := ReadImage(bytes.NewReader([]byte(body))); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}
+
+func TestRestoreSetsAppliedIndexExactly(t *testing.T) {
+	src, _ := replay(t, history()[:3])
+	var buf bytes.Buffer
+	src.Image().WriteTo(&buf)
+	dst, _ := replay(t, history())
+	if err := dst.Restore(io.NopCloser(&buf)); err != nil {
+		t.Fatal(err)
+	}
+	if dst.AppliedIndex() != 3 {
+		t.Fatalf("applied index after restoring an older snapshot: %d, want 3", dst.AppliedIndex())
+	}
+}

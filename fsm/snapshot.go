@@ -188,10 +188,8 @@ func ReadImage(r io.Reader) (*Image, error) {
 		return nil, fmt.Errorf("snapshot is incomplete: header says %d locks, %d keys, %d members, %d requests; found %d, %d, %d, %d",
 			h.Locks, h.Keys, h.Members, h.Requests, len(img.Locks), len(img.Keys), len(img.Members), len(img.Requests))
 	}
-	for _, l := range img.Locks {
-		if l.Token > h.LastToken {
-			return nil, fmt.Errorf("snapshot is inconsistent: lock %q token %d exceeds last token %d", l.Name, l.Token, h.LastToken)
-		}
+	if err := img.check(); err != nil {
+		return nil, fmt.Errorf("snapshot is inconsistent: %w", err)
 	}
 	return img, nil
 }
@@ -229,3 +227,46 @@ func (s *snapshot) Persist(sink raft.SnapshotSink) error {
 }
 
 func (s *snapshot) Release() {}
+
+// check refuses records that no log could have produced: duplicates, locks
+// without a name, token or TTL, and tokens above the header's last token.
+func (img *Image) check() error {
+	seen := map[string]bool{}
+	once := func(kind, id string) error {
+		if seen[kind+"\x00"+id] {
+			return fmt.Errorf("duplicate %s %q", kind, id)
+		}
+		seen[kind+"\x00"+id] = true
+		return nil
+	}
+	for _, l := range img.Locks {
+		if l.Name == "" || l.Token == 0 || l.TTLMillis <= 0 {
+			return fmt.Errorf("lock %q with token %d and ttl %d ms", l.Name, l.Token, l.TTLMillis)
+		}
+		if l.Token > img.Header.LastToken {
+			return fmt.Errorf("lock %q token %d exceeds last token %d", l.Name, l.Token, img.Header.LastToken)
+		}
+		if err := once("lock", l.Name); err != nil {
+			return err
+		}
+	}
+	for _, k := range img.Keys {
+		if k.Key == "" || k.Token == 0 {
+			return fmt.Errorf("key %q with token %d", k.Key, k.Token)
+		}
+		if err := once("key", k.Key); err != nil {
+			return err
+		}
+	}
+	for _, m := range img.Members {
+		if err := once("member", m.ID); err != nil {
+			return err
+		}
+	}
+	for _, r := range img.Requests {
+		if err := once("request", r.Key); err != nil {
+			return err
+		}
+	}
+	return nil
+}
