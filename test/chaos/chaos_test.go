@@ -25,6 +25,7 @@ var (
 	flagNodes     = flag.Int("chaos.nodes", int(envUint("CHAOS_NODES")), "initial members of TestChaos's cluster (default 3) ($CHAOS_NODES)")
 	flagClients   = flag.Int("chaos.clients", int(envUint("CHAOS_CLIENTS")), "client processes (default nodes+1) ($CHAOS_CLIENTS)")
 	flagFaults    = flag.String("chaos.faults", os.Getenv("CHAOS_FAULTS"), "comma-separated faults of TestChaos (default all) ($CHAOS_FAULTS)")
+	flagBroken    = flag.String("chaos.broken-fence", os.Getenv("CHAOS_BROKEN_FENCE"), "run TestChaos against a deliberately broken resource (missing-as-zero,forget-on-restart): it must fail ($CHAOS_BROKEN_FENCE)")
 	flagArtifacts = flag.String("chaos.artifacts", os.Getenv("CHAOS_ARTIFACTS"), "directory for logs and failure artifacts (default a temp dir, removed when the run passes) ($CHAOS_ARTIFACTS)")
 )
 
@@ -127,7 +128,7 @@ func TestChaos(t *testing.T) {
 	if *flagDuration == 0 {
 		t.Skip("long run: set -chaos.duration (or CHAOS_DURATION)")
 	}
-	cfg := Config{Nodes: *flagNodes, Clients: *flagClients, Duration: *flagDuration}
+	cfg := Config{Nodes: *flagNodes, Clients: *flagClients, Duration: *flagDuration, Broken: *flagBroken}
 	if *flagFaults != "" && *flagFaults != "all" {
 		cfg.Faults = strings.Split(*flagFaults, ",")
 	}
