@@ -35,6 +35,7 @@ const (
 	CodeMemberConflict   = "member_conflict"
 	CodeUnknownMember    = "unknown_member"
 	CodeTooManyWaiters   = "too_many_waiters"
+	CodeTooManyLocks     = "too_many_locks"
 	CodeInvalidSnapshot  = "invalid_snapshot"
 	CodeTimeout          = "timeout"
 	CodeInternal         = "internal"
@@ -72,6 +73,7 @@ var errorTable = []struct {
 	{cluster.ErrUnknownMember, http.StatusNotFound, CodeUnknownMember},
 	{cluster.ErrInvalidSnapshot, http.StatusBadRequest, CodeInvalidSnapshot},
 	{cluster.ErrTooManyWaiters, http.StatusTooManyRequests, CodeTooManyWaiters},
+	{cluster.ErrTooManyLocks, http.StatusTooManyRequests, CodeTooManyLocks},
 	{context.DeadlineExceeded, http.StatusGatewayTimeout, CodeTimeout},
 	{context.Canceled, http.StatusGatewayTimeout, CodeTimeout},
 }

@@ -15,11 +15,12 @@ const HeaderForwardedBy = "Fencer-Forwarded-By"
 // forwarder proxies requests to the leader over kept-alive connections.
 type forwarder struct {
 	c         Cluster
+	scheme    string
 	transport *http.Transport
 }
 
 func newForwarder(c Cluster) *forwarder {
-	return &forwarder{c: c, transport: &http.Transport{
+	return &forwarder{c: c, scheme: "http", transport: &http.Transport{
 		DialContext:         (&net.Dialer{Timeout: 2 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
 		MaxIdleConnsPerHost: 256,
 		IdleConnTimeout:     90 * time.Second,
@@ -49,7 +50,7 @@ func (f *forwarder) leaderOnly(next http.Handler) http.Handler {
 }
 
 func (f *forwarder) proxy(w http.ResponseWriter, r *http.Request, addr string) {
-	target := &url.URL{Scheme: "http", Host: addr}
+	target := &url.URL{Scheme: f.scheme, Host: addr}
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(target)

@@ -10,6 +10,7 @@ package api
 
 import (
 	"context"
+	"crypto/tls"
 	"io"
 	"log/slog"
 	"net/http"
@@ -58,12 +59,28 @@ type Server struct {
 	requestTimeout time.Duration
 }
 
+// Option configures a Server.
+type Option func(*Server)
+
+// WithPeerTLS makes the server forward to the leader over https with this
+// client configuration (the node's certificate, the cluster CA).
+func WithPeerTLS(cfg *tls.Config) Option {
+	return func(s *Server) {
+		s.fwd.scheme = "https"
+		s.fwd.transport.TLSClientConfig = cfg
+	}
+}
+
 // NewServer returns the API handler for c. A nil logger discards.
-func NewServer(c Cluster, logger *slog.Logger) *Server {
+func NewServer(c Cluster, logger *slog.Logger, opts ...Option) *Server {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &Server{c: c, log: logger, fwd: newForwarder(c), met: newRequestMetrics(c.Registry()), requestTimeout: 10 * time.Second}
+	s := &Server{c: c, log: logger, fwd: newForwarder(c), met: newRequestMetrics(c.Registry()), requestTimeout: 10 * time.Second}
+	for _, o := range opts {
+		o(s)
+	}
+	return s
 }
 
 // Handler returns the routes.

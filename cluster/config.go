@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -78,6 +79,11 @@ type Config struct {
 	// comma-separated; it is re-read whenever it changes, so a harness can
 	// route a member added later through a proxy too.
 	PeerAddrsFile string
+	// PeerTLSServer and PeerTLSClient, when set, run Raft over mutual TLS
+	// (tlsutil.PeerConfig) and make node-to-node HTTP calls use https with
+	// the node's certificate.
+	PeerTLSServer *tls.Config
+	PeerTLSClient *tls.Config
 	// NonVoter joins as a non-voting member that only replicates.
 	NonVoter bool
 	// Replace lets a node whose data dir was wiped take its id back: the
@@ -101,7 +107,12 @@ type Config struct {
 	// gives up (default 2 min).
 	JoinTimeout time.Duration
 
-	// MaxWaitersPerLock bounds each lock's queue (default 1024).
+	// Limits, checked by the leader before it proposes (concurrent acquires
+	// may overshoot by the number in flight). Defaults: 1,000,000 held
+	// locks, 100,000 per holder name, 100,000 waiters, 1,024 per lock.
+	MaxLocks          int
+	MaxLocksPerHolder int
+	MaxWaiters        int
 	MaxWaitersPerLock int
 
 	Clock  Clock
@@ -162,6 +173,15 @@ func (c *Config) Validate() error {
 	}
 	if c.MaxWaitersPerLock == 0 {
 		c.MaxWaitersPerLock = 1024
+	}
+	if c.MaxWaiters == 0 {
+		c.MaxWaiters = 100_000
+	}
+	if c.MaxLocks == 0 {
+		c.MaxLocks = 1_000_000
+	}
+	if c.MaxLocksPerHolder == 0 {
+		c.MaxLocksPerHolder = 100_000
 	}
 	if c.Clock == nil {
 		c.Clock = RealClock

@@ -24,8 +24,12 @@ var (
 	ErrUnknownMember = errors.New("unknown member")
 	// ErrInvalidSnapshot: a backup could not be read.
 	ErrInvalidSnapshot = errors.New("invalid snapshot")
-	// ErrTooManyWaiters: the lock's wait queue is full.
+	// ErrTooManyWaiters: the lock's wait queue, or all queues together, are
+	// full.
 	ErrTooManyWaiters = errors.New("too many waiters")
+	// ErrTooManyLocks: the cluster, or this holder, holds the most locks
+	// allowed.
+	ErrTooManyLocks = errors.New("too many locks held")
 )
 
 // translate maps raft's errors to the cluster's.

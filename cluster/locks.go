@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fencer-io/fencer/fsm"
@@ -33,14 +34,16 @@ type Grant struct {
 // of waiters. Proposals that change one lock are serialized by its slot, so
 // the leader's FSM view of that lock is exact while the slot is held.
 type lockTable struct {
-	mu    sync.Mutex
-	slots map[string]*slot
+	mu     sync.Mutex
+	slots  map[string]*slot
+	queued atomic.Int64 // waiters across all slots
 }
 
 type slot struct {
-	mu      sync.Mutex // serializes proposals for this lock
-	refs    int        // guarded by lockTable.mu
-	waiters list.List  // of *waiter, guarded by mu
+	queued  *atomic.Int64 // the table's count of waiters
+	mu      sync.Mutex    // serializes proposals for this lock
+	refs    int           // guarded by lockTable.mu
+	waiters list.List     // of *waiter, guarded by mu
 }
 
 type waiter struct {
@@ -62,7 +65,7 @@ func (t *lockTable) get(name string) *slot {
 	defer t.mu.Unlock()
 	s, ok := t.slots[name]
 	if !ok {
-		s = &slot{}
+		s = &slot{queued: &t.queued}
 		t.slots[name] = s
 	}
 	s.refs++
@@ -120,12 +123,25 @@ func (s *slot) pop() *waiter {
 	}
 	w := s.waiters.Remove(e).(*waiter)
 	w.taken = true
+	s.queued.Add(-1)
 	return w
 }
 
 func (s *slot) pushFront(w *waiter) {
 	w.taken = false
 	w.elem = s.waiters.PushFront(w)
+	s.queued.Add(1)
+}
+
+func (s *slot) pushBack(w *waiter) {
+	s.pushBack(w)
+	s.queued.Add(1)
+}
+
+// remove takes a waiter that gave up out of the queue.
+func (s *slot) remove(w *waiter) {
+	s.remove(w)
+	s.queued.Add(-1)
 }
 
 func newSecret() string {
@@ -170,14 +186,22 @@ func (n *Node) Acquire(ctx context.Context, req AcquireRequest) (Grant, error) {
 		}
 		return Grant{}, &fsm.HeldError{Lock: req.Lock, Holder: cur.Holder, Token: cur.Token}
 	}
+	if !retry && !held {
+		if total, mine := n.fsm.LockCount(req.Holder); total >= n.cfg.MaxLocks || mine >= n.cfg.MaxLocksPerHolder {
+			s.mu.Unlock()
+			return Grant{}, fmt.Errorf("%w: %d held in all, %d by %q (limits %d and %d)", ErrTooManyLocks,
+				total, mine, req.Holder, n.cfg.MaxLocks, n.cfg.MaxLocksPerHolder)
+		}
+	}
 	if !queue {
 		grant, err := n.grant(cmd)
 		s.mu.Unlock()
 		return grant, err
 	}
-	if s.waiters.Len() >= n.cfg.MaxWaitersPerLock {
+	if s.waiters.Len() >= n.cfg.MaxWaitersPerLock || n.locks.queued.Load() >= int64(n.cfg.MaxWaiters) {
 		s.mu.Unlock()
-		return Grant{}, fmt.Errorf("%w: lock %q has %d waiters", ErrTooManyWaiters, req.Lock, s.waiters.Len())
+		return Grant{}, fmt.Errorf("%w: lock %q has %d waiters, %d in all (limits %d and %d)", ErrTooManyWaiters,
+			req.Lock, s.waiters.Len(), n.locks.queued.Load(), n.cfg.MaxWaitersPerLock, n.cfg.MaxWaiters)
 	}
 	w := &waiter{cmd: cmd, result: make(chan waitResult, 1)}
 	w.elem = s.waiters.PushBack(w)

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -225,7 +226,7 @@ func (n *Node) joinOnce(self bool) error {
 	}
 	var last error
 	for _, addr := range targets {
-		if last = postJoin(addr, req); last == nil || errors.Is(last, ErrMemberConflict) {
+		if last = n.postJoin(addr, req); last == nil || errors.Is(last, ErrMemberConflict) {
 			return last
 		}
 	}
@@ -234,10 +235,9 @@ func (n *Node) joinOnce(self bool) error {
 
 // postJoin sends a join request to a member's HTTP API, which forwards it to
 // the leader.
-func postJoin(addr string, req JoinRequest) error {
+func (n *Node) postJoin(addr string, req JoinRequest) error {
 	body, _ := json.Marshal(req)
-	client := &http.Client{Timeout: 10 * time.Second}
-	resp, err := client.Post(baseURL(addr)+"/v1/cluster/join", "application/json", bytes.NewReader(body))
+	resp, err := n.peerClient(10*time.Second).Post(n.peerURL(addr)+"/v1/cluster/join", "application/json", bytes.NewReader(body))
 	if err != nil {
 		return err
 	}
@@ -252,11 +252,25 @@ func postJoin(addr string, req JoinRequest) error {
 	return fmt.Errorf("join via %s: %s: %s", addr, resp.Status, bytes.TrimSpace(msg))
 }
 
-func baseURL(addr string) string {
-	if len(addr) > 4 && (addr[:5] == "http:" || (len(addr) > 5 && addr[:6] == "https:")) {
+// peerURL is the base URL of another member's HTTP API.
+func (n *Node) peerURL(addr string) string {
+	if strings.HasPrefix(addr, "http://") || strings.HasPrefix(addr, "https://") {
 		return addr
 	}
+	if n.cfg.PeerTLSClient != nil {
+		return "https://" + addr
+	}
 	return "http://" + addr
+}
+
+// peerClient talks to other members' HTTP APIs, with the node's certificate
+// when the cluster runs TLS (it then counts as an operator; see acl).
+func (n *Node) peerClient(timeout time.Duration) *http.Client {
+	c := &http.Client{Timeout: timeout}
+	if n.cfg.PeerTLSClient != nil {
+		c.Transport = &http.Transport{TLSClientConfig: n.cfg.PeerTLSClient}
+	}
+	return c
 }
 
 // Fatal delivers an error after which the node cannot go on (a refused
@@ -348,9 +362,9 @@ func (n *Node) peerAddrsToProbe() []string {
 // would give it a fresh vote in a cluster that may count on what it
 // acknowledged before. It returns the first cluster id a peer reports.
 func (n *Node) probeExisting() (running bool, clusterID string) {
-	client := &http.Client{Timeout: time.Second}
+	client := n.peerClient(time.Second)
 	for _, addr := range n.peerAddrsToProbe() {
-		resp, err := client.Get(baseURL(addr) + "/v1/cluster")
+		resp, err := client.Get(n.peerURL(addr) + "/v1/cluster")
 		if err != nil {
 			continue
 		}
@@ -405,10 +419,10 @@ func (n *Node) TransferLeadership(ctx context.Context, id string) error {
 // removeViaNewLeader asks the leader that took over from this node to remove
 // it, retrying until a new leader answers or ctx ends.
 func (n *Node) removeViaNewLeader(ctx context.Context, id string) error {
-	client := &http.Client{Timeout: 10 * time.Second}
+	client := n.peerClient(10 * time.Second)
 	for {
 		if leaderID, addr := n.Leader(); leaderID != "" && leaderID != n.cfg.ID && addr != "" {
-			req, _ := http.NewRequestWithContext(ctx, http.MethodDelete, baseURL(addr)+"/v1/cluster/members/"+id, nil)
+			req, _ := http.NewRequestWithContext(ctx, http.MethodDelete, n.peerURL(addr)+"/v1/cluster/members/"+id, nil)
 			resp, err := client.Do(req)
 			if err == nil {
 				msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))

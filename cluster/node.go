@@ -23,6 +23,7 @@ import (
 	"go.etcd.io/bbolt"
 
 	"github.com/fencer-io/fencer/fsm"
+	"github.com/fencer-io/fencer/tlsutil"
 )
 
 // Node is one fencer cluster member.
@@ -124,8 +125,16 @@ func (n *Node) startRaft() error {
 		tcfg.ServerAddressProvider = &peerAddrs{static: cfg.PeerAddrs, file: cfg.PeerAddrsFile}
 		tcfg.Timeout = time.Second // a blackholed link must fail fast
 	}
-	trans, err := raft.NewTCPTransportWithConfig(cfg.RaftAddr, advertise, tcfg)
-	if err != nil {
+	var trans *raft.NetworkTransport
+	if cfg.PeerTLSServer != nil {
+		layer, err := tlsutil.NewTLSStreamLayer(cfg.RaftAddr, advertise, cfg.PeerTLSServer, cfg.PeerTLSClient)
+		if err != nil {
+			return fmt.Errorf("raft transport on %s: %w", cfg.RaftAddr, err)
+		}
+		layer.Logger = n.log
+		tcfg.Stream = layer
+		trans = raft.NewNetworkTransportWithConfig(tcfg)
+	} else if trans, err = raft.NewTCPTransportWithConfig(cfg.RaftAddr, advertise, tcfg); err != nil {
 		return fmt.Errorf("raft transport on %s: %w", cfg.RaftAddr, err)
 	}
 	n.trans = trans

@@ -181,6 +181,7 @@ func (s *state) grant(c *Acquire, index uint64) any {
 		GrantedAtMillis: c.NowMillis,
 	}
 	s.locks[c.Lock] = lock
+	s.byHolder[c.Holder]++
 	if c.RequestID != "" {
 		s.remember(requestKey(c.Lock, c.Holder, c.RequestID), token)
 	}
@@ -206,6 +207,9 @@ func (s *state) applyExpire(c *Expire, index uint64) any {
 func (s *state) free(cur *Lock, next *Acquire, index uint64) *ReleaseResult {
 	res := &ReleaseResult{Freed: *cur}
 	delete(s.locks, cur.Name)
+	if s.byHolder[cur.Holder]--; s.byHolder[cur.Holder] <= 0 {
+		delete(s.byHolder, cur.Holder)
+	}
 	if next == nil {
 		return res
 	}

@@ -13,6 +13,13 @@ func (f *FSM) Lock(name string) (Lock, bool) {
 	return *l, true
 }
 
+// LockCount returns how many locks are held, and how many by holder.
+func (f *FSM) LockCount(holder string) (total, byHolder int) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return len(f.s.locks), f.s.byHolder[holder]
+}
+
 // Locks returns every held lock, sorted by name.
 func (f *FSM) Locks() []Lock {
 	f.mu.RLock()

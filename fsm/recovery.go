@@ -17,6 +17,7 @@ func (f *FSM) ForceRecovery(bump uint64, members []Member) {
 		f.s.members[m.ID] = m
 	}
 	f.s.locks = map[string]*Lock{}
+	f.s.byHolder = map[string]int{}
 	f.s.requests = map[string]uint64{}
 	f.s.reqOrder = nil
 }

@@ -89,6 +89,7 @@ func (img *Image) state() *state {
 	for i := range img.Locks {
 		l := img.Locks[i]
 		s.locks[l.Name] = &l
+		s.byHolder[l.Holder]++
 	}
 	for i := range img.Keys {
 		k := img.Keys[i]

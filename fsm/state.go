@@ -69,6 +69,7 @@ type state struct {
 	members   map[string]Member
 	requests  map[string]uint64 // lock\x00holder\x00request id → token
 	reqOrder  []string          // keys of requests, oldest first
+	byHolder  map[string]int    // held locks per holder; derived, not snapshotted
 }
 
 func newState() *state {
@@ -77,6 +78,7 @@ func newState() *state {
 		keys:     map[string]*FencedKey{},
 		members:  map[string]Member{},
 		requests: map[string]uint64{},
+		byHolder: map[string]int{},
 	}
 }
 

@@ -5,6 +5,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -12,8 +13,10 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/fencer-io/fencer/acl"
 	"github.com/fencer-io/fencer/api"
 	"github.com/fencer-io/fencer/cluster"
+	"github.com/fencer-io/fencer/limits"
 )
 
 var _ api.Cluster = (*cluster.Node)(nil)
@@ -26,9 +29,38 @@ type Instance struct {
 	done chan error
 }
 
+// Options secure and limit the HTTP side. Zero values: plaintext, no ACL,
+// default rate limit and server limits.
+type Options struct {
+	// TLS serves the API over https (tlsutil.ServerConfig).
+	TLS *tls.Config
+	// ACL, when set, requires a bearer token on every request but the
+	// probes, and audits operator actions.
+	ACL *acl.Store
+	// RateLimit is requests per second per client; 0 or less is off
+	// (fencer serve sets its own default).
+	RateLimit int
+	// Limits are the server's timeouts and size caps.
+	Limits limits.ServerConfig
+}
+
 // Start listens on httpAddr (port 0 picks one; the real address is then the
 // advertised one), opens the node and serves its API.
-func Start(cfg cluster.Config, httpAddr string) (*Instance, error) {
+func Start(cfg cluster.Config, httpAddr string, options ...Options) (*Instance, error) {
+	var opts Options
+	if len(options) > 0 {
+		opts = options[0]
+	}
+	if err := opts.Limits.Validate(); err != nil {
+		return nil, err
+	}
+	rate := limits.RateConfig{Requests: max(opts.RateLimit, -1), Exempt: limits.ForwardedByNode}
+	if opts.RateLimit == 0 {
+		rate.Requests = -1
+	}
+	if err := rate.Validate(); err != nil {
+		return nil, err
+	}
 	ln, err := net.Listen("tcp", httpAddr)
 	if err != nil {
 		return nil, fmt.Errorf("http listen on %s: %w", httpAddr, err)
@@ -45,10 +77,28 @@ func Start(cfg cluster.Config, httpAddr string) (*Instance, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	srv := &http.Server{
-		Handler:           api.NewServer(node, logger.With("node", cfg.ID)).Handler(),
-		ReadHeaderTimeout: 5 * time.Second,
-		IdleTimeout:       2 * time.Minute,
+	var apiOpts []api.Option
+	if cfg.PeerTLSClient != nil {
+		apiOpts = append(apiOpts, api.WithPeerTLS(cfg.PeerTLSClient))
+	}
+	// Outermost first: authenticate, then rate-limit per principal, then cap
+	// the body, then the API.
+	h := api.NewServer(node, logger.With("node", cfg.ID), apiOpts...).Handler()
+	h = limits.MaxBody(opts.Limits.MaxBodyBytes, "/v1/cluster/restore")(h)
+	limit, err := limits.RateLimit(rate)
+	if err != nil {
+		node.Close()
+		ln.Close()
+		return nil, err
+	}
+	h = limit(h)
+	if opts.ACL != nil {
+		h = acl.Middleware(opts.ACL, acl.WithNodeCerts(), acl.WithAudit(logger.With("log", "audit", "node", cfg.ID)))(h)
+	}
+	srv := &http.Server{Handler: h, TLSConfig: opts.TLS}
+	opts.Limits.Apply(srv)
+	if opts.TLS != nil {
+		ln = tls.NewListener(ln, opts.TLS)
 	}
 	in := &Instance{Node: node, HTTP: srv, ln: ln, done: make(chan error, 1)}
 	go func() {

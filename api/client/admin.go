@@ -37,7 +37,7 @@ func (c *Client) TransferLeader(ctx context.Context, id string) error {
 // MemberStatus asks one member, not the leader, for its own view: its Raft
 // state and when it last heard from the leader.
 func (c *Client) MemberStatus(ctx context.Context, httpAddr string) (api.ClusterStatus, error) {
-	base, err := baseURL(httpAddr)
+	base, err := c.baseURL(httpAddr)
 	if err != nil {
 		return api.ClusterStatus{}, err
 	}
@@ -94,6 +94,9 @@ func (c *Client) stream(ctx context.Context, method, path string, q url.Values, 
 	req, err := http.NewRequestWithContext(ctx, method, u, bytes.NewReader(body))
 	if err != nil {
 		return nil, err
+	}
+	if c.bearer != "" {
+		req.Header.Set("Authorization", "Bearer "+c.bearer)
 	}
 	resp, err := c.hc.Do(req)
 	if err != nil {

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -19,6 +20,8 @@ type Client struct {
 	timeout   time.Duration
 	retry     Retry
 	log       *slog.Logger
+	tls       *tls.Config
+	bearer    string
 
 	discoverMu sync.Mutex // one leader discovery at a time
 	mu         sync.Mutex
@@ -52,6 +55,19 @@ func WithTimeout(d time.Duration) Option { return func(c *Client) { c.timeout = 
 // WithRetry sets the retry policy.
 func WithRetry(r Retry) Option { return func(c *Client) { c.retry = r } }
 
+// WithTLS talks https with this configuration (the cluster CA, and a client
+// certificate if the cluster asks for one); bare host:port endpoints then
+// mean https.
+func WithTLS(cfg *tls.Config) Option {
+	return func(c *Client) { c.tls = cfg }
+}
+
+// WithBearerToken sends "Authorization: Bearer token" on every request, for
+// clusters that run with an ACL file.
+func WithBearerToken(token string) Option {
+	return func(c *Client) { c.bearer = token }
+}
+
 // WithLogger makes the client log retries (debug) and lost leases (warn).
 func WithLogger(l *slog.Logger) Option { return func(c *Client) { c.log = l } }
 
@@ -63,12 +79,15 @@ const DefaultTimeout = 10 * time.Second
 // the leader and then talks to the leader directly.
 func New(endpoints []string, opts ...Option) (*Client, error) {
 	c := &Client{}
+	for _, o := range opts {
+		o(c)
+	}
 	for _, ep := range endpoints {
 		ep = strings.TrimSpace(ep)
 		if ep == "" {
 			continue
 		}
-		base, err := baseURL(ep)
+		base, err := c.baseURL(ep)
 		if err != nil {
 			return nil, err
 		}
@@ -77,11 +96,10 @@ func New(endpoints []string, opts ...Option) (*Client, error) {
 	if len(c.endpoints) == 0 {
 		return nil, errors.New("no endpoints: want at least one host:port or URL of a fencer node")
 	}
-	for _, o := range opts {
-		o(c)
-	}
 	if c.hc == nil {
-		c.hc = &http.Client{Transport: newTransport()}
+		tr := newTransport()
+		tr.TLSClientConfig = c.tls
+		c.hc = &http.Client{Transport: tr}
 	}
 	if c.timeout <= 0 {
 		c.timeout = DefaultTimeout
@@ -93,9 +111,13 @@ func New(endpoints []string, opts ...Option) (*Client, error) {
 	return c, nil
 }
 
-func baseURL(ep string) (string, error) {
+func (c *Client) baseURL(ep string) (string, error) {
 	if !strings.Contains(ep, "://") {
-		ep = "http://" + ep
+		if c.tls != nil {
+			ep = "https://" + ep
+		} else {
+			ep = "http://" + ep
+		}
 	}
 	u, err := url.Parse(ep)
 	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {

@@ -134,6 +134,9 @@ func (c *Client) send(ctx context.Context, base string, r *request) (*response, 
 	for k, v := range r.header {
 		req.Header[k] = v
 	}
+	if c.bearer != "" {
+		req.Header.Set("Authorization", "Bearer "+c.bearer)
+	}
 	resp, err := c.hc.Do(req)
 	if err != nil {
 		return nil, err

@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
 
 	"github.com/fencer-io/fencer/api/client"
+	"github.com/fencer-io/fencer/tlsutil"
 )
 
 const defaultEndpoints = "127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003"
@@ -26,12 +28,45 @@ type clientFlags struct {
 	endpoints string
 	timeout   time.Duration
 	output    string
+	tokenFile string
+	caFile    string
+	certFile  string
+	keyFile   string
 }
 
 func (f *clientFlags) bind(fs *pflag.FlagSet) {
 	fs.StringVar(&f.endpoints, "endpoints", envOr("FENCER_ENDPOINTS", defaultEndpoints), "comma-separated host:port or URLs of cluster members ($FENCER_ENDPOINTS)")
 	fs.DurationVar(&f.timeout, "timeout", 10*time.Second, "time limit of each request attempt")
 	fs.StringVarP(&f.output, "output", "o", "text", "output format: text or json")
+	// --token is taken: in lock and kv commands it is the fencing token.
+	fs.StringVar(&f.tokenFile, "token-file", os.Getenv("FENCER_TOKEN_FILE"), "file holding the ACL bearer token ($FENCER_TOKEN_FILE; or the token itself in $FENCER_AUTH_TOKEN)")
+	fs.StringVar(&f.caFile, "ca", os.Getenv("FENCER_CA"), "CA certificate for https endpoints ($FENCER_CA)")
+	fs.StringVar(&f.certFile, "cert", os.Getenv("FENCER_CERT"), "client certificate, if the cluster requires one ($FENCER_CERT)")
+	fs.StringVar(&f.keyFile, "key", os.Getenv("FENCER_KEY"), "client key ($FENCER_KEY)")
+}
+
+// security returns the client options for TLS and the bearer token.
+func (f *clientFlags) security() ([]client.Option, error) {
+	var opts []client.Option
+	if f.caFile != "" || f.certFile != "" {
+		cfg, err := tlsutil.ClientConfig(f.caFile, f.certFile, f.keyFile)
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, client.WithTLS(cfg))
+	}
+	token := os.Getenv("FENCER_AUTH_TOKEN")
+	if f.tokenFile != "" {
+		data, err := os.ReadFile(f.tokenFile)
+		if err != nil {
+			return nil, fmt.Errorf("--token-file: %w", err)
+		}
+		token = strings.TrimSpace(string(data))
+	}
+	if token != "" {
+		opts = append(opts, client.WithBearerToken(token))
+	}
+	return opts, nil
 }
 
 func (f *clientFlags) validate() error {
@@ -64,7 +99,11 @@ func (f *clientFlags) client() (*client.Client, error) {
 	if err := f.validate(); err != nil {
 		return nil, err
 	}
-	opts := []client.Option{client.WithTimeout(f.timeout)}
+	opts, err := f.security()
+	if err != nil {
+		return nil, err
+	}
+	opts = append(opts, client.WithTimeout(f.timeout))
 	if v := envOr(envBlockRenewAfter, ""); v != "" {
 		after, err := time.ParseDuration(v)
 		if err != nil {

@@ -1,8 +1,11 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"net"
 	"os"
 	"os/signal"
 	"strings"
@@ -11,8 +14,10 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/fencer-io/fencer/acl"
 	"github.com/fencer-io/fencer/cluster"
 	"github.com/fencer-io/fencer/server"
+	"github.com/fencer-io/fencer/tlsutil"
 )
 
 type serveOptions struct {
@@ -30,6 +35,17 @@ type serveOptions struct {
 	snapThreshold  uint64
 	trailingLogs   uint64
 	electionTO     time.Duration
+	tlsCert        string
+	tlsKey         string
+	tlsCA          string
+	tlsClientAuth  bool
+	aclFile        string
+	insecure       bool
+	rateLimit      int
+	maxLocks       int
+	maxPerHolder   int
+	maxWaiters     int
+	maxPerLock     int
 	log            logFlags
 }
 
@@ -60,6 +76,17 @@ rejoins by itself. Every flag can also be set by its environment variable.`,
 	fs.Uint64Var(&o.trailingLogs, "trailing-logs", envUint("FENCER_TRAILING_LOGS", 10240), "log entries kept behind a snapshot for slow followers ($FENCER_TRAILING_LOGS)")
 	fs.DurationVar(&o.electionTO, "election-timeout", envDuration("FENCER_ELECTION_TIMEOUT", time.Second), "Raft heartbeat and election timeout ($FENCER_ELECTION_TIMEOUT)")
 	fs.StringVar(&o.peerProxyFile, "peer-proxy-file", os.Getenv("FENCER_PEER_PROXY_FILE"), "file with id=HOST:PORT lines, re-read when it changes ($FENCER_PEER_PROXY_FILE)")
+	fs.StringVar(&o.tlsCert, "tls-cert", os.Getenv("FENCER_TLS_CERT"), "this node's certificate: TLS on the API and mutual TLS between nodes ($FENCER_TLS_CERT)")
+	fs.StringVar(&o.tlsKey, "tls-key", os.Getenv("FENCER_TLS_KEY"), "this node's key ($FENCER_TLS_KEY)")
+	fs.StringVar(&o.tlsCA, "tls-ca", os.Getenv("FENCER_TLS_CA"), "the cluster CA: verifies peers, and client certificates when given ($FENCER_TLS_CA)")
+	fs.BoolVar(&o.tlsClientAuth, "tls-client-auth", envBool("FENCER_TLS_CLIENT_AUTH"), "require a client certificate from the CA on the API ($FENCER_TLS_CLIENT_AUTH)")
+	fs.StringVar(&o.aclFile, "acl-file", os.Getenv("FENCER_ACL_FILE"), "bearer tokens with roles and prefixes; reloaded on SIGHUP ($FENCER_ACL_FILE)")
+	fs.BoolVar(&o.insecure, "insecure", envBool("FENCER_INSECURE"), "allow a non-loopback address without TLS or access control ($FENCER_INSECURE)")
+	fs.IntVar(&o.rateLimit, "rate-limit", int(envUint("FENCER_RATE_LIMIT", 10000)), "requests per second per client (ACL principal or IP); 0 disables ($FENCER_RATE_LIMIT)")
+	fs.IntVar(&o.maxLocks, "max-locks", int(envUint("FENCER_MAX_LOCKS", 1_000_000)), "held locks in total ($FENCER_MAX_LOCKS)")
+	fs.IntVar(&o.maxPerHolder, "max-locks-per-holder", int(envUint("FENCER_MAX_LOCKS_PER_HOLDER", 100_000)), "held locks per holder name ($FENCER_MAX_LOCKS_PER_HOLDER)")
+	fs.IntVar(&o.maxWaiters, "max-waiters", int(envUint("FENCER_MAX_WAITERS", 100_000)), "queued acquires in total ($FENCER_MAX_WAITERS)")
+	fs.IntVar(&o.maxPerLock, "max-waiters-per-lock", int(envUint("FENCER_MAX_WAITERS_PER_LOCK", 1024)), "queued acquires per lock ($FENCER_MAX_WAITERS_PER_LOCK)")
 	o.log.bind(fs)
 	return cmd
 }
@@ -73,6 +100,11 @@ func (o *serveOptions) config() (cluster.Config, error) {
 		Bootstrap: o.bootstrap,
 		Replace:   o.replace,
 		NonVoter:  o.nonVoter,
+
+		MaxLocks:          o.maxLocks,
+		MaxLocksPerHolder: o.maxPerHolder,
+		MaxWaiters:        o.maxWaiters,
+		MaxWaitersPerLock: o.maxPerLock,
 
 		SnapshotThreshold:  o.snapThreshold,
 		TrailingLogs:       o.trailingLogs,
@@ -124,11 +156,15 @@ func (o *serveOptions) run(cmd *cobra.Command) error {
 		return err
 	}
 	cfg.Logger = logger
+	opts, err := o.security(&cfg, logger)
+	if err != nil {
+		return err
+	}
 	httpAddr := cfg.HTTPAddr
 	if strings.HasSuffix(httpAddr, ":0") {
 		cfg.HTTPAddr = "" // advertise the port actually bound
 	}
-	in, err := server.Start(cfg, httpAddr)
+	in, err := server.Start(cfg, httpAddr, opts)
 	if err != nil {
 		return err
 	}
@@ -148,4 +184,60 @@ func (o *serveOptions) run(cmd *cobra.Command) error {
 		in.Close()
 		return fmt.Errorf("http server: %w", err)
 	}
+}
+
+// security sets up TLS, the ACL and the rate limit, and refuses a node that
+// would listen beyond loopback with neither encryption nor access control.
+func (o *serveOptions) security(cfg *cluster.Config, logger *slog.Logger) (server.Options, error) {
+	opts := server.Options{RateLimit: o.rateLimit}
+	if o.rateLimit == 0 {
+		opts.RateLimit = -1
+	}
+	tlsOn := o.tlsCert != "" || o.tlsKey != ""
+	if tlsOn {
+		if o.tlsCert == "" || o.tlsKey == "" || o.tlsCA == "" {
+			return opts, errors.New("TLS needs --tls-cert, --tls-key and --tls-ca (the cluster CA, for mutual TLS between nodes)")
+		}
+		httpTLS, err := tlsutil.ServerConfig(o.tlsCert, o.tlsKey, o.tlsCA, o.tlsClientAuth)
+		if err != nil {
+			return opts, err
+		}
+		peerServer, peerClient, err := tlsutil.PeerConfig(o.tlsCert, o.tlsKey, o.tlsCA)
+		if err != nil {
+			return opts, err
+		}
+		opts.TLS, cfg.PeerTLSServer, cfg.PeerTLSClient = httpTLS, peerServer, peerClient
+	}
+	if o.aclFile != "" {
+		store, err := acl.Open(o.aclFile)
+		if err != nil {
+			return opts, err
+		}
+		store.ReloadOnSignal(context.Background(), logger)
+		opts.ACL = store
+	}
+	exposed := !isLoopback(o.httpAddr) || !isLoopback(o.raftAddr)
+	switch {
+	case !exposed || o.insecure:
+	case !tlsOn:
+		return opts, fmt.Errorf("refusing to serve %s / %s beyond loopback in plaintext: anyone on the network could join the Raft group or read lease secrets. "+
+			"Set --tls-cert, --tls-key and --tls-ca (fencer tls init makes a dev CA), or pass --insecure", o.httpAddr, o.raftAddr)
+	case o.aclFile == "" && !o.tlsClientAuth:
+		return opts, errors.New("refusing to serve beyond loopback without access control: anyone could release locks or change membership. " +
+			"Set --acl-file or --tls-client-auth, or pass --insecure")
+	}
+	return opts, nil
+}
+
+// isLoopback reports whether a listen address stays on this machine.
+func isLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

@@ -22,6 +22,7 @@ import (
 type Cluster struct {
 	t     testing.TB
 	dir   string
+	opts  Options
 	Nodes []*Node
 }
 
@@ -39,6 +40,8 @@ type Node struct {
 type Options struct {
 	// Configure may change each node's config before it starts.
 	Configure func(*cluster.Config)
+	// Server gives each node's HTTP options (TLS, ACL, limits).
+	Server func(id string) server.Options
 }
 
 // Raft timings for loopback tests: faster than production, yet generous
@@ -76,7 +79,7 @@ func New(t testing.TB, n int, opts ...Options) *Cluster {
 	if len(opts) > 0 {
 		o = opts[0]
 	}
-	c := &Cluster{t: t, dir: t.TempDir()}
+	c := &Cluster{t: t, dir: t.TempDir(), opts: o}
 	t.Cleanup(c.Close)
 	for i := range n {
 		cfg := cluster.Config{
@@ -106,7 +109,7 @@ func New(t testing.TB, n int, opts ...Options) *Cluster {
 func (c *Cluster) start(cfg cluster.Config, httpAddr string) *Node {
 	c.t.Helper()
 	cfg.HTTPAddr = ""
-	in, err := server.Start(cfg, httpAddr)
+	in, err := server.Start(cfg, httpAddr, c.serverOptions(cfg.ID))
 	if err != nil {
 		c.t.Fatalf("start %s: %v", cfg.ID, err)
 	}
@@ -141,7 +144,7 @@ func (c *Cluster) TryAdd(id string, mod ...func(*cluster.Config)) (*Node, error)
 	for _, m := range mod {
 		m(&cfg)
 	}
-	in, err := server.Start(cfg, "127.0.0.1:0")
+	in, err := server.Start(cfg, "127.0.0.1:0", c.serverOptions(cfg.ID))
 	if err != nil {
 		return nil, err
 	}
@@ -149,6 +152,13 @@ func (c *Cluster) TryAdd(id string, mod ...func(*cluster.Config)) (*Node, error)
 	n := &Node{ID: cfg.ID, DataDir: cfg.DataDir, RaftAddr: in.Node.RaftAddr(), HTTPAddr: in.Addr(), Inst: in, cfg: cfg}
 	c.Nodes = append(c.Nodes, n)
 	return n, nil
+}
+
+func (c *Cluster) serverOptions(id string) server.Options {
+	if c.opts.Server == nil {
+		return server.Options{}
+	}
+	return c.opts.Server(id)
 }
 
 // Dir returns the directory holding the nodes' data dirs.
@@ -190,7 +200,7 @@ func (c *Cluster) Restart(n *Node) {
 	cfg.Bootstrap, cfg.Join = false, nil
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		in, err := server.Start(cfg, n.HTTPAddr)
+		in, err := server.Start(cfg, n.HTTPAddr, c.serverOptions(cfg.ID))
 		if err == nil {
 			n.Inst = in
 			return
@@ -274,7 +284,12 @@ func (c *Cluster) WaitMembers(n int, timeout time.Duration) {
 }
 
 // URL returns the base URL of a node's API.
-func (n *Node) URL() string { return "http://" + n.HTTPAddr }
+func (n *Node) URL() string {
+	if n.cfg.PeerTLSClient != nil {
+		return "https://" + n.HTTPAddr
+	}
+	return "http://" + n.HTTPAddr
+}
 
 // Poll calls cond until it returns true or timeout passes, then fails.
 func Poll(t testing.TB, timeout time.Duration, what string, cond func() bool) {
