@@ -6,13 +6,22 @@
 //
 // # Entry points
 //
-// The suite is driven by go test (see chaos_test.go):
+// The suite is driven by go test (see chaos_test.go). The long run, for
+// `make chaos`, is skipped unless given a duration:
 //
-//	go test ./test/chaos/ -run '^TestChaos$' -count=1 -timeout 0 -v -chaos.duration=10m -chaos.seed=N
+//	go test ./test/chaos/ -run '^TestChaos$' -count=1 -timeout 0 -v \
+//		-chaos.duration=10m -chaos.seed=N -chaos.nodes=3 -chaos.artifacts=DIR
 //
-// runs one long run; TestChaosShort (a short run on 3 and then 5 nodes)
-// and TestChaosBrokenResource (the negative control, which must fail the
-// checker) run with every `go test ./...`.
+// (or CHAOS_DURATION, CHAOS_SEED, CHAOS_NODES, CHAOS_ARTIFACTS in the
+// environment; -chaos.faults picks faults, -chaos.broken-fence runs against
+// a broken resource, which must fail). TestChaosShort (30s of faults on 3
+// nodes, then 30s on 5) and TestChaosBrokenResource (the negative control,
+// which asserts that the checker flags a resource that forgets its fence on
+// restart) run with every `go test ./...` unless -short.
+//
+// Clients are this test binary run again with workload.ConfigEnv set
+// (TestMain); fencer is built from the tree once per test binary, or taken
+// from FENCER_BIN.
 //
 // # How a run goes
 //
