@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/fencer-io/fencer/api"
@@ -51,7 +50,6 @@ type Cluster struct {
 	opts  Options
 	net   *netfault.Net
 	nodes []*Node
-	mu    sync.Mutex
 }
 
 // NewCluster allocates ports, data dirs and proxies for every slot. It
@@ -196,8 +194,10 @@ func (c *Cluster) Restart(n *Node) error {
 	return c.start(n, n.args...)
 }
 
-// Pause SIGSTOPs the node; Resume SIGCONTs it.
-func (c *Cluster) Pause(n *Node) error  { return n.proc.Pause() }
+// Pause SIGSTOPs the node.
+func (c *Cluster) Pause(n *Node) error { return n.proc.Pause() }
+
+// Resume SIGCONTs the node.
 func (c *Cluster) Resume(n *Node) error { return n.proc.Resume() }
 
 // Wipe deletes the data dir of a node that is not running.
