@@ -89,9 +89,11 @@ func run(t *testing.T, name string, cfg Config) *Result {
 		t.Fatal(err)
 	}
 	cfg.Bin, cfg.ClientBin = fencerBin(t), self
+	cfg.WorkDir = t.TempDir()
+	// Registered after TempDir, so it runs first: no process outlives its
+	// data dir.
 	cfg.Group = &harness.Group{}
 	t.Cleanup(cfg.Group.KillAll)
-	cfg.WorkDir = t.TempDir()
 	keep := *flagArtifacts != ""
 	if keep {
 		cfg.Artifacts = filepath.Join(*flagArtifacts, fmt.Sprintf("%s-seed-%d", name, cfg.Seed))
