@@ -3,7 +3,10 @@ GO      ?= go
 BIN     := bin/fencer
 PKGS    := ./...
 
-.PHONY: all build run test test-unit test-pg vet fmt chaos bench clean
+.PHONY: all build run test test-unit vet fmt chaos bench clean
+
+DURATION ?= 3m
+SEED     ?= 0
 
 all: build
 
@@ -22,6 +25,17 @@ test: vet
 ## test-unit: every test that needs no PostgreSQL (those skip).
 test-unit:
 	$(GO) test -count=1 $(PKGS)
+
+## chaos: real nodes, clients and a fenced resource under kills, pauses,
+## partitions and membership changes; every history checked. SEED=0 picks
+## one and prints it; pass it back to replay.
+chaos: build
+	$(GO) test ./test/chaos/ -run '^TestChaos$$' -count=1 -timeout 0 -v \
+	  -chaos.duration=$(DURATION) -chaos.seed=$(SEED) -chaos.artifacts=$(CURDIR)/artifacts/chaos
+
+## bench: fencer against a 3-member etcd on this machine (QUICK=1 for a smoke run).
+bench: build
+	scripts/bench-vs-etcd.sh
 
 vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
