@@ -1,0 +1,125 @@
+#!/usr/bin/env bash
+# bench-scale.sh: a 3-node fencer holding 100,000 leases at once.
+#
+#   scripts/bench-scale.sh             LEASES=100000 by default
+#
+# It starts 3 `fencer serve` processes on loopback (own ports and data dirs),
+# acquires LEASES locks with a long TTL and keeps them all held, then reports:
+# the acquire rate, each node's resident memory (VmRSS) before and after, the
+# size and time of a full snapshot download (GET /v1/cluster/snapshot, the
+# same format raft snapshots use), the raft snapshots the nodes took
+# (fencer_snapshot_persist_seconds), and the time a restarted follower and a
+# restarted leader take until /readyz answers. The FSM-only numbers (heap,
+# snapshot persist and restore) are `go test -bench Snapshot100k ./bench/`.
+# Everything it started is stopped by pid when it exits, on error too.
+#
+# Knobs: LEASES, CLIENTS (64), PORT_BASE (17500), BENCH_DIR, KEEP=1.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+LEASES=${LEASES:-100000}
+CLIENTS=${CLIENTS:-64}
+PORT_BASE=${PORT_BASE:-17500}
+
+if [[ -n ${BENCH_DIR:-} ]]; then
+	work=$BENCH_DIR
+	mkdir -p "$work"
+	rm -rf "$work"/n[123] "$work"/*.log
+else
+	work=$(mktemp -d /tmp/fencer-scale.XXXXXX)
+fi
+
+declare -A pid
+cleanup() {
+	local status=$?
+	for p in "${pid[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+	for p in "${pid[@]}"; do
+		for _ in $(seq 1 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+		kill -KILL "$p" 2>/dev/null || true
+		wait "$p" 2>/dev/null || true
+	done
+	if [[ -z ${BENCH_DIR:-} && ${KEEP:-0} != 1 ]]; then rm -rf "$work"; else echo "kept $work"; fi
+	exit "$status"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+go build -o "$work/fencer" ./cmd/fencer
+http() { echo "127.0.0.1:$((PORT_BASE + $1))"; }
+raft() { echo "127.0.0.1:$((PORT_BASE + 10 + $1))"; }
+initial="" endpoints=""
+for i in 1 2 3; do
+	initial+="${initial:+,}n$i=$(raft $i)@$(http $i)"
+	endpoints+="${endpoints:+,}$(http $i)"
+done
+
+start() { # node
+	FENCER_RATE_LIMIT=0 "$work/fencer" serve --id "n$1" --data-dir "$work/n$1" --http-addr "$(http "$1")" \
+		--raft-addr "$(raft "$1")" --initial-cluster "$initial" --log-level warn >>"$work/n$1.log" 2>&1 &
+	pid[$1]=$!
+}
+stop() { # node
+	kill -TERM "${pid[$1]}"
+	wait "${pid[$1]}" 2>/dev/null || true
+	unset "pid[$1]"
+}
+# wait_ready NODE: seconds until /readyz answers 200, at most 60.
+wait_ready() {
+	local t0=$EPOCHREALTIME
+	for _ in $(seq 1 1200); do
+		if curl -fsS -o /dev/null "http://$(http "$1")/readyz" 2>/dev/null; then
+			echo "$EPOCHREALTIME - $t0" | bc
+			return 0
+		fi
+		sleep 0.05
+	done
+	echo "n$1 not ready after 60s; see $work/n$1.log" >&2
+	return 1
+}
+rss() { awk '/VmRSS/ {printf "%.0f", $2 / 1024}' "/proc/${pid[$1]}/status"; }
+leader() { curl -fsS "http://$(http 1)/v1/cluster" | sed -n 's/.*"leader":"n\([0-9]\)".*/\1/p'; }
+metric() { # node name
+	curl -fsS "http://$(http "$1")/metrics" 2>/dev/null | awk -v m="$2" '$1 == m {print $2}'
+}
+
+for i in 1 2 3; do start "$i"; done
+for i in 1 2 3; do wait_ready "$i" >/dev/null; done
+echo "3 nodes ready in $work; RSS MB before: n1 $(rss 1), n2 $(rss 2), n3 $(rss 3)"
+
+echo "acquiring $LEASES leases with $CLIENTS clients (TTL 2h, kept held)"
+"$work/fencer" bench --endpoints "$endpoints" -w hold -c "$CLIENTS" --ops "$LEASES" \
+	--ttl 2h -d 30m --warmup 0s
+l=$(leader)
+held=$(curl -fsS "http://$(http "$l")/v1/locks" | grep -o '"lock"' | wc -l)
+echo "locks held (the leader's view): $held"
+echo "RSS MB with $held leases held, before any snapshot of them (leader n$l): n1 $(rss 1), n2 $(rss 2), n3 $(rss 3)"
+
+# Raft snapshots every 8,192 entries, checked every 30-60 s: wait (at most
+# 90 s) until every node has one that covers all the leases.
+applied=$(curl -fsS "http://$(http "$l")/v1/cluster" | sed -n 's/.*"applied_index":\([0-9]*\).*/\1/p')
+for _ in $(seq 1 180); do
+	done_nodes=0
+	for i in 1 2 3; do
+		idx=$(metric "$i" fencer_raft_last_snapshot_index)
+		[[ -n $idx ]] && (($(printf '%.0f' "$idx") >= applied - 8192)) && done_nodes=$((done_nodes + 1))
+	done
+	((done_nodes == 3)) && break
+	sleep 0.5
+done
+echo "RSS MB after every node snapshotted the leases: n1 $(rss 1), n2 $(rss 2), n3 $(rss 3)"
+
+t0=$EPOCHREALTIME
+bytes=$(curl -fsS -o "$work/backup.snap" -w '%{size_download}' "http://$(http "$l")/v1/cluster/snapshot" || echo failed)
+echo "snapshot download from the leader: $bytes bytes in $(echo "$EPOCHREALTIME - $t0" | bc | cut -c1-5) s"
+for i in 1 2 3; do
+	count=$(metric "$i" fencer_snapshot_persist_seconds_count)
+	sum=$(metric "$i" fencer_snapshot_persist_seconds_sum)
+	[[ -n $count && $count != 0 ]] && echo "n$i raft snapshots: $count, mean persist $(echo "scale=3; $sum / $count" | bc) s, on disk $(du -sh "$work/n$i/snapshots" | cut -f1)"
+done
+
+f=$((l % 3 + 1))
+stop "$f"
+start "$f"
+echo "restarted follower n$f: ready in $(wait_ready "$f" | cut -c1-5) s, RSS $(rss "$f") MB"
+stop "$l"
+start "$l"
+echo "restarted leader n$l: ready in $(wait_ready "$l" | cut -c1-5) s (includes an election), RSS $(rss "$l") MB"
