@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/go-chi/chi/v5"
+	"github.com/go-chi/chi/v5/middleware"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/fencer-io/fencer/cluster"
@@ -51,10 +52,11 @@ type Cluster interface {
 
 // Server is the HTTP API of one node.
 type Server struct {
-	c   Cluster
-	log *slog.Logger
-	fwd *forwarder
-	met *requestMetrics
+	c     Cluster
+	log   *slog.Logger
+	fwd   *forwarder
+	met   *requestMetrics
+	pprof bool
 	// RequestTimeout bounds each request's work (not its wait_ms queueing).
 	requestTimeout time.Duration
 }
@@ -70,6 +72,10 @@ func WithPeerTLS(cfg *tls.Config) Option {
 		s.fwd.transport.TLSClientConfig = cfg
 	}
 }
+
+// WithProfiling serves net/http/pprof under /debug/pprof/ (operator-only
+// when an ACL is on).
+func WithProfiling() Option { return func(s *Server) { s.pprof = true } }
 
 // NewServer returns the API handler for c. A nil logger discards.
 func NewServer(c Cluster, logger *slog.Logger, opts ...Option) *Server {
@@ -88,6 +94,9 @@ func (s *Server) Handler() http.Handler {
 	r := chi.NewRouter()
 	r.Use(s.met.middleware)
 	r.Method(http.MethodGet, "/metrics", s.met.handler)
+	if s.pprof {
+		r.Mount("/debug", middleware.Profiler())
+	}
 	r.Get("/healthz", s.healthz)
 	r.Get("/readyz", s.readyz)
 	r.Route("/v1", func(r chi.Router) {

@@ -42,6 +42,8 @@ type Options struct {
 	RateLimit int
 	// Limits are the server's timeouts and size caps.
 	Limits limits.ServerConfig
+	// Profiling serves /debug/pprof/.
+	Profiling bool
 }
 
 // Start listens on httpAddr (port 0 picks one; the real address is then the
@@ -78,6 +80,9 @@ func Start(cfg cluster.Config, httpAddr string, options ...Options) (*Instance, 
 		logger = slog.New(slog.DiscardHandler)
 	}
 	var apiOpts []api.Option
+	if opts.Profiling {
+		apiOpts = append(apiOpts, api.WithProfiling())
+	}
 	if cfg.PeerTLSClient != nil {
 		apiOpts = append(apiOpts, api.WithPeerTLS(cfg.PeerTLSClient))
 	}

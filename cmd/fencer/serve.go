@@ -46,6 +46,7 @@ type serveOptions struct {
 	maxPerHolder   int
 	maxWaiters     int
 	maxPerLock     int
+	pprof          bool
 	log            logFlags
 }
 
@@ -87,6 +88,7 @@ rejoins by itself. Every flag can also be set by its environment variable.`,
 	fs.IntVar(&o.maxPerHolder, "max-locks-per-holder", int(envUint("FENCER_MAX_LOCKS_PER_HOLDER", 100_000)), "held locks per holder name ($FENCER_MAX_LOCKS_PER_HOLDER)")
 	fs.IntVar(&o.maxWaiters, "max-waiters", int(envUint("FENCER_MAX_WAITERS", 100_000)), "queued acquires in total ($FENCER_MAX_WAITERS)")
 	fs.IntVar(&o.maxPerLock, "max-waiters-per-lock", int(envUint("FENCER_MAX_WAITERS_PER_LOCK", 1024)), "queued acquires per lock ($FENCER_MAX_WAITERS_PER_LOCK)")
+	fs.BoolVar(&o.pprof, "pprof", envBool("FENCER_PPROF"), "serve Go profiles on /debug/pprof/ ($FENCER_PPROF)")
 	o.log.bind(fs)
 	return cmd
 }
@@ -189,7 +191,7 @@ func (o *serveOptions) run(cmd *cobra.Command) error {
 // security sets up TLS, the ACL and the rate limit, and refuses a node that
 // would listen beyond loopback with neither encryption nor access control.
 func (o *serveOptions) security(cfg *cluster.Config, logger *slog.Logger) (server.Options, error) {
-	opts := server.Options{RateLimit: o.rateLimit}
+	opts := server.Options{RateLimit: o.rateLimit, Profiling: o.pprof}
 	if o.rateLimit == 0 {
 		opts.RateLimit = -1
 	}
