@@ -43,14 +43,15 @@ type Fencer struct {
 }
 
 // NewFencer builds a client for endpoints with one kept-alive connection
-// per benchmark client, and finds the leader.
-func NewFencer(ctx context.Context, endpoints []string, clients int, ttl, wait time.Duration) (*Fencer, error) {
+// per benchmark client, and finds the leader. timeout bounds each request
+// attempt (a contended acquire's wait comes on top).
+func NewFencer(ctx context.Context, endpoints []string, clients int, ttl, wait, timeout time.Duration) (*Fencer, error) {
 	hc := &http.Client{Transport: &http.Transport{
 		MaxIdleConns:        clients + 16,
 		MaxIdleConnsPerHost: clients + 16,
 		IdleConnTimeout:     90 * time.Second,
 	}}
-	c, err := client.New(endpoints, client.WithHTTPClient(hc), client.WithTimeout(wait+10*time.Second))
+	c, err := client.New(endpoints, client.WithHTTPClient(hc), client.WithTimeout(wait+timeout))
 	if err != nil {
 		return nil, err
 	}

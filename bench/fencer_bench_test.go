@@ -33,7 +33,7 @@ func BenchmarkFencer(b *testing.B) {
 			}
 			b.Run(fmt.Sprintf("%s/clients=%d", w, clients), func(b *testing.B) {
 				ctx := context.Background()
-				f, err := NewFencer(ctx, []string{leader.HTTPAddr}, clients, 10*time.Second, 30*time.Second)
+				f, err := NewFencer(ctx, []string{leader.HTTPAddr}, clients, 10*time.Second, 30*time.Second, 10*time.Second)
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -101,7 +101,7 @@ func (o *benchOptions) run(cmd *cobra.Command) error {
 	}
 	ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	f, err := bench.NewFencer(ctx, o.client.endpointList(), o.load.Clients, o.ttl, o.wait)
+	f, err := bench.NewFencer(ctx, o.client.endpointList(), o.load.Clients, o.ttl, o.wait, o.client.timeout)
 	if err != nil {
 		return err
 	}
