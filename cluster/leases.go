@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"container/heap"
 	"sync"
 	"time"
 
@@ -16,21 +17,32 @@ import (
 // deadline passes, expire is called with the lock and token; the caller
 // proposes an Expire command, which the FSM ignores if the token is no longer
 // current.
+//
+// All deadlines share one timer and a min-heap (as etcd's lessor does), so
+// 100,000 leases cost 100,000 small structs, not 100,000 runtime timers. A
+// renewal only moves a lease's deadline; the heap keeps the time it was
+// last scheduled for, and a lease found renewed when it comes due is simply
+// scheduled again.
 type Leases struct {
 	clock  Clock
 	expire func(lock string, token uint64)
 
-	mu     sync.Mutex
-	active bool
-	leases map[string]*lease
+	mu      sync.Mutex
+	active  bool
+	leases  map[string]*lease
+	due     leaseHeap
+	timer   Timer
+	timerAt time.Time
 }
 
 type lease struct {
+	name     string
 	token    uint64
 	ttl      time.Duration
-	deadline time.Time
-	timer    Timer
-	expiring bool // an Expire is being proposed; renewals are refused
+	deadline time.Time // moved by renewals
+	at       time.Time // when the heap expects it due (≤ deadline)
+	index    int       // position in the heap; -1 when not in it
+	expiring bool      // an Expire is being proposed; renewals are refused
 }
 
 // NewLeases returns an inactive tracker; expire runs in its own goroutine.
@@ -45,26 +57,29 @@ func NewLeases(clock Clock, expire func(lock string, token uint64)) *Leases {
 func (l *Leases) Promote(locks []fsm.Lock) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.stopAllLocked()
+	l.clearLocked()
 	l.active = true
 	for _, lk := range locks {
 		l.trackLocked(lk.Name, lk.Token, time.Duration(lk.TTLMillis)*time.Millisecond)
 	}
+	l.armLocked()
 }
 
-// Demote stops every timer; a follower tracks nothing.
+// Demote stops the timer and forgets every lease; a follower tracks nothing.
 func (l *Leases) Demote() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.active = false
-	l.stopAllLocked()
+	l.clearLocked()
 }
 
-func (l *Leases) stopAllLocked() {
-	for name, ls := range l.leases {
-		ls.timer.Stop()
-		delete(l.leases, name)
+func (l *Leases) clearLocked() {
+	if l.timer != nil {
+		l.timer.Stop()
+		l.timer = nil
 	}
+	l.leases = map[string]*lease{}
+	l.due = nil
 }
 
 // Track starts the lease of a new grant, replacing any earlier one of the lock.
@@ -75,6 +90,7 @@ func (l *Leases) Track(lock string, token uint64, ttl time.Duration) {
 		return
 	}
 	l.trackLocked(lock, token, ttl)
+	l.armLocked()
 }
 
 func (l *Leases) trackLocked(name string, token uint64, ttl time.Duration) {
@@ -82,30 +98,66 @@ func (l *Leases) trackLocked(name string, token uint64, ttl time.Duration) {
 		if old.token > token {
 			return // a newer grant is already tracked
 		}
-		old.timer.Stop()
+		l.unscheduleLocked(old)
 	}
-	ls := &lease{token: token, ttl: ttl, deadline: l.clock.Now().Add(ttl)}
+	deadline := l.clock.Now().Add(ttl)
+	ls := &lease{name: name, token: token, ttl: ttl, deadline: deadline, index: -1}
 	l.leases[name] = ls
-	ls.timer = l.clock.AfterFunc(ttl, func() { l.fire(name, ls) })
+	l.scheduleLocked(ls, deadline)
 }
 
-// fire runs when a lease's timer goes off. A renewal only moves the deadline,
-// so the timer is re-armed for whatever is left.
-func (l *Leases) fire(name string, ls *lease) {
+func (l *Leases) scheduleLocked(ls *lease, at time.Time) {
+	ls.at = at
+	heap.Push(&l.due, ls)
+}
+
+func (l *Leases) unscheduleLocked(ls *lease) {
+	if ls.index >= 0 {
+		heap.Remove(&l.due, ls.index)
+	}
+}
+
+// armLocked points the one timer at the earliest scheduled lease.
+func (l *Leases) armLocked() {
+	if !l.active || len(l.due) == 0 {
+		return
+	}
+	next := l.due[0].at
+	if l.timer != nil && !next.Before(l.timerAt) {
+		return // already armed early enough
+	}
+	if l.timer != nil {
+		l.timer.Stop()
+	}
+	l.timerAt = next
+	l.timer = l.clock.AfterFunc(max(next.Sub(l.clock.Now()), 0), l.fire)
+}
+
+// fire runs when the timer goes off: every lease whose deadline has passed
+// is marked expiring and handed to expire; renewed ones are rescheduled.
+func (l *Leases) fire() {
 	l.mu.Lock()
-	if !l.active || l.leases[name] != ls || ls.expiring {
+	if !l.active {
 		l.mu.Unlock()
 		return
 	}
-	if left := ls.deadline.Sub(l.clock.Now()); left > 0 {
-		ls.timer = l.clock.AfterFunc(left, func() { l.fire(name, ls) })
-		l.mu.Unlock()
-		return
+	l.timer = nil
+	now := l.clock.Now()
+	var ended []*lease
+	for len(l.due) > 0 && !l.due[0].at.After(now) {
+		ls := heap.Pop(&l.due).(*lease)
+		if ls.deadline.After(now) {
+			l.scheduleLocked(ls, ls.deadline) // renewed meanwhile
+			continue
+		}
+		ls.expiring = true
+		ended = append(ended, ls)
 	}
-	ls.expiring = true
-	token := ls.token
+	l.armLocked()
 	l.mu.Unlock()
-	go l.expire(name, token)
+	for _, ls := range ended {
+		go l.expire(ls.name, ls.token)
+	}
 }
 
 // Renew extends a lease to a full TTL from now. It reports false when the
@@ -126,7 +178,7 @@ func (l *Leases) Forget(lock string, token uint64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if ls, ok := l.leases[lock]; ok && ls.token == token {
-		ls.timer.Stop()
+		l.unscheduleLocked(ls)
 		delete(l.leases, lock)
 	}
 }
@@ -142,8 +194,9 @@ func (l *Leases) Retry(lock string, token uint64, delay time.Duration) {
 	}
 	ls.expiring = false
 	ls.deadline = l.clock.Now().Add(delay)
-	ls.timer.Stop()
-	ls.timer = l.clock.AfterFunc(delay, func() { l.fire(lock, ls) })
+	l.unscheduleLocked(ls)
+	l.scheduleLocked(ls, ls.deadline)
+	l.armLocked()
 }
 
 // Remaining returns how long the tracked lease of a lock has left.
@@ -162,4 +215,29 @@ func (l *Leases) Len() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return len(l.leases)
+}
+
+// leaseHeap orders leases by the time they are scheduled to come due.
+type leaseHeap []*lease
+
+func (h leaseHeap) Len() int           { return len(h) }
+func (h leaseHeap) Less(i, j int) bool { return h[i].at.Before(h[j].at) }
+func (h leaseHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].index, h[j].index = i, j
+}
+
+func (h *leaseHeap) Push(x any) {
+	ls := x.(*lease)
+	ls.index = len(*h)
+	*h = append(*h, ls)
+}
+
+func (h *leaseHeap) Pop() any {
+	old := *h
+	ls := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	ls.index = -1
+	return ls
 }

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -123,4 +124,52 @@ func TestOlderGrantDoesNotReplaceNewer(t *testing.T) {
 	l.Track("a", 7, time.Hour)
 	clock.Advance(time.Second)
 	expectExpiry(t, fired, expiry{"a", 8})
+}
+
+// Many leases share one timer, and expire in deadline order whatever order
+// they were granted and renewed in.
+func TestManyLeasesShareOneTimer(t *testing.T) {
+	clock := newFakeClock()
+	fired := make(chan expiry, 2000)
+	l := NewLeases(clock, func(lock string, token uint64) { fired <- expiry{lock, token} })
+	l.Promote(nil)
+	for i := range 1000 {
+		l.Track(fmt.Sprintf("l%d", i), uint64(i+1), time.Duration(1000-i)*time.Millisecond+time.Second)
+	}
+	if n := clock.pending(); n != 1 {
+		t.Fatalf("%d timers pending for 1000 leases, want 1", n)
+	}
+	// l999 has the shortest TTL (1.001 s); renew it at 0.5 s so l998 goes first.
+	clock.Advance(500 * time.Millisecond)
+	if !l.Renew("l999", 1000) {
+		t.Fatal("renewal refused")
+	}
+	clock.Advance(502 * time.Millisecond) // t = 1.002 s
+	expectExpiry(t, fired, expiry{"l998", 999})
+	expectNoExpiry(t, fired)
+	// Up to just before l999's renewed deadline, the leases granted with
+	// deadlines 1.003 s … 1.500 s (l997 … l500) expire, and l999 does not.
+	drain := func(n int) map[string]bool {
+		got := map[string]bool{}
+		for range n {
+			select {
+			case e := <-fired:
+				got[e.lock] = true
+			case <-time.After(5 * time.Second):
+				t.Fatalf("only %d of %d expiries", len(got), n)
+			}
+		}
+		return got
+	}
+	clock.Advance(498 * time.Millisecond) // t = 1.500 s
+	if got := drain(498); got["l999"] {
+		t.Fatal("a renewed lease expired at its old deadline")
+	}
+	clock.Advance(time.Millisecond) // t = 1.501 s: l999 and l499
+	if got := drain(2); !got["l999"] || !got["l499"] {
+		t.Fatalf("expired %v, want l999 and l499", got)
+	}
+	if l.Len() != 1000 {
+		t.Fatalf("expiring leases stay tracked until forgotten: %d", l.Len())
+	}
 }
