@@ -114,11 +114,11 @@ func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(descMembers, float64(voters), "voter")
 		gauge(descMembers, float64(nonvoters), "nonvoter")
 	}
-	img := n.fsm.Image().Header
-	gauge(descLocks, float64(img.Locks))
-	gauge(descKeys, float64(img.Keys))
-	gauge(descToken, float64(img.LastToken))
-	gauge(descEpoch, float64(img.Epoch))
+	counts := n.fsm.Counts() // not Image: a scrape must not copy the state
+	gauge(descLocks, float64(counts.Locks))
+	gauge(descKeys, float64(counts.Keys))
+	gauge(descToken, float64(counts.LastToken))
+	gauge(descEpoch, float64(counts.Epoch))
 	gauge(descWaiters, float64(n.locks.waiting()))
 	gauge(descLeases, float64(n.leases.Len()))
 }

@@ -490,10 +490,10 @@ func (n *Node) WaitForLeader(timeout time.Duration) (string, error) {
 	return "", ErrNoLeader
 }
 
-// Digest returns the applied index and a hash of the replicated state.
+// Digest returns the applied index and a hash of the replicated state, both
+// from one copy of the state.
 func (n *Node) Digest() (uint64, string) {
-	img := n.fsm.Image()
-	return img.Header.AppliedIndex, n.fsm.Digest()
+	return n.fsm.DigestAt()
 }
 
 // peerAddrs resolves a peer id to the address this node must dial: from the

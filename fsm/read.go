@@ -114,3 +114,16 @@ func (f *FSM) RequestGranted(lock, holder, requestID string) bool {
 	_, ok := f.s.requests[requestKey(lock, holder, requestID)]
 	return ok
 }
+
+// Counts is a cheap summary of the state, for metrics.
+type Counts struct {
+	Locks, Keys, Members int
+	Epoch, LastToken     uint64
+}
+
+// Counts summarizes the state without copying it.
+func (f *FSM) Counts() Counts {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return Counts{Locks: len(f.s.locks), Keys: len(f.s.keys), Members: len(f.s.members), Epoch: f.s.epoch, LastToken: f.s.lastToken}
+}

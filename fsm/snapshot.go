@@ -206,13 +206,20 @@ func (f *FSM) Image() *Image {
 // the same log. The applied index is left out: replicas compare state, not
 // progress.
 func (f *FSM) Digest() string {
+	_, d := f.DigestAt()
+	return d
+}
+
+// DigestAt returns the applied index and the digest of the same state.
+func (f *FSM) DigestAt() (uint64, string) {
 	img := f.Image()
+	applied := img.Header.AppliedIndex
 	img.Header.AppliedIndex, img.Header.Term = 0, 0
 	h := sha256.New()
 	if _, err := img.WriteTo(h); err != nil {
 		panic(err) // hashing never fails
 	}
-	return hex.EncodeToString(h.Sum(nil))
+	return applied, hex.EncodeToString(h.Sum(nil))
 }
 
 type snapshot struct{ img *Image }
