@@ -1,0 +1,121 @@
+package main
+
+import (
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fencer-io/fencer/fsm"
+	tc "github.com/fencer-io/fencer/test/testcluster"
+)
+
+// The operator commands against a real cluster: members list, cluster
+// status (table and JSON), snapshot save, inspect and restore, and the
+// leadership transfer.
+func TestOperatorCommands(t *testing.T) {
+	c := newTestCluster(t)
+	out, _, err := fencer(t, "", "lock", "acquire", "ops-lock", "--ttl", "1m")
+	if err != nil {
+		t.Fatalf("lock acquire: %v", err)
+	}
+	if out, _, err = fencer(t, "", "kv", "put", "ops-key", "v", "--token", tokenOf(t, out)); err != nil {
+		t.Fatalf("kv put: %v %s", err, out)
+	}
+
+	out, _, err = fencer(t, "", "members", "list")
+	if err != nil || strings.Count(out, "127.0.0.1") < 6 || !strings.Contains(out, "n3") {
+		t.Fatalf("members list: %v\n%s", err, out)
+	}
+	out, _, err = fencer(t, "", "cluster", "status", "-o", "json")
+	if err != nil {
+		t.Fatalf("cluster status: %v", err)
+	}
+	var st clusterView
+	if err := json.Unmarshal([]byte(out), &st); err != nil || st.Leader == "" || len(st.Members) != 3 {
+		t.Fatalf("cluster status json: %v\n%s", err, out)
+	}
+	for _, m := range st.Members {
+		if m.State == "" || m.State == "unreachable" {
+			t.Fatalf("member %s state %q", m.ID, m.State)
+		}
+	}
+	if out, _, err = fencer(t, "", "cluster", "status"); err != nil || !strings.Contains(out, "LAST CONTACT") {
+		t.Fatalf("cluster status table: %v\n%s", err, out)
+	}
+
+	file := filepath.Join(t.TempDir(), "backup.snap")
+	if out, _, err = fencer(t, "", "snapshot", "save", file); err != nil || !strings.Contains(out, "1 locks, 1 keys") {
+		t.Fatalf("snapshot save: %v\n%s", err, out)
+	}
+	out, _, err = fencer(t, "", "snapshot", "inspect", file, "-o", "json")
+	if err != nil {
+		t.Fatalf("snapshot inspect: %v", err)
+	}
+	var img struct {
+		Header fsm.Header
+		Locks  []fsm.Lock
+		Keys   []fsm.FencedKey
+	}
+	if err := json.Unmarshal([]byte(out), &img); err != nil || len(img.Locks) != 1 || img.Locks[0].Lease != "" || len(img.Keys) != 1 {
+		t.Fatalf("inspect (lease secrets must be redacted): %v\n%s", err, out)
+	}
+	if out, _, err = fencer(t, "", "snapshot", "restore", file); err != nil || !strings.Contains(out, "epoch 1") {
+		t.Fatalf("snapshot restore: %v\n%s", err, out)
+	}
+	out, _, err = fencer(t, "", "lock", "acquire", "after-restore")
+	if err != nil {
+		t.Fatalf("acquire after restore: %v", err)
+	}
+	if tok := tokenOf(t, out); len(tok) < 13 { // epoch 1 tokens are ≥ 2^40
+		t.Fatalf("token after restore %s is not in epoch 1", tok)
+	}
+
+	old := c.WaitLeader(10 * time.Second)
+	target := c.Nodes[0]
+	if target == old {
+		target = c.Nodes[1]
+	}
+	if out, _, err = fencer(t, "", "cluster", "transfer-leader", target.ID); err != nil {
+		t.Fatalf("transfer-leader: %v\n%s", err, out)
+	}
+	tc.Poll(t, 15*time.Second, "leadership moved to "+target.ID, func() bool {
+		l := c.Leader()
+		return l != nil && l.ID == target.ID
+	})
+	if _, _, err = fencer(t, "", "members", "remove", "nobody"); err == nil {
+		t.Fatal("removing an unknown member succeeded")
+	}
+}
+
+func tokenOf(t *testing.T, out string) string {
+	t.Helper()
+	for _, f := range strings.Fields(out) {
+		if v, ok := strings.CutPrefix(f, "token="); ok {
+			return v
+		}
+	}
+	t.Fatalf("no token in %q", out)
+	return ""
+}
+
+// fencer recover rewrites a stopped survivor's data dir with a new
+// membership and a bumped epoch.
+func TestRecoverCommand(t *testing.T) {
+	c := tc.New(t, 1)
+	n := c.Nodes[0]
+	c.Stop(n)
+	members := n.ID + "=" + n.RaftAddr + "@" + n.HTTPAddr
+	out, _, err := fencer(t, "", "recover", "--id", n.ID, "--data-dir", n.DataDir, "--members", members)
+	if err != nil || !strings.Contains(out, "epoch 1") {
+		t.Fatalf("recover: %v\n%s", err, out)
+	}
+	if _, _, err := fencer(t, "", "recover", "--id", n.ID, "--data-dir", n.DataDir, "--members", "other=127.0.0.1:1@127.0.0.1:2"); err == nil {
+		t.Fatal("recover accepted a member list without this node")
+	}
+	c.Restart(n)
+	if l := c.WaitLeader(20 * time.Second); l.Inst.Node.FSM().Epoch() != 1 {
+		t.Fatalf("epoch after recovery %d", l.Inst.Node.FSM().Epoch())
+	}
+}
