@@ -177,3 +177,29 @@ func TestWaitersServedInFIFOOrder(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// Regression: a linearizable read right after a failover, before any write,
+// must answer. Waiting for the FSM to reach the commit index hung here,
+// because the new leader's no-op entry counts in the commit index but never
+// reaches the FSM.
+func TestLinearizableReadRightAfterFailover(t *testing.T) {
+	c := tc.New(t, 3)
+	leader := c.WaitLeader(10 * time.Second)
+	g := mustAcquire(t, leader, "r", "w")
+	c.Stop(leader)
+	next := c.WaitNewLeader(leader.ID, 15*time.Second)
+	client := &http.Client{Timeout: 5 * time.Second}
+	for _, path := range []string{"/v1/locks/r", "/v1/locks/r/check?token=" + tok(g.Token), "/v1/locks", "/v1/kv/absent"} {
+		resp, err := client.Get(next.URL() + path)
+		if err != nil {
+			t.Fatalf("GET %s right after failover: %v", path, err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK && !(path == "/v1/kv/absent" && resp.StatusCode == http.StatusNotFound) {
+			t.Fatalf("GET %s right after failover: %s", path, resp.Status)
+		}
+	}
+	if !next.Inst.Node.Ready() {
+		t.Fatal("the new leader is not ready before any write")
+	}
+}
