@@ -361,14 +361,7 @@ func (n *Node) Leader() (id, httpAddr string) {
 	if m, ok := n.fsm.Member(string(sid)); ok && m.RaftAddr == string(addr) {
 		return string(sid), m.HTTPAddr
 	}
-	// Until the leader's record is replicated, an initial cluster's
-	// configuration already says where everybody is.
-	for _, p := range n.cfg.InitialCluster {
-		if p.ID == string(sid) && p.RaftAddr == string(addr) {
-			return p.ID, p.HTTPAddr
-		}
-	}
-	return string(sid), ""
+	return string(sid), n.initialHTTPAddr(string(sid), string(addr))
 }
 
 // apply proposes one command and returns the FSM's result. A refusal by the
@@ -467,6 +460,8 @@ func (n *Node) Status() (Status, error) {
 		}
 		if m, ok := n.fsm.Member(ms.ID); ok {
 			ms.HTTPAddr = m.HTTPAddr
+		} else {
+			ms.HTTPAddr = n.initialHTTPAddr(ms.ID, ms.RaftAddr)
 		}
 		st.Members = append(st.Members, ms)
 	}
@@ -527,4 +522,16 @@ func (p *peerAddrs) ServerAddr(id raft.ServerID) (raft.ServerAddress, error) {
 		return raft.ServerAddress(addr), nil
 	}
 	return "", fmt.Errorf("no proxy address for %s", id)
+}
+
+// initialHTTPAddr is a member's HTTP address from --initial-cluster: until
+// the member's own record is replicated, that list already says where
+// everybody is.
+func (n *Node) initialHTTPAddr(id, raftAddr string) string {
+	for _, p := range n.cfg.InitialCluster {
+		if p.ID == id && p.RaftAddr == raftAddr {
+			return p.HTTPAddr
+		}
+	}
+	return ""
 }

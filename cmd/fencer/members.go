@@ -144,7 +144,9 @@ func newClusterCmd() *cobra.Command {
 			v := clusterView{Leader: st.Leader, Term: st.Term, CommitIndex: st.CommitIndex, AppliedIndex: st.AppliedIndex, Epoch: st.Epoch, LastToken: st.LastToken}
 			for _, m := range st.Members {
 				mv := memberView{Member: m}
-				if self, err := c.MemberStatus(ctx, m.HTTPAddr); err != nil {
+				if m.HTTPAddr == "" {
+					mv.State, mv.Error = "unknown", "its HTTP address is not recorded yet"
+				} else if self, err := c.MemberStatus(ctx, m.HTTPAddr); err != nil {
 					mv.State, mv.Error = "unreachable", err.Error()
 				} else {
 					mv.State, mv.Term, mv.AppliedIndex, mv.LastContact = self.State, self.Term, self.AppliedIndex, self.LastContact
