@@ -3,6 +3,7 @@ package api
 import (
 	"bytes"
 	"encoding/json"
+	"github.com/fencer-io/fencer/api/wire"
 	"net/http"
 	"regexp"
 	"strconv"
@@ -74,19 +75,6 @@ func (s *Server) join(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"joined": req.ID})
 }
 
-// AddMemberRequest is the body of POST /v1/cluster/members.
-type AddMemberRequest struct {
-	ID       string `json:"id"`
-	RaftAddr string `json:"raft_addr"`
-	HTTPAddr string `json:"http_addr"`
-	Voter    *bool  `json:"voter,omitempty"` // default true
-}
-
-// TransferRequest is the body of POST /v1/cluster/leader/transfer.
-type TransferRequest struct {
-	ID string `json:"id,omitempty"`
-}
-
 var memberIDPattern = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
 
 func (s *Server) addMember(w http.ResponseWriter, r *http.Request) {
@@ -153,7 +141,7 @@ func (s *Server) transferLeader(w http.ResponseWriter, r *http.Request) {
 const MaxSnapshotBytes = 1 << 30
 
 // HeaderSnapshot carries a saved snapshot's header (JSON) on the response.
-const HeaderSnapshot = "Fencer-Snapshot"
+const HeaderSnapshot = wire.HeaderSnapshot
 
 // snapshotSave streams a consistent snapshot from the leader. The body is
 // buffered so that a failure is still reported as an error, not as a

@@ -4,55 +4,46 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/fencer-io/fencer/api/wire"
 	"net/http"
 
 	"github.com/fencer-io/fencer/cluster"
 	"github.com/fencer-io/fencer/fsm"
 )
 
-// Machine-readable error codes. Clients depend on them exactly: add new
-// ones, never rename.
+// Machine-readable error codes, defined in package wire. Clients depend on
+// them exactly: add new ones, never rename.
 const (
-	CodeInvalidName      = "invalid_name"
-	CodeInvalidKey       = "invalid_key"
-	CodeInvalidTTL       = "invalid_ttl"
-	CodeInvalidWait      = "invalid_wait"
-	CodeInvalidHolder    = "invalid_holder"
-	CodeInvalidRequestID = "invalid_request_id"
-	CodeInvalidLease     = "invalid_lease"
-	CodeInvalidToken     = "invalid_token"
-	CodeInvalidJSON      = "invalid_json"
-	CodeInvalidMember    = "invalid_member"
-	CodeBodyTooLarge     = "body_too_large"
-	CodeMissingToken     = "missing_token"
-	CodeLockHeld         = "lock_held"
-	CodeLeaseLost        = "lease_lost"
-	CodeStaleToken       = "stale_token"
-	CodeNotLockHolder    = "not_lock_holder"
-	CodeNotFound         = "not_found"
-	CodeNoLeader         = "no_leader"
-	CodeOutcomeUnknown   = "outcome_unknown"
-	CodeMemberConflict   = "member_conflict"
-	CodeUnknownMember    = "unknown_member"
-	CodeTooManyWaiters   = "too_many_waiters"
-	CodeTooManyLocks     = "too_many_locks"
-	CodeInvalidSnapshot  = "invalid_snapshot"
-	CodeTimeout          = "timeout"
-	CodeInternal         = "internal"
+	CodeInvalidName      = wire.CodeInvalidName
+	CodeInvalidKey       = wire.CodeInvalidKey
+	CodeInvalidTTL       = wire.CodeInvalidTTL
+	CodeInvalidWait      = wire.CodeInvalidWait
+	CodeInvalidHolder    = wire.CodeInvalidHolder
+	CodeInvalidRequestID = wire.CodeInvalidRequestID
+	CodeInvalidLease     = wire.CodeInvalidLease
+	CodeInvalidToken     = wire.CodeInvalidToken
+	CodeInvalidJSON      = wire.CodeInvalidJSON
+	CodeInvalidMember    = wire.CodeInvalidMember
+	CodeBodyTooLarge     = wire.CodeBodyTooLarge
+	CodeMissingToken     = wire.CodeMissingToken
+	CodeLockHeld         = wire.CodeLockHeld
+	CodeLeaseLost        = wire.CodeLeaseLost
+	CodeStaleToken       = wire.CodeStaleToken
+	CodeNotLockHolder    = wire.CodeNotLockHolder
+	CodeNotFound         = wire.CodeNotFound
+	CodeNoLeader         = wire.CodeNoLeader
+	CodeOutcomeUnknown   = wire.CodeOutcomeUnknown
+	CodeMemberConflict   = wire.CodeMemberConflict
+	CodeUnknownMember    = wire.CodeUnknownMember
+	CodeTooManyWaiters   = wire.CodeTooManyWaiters
+	CodeTooManyLocks     = wire.CodeTooManyLocks
+	CodeInvalidSnapshot  = wire.CodeInvalidSnapshot
+	CodeTimeout          = wire.CodeTimeout
+	CodeInternal         = wire.CodeInternal
 )
 
 // Error is the body of every error response.
-type Error struct {
-	Message string `json:"error"`
-	Code    string `json:"code"`
-	// Holder and Token describe the current grant on lock_held.
-	Holder string `json:"holder,omitempty"`
-	Token  uint64 `json:"token,omitempty"`
-	// LastToken is the key's high-water mark on stale_token.
-	LastToken uint64 `json:"last_token,omitempty"`
-}
-
-func (e *Error) Error() string { return e.Code + ": " + e.Message }
+type Error = wire.Error
 
 // errorTable maps domain and cluster errors to a status and a code. It is the
 // only place where statuses are chosen for errors.

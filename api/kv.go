@@ -3,6 +3,7 @@ package api
 import (
 	"errors"
 	"fmt"
+	"github.com/fencer-io/fencer/api/wire"
 	"io"
 	"net/http"
 	"strconv"
@@ -12,8 +13,8 @@ import (
 
 // Headers of the fenced key-value store.
 const (
-	HeaderToken = "Fencing-Token"
-	HeaderLock  = "Fencing-Lock"
+	HeaderToken = wire.HeaderToken
+	HeaderLock  = wire.HeaderLock
 )
 
 func (s *Server) kvRoutes() chi.Router {

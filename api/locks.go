@@ -40,7 +40,7 @@ func (s *Server) acquire(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, err)
 		return
 	}
-	if err := req.validate(); err != nil {
+	if err := validateAcquire(&req); err != nil {
 		writeErr(w, err)
 		return
 	}
@@ -77,7 +77,7 @@ func (s *Server) leaseRequest(w http.ResponseWriter, r *http.Request) (string, L
 		err = decodeJSON(w, r, &req)
 	}
 	if err == nil {
-		err = req.validate()
+		err = validateLease(&req)
 	}
 	if err != nil {
 		writeErr(w, err)

@@ -4,20 +4,19 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/fencer-io/fencer/api/wire"
 	"io"
 	"net/http"
 	"regexp"
-	"strconv"
-	"time"
 )
 
 // Limits on input. Names and keys share one alphabet.
 const (
-	MaxBodyBytes = 1 << 20
-	MinTTL       = 100 * time.Millisecond
-	MaxTTL       = 24 * time.Hour
-	DefaultTTL   = 10 * time.Second
-	MaxWait      = 60 * time.Second
+	MaxBodyBytes = wire.MaxBodyBytes
+	MinTTL       = wire.MinTTL
+	MaxTTL       = wire.MaxTTL
+	DefaultTTL   = wire.DefaultTTL
+	MaxWait      = wire.MaxWait
 	maxHolderLen = 200
 	maxReqIDLen  = 128
 )
@@ -55,7 +54,7 @@ func printable(s string, max int) bool {
 	return true
 }
 
-func (r *AcquireRequest) validate() error {
+func validateAcquire(r *AcquireRequest) error {
 	if !printable(r.Holder, maxHolderLen) {
 		return badRequest(CodeInvalidHolder, "holder: want 1-200 printable characters")
 	}
@@ -75,7 +74,7 @@ func (r *AcquireRequest) validate() error {
 	return nil
 }
 
-func (r *LeaseRequest) validate() error {
+func validateLease(r *LeaseRequest) error {
 	if len(r.Lease) != 32 {
 		return badRequest(CodeInvalidLease, "lease: want the 32-character secret returned by acquire")
 	}
@@ -106,21 +105,5 @@ func decodeJSON(w http.ResponseWriter, r *http.Request, v any) error {
 	return nil
 }
 
-// ParseToken parses a fencing token: a decimal integer from 1 to 2^64-1, with
-// no sign, spaces or leading zeros. Anything else is malformed; there is no
-// default, so a missing token can never pass as zero.
-func ParseToken(s string) (uint64, bool) {
-	if s == "" || len(s) > 20 || s[0] == '0' {
-		return 0, false
-	}
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return 0, false
-		}
-	}
-	v, err := strconv.ParseUint(s, 10, 64)
-	if err != nil || v == 0 {
-		return 0, false
-	}
-	return v, true
-}
+// ParseToken parses a fencing token; see wire.ParseToken.
+func ParseToken(s string) (uint64, bool) { return wire.ParseToken(s) }

@@ -10,14 +10,13 @@ import (
 	"net/url"
 	"strconv"
 
-	"github.com/fencer-io/fencer/api"
-	"github.com/fencer-io/fencer/fsm"
+	"github.com/fencer-io/fencer/api/wire"
 )
 
 // AddMember adds a member (a voter unless voter is false).
 func (c *Client) AddMember(ctx context.Context, id, raftAddr, httpAddr string, voter bool) error {
-	var out api.Member
-	return c.postJSON(ctx, &request{path: "/v1/cluster/members"}, api.AddMemberRequest{ID: id, RaftAddr: raftAddr, HTTPAddr: httpAddr, Voter: &voter}, &out)
+	var out wire.Member
+	return c.postJSON(ctx, &request{path: "/v1/cluster/members"}, wire.AddMemberRequest{ID: id, RaftAddr: raftAddr, HTTPAddr: httpAddr, Voter: &voter}, &out)
 }
 
 // RemoveMember removes a member; removing the leader transfers leadership
@@ -31,29 +30,29 @@ func (c *Client) RemoveMember(ctx context.Context, id string) error {
 // empty.
 func (c *Client) TransferLeader(ctx context.Context, id string) error {
 	var out map[string]string
-	return c.postJSON(ctx, &request{path: "/v1/cluster/leader/transfer"}, api.TransferRequest{ID: id}, &out)
+	return c.postJSON(ctx, &request{path: "/v1/cluster/leader/transfer"}, wire.TransferRequest{ID: id}, &out)
 }
 
 // MemberStatus asks one member, not the leader, for its own view: its Raft
 // state and when it last heard from the leader.
-func (c *Client) MemberStatus(ctx context.Context, httpAddr string) (api.ClusterStatus, error) {
+func (c *Client) MemberStatus(ctx context.Context, httpAddr string) (wire.ClusterStatus, error) {
 	base, err := c.baseURL(httpAddr)
 	if err != nil {
-		return api.ClusterStatus{}, err
+		return wire.ClusterStatus{}, err
 	}
 	return c.clusterStatus(ctx, base)
 }
 
 // SnapshotSave writes a consistent snapshot taken on the leader to w and
 // returns its header.
-func (c *Client) SnapshotSave(ctx context.Context, w io.Writer) (fsm.Header, error) {
+func (c *Client) SnapshotSave(ctx context.Context, w io.Writer) (wire.SnapshotHeader, error) {
 	resp, err := c.stream(ctx, http.MethodGet, "/v1/cluster/snapshot", nil, nil)
 	if err != nil {
-		return fsm.Header{}, err
+		return wire.SnapshotHeader{}, err
 	}
 	defer resp.Body.Close()
-	var h fsm.Header
-	if err := json.Unmarshal([]byte(resp.Header.Get(api.HeaderSnapshot)), &h); err != nil {
+	var h wire.SnapshotHeader
+	if err := json.Unmarshal([]byte(resp.Header.Get(wire.HeaderSnapshot)), &h); err != nil {
 		return h, fmt.Errorf("snapshot header: %w", err)
 	}
 	n, err := io.Copy(w, resp.Body)
@@ -68,17 +67,17 @@ func (c *Client) SnapshotSave(ctx context.Context, w io.Writer) (fsm.Header, err
 
 // SnapshotRestore uploads a backup to the leader; see the README for the
 // token rule. minEpoch 0 means no minimum.
-func (c *Client) SnapshotRestore(ctx context.Context, snapshot []byte, minEpoch uint64) (fsm.Header, error) {
+func (c *Client) SnapshotRestore(ctx context.Context, snapshot []byte, minEpoch uint64) (wire.SnapshotHeader, error) {
 	q := url.Values{}
 	if minEpoch > 0 {
 		q.Set("min_epoch", strconv.FormatUint(minEpoch, 10))
 	}
 	resp, err := c.stream(ctx, http.MethodPost, "/v1/cluster/restore", q, snapshot)
 	if err != nil {
-		return fsm.Header{}, err
+		return wire.SnapshotHeader{}, err
 	}
 	defer resp.Body.Close()
-	var h fsm.Header
+	var h wire.SnapshotHeader
 	return h, json.NewDecoder(resp.Body).Decode(&h)
 }
 

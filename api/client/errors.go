@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"net/http"
 
-	"github.com/fencer-io/fencer/api"
+	"github.com/fencer-io/fencer/api/wire"
 )
 
 // Errors a caller can test with errors.Is. The first group matches the API's
@@ -55,23 +55,23 @@ var (
 
 // codeErrors maps API error codes to sentinels.
 var codeErrors = map[string]error{
-	api.CodeLockHeld:       ErrLockHeld,
-	api.CodeLeaseLost:      ErrLeaseLost,
-	api.CodeStaleToken:     ErrStaleToken,
-	api.CodeNotLockHolder:  ErrNotLockHolder,
-	api.CodeMissingToken:   ErrMissingToken,
-	api.CodeNoLeader:       ErrNoLeader,
-	api.CodeOutcomeUnknown: ErrOutcomeUnknown,
-	api.CodeNotFound:       ErrNotFound,
-	api.CodeTooManyWaiters: ErrTooManyWaiters,
-	api.CodeTimeout:        ErrTimeout,
-	api.CodeBodyTooLarge:   ErrInvalid,
+	wire.CodeLockHeld:       ErrLockHeld,
+	wire.CodeLeaseLost:      ErrLeaseLost,
+	wire.CodeStaleToken:     ErrStaleToken,
+	wire.CodeNotLockHolder:  ErrNotLockHolder,
+	wire.CodeMissingToken:   ErrMissingToken,
+	wire.CodeNoLeader:       ErrNoLeader,
+	wire.CodeOutcomeUnknown: ErrOutcomeUnknown,
+	wire.CodeNotFound:       ErrNotFound,
+	wire.CodeTooManyWaiters: ErrTooManyWaiters,
+	wire.CodeTimeout:        ErrTimeout,
+	wire.CodeBodyTooLarge:   ErrInvalid,
 }
 
 // APIError is an error answer from the server.
 type APIError struct {
 	Status  int    // HTTP status
-	Code    string // api.Code*; empty when the body was not an API error
+	Code    string // wire.Code*; empty when the body was not an API error
 	Message string
 	// Holder and Token describe the current grant on lock_held.
 	Holder string
@@ -98,7 +98,7 @@ func (e *APIError) Is(target error) bool {
 }
 
 func newAPIError(status int, body []byte) *APIError {
-	var wire api.Error
+	var wire wire.Error
 	if err := json.Unmarshal(body, &wire); err != nil || wire.Code == "" {
 		msg := string(body)
 		if len(msg) > 200 {

@@ -13,7 +13,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/fencer-io/fencer/api"
+	"github.com/fencer-io/fencer/api/wire"
 )
 
 // AcquireOption tunes Acquire.
@@ -26,8 +26,8 @@ type acquireOptions struct {
 	keepAlive bool
 }
 
-// TTL sets the lease's time to live (default api.DefaultTTL, 10s). It is
-// truncated to whole milliseconds and must be within api.MinTTL..MaxTTL.
+// TTL sets the lease's time to live (default wire.DefaultTTL, 10s). It is
+// truncated to whole milliseconds and must be within wire.MinTTL..MaxTTL.
 func TTL(d time.Duration) AcquireOption { return func(o *acquireOptions) { o.ttl = d } }
 
 // Wait makes Acquire queue for up to d while the lock is held (default 0:
@@ -63,7 +63,7 @@ func Margin(ttl time.Duration) time.Duration {
 // as the client can no longer be sure it holds the lock; Err says why.
 type Lease struct {
 	c      *Client
-	grant  api.Grant
+	grant  wire.Grant
 	ttl    time.Duration
 	margin time.Duration
 
@@ -90,7 +90,7 @@ type Lease struct {
 // Every attempt carries the same random request id, so a retry after a lost
 // answer returns the first grant instead of taking a second token.
 func (c *Client) Acquire(ctx context.Context, name string, opts ...AcquireOption) (*Lease, error) {
-	o := acquireOptions{ttl: api.DefaultTTL, keepAlive: true}
+	o := acquireOptions{ttl: wire.DefaultTTL, keepAlive: true}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -98,20 +98,20 @@ func (c *Client) Acquire(ctx context.Context, name string, opts ...AcquireOption
 		o.holder = DefaultHolder()
 	}
 	o.ttl = o.ttl.Truncate(time.Millisecond)
-	if o.ttl < api.MinTTL || o.ttl > api.MaxTTL {
-		return nil, fmt.Errorf("%w: ttl %v: want %v to %v", ErrInvalid, o.ttl, api.MinTTL, api.MaxTTL)
+	if o.ttl < wire.MinTTL || o.ttl > wire.MaxTTL {
+		return nil, fmt.Errorf("%w: ttl %v: want %v to %v", ErrInvalid, o.ttl, wire.MinTTL, wire.MaxTTL)
 	}
-	if o.wait < 0 || o.wait > api.MaxWait {
-		return nil, fmt.Errorf("%w: wait %v: want 0 to %v", ErrInvalid, o.wait, api.MaxWait)
+	if o.wait < 0 || o.wait > wire.MaxWait {
+		return nil, fmt.Errorf("%w: wait %v: want 0 to %v", ErrInvalid, o.wait, wire.MaxWait)
 	}
-	body := api.AcquireRequest{
+	body := wire.AcquireRequest{
 		Holder:    o.holder,
 		TTLMillis: o.ttl.Milliseconds(),
 		WaitMs:    o.wait.Milliseconds(),
 		RequestID: newRequestID(),
 	}
 	r := &request{path: lockPath(name, "acquire"), extra: o.wait}
-	var g api.Grant
+	var g wire.Grant
 	if err := c.postJSON(ctx, r, body, &g); err != nil {
 		return nil, err
 	}
@@ -135,7 +135,7 @@ func (c *Client) Acquire(ctx context.Context, name string, opts ...AcquireOption
 	return l, nil
 }
 
-func newLease(c *Client, g api.Grant, start time.Time) *Lease {
+func newLease(c *Client, g wire.Grant, start time.Time) *Lease {
 	ttl := time.Duration(g.TTLMillis) * time.Millisecond
 	l := &Lease{
 		c:       c,
@@ -181,7 +181,7 @@ func (l *Lease) TTL() time.Duration { return l.ttl }
 func (l *Lease) Secret() string { return l.grant.Lease }
 
 // Grant is the server's answer to the acquire.
-func (l *Lease) Grant() api.Grant { return l.grant }
+func (l *Lease) Grant() wire.Grant { return l.grant }
 
 // Deadline is the local deadline: the send time of the last confirmed
 // renewal (or of the acquire) plus TTL minus Margin. The server cannot have
@@ -324,8 +324,8 @@ func (l *Lease) renew(ctx context.Context, background bool) error {
 		attemptTimeout: max(l.ttl/3, 100*time.Millisecond),
 		untilDone:      true,
 	}
-	var out api.RenewResponse
-	err := l.c.postJSON(ctx, r, api.LeaseRequest{Lease: l.grant.Lease, Token: l.grant.Token}, &out)
+	var out wire.RenewResponse
+	err := l.c.postJSON(ctx, r, wire.LeaseRequest{Lease: l.grant.Lease, Token: l.grant.Token}, &out)
 	switch {
 	case err == nil:
 		l.confirm(r.sent)
@@ -380,14 +380,14 @@ func (l *Lease) Release(ctx context.Context) error {
 
 // RenewRaw renews the lease of a grant known only by its token and secret,
 // as the command-line client does. It does not track any deadline.
-func (c *Client) RenewRaw(ctx context.Context, name string, token uint64, lease string) (api.RenewResponse, error) {
-	var out api.RenewResponse
-	err := c.postJSON(ctx, &request{path: lockPath(name, "renew")}, api.LeaseRequest{Lease: lease, Token: token}, &out)
+func (c *Client) RenewRaw(ctx context.Context, name string, token uint64, lease string) (wire.RenewResponse, error) {
+	var out wire.RenewResponse
+	err := c.postJSON(ctx, &request{path: lockPath(name, "renew")}, wire.LeaseRequest{Lease: lease, Token: token}, &out)
 	return out, err
 }
 
 // ReleaseRaw releases a grant known only by its token and secret.
-func (c *Client) ReleaseRaw(ctx context.Context, name string, token uint64, lease string) (api.ReleaseResponse, error) {
+func (c *Client) ReleaseRaw(ctx context.Context, name string, token uint64, lease string) (wire.ReleaseResponse, error) {
 	return c.releaseResp(ctx, name, token, lease)
 }
 
@@ -398,12 +398,12 @@ func (c *Client) release(ctx context.Context, name string, token uint64, lease s
 
 // releaseResp retries freely: if an earlier attempt may have released the
 // lease, a later lease_lost means it did.
-func (c *Client) releaseResp(ctx context.Context, name string, token uint64, lease string) (api.ReleaseResponse, error) {
-	var out api.ReleaseResponse
+func (c *Client) releaseResp(ctx context.Context, name string, token uint64, lease string) (wire.ReleaseResponse, error) {
+	var out wire.ReleaseResponse
 	r := &request{path: lockPath(name, "release")}
-	err := c.postJSON(ctx, r, api.LeaseRequest{Lease: lease, Token: token}, &out)
+	err := c.postJSON(ctx, r, wire.LeaseRequest{Lease: lease, Token: token}, &out)
 	if err != nil && r.uncertain && errors.Is(err, ErrLeaseLost) {
-		return api.ReleaseResponse{Lock: name, Token: token, Released: true}, nil
+		return wire.ReleaseResponse{Lock: name, Token: token, Released: true}, nil
 	}
 	return out, err
 }

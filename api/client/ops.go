@@ -8,27 +8,27 @@ import (
 	"net/url"
 	"strconv"
 
-	"github.com/fencer-io/fencer/api"
+	"github.com/fencer-io/fencer/api/wire"
 )
 
 // Lock returns a lock's status (linearizable, from the leader).
-func (c *Client) Lock(ctx context.Context, name string) (api.LockStatus, error) {
-	var st api.LockStatus
+func (c *Client) Lock(ctx context.Context, name string) (wire.LockStatus, error) {
+	var st wire.LockStatus
 	err := c.getJSON(ctx, lockPath(name, ""), nil, &st)
 	return st, err
 }
 
 // Locks returns every held lock.
-func (c *Client) Locks(ctx context.Context) ([]api.LockStatus, error) {
-	var list api.LockList
+func (c *Client) Locks(ctx context.Context) ([]wire.LockStatus, error) {
+	var list wire.LockList
 	err := c.getJSON(ctx, "/v1/locks", nil, &list)
 	return list.Locks, err
 }
 
 // Check reports whether token is the lock's current grant, and the current
 // token (0 when the lock is free).
-func (c *Client) Check(ctx context.Context, name string, token uint64) (api.CheckResponse, error) {
-	var out api.CheckResponse
+func (c *Client) Check(ctx context.Context, name string, token uint64) (wire.CheckResponse, error) {
+	var out wire.CheckResponse
 	q := url.Values{"token": {strconv.FormatUint(token, 10)}}
 	err := c.getJSON(ctx, lockPath(name, "check"), q, &out)
 	return out, err
@@ -36,8 +36,8 @@ func (c *Client) Check(ctx context.Context, name string, token uint64) (api.Chec
 
 // Cluster returns the cluster's status as seen by the leader (or, when no
 // leader is known, by an endpoint).
-func (c *Client) Cluster(ctx context.Context) (api.ClusterStatus, error) {
-	var st api.ClusterStatus
+func (c *Client) Cluster(ctx context.Context) (wire.ClusterStatus, error) {
+	var st wire.ClusterStatus
 	err := c.getJSON(ctx, "/v1/cluster", nil, &st)
 	return st, err
 }
@@ -49,7 +49,7 @@ type PutOption func(*http.Header)
 // current grant (Fencing-Lock), so that a holder whose lease has ended is
 // refused even before anybody newer writes.
 func WithLock(name string) PutOption {
-	return func(h *http.Header) { h.Set(api.HeaderLock, name) }
+	return func(h *http.Header) { h.Set(wire.HeaderLock, name) }
 }
 
 // PutFenced stores value under key if token is greater than the key's last
@@ -65,7 +65,7 @@ func WithLock(name string) PutOption {
 func (c *Client) PutFenced(ctx context.Context, key string, value []byte, token uint64, opts ...PutOption) error {
 	h := http.Header{"Content-Type": {"application/octet-stream"}}
 	if token != 0 {
-		h.Set(api.HeaderToken, strconv.FormatUint(token, 10))
+		h.Set(wire.HeaderToken, strconv.FormatUint(token, 10))
 	}
 	for _, o := range opts {
 		o(&h)
@@ -87,9 +87,9 @@ func (c *Client) Get(ctx context.Context, key string) ([]byte, uint64, error) {
 	if err != nil {
 		return nil, 0, err
 	}
-	token, ok := api.ParseToken(resp.header.Get(api.HeaderToken))
+	token, ok := wire.ParseToken(resp.header.Get(wire.HeaderToken))
 	if !ok {
-		return nil, 0, fmt.Errorf("GET /v1/kv/%s: answer has no valid %s header", key, api.HeaderToken)
+		return nil, 0, fmt.Errorf("GET /v1/kv/%s: answer has no valid %s header", key, wire.HeaderToken)
 	}
 	return resp.body, token, nil
 }

@@ -13,7 +13,7 @@ import (
 	"net/url"
 	"time"
 
-	"github.com/fencer-io/fencer/api"
+	"github.com/fencer-io/fencer/api/wire"
 )
 
 // request is one logical API call, sent in one or more attempts.
@@ -52,8 +52,8 @@ func (r *response) retryable() bool {
 	case http.StatusBadGateway, http.StatusGatewayTimeout:
 		return true
 	case http.StatusServiceUnavailable:
-		var e api.Error
-		return json.Unmarshal(r.body, &e) != nil || e.Code != api.CodeInternal
+		var e wire.Error
+		return json.Unmarshal(r.body, &e) != nil || e.Code != wire.CodeInternal
 	}
 	return false
 }
@@ -142,7 +142,7 @@ func (c *Client) send(ctx context.Context, base string, r *request) (*response, 
 		return nil, err
 	}
 	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, api.MaxBodyBytes+1))
+	b, err := io.ReadAll(io.LimitReader(resp.Body, wire.MaxBodyBytes+1))
 	if err != nil {
 		return nil, err
 	}
@@ -203,8 +203,8 @@ func (c *Client) discover(ctx context.Context) string {
 	return ""
 }
 
-func (c *Client) clusterStatus(ctx context.Context, base string) (api.ClusterStatus, error) {
-	var st api.ClusterStatus
+func (c *Client) clusterStatus(ctx context.Context, base string) (wire.ClusterStatus, error) {
+	var st wire.ClusterStatus
 	resp, err := c.send(ctx, base, &request{method: http.MethodGet, path: "/v1/cluster", attemptTimeout: min(c.timeout, 2*time.Second)})
 	if err != nil {
 		return st, err

@@ -1,0 +1,229 @@
+// Package wire holds fencer's HTTP API contract: the JSON bodies, the error
+// codes, the headers and the input limits. It imports nothing of fencer, so
+// that a client (api/client) or another language's port can depend on the
+// contract alone, without the server, Raft or bolt. Package api re-exports
+// every name here.
+package wire
+
+import (
+	"strconv"
+	"time"
+)
+
+// Machine-readable error codes. Clients depend on them exactly: add new
+// ones, never rename.
+const (
+	CodeInvalidName      = "invalid_name"
+	CodeInvalidKey       = "invalid_key"
+	CodeInvalidTTL       = "invalid_ttl"
+	CodeInvalidWait      = "invalid_wait"
+	CodeInvalidHolder    = "invalid_holder"
+	CodeInvalidRequestID = "invalid_request_id"
+	CodeInvalidLease     = "invalid_lease"
+	CodeInvalidToken     = "invalid_token"
+	CodeInvalidJSON      = "invalid_json"
+	CodeInvalidMember    = "invalid_member"
+	CodeBodyTooLarge     = "body_too_large"
+	CodeMissingToken     = "missing_token"
+	CodeLockHeld         = "lock_held"
+	CodeLeaseLost        = "lease_lost"
+	CodeStaleToken       = "stale_token"
+	CodeNotLockHolder    = "not_lock_holder"
+	CodeNotFound         = "not_found"
+	CodeNoLeader         = "no_leader"
+	CodeOutcomeUnknown   = "outcome_unknown"
+	CodeMemberConflict   = "member_conflict"
+	CodeUnknownMember    = "unknown_member"
+	CodeTooManyWaiters   = "too_many_waiters"
+	CodeTooManyLocks     = "too_many_locks"
+	CodeInvalidSnapshot  = "invalid_snapshot"
+	CodeTimeout          = "timeout"
+	CodeInternal         = "internal"
+)
+
+// Error is the body of every error response.
+type Error struct {
+	Message string `json:"error"`
+	Code    string `json:"code"`
+	// Holder and Token describe the current grant on lock_held.
+	Holder string `json:"holder,omitempty"`
+	Token  uint64 `json:"token,omitempty"`
+	// LastToken is the key's high-water mark on stale_token.
+	LastToken uint64 `json:"last_token,omitempty"`
+}
+
+func (e *Error) Error() string { return e.Code + ": " + e.Message }
+
+// Headers.
+const (
+	// HeaderToken carries a fencing token on a fenced write, and the token
+	// of the write that stored a value on a read.
+	HeaderToken = "Fencing-Token"
+	// HeaderLock names a lock whose current grant a fenced write's token
+	// must be.
+	HeaderLock = "Fencing-Lock"
+	// HeaderSnapshot carries a saved snapshot's header (JSON).
+	HeaderSnapshot = "Fencer-Snapshot"
+)
+
+// Limits on input.
+const (
+	MaxBodyBytes = 1 << 20
+	MinTTL       = 100 * time.Millisecond
+	MaxTTL       = 24 * time.Hour
+	DefaultTTL   = 10 * time.Second
+	MaxWait      = 60 * time.Second
+)
+
+// ParseToken parses a fencing token: a decimal integer from 1 to 2^64-1, with
+// no sign, spaces or leading zeros. Anything else is malformed; there is no
+// default, so a missing token can never pass as zero.
+func ParseToken(s string) (uint64, bool) {
+	if s == "" || len(s) > 20 || s[0] == '0' {
+		return 0, false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return 0, false
+		}
+	}
+	v, err := strconv.ParseUint(s, 10, 64)
+	if err != nil || v == 0 {
+		return 0, false
+	}
+	return v, true
+}
+
+// SnapshotHeader is the first record of a snapshot file (fsm.Header on the
+// server side), as returned by snapshot save and restore.
+type SnapshotHeader struct {
+	Format       string `json:"format"`
+	Version      int    `json:"version"`
+	ClusterID    string `json:"cluster_id,omitempty"`
+	Epoch        uint64 `json:"epoch"`
+	LastToken    uint64 `json:"last_token"`
+	AppliedIndex uint64 `json:"applied_index"`
+	Term         uint64 `json:"term"`
+	Locks        int    `json:"locks"`
+	Keys         int    `json:"keys"`
+	Members      int    `json:"members"`
+	Requests     int    `json:"requests"`
+}
+
+// The JSON bodies of the HTTP API. They are shared by the server and the Go
+// client so that both sides agree by construction.
+
+// AcquireRequest is the body of POST /v1/locks/{name}/acquire.
+type AcquireRequest struct {
+	Holder    string `json:"holder"`
+	TTLMillis int64  `json:"ttl_ms"`
+	WaitMs    int64  `json:"wait_ms"`
+	RequestID string `json:"request_id,omitempty"`
+}
+
+// Grant is the answer to a successful acquire.
+type Grant struct {
+	Lock      string `json:"lock"`
+	Holder    string `json:"holder"`
+	Token     uint64 `json:"token"`
+	Lease     string `json:"lease"`
+	TTLMillis int64  `json:"ttl_ms"`
+	RequestID string `json:"request_id,omitempty"`
+	// Existing is true when this is a retry answered with the earlier grant.
+	Existing bool `json:"existing,omitempty"`
+}
+
+// LeaseRequest is the body of renew and release.
+type LeaseRequest struct {
+	Lease string `json:"lease"`
+	Token uint64 `json:"token"`
+}
+
+// RenewResponse is the answer to a successful renewal.
+type RenewResponse struct {
+	Lock      string `json:"lock"`
+	Token     uint64 `json:"token"`
+	TTLMillis int64  `json:"ttl_ms"`
+}
+
+// ReleaseResponse is the answer to a successful release.
+type ReleaseResponse struct {
+	Lock     string `json:"lock"`
+	Token    uint64 `json:"token"`
+	Released bool   `json:"released"`
+}
+
+// LockStatus describes a lock; it never includes the lease secret.
+type LockStatus struct {
+	Lock      string `json:"lock"`
+	Held      bool   `json:"held"`
+	Holder    string `json:"holder,omitempty"`
+	Token     uint64 `json:"token,omitempty"`
+	TTLMillis int64  `json:"ttl_ms,omitempty"`
+	// RemainingMillis is the leader's view of the lease's time left; absent
+	// on a stale read from a follower, which does not track deadlines.
+	RemainingMillis *int64 `json:"remaining_ms,omitempty"`
+}
+
+// LockList is the answer to GET /v1/locks.
+type LockList struct {
+	Locks []LockStatus `json:"locks"`
+}
+
+// CheckResponse is the answer to GET /v1/locks/{name}/check.
+type CheckResponse struct {
+	Current bool   `json:"current"`
+	Token   uint64 `json:"token"`
+}
+
+// PutResponse is the answer to a successful fenced write.
+type PutResponse struct {
+	Key   string `json:"key"`
+	Token uint64 `json:"token"`
+}
+
+// ClusterStatus is the answer to GET /v1/cluster.
+type ClusterStatus struct {
+	Node         string   `json:"node"`
+	State        string   `json:"state"`
+	Leader       string   `json:"leader"`
+	Term         uint64   `json:"term"`
+	CommitIndex  uint64   `json:"commit_index"`
+	AppliedIndex uint64   `json:"applied_index"`
+	LastIndex    uint64   `json:"last_index"`
+	LastContact  string   `json:"last_contact,omitempty"`
+	Epoch        uint64   `json:"epoch"`
+	LastToken    uint64   `json:"last_token"`
+	ClusterID    string   `json:"cluster_id,omitempty"`
+	Members      []Member `json:"members"`
+}
+
+// Member is one cluster member.
+type Member struct {
+	ID       string `json:"id"`
+	RaftAddr string `json:"raft_addr"`
+	HTTPAddr string `json:"http_addr"`
+	Voter    bool   `json:"voter"`
+	Leader   bool   `json:"leader"`
+}
+
+// StateDigest is the answer to GET /v1/debug/state: a hash of the replicated
+// state, equal on members that applied the same log.
+type StateDigest struct {
+	Node         string `json:"node"`
+	AppliedIndex uint64 `json:"applied_index"`
+	Digest       string `json:"digest"`
+}
+
+// AddMemberRequest is the body of POST /v1/cluster/members.
+type AddMemberRequest struct {
+	ID       string `json:"id"`
+	RaftAddr string `json:"raft_addr"`
+	HTTPAddr string `json:"http_addr"`
+	Voter    *bool  `json:"voter,omitempty"` // default true
+}
+
+// TransferRequest is the body of POST /v1/cluster/leader/transfer.
+type TransferRequest struct {
+	ID string `json:"id,omitempty"`
+}
