@@ -337,3 +337,39 @@ func leaderFirstIndex(n *tc.Node) (uint64, error) {
 	_, err := fmt.Sscan(st["last_snapshot_index"], &v)
 	return v, err
 }
+
+// A non-voter joins and catches up without voting; the members API then
+// promotes it to a voter.
+func TestNonVoterCatchesUpThenIsPromoted(t *testing.T) {
+	c := tc.New(t, 3)
+	leader := c.WaitLeader(10 * time.Second)
+	var last uint64
+	for i := range 5 {
+		last = mustAcquire(t, leader, fmt.Sprintf("nv%d", i), "w").Token
+	}
+	nv := c.Add("n4", func(cfg *cluster.Config) { cfg.NonVoter = true })
+	c.WaitMembers(4, 30*time.Second)
+	voter := func() (bool, bool) {
+		st, _ := c.WaitLeader(10 * time.Second).Inst.Node.Status()
+		for _, m := range st.Members {
+			if m.ID == "n4" {
+				return m.Voter, true
+			}
+		}
+		return false, false
+	}
+	if v, ok := voter(); !ok || v {
+		t.Fatalf("n4 voter=%v present=%v, want a non-voter", v, ok)
+	}
+	tc.Poll(t, 20*time.Second, "non-voter caught up", func() bool { return nv.Inst.Node.FSM().LastToken() == last })
+	admin, _ := client.New(endpoints(c))
+	if err := admin.AddMember(context.Background(), "n4", nv.RaftAddr, nv.HTTPAddr, true); err != nil {
+		t.Fatalf("promote: %v", err)
+	}
+	if v, _ := voter(); !v {
+		t.Fatal("n4 was not promoted to a voter")
+	}
+	if g := mustAcquire(t, c.WaitLeader(10*time.Second), "after-promotion", "w"); g.Token <= last {
+		t.Fatalf("token %d not above %d", g.Token, last)
+	}
+}
