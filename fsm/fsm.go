@@ -26,9 +26,8 @@ type FSM struct {
 
 	mu      sync.RWMutex
 	s       *state
-	applied uint64        // index of the last applied entry
-	term    uint64        // term of the last applied entry
-	notify  chan struct{} // closed and replaced after each apply
+	applied uint64 // index of the last applied entry
+	term    uint64 // term of the last applied entry
 }
 
 // New returns an empty FSM. A nil logger discards.
@@ -36,7 +35,7 @@ func New(logger *slog.Logger) *FSM {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &FSM{log: logger, s: newState(), notify: make(chan struct{})}
+	return &FSM{log: logger, s: newState()}
 }
 
 // AcquireResult is the Apply result of a successful Acquire.
@@ -73,7 +72,9 @@ type PutResult struct {
 // understand it, so Apply panics and the node stops until it is upgraded.
 func (f *FSM) Apply(l *raft.Log) any {
 	if l.Type != raft.LogCommand {
-		f.advance(l.Index, l.Term)
+		f.mu.Lock()
+		f.advanceLocked(l.Index, l.Term)
+		f.mu.Unlock()
 		return nil
 	}
 	cmd, err := Decode(l.Data)
@@ -89,8 +90,8 @@ func (f *FSM) Apply(l *raft.Log) any {
 	} else {
 		result = f.s.apply(cmd, l.Index)
 	}
+	f.advanceLocked(l.Index, l.Term)
 	f.mu.Unlock()
-	f.advance(l.Index, l.Term)
 	return result
 }
 
@@ -104,15 +105,10 @@ func (f *FSM) ApplyCommand(cmd Command, index uint64) any {
 	return f.Apply(&raft.Log{Index: index, Term: 1, Type: raft.LogCommand, Data: data})
 }
 
-func (f *FSM) advance(index, term uint64) {
-	f.mu.Lock()
+func (f *FSM) advanceLocked(index, term uint64) {
 	if index > f.applied {
 		f.applied, f.term = index, term
 	}
-	ch := f.notify
-	f.notify = make(chan struct{})
-	f.mu.Unlock()
-	close(ch)
 }
 
 func (s *state) apply(cmd Command, index uint64) any {
@@ -268,9 +264,6 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	f.mu.Lock()
 	f.s = s
 	f.applied, f.term = img.Header.AppliedIndex, img.Header.Term
-	ch := f.notify
-	f.notify = make(chan struct{})
 	f.mu.Unlock()
-	close(ch)
 	return nil
 }

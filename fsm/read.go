@@ -1,7 +1,5 @@
 package fsm
 
-import "context"
-
 // Lock returns the current grant of a lock, if it is held.
 func (f *FSM) Lock(name string) (Lock, bool) {
 	f.mu.RLock()
@@ -87,23 +85,6 @@ func (f *FSM) AppliedIndex() uint64 {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	return f.applied
-}
-
-// WaitApplied blocks until the FSM has applied index, or ctx ends.
-func (f *FSM) WaitApplied(ctx context.Context, index uint64) error {
-	for {
-		f.mu.RLock()
-		applied, ch := f.applied, f.notify
-		f.mu.RUnlock()
-		if applied >= index {
-			return nil
-		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
 }
 
 // RequestGranted reports whether an acquire request id already produced a

@@ -56,9 +56,9 @@ func Start(cfg cluster.Config, httpAddr string, options ...Options) (*Instance, 
 	if err := opts.Limits.Validate(); err != nil {
 		return nil, err
 	}
-	rate := limits.RateConfig{Requests: max(opts.RateLimit, -1), Exempt: limits.ForwardedByNode}
-	if opts.RateLimit == 0 {
-		rate.Requests = -1
+	rate := limits.RateConfig{Requests: opts.RateLimit, Exempt: limits.ForwardedByNode}
+	if opts.RateLimit <= 0 {
+		rate.Requests = -1 // off
 	}
 	if err := rate.Validate(); err != nil {
 		return nil, err

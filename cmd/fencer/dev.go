@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -91,7 +92,7 @@ func (o *devOptions) run(cmd *cobra.Command) error {
 	for _, p := range peers {
 		fmt.Fprintf(out, "  %s  http://%s  raft %s\n", p.ID, p.HTTPAddr, p.RaftAddr)
 	}
-	if _, err := nodes[0].Node.WaitForLeader(15e9); err == nil {
+	if _, err := nodes[0].Node.WaitForLeader(15 * time.Second); err == nil {
 		id, _ := nodes[0].Node.Leader()
 		fmt.Fprintf(out, "leader: %s\n", id)
 	}

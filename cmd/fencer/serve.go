@@ -192,9 +192,6 @@ func (o *serveOptions) run(cmd *cobra.Command) error {
 // would listen beyond loopback with neither encryption nor access control.
 func (o *serveOptions) security(cfg *cluster.Config, logger *slog.Logger) (server.Options, error) {
 	opts := server.Options{RateLimit: o.rateLimit, Profiling: o.pprof}
-	if o.rateLimit == 0 {
-		opts.RateLimit = -1
-	}
 	tlsOn := o.tlsCert != "" || o.tlsKey != ""
 	if tlsOn {
 		if o.tlsCert == "" || o.tlsKey == "" || o.tlsCA == "" {
