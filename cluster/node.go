@@ -87,6 +87,10 @@ func Open(cfg Config) (*Node, error) {
 	return n, nil
 }
 
+// logCacheSize is how many of the newest log entries stay in memory: more
+// than two full AppendEntries batches (MaxAppendEntries is 256).
+const logCacheSize = 1024
+
 func (n *Node) startRaft() error {
 	cfg := n.cfg
 	store, err := raftboltdb.New(raftboltdb.Options{
@@ -179,7 +183,16 @@ func (n *Node) startRaft() error {
 			return err
 		}
 	}
-	r, err := raft.NewRaft(rc, instrumentedFSM{FSM: n.fsm, m: n.metrics}, store, store, snaps, trans)
+	// The cache keeps the newest entries in memory, so the leader's
+	// replication and every member's FSM read what was just written without
+	// a bolt read and a msgpack decode per entry (about a tenth of each
+	// node's CPU under load, by profile).
+	logs, err := raft.NewLogCache(logCacheSize, store)
+	if err != nil {
+		trans.Close()
+		return fmt.Errorf("raft log cache: %w", err)
+	}
+	r, err := raft.NewRaft(rc, instrumentedFSM{FSM: n.fsm, m: n.metrics}, logs, store, snaps, trans)
 	if err != nil {
 		trans.Close()
 		return fmt.Errorf("start raft: %w", err)
