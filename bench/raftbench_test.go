@@ -19,7 +19,7 @@ import (
 // BenchmarkRaftApply measures what hashicorp/raft alone commits on this
 // machine: a 3-node group on loopback TCP with raft-boltdb stores, fsync on,
 // and the settings of cluster/node.go (BatchApplyCh, MaxAppendEntries 256,
-// bolt's NoFreelistSync), applying entries the size of a fencer acquire to
+// bolt's NoFreelistSync, a LogCache of 1024 entries), applying entries the size of a fencer acquire to
 // an FSM that does nothing. Each writer waits for its entry to commit before
 // sending the next, as a fencer client does. The commits/s metric is the
 // ceiling for fencer, whose lock cycle costs two commits.
@@ -118,7 +118,11 @@ func startRaftGroup(b *testing.B, n int) *raft.Raft {
 		servers = append(servers, raft.Server{ID: rc.LocalID, Address: tr.LocalAddr()})
 	}
 	for i := range n {
-		r, err := raft.NewRaft(configs[i], nopFSM{}, stores[i], stores[i], snaps[i], trans[i])
+		logs, err := raft.NewLogCache(1024, stores[i])
+		if err != nil {
+			b.Fatal(err)
+		}
+		r, err := raft.NewRaft(configs[i], nopFSM{}, logs, stores[i], snaps[i], trans[i])
 		if err != nil {
 			b.Fatal(err)
 		}
