@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"os/signal"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"syscall"
@@ -26,6 +28,7 @@ type benchOptions struct {
 	load      load.Config
 	ttl       time.Duration
 	wait      time.Duration
+	cpuProf   string
 }
 
 func newBenchCmd() *cobra.Command {
@@ -58,6 +61,7 @@ Workloads (comma-separated in --workload):
 	fs.Int64Var(&o.load.Ops, "ops", 0, "stop after this many operations (0: run for --duration)")
 	fs.DurationVar(&o.ttl, "ttl", 10*time.Second, "TTL of every grant")
 	fs.DurationVar(&o.wait, "wait", 30*time.Second, "contended: how long an acquire may queue")
+	fs.StringVar(&o.cpuProf, "cpu-profile", "", "write a Go CPU profile of this benchmark client to this file")
 	return cmd
 }
 
@@ -98,6 +102,19 @@ func (o *benchOptions) run(cmd *cobra.Command) error {
 	names, err := o.validate()
 	if err != nil {
 		return err
+	}
+	if o.cpuProf != "" {
+		// The client shares the machine with the cluster it measures, so
+		// its own CPU is part of the result.
+		pf, err := os.Create(o.cpuProf)
+		if err != nil {
+			return err
+		}
+		defer pf.Close()
+		if err := pprof.StartCPUProfile(pf); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
 	}
 	ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
