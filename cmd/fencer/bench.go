@@ -17,6 +17,7 @@ import (
 	"github.com/fencer-io/fencer/api"
 	"github.com/fencer-io/fencer/bench"
 	"github.com/fencer-io/fencer/bench/load"
+	"github.com/fencer-io/fencer/gcfloor"
 )
 
 func init() { extraCommands = append(extraCommands, newBenchCmd) }
@@ -116,6 +117,9 @@ func (o *benchOptions) run(cmd *cobra.Command) error {
 		}
 		defer pprof.StopCPUProfile()
 	}
+	// The measuring client shares the CPUs with what it measures: keep its
+	// collector quiet, as scripts/etcdbench does for etcd's client.
+	gcfloor.Start(gcfloor.DefaultFloor)
 	ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	f, err := bench.NewFencer(ctx, o.client.endpointList(), o.load.Clients, o.ttl, o.wait, o.client.timeout)

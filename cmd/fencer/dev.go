@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fencer-io/fencer/cluster"
+	"github.com/fencer-io/fencer/gcfloor"
 	"github.com/fencer-io/fencer/server"
 )
 
@@ -52,6 +53,7 @@ func (o *devOptions) run(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
+	gcfloor.Start(gcfloor.DefaultFloor)
 	dir := o.dataDir
 	if dir == "" {
 		if dir, err = os.MkdirTemp("", "fencer-dev-"); err != nil {

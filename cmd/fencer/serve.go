@@ -16,6 +16,7 @@ import (
 
 	"github.com/fencer-io/fencer/acl"
 	"github.com/fencer-io/fencer/cluster"
+	"github.com/fencer-io/fencer/gcfloor"
 	"github.com/fencer-io/fencer/server"
 	"github.com/fencer-io/fencer/tlsutil"
 )
@@ -47,6 +48,7 @@ type serveOptions struct {
 	maxWaiters     int
 	maxPerLock     int
 	pprof          bool
+	gcFloorMB      int
 	log            logFlags
 }
 
@@ -89,6 +91,8 @@ rejoins by itself. Every flag can also be set by its environment variable.`,
 	fs.IntVar(&o.maxWaiters, "max-waiters", int(envUint("FENCER_MAX_WAITERS", 100_000)), "queued acquires in total ($FENCER_MAX_WAITERS)")
 	fs.IntVar(&o.maxPerLock, "max-waiters-per-lock", int(envUint("FENCER_MAX_WAITERS_PER_LOCK", 1024)), "queued acquires per lock ($FENCER_MAX_WAITERS_PER_LOCK)")
 	fs.BoolVar(&o.pprof, "pprof", envBool("FENCER_PPROF"), "serve Go profiles on /debug/pprof/ ($FENCER_PPROF)")
+	fs.IntVar(&o.gcFloorMB, "gc-heap-floor-mb", int(envUint("FENCER_GC_HEAP_FLOOR_MB", gcfloor.DefaultFloor>>20)),
+		"MiB of heap below which Go's garbage collector does not run; 0 leaves GOGC alone; an explicit GOGC wins ($FENCER_GC_HEAP_FLOOR_MB)")
 	o.log.bind(fs)
 	return cmd
 }
@@ -161,6 +165,9 @@ func (o *serveOptions) run(cmd *cobra.Command) error {
 	opts, err := o.security(&cfg, logger)
 	if err != nil {
 		return err
+	}
+	if o.gcFloorMB > 0 {
+		gcfloor.Start(uint64(o.gcFloorMB) << 20)
 	}
 	httpAddr := cfg.HTTPAddr
 	if strings.HasSuffix(httpAddr, ":0") {

@@ -27,6 +27,7 @@ import (
 	"go.etcd.io/etcd/client/v3/concurrency"
 
 	"github.com/fencer-io/fencer/bench/load"
+	"github.com/fencer-io/fencer/gcfloor"
 )
 
 // workloads mirror fencer's; uncontended-lease is etcd's closest match to a
@@ -53,6 +54,8 @@ func main() {
 	flag.DurationVar(&o.ttl, "ttl", 10*time.Second, "lease TTL (whole seconds, at least 1s)")
 	flag.DurationVar(&o.load.OpTimeout, "wait", 30*time.Second, "time limit of one operation (a contended lock's queueing included)")
 	flag.Parse()
+	// Same as "fencer bench": the measuring client keeps its collector quiet.
+	gcfloor.Start(gcfloor.DefaultFloor)
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "etcdbench:", err)
 		os.Exit(1)
