@@ -142,8 +142,8 @@ func (s *state) apply(cmd Command, index uint64) any {
 func (s *state) applyAcquire(c *Acquire, index uint64) any {
 	if c.RequestID != "" {
 		if token, ok := s.requests[requestKey(c.Lock, c.Holder, c.RequestID)]; ok {
-			if cur, held := s.locks[c.Lock]; held && cur.Token == token {
-				return &AcquireResult{Grant: *cur, Existing: true}
+			if cur, held := s.locks[c.Lock]; held && cur.token == token {
+				return &AcquireResult{Grant: cur.lock(), Existing: true}
 			}
 			// The request was granted once and that grant has ended: never
 			// mint a second token for the same request.
@@ -151,7 +151,7 @@ func (s *state) applyAcquire(c *Acquire, index uint64) any {
 		}
 	}
 	if cur, held := s.locks[c.Lock]; held {
-		return &HeldError{Lock: c.Lock, Holder: cur.Holder, Token: cur.Token}
+		return &HeldError{Lock: c.Lock, Holder: cur.holder(), Token: cur.token}
 	}
 	return s.grant(c, index)
 }
@@ -167,7 +167,7 @@ func (s *state) grant(c *Acquire, index uint64) any {
 		return fmt.Errorf("%w: token %d would not exceed %d", ErrTokenSpaceExhausted, token, s.lastToken)
 	}
 	s.lastToken = token
-	lock := &Lock{
+	e := newLockEntry(&Lock{
 		Name:            c.Lock,
 		Holder:          c.Holder,
 		Token:           token,
@@ -175,18 +175,17 @@ func (s *state) grant(c *Acquire, index uint64) any {
 		TTLMillis:       c.TTLMillis,
 		RequestID:       c.RequestID,
 		GrantedAtMillis: c.NowMillis,
-	}
-	s.locks[c.Lock] = lock
-	s.byHolder[c.Holder]++
+	})
+	s.add(e)
 	if c.RequestID != "" {
-		s.remember(requestKey(c.Lock, c.Holder, c.RequestID), token)
+		s.remember(e.requestKey(), token)
 	}
-	return &AcquireResult{Grant: *lock}
+	return &AcquireResult{Grant: e.lock()}
 }
 
 func (s *state) applyRelease(c *Release, index uint64) any {
 	cur, held := s.locks[c.Lock]
-	if !held || cur.Token != c.Token || !leaseEqual(cur.Lease, c.Lease) {
+	if !held || cur.token != c.Token || !leaseEqual(cur.lease(), c.Lease) {
 		return fmt.Errorf("%w: lock %q token %d", ErrLeaseLost, c.Lock, c.Token)
 	}
 	return s.free(cur, c.Next, index)
@@ -194,22 +193,23 @@ func (s *state) applyRelease(c *Release, index uint64) any {
 
 func (s *state) applyExpire(c *Expire, index uint64) any {
 	cur, held := s.locks[c.Lock]
-	if !held || cur.Token != c.Token {
+	if !held || cur.token != c.Token {
 		return fmt.Errorf("%w: lock %q token %d already ended", ErrLeaseLost, c.Lock, c.Token)
 	}
 	return s.free(cur, c.Next, index)
 }
 
-func (s *state) free(cur *Lock, next *Acquire, index uint64) *ReleaseResult {
-	res := &ReleaseResult{Freed: *cur}
-	delete(s.locks, cur.Name)
-	if s.byHolder[cur.Holder]--; s.byHolder[cur.Holder] <= 0 {
-		delete(s.byHolder, cur.Holder)
+func (s *state) free(cur *lockEntry, next *Acquire, index uint64) *ReleaseResult {
+	res := &ReleaseResult{Freed: cur.lock()}
+	name, holder := cur.name(), cur.holder()
+	delete(s.locks, name)
+	if s.byHolder[holder]--; s.byHolder[holder] <= 0 {
+		delete(s.byHolder, holder)
 	}
 	if next == nil {
 		return res
 	}
-	next.Lock = cur.Name
+	next.Lock = name
 	switch r := s.applyAcquire(next, index).(type) {
 	case *AcquireResult:
 		res.Next = &r.Grant
@@ -219,13 +219,19 @@ func (s *state) free(cur *Lock, next *Acquire, index uint64) *ReleaseResult {
 	return res
 }
 
+// add puts a held lock in the state.
+func (s *state) add(e *lockEntry) {
+	s.locks[e.name()] = e
+	s.byHolder[e.holder()]++
+}
+
 func (s *state) applyPut(c *Put) any {
 	if c.Token == 0 {
 		return fmt.Errorf("%w: token 0 is never issued", ErrStaleToken)
 	}
 	if c.Lock != "" {
 		cur, held := s.locks[c.Lock]
-		if !held || cur.Token != c.Token {
+		if !held || cur.token != c.Token {
 			return fmt.Errorf("%w: token %d is not the current grant of lock %q", ErrNotLockHolder, c.Token, c.Lock)
 		}
 	}
@@ -244,12 +250,10 @@ func leaseEqual(a, b string) bool {
 // LeaseEqual compares lease secrets in constant time.
 func LeaseEqual(a, b string) bool { return leaseEqual(a, b) }
 
-// Snapshot captures the state for raft. The copy is taken under the lock;
-// writing it out happens outside.
+// Snapshot captures the state for raft: a View, whose pointers are taken
+// under the lock; sorting and writing it out happen outside.
 func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	return &snapshot{img: f.imageLocked()}, nil
+	return &snapshot{v: f.View()}, nil
 }
 
 // Restore replaces the whole state with the snapshot's, atomically: the new

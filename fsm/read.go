@@ -1,14 +1,19 @@
 package fsm
 
+import (
+	"slices"
+	"strings"
+)
+
 // Lock returns the current grant of a lock, if it is held.
 func (f *FSM) Lock(name string) (Lock, bool) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	l, ok := f.s.locks[name]
+	e, ok := f.s.locks[name]
 	if !ok {
 		return Lock{}, false
 	}
-	return *l, true
+	return e.lock(), true
 }
 
 // LockCount returns how many locks are held, and how many by holder.
@@ -20,13 +25,38 @@ func (f *FSM) LockCount(holder string) (total, byHolder int) {
 
 // Locks returns every held lock, sorted by name.
 func (f *FSM) Locks() []Lock {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	out := make([]Lock, 0, len(f.s.locks))
-	for _, name := range sortedKeys(f.s.locks) {
-		out = append(out, *f.s.locks[name])
+	entries := f.lockEntries()
+	out := make([]Lock, len(entries))
+	for i, e := range entries {
+		out[i] = e.lock()
 	}
 	return out
+}
+
+// EachLock calls fn with every held lock, sorted by name, as of one moment.
+// It copies one pointer per lock, not the locks, and runs fn without holding
+// the FSM's lock, so fn may be slow or call back into the FSM.
+func (f *FSM) EachLock(fn func(Lock)) {
+	for _, e := range f.lockEntries() {
+		fn(e.lock())
+	}
+}
+
+// lockEntries returns the held locks sorted by name. Only the pointers are
+// taken under the lock; entries are immutable, so sorting happens outside.
+func (f *FSM) lockEntries() []*lockEntry {
+	f.mu.RLock()
+	entries := make([]*lockEntry, 0, len(f.s.locks))
+	for _, e := range f.s.locks {
+		entries = append(entries, e)
+	}
+	f.mu.RUnlock()
+	sortEntries(entries)
+	return entries
+}
+
+func sortEntries(entries []*lockEntry) {
+	slices.SortFunc(entries, func(a, b *lockEntry) int { return strings.Compare(a.name(), b.name()) })
 }
 
 // Key returns a fenced key's value and last token.

@@ -16,7 +16,7 @@ func (f *FSM) ForceRecovery(bump uint64, members []Member) {
 	for _, m := range members {
 		f.s.members[m.ID] = m
 	}
-	f.s.locks = map[string]*Lock{}
+	f.s.locks = map[string]*lockEntry{}
 	f.s.byHolder = map[string]int{}
 	f.s.requests = map[string]uint64{}
 	f.s.reqOrder = nil

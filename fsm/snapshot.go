@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
+	"strings"
 
 	"github.com/hashicorp/raft"
 )
@@ -51,9 +53,34 @@ type record struct {
 	Request *requestRecord `json:"request,omitempty"`
 }
 
-func (f *FSM) imageLocked() *Image {
+// View is a consistent, read-only capture of the state, taken in time
+// proportional to the number of locks and keys but without copying them:
+// locks and keys are immutable once stored, so the view keeps pointers to
+// them, and the request table is append-only, so the view keeps its slice.
+// Writing a view streams it record by record, so a snapshot never holds a
+// second copy of the state nor its encoding in memory.
+type View struct {
+	Header   Header
+	locks    []*lockEntry // sorted by name (sorted outside the FSM's lock)
+	keys     []*FencedKey // sorted by key
+	members  []Member     // sorted by id
+	requests []requestRecord
+}
+
+// View captures the state; see View.
+func (f *FSM) View() *View {
+	f.mu.RLock()
+	v := f.viewLocked()
+	f.mu.RUnlock()
+	sortEntries(v.locks)
+	slices.SortFunc(v.keys, func(a, b *FencedKey) int { return strings.Compare(a.Key, b.Key) })
+	return v
+}
+
+// viewLocked takes the pointers; View sorts them after releasing the lock.
+func (f *FSM) viewLocked() *View {
 	s := f.s
-	img := &Image{Header: Header{
+	v := &View{Header: Header{
 		Format:       SnapshotFormat,
 		Version:      SnapshotVersion,
 		ClusterID:    s.clusterID,
@@ -66,19 +93,64 @@ func (f *FSM) imageLocked() *Image {
 		Members:      len(s.members),
 		Requests:     len(s.reqOrder),
 	}}
-	for _, name := range sortedKeys(s.locks) {
-		img.Locks = append(img.Locks, *s.locks[name])
+	v.locks = make([]*lockEntry, 0, len(s.locks))
+	for _, e := range s.locks {
+		v.locks = append(v.locks, e)
 	}
-	for _, k := range sortedKeys(s.keys) {
-		img.Keys = append(img.Keys, *s.keys[k])
+	v.keys = make([]*FencedKey, 0, len(s.keys))
+	for _, k := range s.keys {
+		v.keys = append(v.keys, k)
 	}
+	v.members = make([]Member, 0, len(s.members))
 	for _, id := range sortedKeys(s.members) {
-		img.Members = append(img.Members, s.members[id])
+		v.members = append(v.members, s.members[id])
 	}
-	for _, k := range s.reqOrder { // log order: eviction order must survive
-		img.Requests = append(img.Requests, requestRecord{Key: k, Token: s.requests[k]})
+	// Log order, as eviction order must survive. The full slice expression
+	// keeps a later append from ever writing into what the view shares.
+	v.requests = s.reqOrder[:len(s.reqOrder):len(s.reqOrder)]
+	return v
+}
+
+// Image returns a copy of the view's state.
+func (v *View) Image() *Image {
+	img := &Image{Header: v.Header}
+	if len(v.locks) > 0 {
+		img.Locks = make([]Lock, len(v.locks))
+		for i, e := range v.locks {
+			img.Locks[i] = e.lock()
+		}
+	}
+	for _, k := range v.keys {
+		img.Keys = append(img.Keys, *k)
+	}
+	if len(v.members) > 0 {
+		img.Members = slices.Clone(v.members)
+	}
+	if len(v.requests) > 0 {
+		img.Requests = slices.Clone(v.requests)
 	}
 	return img
+}
+
+// WriteTo writes the view in snapshot format, the same bytes as its Image's
+// WriteTo, one record at a time.
+func (v *View) WriteTo(w io.Writer) (int64, error) {
+	sw := newSnapshotWriter(w)
+	sw.encode(v.Header)
+	for _, e := range v.locks {
+		l := e.lock()
+		sw.encode(record{Lock: &l})
+	}
+	for _, k := range v.keys {
+		sw.encode(record{Key: k})
+	}
+	for i := range v.members {
+		sw.encode(record{Member: &v.members[i]})
+	}
+	for i := range v.requests {
+		sw.encode(record{Request: &v.requests[i]})
+	}
+	return sw.close()
 }
 
 func (img *Image) state() *state {
@@ -87,9 +159,7 @@ func (img *Image) state() *state {
 	s.epoch = img.Header.Epoch
 	s.lastToken = img.Header.LastToken
 	for i := range img.Locks {
-		l := img.Locks[i]
-		s.locks[l.Name] = &l
-		s.byHolder[l.Holder]++
+		s.add(newLockEntry(&img.Locks[i]))
 	}
 	for i := range img.Keys {
 		k := img.Keys[i]
@@ -99,41 +169,68 @@ func (img *Image) state() *state {
 		s.members[m.ID] = m
 	}
 	for _, r := range img.Requests {
-		s.remember(r.Key, r.Token)
+		s.remember(s.shareKey(r.Key), r.Token)
 	}
 	return s
+}
+
+// shareKey returns key, or the same string inside the held lock it belongs
+// to, so a restored request table costs no string per held lock.
+func (s *state) shareKey(key string) string {
+	if i := strings.IndexByte(key, 0); i >= 0 {
+		if e, ok := s.locks[key[:i]]; ok && e.requestKey() == key {
+			return e.requestKey()
+		}
+	}
+	return key
 }
 
 // WriteTo writes the image in snapshot format: a header line, then one JSON
 // record per line.
 func (img *Image) WriteTo(w io.Writer) (int64, error) {
-	bw := bufio.NewWriter(w)
-	cw := &countingWriter{w: bw}
-	enc := json.NewEncoder(cw)
-	if err := enc.Encode(img.Header); err != nil {
-		return cw.n, err
-	}
+	sw := newSnapshotWriter(w)
+	sw.encode(img.Header)
 	for i := range img.Locks {
-		if err := enc.Encode(record{Lock: &img.Locks[i]}); err != nil {
-			return cw.n, err
-		}
+		sw.encode(record{Lock: &img.Locks[i]})
 	}
 	for i := range img.Keys {
-		if err := enc.Encode(record{Key: &img.Keys[i]}); err != nil {
-			return cw.n, err
-		}
+		sw.encode(record{Key: &img.Keys[i]})
 	}
 	for i := range img.Members {
-		if err := enc.Encode(record{Member: &img.Members[i]}); err != nil {
-			return cw.n, err
-		}
+		sw.encode(record{Member: &img.Members[i]})
 	}
 	for i := range img.Requests {
-		if err := enc.Encode(record{Request: &img.Requests[i]}); err != nil {
-			return cw.n, err
-		}
+		sw.encode(record{Request: &img.Requests[i]})
 	}
-	return cw.n, bw.Flush()
+	return sw.close()
+}
+
+// snapshotWriter encodes snapshot lines through a buffer; the first error
+// stops it and is returned by close.
+type snapshotWriter struct {
+	bw  *bufio.Writer
+	cw  *countingWriter
+	enc *json.Encoder
+	err error
+}
+
+func newSnapshotWriter(w io.Writer) *snapshotWriter {
+	cw := &countingWriter{w: w}
+	bw := bufio.NewWriterSize(cw, 64<<10)
+	return &snapshotWriter{bw: bw, cw: cw, enc: json.NewEncoder(bw)}
+}
+
+func (sw *snapshotWriter) encode(v any) {
+	if sw.err == nil {
+		sw.err = sw.enc.Encode(v)
+	}
+}
+
+func (sw *snapshotWriter) close() (int64, error) {
+	if sw.err == nil {
+		sw.err = sw.bw.Flush()
+	}
+	return sw.cw.n, sw.err
 }
 
 type countingWriter struct {
@@ -196,11 +293,7 @@ func ReadImage(r io.Reader) (*Image, error) {
 }
 
 // Image returns a copy of the whole state.
-func (f *FSM) Image() *Image {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	return f.imageLocked()
-}
+func (f *FSM) Image() *Image { return f.View().Image() }
 
 // Digest is a hash of the replicated state, equal on replicas that applied
 // the same log. The applied index is left out: replicas compare state, not
@@ -212,22 +305,22 @@ func (f *FSM) Digest() string {
 
 // DigestAt returns the applied index and the digest of the same state.
 func (f *FSM) DigestAt() (uint64, string) {
-	img := f.Image()
-	applied := img.Header.AppliedIndex
-	img.Header.AppliedIndex, img.Header.Term = 0, 0
+	v := f.View()
+	applied := v.Header.AppliedIndex
+	v.Header.AppliedIndex, v.Header.Term = 0, 0
 	h := sha256.New()
-	if _, err := img.WriteTo(h); err != nil {
+	if _, err := v.WriteTo(h); err != nil {
 		panic(err) // hashing never fails
 	}
 	return applied, hex.EncodeToString(h.Sum(nil))
 }
 
-type snapshot struct{ img *Image }
+type snapshot struct{ v *View }
 
 // Persist writes the snapshot; on any error the sink is cancelled so raft
 // never keeps half a snapshot.
 func (s *snapshot) Persist(sink raft.SnapshotSink) error {
-	if _, err := s.img.WriteTo(sink); err != nil {
+	if _, err := s.v.WriteTo(sink); err != nil {
 		sink.Cancel()
 		return fmt.Errorf("persist snapshot: %w", err)
 	}

@@ -59,22 +59,84 @@ type requestRecord struct {
 	Token uint64 `json:"token"`
 }
 
+// lockEntry is a held lock as the state keeps it: 64 bytes and one string,
+// where a Lock is 88 bytes and four strings. The string holds, in order,
+// the lock name, NUL, the holder, NUL, the request id and the lease secret,
+// so that its prefix up to the lease is the lock's request key (requestKey)
+// and the request table shares it instead of building another.
+//
+// An entry is never modified once it is in the state: a grant makes a new
+// one and a free deletes it. A snapshot therefore captures entry pointers,
+// not copies (see View).
+type lockEntry struct {
+	s         string
+	token     uint64
+	ttlMillis int64
+	granted   int64  // GrantedAtMillis
+	nameEnd   uint32 // s[:nameEnd] is the name
+	holderEnd uint32 // s[nameEnd+1:holderEnd] is the holder
+	keyEnd    uint32 // s[holderEnd+1:keyEnd] is the request id, s[keyEnd:] the lease
+}
+
+func newLockEntry(l *Lock) *lockEntry {
+	b := make([]byte, 0, len(l.Name)+len(l.Holder)+len(l.RequestID)+len(l.Lease)+2)
+	b = append(b, l.Name...)
+	nameEnd := len(b)
+	b = append(append(b, 0), l.Holder...)
+	holderEnd := len(b)
+	b = append(append(b, 0), l.RequestID...)
+	keyEnd := len(b)
+	b = append(b, l.Lease...)
+	return &lockEntry{
+		s:         string(b),
+		token:     l.Token,
+		ttlMillis: l.TTLMillis,
+		granted:   l.GrantedAtMillis,
+		nameEnd:   uint32(nameEnd),
+		holderEnd: uint32(holderEnd),
+		keyEnd:    uint32(keyEnd),
+	}
+}
+
+func (e *lockEntry) name() string   { return e.s[:e.nameEnd] }
+func (e *lockEntry) holder() string { return e.s[e.nameEnd+1 : e.holderEnd] }
+func (e *lockEntry) lease() string  { return e.s[e.keyEnd:] }
+
+// requestKey is requestKey(name, holder, request id), sharing e's string.
+func (e *lockEntry) requestKey() string { return e.s[:e.keyEnd] }
+
+// lock returns the entry as a Lock; its strings share the entry's.
+func (e *lockEntry) lock() Lock {
+	return Lock{
+		Name:            e.name(),
+		Holder:          e.holder(),
+		Token:           e.token,
+		Lease:           e.lease(),
+		TTLMillis:       e.ttlMillis,
+		RequestID:       e.s[e.holderEnd+1 : e.keyEnd],
+		GrantedAtMillis: e.granted,
+	}
+}
+
 // state is everything the FSM replicates. It is only touched under FSM.mu.
 type state struct {
 	clusterID string
 	epoch     uint64
 	lastToken uint64 // highest token ever granted
-	locks     map[string]*Lock
-	keys      map[string]*FencedKey
+	locks     map[string]*lockEntry
+	keys      map[string]*FencedKey // a *FencedKey is never modified once stored
 	members   map[string]Member
 	requests  map[string]uint64 // lock\x00holder\x00request id → token
-	reqOrder  []string          // keys of requests, oldest first
-	byHolder  map[string]int    // held locks per holder; derived, not snapshotted
+	// reqOrder is the request table in log order, oldest first. It only
+	// grows at the end and is cut at the front, never written in place, so
+	// a snapshot keeps the slice as it was without copying it.
+	reqOrder []requestRecord
+	byHolder map[string]int // held locks per holder; derived, not snapshotted
 }
 
 func newState() *state {
 	return &state{
-		locks:    map[string]*Lock{},
+		locks:    map[string]*lockEntry{},
 		keys:     map[string]*FencedKey{},
 		members:  map[string]Member{},
 		requests: map[string]uint64{},
@@ -89,9 +151,11 @@ func (s *state) remember(key string, token uint64) {
 		return
 	}
 	s.requests[key] = token
-	s.reqOrder = append(s.reqOrder, key)
+	s.reqOrder = append(s.reqOrder, requestRecord{Key: key, Token: token})
 	if len(s.reqOrder) > MaxRequestIDs {
-		delete(s.requests, s.reqOrder[0])
+		// Not zeroed: a snapshot may share the slot. The backing array is
+		// replaced, with only the live records, when append outgrows it.
+		delete(s.requests, s.reqOrder[0].Key)
 		s.reqOrder = s.reqOrder[1:]
 	}
 }
