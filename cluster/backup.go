@@ -18,9 +18,10 @@ func (n *Node) Backup(ctx context.Context, w io.Writer) (fsm.Header, error) {
 	if err := n.linearizable(ctx); err != nil {
 		return fsm.Header{}, err
 	}
-	img := n.fsm.Image()
-	_, err := img.WriteTo(w)
-	return img.Header, err
+	// A View streams the state out record by record, without a copy of it.
+	v := n.fsm.View()
+	_, err := v.WriteTo(w)
+	return v.Header, err
 }
 
 // RestoreOptions tune a restore.
@@ -83,7 +84,7 @@ func (n *Node) Restore(ctx context.Context, r io.Reader, opts RestoreOptions) (f
 	if err := n.raft.Restore(meta, &buf, 2*time.Minute); err != nil {
 		return fsm.Header{}, translate(err)
 	}
-	n.leases.Promote(n.fsm.Locks())
+	n.leases.PromoteFrom(n.fsm)
 	n.locks.failAll(fmt.Errorf("%w: the cluster was restored from a backup", ErrNoLeader))
 	n.log.Info("restored from backup", "backup_index", backup.Header.AppliedIndex, "backup_epoch", backup.Header.Epoch,
 		"backup_last_token", backup.Header.LastToken, "epoch", img.Header.Epoch, "keys", len(img.Keys),

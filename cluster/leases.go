@@ -25,6 +25,7 @@ import (
 // scheduled again.
 type Leases struct {
 	clock  Clock
+	base   time.Time // lease times are durations since base: 8 bytes, not 24
 	expire func(lock string, token uint64)
 
 	mu      sync.Mutex
@@ -32,17 +33,20 @@ type Leases struct {
 	leases  map[string]*lease
 	due     leaseHeap
 	timer   Timer
-	timerAt time.Time
+	timerAt time.Duration
 }
 
+// lease is one tracked deadline, 64 bytes (it was 96 with time.Time
+// fields); times are since Leases.base, read from the clock's monotonic
+// reading.
 type lease struct {
 	name     string
 	token    uint64
 	ttl      time.Duration
-	deadline time.Time // moved by renewals
-	at       time.Time // when the heap expects it due (≤ deadline)
-	index    int       // position in the heap; -1 when not in it
-	expiring bool      // an Expire is being proposed; renewals are refused
+	deadline time.Duration // moved by renewals
+	at       time.Duration // when the heap expects it due (≤ deadline)
+	index    int32         // position in the heap; -1 when not in it
+	expiring bool          // an Expire is being proposed; renewals are refused
 }
 
 // NewLeases returns an inactive tracker; expire runs in its own goroutine.
@@ -50,8 +54,11 @@ func NewLeases(clock Clock, expire func(lock string, token uint64)) *Leases {
 	if clock == nil {
 		clock = RealClock
 	}
-	return &Leases{clock: clock, expire: expire, leases: map[string]*lease{}}
+	return &Leases{clock: clock, base: clock.Now(), expire: expire, leases: map[string]*lease{}}
 }
+
+// now is the clock's time as a lease time.
+func (l *Leases) now() time.Duration { return l.clock.Now().Sub(l.base) }
 
 // Promote starts tracking every held lock at its full TTL from now.
 func (l *Leases) Promote(locks []fsm.Lock) {
@@ -63,6 +70,22 @@ func (l *Leases) Promote(locks []fsm.Lock) {
 		l.trackLocked(lk.Name, lk.Token, time.Duration(lk.TTLMillis)*time.Millisecond)
 	}
 	l.armLocked()
+}
+
+// PromoteFrom is Promote for every lock f holds, without a copy of them
+// all; it returns how many it tracks.
+func (l *Leases) PromoteFrom(f *fsm.FSM) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.clearLocked()
+	l.active = true
+	n := 0
+	f.EachLock(func(lk fsm.Lock) {
+		l.trackLocked(lk.Name, lk.Token, time.Duration(lk.TTLMillis)*time.Millisecond)
+		n++
+	})
+	l.armLocked()
+	return n
 }
 
 // Demote stops the timer and forgets every lease; a follower tracks nothing.
@@ -100,20 +123,20 @@ func (l *Leases) trackLocked(name string, token uint64, ttl time.Duration) {
 		}
 		l.unscheduleLocked(old)
 	}
-	deadline := l.clock.Now().Add(ttl)
+	deadline := l.now() + ttl
 	ls := &lease{name: name, token: token, ttl: ttl, deadline: deadline, index: -1}
 	l.leases[name] = ls
 	l.scheduleLocked(ls, deadline)
 }
 
-func (l *Leases) scheduleLocked(ls *lease, at time.Time) {
+func (l *Leases) scheduleLocked(ls *lease, at time.Duration) {
 	ls.at = at
 	heap.Push(&l.due, ls)
 }
 
 func (l *Leases) unscheduleLocked(ls *lease) {
 	if ls.index >= 0 {
-		heap.Remove(&l.due, ls.index)
+		heap.Remove(&l.due, int(ls.index))
 	}
 }
 
@@ -123,14 +146,14 @@ func (l *Leases) armLocked() {
 		return
 	}
 	next := l.due[0].at
-	if l.timer != nil && !next.Before(l.timerAt) {
+	if l.timer != nil && next >= l.timerAt {
 		return // already armed early enough
 	}
 	if l.timer != nil {
 		l.timer.Stop()
 	}
 	l.timerAt = next
-	l.timer = l.clock.AfterFunc(max(next.Sub(l.clock.Now()), 0), l.fire)
+	l.timer = l.clock.AfterFunc(max(next-l.now(), 0), l.fire)
 }
 
 // fire runs when the timer goes off: every lease whose deadline has passed
@@ -142,11 +165,11 @@ func (l *Leases) fire() {
 		return
 	}
 	l.timer = nil
-	now := l.clock.Now()
+	now := l.now()
 	var ended []*lease
-	for len(l.due) > 0 && !l.due[0].at.After(now) {
+	for len(l.due) > 0 && l.due[0].at <= now {
 		ls := heap.Pop(&l.due).(*lease)
-		if ls.deadline.After(now) {
+		if ls.deadline > now {
 			l.scheduleLocked(ls, ls.deadline) // renewed meanwhile
 			continue
 		}
@@ -169,7 +192,7 @@ func (l *Leases) Renew(lock string, token uint64) bool {
 	if !l.active || !ok || ls.token != token || ls.expiring {
 		return false
 	}
-	ls.deadline = l.clock.Now().Add(ls.ttl)
+	ls.deadline = l.now() + ls.ttl
 	return true
 }
 
@@ -193,7 +216,7 @@ func (l *Leases) Retry(lock string, token uint64, delay time.Duration) {
 		return
 	}
 	ls.expiring = false
-	ls.deadline = l.clock.Now().Add(delay)
+	ls.deadline = l.now() + delay
 	l.unscheduleLocked(ls)
 	l.scheduleLocked(ls, ls.deadline)
 	l.armLocked()
@@ -207,7 +230,7 @@ func (l *Leases) Remaining(lock string, token uint64) (time.Duration, bool) {
 	if !l.active || !ok || ls.token != token {
 		return 0, false
 	}
-	return max(ls.deadline.Sub(l.clock.Now()), 0), true
+	return max(ls.deadline-l.now(), 0), true
 }
 
 // Len returns how many leases are tracked.
@@ -221,15 +244,15 @@ func (l *Leases) Len() int {
 type leaseHeap []*lease
 
 func (h leaseHeap) Len() int           { return len(h) }
-func (h leaseHeap) Less(i, j int) bool { return h[i].at.Before(h[j].at) }
+func (h leaseHeap) Less(i, j int) bool { return h[i].at < h[j].at }
 func (h leaseHeap) Swap(i, j int) {
 	h[i], h[j] = h[j], h[i]
-	h[i].index, h[j].index = i, j
+	h[i].index, h[j].index = int32(i), int32(j)
 }
 
 func (h *leaseHeap) Push(x any) {
 	ls := x.(*lease)
-	ls.index = len(*h)
+	ls.index = int32(len(*h))
 	*h = append(*h, ls)
 }
 

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/fencer-io/fencer/fsm"
 )
@@ -172,4 +173,34 @@ func TestManyLeasesShareOneTimer(t *testing.T) {
 	if l.Len() != 1000 {
 		t.Fatalf("expiring leases stay tracked until forgotten: %d", l.Len())
 	}
+}
+
+// 100,000 leases are tracked on the leader: a lease must stay 64 bytes.
+func TestLeaseIsSmall(t *testing.T) {
+	if size := unsafe.Sizeof(lease{}); size > 64 {
+		t.Fatalf("lease is %d bytes", size)
+	}
+}
+
+// PromoteFrom tracks every lock the FSM holds at its full TTL from now.
+func TestPromoteFromTracksFSMLocks(t *testing.T) {
+	l, clock, fired := newTestLeases()
+	f := fsm.New(nil)
+	for i, ttl := range []int64{1000, 3000} {
+		res := f.ApplyCommand(&fsm.Acquire{Lock: fmt.Sprintf("l%d", i), Holder: "h", Lease: "s", TTLMillis: ttl}, uint64(i+1))
+		if _, ok := res.(*fsm.AcquireResult); !ok {
+			t.Fatal(res)
+		}
+	}
+	clock.Advance(time.Hour) // the grants' age does not matter
+	if n := l.PromoteFrom(f); n != 2 || l.Len() != 2 {
+		t.Fatalf("promoted %d, tracking %d", n, l.Len())
+	}
+	if rem, ok := l.Remaining("l1", 2); !ok || rem != 3*time.Second {
+		t.Fatalf("l1 remaining %v %v", rem, ok)
+	}
+	clock.Advance(time.Second)
+	expectExpiry(t, fired, expiry{"l0", 1})
+	clock.Advance(2 * time.Second)
+	expectExpiry(t, fired, expiry{"l1", 2})
 }

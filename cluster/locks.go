@@ -134,13 +134,13 @@ func (s *slot) pushFront(w *waiter) {
 }
 
 func (s *slot) pushBack(w *waiter) {
-	s.pushBack(w)
+	w.elem = s.waiters.PushBack(w)
 	s.queued.Add(1)
 }
 
 // remove takes a waiter that gave up out of the queue.
 func (s *slot) remove(w *waiter) {
-	s.remove(w)
+	s.waiters.Remove(w.elem)
 	s.queued.Add(-1)
 }
 
@@ -204,7 +204,7 @@ func (n *Node) Acquire(ctx context.Context, req AcquireRequest) (Grant, error) {
 			req.Lock, s.waiters.Len(), n.locks.queued.Load(), n.cfg.MaxWaitersPerLock, n.cfg.MaxWaiters)
 	}
 	w := &waiter{cmd: cmd, result: make(chan waitResult, 1)}
-	w.elem = s.waiters.PushBack(w)
+	s.pushBack(w)
 	if !held {
 		n.serveWaiters(s, req.Lock)
 	}
@@ -243,7 +243,7 @@ func (n *Node) wait(ctx context.Context, s *slot, w *waiter, req AcquireRequest)
 		r := <-w.result
 		return Grant{Lock: r.grant}, r.err
 	}
-	s.waiters.Remove(w.elem)
+	s.remove(w)
 	s.mu.Unlock()
 	if err := ctx.Err(); err != nil {
 		return Grant{}, err
@@ -394,12 +394,13 @@ func (n *Node) Locks(ctx context.Context, stale bool) ([]LockStatus, error) {
 			return nil, err
 		}
 	}
-	locks := n.fsm.Locks()
-	out := make([]LockStatus, len(locks))
-	for i, l := range locks {
-		out[i] = LockStatus{Lock: l, Held: true}
-		out[i].Remaining, out[i].Known = n.leases.Remaining(l.Name, l.Token)
-	}
+	// EachLock, not Locks: no intermediate copy of every lock.
+	out := make([]LockStatus, 0, n.fsm.Counts().Locks)
+	n.fsm.EachLock(func(l fsm.Lock) {
+		st := LockStatus{Lock: l, Held: true}
+		st.Remaining, st.Known = n.leases.Remaining(l.Name, l.Token)
+		out = append(out, st)
+	})
 	return out, nil
 }
 

@@ -326,11 +326,10 @@ func (n *Node) promote(gen uint64) {
 	if gen != n.leaderGen || n.raft.State() != raft.Leader {
 		return
 	}
-	locks := n.fsm.Locks()
-	n.leases.Promote(locks)
+	held := n.leases.PromoteFrom(n.fsm)
 	n.isReady = true
 	close(n.leaderReady)
-	n.log.Info("leader ready", "held_locks", len(locks), "applied_index", n.fsm.AppliedIndex())
+	n.log.Info("leader ready", "held_locks", held, "applied_index", n.fsm.AppliedIndex())
 }
 
 // awaitLeader returns nil once this node is a leader ready to serve locks,
