@@ -38,6 +38,14 @@ func (t CommandType) String() string {
 		return "bump-epoch"
 	case CmdSetClusterID:
 		return "set-cluster-id"
+	case CmdAcquireBinary:
+		return "acquire(binary)"
+	case CmdReleaseBinary:
+		return "release(binary)"
+	case CmdExpireBinary:
+		return "expire(binary)"
+	case CmdPutBinary:
+		return "put(binary)"
 	}
 	return fmt.Sprintf("unknown(%d)", uint8(t))
 }
@@ -122,8 +130,13 @@ func (RemoveMember) Type() CommandType { return CmdRemoveMember }
 func (BumpEpoch) Type() CommandType    { return CmdBumpEpoch }
 func (SetClusterID) Type() CommandType { return CmdSetClusterID }
 
-// Encode returns the log entry for cmd: its type byte, then its payload.
+// Encode returns the log entry for cmd: its type byte, then its payload
+// (binary for the commands of a lock cycle, see binary.go; JSON for the
+// others).
 func Encode(cmd Command) ([]byte, error) {
+	if b, ok := appendBinary(make([]byte, 0, 128), cmd); ok {
+		return b, nil
+	}
 	payload, err := json.Marshal(cmd)
 	if err != nil {
 		return nil, fmt.Errorf("encode %s: %w", cmd.Type(), err)
@@ -151,6 +164,8 @@ func Decode(entry []byte) (Command, error) {
 	}
 	var cmd Command
 	switch t := CommandType(entry[0]); t {
+	case CmdAcquireBinary, CmdReleaseBinary, CmdExpireBinary, CmdPutBinary:
+		return decodeBinary(t, entry[1:])
 	case CmdAcquire:
 		cmd = &Acquire{}
 	case CmdRelease:

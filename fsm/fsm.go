@@ -157,6 +157,11 @@ func (s *state) applyAcquire(c *Acquire, index uint64) any {
 }
 
 func (s *state) grant(c *Acquire, index uint64) any {
+	if c.Lock == "" || c.TTLMillis <= 0 {
+		// The API never proposes these; a lock without a name or TTL could
+		// not be written to a snapshot and read back (Image.check).
+		return fmt.Errorf("%w: acquire of lock %q with ttl %d ms", ErrMalformedCommand, c.Lock, c.TTLMillis)
+	}
 	if index > MaxIndex || s.epoch >= MaxEpoch {
 		return ErrTokenSpaceExhausted
 	}
@@ -226,6 +231,9 @@ func (s *state) add(e *lockEntry) {
 }
 
 func (s *state) applyPut(c *Put) any {
+	if c.Key == "" {
+		return fmt.Errorf("%w: put without a key", ErrMalformedCommand)
+	}
 	if c.Token == 0 {
 		return fmt.Errorf("%w: token 0 is never issued", ErrStaleToken)
 	}
