@@ -1,7 +1,9 @@
 package api
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
 	"net/http"
 	"time"
 
@@ -151,11 +153,29 @@ func (s *Server) listLocks(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, err)
 		return
 	}
-	out := LockList{Locks: make([]LockStatus, len(locks))}
+	writeLockList(w, locks)
+}
+
+// writeLockList streams a LockList one lock at a time, so that listing
+// 100,000 locks does not build a second copy of them and the whole body in
+// memory first.
+func writeLockList(w http.ResponseWriter, locks []cluster.LockStatus) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	bw := bufio.NewWriterSize(w, 32<<10)
+	bw.WriteString(`{"locks":[`)
+	var buf []byte
 	for i, st := range locks {
-		out.Locks[i] = lockStatus(st)
+		if i > 0 {
+			bw.WriteByte(',')
+		}
+		buf, _ = json.Marshal(lockStatus(st)) // cannot fail: plain fields
+		if _, err := bw.Write(buf); err != nil {
+			return // the client went away
+		}
 	}
-	writeJSON(w, http.StatusOK, out)
+	bw.WriteString("]}\n")
+	bw.Flush()
 }
 
 func (s *Server) check(w http.ResponseWriter, r *http.Request) {

@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -23,6 +24,7 @@ type fakeCluster struct {
 	err    error
 	calls  []string
 	leader bool
+	locks  []cluster.LockStatus
 }
 
 func (f *fakeCluster) ID() string                      { return "n1" }
@@ -51,7 +53,7 @@ func (f *fakeCluster) Lock(_ context.Context, name string, _ bool) (cluster.Lock
 	return cluster.LockStatus{Lock: fsm.Lock{Name: name}}, f.call("lock")
 }
 func (f *fakeCluster) Locks(context.Context, bool) ([]cluster.LockStatus, error) {
-	return nil, f.call("locks")
+	return f.locks, f.call("locks")
 }
 func (f *fakeCluster) Check(context.Context, string, uint64, bool) (bool, uint64, error) {
 	return true, 7, f.call("check")
@@ -274,6 +276,31 @@ func TestParseToken(t *testing.T) {
 	for _, s := range []string{"", "0", "00", "01", "-1", "+1", "1 ", "1e3", "0x10", "18446744073709551616", "99999999999999999999"} {
 		if _, ok := ParseToken(s); ok {
 			t.Fatalf("ParseToken(%q) accepted", s)
+		}
+	}
+}
+
+// TestListLocksStreams: the streamed listing is the JSON of a LockList,
+// byte for byte, for no locks, one, and many.
+func TestListLocksStreams(t *testing.T) {
+	many := make([]cluster.LockStatus, 1000)
+	for i := range many {
+		many[i] = cluster.LockStatus{Lock: fsm.Lock{Name: fmt.Sprintf("l%04d", i), Holder: "w", Token: uint64(i + 1), TTLMillis: 1000}, Held: i%3 != 0, Known: i%2 == 0, Remaining: time.Duration(i) * time.Millisecond}
+	}
+	for _, locks := range [][]cluster.LockStatus{nil, many[:1], many} {
+		f := &fakeCluster{leader: true, locks: locks}
+		rec := httptest.NewRecorder()
+		NewServer(f, nil).Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/v1/locks", nil))
+		if rec.Code != http.StatusOK || rec.Header().Get("Content-Type") != "application/json" {
+			t.Fatalf("status %d, content type %q", rec.Code, rec.Header().Get("Content-Type"))
+		}
+		want := LockList{Locks: make([]LockStatus, len(locks))}
+		for i, st := range locks {
+			want.Locks[i] = lockStatus(st)
+		}
+		wantBody, _ := json.Marshal(want)
+		if got := rec.Body.String(); got != string(wantBody)+"\n" {
+			t.Fatalf("%d locks: body differs from a LockList's JSON:\n got %.200s\nwant %.200s", len(locks), got, wantBody)
 		}
 	}
 }
