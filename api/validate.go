@@ -7,7 +7,6 @@ import (
 	"github.com/fencer-io/fencer/api/wire"
 	"io"
 	"net/http"
-	"regexp"
 )
 
 // Limits on input. Names and keys share one alphabet.
@@ -21,10 +20,22 @@ const (
 	maxReqIDLen  = 128
 )
 
-var namePattern = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,200}$`)
-
-// ValidName reports whether s is a valid lock name or key.
-func ValidName(s string) bool { return namePattern.MatchString(s) }
+// ValidName reports whether s is a valid lock name or key: 1-200 of
+// [A-Za-z0-9._:-]. It runs on every request, so it is a loop rather than a
+// regular expression (which cost a few percent of the leader's CPU).
+func ValidName(s string) bool {
+	if len(s) == 0 || len(s) > 200 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '.', c == '_', c == ':', c == '-':
+		default:
+			return false
+		}
+	}
+	return true
+}
 
 func checkName(s string) error {
 	if !ValidName(s) {
