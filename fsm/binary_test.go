@@ -101,6 +101,32 @@ func TestLegacyJSONStillDecodes(t *testing.T) {
 	}
 }
 
+// TestLegacyJSONGolden decodes entries byte for byte as builds before the
+// binary types wrote them (literal JSON, not re-marshalled from today's
+// structs), so renaming a JSON field breaks this test and not old logs.
+func TestLegacyJSONGolden(t *testing.T) {
+	lease := strings.Repeat("c", 32)
+	for _, c := range []struct {
+		entry string
+		want  Command
+	}{
+		{"\x01" + `{"lock":"jobs.nightly","holder":"worker-1","lease":"` + lease + `","ttl_ms":10000,"request_id":"req-1","now_ms":1790000000000}`,
+			&Acquire{Lock: "jobs.nightly", Holder: "worker-1", Lease: lease, TTLMillis: 10000, RequestID: "req-1", NowMillis: 1790000000000}},
+		{"\x02" + `{"lock":"a","token":1099511627853,"lease":"` + lease + `","next":{"lock":"","holder":"w2","lease":"` + lease + `","ttl_ms":9000,"request_id":"r2"}}`,
+			&Release{Lock: "a", Token: 1<<40 | 77, Lease: lease, Next: &Acquire{Holder: "w2", Lease: lease, TTLMillis: 9000, RequestID: "r2"}}},
+		{"\x03" + `{"lock":"a","token":7}`, &Expire{Lock: "a", Token: 7}},
+		{"\x04" + `{"key":"k","value":"AAEC/w==","token":99,"lock":"a"}`, &Put{Key: "k", Value: []byte{0, 1, 2, 255}, Token: 99, Lock: "a"}},
+	} {
+		got, err := Decode([]byte(c.entry))
+		if err != nil {
+			t.Fatalf("%q: %v", c.entry, err)
+		}
+		if !reflect.DeepEqual(got, c.want) {
+			t.Fatalf("%q decoded as %+v, want %+v", c.entry, got, c.want)
+		}
+	}
+}
+
 func TestBinaryMalformed(t *testing.T) {
 	for _, c := range cycleCommands() {
 		entry, err := Encode(c)
