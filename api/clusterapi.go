@@ -47,10 +47,11 @@ func (s *Server) clusterStatus(w http.ResponseWriter, r *http.Request) {
 		Epoch:        st.Epoch,
 		LastToken:    st.LastToken,
 		ClusterID:    st.ClusterID,
+		LogFormat:    st.LogFormat,
 		Members:      make([]Member, len(st.Members)),
 	}
 	for i, m := range st.Members {
-		out.Members[i] = Member{ID: m.ID, RaftAddr: m.RaftAddr, HTTPAddr: m.HTTPAddr, Voter: m.Voter, Leader: m.Leader}
+		out.Members[i] = Member{ID: m.ID, RaftAddr: m.RaftAddr, HTTPAddr: m.HTTPAddr, Voter: m.Voter, Leader: m.Leader, LogFormat: m.LogFormat}
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -64,6 +65,14 @@ func (s *Server) join(w http.ResponseWriter, r *http.Request) {
 	if req.ID == "" || req.RaftAddr == "" || req.HTTPAddr == "" {
 		writeErr(w, badRequest(CodeInvalidMember, "join needs id, raft_addr and http_addr"))
 		return
+	}
+	if h := r.Header.Get(cluster.LogFormatHeader); h != "" {
+		f, err := strconv.Atoi(h)
+		if err != nil || f < 0 || f > 255 {
+			writeErr(w, badRequest(CodeInvalidMember, cluster.LogFormatHeader+": want a small non-negative integer"))
+			return
+		}
+		req.LogFormat = f
 	}
 	ctx, cancel := s.work(r, 0)
 	defer cancel()

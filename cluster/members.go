@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -24,6 +25,10 @@ type JoinRequest struct {
 	HTTPAddr    string `json:"http_addr"`
 	Voter       bool   `json:"voter"`
 	Incarnation string `json:"incarnation,omitempty"`
+	// LogFormat is the newest entry format the joiner's build reads
+	// (fsm.LogFormat*); zero from builds that predate it. It travels in the
+	// LogFormatHeader, not the body, which older builds decode strictly.
+	LogFormat int `json:"-"`
 	// ClusterID is the cluster the joiner's data dir belongs to, if any.
 	ClusterID string `json:"cluster_id,omitempty"`
 	// Replace removes a member of the same id first, even when its data
@@ -52,6 +57,9 @@ func (n *Node) Join(ctx context.Context, req JoinRequest) error {
 	}
 	n.configMu.Lock()
 	defer n.configMu.Unlock()
+	if !req.DryRun {
+		n.holdJSON()
+	}
 	cf := n.raft.GetConfiguration()
 	if err := cf.Error(); err != nil {
 		return translate(err)
@@ -109,7 +117,12 @@ func (n *Node) Join(ctx context.Context, req JoinRequest) error {
 		}
 		n.log.Info("member added", "id", req.ID, "raft_addr", req.RaftAddr, "voter", req.Voter)
 	}
-	want := fsm.Member{ID: req.ID, RaftAddr: req.RaftAddr, HTTPAddr: req.HTTPAddr, Incarnation: req.Incarnation}
+	want := fsm.Member{ID: req.ID, RaftAddr: req.RaftAddr, HTTPAddr: req.HTTPAddr, Incarnation: req.Incarnation, LogFormat: req.LogFormat}
+	if req.Incarnation == "" && req.LogFormat == 0 && known.RaftAddr == req.RaftAddr {
+		// An operator's add (not the node itself) knows nothing of the
+		// member's build: keep what the member recorded.
+		want.LogFormat = known.LogFormat
+	}
 	if known == want {
 		return nil
 	}
@@ -121,7 +134,8 @@ func (n *Node) Join(ctx context.Context, req JoinRequest) error {
 // addresses are recorded in the FSM.
 func (n *Node) registered() bool {
 	m, ok := n.fsm.Member(n.cfg.ID)
-	if !ok || m.HTTPAddr != n.cfg.HTTPAddr || m.RaftAddr != n.RaftAddr() || m.Incarnation != n.ident.Incarnation {
+	if !ok || m.HTTPAddr != n.cfg.HTTPAddr || m.RaftAddr != n.RaftAddr() || m.Incarnation != n.ident.Incarnation ||
+		m.LogFormat != fsm.LogFormat {
 		return false
 	}
 	cf := n.raft.GetConfiguration()
@@ -200,6 +214,7 @@ func (n *Node) joinOnce(self bool) error {
 		HTTPAddr:    n.cfg.HTTPAddr,
 		Voter:       !n.cfg.NonVoter,
 		Incarnation: n.ident.Incarnation,
+		LogFormat:   fsm.LogFormat,
 		ClusterID:   n.ident.ClusterID,
 		Replace:     n.cfg.Replace,
 		DryRun:      !self,
@@ -237,7 +252,15 @@ func (n *Node) joinOnce(self bool) error {
 // the leader.
 func (n *Node) postJoin(addr string, req JoinRequest) error {
 	body, _ := json.Marshal(req)
-	resp, err := n.peerClient(10*time.Second).Post(n.peerURL(addr)+"/v1/cluster/join", "application/json", bytes.NewReader(body))
+	hr, err := http.NewRequest(http.MethodPost, n.peerURL(addr)+"/v1/cluster/join", bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	hr.Header.Set("Content-Type", "application/json")
+	if req.LogFormat > 0 {
+		hr.Header.Set(LogFormatHeader, strconv.Itoa(req.LogFormat))
+	}
+	resp, err := n.peerClient(10 * time.Second).Do(hr)
 	if err != nil {
 		return err
 	}

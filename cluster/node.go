@@ -46,6 +46,7 @@ type Node struct {
 
 	ident    identity
 	configMu sync.Mutex // one configuration change at a time
+	format   entryFormat
 	fatal    chan error
 
 	stop     chan struct{}
@@ -379,7 +380,7 @@ func (n *Node) Leader() (id, httpAddr string) {
 // apply proposes one command and returns the FSM's result. A refusal by the
 // FSM comes back as the error.
 func (n *Node) apply(cmd fsm.Command) (any, error) {
-	data, err := fsm.Encode(cmd)
+	data, err := fsm.EncodeFormat(cmd, n.entryFormat())
 	if err != nil {
 		return nil, err
 	}
@@ -430,7 +431,10 @@ type Status struct {
 	Epoch        uint64
 	LastToken    uint64
 	ClusterID    string
-	Members      []MemberStatus
+	// LogFormat is the entry format this node would write as leader: the
+	// newest that every member has recorded.
+	LogFormat int
+	Members   []MemberStatus
 }
 
 // MemberStatus is one member as seen by this node.
@@ -440,6 +444,9 @@ type MemberStatus struct {
 	HTTPAddr string
 	Voter    bool
 	Leader   bool
+	// LogFormat is the newest entry format the member's build reads, as it
+	// recorded when it registered.
+	LogFormat int
 }
 
 // Status returns this node's view of the cluster.
@@ -458,6 +465,7 @@ func (n *Node) Status() (Status, error) {
 		Epoch:        n.fsm.Epoch(),
 		ClusterID:    n.fsm.ClusterID(),
 		LastToken:    n.fsm.LastToken(),
+		LogFormat:    n.entryFormat(),
 	}
 	cf := n.raft.GetConfiguration()
 	if err := cf.Error(); err != nil {
@@ -471,7 +479,7 @@ func (n *Node) Status() (Status, error) {
 			Leader:   string(s.ID) == leaderID,
 		}
 		if m, ok := n.fsm.Member(ms.ID); ok {
-			ms.HTTPAddr = m.HTTPAddr
+			ms.HTTPAddr, ms.LogFormat = m.HTTPAddr, m.LogFormat
 		} else {
 			ms.HTTPAddr = n.initialHTTPAddr(ms.ID, ms.RaftAddr)
 		}

@@ -28,6 +28,28 @@ const (
 	CmdPutBinary     CommandType = 12
 )
 
+// Log formats: what a build can read. Each member records its own (Member),
+// and the leader writes the binary types only once every member of the
+// configuration has recorded LogFormatBinary, so that a rolling upgrade
+// never feeds an entry to a member too old to decode it.
+const (
+	LogFormatJSON   = 0 // types 1-8 only, every payload JSON
+	LogFormatBinary = 1 // also types 9-12
+	// LogFormat is the newest format this build reads and writes.
+	LogFormat = LogFormatBinary
+)
+
+// EncodeFormat is Encode for members that read format: with LogFormatJSON
+// every command is written as JSON, as builds before the binary types did.
+func EncodeFormat(cmd Command, format int) ([]byte, error) {
+	if format >= LogFormatBinary {
+		if b, ok := appendBinary(make([]byte, 0, 128), cmd); ok {
+			return b, nil
+		}
+	}
+	return encodeJSON(cmd)
+}
+
 // logical maps a binary type to the type of the command it carries.
 func (t CommandType) logical() CommandType {
 	switch t {

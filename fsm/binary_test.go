@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"reflect"
@@ -184,4 +185,22 @@ func BenchmarkDecodeAcquire(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestEncodeFormatJSON: for a member that reads only JSON, every command is
+// written as builds before the binary types wrote it.
+func TestEncodeFormatJSON(t *testing.T) {
+	for i, c := range cycleCommands() {
+		entry, err := EncodeFormat(c, LogFormatJSON)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := legacyEntries(t)[i]; !bytes.Equal(entry, want) {
+			t.Fatalf("%s for a JSON member:\n got %q\nwant %q", c.Type(), entry, want)
+		}
+		binary, _ := EncodeFormat(c, LogFormatBinary)
+		if CommandType(binary[0]) == c.Type() {
+			t.Fatalf("%s for a binary member written as type %d", c.Type(), binary[0])
+		}
+	}
 }

@@ -133,10 +133,9 @@ func (SetClusterID) Type() CommandType { return CmdSetClusterID }
 // Encode returns the log entry for cmd: its type byte, then its payload
 // (binary for the commands of a lock cycle, see binary.go; JSON for the
 // others).
-func Encode(cmd Command) ([]byte, error) {
-	if b, ok := appendBinary(make([]byte, 0, 128), cmd); ok {
-		return b, nil
-	}
+func Encode(cmd Command) ([]byte, error) { return EncodeFormat(cmd, LogFormat) }
+
+func encodeJSON(cmd Command) ([]byte, error) {
 	payload, err := json.Marshal(cmd)
 	if err != nil {
 		return nil, fmt.Errorf("encode %s: %w", cmd.Type(), err)

@@ -51,6 +51,9 @@ type Member struct {
 	// Incarnation identifies one life of the member's data dir: a new one
 	// is drawn when the dir is created, so a wiped disk is recognized.
 	Incarnation string `json:"incarnation,omitempty"`
+	// LogFormat is the newest entry encoding the member's build reads
+	// (LogFormatJSON when it registered before formats were recorded).
+	LogFormat int `json:"log_format,omitempty"`
 }
 
 // requestRecord remembers the token an acquire request id produced.

@@ -184,18 +184,22 @@ type PutResponse struct {
 
 // ClusterStatus is the answer to GET /v1/cluster.
 type ClusterStatus struct {
-	Node         string   `json:"node"`
-	State        string   `json:"state"`
-	Leader       string   `json:"leader"`
-	Term         uint64   `json:"term"`
-	CommitIndex  uint64   `json:"commit_index"`
-	AppliedIndex uint64   `json:"applied_index"`
-	LastIndex    uint64   `json:"last_index"`
-	LastContact  string   `json:"last_contact,omitempty"`
-	Epoch        uint64   `json:"epoch"`
-	LastToken    uint64   `json:"last_token"`
-	ClusterID    string   `json:"cluster_id,omitempty"`
-	Members      []Member `json:"members"`
+	Node         string `json:"node"`
+	State        string `json:"state"`
+	Leader       string `json:"leader"`
+	Term         uint64 `json:"term"`
+	CommitIndex  uint64 `json:"commit_index"`
+	AppliedIndex uint64 `json:"applied_index"`
+	LastIndex    uint64 `json:"last_index"`
+	LastContact  string `json:"last_contact,omitempty"`
+	Epoch        uint64 `json:"epoch"`
+	LastToken    uint64 `json:"last_token"`
+	ClusterID    string `json:"cluster_id,omitempty"`
+	// LogFormat is the entry format this node writes when it leads: the
+	// newest every member reads (1: binary lock-cycle entries; 0: JSON only,
+	// while some member runs a build from before them).
+	LogFormat int      `json:"log_format"`
+	Members   []Member `json:"members"`
 }
 
 // Member is one cluster member.
@@ -205,6 +209,9 @@ type Member struct {
 	HTTPAddr string `json:"http_addr"`
 	Voter    bool   `json:"voter"`
 	Leader   bool   `json:"leader"`
+	// LogFormat is the newest entry format the member's build reads, as it
+	// recorded when it registered (in status answers only).
+	LogFormat int `json:"log_format,omitempty"`
 }
 
 // StateDigest is the answer to GET /v1/debug/state: a hash of the replicated

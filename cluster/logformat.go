@@ -1,0 +1,75 @@
+package cluster
+
+import (
+	"sync"
+	"time"
+
+	"github.com/fencer-io/fencer/fsm"
+)
+
+// The leader writes each entry in the newest format every member of the
+// configuration has recorded (fsm.Member.LogFormat), so that in a rolling
+// upgrade a member still running an older build is never sent an entry it
+// cannot decode (it would stop rather than diverge). A member records its
+// format when it registers; an upgraded member re-registers because its
+// record no longer matches (registered). Until every member has, entries
+// stay JSON.
+//
+// Reading the configuration goes through Raft's main loop, so the answer is
+// cached for formatRefresh; a join resets it to JSON at once, before the new
+// member is added, and it is recomputed from the records afterwards.
+const formatRefresh = time.Second
+
+// LogFormatHeader carries JoinRequest.LogFormat on a join: a header, which
+// builds that predate it ignore, where a body field would be refused.
+const LogFormatHeader = "Fencer-Log-Format"
+
+type entryFormat struct {
+	mu      sync.Mutex
+	format  int
+	checked time.Time // zero: recompute on next use
+}
+
+// entryFormat is the format of the next entry this leader proposes.
+func (n *Node) entryFormat() int {
+	f := &n.format
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.checked.IsZero() && time.Since(f.checked) < formatRefresh {
+		return f.format
+	}
+	f.format, f.checked = n.clusterFormat(), time.Now()
+	return f.format
+}
+
+// clusterFormat is the newest format that every member in the configuration
+// has recorded; a member without a record counts as JSON-only.
+func (n *Node) clusterFormat() int {
+	cf := n.raft.GetConfiguration()
+	if cf.Error() != nil {
+		return fsm.LogFormatJSON
+	}
+	format := fsm.LogFormat
+	for _, s := range cf.Configuration().Servers {
+		m, ok := n.fsm.Member(string(s.ID))
+		if !ok {
+			return fsm.LogFormatJSON
+		}
+		format = min(format, m.LogFormat)
+	}
+	return format
+}
+
+// holdJSON makes the leader write JSON from now until the records are read
+// again after formatRefresh: a member is about to join whose format is not
+// recorded yet.
+func (n *Node) holdJSON() {
+	f := &n.format
+	f.mu.Lock()
+	f.format, f.checked = fsm.LogFormatJSON, time.Now()
+	f.mu.Unlock()
+}
+
+// LogFormat is the entry format this node would write as leader now; a
+// member stays below fsm.LogFormat while any member runs an older build.
+func (n *Node) LogFormat() int { return n.entryFormat() }
