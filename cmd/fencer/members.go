@@ -118,6 +118,7 @@ type clusterView struct {
 	AppliedIndex uint64       `json:"applied_index"`
 	Epoch        uint64       `json:"epoch"`
 	LastToken    uint64       `json:"last_token"`
+	LogFormat    int          `json:"log_format"`
 	Members      []memberView `json:"members"`
 }
 
@@ -141,7 +142,7 @@ func newClusterCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			v := clusterView{Leader: st.Leader, Term: st.Term, CommitIndex: st.CommitIndex, AppliedIndex: st.AppliedIndex, Epoch: st.Epoch, LastToken: st.LastToken}
+			v := clusterView{Leader: st.Leader, Term: st.Term, CommitIndex: st.CommitIndex, AppliedIndex: st.AppliedIndex, Epoch: st.Epoch, LastToken: st.LastToken, LogFormat: st.LogFormat}
 			for _, m := range st.Members {
 				mv := memberView{Member: m}
 				if m.HTTPAddr == "" {
@@ -157,16 +158,16 @@ func newClusterCmd() *cobra.Command {
 				return writeJSON(cmd.OutOrStdout(), v)
 			}
 			out := cmd.OutOrStdout()
-			fmt.Fprintf(out, "leader %s  term %d  commit %d  applied %d  epoch %d  last token %d\n\n",
-				v.Leader, v.Term, v.CommitIndex, v.AppliedIndex, v.Epoch, v.LastToken)
+			fmt.Fprintf(out, "leader %s  term %d  commit %d  applied %d  epoch %d  last token %d  log format %d\n\n",
+				v.Leader, v.Term, v.CommitIndex, v.AppliedIndex, v.Epoch, v.LastToken, v.LogFormat)
 			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tSTATE\tVOTER\tAPPLIED\tLAST CONTACT\tHTTP\tRAFT")
+			fmt.Fprintln(tw, "ID\tSTATE\tVOTER\tAPPLIED\tLAST CONTACT\tHTTP\tRAFT\tFORMAT")
 			for _, m := range v.Members {
 				contact := m.LastContact
 				if m.Error != "" {
 					contact = m.Error
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%v\t%d\t%s\t%s\t%s\n", m.ID, m.State, m.Voter, m.AppliedIndex, contact, m.HTTPAddr, m.RaftAddr)
+				fmt.Fprintf(tw, "%s\t%s\t%v\t%d\t%s\t%s\t%s\t%d\n", m.ID, m.State, m.Voter, m.AppliedIndex, contact, m.HTTPAddr, m.RaftAddr, m.LogFormat)
 			}
 			return tw.Flush()
 		},

@@ -41,6 +41,11 @@ func TestOperatorCommands(t *testing.T) {
 			t.Fatalf("member %s state %q", m.ID, m.State)
 		}
 	}
+	for _, m := range st.Members {
+		if m.LogFormat != fsm.LogFormat {
+			t.Fatalf("member %s recorded log format %d, want this build's %d", m.ID, m.LogFormat, fsm.LogFormat)
+		}
+	}
 	if out, _, err = fencer(t, "", "cluster", "status"); err != nil || !strings.Contains(out, "LAST CONTACT") {
 		t.Fatalf("cluster status table: %v\n%s", err, out)
 	}
