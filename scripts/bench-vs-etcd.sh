@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bench-vs-etcd.sh: fencer and etcd side by side on this machine.
 #
-#   scripts/bench-vs-etcd.sh            full run (3 reps, about 8 minutes)
+#   scripts/bench-vs-etcd.sh            full run (3 reps, about 9 minutes)
 #   QUICK=1 scripts/bench-vs-etcd.sh    smoke run (1 rep, about 2 minutes)
 #
 # It installs Debian's etcd-server if etcd is missing, starts a 3-member etcd
