@@ -166,32 +166,20 @@ type reader struct {
 
 var errTruncated = errors.New("truncated")
 
-func (r *reader) uvarint() uint64 {
-	if r.err != nil {
-		return 0
-	}
-	v, n := binary.Uvarint(r.b)
-	if n <= 0 {
-		r.err = errTruncated
-		if n < 0 {
-			r.err = errors.New("varint overflows 64 bits")
-		}
-		return 0
-	}
-	r.b = r.b[n:]
-	return v
-}
+func (r *reader) uvarint() uint64 { return readVarint(r, binary.Uvarint) }
+func (r *reader) varint() int64   { return readVarint(r, binary.Varint) }
 
-func (r *reader) varint() int64 {
+func readVarint[T int64 | uint64](r *reader, decode func([]byte) (T, int)) T {
 	if r.err != nil {
 		return 0
 	}
-	v, n := binary.Varint(r.b)
-	if n <= 0 {
+	v, n := decode(r.b)
+	switch {
+	case n == 0:
 		r.err = errTruncated
-		if n < 0 {
-			r.err = errors.New("varint overflows 64 bits")
-		}
+		return 0
+	case n < 0:
+		r.err = errors.New("varint overflows 64 bits")
 		return 0
 	}
 	r.b = r.b[n:]
