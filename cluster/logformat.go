@@ -69,7 +69,3 @@ func (n *Node) holdJSON() {
 	f.format, f.checked = fsm.LogFormatJSON, time.Now()
 	f.mu.Unlock()
 }
-
-// LogFormat is the entry format this node would write as leader now; a
-// member stays below fsm.LogFormat while any member runs an older build.
-func (n *Node) LogFormat() int { return n.entryFormat() }

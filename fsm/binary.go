@@ -88,14 +88,6 @@ func appendBinary(b []byte, cmd Command) ([]byte, bool) {
 		b = appendBytes(b, c.Value)
 		b = binary.AppendUvarint(b, c.Token)
 		return appendString(b, c.Lock), true
-	case Acquire:
-		return appendBinary(b, &c)
-	case Release:
-		return appendBinary(b, &c)
-	case Expire:
-		return appendBinary(b, &c)
-	case Put:
-		return appendBinary(b, &c)
 	}
 	return b, false
 }
