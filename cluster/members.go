@@ -175,7 +175,10 @@ func (n *Node) register() {
 			return
 		case <-time.After(backoff):
 		}
-		backoff = min(2*backoff, 2*time.Second)
+		// Until a member has registered, the cluster does not know its
+		// incarnation and so cannot refuse it if its disk is wiped: keep
+		// the wait short (a join is one small request).
+		backoff = min(2*backoff, 500*time.Millisecond)
 	}
 }
 

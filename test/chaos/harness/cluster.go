@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/fencer-io/fencer/api"
+	"github.com/fencer-io/fencer/fsm"
 	"github.com/fencer-io/fencer/test/chaos/netfault"
 )
 
@@ -305,8 +306,11 @@ func (c *Cluster) Leader(ctx context.Context) (*Node, api.ClusterStatus, error) 
 }
 
 // WaitHealthy waits until there is a leader whose configuration holds
-// exactly the members the harness believes in, and every running member
-// is ready (knows the leader and has applied what was committed).
+// exactly the members the harness believes in, every member has registered
+// itself (its record carries its incarnation and this build's log format:
+// until then a wipe of its disk cannot be told apart from a fresh start),
+// and every running member is ready (knows the leader and has applied what
+// was committed).
 func (c *Cluster) WaitHealthy(ctx context.Context) error {
 	return poll(ctx, 100*time.Millisecond, func() (bool, error) {
 		_, st, err := c.Leader(ctx)
@@ -316,6 +320,9 @@ func (c *Cluster) WaitHealthy(ctx context.Context) error {
 		var have, want []string
 		for _, m := range st.Members {
 			have = append(have, m.ID)
+			if m.LogFormat != fsm.LogFormat {
+				return false, fmt.Errorf("%s has not registered itself yet", m.ID)
+			}
 		}
 		for _, n := range c.Members() {
 			want = append(want, n.ID)
