@@ -190,6 +190,10 @@ func (c *Cluster) Stop(n *Node) {
 		n.Inst.Close()
 		n.Inst = nil
 	}
+	// A kept-alive connection to the stopped server must not be reused
+	// for a request to the node started next on the same address (a POST
+	// on a connection the old server closed fails with EOF).
+	http.DefaultClient.CloseIdleConnections()
 }
 
 // Restart starts a stopped node again on the same data dir and addresses.
