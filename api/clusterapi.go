@@ -3,7 +3,6 @@ package api
 import (
 	"bytes"
 	"encoding/json"
-	"github.com/fencer-io/fencer/api/wire"
 	"net/http"
 	"regexp"
 	"strconv"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/fencer-io/fencer/api/wire"
 	"github.com/fencer-io/fencer/cluster"
 )
 
@@ -35,7 +35,7 @@ func (s *Server) clusterStatus(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, err)
 		return
 	}
-	out := ClusterStatus{
+	out := wire.ClusterStatus{
 		Node:         st.ID,
 		State:        st.State,
 		Leader:       st.Leader,
@@ -48,10 +48,10 @@ func (s *Server) clusterStatus(w http.ResponseWriter, r *http.Request) {
 		LastToken:    st.LastToken,
 		ClusterID:    st.ClusterID,
 		LogFormat:    st.LogFormat,
-		Members:      make([]Member, len(st.Members)),
+		Members:      make([]wire.Member, len(st.Members)),
 	}
 	for i, m := range st.Members {
-		out.Members[i] = Member{ID: m.ID, RaftAddr: m.RaftAddr, HTTPAddr: m.HTTPAddr, Voter: m.Voter, Leader: m.Leader, LogFormat: m.LogFormat}
+		out.Members[i] = wire.Member{ID: m.ID, RaftAddr: m.RaftAddr, HTTPAddr: m.HTTPAddr, Voter: m.Voter, Leader: m.Leader, LogFormat: m.LogFormat}
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -63,13 +63,13 @@ func (s *Server) join(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if req.ID == "" || req.RaftAddr == "" || req.HTTPAddr == "" {
-		writeErr(w, badRequest(CodeInvalidMember, "join needs id, raft_addr and http_addr"))
+		writeErr(w, badRequest(wire.CodeInvalidMember, "join needs id, raft_addr and http_addr"))
 		return
 	}
 	if h := r.Header.Get(cluster.LogFormatHeader); h != "" {
 		f, err := strconv.Atoi(h)
 		if err != nil || f < 0 || f > 255 {
-			writeErr(w, badRequest(CodeInvalidMember, cluster.LogFormatHeader+": want a small non-negative integer"))
+			writeErr(w, badRequest(wire.CodeInvalidMember, cluster.LogFormatHeader+": want a small non-negative integer"))
 			return
 		}
 		req.LogFormat = f
@@ -87,13 +87,13 @@ func (s *Server) join(w http.ResponseWriter, r *http.Request) {
 var memberIDPattern = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
 
 func (s *Server) addMember(w http.ResponseWriter, r *http.Request) {
-	var req AddMemberRequest
+	var req wire.AddMemberRequest
 	if err := decodeJSON(w, r, &req); err != nil {
 		writeErr(w, err)
 		return
 	}
 	if !memberIDPattern.MatchString(req.ID) || req.RaftAddr == "" || req.HTTPAddr == "" {
-		writeErr(w, badRequest(CodeInvalidMember, "want id (1-64 of [A-Za-z0-9._-]), raft_addr and http_addr"))
+		writeErr(w, badRequest(wire.CodeInvalidMember, "want id (1-64 of [A-Za-z0-9._-]), raft_addr and http_addr"))
 		return
 	}
 	voter := req.Voter == nil || *req.Voter
@@ -105,13 +105,13 @@ func (s *Server) addMember(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.log.Info("member added", "id", req.ID, "raft_addr", req.RaftAddr, "voter", voter, "by", r.RemoteAddr)
-	writeJSON(w, http.StatusOK, Member{ID: req.ID, RaftAddr: req.RaftAddr, HTTPAddr: req.HTTPAddr, Voter: voter})
+	writeJSON(w, http.StatusOK, wire.Member{ID: req.ID, RaftAddr: req.RaftAddr, HTTPAddr: req.HTTPAddr, Voter: voter})
 }
 
 func (s *Server) removeMember(w http.ResponseWriter, r *http.Request) {
 	id := chi.URLParam(r, "id")
 	if !memberIDPattern.MatchString(id) {
-		writeErr(w, badRequest(CodeInvalidMember, "member id: want 1-64 of [A-Za-z0-9._-]"))
+		writeErr(w, badRequest(wire.CodeInvalidMember, "member id: want 1-64 of [A-Za-z0-9._-]"))
 		return
 	}
 	ctx, cancel := s.work(r, 0)
@@ -125,7 +125,7 @@ func (s *Server) removeMember(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) transferLeader(w http.ResponseWriter, r *http.Request) {
-	var req TransferRequest
+	var req wire.TransferRequest
 	if r.ContentLength != 0 {
 		if err := decodeJSON(w, r, &req); err != nil {
 			writeErr(w, err)
@@ -133,7 +133,7 @@ func (s *Server) transferLeader(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if req.ID != "" && !memberIDPattern.MatchString(req.ID) {
-		writeErr(w, badRequest(CodeInvalidMember, "member id: want 1-64 of [A-Za-z0-9._-]"))
+		writeErr(w, badRequest(wire.CodeInvalidMember, "member id: want 1-64 of [A-Za-z0-9._-]"))
 		return
 	}
 	ctx, cancel := s.work(r, 0)
@@ -180,7 +180,7 @@ func (s *Server) snapshotRestore(w http.ResponseWriter, r *http.Request) {
 	if v := r.URL.Query().Get("min_epoch"); v != "" {
 		e, err := strconv.ParseUint(v, 10, 24)
 		if err != nil {
-			writeErr(w, badRequest(CodeInvalidSnapshot, "min_epoch: want an integer below 2^24"))
+			writeErr(w, badRequest(wire.CodeInvalidSnapshot, "min_epoch: want an integer below 2^24"))
 			return
 		}
 		opts.MinEpoch = e

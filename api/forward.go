@@ -7,6 +7,8 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"time"
+
+	"github.com/fencer-io/fencer/api/wire"
 )
 
 // HeaderForwardedBy marks a request a follower forwarded to the leader.
@@ -42,7 +44,7 @@ func (f *forwarder) leaderOnly(next http.Handler) http.Handler {
 			return
 		}
 		if id == "" || addr == "" || r.Header.Get(HeaderForwardedBy) != "" {
-			writeError(w, http.StatusServiceUnavailable, &Error{Code: CodeNoLeader, Message: "no leader is known to " + f.c.ID() + "; retry"})
+			writeError(w, http.StatusServiceUnavailable, &wire.Error{Code: wire.CodeNoLeader, Message: "no leader is known to " + f.c.ID() + "; retry"})
 			return
 		}
 		f.proxy(w, r, addr)
@@ -63,10 +65,10 @@ func (f *forwarder) proxy(w http.ResponseWriter, r *http.Request, addr string) {
 			// one that failed afterwards may have been applied.
 			var op *net.OpError
 			if r.Method == http.MethodGet || errors.As(err, &op) && op.Op == "dial" {
-				writeError(w, http.StatusServiceUnavailable, &Error{Code: CodeNoLeader, Message: "leader " + addr + " unreachable: " + err.Error()})
+				writeError(w, http.StatusServiceUnavailable, &wire.Error{Code: wire.CodeNoLeader, Message: "leader " + addr + " unreachable: " + err.Error()})
 				return
 			}
-			writeError(w, http.StatusServiceUnavailable, &Error{Code: CodeOutcomeUnknown, Message: "connection to leader " + addr + " failed mid-request; the request may have been applied: " + err.Error()})
+			writeError(w, http.StatusServiceUnavailable, &wire.Error{Code: wire.CodeOutcomeUnknown, Message: "connection to leader " + addr + " failed mid-request; the request may have been applied: " + err.Error()})
 		},
 	}
 	rp.ServeHTTP(w, r)

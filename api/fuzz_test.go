@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/fencer-io/fencer/api/wire"
 	"github.com/fencer-io/fencer/cluster"
 	"github.com/fencer-io/fencer/fsm"
 )
@@ -32,7 +33,7 @@ var fuzzErrs = []error{
 
 // fuzzHeaders are the header names a fuzzed request may carry, chosen by a
 // fuzzed byte; the value is fuzzed.
-var fuzzHeaders = []string{HeaderToken, HeaderLock, "Content-Type", "Content-Length", HeaderForwardedBy, "Authorization", "X-Other"}
+var fuzzHeaders = []string{wire.HeaderToken, wire.HeaderLock, "Content-Type", "Content-Length", HeaderForwardedBy, "Authorization", "X-Other"}
 
 // validHeaderValue reports whether v could arrive on the wire: net/http's
 // server refuses header values with control characters other than tab.
@@ -112,7 +113,7 @@ func FuzzHandlers(f *testing.F) {
 
 		out := rec.Body.Bytes()
 		if rec.Code >= 400 {
-			var e Error
+			var e wire.Error
 			if err := json.Unmarshal(out, &e); err != nil {
 				t.Fatalf("%s %s: %d error body %q is not JSON: %v", method, path, rec.Code, out, err)
 			}
@@ -138,8 +139,8 @@ func FuzzHandlers(f *testing.F) {
 			t.Fatalf("%s %s: %d body %q is not JSON", method, path, rec.Code, out)
 		}
 		// A granted lease has the TTL that was asked for, never another one.
-		var asked AcquireRequest
-		var got Grant
+		var asked wire.AcquireRequest
+		var got wire.Grant
 		if strings.HasSuffix(req.URL.Path, "/acquire") && json.Unmarshal(body, &asked) == nil && asked.TTLMillis != 0 &&
 			json.Unmarshal(out, &got) == nil && got.TTLMillis != asked.TTLMillis {
 			t.Fatalf("acquire with ttl_ms %d granted a lease of %d ms", asked.TTLMillis, got.TTLMillis)

@@ -3,18 +3,13 @@ package api
 import (
 	"errors"
 	"fmt"
-	"github.com/fencer-io/fencer/api/wire"
 	"io"
 	"net/http"
 	"strconv"
 
 	"github.com/go-chi/chi/v5"
-)
 
-// Headers of the fenced key-value store.
-const (
-	HeaderToken = wire.HeaderToken
-	HeaderLock  = wire.HeaderLock
+	"github.com/fencer-io/fencer/api/wire"
 )
 
 func (s *Server) kvRoutes() chi.Router {
@@ -34,30 +29,30 @@ func (s *Server) putKey(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, err)
 		return
 	}
-	raw, present := r.Header[HeaderToken]
+	raw, present := r.Header[wire.HeaderToken]
 	token, ok := uint64(0), false
 	if present && len(raw) == 1 {
 		token, ok = ParseToken(raw[0])
 	}
 	if !ok {
-		writeErr(w, &Error{Code: CodeMissingToken, Message: "a fenced write needs exactly one " + HeaderToken + " header with the positive decimal token of your grant"})
+		writeErr(w, &wire.Error{Code: wire.CodeMissingToken, Message: "a fenced write needs exactly one " + wire.HeaderToken + " header with the positive decimal token of your grant"})
 		return
 	}
-	lock := r.Header.Get(HeaderLock)
+	lock := r.Header.Get(wire.HeaderLock)
 	if lock != "" {
 		if err := checkName(lock); err != nil {
 			writeErr(w, err)
 			return
 		}
 	}
-	value, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	value, err := io.ReadAll(http.MaxBytesReader(w, r.Body, wire.MaxBodyBytes))
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			writeErr(w, &Error{Code: CodeBodyTooLarge, Message: fmt.Sprintf("value exceeds %d bytes", MaxBodyBytes)})
+			writeErr(w, &wire.Error{Code: wire.CodeBodyTooLarge, Message: fmt.Sprintf("value exceeds %d bytes", wire.MaxBodyBytes)})
 			return
 		}
-		writeErr(w, badRequest(CodeInvalidJSON, "reading body: "+err.Error()))
+		writeErr(w, badRequest(wire.CodeInvalidJSON, "reading body: "+err.Error()))
 		return
 	}
 	ctx, cancel := s.work(r, 0)
@@ -66,7 +61,7 @@ func (s *Server) putKey(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, PutResponse{Key: key, Token: token})
+	writeJSON(w, http.StatusOK, wire.PutResponse{Key: key, Token: token})
 }
 
 func (s *Server) getKey(w http.ResponseWriter, r *http.Request) {
@@ -83,10 +78,10 @@ func (s *Server) getKey(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !found {
-		writeError(w, http.StatusNotFound, &Error{Code: CodeNotFound, Message: fmt.Sprintf("key %q has never been written", key)})
+		writeError(w, http.StatusNotFound, &wire.Error{Code: wire.CodeNotFound, Message: fmt.Sprintf("key %q has never been written", key)})
 		return
 	}
-	w.Header().Set(HeaderToken, strconv.FormatUint(k.Token, 10))
+	w.Header().Set(wire.HeaderToken, strconv.FormatUint(k.Token, 10))
 	w.Header().Set("Content-Type", "application/octet-stream")
 	w.WriteHeader(http.StatusOK)
 	w.Write(k.Value)

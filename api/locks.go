@@ -9,6 +9,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/fencer-io/fencer/api/wire"
 	"github.com/fencer-io/fencer/cluster"
 )
 
@@ -37,7 +38,7 @@ func (s *Server) acquire(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, err)
 		return
 	}
-	var req AcquireRequest
+	var req wire.AcquireRequest
 	if err := decodeJSON(w, r, &req); err != nil {
 		writeErr(w, err)
 		return
@@ -60,7 +61,7 @@ func (s *Server) acquire(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, Grant{
+	writeJSON(w, http.StatusOK, wire.Grant{
 		Lock:      g.Name,
 		Holder:    g.Holder,
 		Token:     g.Token,
@@ -71,9 +72,9 @@ func (s *Server) acquire(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
-func (s *Server) leaseRequest(w http.ResponseWriter, r *http.Request) (string, LeaseRequest, bool) {
+func (s *Server) leaseRequest(w http.ResponseWriter, r *http.Request) (string, wire.LeaseRequest, bool) {
 	name := chi.URLParam(r, "name")
-	var req LeaseRequest
+	var req wire.LeaseRequest
 	err := checkName(name)
 	if err == nil {
 		err = decodeJSON(w, r, &req)
@@ -100,7 +101,7 @@ func (s *Server) renew(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, RenewResponse{Lock: name, Token: l.Token, TTLMillis: l.TTLMillis})
+	writeJSON(w, http.StatusOK, wire.RenewResponse{Lock: name, Token: l.Token, TTLMillis: l.TTLMillis})
 }
 
 func (s *Server) release(w http.ResponseWriter, r *http.Request) {
@@ -114,11 +115,11 @@ func (s *Server) release(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, ReleaseResponse{Lock: name, Token: req.Token, Released: true})
+	writeJSON(w, http.StatusOK, wire.ReleaseResponse{Lock: name, Token: req.Token, Released: true})
 }
 
-func lockStatus(st cluster.LockStatus) LockStatus {
-	out := LockStatus{Lock: st.Name, Held: st.Held}
+func lockStatus(st cluster.LockStatus) wire.LockStatus {
+	out := wire.LockStatus{Lock: st.Name, Held: st.Held}
 	if st.Held {
 		out.Holder, out.Token, out.TTLMillis = st.Holder, st.Token, st.TTLMillis
 		if st.Known {
@@ -186,7 +187,7 @@ func (s *Server) check(w http.ResponseWriter, r *http.Request) {
 	}
 	token, ok := ParseToken(r.URL.Query().Get("token"))
 	if !ok {
-		writeErr(w, badRequest(CodeInvalidToken, "token: want ?token=N with N a positive decimal integer"))
+		writeErr(w, badRequest(wire.CodeInvalidToken, "token: want ?token=N with N a positive decimal integer"))
 		return
 	}
 	ctx, cancel := s.work(r, 0)
@@ -196,5 +197,5 @@ func (s *Server) check(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, CheckResponse{Current: current, Token: cur})
+	writeJSON(w, http.StatusOK, wire.CheckResponse{Current: current, Token: cur})
 }

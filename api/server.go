@@ -20,6 +20,7 @@ import (
 	"github.com/go-chi/chi/v5/middleware"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/fencer-io/fencer/api/wire"
 	"github.com/fencer-io/fencer/cluster"
 	"github.com/fencer-io/fencer/fsm"
 )
@@ -106,10 +107,10 @@ func (s *Server) Handler() http.Handler {
 		r.Get("/debug/state", s.debugState)
 	})
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, &Error{Code: CodeNotFound, Message: "no route for " + r.Method + " " + r.URL.Path})
+		writeError(w, http.StatusNotFound, &wire.Error{Code: wire.CodeNotFound, Message: "no route for " + r.Method + " " + r.URL.Path})
 	})
 	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusMethodNotAllowed, &Error{Code: "method_not_allowed", Message: r.Method + " is not allowed on " + r.URL.Path})
+		writeError(w, http.StatusMethodNotAllowed, &wire.Error{Code: "method_not_allowed", Message: r.Method + " is not allowed on " + r.URL.Path})
 	})
 	return r
 }
@@ -120,7 +121,7 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	if !s.c.Ready() {
-		writeError(w, http.StatusServiceUnavailable, &Error{Code: CodeNoLeader, Message: "no leader known, or this node has not applied up to the commit index"})
+		writeError(w, http.StatusServiceUnavailable, &wire.Error{Code: wire.CodeNoLeader, Message: "no leader known, or this node has not applied up to the commit index"})
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ready", "node": s.c.ID()})
@@ -128,7 +129,7 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) debugState(w http.ResponseWriter, r *http.Request) {
 	idx, digest := s.c.Digest()
-	writeJSON(w, http.StatusOK, StateDigest{Node: s.c.ID(), AppliedIndex: idx, Digest: digest})
+	writeJSON(w, http.StatusOK, wire.StateDigest{Node: s.c.ID(), AppliedIndex: idx, Digest: digest})
 }
 
 func isStale(r *http.Request) bool { return r.URL.Query().Get("stale") == "true" }

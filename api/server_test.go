@@ -14,6 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/fencer-io/fencer/api/wire"
 	"github.com/fencer-io/fencer/cluster"
 	"github.com/fencer-io/fencer/fsm"
 )
@@ -81,7 +82,7 @@ type call struct {
 	headers            map[string]string
 }
 
-func do(t *testing.T, h http.Handler, c call) (int, Error, http.Header) {
+func do(t *testing.T, h http.Handler, c call) (int, wire.Error, http.Header) {
 	t.Helper()
 	req := httptest.NewRequest(c.method, c.path, strings.NewReader(c.body))
 	for k, v := range c.headers {
@@ -89,7 +90,7 @@ func do(t *testing.T, h http.Handler, c call) (int, Error, http.Header) {
 	}
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, req)
-	var e Error
+	var e wire.Error
 	body, _ := io.ReadAll(rec.Body)
 	if rec.Code >= 400 {
 		if err := json.Unmarshal(body, &e); err != nil {
@@ -113,33 +114,33 @@ func TestBadInputRefusedBeforeTheCluster(t *testing.T) {
 		call call
 		code string
 	}{
-		{"bad name", call{"POST", "/v1/locks/bad%20name/acquire", `{"holder":"w"}`, nil}, CodeInvalidName},
-		{"long name", call{"POST", "/v1/locks/" + long + "/acquire", `{"holder":"w"}`, nil}, CodeInvalidName},
-		{"malformed json", call{"POST", "/v1/locks/a/acquire", `{"holder":`, nil}, CodeInvalidJSON},
-		{"empty body", call{"POST", "/v1/locks/a/acquire", ``, nil}, CodeInvalidJSON},
-		{"unknown field", call{"POST", "/v1/locks/a/acquire", `{"holder":"w","tll_ms":5}`, nil}, CodeInvalidJSON},
-		{"trailing data", call{"POST", "/v1/locks/a/acquire", `{"holder":"w"} {}`, nil}, CodeInvalidJSON},
-		{"wrong type", call{"POST", "/v1/locks/a/acquire", `{"holder":"w","ttl_ms":"10"}`, nil}, CodeInvalidJSON},
-		{"no holder", call{"POST", "/v1/locks/a/acquire", `{"ttl_ms":1000}`, nil}, CodeInvalidHolder},
-		{"control char holder", call{"POST", "/v1/locks/a/acquire", `{"holder":"a\u0001"}`, nil}, CodeInvalidHolder},
-		{"ttl too short", call{"POST", "/v1/locks/a/acquire", `{"holder":"w","ttl_ms":99}`, nil}, CodeInvalidTTL},
-		{"ttl too long", call{"POST", "/v1/locks/a/acquire", `{"holder":"w","ttl_ms":86400001}`, nil}, CodeInvalidTTL},
-		{"ttl overflowing a Duration", call{"POST", "/v1/locks/a/acquire", `{"holder":"w","ttl_ms":288230376151721744}`, nil}, CodeInvalidTTL},
-		{"negative ttl", call{"POST", "/v1/locks/a/acquire", `{"holder":"w","ttl_ms":-5}`, nil}, CodeInvalidTTL},
-		{"wait too long", call{"POST", "/v1/locks/a/acquire", `{"holder":"w","wait_ms":60001}`, nil}, CodeInvalidWait},
-		{"negative wait", call{"POST", "/v1/locks/a/acquire", `{"holder":"w","wait_ms":-1}`, nil}, CodeInvalidWait},
-		{"long request id", call{"POST", "/v1/locks/a/acquire", `{"holder":"w","request_id":"` + long + `"}`, nil}, CodeInvalidRequestID},
-		{"renew bad lease", call{"POST", "/v1/locks/a/renew", `{"lease":"short","token":3}`, nil}, CodeInvalidLease},
-		{"renew no token", call{"POST", "/v1/locks/a/renew", `{` + lease + `}`, nil}, CodeInvalidToken},
-		{"release bad name", call{"POST", "/v1/locks/a$b/release", `{` + lease + `,"token":3}`, nil}, CodeInvalidName},
-		{"release unknown field", call{"POST", "/v1/locks/a/release", `{` + lease + `,"token":3,"x":1}`, nil}, CodeInvalidJSON},
-		{"check no token", call{"GET", "/v1/locks/a/check", ``, nil}, CodeInvalidToken},
-		{"check bad token", call{"GET", "/v1/locks/a/check?token=-1", ``, nil}, CodeInvalidToken},
-		{"check zero token", call{"GET", "/v1/locks/a/check?token=0", ``, nil}, CodeInvalidToken},
-		{"get bad name", call{"GET", "/v1/locks/a%2Fb", ``, nil}, CodeInvalidName},
-		{"put bad key", call{"PUT", "/v1/kv/a%20b", `v`, map[string]string{"Fencing-Token": "5"}}, CodeInvalidKey},
-		{"put bad lock", call{"PUT", "/v1/kv/k", `v`, map[string]string{"Fencing-Token": "5", "Fencing-Lock": "a b"}}, CodeInvalidName},
-		{"join missing fields", call{"POST", "/v1/cluster/join", `{"id":"n9"}`, nil}, CodeInvalidMember},
+		{"bad name", call{"POST", "/v1/locks/bad%20name/acquire", `{"holder":"w"}`, nil}, wire.CodeInvalidName},
+		{"long name", call{"POST", "/v1/locks/" + long + "/acquire", `{"holder":"w"}`, nil}, wire.CodeInvalidName},
+		{"malformed json", call{"POST", "/v1/locks/a/acquire", `{"holder":`, nil}, wire.CodeInvalidJSON},
+		{"empty body", call{"POST", "/v1/locks/a/acquire", ``, nil}, wire.CodeInvalidJSON},
+		{"unknown field", call{"POST", "/v1/locks/a/acquire", `{"holder":"w","tll_ms":5}`, nil}, wire.CodeInvalidJSON},
+		{"trailing data", call{"POST", "/v1/locks/a/acquire", `{"holder":"w"} {}`, nil}, wire.CodeInvalidJSON},
+		{"wrong type", call{"POST", "/v1/locks/a/acquire", `{"holder":"w","ttl_ms":"10"}`, nil}, wire.CodeInvalidJSON},
+		{"no holder", call{"POST", "/v1/locks/a/acquire", `{"ttl_ms":1000}`, nil}, wire.CodeInvalidHolder},
+		{"control char holder", call{"POST", "/v1/locks/a/acquire", `{"holder":"a\u0001"}`, nil}, wire.CodeInvalidHolder},
+		{"ttl too short", call{"POST", "/v1/locks/a/acquire", `{"holder":"w","ttl_ms":99}`, nil}, wire.CodeInvalidTTL},
+		{"ttl too long", call{"POST", "/v1/locks/a/acquire", `{"holder":"w","ttl_ms":86400001}`, nil}, wire.CodeInvalidTTL},
+		{"ttl overflowing a Duration", call{"POST", "/v1/locks/a/acquire", `{"holder":"w","ttl_ms":288230376151721744}`, nil}, wire.CodeInvalidTTL},
+		{"negative ttl", call{"POST", "/v1/locks/a/acquire", `{"holder":"w","ttl_ms":-5}`, nil}, wire.CodeInvalidTTL},
+		{"wait too long", call{"POST", "/v1/locks/a/acquire", `{"holder":"w","wait_ms":60001}`, nil}, wire.CodeInvalidWait},
+		{"negative wait", call{"POST", "/v1/locks/a/acquire", `{"holder":"w","wait_ms":-1}`, nil}, wire.CodeInvalidWait},
+		{"long request id", call{"POST", "/v1/locks/a/acquire", `{"holder":"w","request_id":"` + long + `"}`, nil}, wire.CodeInvalidRequestID},
+		{"renew bad lease", call{"POST", "/v1/locks/a/renew", `{"lease":"short","token":3}`, nil}, wire.CodeInvalidLease},
+		{"renew no token", call{"POST", "/v1/locks/a/renew", `{` + lease + `}`, nil}, wire.CodeInvalidToken},
+		{"release bad name", call{"POST", "/v1/locks/a$b/release", `{` + lease + `,"token":3}`, nil}, wire.CodeInvalidName},
+		{"release unknown field", call{"POST", "/v1/locks/a/release", `{` + lease + `,"token":3,"x":1}`, nil}, wire.CodeInvalidJSON},
+		{"check no token", call{"GET", "/v1/locks/a/check", ``, nil}, wire.CodeInvalidToken},
+		{"check bad token", call{"GET", "/v1/locks/a/check?token=-1", ``, nil}, wire.CodeInvalidToken},
+		{"check zero token", call{"GET", "/v1/locks/a/check?token=0", ``, nil}, wire.CodeInvalidToken},
+		{"get bad name", call{"GET", "/v1/locks/a%2Fb", ``, nil}, wire.CodeInvalidName},
+		{"put bad key", call{"PUT", "/v1/kv/a%20b", `v`, map[string]string{"Fencing-Token": "5"}}, wire.CodeInvalidKey},
+		{"put bad lock", call{"PUT", "/v1/kv/k", `v`, map[string]string{"Fencing-Token": "5", "Fencing-Lock": "a b"}}, wire.CodeInvalidName},
+		{"join missing fields", call{"POST", "/v1/cluster/join", `{"id":"n9"}`, nil}, wire.CodeInvalidMember},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -171,7 +172,7 @@ func TestMissingTokenFailsClosed(t *testing.T) {
 	} {
 		f := &fakeCluster{leader: true}
 		status, e, _ := do(t, NewServer(f, nil).Handler(), call{"PUT", "/v1/kv/k", "v", hdr})
-		if status != http.StatusPreconditionRequired || e.Code != CodeMissingToken {
+		if status != http.StatusPreconditionRequired || e.Code != wire.CodeMissingToken {
 			t.Fatalf("header %v: %d %q", hdr, status, e.Code)
 		}
 		if len(f.calls) != 0 {
@@ -186,14 +187,14 @@ func TestMissingTokenFailsClosed(t *testing.T) {
 }
 
 func TestOversizedBodies(t *testing.T) {
-	big := strings.Repeat("x", MaxBodyBytes+1)
+	big := strings.Repeat("x", wire.MaxBodyBytes+1)
 	for _, c := range []call{
 		{"PUT", "/v1/kv/k", big, map[string]string{"Fencing-Token": "5"}},
 		{"POST", "/v1/locks/a/acquire", `{"holder":"` + big + `"}`, nil},
 	} {
 		f := &fakeCluster{leader: true}
 		status, e, _ := do(t, NewServer(f, nil).Handler(), c)
-		if status != http.StatusRequestEntityTooLarge || e.Code != CodeBodyTooLarge || len(f.calls) != 0 {
+		if status != http.StatusRequestEntityTooLarge || e.Code != wire.CodeBodyTooLarge || len(f.calls) != 0 {
 			t.Fatalf("%s %s: %d %q calls %v", c.method, c.path, status, e.Code, f.calls)
 		}
 	}
@@ -211,16 +212,16 @@ func TestClusterErrorsMapToCodes(t *testing.T) {
 		status int
 		code   string
 	}{
-		{okAcquire, &fsm.HeldError{Lock: "a", Holder: "w0", Token: 4}, 409, CodeLockHeld},
-		{okAcquire, fmt.Errorf("wrapped: %w", cluster.ErrNoLeader), 503, CodeNoLeader},
-		{okAcquire, cluster.ErrOutcomeUnknown, 503, CodeOutcomeUnknown},
-		{okAcquire, cluster.ErrTooManyWaiters, 429, CodeTooManyWaiters},
-		{okRenew, fsm.ErrLeaseLost, 410, CodeLeaseLost},
-		{okRelease, fsm.ErrLeaseLost, 410, CodeLeaseLost},
-		{okRelease, cluster.ErrNotLeader, 503, CodeNoLeader},
-		{okPut, &fsm.StaleError{Key: "k", Token: 5, LastToken: 9}, 409, CodeStaleToken},
-		{okPut, fsm.ErrNotLockHolder, 409, CodeNotLockHolder},
-		{call{"POST", "/v1/cluster/join", `{"id":"n4","raft_addr":"r","http_addr":"h"}`, nil}, cluster.ErrMemberConflict, 409, CodeMemberConflict},
+		{okAcquire, &fsm.HeldError{Lock: "a", Holder: "w0", Token: 4}, 409, wire.CodeLockHeld},
+		{okAcquire, fmt.Errorf("wrapped: %w", cluster.ErrNoLeader), 503, wire.CodeNoLeader},
+		{okAcquire, cluster.ErrOutcomeUnknown, 503, wire.CodeOutcomeUnknown},
+		{okAcquire, cluster.ErrTooManyWaiters, 429, wire.CodeTooManyWaiters},
+		{okRenew, fsm.ErrLeaseLost, 410, wire.CodeLeaseLost},
+		{okRelease, fsm.ErrLeaseLost, 410, wire.CodeLeaseLost},
+		{okRelease, cluster.ErrNotLeader, 503, wire.CodeNoLeader},
+		{okPut, &fsm.StaleError{Key: "k", Token: 5, LastToken: 9}, 409, wire.CodeStaleToken},
+		{okPut, fsm.ErrNotLockHolder, 409, wire.CodeNotLockHolder},
+		{call{"POST", "/v1/cluster/join", `{"id":"n4","raft_addr":"r","http_addr":"h"}`, nil}, cluster.ErrMemberConflict, 409, wire.CodeMemberConflict},
 	}
 	for _, tc := range cases {
 		f := &fakeCluster{leader: true, err: tc.err}
@@ -245,17 +246,17 @@ func TestClusterErrorsMapToCodes(t *testing.T) {
 func TestNotFoundAndNoLeader(t *testing.T) {
 	f := &fakeCluster{leader: true}
 	h := NewServer(f, nil).Handler()
-	if status, e, _ := do(t, h, call{"GET", "/v1/kv/k", "", nil}); status != 404 || e.Code != CodeNotFound {
+	if status, e, _ := do(t, h, call{"GET", "/v1/kv/k", "", nil}); status != 404 || e.Code != wire.CodeNotFound {
 		t.Fatalf("absent key: %d %q", status, e.Code)
 	}
-	if status, e, _ := do(t, h, call{"GET", "/v1/nope", "", nil}); status != 404 || e.Code != CodeNotFound {
+	if status, e, _ := do(t, h, call{"GET", "/v1/nope", "", nil}); status != 404 || e.Code != wire.CodeNotFound {
 		t.Fatalf("unknown route: %d %q", status, e.Code)
 	}
 	// A follower that knows no leader answers 503 no_leader with Retry-After.
 	f = &fakeCluster{leader: false}
 	h = NewServer(f, nil).Handler()
 	status, e, hdr := do(t, h, call{"POST", "/v1/locks/a/acquire", `{"holder":"w"}`, nil})
-	if status != 503 || e.Code != CodeNoLeader || hdr.Get("Retry-After") == "" || len(f.calls) != 0 {
+	if status != 503 || e.Code != wire.CodeNoLeader || hdr.Get("Retry-After") == "" || len(f.calls) != 0 {
 		t.Fatalf("no leader: %d %q calls %v", status, e.Code, f.calls)
 	}
 	if status, _, _ := do(t, h, call{"GET", "/readyz", "", nil}); status != 503 {
@@ -294,13 +295,13 @@ func TestListLocksStreams(t *testing.T) {
 		if rec.Code != http.StatusOK || rec.Header().Get("Content-Type") != "application/json" {
 			t.Fatalf("status %d, content type %q", rec.Code, rec.Header().Get("Content-Type"))
 		}
-		want := LockList{Locks: make([]LockStatus, len(locks))}
+		want := wire.LockList{Locks: make([]wire.LockStatus, len(locks))}
 		for i, st := range locks {
 			want.Locks[i] = lockStatus(st)
 		}
 		wantBody, _ := json.Marshal(want)
 		if got := rec.Body.String(); got != string(wantBody)+"\n" {
-			t.Fatalf("%d locks: body differs from a LockList's JSON:\n got %.200s\nwant %.200s", len(locks), got, wantBody)
+			t.Fatalf("%d locks: body differs from a wire.LockList's JSON:\n got %.200s\nwant %.200s", len(locks), got, wantBody)
 		}
 	}
 }

@@ -4,18 +4,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/fencer-io/fencer/api/wire"
 	"io"
 	"net/http"
+
+	"github.com/fencer-io/fencer/api/wire"
 )
 
 // Limits on input. Names and keys share one alphabet.
 const (
-	MaxBodyBytes = wire.MaxBodyBytes
-	MinTTL       = wire.MinTTL
-	MaxTTL       = wire.MaxTTL
-	DefaultTTL   = wire.DefaultTTL
-	MaxWait      = wire.MaxWait
 	maxHolderLen = 200
 	maxReqIDLen  = 128
 )
@@ -39,14 +35,14 @@ func ValidName(s string) bool {
 
 func checkName(s string) error {
 	if !ValidName(s) {
-		return badRequest(CodeInvalidName, fmt.Sprintf("lock name %.64q: want 1-200 of [A-Za-z0-9._:-]", s))
+		return badRequest(wire.CodeInvalidName, fmt.Sprintf("lock name %.64q: want 1-200 of [A-Za-z0-9._:-]", s))
 	}
 	return nil
 }
 
 func checkKey(s string) error {
 	if !ValidName(s) {
-		return badRequest(CodeInvalidKey, fmt.Sprintf("key %.64q: want 1-200 of [A-Za-z0-9._:-]", s))
+		return badRequest(wire.CodeInvalidKey, fmt.Sprintf("key %.64q: want 1-200 of [A-Za-z0-9._:-]", s))
 	}
 	return nil
 }
@@ -65,32 +61,32 @@ func printable(s string, max int) bool {
 	return true
 }
 
-func validateAcquire(r *AcquireRequest) error {
+func validateAcquire(r *wire.AcquireRequest) error {
 	if !printable(r.Holder, maxHolderLen) {
-		return badRequest(CodeInvalidHolder, "holder: want 1-200 printable characters")
+		return badRequest(wire.CodeInvalidHolder, "holder: want 1-200 printable characters")
 	}
 	if r.TTLMillis == 0 {
-		r.TTLMillis = DefaultTTL.Milliseconds()
+		r.TTLMillis = wire.DefaultTTL.Milliseconds()
 	}
 	// Compare in milliseconds: converting first could overflow into range.
-	if r.TTLMillis < MinTTL.Milliseconds() || r.TTLMillis > MaxTTL.Milliseconds() {
-		return badRequest(CodeInvalidTTL, fmt.Sprintf("ttl_ms %d: want %d to %d", r.TTLMillis, MinTTL.Milliseconds(), MaxTTL.Milliseconds()))
+	if r.TTLMillis < wire.MinTTL.Milliseconds() || r.TTLMillis > wire.MaxTTL.Milliseconds() {
+		return badRequest(wire.CodeInvalidTTL, fmt.Sprintf("ttl_ms %d: want %d to %d", r.TTLMillis, wire.MinTTL.Milliseconds(), wire.MaxTTL.Milliseconds()))
 	}
-	if r.WaitMs < 0 || r.WaitMs > MaxWait.Milliseconds() {
-		return badRequest(CodeInvalidWait, fmt.Sprintf("wait_ms %d: want 0 to %d", r.WaitMs, MaxWait.Milliseconds()))
+	if r.WaitMs < 0 || r.WaitMs > wire.MaxWait.Milliseconds() {
+		return badRequest(wire.CodeInvalidWait, fmt.Sprintf("wait_ms %d: want 0 to %d", r.WaitMs, wire.MaxWait.Milliseconds()))
 	}
 	if r.RequestID != "" && !printable(r.RequestID, maxReqIDLen) {
-		return badRequest(CodeInvalidRequestID, "request_id: want 1-128 printable characters")
+		return badRequest(wire.CodeInvalidRequestID, "request_id: want 1-128 printable characters")
 	}
 	return nil
 }
 
-func validateLease(r *LeaseRequest) error {
+func validateLease(r *wire.LeaseRequest) error {
 	if len(r.Lease) != 32 {
-		return badRequest(CodeInvalidLease, "lease: want the 32-character secret returned by acquire")
+		return badRequest(wire.CodeInvalidLease, "lease: want the 32-character secret returned by acquire")
 	}
 	if r.Token == 0 {
-		return badRequest(CodeInvalidToken, "token: want the token returned by acquire")
+		return badRequest(wire.CodeInvalidToken, "token: want the token returned by acquire")
 	}
 	return nil
 }
@@ -98,20 +94,20 @@ func validateLease(r *LeaseRequest) error {
 // decodeJSON reads a JSON body strictly: size-capped, unknown fields and
 // trailing data refused.
 func decodeJSON(w http.ResponseWriter, r *http.Request, v any) error {
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, wire.MaxBodyBytes))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			return &Error{Code: CodeBodyTooLarge, Message: fmt.Sprintf("request body exceeds %d bytes", MaxBodyBytes)}
+			return &wire.Error{Code: wire.CodeBodyTooLarge, Message: fmt.Sprintf("request body exceeds %d bytes", wire.MaxBodyBytes)}
 		}
 		if errors.Is(err, io.EOF) {
-			return badRequest(CodeInvalidJSON, "request body is empty; want a JSON object")
+			return badRequest(wire.CodeInvalidJSON, "request body is empty; want a JSON object")
 		}
-		return badRequest(CodeInvalidJSON, "request body: "+err.Error())
+		return badRequest(wire.CodeInvalidJSON, "request body: "+err.Error())
 	}
 	if dec.More() {
-		return badRequest(CodeInvalidJSON, "request body: trailing data after the JSON object")
+		return badRequest(wire.CodeInvalidJSON, "request body: trailing data after the JSON object")
 	}
 	return nil
 }

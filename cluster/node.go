@@ -23,7 +23,7 @@ import (
 	"go.etcd.io/bbolt"
 
 	"github.com/fencer-io/fencer/fsm"
-	"github.com/fencer-io/fencer/tlsutil"
+	"github.com/fencer-io/fencer/internal/tlsutil"
 )
 
 // Node is one fencer cluster member.

@@ -10,7 +10,7 @@
 # same format raft snapshots use), the raft snapshots the nodes took
 # (fencer_snapshot_persist_seconds), and the time a restarted follower and a
 # restarted leader take until /readyz answers. The FSM-only numbers (heap,
-# snapshot persist and restore) are `go test -bench Snapshot100k ./bench/`.
+# snapshot persist and restore) are `go test -bench Snapshot100k ./internal/bench/`.
 # Everything it started is stopped by pid when it exits, on error too.
 #
 # Knobs: LEASES, CLIENTS (64), PORT_BASE (17500), BENCH_DIR, KEEP=1.

@@ -80,7 +80,7 @@ fi
 # --- build --------------------------------------------------------------
 log "building fencer and etcdbench"
 go build -o "$work/fencer" ./cmd/fencer
-# etcdbench is its own module and shares fencer's bench/load through a
+# etcdbench is its own module and shares fencer's internal/bench/load through a
 # replace directive, so a change to fencer's go.mod can leave its go.mod
 # behind. Build a copy whose requirements go may update (-mod=mod), which
 # keeps the checked-in files untouched.
@@ -88,7 +88,7 @@ rm -rf "$work/etcdbench-src"
 cp -r scripts/etcdbench "$work/etcdbench-src"
 (cd "$work/etcdbench-src" && go mod edit -replace "github.com/fencer-io/fencer=$root" &&
 	go build -mod=mod -o "$work/etcdbench" .)
-go test -c -o "$work/bench.test" ./bench/
+go test -c -o "$work/bench.test" ./internal/bench/
 
 # --- raw raft ------------------------------------------------------------
 # First, with nothing else of ours running.

@@ -8,14 +8,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fencer-io/fencer/api"
+	"github.com/fencer-io/fencer/api/wire"
 	tc "github.com/fencer-io/fencer/test/testcluster"
 )
 
 // acquire sends one acquire over raw HTTP. Like a real client it retries a
 // 503 (no leader, e.g. an election on a loaded machine) with the same
 // request id, so a retry can never mint a second token.
-func acquire(t *testing.T, n *tc.Node, lock, holder string, ttlMs, waitMs int64) (int, api.Grant, api.Error) {
+func acquire(t *testing.T, n *tc.Node, lock, holder string, ttlMs, waitMs int64) (int, wire.Grant, wire.Error) {
 	t.Helper()
 	requestID := fmt.Sprintf("%s-%d", holder, time.Now().UnixNano())
 	body := fmt.Sprintf(`{"holder":%q,"ttl_ms":%d,"wait_ms":%d,"request_id":%q}`, holder, ttlMs, waitMs, requestID)
@@ -28,8 +28,8 @@ func acquire(t *testing.T, n *tc.Node, lock, holder string, ttlMs, waitMs int64)
 		}
 		time.Sleep(250 * time.Millisecond) // backoff before a retry, not a wait for a state
 	}
-	var g api.Grant
-	var e api.Error
+	var g wire.Grant
+	var e wire.Error
 	if status == http.StatusOK {
 		mustJSON(t, resp, &g)
 	} else {
@@ -38,7 +38,7 @@ func acquire(t *testing.T, n *tc.Node, lock, holder string, ttlMs, waitMs int64)
 	return status, g, e
 }
 
-func mustAcquire(t *testing.T, n *tc.Node, lock, holder string) api.Grant {
+func mustAcquire(t *testing.T, n *tc.Node, lock, holder string) wire.Grant {
 	t.Helper()
 	status, g, e := acquire(t, n, lock, holder, 10_000, 0)
 	if status != http.StatusOK {
@@ -47,16 +47,16 @@ func mustAcquire(t *testing.T, n *tc.Node, lock, holder string) api.Grant {
 	return g
 }
 
-func release(t *testing.T, n *tc.Node, g api.Grant) int {
+func release(t *testing.T, n *tc.Node, g wire.Grant) int {
 	t.Helper()
 	status, _, _ := tc.Do(t, http.MethodPost, n.URL()+"/v1/locks/"+g.Lock+"/release", fmt.Sprintf(`{"lease":%q,"token":%d}`, g.Lease, g.Token))
 	return status
 }
 
-func put(t *testing.T, n *tc.Node, key, value string, headers ...string) (int, api.Error) {
+func put(t *testing.T, n *tc.Node, key, value string, headers ...string) (int, wire.Error) {
 	t.Helper()
 	status, body, _ := tc.Do(t, http.MethodPut, n.URL()+"/v1/kv/"+key, value, headers...)
-	var e api.Error
+	var e wire.Error
 	if status != http.StatusOK {
 		mustJSON(t, body, &e)
 	}
@@ -95,16 +95,16 @@ func TestStaleHolderIsFencedOff(t *testing.T) {
 		t.Fatalf("new holder's write: %d %+v", s, e)
 	}
 	s, e := put(t, n, "record", "from-stale-leader", "Fencing-Token", tok(old.Token))
-	if s != http.StatusConflict || e.Code != api.CodeStaleToken || e.LastToken != cur.Token {
+	if s != http.StatusConflict || e.Code != wire.CodeStaleToken || e.LastToken != cur.Token {
 		t.Fatalf("stale write: %d %+v", s, e)
 	}
-	if s, e := put(t, n, "record", "replay", "Fencing-Token", tok(cur.Token)); s != http.StatusConflict || e.Code != api.CodeStaleToken {
+	if s, e := put(t, n, "record", "replay", "Fencing-Token", tok(cur.Token)); s != http.StatusConflict || e.Code != wire.CodeStaleToken {
 		t.Fatalf("replay: %d %+v", s, e)
 	}
-	if s, e := put(t, n, "record", "no-token"); s != http.StatusPreconditionRequired || e.Code != api.CodeMissingToken {
+	if s, e := put(t, n, "record", "no-token"); s != http.StatusPreconditionRequired || e.Code != wire.CodeMissingToken {
 		t.Fatalf("missing token: %d %+v", s, e)
 	}
-	if s, e := put(t, n, "record", "zero", "Fencing-Token", "0"); s != http.StatusPreconditionRequired || e.Code != api.CodeMissingToken {
+	if s, e := put(t, n, "record", "zero", "Fencing-Token", "0"); s != http.StatusPreconditionRequired || e.Code != wire.CodeMissingToken {
 		t.Fatalf("zero token: %d %+v", s, e)
 	}
 	next := mustAcquire(t, n, "other", "new-leader")
@@ -130,7 +130,7 @@ func TestWriteUnderLostLeaseRefused(t *testing.T) {
 		t.Fatal("release failed")
 	}
 	s, e := put(t, n, "out2", "v2", "Fencing-Token", tok(g.Token), "Fencing-Lock", "job")
-	if s != http.StatusConflict || e.Code != api.CodeNotLockHolder {
+	if s != http.StatusConflict || e.Code != wire.CodeNotLockHolder {
 		t.Fatalf("write after release: %d %+v", s, e)
 	}
 }

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fencer-io/fencer/api"
+	"github.com/fencer-io/fencer/api/wire"
 	tc "github.com/fencer-io/fencer/test/testcluster"
 )
 
@@ -17,7 +17,7 @@ func TestTokensIncreaseAcrossLocksAndFailover(t *testing.T) {
 	c := tc.New(t, 3)
 	leader := c.WaitLeader(10 * time.Second)
 	var last uint64
-	next := func(n *tc.Node, lock string) api.Grant {
+	next := func(n *tc.Node, lock string) wire.Grant {
 		t.Helper()
 		g := mustAcquire(t, n, lock, "w")
 		if g.Token <= last {
@@ -38,7 +38,7 @@ func TestTokensIncreaseAcrossLocksAndFailover(t *testing.T) {
 	}
 	// The lock held across the failover is still held by its grant.
 	status, body, _ := tc.Do(t, http.MethodGet, newLeader.URL()+"/v1/locks/held-across-failover", "")
-	var st api.LockStatus
+	var st wire.LockStatus
 	mustJSON(t, body, &st)
 	if status != http.StatusOK || !st.Held || st.Token != held.Token {
 		t.Fatalf("held lock after failover: %d %+v", status, st)
@@ -81,7 +81,7 @@ func TestFullRestartKeepsTokensIncreasing(t *testing.T) {
 		t.Fatalf("token after restart %d, not above %d", g.Token, last)
 	}
 	// The fenced key kept its high-water mark.
-	if s, e := put(t, leader, "k", "old", "Fencing-Token", tok(last)); s != http.StatusConflict || e.Code != api.CodeStaleToken {
+	if s, e := put(t, leader, "k", "old", "Fencing-Token", tok(last)); s != http.StatusConflict || e.Code != wire.CodeStaleToken {
 		t.Fatalf("replay after restart: %d %+v", s, e)
 	}
 	mustPut(leader, g.Token)
@@ -99,7 +99,7 @@ func TestFollowerForwards(t *testing.T) {
 	}
 	g := mustAcquire(t, follower, "fwd", "w")
 	status, body, _ := tc.Do(t, http.MethodGet, follower.URL()+"/v1/locks/fwd/check?token="+tok(g.Token), "")
-	var ck api.CheckResponse
+	var ck wire.CheckResponse
 	mustJSON(t, body, &ck)
 	if status != http.StatusOK || !ck.Current || ck.Token != g.Token {
 		t.Fatalf("check via follower: %d %s", status, body)
@@ -122,7 +122,7 @@ func TestFollowerForwards(t *testing.T) {
 		return !held
 	})
 	status, body, _ = tc.Do(t, http.MethodGet, follower.URL()+"/v1/locks/fwd?stale=true", "")
-	var st api.LockStatus
+	var st wire.LockStatus
 	mustJSON(t, body, &st)
 	if status != http.StatusOK || st.Held {
 		t.Fatalf("stale read: %d %s", status, body)
@@ -136,7 +136,7 @@ func TestWaitersServedInFIFOOrder(t *testing.T) {
 	first := mustAcquire(t, leader, "q", "holder-0")
 
 	const waiters = 4
-	grants := make(chan api.Grant, waiters)
+	grants := make(chan wire.Grant, waiters)
 	var wg sync.WaitGroup
 	for i := 1; i <= waiters; i++ {
 		holder := fmt.Sprintf("holder-%d", i)
@@ -158,7 +158,7 @@ func TestWaitersServedInFIFOOrder(t *testing.T) {
 		t.Fatal("release failed")
 	}
 	for i := 1; i <= waiters; i++ {
-		var g api.Grant
+		var g wire.Grant
 		select {
 		case g = <-grants:
 		case <-time.After(20 * time.Second):

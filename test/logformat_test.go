@@ -11,7 +11,7 @@ import (
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 
-	"github.com/fencer-io/fencer/api"
+	"github.com/fencer-io/fencer/api/wire"
 	"github.com/fencer-io/fencer/fsm"
 	tc "github.com/fencer-io/fencer/test/testcluster"
 )
@@ -27,7 +27,7 @@ func TestLogFormatFollowsTheOldestMember(t *testing.T) {
 	leader := c.WaitLeader(10 * time.Second)
 	c.WaitMembers(3, 10*time.Second)
 	format := func() int {
-		var st api.ClusterStatus
+		var st wire.ClusterStatus
 		code, body, _ := tc.Do(t, "GET", leader.URL()+"/v1/cluster", "")
 		if code != 200 || json.Unmarshal([]byte(body), &st) != nil {
 			return -1
@@ -41,7 +41,7 @@ func TestLogFormatFollowsTheOldestMember(t *testing.T) {
 		if code != 200 {
 			t.Fatalf("acquire %s: %d %s", name, code, body)
 		}
-		var g api.Grant
+		var g wire.Grant
 		json.Unmarshal([]byte(body), &g)
 		code, body, _ = tc.Do(t, "POST", leader.URL()+"/v1/locks/"+name+"/release", fmt.Sprintf(`{"token":%d,"lease":%q}`, g.Token, g.Lease))
 		if code != 200 {

@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fencer-io/fencer/api"
 	"github.com/fencer-io/fencer/api/client"
+	"github.com/fencer-io/fencer/api/wire"
 	"github.com/fencer-io/fencer/cluster"
 	"github.com/fencer-io/fencer/fsm"
 	tc "github.com/fencer-io/fencer/test/testcluster"
@@ -246,7 +246,7 @@ func TestRestoreMovesTokensPastTheOldCluster(t *testing.T) {
 	if g.Token <= last || g.Token <= tokenT {
 		t.Fatalf("token after restore %d, not above %d", g.Token, last)
 	}
-	if s, e := put(t, fl, "k", "stale", "Fencing-Token", tok(tokenT)); s != http.StatusConflict || e.Code != api.CodeStaleToken {
+	if s, e := put(t, fl, "k", "stale", "Fencing-Token", tok(tokenT)); s != http.StatusConflict || e.Code != wire.CodeStaleToken {
 		t.Fatalf("old token after restore: %d %+v", s, e)
 	}
 	// Every member of the new cluster has the restored state.

@@ -13,13 +13,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fencer-io/fencer/acl"
-	"github.com/fencer-io/fencer/api"
 	"github.com/fencer-io/fencer/api/client"
+	"github.com/fencer-io/fencer/api/wire"
 	"github.com/fencer-io/fencer/cluster"
-	"github.com/fencer-io/fencer/server"
+	"github.com/fencer-io/fencer/internal/acl"
+	"github.com/fencer-io/fencer/internal/server"
+	"github.com/fencer-io/fencer/internal/tlsutil"
 	tc "github.com/fencer-io/fencer/test/testcluster"
-	"github.com/fencer-io/fencer/tlsutil"
 )
 
 // pki writes a development CA and node certificates into a temp dir.
@@ -180,7 +180,7 @@ func TestACLRoles(t *testing.T) {
 	if status != 200 {
 		t.Fatalf("acquire: %d %s", status, body)
 	}
-	var g api.Grant
+	var g wire.Grant
 	mustJSON(t, body, &g)
 	wrong := fmt.Sprintf(`{"lease":"%s","token":%d}`, strings.Repeat("0", 32), g.Token)
 	if s := as(operator, "POST", "/v1/locks/jobs.c/release", wrong); s != http.StatusGone {
@@ -206,13 +206,13 @@ func TestLimitsRefuseWithoutChangingState(t *testing.T) {
 	}()
 	tc.Poll(t, 5*time.Second, "first waiter queued", func() bool { return n.Inst.Node.Waiters("busy") == 1 })
 	status, _, e := acquire(t, n, "busy", "waiter-2", 5000, 3000)
-	if status != http.StatusTooManyRequests || e.Code != api.CodeTooManyWaiters {
+	if status != http.StatusTooManyRequests || e.Code != wire.CodeTooManyWaiters {
 		t.Fatalf("second waiter: %d %+v", status, e)
 	}
 	wg.Wait()
 	// A holder at its limit is refused.
 	mustAcquire(t, n, "second", "w")
-	if status, _, e := acquire(t, n, "third", "w", 5000, 0); status != http.StatusTooManyRequests || e.Code != api.CodeTooManyLocks {
+	if status, _, e := acquire(t, n, "third", "w", 5000, 0); status != http.StatusTooManyRequests || e.Code != wire.CodeTooManyLocks {
 		t.Fatalf("holder over its limit: %d %+v", status, e)
 	}
 	// Oversized bodies: 413.

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fencer-io/fencer/api"
 	"github.com/fencer-io/fencer/api/client"
+	"github.com/fencer-io/fencer/api/wire"
 	tc "github.com/fencer-io/fencer/test/testcluster"
 )
 
@@ -61,14 +61,14 @@ func newClient(t *testing.T, c *tc.Cluster, opts ...client.Option) (*client.Clie
 }
 
 // serverLock reads a lock's status from the leader with plain HTTP.
-func serverLock(t *testing.T, c *tc.Cluster, name string) api.LockStatus {
+func serverLock(t *testing.T, c *tc.Cluster, name string) wire.LockStatus {
 	t.Helper()
 	l := c.WaitLeader(10 * time.Second)
 	status, body, _ := tc.Do(t, http.MethodGet, l.URL()+"/v1/locks/"+name, "")
 	if status != http.StatusOK {
 		t.Fatalf("GET lock %s: %d %s", name, status, body)
 	}
-	var st api.LockStatus
+	var st wire.LockStatus
 	if err := json.Unmarshal([]byte(body), &st); err != nil {
 		t.Fatal(err)
 	}
@@ -233,7 +233,7 @@ func TestLeaseLostWhenRenewalRefused(t *testing.T) {
 	}
 	err = lease.Err()
 	var ae *client.APIError
-	if !errors.Is(err, client.ErrLeaseLost) || !errors.As(err, &ae) || ae.Code != api.CodeLeaseLost || ae.Status != http.StatusGone {
+	if !errors.Is(err, client.ErrLeaseLost) || !errors.As(err, &ae) || ae.Code != wire.CodeLeaseLost || ae.Status != http.StatusGone {
 		t.Fatalf("err %v (%#v), want a lease_lost APIError", err, ae)
 	}
 	if err := lease.Release(context.Background()); !errors.Is(err, client.ErrLeaseLost) {
@@ -253,7 +253,7 @@ func TestAcquireRetryAfterDroppedAnswer(t *testing.T) {
 			return next.RoundTrip(req)
 		}
 		body, _ := io.ReadAll(req.Body)
-		var ar api.AcquireRequest
+		var ar wire.AcquireRequest
 		json.Unmarshal(body, &ar)
 		req.Body = io.NopCloser(strings.NewReader(string(body)))
 		mu.Lock()
@@ -321,7 +321,7 @@ func TestErrorsMatchCodes(t *testing.T) {
 		t.Fatalf("zero token: %v", err)
 	}
 	status, body, _ := tc.Do(t, http.MethodPut, c.Nodes[0].URL()+"/v1/kv/k", "v")
-	if status != http.StatusPreconditionRequired || !strings.Contains(body, api.CodeMissingToken) {
+	if status != http.StatusPreconditionRequired || !strings.Contains(body, wire.CodeMissingToken) {
 		t.Fatalf("raw put without token: %d %s", status, body)
 	}
 	next, err := cl.Acquire(ctx, "third")

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fencer-io/fencer/api"
+	"github.com/fencer-io/fencer/api/wire"
 )
 
 // A process that wakes up past its lease's deadline learns so on its first
@@ -16,7 +16,7 @@ func TestErrChecksTheClockItself(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := api.Grant{Lock: "l", Token: 7, Lease: "00000000000000000000000000000000", TTLMillis: 1000}
+	g := wire.Grant{Lock: "l", Token: 7, Lease: "00000000000000000000000000000000", TTLMillis: 1000}
 	fresh := newLease(c, g, time.Now())
 	if err := fresh.Err(); err != nil {
 		t.Fatalf("fresh lease: %v", err)

@@ -14,10 +14,10 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/fencer-io/fencer/api"
-	"github.com/fencer-io/fencer/bench"
-	"github.com/fencer-io/fencer/bench/load"
-	"github.com/fencer-io/fencer/gcfloor"
+	"github.com/fencer-io/fencer/api/wire"
+	"github.com/fencer-io/fencer/internal/bench"
+	"github.com/fencer-io/fencer/internal/bench/load"
+	"github.com/fencer-io/fencer/internal/gcfloor"
 )
 
 func init() { extraCommands = append(extraCommands, newBenchCmd) }
@@ -89,11 +89,11 @@ func (o *benchOptions) validate() ([]string, error) {
 	if o.load.Duration <= 0 {
 		return nil, fmt.Errorf("--duration %v: want a positive duration", o.load.Duration)
 	}
-	if o.ttl < api.MinTTL || o.ttl > api.MaxTTL {
-		return nil, fmt.Errorf("--ttl %v: want %v to %v", o.ttl, api.MinTTL, api.MaxTTL)
+	if o.ttl < wire.MinTTL || o.ttl > wire.MaxTTL {
+		return nil, fmt.Errorf("--ttl %v: want %v to %v", o.ttl, wire.MinTTL, wire.MaxTTL)
 	}
-	if o.wait < 0 || o.wait > api.MaxWait {
-		return nil, fmt.Errorf("--wait %v: want 0 to %v", o.wait, api.MaxWait)
+	if o.wait < 0 || o.wait > wire.MaxWait {
+		return nil, fmt.Errorf("--wait %v: want 0 to %v", o.wait, wire.MaxWait)
 	}
 	o.load.OpTimeout = o.wait + o.client.timeout
 	return names, o.load.Validate()

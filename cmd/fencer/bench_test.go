@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/fencer-io/fencer/bench/load"
+	"github.com/fencer-io/fencer/internal/bench/load"
 )
 
 func TestBenchRejectsBadFlags(t *testing.T) {

@@ -10,8 +10,8 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/fencer-io/fencer/api"
 	"github.com/fencer-io/fencer/api/client"
+	"github.com/fencer-io/fencer/api/wire"
 	tc "github.com/fencer-io/fencer/test/testcluster"
 )
 
@@ -84,7 +84,7 @@ func TestLockAndKVCommands(t *testing.T) {
 		t.Fatalf("status %q", out)
 	}
 	out = mustFencer(t, "lock", "list", "-o", "json")
-	var list api.LockList
+	var list wire.LockList
 	if err := json.Unmarshal([]byte(out), &list); err != nil || len(list.Locks) != 1 || strconv.FormatUint(list.Locks[0].Token, 10) != token {
 		t.Fatalf("list %q: %v", out, err)
 	}
@@ -124,7 +124,7 @@ func TestLockAndKVCommands(t *testing.T) {
 	}
 
 	out = mustFencer(t, "lock", "acquire", "job", "-o", "json")
-	var g api.Grant
+	var g wire.Grant
 	if err := json.Unmarshal([]byte(out), &g); err != nil || g.Token <= first || len(g.Lease) != 32 || g.Lock != "job" {
 		t.Fatalf("json acquire %q: %v", out, err)
 	}

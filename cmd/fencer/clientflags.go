@@ -13,7 +13,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/fencer-io/fencer/api/client"
-	"github.com/fencer-io/fencer/tlsutil"
+	"github.com/fencer-io/fencer/internal/tlsutil"
 )
 
 const defaultEndpoints = "127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003"

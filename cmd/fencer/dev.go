@@ -13,8 +13,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fencer-io/fencer/cluster"
-	"github.com/fencer-io/fencer/gcfloor"
-	"github.com/fencer-io/fencer/server"
+	"github.com/fencer-io/fencer/internal/gcfloor"
+	"github.com/fencer-io/fencer/internal/server"
 )
 
 type devOptions struct {

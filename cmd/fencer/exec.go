@@ -15,8 +15,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/fencer-io/fencer/api"
 	"github.com/fencer-io/fencer/api/client"
+	"github.com/fencer-io/fencer/api/wire"
 )
 
 func init() { extraCommands = append(extraCommands, newExecCmd) }
@@ -75,7 +75,7 @@ that its children are stopped too; it therefore cannot read from the terminal.`,
 	}
 	fs := cmd.Flags()
 	o.client.bind(fs)
-	fs.DurationVar(&o.ttl, "ttl", api.DefaultTTL, "lease time to live; renewed about every ttl/3")
+	fs.DurationVar(&o.ttl, "ttl", wire.DefaultTTL, "lease time to live; renewed about every ttl/3")
 	fs.DurationVar(&o.wait, "wait", 0, "queue this long if the lock is held (0: fail at once)")
 	fs.DurationVar(&o.grace, "grace", 5*time.Second, "time between SIGTERM and SIGKILL when the lease is lost")
 	fs.StringVar(&o.holder, "holder", "", "holder name shown in lock status (default hostname-pid)")

@@ -6,8 +6,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/fencer-io/fencer/api"
 	"github.com/fencer-io/fencer/api/client"
+	"github.com/fencer-io/fencer/api/wire"
 )
 
 func init() { extraCommands = append(extraCommands, newKVCmd) }
@@ -65,7 +65,7 @@ func (o *kvOptions) put(cmd *cobra.Command, key, value string) error {
 	defer c.Close()
 	data := []byte(value)
 	if value == "-" {
-		if data, err = io.ReadAll(io.LimitReader(cmd.InOrStdin(), api.MaxBodyBytes+1)); err != nil {
+		if data, err = io.ReadAll(io.LimitReader(cmd.InOrStdin(), wire.MaxBodyBytes+1)); err != nil {
 			return fmt.Errorf("reading stdin: %w", err)
 		}
 	}
@@ -77,7 +77,7 @@ func (o *kvOptions) put(cmd *cobra.Command, key, value string) error {
 		return fmt.Errorf("put %q with token %d: %w", key, o.token, err)
 	}
 	if o.client.json() {
-		return writeJSON(cmd.OutOrStdout(), api.PutResponse{Key: key, Token: o.token})
+		return writeJSON(cmd.OutOrStdout(), wire.PutResponse{Key: key, Token: o.token})
 	}
 	_, err = fmt.Fprintf(cmd.OutOrStdout(), "key=%s token=%d\n", key, o.token)
 	return err

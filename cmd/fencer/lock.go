@@ -8,8 +8,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/fencer-io/fencer/api"
 	"github.com/fencer-io/fencer/api/client"
+	"github.com/fencer-io/fencer/api/wire"
 )
 
 func init() { extraCommands = append(extraCommands, newLockCmd) }
@@ -55,7 +55,7 @@ the lifetime of a command, use "fencer exec".`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error { return o.acquire(cmd, args[0]) },
 	}
-	acquire.Flags().DurationVar(&o.ttl, "ttl", api.DefaultTTL, "lease time to live")
+	acquire.Flags().DurationVar(&o.ttl, "ttl", wire.DefaultTTL, "lease time to live")
 	acquire.Flags().DurationVar(&o.wait, "wait", 0, "queue this long if the lock is held (0: fail at once)")
 	acquire.Flags().StringVar(&o.holder, "holder", "", "holder name shown in lock status (default hostname-pid)")
 
@@ -177,9 +177,9 @@ func (o *lockOptions) list(cmd *cobra.Command) error {
 	}
 	if o.client.json() {
 		if locks == nil {
-			locks = []api.LockStatus{}
+			locks = []wire.LockStatus{}
 		}
-		return writeJSON(cmd.OutOrStdout(), api.LockList{Locks: locks})
+		return writeJSON(cmd.OutOrStdout(), wire.LockList{Locks: locks})
 	}
 	for _, st := range locks {
 		if err := printStatus(cmd.OutOrStdout(), st); err != nil {
@@ -190,7 +190,7 @@ func (o *lockOptions) list(cmd *cobra.Command) error {
 }
 
 // printStatus writes one line of key=value pairs.
-func printStatus(w io.Writer, st api.LockStatus) error {
+func printStatus(w io.Writer, st wire.LockStatus) error {
 	fields := []string{"lock=" + st.Lock, fmt.Sprintf("held=%t", st.Held)}
 	if st.Held {
 		fields = append(fields,

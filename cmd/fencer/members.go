@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/fencer-io/fencer/api"
+	"github.com/fencer-io/fencer/api/wire"
 )
 
 func init() { extraCommands = append(extraCommands, newMembersCmd, newClusterCmd) }
@@ -90,10 +90,10 @@ func newMembersCmd() *cobra.Command {
 	return cmd
 }
 
-func clusterStatus(cmd *cobra.Command, f *clientFlags) (api.ClusterStatus, error) {
+func clusterStatus(cmd *cobra.Command, f *clientFlags) (wire.ClusterStatus, error) {
 	c, err := f.client()
 	if err != nil {
-		return api.ClusterStatus{}, err
+		return wire.ClusterStatus{}, err
 	}
 	ctx, cancel := context.WithTimeout(cmd.Context(), f.timeout)
 	defer cancel()
@@ -103,7 +103,7 @@ func clusterStatus(cmd *cobra.Command, f *clientFlags) (api.ClusterStatus, error
 // memberView is one row of "fencer cluster status": the leader's record of
 // the member plus what the member says of itself.
 type memberView struct {
-	api.Member
+	wire.Member
 	State        string `json:"state"`
 	Term         uint64 `json:"term,omitempty"`
 	AppliedIndex uint64 `json:"applied_index,omitempty"`

@@ -14,11 +14,11 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/fencer-io/fencer/acl"
 	"github.com/fencer-io/fencer/cluster"
-	"github.com/fencer-io/fencer/gcfloor"
-	"github.com/fencer-io/fencer/server"
-	"github.com/fencer-io/fencer/tlsutil"
+	"github.com/fencer-io/fencer/internal/acl"
+	"github.com/fencer-io/fencer/internal/gcfloor"
+	"github.com/fencer-io/fencer/internal/server"
+	"github.com/fencer-io/fencer/internal/tlsutil"
 )
 
 type serveOptions struct {

@@ -6,7 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/fencer-io/fencer/tlsutil"
+	"github.com/fencer-io/fencer/internal/tlsutil"
 )
 
 func init() { extraCommands = append(extraCommands, newTLSCmd) }

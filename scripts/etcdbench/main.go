@@ -1,7 +1,7 @@
 // Command etcdbench runs fencer's benchmark workloads against etcd, through
 // etcd's Go client and its concurrency package (Session, Mutex), and prints
 // the same results as "fencer bench", measured by the same code (fencer's
-// bench/load). It is its own Go module so that fencer never depends on etcd.
+// internal/bench/load). It is its own Go module so that fencer never depends on etcd.
 //
 // Like the fencer side, it talks to the leader only: it asks every endpoint
 // for its status and keeps the one that leads.
@@ -26,8 +26,8 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
 
-	"github.com/fencer-io/fencer/bench/load"
-	"github.com/fencer-io/fencer/gcfloor"
+	"github.com/fencer-io/fencer/internal/bench/load"
+	"github.com/fencer-io/fencer/internal/gcfloor"
 )
 
 // workloads mirror fencer's; uncontended-lease is etcd's closest match to a

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/fencer-io/fencer/cluster"
-	"github.com/fencer-io/fencer/server"
+	"github.com/fencer-io/fencer/internal/server"
 )
 
 // Cluster is a set of in-process nodes.

@@ -8,7 +8,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/fencer-io/fencer/api"
+	"github.com/fencer-io/fencer/api/wire"
 )
 
 // adminClient talks to nodes directly, without the client library's leader
@@ -60,15 +60,15 @@ func send(ctx context.Context, method, httpAddr, path string) error {
 }
 
 // status is one node's GET /v1/cluster.
-func status(ctx context.Context, httpAddr string) (api.ClusterStatus, error) {
-	var st api.ClusterStatus
+func status(ctx context.Context, httpAddr string) (wire.ClusterStatus, error) {
+	var st wire.ClusterStatus
 	err := getJSON(ctx, httpAddr, "/v1/cluster", &st)
 	return st, err
 }
 
 // digest is one node's GET /v1/debug/state.
-func digest(ctx context.Context, httpAddr string) (api.StateDigest, error) {
-	var d api.StateDigest
+func digest(ctx context.Context, httpAddr string) (wire.StateDigest, error) {
+	var d wire.StateDigest
 	err := getJSON(ctx, httpAddr, "/v1/debug/state", &d)
 	return d, err
 }

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/fencer-io/fencer/api"
+	"github.com/fencer-io/fencer/api/wire"
 	"github.com/fencer-io/fencer/fsm"
 	"github.com/fencer-io/fencer/test/chaos/netfault"
 )
@@ -282,9 +282,9 @@ func (c *Cluster) Remove(ctx context.Context, n *Node) error {
 
 // Leader returns the running member that claims leadership with the
 // highest term, and its status.
-func (c *Cluster) Leader(ctx context.Context) (*Node, api.ClusterStatus, error) {
+func (c *Cluster) Leader(ctx context.Context) (*Node, wire.ClusterStatus, error) {
 	var best *Node
-	var bestSt api.ClusterStatus
+	var bestSt wire.ClusterStatus
 	var errs []error
 	for _, n := range c.nodes {
 		if !n.Running() {
@@ -341,10 +341,10 @@ func (c *Cluster) WaitHealthy(ctx context.Context) error {
 
 // Digests returns GET /v1/debug/state of every running member, once they
 // all report the same applied index.
-func (c *Cluster) Digests(ctx context.Context) (map[string]api.StateDigest, error) {
-	var out map[string]api.StateDigest
+func (c *Cluster) Digests(ctx context.Context) (map[string]wire.StateDigest, error) {
+	var out map[string]wire.StateDigest
 	err := poll(ctx, 200*time.Millisecond, func() (bool, error) {
-		out = map[string]api.StateDigest{}
+		out = map[string]wire.StateDigest{}
 		index := uint64(0)
 		for _, n := range c.Members() {
 			if !n.Running() {

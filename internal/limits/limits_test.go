@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fencer-io/fencer/acl"
+	"github.com/fencer-io/fencer/internal/acl"
 )
 
 func send(h http.Handler, remote, path string, ctx context.Context) *httptest.ResponseRecorder {

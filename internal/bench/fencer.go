@@ -18,9 +18,9 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/fencer-io/fencer/api"
 	"github.com/fencer-io/fencer/api/client"
-	"github.com/fencer-io/fencer/bench/load"
+	"github.com/fencer-io/fencer/api/wire"
+	"github.com/fencer-io/fencer/internal/bench/load"
 )
 
 // Workloads are the workloads Fencer.Workload knows, in documentation order.
@@ -151,8 +151,8 @@ func (f *Fencer) name(kind string, i int) string {
 // acquire sends one raw acquire to the leader. On a failure it looks the
 // leader up again for the next operation and reports the error: a benchmark
 // counts failures rather than hiding them behind retries.
-func (f *Fencer) acquire(ctx context.Context, lock string, wait time.Duration) (api.Grant, error) {
-	var g api.Grant
+func (f *Fencer) acquire(ctx context.Context, lock string, wait time.Duration) (wire.Grant, error) {
+	var g wire.Grant
 	leader := f.Client.Leader()
 	if leader == "" {
 		var err error
@@ -160,7 +160,7 @@ func (f *Fencer) acquire(ctx context.Context, lock string, wait time.Duration) (
 			return g, err
 		}
 	}
-	body, err := json.Marshal(api.AcquireRequest{
+	body, err := json.Marshal(wire.AcquireRequest{
 		Holder:    f.Prefix,
 		TTLMillis: f.TTL.Milliseconds(),
 		WaitMs:    wait.Milliseconds(),
@@ -181,7 +181,7 @@ func (f *Fencer) acquire(ctx context.Context, lock string, wait time.Duration) (
 		return g, err
 	}
 	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, api.MaxBodyBytes))
+	b, err := io.ReadAll(io.LimitReader(resp.Body, wire.MaxBodyBytes))
 	if err != nil {
 		return g, err
 	}
@@ -194,7 +194,7 @@ func (f *Fencer) acquire(ctx context.Context, lock string, wait time.Duration) (
 	return g, json.Unmarshal(b, &g)
 }
 
-func (f *Fencer) release(ctx context.Context, g api.Grant) error {
+func (f *Fencer) release(ctx context.Context, g wire.Grant) error {
 	_, err := f.Client.ReleaseRaw(ctx, g.Lock, g.Token, g.Lease)
 	return err
 }

@@ -25,8 +25,8 @@ import (
 
 	"github.com/go-chi/httprate"
 
-	"github.com/fencer-io/fencer/acl"
-	"github.com/fencer-io/fencer/tlsutil"
+	"github.com/fencer-io/fencer/internal/acl"
+	"github.com/fencer-io/fencer/internal/tlsutil"
 )
 
 // Defaults of RateConfig: 100 requests per second per client is far above

@@ -9,7 +9,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/fencer-io/fencer/tlsutil"
+	"github.com/fencer-io/fencer/internal/tlsutil"
 )
 
 func newTextLogger(w io.Writer) *slog.Logger {

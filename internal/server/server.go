@@ -13,10 +13,10 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/fencer-io/fencer/acl"
 	"github.com/fencer-io/fencer/api"
 	"github.com/fencer-io/fencer/cluster"
-	"github.com/fencer-io/fencer/limits"
+	"github.com/fencer-io/fencer/internal/acl"
+	"github.com/fencer-io/fencer/internal/limits"
 )
 
 var _ api.Cluster = (*cluster.Node)(nil)

@@ -8,7 +8,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/fencer-io/fencer/tlsutil"
+	"github.com/fencer-io/fencer/internal/tlsutil"
 )
 
 // Error codes of refused requests, in the API's error body.

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fencer-io/fencer/bench/load"
 	"github.com/fencer-io/fencer/cluster"
+	"github.com/fencer-io/fencer/internal/bench/load"
 	tc "github.com/fencer-io/fencer/test/testcluster"
 )
 
