@@ -21,12 +21,6 @@ import (
 // tokens are uvarints; TTL and clock readings are varints; a release's or
 // expiry's hand-off is one byte (0: none, 1: an acquire body follows).
 // Nothing may follow the last field.
-const (
-	CmdAcquireBinary CommandType = 9
-	CmdReleaseBinary CommandType = 10
-	CmdExpireBinary  CommandType = 11
-	CmdPutBinary     CommandType = 12
-)
 
 // Log formats: what a build can read. Each member records its own (Member),
 // and the leader writes the binary types only once every member of the
@@ -39,57 +33,31 @@ const (
 	LogFormat = LogFormatBinary
 )
 
-// EncodeFormat is Encode for members that read format: with LogFormatJSON
-// every command is written as JSON, as builds before the binary types did.
-func EncodeFormat(cmd Command, format int) ([]byte, error) {
-	if format >= LogFormatBinary {
-		if b, ok := appendBinary(make([]byte, 0, 128), cmd); ok {
-			return b, nil
-		}
-	}
-	return encodeJSON(cmd)
+// binaryForm is a command's compact form: its type byte, and how its payload
+// is read and written.
+type binaryForm struct {
+	typ    CommandType
+	read   func(payload []byte) (Command, error)
+	append func(b []byte, cmd Command) []byte
 }
 
-// logical maps a binary type to the type of the command it carries.
-func (t CommandType) logical() CommandType {
-	switch t {
-	case CmdAcquireBinary:
-		return CmdAcquire
-	case CmdReleaseBinary:
-		return CmdRelease
-	case CmdExpireBinary:
-		return CmdExpire
-	case CmdPutBinary:
-		return CmdPut
+// binaryOf makes the binary form of the command type C from its typed reader
+// and writer.
+func binaryOf[C Command](typ CommandType, read func([]byte) (C, error), write func([]byte, C) []byte) *binaryForm {
+	return &binaryForm{
+		typ:    typ,
+		read:   func(payload []byte) (Command, error) { return read(payload) },
+		append: func(b []byte, cmd Command) []byte { return write(b, cmd.(C)) },
 	}
-	return t
 }
 
-// appendBinary appends cmd's binary entry to b, or reports false for a
-// command that is written as JSON.
-func appendBinary(b []byte, cmd Command) ([]byte, bool) {
-	switch c := cmd.(type) {
-	case *Acquire:
-		return appendAcquire(append(b, byte(CmdAcquireBinary)), c), true
-	case *Release:
-		b = append(b, byte(CmdReleaseBinary))
-		b = appendString(b, c.Lock)
-		b = binary.AppendUvarint(b, c.Token)
-		b = appendString(b, c.Lease)
-		return appendNext(b, c.Next), true
-	case *Expire:
-		b = append(b, byte(CmdExpireBinary))
-		b = appendString(b, c.Lock)
-		b = binary.AppendUvarint(b, c.Token)
-		return appendNext(b, c.Next), true
-	case *Put:
-		b = append(b, byte(CmdPutBinary))
-		b = appendString(b, c.Key)
-		b = appendBytes(b, c.Value)
-		b = binary.AppendUvarint(b, c.Token)
-		return appendString(b, c.Lock), true
+// decode parses a payload of this form.
+func (f *binaryForm) decode(payload []byte) (Command, error) {
+	cmd, err := f.read(payload)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %v", ErrMalformedCommand, f.typ, err)
 	}
-	return b, false
+	return cmd, nil
 }
 
 func appendAcquire(b []byte, a *Acquire) []byte {
@@ -99,6 +67,56 @@ func appendAcquire(b []byte, a *Acquire) []byte {
 	b = binary.AppendVarint(b, a.TTLMillis)
 	b = appendString(b, a.RequestID)
 	return binary.AppendVarint(b, a.NowMillis)
+}
+
+// The readers each keep their reader on the stack: a reader passed through
+// the table's function values would escape, one allocation per entry.
+
+func readAcquire(p []byte) (*Acquire, error) {
+	r := reader{b: p}
+	a := &Acquire{}
+	r.acquire(a)
+	return a, r.done()
+}
+
+func appendRelease(b []byte, c *Release) []byte {
+	b = appendString(b, c.Lock)
+	b = binary.AppendUvarint(b, c.Token)
+	b = appendString(b, c.Lease)
+	return appendNext(b, c.Next)
+}
+
+func readRelease(p []byte) (*Release, error) {
+	r := reader{b: p}
+	c := &Release{Lock: r.string(), Token: r.uvarint(), Lease: r.string()}
+	c.Next = r.next()
+	return c, r.done()
+}
+
+func appendExpire(b []byte, c *Expire) []byte {
+	b = appendString(b, c.Lock)
+	b = binary.AppendUvarint(b, c.Token)
+	return appendNext(b, c.Next)
+}
+
+func readExpire(p []byte) (*Expire, error) {
+	r := reader{b: p}
+	c := &Expire{Lock: r.string(), Token: r.uvarint()}
+	c.Next = r.next()
+	return c, r.done()
+}
+
+func appendPut(b []byte, c *Put) []byte {
+	b = appendString(b, c.Key)
+	b = appendBytes(b, c.Value)
+	b = binary.AppendUvarint(b, c.Token)
+	return appendString(b, c.Lock)
+}
+
+func readPut(p []byte) (*Put, error) {
+	r := reader{b: p}
+	c := &Put{Key: r.string(), Value: r.bytes(), Token: r.uvarint(), Lock: r.string()}
+	return c, r.done()
 }
 
 func appendNext(b []byte, next *Acquire) []byte {
@@ -118,37 +136,6 @@ func appendBytes(b []byte, p []byte) []byte {
 	return append(b, p...)
 }
 
-// decodeBinary parses the payload of a binary entry of type t.
-func decodeBinary(t CommandType, payload []byte) (Command, error) {
-	r := reader{b: payload}
-	var cmd Command
-	switch t {
-	case CmdAcquireBinary:
-		a := &Acquire{}
-		r.acquire(a)
-		cmd = a
-	case CmdReleaseBinary:
-		c := &Release{Lock: r.string(), Token: r.uvarint(), Lease: r.string()}
-		c.Next = r.next()
-		cmd = c
-	case CmdExpireBinary:
-		c := &Expire{Lock: r.string(), Token: r.uvarint()}
-		c.Next = r.next()
-		cmd = c
-	case CmdPutBinary:
-		cmd = &Put{Key: r.string(), Value: r.bytes(), Token: r.uvarint(), Lock: r.string()}
-	default:
-		return nil, &UnknownCommandError{Type: t}
-	}
-	if r.err == nil && len(r.b) > 0 {
-		r.err = fmt.Errorf("%d bytes after the last field", len(r.b))
-	}
-	if r.err != nil {
-		return nil, fmt.Errorf("%w: %s: %v", ErrMalformedCommand, t, r.err)
-	}
-	return cmd, nil
-}
-
 // reader consumes a binary payload; the first error sticks and every later
 // read returns a zero value.
 type reader struct {
@@ -157,6 +144,14 @@ type reader struct {
 }
 
 var errTruncated = errors.New("truncated")
+
+// done returns the first error, or an error if bytes follow the last field.
+func (r *reader) done() error {
+	if r.err == nil && len(r.b) > 0 {
+		return fmt.Errorf("%d bytes after the last field", len(r.b))
+	}
+	return r.err
+}
 
 func (r *reader) uvarint() uint64 { return readVarint(r, binary.Uvarint) }
 func (r *reader) varint() int64   { return readVarint(r, binary.Varint) }

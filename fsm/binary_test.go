@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"bytes"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"reflect"
@@ -203,4 +204,52 @@ func TestEncodeFormatJSON(t *testing.T) {
 			t.Fatalf("%s for a binary member written as type %d", c.Type(), binary[0])
 		}
 	}
+}
+
+// TestEntryBytesGolden pins today's entries byte for byte: binary lock-cycle
+// entries as hex, the rare commands as literal JSON. Logs and backups hold
+// these bytes, so an encoder change must fail here before it ships.
+func TestEntryBytesGolden(t *testing.T) {
+	next := &Acquire{Lock: "a", Holder: "w2", Lease: strings.Repeat("b", 32), TTLMillis: 9000, RequestID: "r2", NowMillis: 1_790_000_000_123}
+	for _, c := range []struct {
+		cmd  Command
+		want string
+	}{
+		{&Acquire{Lock: "jobs.nightly", Holder: "worker-1", Lease: strings.Repeat("c", 32), TTLMillis: 10_000, RequestID: "req-1", NowMillis: 1_790_000_000_000},
+			hexEntry("090c6a6f62732e6e696768746c7908776f726b65722d31206363636363636363636363636363636363636363636363636363636363636363a09c01057265712d3180b083c59868")},
+		{&Release{Lock: "a", Token: 1<<40 | 77, Lease: strings.Repeat("a", 32)},
+			hexEntry("0a0161cd808080802020616161616161616161616161616161616161616161616161616161616161616100")},
+		{&Release{Lock: "a", Token: 7, Lease: "l", Next: next},
+			hexEntry("0a016107016c010161027732206262626262626262626262626262626262626262626262626262626262626262d08c01027232f6b183c59868")},
+		{&Expire{Lock: "a", Token: 1<<63 + 5}, hexEntry("0b01618580808080808080800100")},
+		{&Expire{Lock: "a", Token: 7, Next: next},
+			hexEntry("0b016107010161027732206262626262626262626262626262626262626262626262626262626262626262d08c01027232f6b183c59868")},
+		{&Put{Key: "k", Value: []byte{0, 1, 2, 255}, Token: 99, Lock: "a"}, hexEntry("0c016b04000102ff630161")},
+		{&Put{Key: "k", Value: []byte{}, Token: 1}, hexEntry("0c016b000100")},
+		{&SetMember{Member{ID: "n2", RaftAddr: "127.0.0.1:8002", HTTPAddr: "127.0.0.1:7002", Incarnation: "i1", LogFormat: 1}},
+			"\x05" + `{"id":"n2","raft_addr":"127.0.0.1:8002","http_addr":"127.0.0.1:7002","incarnation":"i1","log_format":1}`},
+		{&RemoveMember{ID: "n1"}, "\x06" + `{"id":"n1"}`},
+		{&BumpEpoch{Reason: "restore"}, "\x07" + `{"reason":"restore"}`},
+		{&SetClusterID{ID: "c1"}, "\x08" + `{"id":"c1"}`},
+	} {
+		got, err := Encode(c.cmd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != c.want {
+			t.Errorf("%s entry:\n got %x\nwant %x", c.cmd.Type(), got, c.want)
+		}
+		back, err := Decode([]byte(c.want))
+		if err != nil || !reflect.DeepEqual(back, c.cmd) {
+			t.Errorf("%s entry decodes as %+v (%v), want %+v", c.cmd.Type(), back, err, c.cmd)
+		}
+	}
+}
+
+func hexEntry(s string) string {
+	b, err := hex.DecodeString(s)
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
 }

@@ -18,50 +18,109 @@ const (
 	CmdRemoveMember CommandType = 6
 	CmdBumpEpoch    CommandType = 7
 	CmdSetClusterID CommandType = 8
+	// The compact forms of the lock-cycle commands (binary.go). A command's
+	// Type is always its JSON type; these only start entries.
+	CmdAcquireBinary CommandType = 9
+	CmdReleaseBinary CommandType = 10
+	CmdExpireBinary  CommandType = 11
+	CmdPutBinary     CommandType = 12
 )
 
-func (t CommandType) String() string {
-	switch t {
-	case CmdAcquire:
-		return "acquire"
-	case CmdRelease:
-		return "release"
-	case CmdExpire:
-		return "expire"
-	case CmdPut:
-		return "put"
-	case CmdSetMember:
-		return "set-member"
-	case CmdRemoveMember:
-		return "remove-member"
-	case CmdBumpEpoch:
-		return "bump-epoch"
-	case CmdSetClusterID:
-		return "set-cluster-id"
-	case CmdAcquireBinary:
-		return "acquire(binary)"
-	case CmdReleaseBinary:
-		return "release(binary)"
-	case CmdExpireBinary:
-		return "expire(binary)"
-	case CmdPutBinary:
-		return "put(binary)"
-	}
-	return fmt.Sprintf("unknown(%d)", uint8(t))
+// Command is one FSM operation. Everything the FSM needs is inside it: the
+// leader chooses secrets and timestamps before proposing.
+type Command interface {
+	// Type is the command's row in the commands table.
+	Type() CommandType
+	// apply carries the command out as the entry at index and returns the
+	// Apply result: one of the *Result types, nil, or a refusal (error).
+	apply(s *state, index uint64) any
 }
 
-// Command is one FSM operation. Everything the FSM needs is inside it: the
-// leader chooses lease secrets and timestamps before proposing.
-type Command interface {
-	Type() CommandType
+// commandSpec is one row of the commands table.
+type commandSpec struct {
+	typ  CommandType // the command's Type, and the type byte of its JSON form
+	name string
+	// empty returns a zero command for a JSON payload to fill.
+	empty func() Command
+	// binary is the command's compact form, nil if it is always JSON.
+	binary *binaryForm
+}
+
+// commands is every command this build knows. Adding one takes a type byte
+// above, a struct with Type and apply methods, and a row here (with a binary
+// form if it is frequent enough to matter); Decode, Encode and String read
+// nothing else. A new type byte stops any member whose build predates it, so
+// proposing it must wait until every member records a log format that reads
+// it (see DESIGN.md).
+var commands = []commandSpec{
+	{typ: CmdAcquire, name: "acquire", empty: func() Command { return &Acquire{} },
+		binary: binaryOf(CmdAcquireBinary, readAcquire, appendAcquire)},
+	{typ: CmdRelease, name: "release", empty: func() Command { return &Release{} },
+		binary: binaryOf(CmdReleaseBinary, readRelease, appendRelease)},
+	{typ: CmdExpire, name: "expire", empty: func() Command { return &Expire{} },
+		binary: binaryOf(CmdExpireBinary, readExpire, appendExpire)},
+	{typ: CmdPut, name: "put", empty: func() Command { return &Put{} },
+		binary: binaryOf(CmdPutBinary, readPut, appendPut)},
+	{typ: CmdSetMember, name: "set-member", empty: func() Command { return &SetMember{} }},
+	{typ: CmdRemoveMember, name: "remove-member", empty: func() Command { return &RemoveMember{} }},
+	{typ: CmdBumpEpoch, name: "bump-epoch", empty: func() Command { return &BumpEpoch{} }},
+	{typ: CmdSetClusterID, name: "set-cluster-id", empty: func() Command { return &SetClusterID{} }},
+}
+
+// entryKind is what a type byte starts: a command's JSON or binary form.
+type entryKind struct {
+	spec   *commandSpec // nil: a type byte this build does not know
+	binary bool
+}
+
+// kinds indexes the commands table by type byte.
+var kinds = indexCommands(commands)
+
+func indexCommands(specs []commandSpec) *[256]entryKind {
+	var idx [256]entryKind
+	claim := func(t CommandType, k entryKind) {
+		if idx[t].spec != nil {
+			panic(fmt.Sprintf("fsm: type byte %d is in the commands table twice", t))
+		}
+		idx[t] = k
+	}
+	for i := range specs {
+		s := &specs[i]
+		claim(s.typ, entryKind{spec: s})
+		if s.binary != nil {
+			claim(s.binary.typ, entryKind{spec: s, binary: true})
+		}
+	}
+	return &idx
+}
+
+func (t CommandType) String() string {
+	switch k := kinds[t]; {
+	case k.spec == nil:
+		return fmt.Sprintf("unknown(%d)", uint8(t))
+	case k.binary:
+		return k.spec.name + "(binary)"
+	default:
+		return k.spec.name
+	}
+}
+
+// logical maps a type byte to the Type of the command its entry carries.
+func (t CommandType) logical() CommandType {
+	if k := kinds[t]; k.spec != nil {
+		return k.spec.typ
+	}
+	return t
 }
 
 // Acquire grants a free lock. Its token is the log index of the entry that
 // carries it (with the epoch in the high bits).
 type Acquire struct {
-	Lock      string `json:"lock"`
-	Holder    string `json:"holder"`
-	Lease     string `json:"lease"`
+	Lock   string `json:"lock"`
+	Holder string `json:"holder"`
+	// Lease is the grant's secret, chosen by the leader.
+	Lease string `json:"lease"`
+	// TTLMillis is the length of the grant's lease.
 	TTLMillis int64  `json:"ttl_ms"`
 	RequestID string `json:"request_id,omitempty"`
 	// NowMillis is the proposing leader's wall clock. It is recorded for
@@ -69,17 +128,18 @@ type Acquire struct {
 	NowMillis int64 `json:"now_ms,omitempty"`
 }
 
-// Release frees a lock held under Token and Lease. When Next is set and the
-// release succeeds, the lock is handed to Next in the same entry, so a queued
-// waiter gets it with no gap in which anybody else could.
+// Release ends the grant of a lock with Token, if Lease is its secret. When
+// Next is set and the release succeeds, the lock is granted to Next in the
+// same entry, so a queued waiter gets it with no gap in which anybody else
+// could.
 type Release struct {
 	Lock  string   `json:"lock"`
 	Token uint64   `json:"token"`
-	Lease string   `json:"lease"`
+	Lease string   `json:"lease"` // the grant's secret
 	Next  *Acquire `json:"next,omitempty"`
 }
 
-// Expire frees a lock whose lease ran out on the leader. It does nothing when
+// Expire ends a grant whose lease ran out on the leader. It does nothing when
 // Token is no longer the lock's current token.
 type Expire struct {
 	Lock  string   `json:"lock"`
@@ -135,7 +195,16 @@ func (SetClusterID) Type() CommandType { return CmdSetClusterID }
 // others).
 func Encode(cmd Command) ([]byte, error) { return EncodeFormat(cmd, LogFormat) }
 
-func encodeJSON(cmd Command) ([]byte, error) {
+// EncodeFormat is Encode for members that read format: with LogFormatJSON
+// every command is written as JSON, as builds before the binary types did.
+func EncodeFormat(cmd Command, format int) ([]byte, error) {
+	k := kinds[cmd.Type()]
+	if k.spec == nil || k.binary {
+		return nil, fmt.Errorf("encode %T: type %d is not in the commands table", cmd, cmd.Type())
+	}
+	if b := k.spec.binary; b != nil && format >= LogFormatBinary {
+		return b.append(append(make([]byte, 0, 128), byte(b.typ)), cmd), nil
+	}
 	payload, err := json.Marshal(cmd)
 	if err != nil {
 		return nil, fmt.Errorf("encode %s: %w", cmd.Type(), err)
@@ -161,31 +230,17 @@ func Decode(entry []byte) (Command, error) {
 	if len(entry) == 0 {
 		return nil, fmt.Errorf("%w: empty entry", ErrMalformedCommand)
 	}
-	var cmd Command
-	switch t := CommandType(entry[0]); t {
-	case CmdAcquireBinary, CmdReleaseBinary, CmdExpireBinary, CmdPutBinary:
-		return decodeBinary(t, entry[1:])
-	case CmdAcquire:
-		cmd = &Acquire{}
-	case CmdRelease:
-		cmd = &Release{}
-	case CmdExpire:
-		cmd = &Expire{}
-	case CmdPut:
-		cmd = &Put{}
-	case CmdSetMember:
-		cmd = &SetMember{}
-	case CmdRemoveMember:
-		cmd = &RemoveMember{}
-	case CmdBumpEpoch:
-		cmd = &BumpEpoch{}
-	case CmdSetClusterID:
-		cmd = &SetClusterID{}
-	default:
+	t := CommandType(entry[0])
+	k := kinds[t]
+	switch {
+	case k.spec == nil:
 		return nil, &UnknownCommandError{Type: t}
+	case k.binary:
+		return k.spec.binary.decode(entry[1:])
 	}
+	cmd := k.spec.empty()
 	if err := json.Unmarshal(entry[1:], cmd); err != nil {
-		return nil, fmt.Errorf("%w: %s: %v", ErrMalformedCommand, CommandType(entry[0]), err)
+		return nil, fmt.Errorf("%w: %s: %v", ErrMalformedCommand, t, err)
 	}
 	return cmd, nil
 }

@@ -11,8 +11,8 @@ import (
 var (
 	// ErrLockHeld: the lock is held by another grant.
 	ErrLockHeld = errors.New("lock is held")
-	// ErrLeaseLost: the lease is no longer the lock's current grant (expired,
-	// released, superseded, or the secret is wrong).
+	// ErrLeaseLost: the grant is no longer the lock's current one (its lease
+	// expired, it was released or superseded) or the secret is wrong.
 	ErrLeaseLost = errors.New("lease is no longer current")
 	// ErrStaleToken: a fenced write carried a token not greater than the key's
 	// last token. An equal token is a replay and is refused too.
@@ -25,7 +25,7 @@ var (
 	ErrTokenSpaceExhausted = errors.New("token space exhausted for this epoch")
 	// ErrMalformedCommand: a committed entry could not be decoded. Every
 	// replica decodes the same bytes the same way, so each one skips it
-	// identically; see DecodeCommand.
+	// identically; see FSM.Apply.
 	ErrMalformedCommand = errors.New("malformed command")
 )
 

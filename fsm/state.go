@@ -23,12 +23,15 @@ const MaxRequestIDs = 1 << 16
 // MakeToken returns the fencing token of a grant at a log index.
 func MakeToken(epoch, index uint64) uint64 { return epoch<<EpochShift | index }
 
-// Lock is a held lock: the current grant. A free lock has no entry.
+// Lock is a grant: the current holder of a held lock, its token, its secret
+// and the length of its lease. A free lock has no grant.
 type Lock struct {
-	Name      string `json:"name"`
-	Holder    string `json:"holder"`
-	Token     uint64 `json:"token"`
-	Lease     string `json:"lease"`
+	Name   string `json:"name"`
+	Holder string `json:"holder"`
+	Token  uint64 `json:"token"`
+	// Lease is the grant's secret ("lease" in JSON, as in the API).
+	Lease string `json:"lease"`
+	// TTLMillis is the lease: how long the grant stays valid unrenewed.
 	TTLMillis int64  `json:"ttl_ms"`
 	RequestID string `json:"request_id,omitempty"`
 	// GrantedAtMillis is the granting leader's wall clock; informational only.
@@ -62,10 +65,10 @@ type requestRecord struct {
 	Token uint64 `json:"token"`
 }
 
-// lockEntry is a held lock as the state keeps it: 64 bytes and one string,
+// lockEntry is a grant as the state keeps it: 64 bytes and one string,
 // where a Lock is 88 bytes and four strings. The string holds, in order,
-// the lock name, NUL, the holder, NUL, the request id and the lease secret,
-// so that its prefix up to the lease is the lock's request key (requestKey)
+// the lock name, NUL, the holder, NUL, the request id and the secret,
+// so that its prefix up to the secret is the lock's request key (requestKey)
 // and the request table shares it instead of building another.
 //
 // An entry is never modified once it is in the state: a grant makes a new
@@ -78,7 +81,7 @@ type lockEntry struct {
 	granted   int64  // GrantedAtMillis
 	nameEnd   uint32 // s[:nameEnd] is the name
 	holderEnd uint32 // s[nameEnd+1:holderEnd] is the holder
-	keyEnd    uint32 // s[holderEnd+1:keyEnd] is the request id, s[keyEnd:] the lease
+	keyEnd    uint32 // s[holderEnd+1:keyEnd] is the request id, s[keyEnd:] the secret
 }
 
 func newLockEntry(l *Lock) *lockEntry {
@@ -103,7 +106,7 @@ func newLockEntry(l *Lock) *lockEntry {
 
 func (e *lockEntry) name() string   { return e.s[:e.nameEnd] }
 func (e *lockEntry) holder() string { return e.s[e.nameEnd+1 : e.holderEnd] }
-func (e *lockEntry) lease() string  { return e.s[e.keyEnd:] }
+func (e *lockEntry) secret() string { return e.s[e.keyEnd:] }
 
 // requestKey is requestKey(name, holder, request id), sharing e's string.
 func (e *lockEntry) requestKey() string { return e.s[:e.keyEnd] }
@@ -114,7 +117,7 @@ func (e *lockEntry) lock() Lock {
 		Name:            e.name(),
 		Holder:          e.holder(),
 		Token:           e.token,
-		Lease:           e.lease(),
+		Lease:           e.secret(),
 		TTLMillis:       e.ttlMillis,
 		RequestID:       e.s[e.holderEnd+1 : e.keyEnd],
 		GrantedAtMillis: e.granted,

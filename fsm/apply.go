@@ -1,0 +1,144 @@
+package fsm
+
+import (
+	"fmt"
+)
+
+// One apply method per command (see Command). Each runs under FSM.mu with the
+// index of the entry that carries it; a refusal is returned, not panicked,
+// and changes nothing.
+
+func (c *Acquire) apply(s *state, index uint64) any {
+	if c.RequestID != "" {
+		if token, ok := s.requests[requestKey(c.Lock, c.Holder, c.RequestID)]; ok {
+			if cur, held := s.locks[c.Lock]; held && cur.token == token {
+				return &AcquireResult{Grant: cur.lock(), Existing: true}
+			}
+			// The request was granted once and that grant has ended: never
+			// mint a second token for the same request.
+			return fmt.Errorf("%w: the grant for request %q (token %d) has already ended", ErrLeaseLost, c.RequestID, token)
+		}
+	}
+	if cur, held := s.locks[c.Lock]; held {
+		return &HeldError{Lock: c.Lock, Holder: cur.holder(), Token: cur.token}
+	}
+	return s.grant(c, index)
+}
+
+func (s *state) grant(c *Acquire, index uint64) any {
+	if c.Lock == "" || c.TTLMillis <= 0 {
+		// The API never proposes these; a lock without a name or TTL could
+		// not be written to a snapshot and read back (Image.check).
+		return fmt.Errorf("%w: acquire of lock %q with ttl %d ms", ErrMalformedCommand, c.Lock, c.TTLMillis)
+	}
+	if index > MaxIndex || s.epoch >= MaxEpoch {
+		return ErrTokenSpaceExhausted
+	}
+	token := MakeToken(s.epoch, index)
+	if token <= s.lastToken {
+		// Cannot happen while log indexes increase; refuse rather than
+		// issue a token that does not move forward.
+		return fmt.Errorf("%w: token %d would not exceed %d", ErrTokenSpaceExhausted, token, s.lastToken)
+	}
+	s.lastToken = token
+	e := newLockEntry(&Lock{
+		Name:            c.Lock,
+		Holder:          c.Holder,
+		Token:           token,
+		Lease:           c.Lease,
+		TTLMillis:       c.TTLMillis,
+		RequestID:       c.RequestID,
+		GrantedAtMillis: c.NowMillis,
+	})
+	s.add(e)
+	if c.RequestID != "" {
+		s.remember(e.requestKey(), token)
+	}
+	return &AcquireResult{Grant: e.lock()}
+}
+
+func (c *Release) apply(s *state, index uint64) any {
+	cur, held := s.locks[c.Lock]
+	if !held || cur.token != c.Token || !LeaseEqual(cur.secret(), c.Lease) {
+		return fmt.Errorf("%w: lock %q token %d", ErrLeaseLost, c.Lock, c.Token)
+	}
+	return s.free(cur, c.Next, index)
+}
+
+func (c *Expire) apply(s *state, index uint64) any {
+	cur, held := s.locks[c.Lock]
+	if !held || cur.token != c.Token {
+		return fmt.Errorf("%w: lock %q token %d already ended", ErrLeaseLost, c.Lock, c.Token)
+	}
+	return s.free(cur, c.Next, index)
+}
+
+func (s *state) free(cur *lockEntry, next *Acquire, index uint64) *ReleaseResult {
+	res := &ReleaseResult{Freed: cur.lock()}
+	name, holder := cur.name(), cur.holder()
+	delete(s.locks, name)
+	if s.byHolder[holder]--; s.byHolder[holder] <= 0 {
+		delete(s.byHolder, holder)
+	}
+	if next == nil {
+		return res
+	}
+	next.Lock = name
+	switch r := next.apply(s, index).(type) {
+	case *AcquireResult:
+		res.Next = &r.Grant
+	case error:
+		res.NextErr = r
+	}
+	return res
+}
+
+// add puts a held lock in the state.
+func (s *state) add(e *lockEntry) {
+	s.locks[e.name()] = e
+	s.byHolder[e.holder()]++
+}
+
+func (c *Put) apply(s *state, _ uint64) any {
+	if c.Key == "" {
+		return fmt.Errorf("%w: put without a key", ErrMalformedCommand)
+	}
+	if c.Token == 0 {
+		return fmt.Errorf("%w: token 0 is never issued", ErrStaleToken)
+	}
+	if c.Lock != "" {
+		cur, held := s.locks[c.Lock]
+		if !held || cur.token != c.Token {
+			return fmt.Errorf("%w: token %d is not the current grant of lock %q", ErrNotLockHolder, c.Token, c.Lock)
+		}
+	}
+	if k, ok := s.keys[c.Key]; ok && c.Token <= k.Token {
+		return &StaleError{Key: c.Key, Token: c.Token, LastToken: k.Token}
+	}
+	s.keys[c.Key] = &FencedKey{Key: c.Key, Value: c.Value, Token: c.Token}
+	return &PutResult{Key: c.Key, Token: c.Token}
+}
+
+func (c *SetMember) apply(s *state, _ uint64) any {
+	s.members[c.ID] = c.Member
+	return nil
+}
+
+func (c *RemoveMember) apply(s *state, _ uint64) any {
+	delete(s.members, c.ID)
+	return nil
+}
+
+// apply returns the new epoch.
+func (c *BumpEpoch) apply(s *state, _ uint64) any {
+	s.epoch++
+	return s.epoch
+}
+
+// apply returns the cluster's id, which only the first SetClusterID sets.
+func (c *SetClusterID) apply(s *state, _ uint64) any {
+	if s.clusterID == "" {
+		s.clusterID = c.ID
+	}
+	return s.clusterID
+}

@@ -1,0 +1,80 @@
+package fsm
+
+import (
+	"bytes"
+	"errors"
+	"testing"
+)
+
+// TestCommandsTable: every row is consistent with its command, and the type
+// bytes a log can hold are exactly those of the table.
+func TestCommandsTable(t *testing.T) {
+	names := map[string]bool{}
+	for _, spec := range commands {
+		cmd := spec.empty()
+		if cmd.Type() != spec.typ {
+			t.Errorf("row %s makes a command of type %s", spec.typ, cmd.Type())
+		}
+		if names[spec.name] {
+			t.Errorf("name %q is used twice", spec.name)
+		}
+		names[spec.name] = true
+		for _, format := range []int{LogFormatJSON, LogFormat} {
+			entry, err := EncodeFormat(cmd, format)
+			if err != nil {
+				t.Fatalf("%s: %v", spec.name, err)
+			}
+			want := spec.typ
+			if spec.binary != nil && format >= LogFormatBinary {
+				want = spec.binary.typ
+			}
+			if CommandType(entry[0]) != want {
+				t.Errorf("%s in format %d starts with type %d, want %d", spec.name, format, entry[0], want)
+			}
+			// Compared as entries: a nil value comes back from binary as an
+			// empty one, which encodes alike.
+			back, err := Decode(entry)
+			if err != nil || back.Type() != spec.typ {
+				t.Fatalf("%s in format %d decodes as %+v (%v)", spec.name, format, back, err)
+			}
+			if again, _ := EncodeFormat(back, format); !bytes.Equal(again, entry) {
+				t.Errorf("%s in format %d: %q decodes to a command written as %q", spec.name, format, entry, again)
+			}
+		}
+	}
+	// The type bytes in use: 1-12, nothing else.
+	for t8 := range 256 {
+		typ := CommandType(t8)
+		_, err := Decode([]byte{byte(typ)})
+		var unknown *UnknownCommandError
+		if known := t8 >= 1 && t8 <= 12; known == errors.As(err, &unknown) {
+			t.Errorf("type byte %d: known %v, decode error %v", t8, known, err)
+		}
+	}
+}
+
+func TestCommandTypeNames(t *testing.T) {
+	for typ, want := range map[CommandType]string{
+		CmdAcquire: "acquire", CmdSetClusterID: "set-cluster-id",
+		CmdReleaseBinary: "release(binary)", 0: "unknown(0)", 200: "unknown(200)",
+	} {
+		if got := typ.String(); got != want {
+			t.Errorf("type %d is called %q, want %q", uint8(typ), got, want)
+		}
+	}
+}
+
+// A type byte used twice would make one of its commands undecodable: the
+// table refuses to load.
+func TestCommandsTableRefusesDuplicateTypeByte(t *testing.T) {
+	defer func() {
+		if recover() == nil {
+			t.Fatal("a table with type byte 9 twice was indexed")
+		}
+	}()
+	indexCommands([]commandSpec{
+		{typ: CmdAcquire, name: "acquire", empty: func() Command { return &Acquire{} },
+			binary: binaryOf(CmdAcquireBinary, readAcquire, appendAcquire)},
+		{typ: CmdAcquireBinary, name: "clash", empty: func() Command { return &Acquire{} }},
+	})
+}
