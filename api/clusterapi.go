@@ -66,6 +66,10 @@ func (s *Server) join(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, badRequest(wire.CodeInvalidMember, "join needs id, raft_addr and http_addr"))
 		return
 	}
+	if err := checkMemberAddrs(req.RaftAddr, req.HTTPAddr); err != nil {
+		writeErr(w, err)
+		return
+	}
 	if h := r.Header.Get(cluster.LogFormatHeader); h != "" {
 		f, err := strconv.Atoi(h)
 		if err != nil || f < 0 || f > 255 {
@@ -94,6 +98,10 @@ func (s *Server) addMember(w http.ResponseWriter, r *http.Request) {
 	}
 	if !memberIDPattern.MatchString(req.ID) || req.RaftAddr == "" || req.HTTPAddr == "" {
 		writeErr(w, badRequest(wire.CodeInvalidMember, "want id (1-64 of [A-Za-z0-9._-]), raft_addr and http_addr"))
+		return
+	}
+	if err := checkMemberAddrs(req.RaftAddr, req.HTTPAddr); err != nil {
+		writeErr(w, err)
 		return
 	}
 	voter := req.Voter == nil || *req.Voter

@@ -4,12 +4,14 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"strconv"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/fencer-io/fencer/api/wire"
 	"github.com/fencer-io/fencer/cluster"
@@ -49,7 +51,9 @@ func validHeaderValue(v string) bool {
 // FuzzHandlers sends random requests to every route. The handler never
 // panics; every error response is a JSON body with a code and a message; a
 // request refused for its input (400, 413, 428) never reaches the cluster;
-// and a JSON success body is valid JSON.
+// a JSON success body is valid JSON; and what succeeds passed the input
+// rules: no "." or ".." name, a holder of visible UTF-8 from a body of valid
+// UTF-8, member addresses of HOST:PORT.
 func FuzzHandlers(f *testing.F) {
 	type seed struct {
 		method, path string
@@ -73,8 +77,8 @@ func FuzzHandlers(f *testing.F) {
 		{"PUT", "/v1/kv/k", 1, "a", "value", 1},
 		{"GET", "/v1/kv/k", 0, "", "", 1},
 		{"GET", "/v1/cluster", 0, "", "", 1},
-		{"POST", "/v1/cluster/join", 0, "", `{"id":"n4","raft_addr":"r","http_addr":"h"}`, 1},
-		{"POST", "/v1/cluster/members", 0, "", `{"id":"n4","raft_addr":"r","http_addr":"h","voter":false}`, 1},
+		{"POST", "/v1/cluster/join", 0, "", `{"id":"n4","raft_addr":"127.0.0.1:8004","http_addr":"127.0.0.1:7004"}`, 1},
+		{"POST", "/v1/cluster/members", 0, "", `{"id":"n4","raft_addr":"127.0.0.1:8004","http_addr":"127.0.0.1:7004","voter":false}`, 1},
 		{"DELETE", "/v1/cluster/members/n2", 0, "", "", 1 | 9<<1},
 		{"POST", "/v1/cluster/leader/transfer", 3, "2", `{}`, 1},
 		{"POST", "/v1/cluster/leader/transfer", 0, "", ``, 0},
@@ -86,6 +90,22 @@ func FuzzHandlers(f *testing.F) {
 		{"POST", "/v1/locks/a%2Fb/acquire", 5, "Bearer x", `{"holder":"w"}`, 1},
 		// ttl_ms whose conversion to a Duration overflowed into range.
 		{"POST", "/v1/locks/a/acquire", 0, "", `{"holder":"w","ttl_ms":288230376151721744}`, 1},
+		// Field names only case-insensitively right; a key twice.
+		{"POST", "/v1/locks/a/acquire", 0, "", `{"HOLDER":"w"}`, 1},
+		{"POST", "/v1/locks/a/release", 0, "", `{` + lease + `,"token":3,"Token":4}`, 1},
+		// Holders that encoding/json would rewrite, or that do not show.
+		{"POST", "/v1/locks/a/acquire", 0, "", "{\"holder\":\"w\xff\"}", 1},
+		{"POST", "/v1/locks/a/acquire", 0, "", `{"holder":"w\udc00"}`, 1},
+		{"POST", "/v1/locks/a/acquire", 0, "", `{"holder":"w\u202e\u200b"}`, 1},
+		{"POST", "/v1/locks/a/acquire", 0, "", `{"holder":"\ud83d\ude00"}`, 1},
+		// Dot names and keys.
+		{"POST", "/v1/locks/../acquire", 0, "", `{"holder":"w"}`, 1},
+		{"PUT", "/v1/kv/.", 0, "5", "v", 1},
+		// A member address that is no address.
+		{"POST", "/v1/cluster/members", 0, "", `{"id":"n4","raft_addr":"not an address","http_addr":"127.0.0.1:7004"}`, 1},
+		// Probes by HEAD.
+		{"HEAD", "/healthz", 0, "", "", 0},
+		{"HEAD", "/readyz", 0, "", "", 1},
 	} {
 		f.Add(s.method, s.path, s.hdr, s.hdrValue, []byte(s.body), s.flags)
 	}
@@ -138,12 +158,28 @@ func FuzzHandlers(f *testing.F) {
 		if rec.Header().Get("Content-Type") == "application/json" && !json.Valid(out) {
 			t.Fatalf("%s %s: %d body %q is not JSON", method, path, rec.Code, out)
 		}
+		for _, seg := range strings.Split(req.URL.EscapedPath(), "/") {
+			if seg == "." || seg == ".." {
+				t.Fatalf("%s %s: %d for a path with a %q segment", method, path, rec.Code, seg)
+			}
+		}
+		var member wire.AddMemberRequest
+		if strings.HasPrefix(req.URL.Path, "/v1/cluster/") && json.Unmarshal(body, &member) == nil && member.RaftAddr != "" {
+			if _, port, err := net.SplitHostPort(member.RaftAddr); err != nil || port == "" {
+				t.Fatalf("%s %s: %d for raft_addr %q", method, path, rec.Code, member.RaftAddr)
+			}
+		}
 		// A granted lease has the TTL that was asked for, never another one.
 		var asked wire.AcquireRequest
 		var got wire.Grant
 		if strings.HasSuffix(req.URL.Path, "/acquire") && json.Unmarshal(body, &asked) == nil && asked.TTLMillis != 0 &&
 			json.Unmarshal(out, &got) == nil && got.TTLMillis != asked.TTLMillis {
 			t.Fatalf("acquire with ttl_ms %d granted a lease of %d ms", asked.TTLMillis, got.TTLMillis)
+		}
+		if strings.HasSuffix(req.URL.Path, "/acquire") && json.Unmarshal(out, &got) == nil && got.Lock != "" {
+			if !utf8.Valid(body) || !printable(got.Holder, maxHolderLen) {
+				t.Fatalf("acquire granted to holder %q from body %q", got.Holder, body)
+			}
 		}
 	})
 }
@@ -163,6 +199,47 @@ func FuzzParseToken(f *testing.F) {
 		}
 		if ok && v != want {
 			t.Fatalf("ParseToken(%q) = %d, want %d", s, v, want)
+		}
+	})
+}
+
+// FuzzDecodeJSON checks the strict decoding of request bodies against a
+// plain reading of the same bytes: what it accepts is valid UTF-8, and each
+// field it decoded is the one value under exactly that name (no
+// case-insensitive match, no duplicate key deciding by position).
+func FuzzDecodeJSON(f *testing.F) {
+	for _, s := range []string{
+		`{"holder":"w","ttl_ms":1000}`, `{"holder":"a","holder":"b"}`, `{"Holder":"w"}`, `{"holder":"w\ud800"}`,
+		"{\"holder\":\"\xff\"}", `{"holder":"\ud83d\ude00","request_id":"r"}`, `null`, `{"holder":"w","x":{"a":1,"a":2}}`,
+		`{"holder":"w"} {}`, `{"holder":"w","wait_ms":1e3}`, `{"hold\u0065r":"w"}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		req := httptest.NewRequest("POST", "/v1/locks/a/acquire", bytes.NewReader(body))
+		var got wire.AcquireRequest
+		if err := decodeJSON(httptest.NewRecorder(), req, &got); err != nil {
+			var e *wire.Error
+			if !errors.As(err, &e) || e.Code == "" || e.Message == "" {
+				t.Fatalf("error without a code: %v", err)
+			}
+			return
+		}
+		if !utf8.Valid(body) {
+			t.Fatalf("accepted invalid UTF-8: %q", body)
+		}
+		var fields map[string]json.RawMessage
+		if err := json.Unmarshal(body, &fields); err != nil {
+			t.Fatalf("accepted %q, which is no JSON object: %v", body, err)
+		}
+		for name := range fields {
+			if name != "holder" && name != "ttl_ms" && name != "wait_ms" && name != "request_id" {
+				t.Fatalf("accepted field %q in %q", name, body)
+			}
+		}
+		var holder string
+		if raw, ok := fields["holder"]; ok && (json.Unmarshal(raw, &holder) != nil || holder != got.Holder) {
+			t.Fatalf("holder decoded as %q, but the body's one \"holder\" is %s", got.Holder, raw)
 		}
 	})
 }

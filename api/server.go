@@ -98,8 +98,11 @@ func (s *Server) Handler() http.Handler {
 	if s.pprof {
 		r.Mount("/debug", middleware.Profiler())
 	}
-	r.Get("/healthz", s.healthz)
-	r.Get("/readyz", s.readyz)
+	// Probes answer HEAD as well: load balancers and monitors use it.
+	for _, m := range []string{http.MethodGet, http.MethodHead} {
+		r.MethodFunc(m, "/healthz", s.healthz)
+		r.MethodFunc(m, "/readyz", s.readyz)
+	}
 	r.Route("/v1", func(r chi.Router) {
 		r.Mount("/locks", s.lockRoutes())
 		r.Mount("/kv", s.kvRoutes())

@@ -221,7 +221,7 @@ func TestClusterErrorsMapToCodes(t *testing.T) {
 		{okRelease, cluster.ErrNotLeader, 503, wire.CodeNoLeader},
 		{okPut, &fsm.StaleError{Key: "k", Token: 5, LastToken: 9}, 409, wire.CodeStaleToken},
 		{okPut, fsm.ErrNotLockHolder, 409, wire.CodeNotLockHolder},
-		{call{"POST", "/v1/cluster/join", `{"id":"n4","raft_addr":"r","http_addr":"h"}`, nil}, cluster.ErrMemberConflict, 409, wire.CodeMemberConflict},
+		{call{"POST", "/v1/cluster/join", `{"id":"n4","raft_addr":"127.0.0.1:8004","http_addr":"127.0.0.1:7004"}`, nil}, cluster.ErrMemberConflict, 409, wire.CodeMemberConflict},
 	}
 	for _, tc := range cases {
 		f := &fakeCluster{leader: true, err: tc.err}

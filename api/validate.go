@@ -1,11 +1,13 @@
 package api
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"unicode/utf8"
 
 	"github.com/fencer-io/fencer/api/wire"
 )
@@ -17,10 +19,11 @@ const (
 )
 
 // ValidName reports whether s is a valid lock name or key: 1-200 of
-// [A-Za-z0-9._:-]. It runs on every request, so it is a loop rather than a
+// [A-Za-z0-9._:-], but not "." or "..", which proxies and clients rewrite as
+// path segments. It runs on every request, so it is a loop rather than a
 // regular expression (which cost a few percent of the leader's CPU).
 func ValidName(s string) bool {
-	if len(s) == 0 || len(s) > 200 {
+	if len(s) == 0 || len(s) > 200 || s == "." || s == ".." {
 		return false
 	}
 	for i := 0; i < len(s); i++ {
@@ -35,35 +38,52 @@ func ValidName(s string) bool {
 
 func checkName(s string) error {
 	if !ValidName(s) {
-		return badRequest(wire.CodeInvalidName, fmt.Sprintf("lock name %.64q: want 1-200 of [A-Za-z0-9._:-]", s))
+		return badRequest(wire.CodeInvalidName, fmt.Sprintf("lock name %.64q: want 1-200 of [A-Za-z0-9._:-], not . or ..", s))
 	}
 	return nil
 }
 
 func checkKey(s string) error {
 	if !ValidName(s) {
-		return badRequest(wire.CodeInvalidKey, fmt.Sprintf("key %.64q: want 1-200 of [A-Za-z0-9._:-]", s))
+		return badRequest(wire.CodeInvalidKey, fmt.Sprintf("key %.64q: want 1-200 of [A-Za-z0-9._:-], not . or ..", s))
 	}
 	return nil
 }
 
-// printable reports whether s is non-empty, at most max bytes, and free of
-// control characters.
+// printable reports whether s is non-empty, at most max bytes, valid UTF-8,
+// and free of characters that do not show: two holders that print alike
+// must be the same holder.
 func printable(s string, max int) bool {
-	if s == "" || len(s) > max {
+	if s == "" || len(s) > max || !utf8.ValidString(s) {
 		return false
 	}
 	for _, r := range s {
-		if r < 0x20 || r == 0x7f {
+		if invisible(r) {
 			return false
 		}
 	}
 	return true
 }
 
+// invisible reports whether r is a control character (C0, DEL, C1), a
+// bidirectional embedding, override or isolate, a line or paragraph
+// separator, or a zero-width character.
+func invisible(r rune) bool {
+	switch {
+	case r < 0x20, 0x7f <= r && r <= 0x9f:
+	case 0x200b <= r && r <= 0x200f: // zero-width space, non-joiner, joiner; LRM, RLM
+	case 0x202a <= r && r <= 0x202e: // bidi embeddings and overrides
+	case 0x2066 <= r && r <= 0x2069: // bidi isolates
+	case r == 0x2028, r == 0x2029, r == 0xfeff: // separators; zero-width no-break space
+	default:
+		return false
+	}
+	return true
+}
+
 func validateAcquire(r *wire.AcquireRequest) error {
 	if !printable(r.Holder, maxHolderLen) {
-		return badRequest(wire.CodeInvalidHolder, "holder: want 1-200 printable characters")
+		return badRequest(wire.CodeInvalidHolder, "holder: want 1-200 bytes of printable UTF-8 (no control, bidi, separator or zero-width characters)")
 	}
 	if r.TTLMillis == 0 {
 		r.TTLMillis = wire.DefaultTTL.Milliseconds()
@@ -91,19 +111,27 @@ func validateLease(r *wire.LeaseRequest) error {
 	return nil
 }
 
-// decodeJSON reads a JSON body strictly: size-capped, unknown fields and
-// trailing data refused.
+// decodeJSON reads a JSON body strictly: size-capped, then checked by
+// strictJSON (one object, exact field names, no duplicate keys, valid UTF-8),
+// then decoded with unknown fields and trailing data refused.
 func decodeJSON(w http.ResponseWriter, r *http.Request, v any) error {
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, wire.MaxBodyBytes))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, wire.MaxBodyBytes))
+	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
 			return &wire.Error{Code: wire.CodeBodyTooLarge, Message: fmt.Sprintf("request body exceeds %d bytes", wire.MaxBodyBytes)}
 		}
-		if errors.Is(err, io.EOF) {
-			return badRequest(wire.CodeInvalidJSON, "request body is empty; want a JSON object")
-		}
+		return badRequest(wire.CodeInvalidJSON, "reading request body: "+err.Error())
+	}
+	if len(bytes.TrimSpace(body)) == 0 {
+		return badRequest(wire.CodeInvalidJSON, "request body is empty; want a JSON object")
+	}
+	if err := strictJSON(body, v); err != nil {
+		return err
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
 		return badRequest(wire.CodeInvalidJSON, "request body: "+err.Error())
 	}
 	if dec.More() {
