@@ -19,6 +19,18 @@ func (c *Client) AddMember(ctx context.Context, id, raftAddr, httpAddr string, v
 	return c.postJSON(ctx, &request{path: "/v1/cluster/members"}, wire.AddMemberRequest{ID: id, RaftAddr: raftAddr, HTTPAddr: httpAddr, Voter: &voter}, &out)
 }
 
+// Join asks the cluster to make a node a member (what a node sends about
+// itself when it starts; operators use AddMember). A join is idempotent, so
+// it is retried like any other request.
+func (c *Client) Join(ctx context.Context, req wire.JoinRequest) error {
+	r := &request{path: "/v1/cluster/join"}
+	if req.LogFormat > 0 {
+		r.header = http.Header{wire.HeaderLogFormat: {strconv.Itoa(req.LogFormat)}}
+	}
+	var out wire.JoinResponse
+	return c.postJSON(ctx, r, req, &out)
+}
+
 // RemoveMember removes a member; removing the leader transfers leadership
 // first.
 func (c *Client) RemoveMember(ctx context.Context, id string) error {

@@ -269,7 +269,10 @@ func (c *Client) postJSON(ctx context.Context, r *request, in, out any) error {
 		return err
 	}
 	r.method, r.body = http.MethodPost, b
-	r.header = http.Header{"Content-Type": {"application/json"}}
+	if r.header == nil {
+		r.header = http.Header{}
+	}
+	r.header.Set("Content-Type", "application/json")
 	resp, err := c.do(ctx, r)
 	if err != nil {
 		return err

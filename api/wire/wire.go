@@ -64,7 +64,19 @@ const (
 	HeaderLock = "Fencing-Lock"
 	// HeaderSnapshot carries a saved snapshot's header (JSON).
 	HeaderSnapshot = "Fencer-Snapshot"
+	// HeaderForwardedBy names the node that forwarded a request to the
+	// leader; a request that carries it is never forwarded again.
+	HeaderForwardedBy = "Fencer-Forwarded-By"
+	// HeaderLogFormat carries JoinRequest.LogFormat on a join: a header,
+	// which builds that predate it ignore, where a body field would be
+	// refused (join bodies are decoded strictly).
+	HeaderLogFormat = "Fencer-Log-Format"
 )
+
+// LeaseSecretLen is the length of the lease secret an acquire returns (and
+// renew and release must present): 32 hexadecimal characters, 128 random
+// bits.
+const LeaseSecretLen = 32
 
 // Limits on input.
 const (
@@ -228,6 +240,33 @@ type AddMemberRequest struct {
 	RaftAddr string `json:"raft_addr"`
 	HTTPAddr string `json:"http_addr"`
 	Voter    *bool  `json:"voter,omitempty"` // default true
+}
+
+// JoinRequest is the body of POST /v1/cluster/join, which a node sends to be
+// made a member (the leader answers it; any member forwards it).
+type JoinRequest struct {
+	ID          string `json:"id"`
+	RaftAddr    string `json:"raft_addr"`
+	HTTPAddr    string `json:"http_addr"`
+	Voter       bool   `json:"voter"`
+	Incarnation string `json:"incarnation,omitempty"`
+	// LogFormat is the newest entry format the joiner's build reads; zero
+	// from builds that predate it. It travels in HeaderLogFormat, not the
+	// body, which older builds decode strictly.
+	LogFormat int `json:"-"`
+	// ClusterID is the cluster the joiner's data dir belongs to, if any.
+	ClusterID string `json:"cluster_id,omitempty"`
+	// Replace removes a member of the same id first, even when its data
+	// dir was wiped (a new incarnation). The operator vouches that the old
+	// incarnation is gone for good.
+	Replace bool `json:"replace,omitempty"`
+	// DryRun only asks whether the join would be accepted; nothing changes.
+	DryRun bool `json:"dry_run,omitempty"`
+}
+
+// JoinResponse is the answer to a successful join.
+type JoinResponse struct {
+	Joined string `json:"joined"`
 }
 
 // TransferRequest is the body of POST /v1/cluster/leader/transfer.
