@@ -57,7 +57,7 @@ func (s *Server) clusterStatus(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) join(w http.ResponseWriter, r *http.Request) {
-	var req cluster.JoinRequest
+	var req wire.JoinRequest
 	if err := decodeJSON(w, r, &req); err != nil {
 		writeErr(w, err)
 		return
@@ -70,10 +70,10 @@ func (s *Server) join(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, err)
 		return
 	}
-	if h := r.Header.Get(cluster.LogFormatHeader); h != "" {
+	if h := r.Header.Get(wire.HeaderLogFormat); h != "" {
 		f, err := strconv.Atoi(h)
 		if err != nil || f < 0 || f > 255 {
-			writeErr(w, badRequest(wire.CodeInvalidMember, cluster.LogFormatHeader+": want a small non-negative integer"))
+			writeErr(w, badRequest(wire.CodeInvalidMember, wire.HeaderLogFormat+": want a small non-negative integer"))
 			return
 		}
 		req.LogFormat = f
@@ -85,7 +85,7 @@ func (s *Server) join(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.log.Info("member joined", "id", req.ID, "raft_addr", req.RaftAddr, "http_addr", req.HTTPAddr, "from", r.RemoteAddr)
-	writeJSON(w, http.StatusOK, map[string]string{"joined": req.ID})
+	writeJSON(w, http.StatusOK, wire.JoinResponse{Joined: req.ID})
 }
 
 var memberIDPattern = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
@@ -107,7 +107,7 @@ func (s *Server) addMember(w http.ResponseWriter, r *http.Request) {
 	voter := req.Voter == nil || *req.Voter
 	ctx, cancel := s.work(r, 0)
 	defer cancel()
-	err := s.c.Join(ctx, cluster.JoinRequest{ID: req.ID, RaftAddr: req.RaftAddr, HTTPAddr: req.HTTPAddr, Voter: voter})
+	err := s.c.Join(ctx, wire.JoinRequest{ID: req.ID, RaftAddr: req.RaftAddr, HTTPAddr: req.HTTPAddr, Voter: voter})
 	if err != nil {
 		writeErr(w, err)
 		return
@@ -157,8 +157,9 @@ func (s *Server) transferLeader(w http.ResponseWriter, r *http.Request) {
 // MaxSnapshotBytes caps a restore upload.
 const MaxSnapshotBytes = 1 << 30
 
-// HeaderSnapshot carries a saved snapshot's header (JSON) on the response.
-const HeaderSnapshot = wire.HeaderSnapshot
+// RestorePath is the route that takes a snapshot upload, the one body that
+// may exceed the server's request body cap (MaxSnapshotBytes applies).
+const RestorePath = "/v1/cluster/restore"
 
 // snapshotSave streams a consistent snapshot from the leader. The body is
 // buffered so that a failure is still reported as an error, not as a
@@ -173,7 +174,7 @@ func (s *Server) snapshotSave(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	hdr, _ := json.Marshal(h)
-	w.Header().Set(HeaderSnapshot, string(hdr))
+	w.Header().Set(wire.HeaderSnapshot, string(hdr))
 	w.Header().Set("Content-Type", "application/x-fencer-snapshot")
 	w.Header().Set("Content-Length", strconv.Itoa(buf.Len()))
 	w.WriteHeader(http.StatusOK)

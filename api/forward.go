@@ -11,9 +11,6 @@ import (
 	"github.com/fencer-io/fencer/api/wire"
 )
 
-// HeaderForwardedBy marks a request a follower forwarded to the leader.
-const HeaderForwardedBy = "Fencer-Forwarded-By"
-
 // forwarder proxies requests to the leader over kept-alive connections.
 type forwarder struct {
 	c         Cluster
@@ -43,7 +40,7 @@ func (f *forwarder) leaderOnly(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r) // leader, not ready yet: the handler waits
 			return
 		}
-		if id == "" || addr == "" || r.Header.Get(HeaderForwardedBy) != "" {
+		if id == "" || addr == "" || r.Header.Get(wire.HeaderForwardedBy) != "" {
 			writeError(w, http.StatusServiceUnavailable, &wire.Error{Code: wire.CodeNoLeader, Message: "no leader is known to " + f.c.ID() + "; retry"})
 			return
 		}
@@ -57,7 +54,7 @@ func (f *forwarder) proxy(w http.ResponseWriter, r *http.Request, addr string) {
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(target)
 			pr.Out.Host = addr
-			pr.Out.Header.Set(HeaderForwardedBy, f.c.ID())
+			pr.Out.Header.Set(wire.HeaderForwardedBy, f.c.ID())
 		},
 		Transport: f.transport,
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {

@@ -41,7 +41,7 @@ type Cluster interface {
 	Put(ctx context.Context, key string, value []byte, token uint64, lock string) (uint64, error)
 	Get(ctx context.Context, key string, stale bool) (fsm.FencedKey, bool, error)
 
-	Join(ctx context.Context, req cluster.JoinRequest) error
+	Join(ctx context.Context, req wire.JoinRequest) error
 	RemoveMember(ctx context.Context, id string) error
 	TransferLeadership(ctx context.Context, id string) error
 	Status() (cluster.Status, error)

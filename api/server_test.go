@@ -65,7 +65,7 @@ func (f *fakeCluster) Put(_ context.Context, _ string, _ []byte, token uint64, _
 func (f *fakeCluster) Get(context.Context, string, bool) (fsm.FencedKey, bool, error) {
 	return fsm.FencedKey{}, false, f.call("get")
 }
-func (f *fakeCluster) Join(context.Context, cluster.JoinRequest) error { return f.call("join") }
+func (f *fakeCluster) Join(context.Context, wire.JoinRequest) error { return f.call("join") }
 func (f *fakeCluster) Backup(context.Context, io.Writer) (fsm.Header, error) {
 	return fsm.Header{}, f.call("backup")
 }
@@ -303,5 +303,14 @@ func TestListLocksStreams(t *testing.T) {
 		if got := rec.Body.String(); got != string(wantBody)+"\n" {
 			t.Fatalf("%d locks: body differs from a wire.LockList's JSON:\n got %.200s\nwant %.200s", len(locks), got, wantBody)
 		}
+	}
+}
+
+// RestorePath, which the server's body cap exempts, is the restore route.
+func TestRestorePathIsTheRestoreRoute(t *testing.T) {
+	f := &fakeCluster{leader: true}
+	do(t, NewServer(f, nil).Handler(), call{"POST", RestorePath, "", nil})
+	if len(f.calls) != 1 || f.calls[0] != "restore" {
+		t.Fatalf("POST %s reached %v", RestorePath, f.calls)
 	}
 }

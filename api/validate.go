@@ -102,8 +102,8 @@ func validateAcquire(r *wire.AcquireRequest) error {
 }
 
 func validateLease(r *wire.LeaseRequest) error {
-	if len(r.Lease) != 32 {
-		return badRequest(wire.CodeInvalidLease, "lease: want the 32-character secret returned by acquire")
+	if len(r.Lease) != wire.LeaseSecretLen {
+		return badRequest(wire.CodeInvalidLease, fmt.Sprintf("lease: want the %d-character secret returned by acquire", wire.LeaseSecretLen))
 	}
 	if r.Token == 0 {
 		return badRequest(wire.CodeInvalidToken, "token: want the token returned by acquire")

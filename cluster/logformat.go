@@ -20,10 +20,6 @@ import (
 // member is added, and it is recomputed from the records afterwards.
 const formatRefresh = time.Second
 
-// LogFormatHeader carries JoinRequest.LogFormat on a join: a header, which
-// builds that predate it ignore, where a body field would be refused.
-const LogFormatHeader = "Fencer-Log-Format"
-
 type entryFormat struct {
 	mu      sync.Mutex
 	format  int

@@ -1,134 +1,18 @@
 package cluster
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/hashicorp/raft"
 
+	"github.com/fencer-io/fencer/api/client"
+	"github.com/fencer-io/fencer/api/wire"
 	"github.com/fencer-io/fencer/fsm"
 )
-
-// JoinRequest asks the leader to make a node a member. It is also the body of
-// POST /v1/cluster/join.
-type JoinRequest struct {
-	ID          string `json:"id"`
-	RaftAddr    string `json:"raft_addr"`
-	HTTPAddr    string `json:"http_addr"`
-	Voter       bool   `json:"voter"`
-	Incarnation string `json:"incarnation,omitempty"`
-	// LogFormat is the newest entry format the joiner's build reads
-	// (fsm.LogFormat*); zero from builds that predate it. It travels in the
-	// LogFormatHeader, not the body, which older builds decode strictly.
-	LogFormat int `json:"-"`
-	// ClusterID is the cluster the joiner's data dir belongs to, if any.
-	ClusterID string `json:"cluster_id,omitempty"`
-	// Replace removes a member of the same id first, even when its data
-	// dir was wiped (a new incarnation). The operator vouches that the old
-	// incarnation is gone for good.
-	Replace bool `json:"replace,omitempty"`
-	// DryRun only asks whether the join would be accepted; nothing changes.
-	DryRun bool `json:"dry_run,omitempty"`
-}
-
-// Join makes a node a member, idempotently: a member already present with the
-// same id, address and incarnation is only confirmed; an entry that conflicts
-// in address is removed first. A voter that comes back under its id with a
-// new incarnation (a wiped data dir) is refused: it has forgotten votes and
-// entries it acknowledged, and taking its vote back silently is unsafe.
-func (n *Node) Join(ctx context.Context, req JoinRequest) error {
-	if err := n.awaitLeader(ctx); err != nil {
-		return err
-	}
-	if !idPattern.MatchString(req.ID) || req.RaftAddr == "" || req.HTTPAddr == "" {
-		return fmt.Errorf("%w: join needs an id, a raft address and an http address", ErrMemberConflict)
-	}
-	if own := n.fsm.ClusterID(); req.ClusterID != "" && own != "" && req.ClusterID != own {
-		return fmt.Errorf("%w: the data dir of %q belongs to cluster %s, this is cluster %s; "+
-			"start it with an empty data dir to join this cluster", ErrMemberConflict, req.ID, req.ClusterID, own)
-	}
-	n.configMu.Lock()
-	defer n.configMu.Unlock()
-	if !req.DryRun {
-		n.holdJSON()
-	}
-	cf := n.raft.GetConfiguration()
-	if err := cf.Error(); err != nil {
-		return translate(err)
-	}
-	known, _ := n.fsm.Member(req.ID)
-	if req.DryRun {
-		if !req.Replace && known.Incarnation != "" && req.Incarnation != "" && known.Incarnation != req.Incarnation {
-			return n.wipedError(req, known)
-		}
-		return nil
-	}
-	if req.Replace && known.Incarnation != "" && known.Incarnation != req.Incarnation {
-		n.log.Info("replacing member with a new incarnation", "id", req.ID, "old", known.Incarnation, "new", req.Incarnation)
-		if err := n.raft.RemoveServer(raft.ServerID(req.ID), 0, n.cfg.ApplyTimeout).Error(); err != nil {
-			return translate(err)
-		}
-		if _, err := n.apply(&fsm.RemoveMember{ID: req.ID}); err != nil {
-			return err
-		}
-		if cf = n.raft.GetConfiguration(); cf.Error() != nil {
-			return translate(cf.Error())
-		}
-		known = fsm.Member{}
-	}
-	present := false
-	for _, s := range cf.Configuration().Servers {
-		sameID, sameAddr := string(s.ID) == req.ID, string(s.Address) == req.RaftAddr
-		if sameID && req.Incarnation != "" && known.Incarnation != "" && known.Incarnation != req.Incarnation {
-			return n.wipedError(req, known)
-		}
-		switch {
-		case sameID && sameAddr:
-			present = true
-			if req.Voter && s.Suffrage != raft.Voter {
-				if err := n.raft.AddVoter(s.ID, s.Address, 0, n.cfg.ApplyTimeout).Error(); err != nil {
-					return translate(err)
-				}
-			}
-		case sameID || sameAddr:
-			n.log.Info("removing conflicting member before join", "id", s.ID, "addr", s.Address, "joiner", req.ID)
-			if err := n.raft.RemoveServer(s.ID, 0, n.cfg.ApplyTimeout).Error(); err != nil {
-				return translate(err)
-			}
-		}
-	}
-	if !present {
-		var f raft.IndexFuture
-		if req.Voter {
-			f = n.raft.AddVoter(raft.ServerID(req.ID), raft.ServerAddress(req.RaftAddr), 0, n.cfg.ApplyTimeout)
-		} else {
-			f = n.raft.AddNonvoter(raft.ServerID(req.ID), raft.ServerAddress(req.RaftAddr), 0, n.cfg.ApplyTimeout)
-		}
-		if err := f.Error(); err != nil {
-			return translate(err)
-		}
-		n.log.Info("member added", "id", req.ID, "raft_addr", req.RaftAddr, "voter", req.Voter)
-	}
-	want := fsm.Member{ID: req.ID, RaftAddr: req.RaftAddr, HTTPAddr: req.HTTPAddr, Incarnation: req.Incarnation, LogFormat: req.LogFormat}
-	if req.Incarnation == "" && req.LogFormat == 0 && known.RaftAddr == req.RaftAddr {
-		// An operator's add (not the node itself) knows nothing of the
-		// member's build: keep what the member recorded.
-		want.LogFormat = known.LogFormat
-	}
-	if known == want {
-		return nil
-	}
-	_, err := n.apply(&fsm.SetMember{Member: want})
-	return err
-}
 
 // registered reports whether this node is in the Raft configuration and its
 // addresses are recorded in the FSM.
@@ -209,9 +93,10 @@ func (n *Node) preJoin() error {
 }
 
 // joinOnce makes one join attempt through the leader (or, when self is set
-// and this node leads, directly).
+// and this node leads, directly). Without self it is the dry run of
+// preJoin.
 func (n *Node) joinOnce(self bool) error {
-	req := JoinRequest{
+	req := wire.JoinRequest{
 		ID:          n.cfg.ID,
 		RaftAddr:    n.RaftAddr(),
 		HTTPAddr:    n.cfg.HTTPAddr,
@@ -223,7 +108,7 @@ func (n *Node) joinOnce(self bool) error {
 		DryRun:      !self,
 	}
 	if self && n.IsLeader() {
-		ctx, cancel := context.WithTimeout(context.Background(), n.cfg.ApplyTimeout)
+		ctx, cancel := context.WithTimeout(n.ctx, n.cfg.ApplyTimeout)
 		defer cancel()
 		return n.Join(ctx, req)
 	}
@@ -233,71 +118,52 @@ func (n *Node) joinOnce(self bool) error {
 			targets = append(targets, addr)
 		}
 	}
-	targets = append(targets, n.cfg.Join...)
-	for _, p := range n.cfg.InitialCluster {
-		if p.ID != n.cfg.ID {
-			targets = append(targets, p.HTTPAddr)
-		}
-	}
+	targets = append(targets, n.peerHTTPAddrs()...)
 	if len(targets) == 0 {
 		return ErrNoLeader
 	}
-	var last error
-	for _, addr := range targets {
-		if last = n.postJoin(addr, req); last == nil || errors.Is(last, ErrMemberConflict) {
-			return last
-		}
-	}
-	return last
-}
-
-// postJoin sends a join request to a member's HTTP API, which forwards it to
-// the leader.
-func (n *Node) postJoin(addr string, req JoinRequest) error {
-	body, _ := json.Marshal(req)
-	hr, err := http.NewRequest(http.MethodPost, n.peerURL(addr)+"/v1/cluster/join", bytes.NewReader(body))
+	// One attempt per member told about; the client finds the leader.
+	c, err := n.peerClient(targets, 10*time.Second, len(targets))
 	if err != nil {
 		return err
 	}
-	hr.Header.Set("Content-Type", "application/json")
-	if req.LogFormat > 0 {
-		hr.Header.Set(LogFormatHeader, strconv.Itoa(req.LogFormat))
-	}
-	resp, err := n.peerClient(10 * time.Second).Do(hr)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-	switch {
-	case resp.StatusCode == http.StatusOK:
-		return nil
-	case resp.StatusCode == http.StatusConflict:
-		return fmt.Errorf("%w: %s", ErrMemberConflict, bytes.TrimSpace(msg))
-	}
-	return fmt.Errorf("join via %s: %s: %s", addr, resp.Status, bytes.TrimSpace(msg))
+	return peerError(c.Join(n.ctx, req))
 }
 
-// peerURL is the base URL of another member's HTTP API.
-func (n *Node) peerURL(addr string) string {
-	if strings.HasPrefix(addr, "http://") || strings.HasPrefix(addr, "https://") {
-		return addr
+// peerClient is an API client for other members, with the node's
+// certificate when the cluster runs TLS (it then counts as an operator; see
+// acl). Each attempt is bounded by timeout.
+func (n *Node) peerClient(addrs []string, timeout time.Duration, attempts int) (*client.Client, error) {
+	opts := []client.Option{
+		client.WithHTTPClient(n.peerHTTP),
+		client.WithTimeout(timeout),
+		client.WithRetry(client.Retry{Attempts: attempts}),
 	}
 	if n.cfg.PeerTLSClient != nil {
-		return "https://" + addr
+		opts = append(opts, client.WithTLS(n.cfg.PeerTLSClient))
 	}
-	return "http://" + addr
+	return client.New(addrs, opts...)
 }
 
-// peerClient talks to other members' HTTP APIs, with the node's certificate
-// when the cluster runs TLS (it then counts as an operator; see acl).
-func (n *Node) peerClient(timeout time.Duration) *http.Client {
-	c := &http.Client{Timeout: timeout}
-	if n.cfg.PeerTLSClient != nil {
-		c.Transport = &http.Transport{TLSClientConfig: n.cfg.PeerTLSClient}
+// peerError gives a member's refusal of a join the cluster's sentinel, with
+// the member's message.
+func peerError(err error) error {
+	var apiErr *client.APIError
+	if errors.As(err, &apiErr) && apiErr.Code == wire.CodeMemberConflict {
+		return &refusal{sentinel: ErrMemberConflict, msg: apiErr.Message}
 	}
-	return c
+	return err
 }
+
+// refusal is an error answer of another member that matches one of this
+// package's sentinels.
+type refusal struct {
+	sentinel error
+	msg      string
+}
+
+func (e *refusal) Error() string { return e.msg }
+func (e *refusal) Unwrap() error { return e.sentinel }
 
 // Fatal delivers an error after which the node cannot go on (a refused
 // join); the process should exit.
@@ -370,9 +236,9 @@ func (n *Node) rememberClusterID() bool {
 	return true
 }
 
-// peerAddrsToProbe lists the HTTP addresses of the members this node was
+// peerHTTPAddrs lists the HTTP addresses of the members this node was
 // told about.
-func (n *Node) peerAddrsToProbe() []string {
+func (n *Node) peerHTTPAddrs() []string {
 	out := append([]string(nil), n.cfg.Join...)
 	for _, p := range n.cfg.InitialCluster {
 		if p.ID != n.cfg.ID {
@@ -382,36 +248,25 @@ func (n *Node) peerAddrsToProbe() []string {
 	return out
 }
 
-// probeExisting asks the members this node was told about whether a cluster
-// already runs, and which. A node whose data dir is empty but whose peers
-// already have a leader must join rather than bootstrap: bootstrapping again
-// would give it a fresh vote in a cluster that may count on what it
-// acknowledged before. It returns the first cluster id a peer reports.
-func (n *Node) probeExisting() (running bool, clusterID string) {
-	client := n.peerClient(time.Second)
-	for _, addr := range n.peerAddrsToProbe() {
-		resp, err := client.Get(n.peerURL(addr) + "/v1/cluster")
-		if err != nil {
-			continue
-		}
-		var st struct {
-			Leader    string `json:"leader"`
-			ClusterID string `json:"cluster_id"`
-		}
-		err = json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&st)
-		resp.Body.Close()
+// probePeers asks the members this node was told about, in turn, whether a
+// cluster already runs, and which (see planStart). The first that knows a
+// leader or a cluster id answers for all.
+func (n *Node) probePeers() peerView {
+	addrs := n.peerHTTPAddrs()
+	if len(addrs) == 0 {
+		return peerView{}
+	}
+	c, err := n.peerClient(addrs, time.Second, 1)
+	if err != nil {
+		return peerView{}
+	}
+	for _, addr := range addrs {
+		st, err := c.MemberStatus(n.ctx, addr)
 		if err == nil && (st.Leader != "" || st.ClusterID != "") {
-			return st.Leader != "", st.ClusterID
+			return peerView{running: st.Leader != "", clusterID: st.ClusterID}
 		}
 	}
-	return false, ""
-}
-
-func (n *Node) wipedError(req JoinRequest, known fsm.Member) error {
-	return fmt.Errorf("%w: member %q is in the cluster with another data dir (incarnation %s, now %s); "+
-		"its disk was wiped or replaced, and a Raft voter must not forget what it acknowledged. "+
-		"Remove it first (fencer members remove %s) and start it again, or start it with --replace",
-		ErrMemberConflict, req.ID, known.Incarnation, req.Incarnation, req.ID)
+	return peerView{}
 }
 
 // TransferLeadership hands leadership to the member id, or to the most
@@ -445,20 +300,19 @@ func (n *Node) TransferLeadership(ctx context.Context, id string) error {
 // removeViaNewLeader asks the leader that took over from this node to remove
 // it, retrying until a new leader answers or ctx ends.
 func (n *Node) removeViaNewLeader(ctx context.Context, id string) error {
-	client := n.peerClient(10 * time.Second)
 	for {
 		if leaderID, addr := n.Leader(); leaderID != "" && leaderID != n.cfg.ID && addr != "" {
-			req, _ := http.NewRequestWithContext(ctx, http.MethodDelete, n.peerURL(addr)+"/v1/cluster/members/"+id, nil)
-			resp, err := client.Do(req)
-			if err == nil {
-				msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-				resp.Body.Close()
-				if resp.StatusCode == http.StatusOK {
-					return nil
-				}
-				if resp.StatusCode != http.StatusServiceUnavailable {
-					return fmt.Errorf("new leader %s refused the removal: %s: %s", leaderID, resp.Status, bytes.TrimSpace(msg))
-				}
+			c, err := n.peerClient([]string{addr}, 10*time.Second, 1)
+			if err != nil {
+				return err
+			}
+			err = c.RemoveMember(ctx, id)
+			var apiErr *client.APIError
+			switch {
+			case err == nil:
+				return nil
+			case errors.As(err, &apiErr) && apiErr.Status != http.StatusServiceUnavailable:
+				return fmt.Errorf("new leader %s refused the removal: %w", leaderID, err)
 			}
 		}
 		select {

@@ -6,34 +6,32 @@ package cluster
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
-	"net"
+	"net/http"
 	"os"
-	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
-	"go.etcd.io/bbolt"
 
 	"github.com/fencer-io/fencer/fsm"
-	"github.com/fencer-io/fencer/internal/tlsutil"
 )
 
 // Node is one fencer cluster member.
 type Node struct {
-	cfg   Config
-	log   *slog.Logger
-	fsm   *fsm.FSM
-	raft  *raft.Raft
-	store *raftboltdb.BoltStore
-	trans *raft.NetworkTransport
+	cfg     Config
+	log     *slog.Logger
+	raftLog hclog.Logger // hashicorp/raft's own
+	fsm     *fsm.FSM
+	raft    *raft.Raft
+	store   *raftboltdb.BoltStore // the log and stable store
+	logs    raft.LogStore         // store behind a cache of the newest entries
+	snaps   raft.SnapshotStore
+	trans   *raft.NetworkTransport
 
 	leases  *Leases
 	locks   *lockTable
@@ -49,14 +47,19 @@ type Node struct {
 	format   entryFormat
 	fatal    chan error
 
-	stop     chan struct{}
-	wg       sync.WaitGroup
-	closeMux sync.Once
+	peerHTTP *http.Client // for calls to other members' HTTP APIs
+
+	ctx       context.Context // ends when the node stops
+	cancel    context.CancelFunc
+	stop      chan struct{}
+	wg        sync.WaitGroup
+	closeOnce sync.Once
 }
 
-// Open starts a node: it opens (or creates) the data dir, starts Raft, and
-// bootstraps or joins as configured. It returns without waiting for a leader.
-func Open(cfg Config) (*Node, error) {
+// Open starts a node over state, the replicated state machine it applies
+// the log to: it opens (or creates) the data dir, starts Raft, and bootstraps
+// or joins as configured. It returns without waiting for a leader.
+func Open(cfg Config, state *fsm.FSM) (*Node, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -66,162 +69,26 @@ func Open(cfg Config) (*Node, error) {
 	n := &Node{
 		cfg:         cfg,
 		log:         cfg.Logger.With("node", cfg.ID),
+		raftLog:     newRaftLogger(cfg),
+		fsm:         state,
 		leaderReady: make(chan struct{}),
 		stop:        make(chan struct{}),
 		fatal:       make(chan error, 1),
+		// Node-to-node calls are rare (joins, probes, removals): a fresh
+		// connection each, so none outlives a peer that restarted.
+		peerHTTP: &http.Client{Transport: &http.Transport{TLSClientConfig: cfg.PeerTLSClient, DisableKeepAlives: true}},
 	}
-	ident, err := loadIdentity(cfg.DataDir, cfg.ID)
-	if err != nil {
-		return nil, err
-	}
-	n.ident = ident
-	n.fsm = fsm.New(n.log)
+	n.ctx, n.cancel = context.WithCancel(context.Background())
 	n.leases = NewLeases(cfg.Clock, n.expire)
 	n.locks = newLockTable()
 	n.metrics = newMetrics(n)
-	if err := n.startRaft(); err != nil {
-		n.closeStores()
+	if err := n.start(); err != nil {
+		n.shutdown()
 		return nil, err
 	}
 	n.wg.Add(1)
 	go n.register()
 	return n, nil
-}
-
-// logCacheSize is how many of the newest log entries stay in memory: more
-// than two full AppendEntries batches (MaxAppendEntries is 256).
-const logCacheSize = 1024
-
-func (n *Node) startRaft() error {
-	cfg := n.cfg
-	store, err := raftboltdb.New(raftboltdb.Options{
-		Path: filepath.Join(cfg.DataDir, "raft.db"),
-		// The freelist is rebuilt when the file is opened, so not syncing it
-		// is safe and saves a write per commit. Data pages are still fsynced.
-		BoltOptions: &bbolt.Options{Timeout: time.Second, NoFreelistSync: true, FreelistType: bbolt.FreelistMapType},
-	})
-	if err != nil {
-		return fmt.Errorf("open raft store: %w", err)
-	}
-	n.store = store
-	raftLog := hclog.New(&hclog.LoggerOptions{
-		Name:   "raft." + cfg.ID,
-		Level:  hclog.LevelFromString(cfg.RaftLogLevel),
-		Output: os.Stderr,
-	})
-	snaps, err := raft.NewFileSnapshotStoreWithLogger(filepath.Join(cfg.DataDir, "snapshots"), 2, raftLog)
-	if err != nil {
-		return fmt.Errorf("open snapshot store: %w", err)
-	}
-	tcpAddr, err := net.ResolveTCPAddr("tcp", cfg.RaftAddr)
-	if err != nil {
-		return fmt.Errorf("raft address: %w", err)
-	}
-	var advertise net.Addr = tcpAddr
-	if tcpAddr.Port == 0 {
-		advertise = nil // let the transport advertise what it bound
-	}
-	tcfg := &raft.NetworkTransportConfig{
-		MaxPool: 4,
-		Timeout: 5 * time.Second,
-		Logger:  raftLog,
-	}
-	if len(cfg.PeerAddrs) > 0 || cfg.PeerAddrsFile != "" {
-		tcfg.ServerAddressProvider = &peerAddrs{static: cfg.PeerAddrs, file: cfg.PeerAddrsFile}
-		tcfg.Timeout = time.Second // a blackholed link must fail fast
-	}
-	var trans *raft.NetworkTransport
-	if cfg.PeerTLSServer != nil {
-		layer, err := tlsutil.NewTLSStreamLayer(cfg.RaftAddr, advertise, cfg.PeerTLSServer, cfg.PeerTLSClient)
-		if err != nil {
-			return fmt.Errorf("raft transport on %s: %w", cfg.RaftAddr, err)
-		}
-		layer.Logger = n.log
-		tcfg.Stream = layer
-		trans = raft.NewNetworkTransportWithConfig(tcfg)
-	} else if trans, err = raft.NewTCPTransportWithConfig(cfg.RaftAddr, advertise, tcfg); err != nil {
-		return fmt.Errorf("raft transport on %s: %w", cfg.RaftAddr, err)
-	}
-	n.trans = trans
-
-	rc := raft.DefaultConfig()
-	rc.LocalID = raft.ServerID(cfg.ID)
-	rc.Logger = raftLog
-	rc.HeartbeatTimeout = cfg.HeartbeatTimeout
-	rc.ElectionTimeout = cfg.ElectionTimeout
-	rc.LeaderLeaseTimeout = cfg.LeaderLeaseTimeout
-	rc.SnapshotThreshold = cfg.SnapshotThreshold
-	rc.TrailingLogs = cfg.TrailingLogs
-	rc.SnapshotInterval = cfg.SnapshotInterval
-	rc.BatchApplyCh = true
-	rc.MaxAppendEntries = 256
-	notify := make(chan bool, 16)
-	rc.NotifyCh = notify
-
-	hasState, err := raft.HasExistingState(store, store, snaps)
-	if err != nil {
-		return fmt.Errorf("inspect raft state: %w", err)
-	}
-	joining := len(cfg.Join) > 0
-	running, peerCluster := false, ""
-	if !hasState && len(cfg.InitialCluster) > 0 || n.ident.ClusterID != "" {
-		running, peerCluster = n.probeExisting()
-	}
-	if n.ident.ClusterID != "" && peerCluster != "" && peerCluster != n.ident.ClusterID {
-		trans.Close()
-		return fmt.Errorf("data dir %s belongs to cluster %s, but the members this node was told about are cluster %s: "+
-			"start it with an empty data dir to join them, or point it at its own cluster", cfg.DataDir, n.ident.ClusterID, peerCluster)
-	}
-	if !hasState && len(cfg.InitialCluster) > 0 && running {
-		n.log.Warn("data dir is empty but the initial cluster already runs: joining it instead of bootstrapping")
-		joining = true
-	}
-	if !hasState && joining {
-		// A node with no state takes part in Raft only once the leader has
-		// accepted it, so a wiped voter never votes under its old id.
-		if err := n.preJoin(); err != nil {
-			trans.Close()
-			return err
-		}
-	}
-	// The cache keeps the newest entries in memory, so the leader's
-	// replication and every member's FSM read what was just written without
-	// a bolt read and a msgpack decode per entry (about a tenth of each
-	// node's CPU under load, by profile).
-	logs, err := raft.NewLogCache(logCacheSize, store)
-	if err != nil {
-		trans.Close()
-		return fmt.Errorf("raft log cache: %w", err)
-	}
-	r, err := raft.NewRaft(rc, instrumentedFSM{FSM: n.fsm, m: n.metrics}, logs, store, snaps, trans)
-	if err != nil {
-		trans.Close()
-		return fmt.Errorf("start raft: %w", err)
-	}
-	n.raft = r
-	n.wg.Add(1)
-	go n.watchLeadership(notify)
-
-	if hasState {
-		n.log.Info("restarting with existing state", "last_index", r.LastIndex())
-		return nil
-	}
-	var servers []raft.Server
-	switch {
-	case cfg.Bootstrap:
-		servers = []raft.Server{{ID: rc.LocalID, Address: trans.LocalAddr()}}
-	case len(cfg.InitialCluster) > 0 && !joining:
-		for _, p := range cfg.InitialCluster {
-			servers = append(servers, raft.Server{ID: raft.ServerID(p.ID), Address: raft.ServerAddress(p.RaftAddr)})
-		}
-	}
-	if servers != nil {
-		n.log.Info("bootstrapping a new cluster", "members", len(servers))
-		if err := r.BootstrapCluster(raft.Configuration{Servers: servers}).Error(); err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
-			return fmt.Errorf("bootstrap: %w", err)
-		}
-	}
-	return nil
 }
 
 // ID returns the node's id.
@@ -241,10 +108,16 @@ func (n *Node) Raft() *raft.Raft { return n.raft }
 
 // Close shuts the node down: leadership work stops, raft shuts down, and
 // the stores are closed. It does not leave the cluster.
-func (n *Node) Close() error {
+func (n *Node) Close() error { return n.shutdown() }
+
+// shutdown is the one way a node stops, whether Open failed part way or
+// Close was called: it stops Raft and the node's goroutines, then closes
+// the transport and the stores, skipping whatever was never opened.
+func (n *Node) shutdown() error {
 	var err error
-	n.closeMux.Do(func() {
+	n.closeOnce.Do(func() {
 		close(n.stop)
+		n.cancel()
 		if n.raft != nil {
 			err = n.raft.Shutdown().Error()
 		}
@@ -254,15 +127,11 @@ func (n *Node) Close() error {
 		if n.trans != nil {
 			n.trans.Close()
 		}
-		n.closeStores()
+		if n.store != nil {
+			n.store.Close()
+		}
 	})
 	return err
-}
-
-func (n *Node) closeStores() {
-	if n.store != nil {
-		n.store.Close()
-	}
 }
 
 // watchLeadership follows raft's leadership notifications. On gaining
@@ -509,39 +378,6 @@ func (n *Node) WaitForLeader(timeout time.Duration) (string, error) {
 // from one copy of the state.
 func (n *Node) Digest() (uint64, string) {
 	return n.fsm.DigestAt()
-}
-
-// peerAddrs resolves a peer id to the address this node must dial: from the
-// file if one is given (re-read when it changes), else from the static map.
-type peerAddrs struct {
-	static map[string]string
-	file   string
-
-	mu       sync.Mutex
-	modTime  time.Time
-	fromFile map[string]string
-}
-
-func (p *peerAddrs) ServerAddr(id raft.ServerID) (raft.ServerAddress, error) {
-	m := p.static
-	if p.file != "" {
-		p.mu.Lock()
-		if st, err := os.Stat(p.file); err == nil && !st.ModTime().Equal(p.modTime) {
-			if data, err := os.ReadFile(p.file); err == nil {
-				if parsed, err := ParsePeerAddrs(strings.ReplaceAll(string(data), "\n", ",")); err == nil {
-					p.fromFile, p.modTime = parsed, st.ModTime()
-				}
-			}
-		}
-		if p.fromFile != nil {
-			m = p.fromFile
-		}
-		p.mu.Unlock()
-	}
-	if addr, ok := m[string(id)]; ok {
-		return raft.ServerAddress(addr), nil
-	}
-	return "", fmt.Errorf("no proxy address for %s", id)
 }
 
 // initialHTTPAddr is a member's HTTP address from --initial-cluster: until

@@ -15,6 +15,7 @@ import (
 
 	"github.com/fencer-io/fencer/api"
 	"github.com/fencer-io/fencer/cluster"
+	"github.com/fencer-io/fencer/fsm"
 	"github.com/fencer-io/fencer/internal/acl"
 	"github.com/fencer-io/fencer/internal/limits"
 )
@@ -70,14 +71,14 @@ func Start(cfg cluster.Config, httpAddr string, options ...Options) (*Instance, 
 	if cfg.HTTPAddr == "" {
 		cfg.HTTPAddr = ln.Addr().String()
 	}
-	node, err := cluster.Open(cfg)
-	if err != nil {
-		ln.Close()
-		return nil, err
-	}
 	logger := cfg.Logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
+	}
+	node, err := cluster.Open(cfg, fsm.New(logger.With("node", cfg.ID)))
+	if err != nil {
+		ln.Close()
+		return nil, err
 	}
 	var apiOpts []api.Option
 	if opts.Profiling {
@@ -89,7 +90,7 @@ func Start(cfg cluster.Config, httpAddr string, options ...Options) (*Instance, 
 	// Outermost first: authenticate, then rate-limit per principal, then cap
 	// the body, then the API.
 	h := api.NewServer(node, logger.With("node", cfg.ID), apiOpts...).Handler()
-	h = limits.MaxBody(opts.Limits.MaxBodyBytes, "/v1/cluster/restore")(h)
+	h = limits.MaxBody(opts.Limits.MaxBodyBytes, api.RestorePath)(h)
 	limit, err := limits.RateLimit(rate)
 	if err != nil {
 		node.Close()

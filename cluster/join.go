@@ -1,0 +1,166 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/fencer-io/fencer/api/wire"
+	"github.com/fencer-io/fencer/fsm"
+)
+
+// joinPlan is what the leader does to admit a node, in this order.
+type joinPlan struct {
+	// replace is the joiner's old incarnation, to take out first (its
+	// server and its member record); "" for none.
+	replace string
+	// remove are servers that conflict with the joiner in id or address.
+	remove []raft.Server
+	// add puts the joiner into the configuration with its suffrage; nil
+	// when it is already there as asked.
+	add *raft.Server
+	// promote: add makes a non-voter that is already there a voter.
+	promote bool
+	// record is the member record to write; nil when it is already right.
+	record *fsm.Member
+}
+
+// planJoin decides how to admit a node, from the Raft configuration, the
+// member record known for the joiner's id, the cluster's id and the request.
+// Joins are idempotent: a member already present with the same id, address
+// and incarnation needs nothing; an entry that conflicts in id or address is
+// removed first. A voter that comes back under its id with a new incarnation
+// (a wiped data dir) is refused: it has forgotten votes and entries it
+// acknowledged, and taking its vote back silently is unsafe. A dry run only
+// says whether the join would be refused.
+func planJoin(conf raft.Configuration, known fsm.Member, clusterID string, req wire.JoinRequest) (joinPlan, error) {
+	var p joinPlan
+	if !idPattern.MatchString(req.ID) || req.RaftAddr == "" || req.HTTPAddr == "" {
+		return p, fmt.Errorf("%w: join needs an id, a raft address and an http address", ErrMemberConflict)
+	}
+	if req.ClusterID != "" && clusterID != "" && req.ClusterID != clusterID {
+		return p, fmt.Errorf("%w: the data dir of %q belongs to cluster %s, this is cluster %s; "+
+			"start it with an empty data dir to join this cluster", ErrMemberConflict, req.ID, req.ClusterID, clusterID)
+	}
+	wiped := known.Incarnation != "" && req.Incarnation != "" && known.Incarnation != req.Incarnation
+	if req.DryRun {
+		if wiped && !req.Replace {
+			return p, wipedError(req, known)
+		}
+		return p, nil
+	}
+	servers := conf.Servers
+	if req.Replace && known.Incarnation != "" && known.Incarnation != req.Incarnation {
+		p.replace = known.Incarnation
+		servers = withoutServer(servers, req.ID)
+		known, wiped = fsm.Member{}, false
+	}
+	present := false
+	for _, s := range servers {
+		sameID, sameAddr := string(s.ID) == req.ID, string(s.Address) == req.RaftAddr
+		switch {
+		case sameID && wiped:
+			return joinPlan{}, wipedError(req, known)
+		case sameID && sameAddr:
+			present = true
+			if req.Voter && s.Suffrage != raft.Voter {
+				p.add, p.promote = &raft.Server{Suffrage: raft.Voter, ID: s.ID, Address: s.Address}, true
+			}
+		case sameID || sameAddr:
+			p.remove = append(p.remove, s)
+		}
+	}
+	if !present {
+		p.add = &raft.Server{Suffrage: raft.Nonvoter, ID: raft.ServerID(req.ID), Address: raft.ServerAddress(req.RaftAddr)}
+		if req.Voter {
+			p.add.Suffrage = raft.Voter
+		}
+	}
+	want := fsm.Member{ID: req.ID, RaftAddr: req.RaftAddr, HTTPAddr: req.HTTPAddr, Incarnation: req.Incarnation, LogFormat: req.LogFormat}
+	if req.Incarnation == "" && req.LogFormat == 0 && known.RaftAddr == req.RaftAddr {
+		// An operator's add (not the node itself) knows nothing of the
+		// member's build: keep what the member recorded.
+		want.LogFormat = known.LogFormat
+	}
+	if known != want {
+		p.record = &want
+	}
+	return p, nil
+}
+
+func withoutServer(servers []raft.Server, id string) []raft.Server {
+	var out []raft.Server
+	for _, s := range servers {
+		if string(s.ID) != id {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func wipedError(req wire.JoinRequest, known fsm.Member) error {
+	return fmt.Errorf("%w: member %q is in the cluster with another data dir (incarnation %s, now %s); "+
+		"its disk was wiped or replaced, and a Raft voter must not forget what it acknowledged. "+
+		"Remove it first (fencer members remove %s) and start it again, or start it with --replace",
+		ErrMemberConflict, req.ID, known.Incarnation, req.Incarnation, req.ID)
+}
+
+// Join makes a node a member, as planJoin decides. It runs on the leader.
+func (n *Node) Join(ctx context.Context, req wire.JoinRequest) error {
+	if err := n.awaitLeader(ctx); err != nil {
+		return err
+	}
+	n.configMu.Lock()
+	defer n.configMu.Unlock()
+	cf := n.raft.GetConfiguration()
+	if err := cf.Error(); err != nil {
+		return translate(err)
+	}
+	known, _ := n.fsm.Member(req.ID)
+	plan, err := planJoin(cf.Configuration(), known, n.fsm.ClusterID(), req)
+	if err != nil || req.DryRun {
+		return err
+	}
+	// The joiner's format is not recorded yet: write JSON until it is.
+	n.holdJSON()
+	return n.carryOut(plan, req)
+}
+
+// carryOut makes the changes of a join plan, in order. Each is a change of
+// its own; if one fails, the joiner's next attempt plans from what was done.
+func (n *Node) carryOut(p joinPlan, req wire.JoinRequest) error {
+	timeout := n.cfg.ApplyTimeout
+	if p.replace != "" {
+		n.log.Info("replacing member with a new incarnation", "id", req.ID, "old", p.replace, "new", req.Incarnation)
+		if err := n.raft.RemoveServer(raft.ServerID(req.ID), 0, timeout).Error(); err != nil {
+			return translate(err)
+		}
+		if _, err := n.apply(&fsm.RemoveMember{ID: req.ID}); err != nil {
+			return err
+		}
+	}
+	for _, s := range p.remove {
+		n.log.Info("removing conflicting member before join", "id", s.ID, "addr", s.Address, "joiner", req.ID)
+		if err := n.raft.RemoveServer(s.ID, 0, timeout).Error(); err != nil {
+			return translate(err)
+		}
+	}
+	if a := p.add; a != nil {
+		f := n.raft.AddNonvoter(a.ID, a.Address, 0, timeout)
+		if a.Suffrage == raft.Voter {
+			f = n.raft.AddVoter(a.ID, a.Address, 0, timeout)
+		}
+		if err := f.Error(); err != nil {
+			return translate(err)
+		}
+		if !p.promote {
+			n.log.Info("member added", "id", req.ID, "raft_addr", req.RaftAddr, "voter", req.Voter)
+		}
+	}
+	if p.record != nil {
+		_, err := n.apply(&fsm.SetMember{Member: *p.record})
+		return err
+	}
+	return nil
+}
