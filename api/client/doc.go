@@ -49,6 +49,46 @@
 // send time of its last confirmed renewal (or of the acquire) on the
 // monotonic clock, and declares it lost at that time plus TTL minus a safety
 // margin (Margin: TTL/10, at least 50ms), before the server could expire it.
+//
+// # Where a grant's lease starts
+//
+// The leader starts a grant's lease after it applies the granting entry, and
+// a new leader restarts every lease at its full TTL when it takes over, later
+// still. The client needs a time no later than that. The send time of the
+// acquire is one, but after a wait in the queue it is useless: the grant was
+// made when the previous holder released or expired, perhaps longer than a
+// TTL after the send, and measured from the send a fresh grant would look
+// expired at once. For a retry answered with an earlier grant (existing:
+// true) only the first attempt's send time is safe, since the grant may
+// have been made for any attempt, and slow retries age it the same way.
+//
+// Better bounds were weighed. The receive time minus what the server says
+// has passed since the grant is no bound at all: it is later than the grant
+// by the answer's transit time. The server could instead report how long
+// the request waited before its grant was proposed, and the client start at
+// send time plus that. But that wait, up to a minute, is measured on the
+// server's clock: at the 10% rate difference the margin absorbs, the figure
+// could be 6s too large, more than the margin of any TTL under a minute, so
+// it would have to be shrunk by the rate bound, and it needs a server that
+// reports it. Instead, when the send time of the acquire is older than TTL/3
+// as the grant arrives, Acquire renews once before it returns the lease and
+// starts the lease from that renewal's send time. A renewal the server
+// accepts extends the lease to a full TTL from when it handles it, after the
+// send: the argument of every renewal, which holds across leader changes and
+// asks nothing of the server. It costs one quorum round per late grant. This
+// first renewal is not bound by the stale deadline (an accepted renewal
+// proves the lease current whenever it was sent) but by the caller's context
+// and a TTL after the grant arrived: the server started the lease before it
+// answered, so by then it has expired it unless a new leader restarted it.
+//
+// If that renewal fails (refused, no node answers, the caller's context
+// ends), Acquire releases the grant with its secret, so that the lock is not
+// left held for a TTL by nobody, and returns the error, saying whether the
+// release worked. An acquire whose answer never arrives leaves the client
+// without the secret: a grant it may have made expires after its TTL.
+//
+// # Renewals
+//
 // Renewals go out at about TTL/3 with jitter, so two can fail before the
 // deadline; each is retried across nodes until it is answered or the
 // deadline passes. A refused renewal (410 lease_lost) ends the lease at once.

@@ -115,24 +115,64 @@ func (c *Client) Acquire(ctx context.Context, name string, opts ...AcquireOption
 	if err := c.postJSON(ctx, r, body, &g); err != nil {
 		return nil, err
 	}
-	// The server starts the lease when it grants, which is after the
-	// request was sent: by the attempt that answered, or for a retry
-	// answered with an earlier grant, by the first attempt.
+	// The server starts the lease when it applies the grant, after the
+	// request that asked for it was sent: the attempt that answered, or
+	// for a retry answered with an earlier grant, the first attempt.
 	start := r.sent
 	if g.Existing {
 		start = r.firstSent
 	}
 	l := newLease(c, g, start)
-	if time.Since(start) > l.ttl/3 {
-		// A long wait or slow retries ate into the lease: confirm it
-		// before handing it out.
-		if err := l.Renew(ctx); err != nil {
-			l.cancel(err)
-			return nil, fmt.Errorf("lock %q granted with token %d, but: %w", name, g.Token, err)
+	if received := time.Now(); received.Sub(start) > l.ttl/3 {
+		// After a wait in the queue or slow retries, start is a safe but
+		// stale bound (older than the TTL itself, after a long wait):
+		// renew once, and measure the lease from that renewal (doc.go).
+		if err := l.confirmGrant(ctx, received); err != nil {
+			return nil, l.abandon(ctx, err)
 		}
 	}
 	go l.watch(o.keepAlive)
 	return l, nil
+}
+
+// confirmGrant renews a grant that Acquire has not handed out yet, and
+// moves its deadline to that renewal. The deadline known so far may have
+// passed already, so unlike Renew it does not bound the renewal by it: a
+// renewal the server accepts proves the lease current whenever it was sent.
+// It gives up a TTL after the grant arrived, when the server, having
+// started the lease before that, has expired it unless a new leader
+// restarted it.
+func (l *Lease) confirmGrant(ctx context.Context, received time.Time) error {
+	ctx, cancel := context.WithDeadline(ctx, received.Add(l.ttl))
+	defer cancel()
+	sent, err := l.sendRenewal(ctx)
+	if err != nil {
+		return err
+	}
+	l.confirm(sent)
+	// Only a renewal whose attempt hung for most of a TTL leaves a
+	// deadline in the past.
+	return l.Err()
+}
+
+// abandon gives back a grant that Acquire could not confirm, so that the
+// lock is not left held for a TTL by nobody, and returns why. The release
+// runs even when ctx has ended (it bounded the acquire, not the cleanup).
+func (l *Lease) abandon(ctx context.Context, cause error) error {
+	l.cancel(cause)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.c.timeout)
+	defer cancel()
+	rerr := l.c.release(ctx, l.grant.Lock, l.grant.Token, l.grant.Lease)
+	var after string
+	switch {
+	case rerr == nil:
+		after = "released it"
+	case errors.Is(rerr, ErrLeaseLost):
+		after = "it had ended already"
+	default:
+		after = fmt.Sprintf("its release failed too (%v); the server frees it within %v", rerr, l.ttl)
+	}
+	return fmt.Errorf("lock %q granted with token %d, but the grant could not be confirmed: %w; %s", l.grant.Lock, l.grant.Token, cause, after)
 }
 
 func newLease(c *Client, g wire.Grant, start time.Time) *Lease {
@@ -311,24 +351,17 @@ func (l *Lease) Renew(ctx context.Context) error {
 }
 
 // renew sends one renewal, retrying until it is answered or the local
-// deadline passes: a confirmation arriving later could not be trusted.
-// Attempts are cut at a third of the TTL so that a hung leader leaves time
-// to try another node.
+// deadline passes: by then the lease has been declared lost, and a loss is
+// final.
 func (l *Lease) renew(ctx context.Context, background bool) error {
 	ctx, cancel := context.WithDeadline(ctx, l.Deadline())
 	defer cancel()
 	stop := context.AfterFunc(l.ctx, cancel)
 	defer stop()
-	r := &request{
-		path:           lockPath(l.grant.Lock, "renew"),
-		attemptTimeout: max(l.ttl/3, 100*time.Millisecond),
-		untilDone:      true,
-	}
-	var out wire.RenewResponse
-	err := l.c.postJSON(ctx, r, wire.LeaseRequest{Lease: l.grant.Lease, Token: l.grant.Token}, &out)
+	sent, err := l.sendRenewal(ctx)
 	switch {
 	case err == nil:
-		l.confirm(r.sent)
+		l.confirm(sent)
 		return nil
 	case refused(err):
 		l.lose(fmt.Errorf("renewal refused: %w", err))
@@ -344,6 +377,21 @@ func (l *Lease) renew(ctx context.Context, background bool) error {
 		return lerr
 	}
 	return err
+}
+
+// sendRenewal renews the lease on the server, retrying across nodes until
+// an attempt is answered or ctx ends, and returns that attempt's send time.
+// Attempts are cut at a third of the TTL so that a hung leader leaves time
+// to try another node.
+func (l *Lease) sendRenewal(ctx context.Context) (time.Time, error) {
+	r := &request{
+		path:           lockPath(l.grant.Lock, "renew"),
+		attemptTimeout: max(l.ttl/3, 100*time.Millisecond),
+		untilDone:      true,
+	}
+	var out wire.RenewResponse
+	err := l.c.postJSON(ctx, r, wire.LeaseRequest{Lease: l.grant.Lease, Token: l.grant.Token}, &out)
+	return r.sent, err
 }
 
 // refused reports whether the server answered with a definite no.
