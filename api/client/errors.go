@@ -51,6 +51,9 @@ var (
 	ErrLeaseExpired = errors.New("lease expired: no renewal confirmed before the local deadline")
 	// ErrReleased: the lease was released by its holder.
 	ErrReleased = errors.New("lease released")
+	// ErrNotFencer: an endpoint answered, but not as a fencer node does (a
+	// 404 without fencer's JSON error body): the address is wrong.
+	ErrNotFencer = errors.New("not a fencer node")
 )
 
 // codeErrors maps API error codes to sentinels.

@@ -10,7 +10,10 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
+	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/fencer-io/fencer/api/wire"
@@ -75,7 +78,7 @@ func (c *Client) do(ctx context.Context, r *request) (*response, error) {
 		if err == nil && !resp.retryable() {
 			r.sent = sent
 			if resp.status/100 != 2 {
-				return resp, newAPIError(resp.status, resp.body)
+				return resp, answerError(base, resp)
 			}
 			return resp, nil
 		}
@@ -137,8 +140,15 @@ func (c *Client) send(ctx context.Context, base string, r *request) (*response, 
 	if c.bearer != "" {
 		req.Header.Set("Authorization", "Bearer "+c.bearer)
 	}
+	var reused atomic.Bool
+	req = req.WithContext(httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		GotConn: func(info httptrace.GotConnInfo) { reused.Store(info.Reused) },
+	}))
 	resp, err := c.hc.Do(req)
 	if err != nil {
+		if !reused.Load() && closedWithoutReply(err) {
+			return nil, fmt.Errorf("%s closed the connection without an HTTP reply: this looks like a Raft port, not fencer's HTTP API (%w)", base, err)
+		}
 		return nil, err
 	}
 	defer resp.Body.Close()
@@ -147,6 +157,27 @@ func (c *Client) send(ctx context.Context, base string, r *request) (*response, 
 		return nil, err
 	}
 	return &response{status: resp.StatusCode, header: resp.Header, body: b}, nil
+}
+
+// closedWithoutReply reports whether a request failed because the server
+// closed the connection without answering. An HTTP server answers even a
+// request it cannot parse; hashicorp/raft's transport reads the first byte as
+// an RPC type ('P' of POST is 80), finds none, and hangs up. A connection
+// reused from the pool is different: the server may have closed it while
+// idle, so only a fresh connection counts.
+func closedWithoutReply(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET)
+}
+
+// answerError turns a non-2xx answer into an error: an *APIError, which a
+// 404 without fencer's error body also wraps in ErrNotFencer, since every
+// route of a fencer node, and its answer for unknown routes, carries one.
+func answerError(base string, resp *response) error {
+	e := newAPIError(resp.status, resp.body)
+	if e.Code == "" && resp.status == http.StatusNotFound {
+		return fmt.Errorf("%s is %w: it answered %w, without fencer's JSON error body", base, ErrNotFencer, e)
+	}
+	return e
 }
 
 // isDialError reports whether err happened before anything was sent.
@@ -210,7 +241,7 @@ func (c *Client) clusterStatus(ctx context.Context, base string) (wire.ClusterSt
 		return st, err
 	}
 	if resp.status != http.StatusOK {
-		return st, newAPIError(resp.status, resp.body)
+		return st, answerError(base, resp)
 	}
 	return st, json.Unmarshal(resp.body, &st)
 }
