@@ -120,7 +120,7 @@ func (n *Node) openTransport() error {
 	tcfg := &raft.NetworkTransportConfig{
 		MaxPool: 4,
 		Timeout: 5 * time.Second,
-		Logger:  n.raftLog,
+		Logger:  newTransportLogger(n.raftLog),
 	}
 	if len(cfg.PeerAddrs) > 0 || cfg.PeerAddrsFile != "" {
 		tcfg.ServerAddressProvider = &peerAddrs{static: cfg.PeerAddrs, file: cfg.PeerAddrsFile}
