@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -19,8 +18,6 @@ import (
 	"github.com/fencer-io/fencer/internal/bench/load"
 	"github.com/fencer-io/fencer/internal/gcfloor"
 )
-
-func init() { extraCommands = append(extraCommands, newBenchCmd) }
 
 // benchOptions are the flags of "fencer bench".
 type benchOptions struct {
@@ -49,7 +46,10 @@ Workloads (comma-separated in --workload):
   renew         each client holds a lease and renews it
   fenced-write  acquire, a fenced PUT naming the lock, release
   hold          acquire a new lock and keep it (use a long --ttl and --ops)`,
-		Args: cobra.NoArgs,
+		Example: `  fencer bench                                   # uncontended, 16 clients, 10 s
+  fencer bench -w uncontended,contended,renew -c 32 -d 30s
+  fencer bench -w fenced-write --rate 2000 -o json`,
+		Args: positional(),
 		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd) },
 	}
 	fs := cmd.Flags()
@@ -76,24 +76,24 @@ func (o *benchOptions) validate() ([]string, error) {
 			continue
 		}
 		if !slices.Contains(bench.Workloads, w) {
-			return nil, fmt.Errorf("--workload %q: want some of %s", w, strings.Join(bench.Workloads, ", "))
+			return nil, usagef("--workload %q: want some of %s", w, strings.Join(bench.Workloads, ", "))
 		}
 		names = append(names, w)
 	}
 	if len(names) == 0 {
-		return nil, errors.New("--workload is empty")
+		return nil, usagef("--workload is empty")
 	}
 	if o.load.Clients < 1 {
-		return nil, fmt.Errorf("--clients %d: want at least 1", o.load.Clients)
+		return nil, usagef("--clients %d: want at least 1", o.load.Clients)
 	}
 	if o.load.Duration <= 0 {
-		return nil, fmt.Errorf("--duration %v: want a positive duration", o.load.Duration)
+		return nil, usagef("--duration %v: want a positive duration", o.load.Duration)
 	}
 	if o.ttl < wire.MinTTL || o.ttl > wire.MaxTTL {
-		return nil, fmt.Errorf("--ttl %v: want %v to %v", o.ttl, wire.MinTTL, wire.MaxTTL)
+		return nil, usagef("--ttl %v: want %v to %v", o.ttl, wire.MinTTL, wire.MaxTTL)
 	}
 	if o.wait < 0 || o.wait > wire.MaxWait {
-		return nil, fmt.Errorf("--wait %v: want 0 to %v", o.wait, wire.MaxWait)
+		return nil, usagef("--wait %v: want 0 to %v", o.wait, wire.MaxWait)
 	}
 	o.load.OpTimeout = o.wait + o.client.timeout
 	return names, o.load.Validate()

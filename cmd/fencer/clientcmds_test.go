@@ -97,11 +97,17 @@ func TestLockAndKVCommands(t *testing.T) {
 	if !errors.Is(err, client.ErrLockHeld) || exitCode(err) == 0 || strings.Contains(oneLine(err), "\n") || !strings.Contains(err.Error(), "cli-test") {
 		t.Fatalf("second acquire: %v", err)
 	}
+	// Under -o json the error is JSON on stderr, with the server's code.
+	code, stdout, stderr := runFencer(t, "lock", "acquire", "job", "-o", "json")
+	var e errorBody
+	if err := json.Unmarshal([]byte(stderr), &e); err != nil || code != 1 || stdout != "" || e.Code != wire.CodeLockHeld || !strings.Contains(e.Error, `held by "cli-test"`) {
+		t.Fatalf("second acquire -o json: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
 
 	if out := mustFencer(t, "kv", "put", "cfg", "v1", "--token", token, "--lock", "job"); out != "key=cfg token="+token+"\n" {
 		t.Fatalf("put %q", out)
 	}
-	out, stderr, err := fencer(t, "", "kv", "get", "cfg")
+	out, stderr, err = fencer(t, "", "kv", "get", "cfg")
 	if err != nil || out != "v1" || stderr != "token="+token+"\n" {
 		t.Fatalf("get: %q %q %v", out, stderr, err)
 	}

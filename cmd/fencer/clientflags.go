@@ -2,14 +2,13 @@ package main
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"strings"
 	"time"
 
+	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
 	"github.com/fencer-io/fencer/api/client"
@@ -17,11 +16,6 @@ import (
 )
 
 const defaultEndpoints = "127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003"
-
-// envBlockRenewAfter is test-only: when set to a duration, every renewal the
-// client sends that long or longer after it was built fails, as if the
-// network dropped it. Tests use it to make "fencer exec" lose its lease.
-const envBlockRenewAfter = "FENCER_TEST_BLOCK_RENEW_AFTER"
 
 // clientFlags are the flags of every command that talks to a cluster.
 type clientFlags struct {
@@ -37,12 +31,58 @@ type clientFlags struct {
 func (f *clientFlags) bind(fs *pflag.FlagSet) {
 	fs.StringVar(&f.endpoints, "endpoints", envOr("FENCER_ENDPOINTS", defaultEndpoints), "comma-separated host:port or URLs of cluster members ($FENCER_ENDPOINTS)")
 	fs.DurationVar(&f.timeout, "timeout", 10*time.Second, "time limit of each request attempt")
-	fs.StringVarP(&f.output, "output", "o", "text", "output format: text or json")
-	// --token is taken: in lock and kv commands it is the fencing token.
-	fs.StringVar(&f.tokenFile, "token-file", os.Getenv("FENCER_TOKEN_FILE"), "file holding the ACL bearer token ($FENCER_TOKEN_FILE; or the token itself in $FENCER_AUTH_TOKEN)")
-	fs.StringVar(&f.caFile, "ca", os.Getenv("FENCER_CA"), "CA certificate for https endpoints ($FENCER_CA)")
-	fs.StringVar(&f.certFile, "cert", os.Getenv("FENCER_CERT"), "client certificate, if the cluster requires one ($FENCER_CERT)")
-	fs.StringVar(&f.keyFile, "key", os.Getenv("FENCER_KEY"), "client key ($FENCER_KEY)")
+	fs.StringVarP(&f.output, "output", "o", "text", "output format: text or json (errors too, on stderr)")
+	// The TLS and ACL flags carry a prefix: in lock and kv commands --token
+	// is a fencing token, and a key is what kv stores.
+	fs.StringVar(&f.tokenFile, "auth-token-file", envFirst("FENCER_AUTH_TOKEN_FILE", "FENCER_TOKEN_FILE"), "file holding the ACL bearer token ($FENCER_AUTH_TOKEN_FILE; or the token itself in $FENCER_AUTH_TOKEN)")
+	fs.StringVar(&f.caFile, "tls-ca", envFirst("FENCER_TLS_CA", "FENCER_CA"), "CA certificate for https endpoints ($FENCER_TLS_CA)")
+	fs.StringVar(&f.certFile, "tls-cert", envFirst("FENCER_TLS_CERT", "FENCER_CERT"), "client certificate, if the cluster requires one ($FENCER_TLS_CERT)")
+	fs.StringVar(&f.keyFile, "tls-key", envFirst("FENCER_TLS_KEY", "FENCER_KEY"), "key of the client certificate ($FENCER_TLS_KEY)")
+	// The names before the rename keep working for one release; they are
+	// hidden from help and warn when used. So do their variables.
+	deprecatedAlias(fs, "token-file", "auth-token-file")
+	deprecatedAlias(fs, "ca", "tls-ca")
+	deprecatedAlias(fs, "cert", "tls-cert")
+	deprecatedAlias(fs, "key", "tls-key")
+}
+
+// deprecatedAlias adds the flag old, hidden, as another name for the flag
+// current: both set the same variable, and using old prints a warning (see
+// warnDeprecated). pflag's MarkDeprecated would print its warning to stdout
+// here, where it would corrupt -o json output.
+func deprecatedAlias(fs *pflag.FlagSet, old, current string) {
+	fs.Var(fs.Lookup(current).Value, old, "deprecated: use --"+current)
+	_ = fs.MarkHidden(old)
+	_ = fs.SetAnnotation(old, replacedBy, []string{current})
+}
+
+// replacedBy annotates a deprecated flag with the name that replaces it.
+const replacedBy = "fencer-replaced-by"
+
+// warnDeprecated tells on stderr which deprecated flags the command line used.
+func warnDeprecated(cmd *cobra.Command, asJSON bool) {
+	cmd.Flags().Visit(func(f *pflag.Flag) {
+		if r := f.Annotations[replacedBy]; len(r) == 1 {
+			msg := fmt.Sprintf("--%s is deprecated and will be removed in the next release; use --%s", f.Name, r[0])
+			if asJSON {
+				b, _ := json.Marshal(map[string]string{"warning": msg}) // cannot fail
+				fmt.Fprintf(cmd.ErrOrStderr(), "%s\n", b)
+			} else {
+				fmt.Fprintln(cmd.ErrOrStderr(), "fencer: warning: "+msg)
+			}
+		}
+	})
+}
+
+// envFirst returns the value of the first of the variables that is set; the
+// others are older names kept for compatibility.
+func envFirst(names ...string) string {
+	for _, n := range names {
+		if v, ok := os.LookupEnv(n); ok {
+			return v
+		}
+	}
+	return ""
 }
 
 // security returns the client options for TLS and the bearer token.
@@ -59,7 +99,7 @@ func (f *clientFlags) security() ([]client.Option, error) {
 	if f.tokenFile != "" {
 		data, err := os.ReadFile(f.tokenFile)
 		if err != nil {
-			return nil, fmt.Errorf("--token-file: %w", err)
+			return nil, fmt.Errorf("--auth-token-file: %w", err)
 		}
 		token = strings.TrimSpace(string(data))
 	}
@@ -71,13 +111,13 @@ func (f *clientFlags) security() ([]client.Option, error) {
 
 func (f *clientFlags) validate() error {
 	if f.output != "text" && f.output != "json" {
-		return fmt.Errorf("--output %q: want text or json", f.output)
+		return usagef("--output %q: want text or json", f.output)
 	}
 	if f.timeout <= 0 {
-		return fmt.Errorf("--timeout %v: want a positive duration", f.timeout)
+		return usagef("--timeout %v: want a positive duration", f.timeout)
 	}
 	if len(f.endpointList()) == 0 {
-		return errors.New("--endpoints is empty: want host:port of at least one cluster member")
+		return usagef("--endpoints is empty: want host:port of at least one cluster member")
 	}
 	return nil
 }
@@ -94,6 +134,10 @@ func (f *clientFlags) endpointList() []string {
 
 func (f *clientFlags) json() bool { return f.output == "json" }
 
+// extraClientOptions are added to every client the commands build. Tests set
+// it (to drop renewals in flight, for one); the binary leaves it empty.
+var extraClientOptions []client.Option
+
 // client validates the flags and builds a client.
 func (f *clientFlags) client() (*client.Client, error) {
 	if err := f.validate(); err != nil {
@@ -104,33 +148,7 @@ func (f *clientFlags) client() (*client.Client, error) {
 		return nil, err
 	}
 	opts = append(opts, client.WithTimeout(f.timeout))
-	if v := envOr(envBlockRenewAfter, ""); v != "" {
-		after, err := time.ParseDuration(v)
-		if err != nil {
-			return nil, fmt.Errorf("$%s %q: %w", envBlockRenewAfter, v, err)
-		}
-		opts = append(opts, client.WithHTTPClient(&http.Client{Transport: &renewBlocker{
-			next:  http.DefaultTransport,
-			after: time.Now().Add(after),
-		}}))
-	}
-	return client.New(f.endpointList(), opts...)
-}
-
-// renewBlocker fails renewals sent after a point in time (test-only).
-type renewBlocker struct {
-	next  http.RoundTripper
-	after time.Time
-}
-
-func (b *renewBlocker) RoundTrip(req *http.Request) (*http.Response, error) {
-	if strings.HasSuffix(req.URL.Path, "/renew") && !time.Now().Before(b.after) {
-		if req.Body != nil {
-			req.Body.Close()
-		}
-		return nil, fmt.Errorf("renewal dropped by $%s", envBlockRenewAfter)
-	}
-	return b.next.RoundTrip(req)
+	return client.New(f.endpointList(), append(opts, extraClientOptions...)...)
 }
 
 func writeJSON(w io.Writer, v any) error {

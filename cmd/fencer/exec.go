@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -19,8 +20,6 @@ import (
 	"github.com/fencer-io/fencer/api/wire"
 )
 
-func init() { extraCommands = append(extraCommands, newExecCmd) }
-
 // exitLeaseLost is the exit status of "fencer exec" when the lease was lost
 // while the command ran: EX_TEMPFAIL of sysexits.h, "try again later".
 const exitLeaseLost = 75
@@ -36,7 +35,7 @@ type execOptions struct {
 
 func (o *execOptions) validate() error {
 	if o.grace < 0 {
-		return fmt.Errorf("--grace %v: want a duration of 0 or more", o.grace)
+		return usagef("--grace %v: want a duration of 0 or more", o.grace)
 	}
 	return o.client.validate()
 }
@@ -59,10 +58,26 @@ exits, the lock is released and fencer exits with the command's status
 If the lease is lost (a renewal is refused, or none could be confirmed in
 time), the command's process group gets SIGTERM, then SIGKILL after --grace,
 and fencer exits with status 75. The command runs in its own process group so
-that its children are stopped too; it therefore cannot read from the terminal.`,
+that its children are stopped too; it therefore cannot read from the terminal.
+
+With -o json, fencer's own errors go to stderr as JSON, and once COMMAND has
+run, fencer writes one line to stdout after COMMAND's output:
+{"lock":…,"token":…,"exit_code":…,"lease_lost":…}, exit_code being
+COMMAND's status.`,
+		Example: `  fencer exec nightly-report -- ./report.sh --date today
+  fencer exec migrate --ttl 30s --wait 5m -- ./migrate.sh
+  fencer exec job -o json -- ./batch.sh | tail -n 1 | jq .exit_code
+
+  # the command passes the token with every write the lock protects
+  fencer exec job -- sh -c 'fencer kv put state "$(date)" --token "$FENCER_TOKEN" --lock "$FENCER_LOCK"'`,
 		Args: func(cmd *cobra.Command, args []string) error {
-			if dash := cmd.ArgsLenAtDash(); len(args) < 2 || (dash != -1 && dash != 1) {
-				return errors.New("want NAME -- COMMAND [ARGS...]")
+			switch dash := cmd.ArgsLenAtDash(); {
+			case len(args) == 0 || dash == 0:
+				return usagef("NAME is required: %s", cmd.UseLine())
+			case len(args) == 1:
+				return usagef("COMMAND is required after --: %s", cmd.UseLine())
+			case dash != -1 && dash != 1:
+				return usagef("unexpected argument %q before --: %s", args[1], cmd.UseLine())
 			}
 			return nil
 		},
@@ -116,7 +131,8 @@ func (o *execOptions) run(cmd *cobra.Command, name string, argv []string) error 
 		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
 			code = 127
 		}
-		return &exitError{code: code, err: fmt.Errorf("exec %s: %w", argv[0], err)}
+		o.report(cmd, lease, code, false)
+		return &exitError{code: code, kind: codeCannotRun, err: fmt.Errorf("exec %s: %w", argv[0], err)}
 	}
 	pgid := child.Process.Pid
 	exited := make(chan struct{})
@@ -131,7 +147,9 @@ func (o *execOptions) run(cmd *cobra.Command, name string, argv []string) error 
 		case <-exited:
 			return o.finish(cmd, lease, argv[0], child.ProcessState)
 		case <-lease.Done():
-			return o.terminate(lease, pgid, exited, sigs)
+			err := o.terminate(lease, pgid, exited, sigs)
+			o.report(cmd, lease, exitStatus(child.ProcessState), true)
+			return err
 		}
 	}
 }
@@ -160,7 +178,7 @@ func (o *execOptions) acquire(ctx context.Context, c *client.Client, name string
 		if r := <-done; r.lease != nil {
 			o.release(r.lease)
 		}
-		return nil, &exitError{code: 128 + int(s.(syscall.Signal)), err: fmt.Errorf("acquire %q: interrupted by %v", name, s)}
+		return nil, &exitError{code: 128 + int(s.(syscall.Signal)), kind: codeInterrupted, err: fmt.Errorf("acquire %q: interrupted by %v", name, s)}
 	}
 }
 
@@ -168,15 +186,17 @@ func (o *execOptions) acquire(ctx context.Context, c *client.Client, name string
 func (o *execOptions) finish(cmd *cobra.Command, lease *client.Lease, prog string, ps *os.ProcessState) error {
 	code := exitStatus(ps)
 	err := o.release(lease)
-	if errors.Is(err, client.ErrLeaseLost) || errors.Is(err, client.ErrLeaseExpired) {
-		return &exitError{code: exitLeaseLost, err: fmt.Errorf("lease on %q lost (%s) before %s exited with status %d", lease.Name(), oneLine(err), prog, code)}
+	lost := errors.Is(err, client.ErrLeaseLost) || errors.Is(err, client.ErrLeaseExpired)
+	o.report(cmd, lease, code, lost)
+	if lost {
+		return &exitError{code: exitLeaseLost, err: fmt.Errorf("lease on %q lost (%w) before %s exited with status %d", lease.Name(), err, prog, code)}
 	}
 	if err != nil {
 		// The command is done; the lease will expire on its own.
 		fmt.Fprintf(cmd.ErrOrStderr(), "fencer: release of %q failed (%s); it expires within %v\n", lease.Name(), oneLine(err), lease.TTL())
 	}
 	if code != 0 {
-		return &exitError{code: code, err: fmt.Errorf("%s exited with status %d", prog, code)}
+		return &exitError{code: code, kind: codeCommandFailed, err: fmt.Errorf("%s exited with status %d", prog, code)}
 	}
 	return nil
 }
@@ -220,7 +240,25 @@ func (o *execOptions) terminate(lease *client.Lease, pgid int, exited <-chan str
 	if killed {
 		how = fmt.Sprintf("child killed after %v grace", o.grace)
 	}
-	return &exitError{code: exitLeaseLost, err: fmt.Errorf("lease on %q lost (%s); %s", lease.Name(), oneLine(why), how)}
+	return &exitError{code: exitLeaseLost, err: fmt.Errorf("lease on %q lost (%w); %s", lease.Name(), why, how)}
+}
+
+// execReport is what "fencer exec -o json" prints once COMMAND has run.
+type execReport struct {
+	Lock      string `json:"lock"`
+	Token     uint64 `json:"token"`
+	ExitCode  int    `json:"exit_code"`  // COMMAND's status, 128+N if killed by signal N
+	LeaseLost bool   `json:"lease_lost"` // fencer then exits 75
+}
+
+// report writes the -o json summary on one line: COMMAND's own output comes
+// first on the same stdout, and a reader takes the last line.
+func (o *execOptions) report(cmd *cobra.Command, lease *client.Lease, code int, lost bool) {
+	if !o.client.json() {
+		return
+	}
+	b, _ := json.Marshal(execReport{Lock: lease.Name(), Token: lease.Token(), ExitCode: code, LeaseLost: lost}) // cannot fail: plain fields
+	fmt.Fprintf(cmd.OutOrStdout(), "%s\n", b)
 }
 
 // exitStatus is the shell's view of how a process ended.

@@ -1,7 +1,9 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -50,6 +52,26 @@ func lockHeld(t *testing.T, name string) (bool, uint64) {
 		t.Fatal(err)
 	}
 	return st.Held, st.Token
+}
+
+// dropRenewals makes every renewal the commands send fail, as if the network
+// dropped it, so that "fencer exec" loses its lease.
+func dropRenewals(t *testing.T) {
+	t.Helper()
+	extraClientOptions = []client.Option{client.WithHTTPClient(&http.Client{Transport: renewDropper{}})}
+	t.Cleanup(func() { extraClientOptions = nil })
+}
+
+type renewDropper struct{}
+
+func (renewDropper) RoundTrip(req *http.Request) (*http.Response, error) {
+	if strings.HasSuffix(req.URL.Path, "/renew") {
+		if req.Body != nil {
+			req.Body.Close()
+		}
+		return nil, errors.New("renewal dropped by the test")
+	}
+	return http.DefaultTransport.RoundTrip(req)
 }
 
 var tokenLine = regexp.MustCompile(`token=(\d+) lock=(\S+) endpoints=(\S+)`)
@@ -121,7 +143,7 @@ func TestExecForwardsSignals(t *testing.T) {
 // says so in one line and exits 75.
 func TestExecLeaseLostTerminatesChild(t *testing.T) {
 	newTestCluster(t)
-	t.Setenv(envBlockRenewAfter, "0s")
+	dropRenewals(t)
 	out, _, done := startFencer(t, "exec", "doomed", "--ttl", "600ms", "--grace", "10s", "--",
 		"sh", "-c", `trap 'echo got-term; exit 0' TERM; echo ready; while :; do sleep 0.02; done`)
 	start := time.Now()
@@ -147,7 +169,7 @@ func TestExecLeaseLostTerminatesChild(t *testing.T) {
 // grace period.
 func TestExecLeaseLostKillsStubbornChild(t *testing.T) {
 	newTestCluster(t)
-	t.Setenv(envBlockRenewAfter, "0s")
+	dropRenewals(t)
 	const grace = 300 * time.Millisecond
 	start := time.Now()
 	out, _, done := startFencer(t, "exec", "stubborn", "--ttl", "600ms", "--grace", grace.String(), "--",
@@ -171,4 +193,40 @@ func TestExecLeaseLostKillsStubbornChild(t *testing.T) {
 		held, _ := lockHeld(t, "stubborn")
 		return !held
 	})
+}
+
+// With -o json, fencer exec reports what it did as the last line of stdout
+// (after the command's own output), and its errors as JSON on stderr.
+func TestExecJSONReport(t *testing.T) {
+	newTestCluster(t)
+	lastLine := func(out string) execReport {
+		t.Helper()
+		lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
+		var r execReport
+		if err := json.Unmarshal([]byte(lines[len(lines)-1]), &r); err != nil {
+			t.Fatalf("last line of %q: %v", out, err)
+		}
+		return r
+	}
+	code, out, stderr := runFencer(t, "exec", "report", "-o", "json", "--", "sh", "-c", "echo child output; exit 3")
+	r := lastLine(out)
+	if code != 3 || !strings.HasPrefix(out, "child output\n") || r.Lock != "report" || r.Token == 0 || r.ExitCode != 3 || r.LeaseLost {
+		t.Fatalf("exit %d, stdout %q, report %+v", code, out, r)
+	}
+	var e errorBody
+	if err := json.Unmarshal([]byte(stderr), &e); err != nil || e.Code != codeCommandFailed {
+		t.Fatalf("stderr %q: %v", stderr, err)
+	}
+
+	dropRenewals(t)
+	code, out, stderr = runFencer(t, "exec", "report", "-o", "json", "--ttl", "600ms", "--",
+		"sh", "-c", `trap 'exit 0' TERM; while :; do sleep 0.02; done`)
+	if r := lastLine(out); code != exitLeaseLost || !r.LeaseLost || r.ExitCode != 0 {
+		t.Fatalf("lease lost: exit %d, report %+v", code, r)
+	}
+	// The command's shell may have said "Terminated" on the same stderr.
+	lines := strings.Split(strings.TrimSuffix(stderr, "\n"), "\n")
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &e); err != nil || e.Code != codeLeaseExpired {
+		t.Fatalf("lease lost: stderr %q: %v", stderr, err)
+	}
 }

@@ -10,8 +10,6 @@ import (
 	"github.com/fencer-io/fencer/api/wire"
 )
 
-func init() { extraCommands = append(extraCommands, newKVCmd) }
-
 // kvOptions are the flags of "fencer kv" and its subcommands.
 type kvOptions struct {
 	client clientFlags
@@ -34,29 +32,35 @@ func newKVCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "kv",
 		Short: "Write and read fenced keys",
+		Example: `  fencer kv put config v2 --token "$token" --lock job
+  fencer kv get config`,
 	}
 	o.client.bind(cmd.PersistentFlags())
 	put := &cobra.Command{
 		Use:   "put KEY VALUE --token N [--lock NAME]",
 		Short: "Write VALUE (- reads stdin) under KEY if N is above the key's last token",
-		Args:  cobra.ExactArgs(2),
-		RunE:  func(cmd *cobra.Command, args []string) error { return o.put(cmd, args[0], args[1]) },
+		Example: `  # $token as printed by "fencer lock acquire job"
+  fencer kv put config v2 --token "$token" --lock job
+  tar c ./state | fencer kv put state - --token "$token"`,
+		Args: positional("KEY", "VALUE"),
+		RunE: func(cmd *cobra.Command, args []string) error { return o.put(cmd, args[0], args[1]) },
 	}
 	put.Flags().Uint64Var(&o.token, "token", 0, "fencing token of your grant (required)")
 	put.Flags().StringVar(&o.lock, "lock", "", "also require that the token is this lock's current grant")
 	get := &cobra.Command{
 		Use:   "get KEY",
 		Short: "Print a key's value (its token goes to stderr, or into -o json)",
-		Args:  cobra.ExactArgs(1),
-		RunE:  func(cmd *cobra.Command, args []string) error { return o.get(cmd, args[0]) },
+		Example: `  fencer kv get config
+  fencer kv get config -o json | jq -r .token`,
+		Args: positional("KEY"),
+		RunE: func(cmd *cobra.Command, args []string) error { return o.get(cmd, args[0]) },
 	}
-	cmd.AddCommand(put, get)
-	return cmd
+	return group(cmd, put, get)
 }
 
 func (o *kvOptions) put(cmd *cobra.Command, key, value string) error {
 	if o.token == 0 {
-		return fmt.Errorf("--token is required: the fencing token of your grant")
+		return usagef("--token is required: the fencing token of your grant")
 	}
 	c, err := o.client.client()
 	if err != nil {

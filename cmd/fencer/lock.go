@@ -12,8 +12,6 @@ import (
 	"github.com/fencer-io/fencer/api/wire"
 )
 
-func init() { extraCommands = append(extraCommands, newLockCmd) }
-
 // lockOptions are the flags of "fencer lock" and its subcommands.
 type lockOptions struct {
 	client clientFlags
@@ -26,10 +24,10 @@ type lockOptions struct {
 
 func (o *lockOptions) validateLease() error {
 	if o.token == 0 {
-		return fmt.Errorf("--token is required: the token printed by \"fencer lock acquire\"")
+		return usagef("--token is required: the token printed by \"fencer lock acquire\"")
 	}
 	if o.lease == "" {
-		return fmt.Errorf("--lease is required: the lease secret printed by \"fencer lock acquire\"")
+		return usagef("--lease is required: the lease secret printed by \"fencer lock acquire\"")
 	}
 	return nil
 }
@@ -41,6 +39,9 @@ func newLockCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "lock",
 		Short: "Acquire, renew, release and inspect locks",
+		Example: `  fencer lock acquire job --ttl 30s
+  fencer lock status job
+  fencer lock list -o json`,
 	}
 	o.client.bind(cmd.PersistentFlags())
 
@@ -52,7 +53,13 @@ func newLockCmd() *cobra.Command {
 The lease is NOT kept alive: it expires after --ttl unless renewed with
 "fencer lock renew NAME --token N --lease S" or released. To hold a lock for
 the lifetime of a command, use "fencer exec".`,
-		Args: cobra.ExactArgs(1),
+		Example: `  fencer lock acquire job --ttl 30s --holder "$(hostname)"
+  fencer lock acquire job --wait 1m          # queue behind the holder
+
+  # keep the token and secret for renew and release (needs jq)
+  grant=$(fencer lock acquire job -o json)
+  token=$(echo "$grant" | jq -r .token) lease=$(echo "$grant" | jq -r .lease)`,
+		Args: positional("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error { return o.acquire(cmd, args[0]) },
 	}
 	acquire.Flags().DurationVar(&o.ttl, "ttl", wire.DefaultTTL, "lease time to live")
@@ -62,14 +69,18 @@ the lifetime of a command, use "fencer exec".`,
 	renew := &cobra.Command{
 		Use:   "renew NAME --token N --lease SECRET",
 		Short: "Renew a lease for another TTL",
-		Args:  cobra.ExactArgs(1),
-		RunE:  func(cmd *cobra.Command, args []string) error { return o.renew(cmd, args[0]) },
+		Example: `  # $token and $lease as printed by "fencer lock acquire"
+  fencer lock renew job --token "$token" --lease "$lease"`,
+		Args: positional("NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error { return o.renew(cmd, args[0]) },
 	}
 	release := &cobra.Command{
 		Use:   "release NAME --token N --lease SECRET",
 		Short: "Release a lease",
-		Args:  cobra.ExactArgs(1),
-		RunE:  func(cmd *cobra.Command, args []string) error { return o.release(cmd, args[0]) },
+		Example: `  # $token and $lease as printed by "fencer lock acquire"
+  fencer lock release job --token "$token" --lease "$lease"`,
+		Args: positional("NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error { return o.release(cmd, args[0]) },
 	}
 	for _, c := range []*cobra.Command{renew, release} {
 		c.Flags().Uint64Var(&o.token, "token", 0, "fencing token of the grant")
@@ -78,17 +89,20 @@ the lifetime of a command, use "fencer exec".`,
 	status := &cobra.Command{
 		Use:   "status NAME",
 		Short: "Show a lock's holder, token and remaining time",
-		Args:  cobra.ExactArgs(1),
-		RunE:  func(cmd *cobra.Command, args []string) error { return o.status(cmd, args[0]) },
+		Example: `  fencer lock status job
+  fencer lock status job -o json | jq .token`,
+		Args: positional("NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error { return o.status(cmd, args[0]) },
 	}
 	list := &cobra.Command{
 		Use:   "list",
 		Short: "List held locks",
-		Args:  cobra.NoArgs,
-		RunE:  func(cmd *cobra.Command, _ []string) error { return o.list(cmd) },
+		Example: `  fencer lock list
+  fencer lock list -o json | jq -r '.locks[].lock'`,
+		Args: positional(),
+		RunE: func(cmd *cobra.Command, _ []string) error { return o.list(cmd) },
 	}
-	cmd.AddCommand(acquire, renew, release, status, list)
-	return cmd
+	return group(cmd, acquire, renew, release, status, list)
 }
 
 func (o *lockOptions) acquire(cmd *cobra.Command, name string) error {

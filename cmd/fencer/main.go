@@ -3,13 +3,24 @@
 package main
 
 import (
-	"fmt"
+	"io"
 	"os"
 )
 
 func main() {
-	if err := newRootCmd(os.Stdout, os.Stderr).Execute(); err != nil {
-		fmt.Fprintln(os.Stderr, "fencer: "+oneLine(err))
-		os.Exit(exitCode(err))
+	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
+
+// run executes one command line and returns its exit status. An error is
+// printed to stderr as one line, or as a JSON object under -o json.
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	root := newRootCmd(stdout, stderr)
+	root.SetArgs(args)
+	root.SetIn(stdin)
+	cmd, err := root.ExecuteC()
+	if err == nil {
+		return 0
 	}
+	reportError(stderr, err, wantsJSON(cmd, args))
+	return exitCode(err)
 }

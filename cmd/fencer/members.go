@@ -10,7 +10,11 @@ import (
 	"github.com/fencer-io/fencer/api/wire"
 )
 
-func init() { extraCommands = append(extraCommands, newMembersCmd, newClusterCmd) }
+// memberList is "fencer members list -o json": an object, as "fencer lock
+// list -o json" is, so that either can grow fields.
+type memberList struct {
+	Members []wire.Member `json:"members"`
+}
 
 type membersOptions struct {
 	client   clientFlags
@@ -22,19 +26,27 @@ type membersOptions struct {
 // newMembersCmd returns "fencer members": list, add and remove members.
 func newMembersCmd() *cobra.Command {
 	o := &membersOptions{}
-	cmd := &cobra.Command{Use: "members", Short: "List, add and remove cluster members"}
+	cmd := &cobra.Command{
+		Use:   "members",
+		Short: "List, add and remove cluster members",
+		Example: `  fencer members list
+  fencer members add n4 --raft-addr 10.0.0.4:8001 --http-addr 10.0.0.4:7001
+  fencer members remove n4`,
+	}
 	o.client.bind(cmd.PersistentFlags())
 	list := &cobra.Command{
 		Use:   "list",
 		Short: "List the members",
-		Args:  cobra.NoArgs,
+		Example: `  fencer members list
+  fencer members list -o json | jq -r '.members[] | select(.leader) | .id'`,
+		Args: positional(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			st, err := clusterStatus(cmd, &o.client)
 			if err != nil {
 				return err
 			}
 			if o.client.json() {
-				return writeJSON(cmd.OutOrStdout(), st.Members)
+				return writeJSON(cmd.OutOrStdout(), memberList{Members: st.Members})
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "ID\tRAFT\tHTTP\tVOTER\tLEADER")
@@ -47,10 +59,12 @@ func newMembersCmd() *cobra.Command {
 	add := &cobra.Command{
 		Use:   "add ID --raft-addr HOST:PORT --http-addr HOST:PORT",
 		Short: "Add a member (start it with --join afterwards, or before)",
-		Args:  cobra.ExactArgs(1),
+		Example: `  fencer members add n4 --raft-addr 10.0.0.4:8001 --http-addr 10.0.0.4:7001
+  fencer members add r1 --raft-addr 10.0.0.9:8001 --http-addr 10.0.0.9:7001 --non-voter`,
+		Args: positional("ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if o.raftAddr == "" || o.httpAddr == "" {
-				return fmt.Errorf("--raft-addr and --http-addr are required")
+				return usagef("--raft-addr and --http-addr are required")
 			}
 			c, err := o.client.client()
 			if err != nil {
@@ -69,9 +83,10 @@ func newMembersCmd() *cobra.Command {
 	add.Flags().StringVar(&o.httpAddr, "http-addr", "", "the member's HTTP address")
 	add.Flags().BoolVar(&o.nonVoter, "non-voter", false, "add a non-voter that only replicates")
 	remove := &cobra.Command{
-		Use:   "remove ID",
-		Short: "Remove a member (removing the leader transfers leadership first)",
-		Args:  cobra.ExactArgs(1),
+		Use:     "remove ID",
+		Short:   "Remove a member (removing the leader transfers leadership first)",
+		Example: `  fencer members remove n4`,
+		Args:    positional("ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := o.client.client()
 			if err != nil {
@@ -86,8 +101,7 @@ func newMembersCmd() *cobra.Command {
 			return nil
 		},
 	}
-	cmd.AddCommand(list, add, remove)
-	return cmd
+	return group(cmd, list, add, remove)
 }
 
 func clusterStatus(cmd *cobra.Command, f *clientFlags) (wire.ClusterStatus, error) {
@@ -98,102 +112,4 @@ func clusterStatus(cmd *cobra.Command, f *clientFlags) (wire.ClusterStatus, erro
 	ctx, cancel := context.WithTimeout(cmd.Context(), f.timeout)
 	defer cancel()
 	return c.Cluster(ctx)
-}
-
-// memberView is one row of "fencer cluster status": the leader's record of
-// the member plus what the member says of itself.
-type memberView struct {
-	wire.Member
-	State        string `json:"state"`
-	Term         uint64 `json:"term,omitempty"`
-	AppliedIndex uint64 `json:"applied_index,omitempty"`
-	LastContact  string `json:"last_contact,omitempty"`
-	Error        string `json:"error,omitempty"`
-}
-
-type clusterView struct {
-	Leader       string       `json:"leader"`
-	Term         uint64       `json:"term"`
-	CommitIndex  uint64       `json:"commit_index"`
-	AppliedIndex uint64       `json:"applied_index"`
-	Epoch        uint64       `json:"epoch"`
-	LastToken    uint64       `json:"last_token"`
-	LogFormat    int          `json:"log_format"`
-	Members      []memberView `json:"members"`
-}
-
-// newClusterCmd returns "fencer cluster": status and leadership transfer.
-func newClusterCmd() *cobra.Command {
-	f := &clientFlags{}
-	cmd := &cobra.Command{Use: "cluster", Short: "Show cluster status and transfer leadership"}
-	f.bind(cmd.PersistentFlags())
-	status := &cobra.Command{
-		Use:   "status",
-		Short: "Leader, term, commit/applied index, and each member's state and last contact",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := f.client()
-			if err != nil {
-				return err
-			}
-			ctx, cancel := context.WithTimeout(cmd.Context(), f.timeout)
-			defer cancel()
-			st, err := c.Cluster(ctx)
-			if err != nil {
-				return err
-			}
-			v := clusterView{Leader: st.Leader, Term: st.Term, CommitIndex: st.CommitIndex, AppliedIndex: st.AppliedIndex, Epoch: st.Epoch, LastToken: st.LastToken, LogFormat: st.LogFormat}
-			for _, m := range st.Members {
-				mv := memberView{Member: m}
-				if m.HTTPAddr == "" {
-					mv.State, mv.Error = "unknown", "its HTTP address is not recorded yet"
-				} else if self, err := c.MemberStatus(ctx, m.HTTPAddr); err != nil {
-					mv.State, mv.Error = "unreachable", err.Error()
-				} else {
-					mv.State, mv.Term, mv.AppliedIndex, mv.LastContact = self.State, self.Term, self.AppliedIndex, self.LastContact
-				}
-				v.Members = append(v.Members, mv)
-			}
-			if f.json() {
-				return writeJSON(cmd.OutOrStdout(), v)
-			}
-			out := cmd.OutOrStdout()
-			fmt.Fprintf(out, "leader %s  term %d  commit %d  applied %d  epoch %d  last token %d  log format %d\n\n",
-				v.Leader, v.Term, v.CommitIndex, v.AppliedIndex, v.Epoch, v.LastToken, v.LogFormat)
-			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tSTATE\tVOTER\tAPPLIED\tLAST CONTACT\tHTTP\tRAFT\tFORMAT")
-			for _, m := range v.Members {
-				contact := m.LastContact
-				if m.Error != "" {
-					contact = m.Error
-				}
-				fmt.Fprintf(tw, "%s\t%s\t%v\t%d\t%s\t%s\t%s\t%d\n", m.ID, m.State, m.Voter, m.AppliedIndex, contact, m.HTTPAddr, m.RaftAddr, m.LogFormat)
-			}
-			return tw.Flush()
-		},
-	}
-	transfer := &cobra.Command{
-		Use:   "transfer-leader [ID]",
-		Short: "Hand leadership to ID, or to the most up-to-date follower",
-		Args:  cobra.MaximumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := f.client()
-			if err != nil {
-				return err
-			}
-			id := ""
-			if len(args) == 1 {
-				id = args[0]
-			}
-			ctx, cancel := context.WithTimeout(cmd.Context(), 3*f.timeout)
-			defer cancel()
-			if err := c.TransferLeader(ctx, id); err != nil {
-				return err
-			}
-			fmt.Fprintln(cmd.OutOrStdout(), "leadership transferred")
-			return nil
-		},
-	}
-	cmd.AddCommand(status, transfer)
-	return cmd
 }

@@ -2,11 +2,14 @@ package main
 
 import (
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/fencer-io/fencer/api/wire"
 	"github.com/fencer-io/fencer/fsm"
 	tc "github.com/fencer-io/fencer/test/testcluster"
 )
@@ -27,6 +30,25 @@ func TestOperatorCommands(t *testing.T) {
 	out, _, err = fencer(t, "", "members", "list")
 	if err != nil || strings.Count(out, "127.0.0.1") < 6 || !strings.Contains(out, "n3") {
 		t.Fatalf("members list: %v\n%s", err, out)
+	}
+	// Like "lock list -o json", an object holding the list.
+	out, _, err = fencer(t, "", "members", "list", "-o", "json")
+	var members map[string][]wire.Member
+	if err := json.Unmarshal([]byte(out), &members); err != nil || len(members) != 1 || len(members["members"]) != 3 {
+		t.Fatalf("members list -o json: %v\n%s", err, out)
+	}
+
+	// Pointed at a Raft port, or at an HTTP server that is not fencer, the
+	// CLI says so.
+	_, _, stderr := runFencer(t, "lock", "list", "--endpoints", c.Nodes[0].RaftAddr, "--timeout", "1s")
+	if !strings.Contains(stderr, "this looks like a Raft port, not fencer's HTTP API") {
+		t.Errorf("lock list against a Raft port: %q", stderr)
+	}
+	other := httptest.NewServer(http.NotFoundHandler())
+	defer other.Close()
+	_, _, stderr = runFencer(t, "lock", "list", "--endpoints", other.URL, "-o", "json")
+	if !strings.Contains(stderr, `"code":"not_fencer"`) || !strings.Contains(stderr, other.URL+" is not a fencer node") {
+		t.Errorf("lock list against a web server: %q", stderr)
 	}
 	out, _, err = fencer(t, "", "cluster", "status", "-o", "json")
 	if err != nil {

@@ -29,10 +29,10 @@ type resourceServeOptions struct {
 
 func (o *resourceServeOptions) validate() error {
 	if o.dataDir == "" {
-		return errors.New("--data-dir is required")
+		return usagef("--data-dir is required")
 	}
 	if _, _, err := net.SplitHostPort(o.addr); err != nil {
-		return fmt.Errorf("--addr %q: %w", o.addr, err)
+		return usagef("--addr %q: %w", o.addr, err)
 	}
 	return nil
 }
@@ -41,14 +41,17 @@ func (o *resourceServeOptions) validate() error {
 // server that stale grant holders can be pointed at.
 func newResourceCmd() *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "resource",
-		Short: "Run the example resource that enforces fencing tokens",
+		Use:     "resource",
+		Short:   "Run the example resource that enforces fencing tokens",
+		Example: `  fencer resource serve --data-dir ./resource --addr 127.0.0.1:7100`,
 	}
 	o := &resourceServeOptions{}
 	serve := &cobra.Command{
 		Use:   "serve",
 		Short: "Serve a fenced key/value store over HTTP until SIGINT or SIGTERM",
-		Args:  cobra.NoArgs,
+		Example: `  fencer resource serve --data-dir ./resource --addr 127.0.0.1:7100
+  fencer resource serve --data-dir ./resource --store-wide   # one fence for all keys`,
+		Args: positional(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := o.validate(); err != nil {
 				return err
@@ -64,8 +67,7 @@ func newResourceCmd() *cobra.Command {
 	fs.BoolVar(&o.storeWide, "store-wide", false, "one fence for the whole store instead of one per key")
 	fs.StringVar(&o.broken, "broken-fence", "", "TEST ONLY: deliberately broken fencing (missing-as-zero,forget-on-restart)")
 	_ = fs.MarkHidden("broken-fence")
-	cmd.AddCommand(serve)
-	return cmd
+	return group(cmd, serve)
 }
 
 func (o *resourceServeOptions) run(ctx context.Context, out io.Writer) (err error) {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -14,49 +13,42 @@ import (
 	"github.com/spf13/pflag"
 )
 
-// exitError carries a specific exit code out of a command.
-type exitError struct {
-	code int
-	err  error
-}
-
-func (e *exitError) Error() string { return e.err.Error() }
-func (e *exitError) Unwrap() error { return e.err }
-
-func exitCode(err error) int {
-	var ee *exitError
-	if errors.As(err, &ee) {
-		return ee.code
-	}
-	return 1
-}
-
-func oneLine(err error) string {
-	return strings.Join(strings.Fields(err.Error()), " ")
-}
-
+// newRootCmd returns the fencer command. Every subcommand is listed here, in
+// the order "fencer --help" shows them.
 func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 	root := &cobra.Command{
-		Use:           "fencer",
-		Short:         "fencer: a Raft lock service whose grants carry fencing tokens",
+		Use:   "fencer",
+		Short: "fencer: a Raft lock service whose grants carry fencing tokens",
+		Example: `  fencer dev                                   # a local 3-node cluster
+  fencer lock acquire job --ttl 30s -o json     # token and lease secret
+  fencer exec job -- ./batch.sh                 # run while holding the lock
+  fencer cluster status`,
+		Version:       readBuildInfo().String(),
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	root.AddCommand(
+	root.SetVersionTemplate("fencer {{.Version}}\n")
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &usageError{err} })
+	root.PersistentPreRun = func(cmd *cobra.Command, _ []string) { warnDeprecated(cmd, wantsJSON(cmd, nil)) }
+	group(root,
 		newServeCmd(),
 		newDevCmd(),
+		newLockCmd(),
+		newKVCmd(),
+		newExecCmd(),
+		newMembersCmd(),
+		newClusterCmd(),
+		newSnapshotCmd(),
+		newRecoverCmd(),
+		newTLSCmd(),
+		newResourceCmd(),
+		newBenchCmd(),
+		newVersionCmd(),
 	)
-	for _, extra := range extraCommands {
-		root.AddCommand(extra())
-	}
 	return root
 }
-
-// extraCommands are added by other files of this package (client and
-// operator commands) through init, so that each command lives in its own file.
-var extraCommands []func() *cobra.Command
 
 // logFlags are the logging options shared by commands that run nodes.
 type logFlags struct {

@@ -61,7 +61,15 @@ func newServeCmd() *cobra.Command {
 add nodes with --join, or start several nodes at once with the same
 --initial-cluster. A node restarted on the same data dir keeps its state and
 rejoins by itself. Every flag can also be set by its environment variable.`,
-		Args: cobra.NoArgs,
+		Example: `  # a new 3-node cluster, one node per machine
+  fencer serve --id n1 --data-dir /var/lib/fencer --http-addr 10.0.0.1:7001 --raft-addr 10.0.0.1:8001 \
+    --initial-cluster n1=10.0.0.1:8001@10.0.0.1:7001,n2=10.0.0.2:8001@10.0.0.2:7001,n3=10.0.0.3:8001@10.0.0.3:7001 \
+    --tls-cert pki/n1.pem --tls-key pki/n1-key.pem --tls-ca pki/ca.pem --acl-file acl.json
+
+  # one node on this machine, then a second that joins it
+  fencer serve --id n1 --data-dir ./n1 --bootstrap
+  fencer serve --id n2 --data-dir ./n2 --http-addr 127.0.0.1:7002 --raft-addr 127.0.0.1:8002 --join 127.0.0.1:7001`,
+		Args: positional(),
 		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd) },
 	}
 	fs := cmd.Flags()
@@ -127,10 +135,10 @@ func (o *serveOptions) config() (cluster.Config, error) {
 	}
 	cfg.PeerAddrsFile = o.peerProxyFile
 	if o.id == "" {
-		return cfg, errors.New("--id is required")
+		return cfg, usagef("--id is required")
 	}
 	if o.dataDir == "" {
-		return cfg, errors.New("--data-dir is required")
+		return cfg, usagef("--data-dir is required")
 	}
 	for _, a := range strings.Split(o.join, ",") {
 		if a = strings.TrimSpace(a); a != "" {
@@ -146,7 +154,7 @@ func (o *serveOptions) config() (cluster.Config, error) {
 	}
 	if !cfg.Bootstrap && len(cfg.Join) == 0 && len(cfg.InitialCluster) == 0 {
 		if _, err := os.Stat(o.dataDir + "/raft.db"); err != nil {
-			return cfg, errors.New("a new node needs --bootstrap, --join or --initial-cluster")
+			return cfg, usagef("a new node needs --bootstrap, --join or --initial-cluster")
 		}
 	}
 	return cfg, cfg.Validate()

@@ -11,11 +11,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/fencer-io/fencer/cluster"
 	"github.com/fencer-io/fencer/fsm"
 )
-
-func init() { extraCommands = append(extraCommands, newSnapshotCmd, newRecoverCmd) }
 
 type snapshotOptions struct {
 	client   clientFlags
@@ -26,19 +23,28 @@ type snapshotOptions struct {
 // backups.
 func newSnapshotCmd() *cobra.Command {
 	o := &snapshotOptions{}
-	cmd := &cobra.Command{Use: "snapshot", Short: "Back up and restore the cluster's state"}
+	cmd := &cobra.Command{
+		Use:   "snapshot",
+		Short: "Back up and restore the cluster's state",
+		Example: `  fencer snapshot save backup.snap
+  fencer snapshot inspect backup.snap
+  fencer snapshot restore backup.snap --endpoints 10.0.1.1:7001`,
+	}
 	o.client.bind(cmd.PersistentFlags())
 	save := &cobra.Command{
-		Use:   "save FILE",
-		Short: "Save a consistent snapshot taken on the leader",
-		Args:  cobra.ExactArgs(1),
-		RunE:  func(cmd *cobra.Command, args []string) error { return o.save(cmd, args[0]) },
+		Use:     "save FILE",
+		Short:   "Save a consistent snapshot taken on the leader",
+		Example: `  fencer snapshot save "backup-$(date +%F).snap"`,
+		Args:    positional("FILE"),
+		RunE:    func(cmd *cobra.Command, args []string) error { return o.save(cmd, args[0]) },
 	}
 	inspect := &cobra.Command{
 		Use:   "inspect FILE",
 		Short: "Print what a snapshot holds: locks, keys, highest token, index, term",
-		Args:  cobra.ExactArgs(1),
-		RunE:  func(cmd *cobra.Command, args []string) error { return o.inspect(cmd, args[0]) },
+		Example: `  fencer snapshot inspect backup.snap
+  fencer snapshot inspect backup.snap -o json | jq .header.last_token`,
+		Args: positional("FILE"),
+		RunE: func(cmd *cobra.Command, args []string) error { return o.inspect(cmd, args[0]) },
 	}
 	restore := &cobra.Command{
 		Use:   "restore FILE",
@@ -51,12 +57,13 @@ even those issued after the backup was taken. Fenced keys keep their last
 tokens. Held locks are dropped: their grants belong to the old cluster.
 If the old cluster had itself been restored or recovered after this backup
 was taken, pass --min-epoch above the old cluster's epoch.`,
-		Args: cobra.ExactArgs(1),
+		Example: `  fencer snapshot restore backup.snap --endpoints 10.0.1.1:7001
+  fencer snapshot restore backup.snap --min-epoch 3`,
+		Args: positional("FILE"),
 		RunE: func(cmd *cobra.Command, args []string) error { return o.restore(cmd, args[0]) },
 	}
 	restore.Flags().Uint64Var(&o.minEpoch, "min-epoch", 0, "raise the new epoch to at least this")
-	cmd.AddCommand(save, inspect, restore)
-	return cmd
+	return group(cmd, save, inspect, restore)
 }
 
 func (o *snapshotOptions) save(cmd *cobra.Command, path string) error {
@@ -169,61 +176,5 @@ func (o *snapshotOptions) restore(cmd *cobra.Command, path string) error {
 		return writeJSON(cmd.OutOrStdout(), h)
 	}
 	fmt.Fprintf(cmd.OutOrStdout(), "restored %s: epoch %d, %d keys; the next token will exceed %d\n", path, h.Epoch, h.Keys, h.Epoch<<fsm.EpochShift)
-	return nil
-}
-
-type recoverOptions struct {
-	id      string
-	dataDir string
-	members string
-	bump    uint64
-	log     logFlags
-}
-
-// newRecoverCmd returns "fencer recover": rebuild a cluster that lost its
-// quorum for good from its survivors.
-func newRecoverCmd() *cobra.Command {
-	o := &recoverOptions{}
-	cmd := &cobra.Command{
-		Use:   "recover --id ID --data-dir DIR --members n1=RAFT@HTTP,…",
-		Short: "Force a new membership on a stopped survivor after a permanent loss of quorum",
-		Long: `Rewrite a STOPPED node's data dir so that it starts as a member of the given
-membership, after the cluster lost its quorum for good (e.g. 2 of 3 nodes are
-gone). Run it on every survivor with the same --members list, then start the
-survivors normally (fencer serve with the same --id and --data-dir).
-
-The token epoch is bumped (--epoch-bump, default 1): the lost members may
-have committed grants that no survivor has seen, and every later token must
-exceed them. Held locks are voided for the same reason. Entries that only the
-lost members had are gone; that is the price of forcing a quorum.`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd) },
-	}
-	cmd.Flags().StringVar(&o.id, "id", os.Getenv("FENCER_ID"), "this node's id ($FENCER_ID)")
-	cmd.Flags().StringVar(&o.dataDir, "data-dir", os.Getenv("FENCER_DATA_DIR"), "this node's data dir ($FENCER_DATA_DIR)")
-	cmd.Flags().StringVar(&o.members, "members", "", "the surviving members, id=RAFT_ADDR@HTTP_ADDR,…")
-	cmd.Flags().Uint64Var(&o.bump, "epoch-bump", 1, "how far to move the token epoch")
-	o.log.bind(cmd.Flags())
-	return cmd
-}
-
-func (o *recoverOptions) run(cmd *cobra.Command) error {
-	if o.id == "" || o.dataDir == "" || o.members == "" {
-		return fmt.Errorf("--id, --data-dir and --members are required")
-	}
-	peers, err := cluster.ParseInitialCluster(o.members)
-	if err != nil {
-		return err
-	}
-	logger, err := o.log.logger(cmd.ErrOrStderr())
-	if err != nil {
-		return err
-	}
-	logger.Info("forced recovery requested", "node", o.id, "members", o.members, "by", os.Getenv("USER"))
-	h, err := cluster.Recover(cluster.RecoverOptions{DataDir: o.dataDir, ID: o.id, Members: peers, EpochBump: o.bump, Logger: logger})
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(cmd.OutOrStdout(), "recovered %s: %d members, epoch %d, highest token so far %d; start the node now\n", o.id, len(peers), h.Epoch, h.LastToken)
 	return nil
 }

@@ -9,8 +9,6 @@ import (
 	"github.com/fencer-io/fencer/internal/tlsutil"
 )
 
-func init() { extraCommands = append(extraCommands, newTLSCmd) }
-
 // tlsInitOptions are the flags of "fencer tls init".
 type tlsInitOptions struct {
 	nodes []string
@@ -21,8 +19,9 @@ type tlsInitOptions struct {
 func newTLSCmd() *cobra.Command {
 	o := &tlsInitOptions{}
 	cmd := &cobra.Command{
-		Use:   "tls",
-		Short: "Certificates for TLS between clients and nodes",
+		Use:     "tls",
+		Short:   "Certificates for TLS between clients and nodes",
+		Example: `  fencer tls init ./pki --nodes n1,n2,n3 --hosts 10.0.0.1,10.0.0.2,10.0.0.3`,
 	}
 	initCmd := &cobra.Command{
 		Use:   "init DIR [--nodes n1,n2,n3] [--hosts HOST,…]",
@@ -32,13 +31,19 @@ NODE-key.pem: server and client use, for the API, forwarding and Raft) and a
 client-only certificate (client.pem, client-key.pem) into DIR. Every
 certificate names 127.0.0.1, ::1 and localhost plus --hosts: list each
 address or DNS name by which nodes are reached. Keep ca-key.pem offline.`,
-		Args: cobra.ExactArgs(1),
+		Example: `  fencer tls init ./pki
+  fencer tls init ./pki --nodes n1,n2,n3 --hosts 10.0.0.1,10.0.0.2,10.0.0.3,fencer.internal
+
+  # then, on n1 and from a client
+  fencer serve --id n1 --tls-cert pki/n1.pem --tls-key pki/n1-key.pem --tls-ca pki/ca.pem ...
+  fencer lock list --endpoints https://10.0.0.1:7001 --tls-ca pki/ca.pem \
+    --tls-cert pki/client.pem --tls-key pki/client-key.pem`,
+		Args: positional("DIR"),
 		RunE: func(cmd *cobra.Command, args []string) error { return o.run(cmd, args[0]) },
 	}
 	initCmd.Flags().StringSliceVar(&o.nodes, "nodes", []string{"n1", "n2", "n3"}, "node names, one certificate each")
 	initCmd.Flags().StringSliceVar(&o.hosts, "hosts", nil, "extra IP addresses and DNS names for the certificates")
-	cmd.AddCommand(initCmd)
-	return cmd
+	return group(cmd, initCmd)
 }
 
 func (o *tlsInitOptions) run(cmd *cobra.Command, dir string) error {
