@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/http"
-	"regexp"
 	"strconv"
 	"time"
 
@@ -88,16 +87,14 @@ func (s *Server) join(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, wire.JoinResponse{Joined: req.ID})
 }
 
-var memberIDPattern = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
-
 func (s *Server) addMember(w http.ResponseWriter, r *http.Request) {
 	var req wire.AddMemberRequest
 	if err := decodeJSON(w, r, &req); err != nil {
 		writeErr(w, err)
 		return
 	}
-	if !memberIDPattern.MatchString(req.ID) || req.RaftAddr == "" || req.HTTPAddr == "" {
-		writeErr(w, badRequest(wire.CodeInvalidMember, "want id (1-64 of [A-Za-z0-9._-]), raft_addr and http_addr"))
+	if !wire.ValidNodeID(req.ID) || req.RaftAddr == "" || req.HTTPAddr == "" {
+		writeErr(w, badRequest(wire.CodeInvalidMember, "want id ("+wire.NodeIDRule+"), raft_addr and http_addr"))
 		return
 	}
 	if err := checkMemberAddrs(req.RaftAddr, req.HTTPAddr); err != nil {
@@ -118,8 +115,8 @@ func (s *Server) addMember(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) removeMember(w http.ResponseWriter, r *http.Request) {
 	id := chi.URLParam(r, "id")
-	if !memberIDPattern.MatchString(id) {
-		writeErr(w, badRequest(wire.CodeInvalidMember, "member id: want 1-64 of [A-Za-z0-9._-]"))
+	if !wire.ValidNodeID(id) {
+		writeErr(w, badRequest(wire.CodeInvalidMember, "member id: want "+wire.NodeIDRule))
 		return
 	}
 	ctx, cancel := s.work(r, 0)
@@ -140,8 +137,8 @@ func (s *Server) transferLeader(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if req.ID != "" && !memberIDPattern.MatchString(req.ID) {
-		writeErr(w, badRequest(wire.CodeInvalidMember, "member id: want 1-64 of [A-Za-z0-9._-]"))
+	if req.ID != "" && !wire.ValidNodeID(req.ID) {
+		writeErr(w, badRequest(wire.CodeInvalidMember, "member id: want "+wire.NodeIDRule))
 		return
 	}
 	ctx, cancel := s.work(r, 0)

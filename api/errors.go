@@ -83,7 +83,7 @@ func writeError(w http.ResponseWriter, status int, body *wire.Error) {
 	if status == http.StatusServiceUnavailable {
 		w.Header().Set("Retry-After", "1")
 	}
-	writeJSON(w, status, body)
+	wire.WriteError(w, status, body)
 }
 
 func badRequest(code, msg string) *wire.Error { return &wire.Error{Code: code, Message: msg} }

@@ -32,7 +32,7 @@ func (s *Server) putKey(w http.ResponseWriter, r *http.Request) {
 	raw, present := r.Header[wire.HeaderToken]
 	token, ok := uint64(0), false
 	if present && len(raw) == 1 {
-		token, ok = ParseToken(raw[0])
+		token, ok = wire.ParseToken(raw[0])
 	}
 	if !ok {
 		writeErr(w, &wire.Error{Code: wire.CodeMissingToken, Message: "a fenced write needs exactly one " + wire.HeaderToken + " header with the positive decimal token of your grant"})

@@ -185,7 +185,7 @@ func (s *Server) check(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, err)
 		return
 	}
-	token, ok := ParseToken(r.URL.Query().Get("token"))
+	token, ok := wire.ParseToken(r.URL.Query().Get("token"))
 	if !ok {
 		writeErr(w, badRequest(wire.CodeInvalidToken, "token: want ?token=N with N a positive decimal integer"))
 		return

@@ -268,19 +268,6 @@ func TestNotFoundAndNoLeader(t *testing.T) {
 	}
 }
 
-func TestParseToken(t *testing.T) {
-	for s, want := range map[string]uint64{"1": 1, "42": 42, "18446744073709551615": 1<<64 - 1} {
-		if v, ok := ParseToken(s); !ok || v != want {
-			t.Fatalf("ParseToken(%q) = %d %v", s, v, ok)
-		}
-	}
-	for _, s := range []string{"", "0", "00", "01", "-1", "+1", "1 ", "1e3", "0x10", "18446744073709551616", "99999999999999999999"} {
-		if _, ok := ParseToken(s); ok {
-			t.Fatalf("ParseToken(%q) accepted", s)
-		}
-	}
-}
-
 // TestListLocksStreams: the streamed listing is the JSON of a LockList,
 // byte for byte, for no locks, one, and many.
 func TestListLocksStreams(t *testing.T) {

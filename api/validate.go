@@ -12,40 +12,22 @@ import (
 	"github.com/fencer-io/fencer/api/wire"
 )
 
-// Limits on input. Names and keys share one alphabet.
+// Limits on input. Names and keys share one alphabet (wire.ValidName).
 const (
 	maxHolderLen = 200
 	maxReqIDLen  = 128
 )
 
-// ValidName reports whether s is a valid lock name or key: 1-200 of
-// [A-Za-z0-9._:-], but not "." or "..", which proxies and clients rewrite as
-// path segments. It runs on every request, so it is a loop rather than a
-// regular expression (which cost a few percent of the leader's CPU).
-func ValidName(s string) bool {
-	if len(s) == 0 || len(s) > 200 || s == "." || s == ".." {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; {
-		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '.', c == '_', c == ':', c == '-':
-		default:
-			return false
-		}
-	}
-	return true
-}
-
 func checkName(s string) error {
-	if !ValidName(s) {
-		return badRequest(wire.CodeInvalidName, fmt.Sprintf("lock name %.64q: want 1-200 of [A-Za-z0-9._:-], not . or ..", s))
+	if !wire.ValidName(s) {
+		return badRequest(wire.CodeInvalidName, fmt.Sprintf("lock name %.64q: want %s", s, wire.NameRule))
 	}
 	return nil
 }
 
 func checkKey(s string) error {
-	if !ValidName(s) {
-		return badRequest(wire.CodeInvalidKey, fmt.Sprintf("key %.64q: want 1-200 of [A-Za-z0-9._:-], not . or ..", s))
+	if !wire.ValidName(s) {
+		return badRequest(wire.CodeInvalidKey, fmt.Sprintf("key %.64q: want %s", s, wire.NameRule))
 	}
 	return nil
 }
@@ -139,6 +121,3 @@ func decodeJSON(w http.ResponseWriter, r *http.Request, v any) error {
 	}
 	return nil
 }
-
-// ParseToken parses a fencing token; see wire.ParseToken.
-func ParseToken(s string) (uint64, bool) { return wire.ParseToken(s) }

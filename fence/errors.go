@@ -3,6 +3,8 @@ package fence
 import (
 	"errors"
 	"fmt"
+
+	"github.com/fencer-io/fencer/api/wire"
 )
 
 // Errors returned by this package. They are shared with pgfence and the
@@ -50,18 +52,19 @@ func (e *StaleError) Error() string {
 // Is makes errors.Is(err, ErrStaleToken) true for every *StaleError.
 func (e *StaleError) Is(target error) bool { return target == ErrStaleToken }
 
-// Code returns the stable machine-readable code for err, as used in the
-// "code" field of HTTP error bodies, or "" when err is not a fence error.
+// Code returns the stable machine-readable code for err (one of wire's), as
+// used in the "code" field of HTTP error bodies, or "" when err is not a
+// fence error.
 func Code(err error) string {
 	switch {
 	case errors.Is(err, ErrMissingToken):
-		return "missing_token"
+		return wire.CodeMissingToken
 	case errors.Is(err, ErrStaleToken):
-		return "stale_token"
+		return wire.CodeStaleToken
 	case errors.Is(err, ErrMalformedSequence):
-		return "malformed_sequence"
+		return wire.CodeMalformedSequence
 	case errors.Is(err, ErrEmptyKey):
-		return "empty_key"
+		return wire.CodeEmptyKey
 	}
 	return ""
 }

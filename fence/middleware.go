@@ -3,11 +3,12 @@ package fence
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+
+	"github.com/fencer-io/fencer/api/wire"
 )
 
 // MaxBodyBytes bounds the request body Middleware reads before opening the
@@ -87,30 +88,22 @@ func Middleware(store *Store, keyFunc func(*http.Request) string) func(http.Hand
 // fenceFromHeader reads the token and optional sequence. A header sent twice
 // is malformed: picking one of two tokens is guessing.
 func fenceFromHeader(h http.Header) (token, seq uint64, err error) {
-	tokens := h.Values(HeaderToken)
+	tokens := h.Values(wire.HeaderToken)
 	if len(tokens) != 1 {
-		return 0, 0, fmt.Errorf("%w: %d %s headers", ErrMissingToken, len(tokens), HeaderToken)
+		return 0, 0, fmt.Errorf("%w: %d %s headers", ErrMissingToken, len(tokens), wire.HeaderToken)
 	}
 	if token, err = ParseToken(tokens[0]); err != nil {
 		return 0, 0, err
 	}
-	switch seqs := h.Values(HeaderSequence); len(seqs) {
+	switch seqs := h.Values(wire.HeaderSequence); len(seqs) {
 	case 0:
 		return token, 0, nil
 	case 1:
 		seq, err = ParseSequence(seqs[0])
 		return token, seq, err
 	default:
-		return 0, 0, fmt.Errorf("%w: %d %s headers", ErrMalformedSequence, len(seqs), HeaderSequence)
+		return 0, 0, fmt.Errorf("%w: %d %s headers", ErrMalformedSequence, len(seqs), wire.HeaderSequence)
 	}
-}
-
-// ErrorBody is the JSON body of every error response the middleware writes.
-type ErrorBody struct {
-	Error     string `json:"error"`
-	Code      string `json:"code"`
-	LastToken uint64 `json:"last_token,omitempty"`
-	LastSeq   uint64 `json:"last_seq,omitempty"`
 }
 
 // StatusFor maps a fence error to its HTTP status. It is the only place
@@ -130,23 +123,21 @@ func StatusFor(err error) int {
 	return http.StatusInternalServerError
 }
 
-// WriteError writes err as a JSON ErrorBody with the status StatusFor picks.
+// WriteError writes err as a wire.Error body with the status StatusFor picks.
 func WriteError(w http.ResponseWriter, err error) { writeError(w, err) }
 
 func writeError(w http.ResponseWriter, err error) {
 	status := StatusFor(err)
-	body := ErrorBody{Error: err.Error(), Code: Code(err)}
+	body := &wire.Error{Message: err.Error(), Code: Code(err)}
 	if body.Code == "" {
-		body.Code = "internal"
+		body.Code = wire.CodeInternal
 		if status == http.StatusRequestEntityTooLarge {
-			body.Code = "body_too_large"
+			body.Code = wire.CodeBodyTooLarge
 		}
 	}
 	var stale *StaleError
 	if errors.As(err, &stale) {
 		body.LastToken, body.LastSeq = stale.HighWater, stale.HighSeq
 	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(body)
+	wire.WriteError(w, status, body)
 }

@@ -8,6 +8,8 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/fencer-io/fencer/api/wire"
 )
 
 // fencedPut stores the request body under the last path segment.
@@ -46,9 +48,9 @@ func do(h http.Handler, key, body string, headers ...string) *httptest.ResponseR
 	return w
 }
 
-func decodeErrorBody(t *testing.T, w *httptest.ResponseRecorder) ErrorBody {
+func decodeErrorBody(t *testing.T, w *httptest.ResponseRecorder) wire.Error {
 	t.Helper()
-	var b ErrorBody
+	var b wire.Error
 	if ct := w.Header().Get("Content-Type"); ct != "application/json" {
 		t.Errorf("Content-Type = %q", ct)
 	}
@@ -62,30 +64,30 @@ func TestMiddlewareStatuses(t *testing.T) {
 	s := openTestStore(t, nil)
 	h := fencedPut(t, s)
 
-	w := do(h, "k", "v7", HeaderToken, "7")
+	w := do(h, "k", "v7", wire.HeaderToken, "7")
 	if w.Code != http.StatusOK || w.Body.String() != "stored" || w.Header().Get("X-Stored") != "k" {
 		t.Fatalf("token 7: %d %q %v", w.Code, w.Body.String(), w.Header())
 	}
 
 	for _, hdrs := range [][]string{
 		nil,
-		{HeaderToken, ""},
-		{HeaderToken, "0"},
-		{HeaderToken, "abc"},
-		{HeaderToken, "-8"},
-		{HeaderToken, "8", HeaderToken, "9"},
+		{wire.HeaderToken, ""},
+		{wire.HeaderToken, "0"},
+		{wire.HeaderToken, "abc"},
+		{wire.HeaderToken, "-8"},
+		{wire.HeaderToken, "8", wire.HeaderToken, "9"},
 	} {
 		w := do(h, "k", "bad", hdrs...)
 		if w.Code != http.StatusPreconditionRequired {
 			t.Fatalf("headers %q: status %d, want 428", hdrs, w.Code)
 		}
-		if b := decodeErrorBody(t, w); b.Code != "missing_token" || b.Error == "" {
+		if b := decodeErrorBody(t, w); b.Code != "missing_token" || b.Message == "" {
 			t.Fatalf("headers %q: body %+v", hdrs, b)
 		}
 	}
 
 	for _, token := range []string{"6", "7"} {
-		w := do(h, "k", "bad", HeaderToken, token)
+		w := do(h, "k", "bad", wire.HeaderToken, token)
 		if w.Code != http.StatusConflict {
 			t.Fatalf("token %s: status %d, want 409", token, w.Code)
 		}
@@ -94,7 +96,7 @@ func TestMiddlewareStatuses(t *testing.T) {
 		}
 	}
 
-	if w := do(h, "k", "bad", HeaderToken, "8", HeaderSequence, "0"); w.Code != http.StatusBadRequest {
+	if w := do(h, "k", "bad", wire.HeaderToken, "8", wire.HeaderSequence, "0"); w.Code != http.StatusBadRequest {
 		t.Fatalf("sequence 0: status %d, want 400", w.Code)
 	}
 	if got := get(t, s, "k"); got != "v7" {
@@ -119,9 +121,9 @@ func TestMiddlewareSequence(t *testing.T) {
 		{"3", http.StatusOK},
 	}
 	for i, st := range steps {
-		hdrs := []string{HeaderToken, "4"}
+		hdrs := []string{wire.HeaderToken, "4"}
 		if st.seq != "" {
-			hdrs = append(hdrs, HeaderSequence, st.seq)
+			hdrs = append(hdrs, wire.HeaderSequence, st.seq)
 		}
 		if w := do(h, "k", "v", hdrs...); w.Code != st.want {
 			t.Fatalf("step %d seq %q: status %d, want %d", i, st.seq, w.Code, st.want)
@@ -135,17 +137,17 @@ func TestMiddlewareSequence(t *testing.T) {
 func TestMiddlewareHandlerFailureRollsBack(t *testing.T) {
 	s := openTestStore(t, nil)
 	h := fencedPut(t, s)
-	if w := do(h, "k", "v1", HeaderToken, "1"); w.Code != http.StatusOK {
+	if w := do(h, "k", "v1", wire.HeaderToken, "1"); w.Code != http.StatusOK {
 		t.Fatal(w.Code)
 	}
-	w := do(h, "k", "refuse", HeaderToken, "5")
+	w := do(h, "k", "refuse", wire.HeaderToken, "5")
 	if w.Code != http.StatusUnprocessableEntity || !strings.Contains(w.Body.String(), "refused by handler") {
 		t.Fatalf("handler refusal: %d %q", w.Code, w.Body.String())
 	}
 	if got, m := get(t, s, "k"), mustHighWater(t, s, "k"); got != "v1" || m.Token != 1 {
 		t.Fatalf("after refusal: value %q mark %+v", got, m)
 	}
-	if w := do(h, "k", "v5", HeaderToken, "5"); w.Code != http.StatusOK {
+	if w := do(h, "k", "v5", wire.HeaderToken, "5"); w.Code != http.StatusOK {
 		t.Fatalf("token 5 after a refused attempt: %d", w.Code)
 	}
 }
@@ -162,7 +164,7 @@ func TestMiddlewareFailureAfterHandlerIs500(t *testing.T) {
 		}
 		_, _ = io.WriteString(w, "looks fine")
 	}))
-	w := do(h, "k", "v", HeaderToken, "1")
+	w := do(h, "k", "v", wire.HeaderToken, "1")
 	if w.Code != http.StatusInternalServerError || strings.Contains(w.Body.String(), "looks fine") {
 		t.Fatalf("failed commit: %d %q", w.Code, w.Body.String())
 	}
@@ -177,11 +179,11 @@ func TestMiddlewareFailureAfterHandlerIs500(t *testing.T) {
 func TestMiddlewareEmptyKeyAndBodyLimit(t *testing.T) {
 	s := openTestStore(t, nil)
 	h := fencedPut(t, s)
-	if w := do(h, "", "v", HeaderToken, "1"); w.Code != http.StatusBadRequest {
+	if w := do(h, "", "v", wire.HeaderToken, "1"); w.Code != http.StatusBadRequest {
 		t.Fatalf("empty key: %d", w.Code)
 	}
 	big := strings.Repeat("x", MaxBodyBytes+1)
-	if w := do(h, "k", big, HeaderToken, "1"); w.Code != http.StatusRequestEntityTooLarge {
+	if w := do(h, "k", big, wire.HeaderToken, "1"); w.Code != http.StatusRequestEntityTooLarge {
 		t.Fatalf("big body: %d", w.Code)
 	}
 	if m := mustHighWater(t, s, "k"); m.Token != 0 {

@@ -1,58 +1,22 @@
-// Package wire holds fencer's HTTP API contract: the JSON bodies, the error
-// codes, the headers and the input limits. It imports nothing of fencer, so
-// that a client (api/client) or another language's port can depend on the
-// contract alone, without the server, Raft or bolt. Package api re-exports
-// every name here.
+// Package wire is fencer's HTTP contract: every request and response body,
+// every header, every error code and the one function that writes an error
+// body (WriteError), the rules for names and node ids, and the input limits.
+// The API server, its middleware, fenced resources (package fence) and the
+// Go client (api/client) all speak it. It imports nothing of fencer, so a
+// client or another language's port can depend on the contract alone,
+// without the server, Raft or bolt.
+//
+// Words: a grant is one holder's hold on a lock; it has a token (its place
+// in the order of all grants) and a secret (the "lease" field, proof of
+// holding it for renew and release). Its lease is the time it stays valid
+// without a renewal (ttl_ms). The JSON names predate these words and never
+// change.
 package wire
 
 import (
 	"strconv"
 	"time"
 )
-
-// Machine-readable error codes. Clients depend on them exactly: add new
-// ones, never rename.
-const (
-	CodeInvalidName      = "invalid_name"
-	CodeInvalidKey       = "invalid_key"
-	CodeInvalidTTL       = "invalid_ttl"
-	CodeInvalidWait      = "invalid_wait"
-	CodeInvalidHolder    = "invalid_holder"
-	CodeInvalidRequestID = "invalid_request_id"
-	CodeInvalidLease     = "invalid_lease"
-	CodeInvalidToken     = "invalid_token"
-	CodeInvalidJSON      = "invalid_json"
-	CodeInvalidMember    = "invalid_member"
-	CodeBodyTooLarge     = "body_too_large"
-	CodeMissingToken     = "missing_token"
-	CodeLockHeld         = "lock_held"
-	CodeLeaseLost        = "lease_lost"
-	CodeStaleToken       = "stale_token"
-	CodeNotLockHolder    = "not_lock_holder"
-	CodeNotFound         = "not_found"
-	CodeNoLeader         = "no_leader"
-	CodeOutcomeUnknown   = "outcome_unknown"
-	CodeMemberConflict   = "member_conflict"
-	CodeUnknownMember    = "unknown_member"
-	CodeTooManyWaiters   = "too_many_waiters"
-	CodeTooManyLocks     = "too_many_locks"
-	CodeInvalidSnapshot  = "invalid_snapshot"
-	CodeTimeout          = "timeout"
-	CodeInternal         = "internal"
-)
-
-// Error is the body of every error response.
-type Error struct {
-	Message string `json:"error"`
-	Code    string `json:"code"`
-	// Holder and Token describe the current grant on lock_held.
-	Holder string `json:"holder,omitempty"`
-	Token  uint64 `json:"token,omitempty"`
-	// LastToken is the key's high-water mark on stale_token.
-	LastToken uint64 `json:"last_token,omitempty"`
-}
-
-func (e *Error) Error() string { return e.Code + ": " + e.Message }
 
 // Headers.
 const (
@@ -62,6 +26,9 @@ const (
 	// HeaderLock names a lock whose current grant a fenced write's token
 	// must be.
 	HeaderLock = "Fencing-Lock"
+	// HeaderSequence optionally numbers the writes made under one grant to a
+	// fenced resource, starting at 1 (see fence.Mark.Admits).
+	HeaderSequence = "Fencing-Sequence"
 	// HeaderSnapshot carries a saved snapshot's header (JSON).
 	HeaderSnapshot = "Fencer-Snapshot"
 	// HeaderForwardedBy names the node that forwarded a request to the
@@ -73,9 +40,9 @@ const (
 	HeaderLogFormat = "Fencer-Log-Format"
 )
 
-// LeaseSecretLen is the length of the lease secret an acquire returns (and
-// renew and release must present): 32 hexadecimal characters, 128 random
-// bits.
+// LeaseSecretLen is the length of a grant's secret, the "lease" field an
+// acquire returns and renew and release must present: 32 hexadecimal
+// characters, 128 random bits.
 const LeaseSecretLen = 32
 
 // Limits on input.
@@ -135,17 +102,21 @@ type AcquireRequest struct {
 
 // Grant is the answer to a successful acquire.
 type Grant struct {
-	Lock      string `json:"lock"`
-	Holder    string `json:"holder"`
-	Token     uint64 `json:"token"`
-	Lease     string `json:"lease"`
+	Lock   string `json:"lock"`
+	Holder string `json:"holder"`
+	Token  uint64 `json:"token"`
+	// Lease is the grant's secret (LeaseSecretLen characters), which renew
+	// and release must present.
+	Lease string `json:"lease"`
+	// TTLMillis is the length of the lease.
 	TTLMillis int64  `json:"ttl_ms"`
 	RequestID string `json:"request_id,omitempty"`
 	// Existing is true when this is a retry answered with the earlier grant.
 	Existing bool `json:"existing,omitempty"`
 }
 
-// LeaseRequest is the body of renew and release.
+// LeaseRequest is the body of renew and release: the grant's secret and
+// token.
 type LeaseRequest struct {
 	Lease string `json:"lease"`
 	Token uint64 `json:"token"`
@@ -165,7 +136,8 @@ type ReleaseResponse struct {
 	Released bool   `json:"released"`
 }
 
-// LockStatus describes a lock; it never includes the lease secret.
+// LockStatus describes a lock and its grant, if held; it never includes the
+// grant's secret.
 type LockStatus struct {
 	Lock      string `json:"lock"`
 	Held      bool   `json:"held"`

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/fencer-io/fencer/api/wire"
 	"github.com/fencer-io/fencer/fence"
 )
 
@@ -75,13 +76,13 @@ func (s *Server) putDataBroken(w http.ResponseWriter, r *http.Request) {
 	key := keyParam(r)
 	var token, seq uint64
 	var err error
-	if raw := r.Header.Get(fence.HeaderToken); raw != "" || s.broken&BrokenMissingAsZero == 0 {
+	if raw := r.Header.Get(wire.HeaderToken); raw != "" || s.broken&BrokenMissingAsZero == 0 {
 		if token, err = fence.ParseToken(raw); err != nil {
 			fence.WriteError(w, err)
 			return
 		}
 	}
-	if raw := r.Header.Get(fence.HeaderSequence); raw != "" {
+	if raw := r.Header.Get(wire.HeaderSequence); raw != "" {
 		if seq, err = fence.ParseSequence(raw); err != nil {
 			fence.WriteError(w, err)
 			return

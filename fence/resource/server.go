@@ -9,6 +9,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/fencer-io/fencer/api/wire"
 	"github.com/fencer-io/fencer/fence"
 )
 
@@ -95,7 +96,7 @@ func (s *Server) getData(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if rec == nil {
-		writeJSON(w, http.StatusNotFound, fence.ErrorBody{Error: "no value for key " + strconv.Quote(key), Code: "not_found"})
+		wire.WriteError(w, http.StatusNotFound, &wire.Error{Code: wire.CodeNotFound, Message: "no value for key " + strconv.Quote(key)})
 		return
 	}
 	m, value, err := decodeRecord(rec)
@@ -103,9 +104,9 @@ func (s *Server) getData(w http.ResponseWriter, r *http.Request) {
 		fence.WriteError(w, err)
 		return
 	}
-	w.Header().Set(fence.HeaderToken, strconv.FormatUint(m.Token, 10))
+	w.Header().Set(wire.HeaderToken, strconv.FormatUint(m.Token, 10))
 	if m.Seq != 0 {
-		w.Header().Set(fence.HeaderSequence, strconv.FormatUint(m.Seq, 10))
+		w.Header().Set(wire.HeaderSequence, strconv.FormatUint(m.Seq, 10))
 	}
 	w.Header().Set("Content-Type", "application/octet-stream")
 	_, _ = w.Write(value)

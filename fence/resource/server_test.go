@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/fencer-io/fencer/api/wire"
 	"github.com/fencer-io/fencer/fence"
 )
 
@@ -76,7 +77,7 @@ func (s *testServer) value(key string) (string, string) {
 	if code != http.StatusOK {
 		s.t.Fatalf("GET %s: %d %s", key, code, body)
 	}
-	return body, h.Get(fence.HeaderToken)
+	return body, h.Get(wire.HeaderToken)
 }
 
 func (s *testServer) highWater(key string) MarkResponse {
@@ -104,7 +105,7 @@ func TestServerFencesWrites(t *testing.T) {
 		t.Fatalf("GET absent: %d %s", code, body)
 	}
 
-	if code, body := s.put("k", "from-6", fence.HeaderToken, "6"); code != http.StatusOK || !strings.Contains(body, `"token":6`) {
+	if code, body := s.put("k", "from-6", wire.HeaderToken, "6"); code != http.StatusOK || !strings.Contains(body, `"token":6`) {
 		t.Fatalf("PUT 6: %d %s", code, body)
 	}
 	for _, tc := range []struct {
@@ -113,10 +114,10 @@ func TestServerFencesWrites(t *testing.T) {
 		errCode string
 	}{
 		{nil, http.StatusPreconditionRequired, "missing_token"},
-		{[]string{fence.HeaderToken, "0"}, http.StatusPreconditionRequired, "missing_token"},
-		{[]string{fence.HeaderToken, "x"}, http.StatusPreconditionRequired, "missing_token"},
-		{[]string{fence.HeaderToken, "5"}, http.StatusConflict, "stale_token"},
-		{[]string{fence.HeaderToken, "6"}, http.StatusConflict, "stale_token"},
+		{[]string{wire.HeaderToken, "0"}, http.StatusPreconditionRequired, "missing_token"},
+		{[]string{wire.HeaderToken, "x"}, http.StatusPreconditionRequired, "missing_token"},
+		{[]string{wire.HeaderToken, "5"}, http.StatusConflict, "stale_token"},
+		{[]string{wire.HeaderToken, "6"}, http.StatusConflict, "stale_token"},
 	} {
 		code, body := s.put("k", "bad", tc.headers...)
 		if code != tc.code || !strings.Contains(body, `"code":"`+tc.errCode+`"`) {
@@ -132,22 +133,22 @@ func TestServerFencesWrites(t *testing.T) {
 
 	// Several writes under one grant, numbered.
 	for _, seq := range []string{"1", "2"} {
-		if code, body := s.put("k", "from-7/"+seq, fence.HeaderToken, "7", fence.HeaderSequence, seq); code != http.StatusOK {
+		if code, body := s.put("k", "from-7/"+seq, wire.HeaderToken, "7", wire.HeaderSequence, seq); code != http.StatusOK {
 			t.Fatalf("PUT 7/%s: %d %s", seq, code, body)
 		}
 	}
-	if code, _ := s.put("k", "replay", fence.HeaderToken, "7", fence.HeaderSequence, "2"); code != http.StatusConflict {
+	if code, _ := s.put("k", "replay", wire.HeaderToken, "7", wire.HeaderSequence, "2"); code != http.StatusConflict {
 		t.Fatalf("replay 7/2: %d", code)
 	}
 	code, _, h := s.get("/v1/data/k")
-	if code != http.StatusOK || h.Get(fence.HeaderToken) != "7" || h.Get(fence.HeaderSequence) != "2" {
+	if code != http.StatusOK || h.Get(wire.HeaderToken) != "7" || h.Get(wire.HeaderSequence) != "2" {
 		t.Fatalf("GET after 7/2: %d %v", code, h)
 	}
 	if m := s.highWater("k"); m != (MarkResponse{Key: "k", Token: 7, Seq: 2}) {
 		t.Fatalf("high-water = %+v", m)
 	}
 	// Per-key fence: another key starts from nothing.
-	if code, _ := s.put("other", "v", fence.HeaderToken, "1"); code != http.StatusOK {
+	if code, _ := s.put("other", "v", wire.HeaderToken, "1"); code != http.StatusOK {
 		t.Fatalf("PUT other/1: %d", code)
 	}
 }
@@ -156,7 +157,7 @@ func TestServerMarkSurvivesRestart(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "r.db")
 	st := openStore(t, path)
 	s := startServer(t, st)
-	if code, _ := s.put("k", "v34", fence.HeaderToken, "34"); code != http.StatusOK {
+	if code, _ := s.put("k", "v34", wire.HeaderToken, "34"); code != http.StatusOK {
 		t.Fatal(code)
 	}
 	s.http.Close()
@@ -167,7 +168,7 @@ func TestServerMarkSurvivesRestart(t *testing.T) {
 	st = openStore(t, path)
 	defer st.Close()
 	s = startServer(t, st)
-	if code, _ := s.put("k", "v33", fence.HeaderToken, "33"); code != http.StatusConflict {
+	if code, _ := s.put("k", "v33", wire.HeaderToken, "33"); code != http.StatusConflict {
 		t.Fatalf("PUT 33 after restart: %d, want 409", code)
 	}
 	if v, tok := s.value("k"); v != "v34" || tok != "34" {
@@ -180,11 +181,11 @@ func TestBrokenMissingAsZeroAcceptsTokenlessWrite(t *testing.T) {
 	defer st.Close()
 	s := startServer(t, st, WithBrokenFence(BrokenMissingAsZero))
 
-	if code, _ := s.put("k", "from-6", fence.HeaderToken, "6"); code != http.StatusOK {
+	if code, _ := s.put("k", "from-6", wire.HeaderToken, "6"); code != http.StatusOK {
 		t.Fatal(code)
 	}
 	// Tokens that are present are still checked...
-	if code, _ := s.put("k", "stale", fence.HeaderToken, "5"); code != http.StatusConflict {
+	if code, _ := s.put("k", "stale", wire.HeaderToken, "5"); code != http.StatusConflict {
 		t.Fatalf("PUT 5: %d, want 409", code)
 	}
 	// ...but a write without one overwrites the newer grant's value.
@@ -195,13 +196,13 @@ func TestBrokenMissingAsZeroAcceptsTokenlessWrite(t *testing.T) {
 		t.Fatalf("value %q token %q, want tokenless/0", v, tok)
 	}
 	// Malformed tokens are still refused; only absence is misread.
-	if code, _ := s.put("k", "x", fence.HeaderToken, "abc"); code != http.StatusPreconditionRequired {
+	if code, _ := s.put("k", "x", wire.HeaderToken, "abc"); code != http.StatusPreconditionRequired {
 		t.Fatalf("malformed token: %d", code)
 	}
 	// The real mark did not move, so a correct server over the same store
 	// still refuses 6.
 	good := startServer(t, st)
-	if code, _ := good.put("k", "x", fence.HeaderToken, "6"); code != http.StatusConflict {
+	if code, _ := good.put("k", "x", wire.HeaderToken, "6"); code != http.StatusConflict {
 		t.Fatalf("correct server, PUT 6: %d", code)
 	}
 }
@@ -210,11 +211,11 @@ func TestBrokenForgetOnRestartAcceptsOlderToken(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "r.db")
 	st := openStore(t, path)
 	s := startServer(t, st, WithBrokenFence(BrokenForgetOnRestart))
-	if code, _ := s.put("k", "v34", fence.HeaderToken, "34"); code != http.StatusOK {
+	if code, _ := s.put("k", "v34", wire.HeaderToken, "34"); code != http.StatusOK {
 		t.Fatal(code)
 	}
 	// Before the restart it looks correct.
-	if code, _ := s.put("k", "v33", fence.HeaderToken, "33"); code != http.StatusConflict {
+	if code, _ := s.put("k", "v33", wire.HeaderToken, "33"); code != http.StatusConflict {
 		t.Fatalf("PUT 33 before restart: %d, want 409", code)
 	}
 	if code, _ := s.put("k", "none"); code != http.StatusPreconditionRequired {
@@ -234,7 +235,7 @@ func TestBrokenForgetOnRestartAcceptsOlderToken(t *testing.T) {
 	if m := s.highWater("k"); m.Token != 0 {
 		t.Fatalf("broken server remembered %+v", m)
 	}
-	if code, _ := s.put("k", "v33", fence.HeaderToken, "33"); code != http.StatusOK {
+	if code, _ := s.put("k", "v33", wire.HeaderToken, "33"); code != http.StatusOK {
 		t.Fatalf("PUT 33 after restart on broken server: %d, want 200", code)
 	}
 	if v, tok := s.value("k"); v != "v33" || tok != "33" {
@@ -246,10 +247,10 @@ func TestBrokenBothModes(t *testing.T) {
 	st := openStore(t, filepath.Join(t.TempDir(), "r.db"))
 	defer st.Close()
 	s := startServer(t, st, WithBrokenFence(BrokenMissingAsZero|BrokenForgetOnRestart))
-	if code, _ := s.put("k", "v9", fence.HeaderToken, "9"); code != http.StatusOK {
+	if code, _ := s.put("k", "v9", wire.HeaderToken, "9"); code != http.StatusOK {
 		t.Fatal(code)
 	}
-	if code, _ := s.put("k", "v8", fence.HeaderToken, "8"); code != http.StatusConflict {
+	if code, _ := s.put("k", "v8", wire.HeaderToken, "8"); code != http.StatusConflict {
 		t.Fatalf("PUT 8: %d", code)
 	}
 	if code, _ := s.put("k", "none"); code != http.StatusOK {

@@ -26,8 +26,8 @@
 //	  {"name": "dash","secret": "…", "role": "reader"}
 //	]}
 //
-// Prefixes use the name alphabet [A-Za-z0-9._:-] (a "/" could never match a
-// lock name or key); an empty or absent list means every name.
+// Prefixes use the alphabet of lock names and keys (wire.ValidNamePrefix; a
+// "/" could never match one); an empty or absent list means every name.
 package acl
 
 import (
@@ -41,6 +41,8 @@ import (
 	"os"
 	"regexp"
 	"strings"
+
+	"github.com/fencer-io/fencer/api/wire"
 )
 
 // Role is what a token may do.
@@ -103,11 +105,8 @@ var (
 	ErrUnknownToken = errors.New("unknown bearer token")
 )
 
-var (
-	// b64token is RFC 6750's token syntax; secrets must be sendable as one.
-	b64token      = regexp.MustCompile(`^[A-Za-z0-9\-._~+/]+=*$`)
-	prefixPattern = regexp.MustCompile(`^[A-Za-z0-9._:-]{1,200}$`)
-)
+// b64token is RFC 6750's token syntax; secrets must be sendable as one.
+var b64token = regexp.MustCompile(`^[A-Za-z0-9\-._~+/]+=*$`)
 
 // Load reads and validates an ACL file.
 func Load(path string) (*ACL, error) {
@@ -159,8 +158,8 @@ func Parse(data []byte) (*ACL, error) {
 			return nil, fmt.Errorf("token %q: role %q: want reader, client or operator", e.Name, e.Role)
 		}
 		for _, p := range append(append([]string(nil), e.Locks...), e.Keys...) {
-			if !prefixPattern.MatchString(p) {
-				return nil, fmt.Errorf("token %q: prefix %q: want 1-200 of [A-Za-z0-9._:-], the characters of lock names and keys", e.Name, p)
+			if !wire.ValidNamePrefix(p) {
+				return nil, fmt.Errorf("token %q: prefix %q: want 1-%d of %s, the characters of lock names and keys", e.Name, p, wire.MaxNameLen, wire.NameChars)
 			}
 		}
 		a.tokens = append(a.tokens, token{sum: sum, principal: &Principal{Name: e.Name, Role: e.Role, Locks: e.Locks, Keys: e.Keys}})

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/fencer-io/fencer/api/wire"
 )
 
 const (
@@ -115,13 +117,13 @@ func TestEachRoleAgainstEachEndpoint(t *testing.T) {
 				if status != 200 || !reached {
 					t.Errorf("%s %s as %q: %d %s, want allowed", ep.method, ep.path, role.secret, status, code)
 				}
-			} else if status != 403 || code != CodeForbidden || reached {
+			} else if status != 403 || code != wire.CodeForbidden || reached {
 				t.Errorf("%s %s as %q: %d %s reached=%v, want 403 forbidden", ep.method, ep.path, role.secret, status, code, reached)
 			}
 		}
 		for _, secret := range []string{"", "no-such-token-0123456789"} {
 			status, code, reached, hdr := serve(t, mw, ep.method, ep.path, secret)
-			if status != 401 || code != CodeUnauthorized || reached || !strings.HasPrefix(hdr.Get("WWW-Authenticate"), "Bearer") {
+			if status != 401 || code != wire.CodeUnauthorized || reached || !strings.HasPrefix(hdr.Get("WWW-Authenticate"), "Bearer") {
 				t.Errorf("%s %s with %q: %d %s reached=%v challenge %q, want 401", ep.method, ep.path, secret, status, code, reached, hdr.Get("WWW-Authenticate"))
 			}
 		}
@@ -153,7 +155,7 @@ func TestPrefixScoping(t *testing.T) {
 		{"POST", "/v1/locks/jobs.x%2F..%2Fother/acquire", true}, // the raw name: refused by the handler as invalid
 	} {
 		status, code, reached, _ := serve(t, mw, tc.method, tc.path, scopedSecret)
-		if tc.allowed != (status == 200 && reached) || !tc.allowed && code != CodeForbidden {
+		if tc.allowed != (status == 200 && reached) || !tc.allowed && code != wire.CodeForbidden {
 			t.Errorf("%s %s: %d %s, allowed want %v", tc.method, tc.path, status, code, tc.allowed)
 		}
 	}

@@ -2,19 +2,13 @@ package acl
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"log/slog"
 	"net/http"
 	"time"
 
+	"github.com/fencer-io/fencer/api/wire"
 	"github.com/fencer-io/fencer/internal/tlsutil"
-)
-
-// Error codes of refused requests, in the API's error body.
-const (
-	CodeUnauthorized = "unauthorized"
-	CodeForbidden    = "forbidden"
 )
 
 // Option configures Middleware.
@@ -69,7 +63,7 @@ func Middleware(s *Store, opts ...Option) func(http.Handler) http.Handler {
 					challenge += `, error="invalid_token"`
 				}
 				w.Header().Set("WWW-Authenticate", challenge)
-				writeError(w, http.StatusUnauthorized, CodeUnauthorized, err.Error())
+				wire.WriteError(w, http.StatusUnauthorized, &wire.Error{Code: wire.CodeUnauthorized, Message: err.Error()})
 				if audited {
 					audit(o.audit, r, route, nil, http.StatusUnauthorized)
 				}
@@ -80,7 +74,7 @@ func Middleware(s *Store, opts ...Option) func(http.Handler) http.Handler {
 				if route.Resource != "" {
 					msg += " " + route.Resource
 				}
-				writeError(w, http.StatusForbidden, CodeForbidden, msg)
+				wire.WriteError(w, http.StatusForbidden, &wire.Error{Code: wire.CodeForbidden, Message: msg})
 				if audited {
 					audit(o.audit, r, route, p, http.StatusForbidden)
 				}
@@ -132,12 +126,3 @@ func (w *statusWriter) WriteHeader(code int) {
 
 // Unwrap lets http.ResponseController reach the real writer.
 func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
-
-func writeError(w http.ResponseWriter, status int, code, msg string) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(struct {
-		Error string `json:"error"`
-		Code  string `json:"code"`
-	}{msg, code})
-}

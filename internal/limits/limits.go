@@ -15,7 +15,6 @@
 package limits
 
 import (
-	"encoding/json"
 	"fmt"
 	"math"
 	"net"
@@ -25,6 +24,7 @@ import (
 
 	"github.com/go-chi/httprate"
 
+	"github.com/fencer-io/fencer/api/wire"
 	"github.com/fencer-io/fencer/internal/acl"
 	"github.com/fencer-io/fencer/internal/tlsutil"
 )
@@ -36,9 +36,6 @@ const (
 	DefaultRateRequests = 100
 	DefaultRateWindow   = time.Second
 )
-
-// CodeRateLimited is the error code of a 429 answer.
-const CodeRateLimited = "rate_limited"
 
 // headerForwardedBy mirrors api.HeaderForwardedBy (api cannot be imported
 // here without a cycle once api uses this package).
@@ -112,11 +109,11 @@ func RateLimit(cfg RateConfig) (func(http.Handler) http.Handler, error) {
 		httprate.WithKeyFuncs(func(r *http.Request) (string, error) { return cfg.Key(r), nil }),
 		httprate.WithLimitHandler(func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Retry-After", retryAfter)
-			writeError(w, http.StatusTooManyRequests, CodeRateLimited,
-				fmt.Sprintf("more than %d requests in %v from this client; retry after %ss", cfg.Requests, cfg.Window, retryAfter))
+			wire.WriteError(w, http.StatusTooManyRequests, &wire.Error{Code: wire.CodeRateLimited,
+				Message: fmt.Sprintf("more than %d requests in %v from this client; retry after %ss", cfg.Requests, cfg.Window, retryAfter)})
 		}),
 		httprate.WithErrorHandler(func(w http.ResponseWriter, r *http.Request, err error) {
-			writeError(w, http.StatusInternalServerError, "internal", "rate limiter: "+err.Error())
+			wire.WriteError(w, http.StatusInternalServerError, &wire.Error{Code: wire.CodeInternal, Message: "rate limiter: " + err.Error()})
 		}),
 	)
 	return func(next http.Handler) http.Handler {
@@ -129,13 +126,4 @@ func RateLimit(cfg RateConfig) (func(http.Handler) http.Handler, error) {
 			limited.ServeHTTP(w, r)
 		})
 	}, nil
-}
-
-func writeError(w http.ResponseWriter, status int, code, msg string) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(struct {
-		Error string `json:"error"`
-		Code  string `json:"code"`
-	}{msg, code})
 }

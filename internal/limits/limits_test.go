@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fencer-io/fencer/api/wire"
 	"github.com/fencer-io/fencer/internal/acl"
 )
 
@@ -37,7 +38,7 @@ func TestRateLimitPerClient(t *testing.T) {
 	rec := send(h, "10.0.0.1:5001", "/v1/locks/a/acquire", bg)
 	var body struct{ Error, Code string }
 	json.Unmarshal(rec.Body.Bytes(), &body)
-	if rec.Code != http.StatusTooManyRequests || body.Code != CodeRateLimited || body.Error == "" || rec.Header().Get("Retry-After") != "60" {
+	if rec.Code != http.StatusTooManyRequests || body.Code != wire.CodeRateLimited || body.Error == "" || rec.Header().Get("Retry-After") != "60" {
 		t.Fatalf("over the limit: %d %+v Retry-After %q", rec.Code, body, rec.Header().Get("Retry-After"))
 	}
 	if reached != 3 {
@@ -135,7 +136,7 @@ func TestMaxBody(t *testing.T) {
 	h.ServeHTTP(rec, httptest.NewRequest("PUT", "/v1/kv/k", strings.NewReader(strings.Repeat("x", 11))))
 	var body struct{ Code string }
 	json.Unmarshal(rec.Body.Bytes(), &body)
-	if rec.Code != 413 || body.Code != CodeBodyTooLarge || got != nil {
+	if rec.Code != 413 || body.Code != wire.CodeBodyTooLarge || got != nil {
 		t.Fatalf("announced oversized body: %d %q reached=%v", rec.Code, body.Code, got != nil)
 	}
 	// A body whose length is not announced is cut at the cap.

@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"slices"
 	"time"
+
+	"github.com/fencer-io/fencer/api/wire"
 )
 
 // Defaults of ServerConfig. WriteTimeout covers the longest request the API
@@ -18,9 +20,6 @@ const (
 	DefaultMaxHeaderBytes    = 64 << 10
 	DefaultMaxBodyBytes      = 1 << 20
 )
-
-// CodeBodyTooLarge is the error code of a 413 answer; it matches the API's.
-const CodeBodyTooLarge = "body_too_large"
 
 // ServerConfig is the HTTP server's timeouts and size caps. Zero values mean
 // the defaults.
@@ -77,7 +76,8 @@ func MaxBody(n int64, exempt ...string) func(http.Handler) http.Handler {
 				return
 			}
 			if r.ContentLength > n {
-				writeError(w, http.StatusRequestEntityTooLarge, CodeBodyTooLarge, fmt.Sprintf("request body of %d bytes exceeds %d", r.ContentLength, n))
+				wire.WriteError(w, http.StatusRequestEntityTooLarge, &wire.Error{Code: wire.CodeBodyTooLarge,
+					Message: fmt.Sprintf("request body of %d bytes exceeds %d", r.ContentLength, n)})
 				return
 			}
 			r.Body = http.MaxBytesReader(w, r.Body, n)

@@ -14,8 +14,9 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"regexp"
 	"time"
+
+	"github.com/fencer-io/fencer/api/wire"
 )
 
 // Validity of the development PKI's certificates.
@@ -32,8 +33,6 @@ const (
 	ClientKeyFile = "client-key.pem"
 )
 
-var fileNamePattern = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
-
 // GenerateDevPKI writes a development CA into dir, a node certificate per
 // node (usable as server and client, so for the API, forwarding and Raft)
 // and a client-only certificate for the CLI. Every certificate names
@@ -46,8 +45,8 @@ func GenerateDevPKI(dir string, nodes []string, hosts []string) error {
 	}
 	seen := map[string]bool{"ca": true, "ca-key": true, "client": true, "client-key": true}
 	for _, n := range nodes {
-		if !fileNamePattern.MatchString(n) || seen[n] {
-			return fmt.Errorf("tls init: node name %q: want 1-64 of [A-Za-z0-9._-], unique, not ca or client", n)
+		if !wire.ValidNodeID(n) || seen[n] {
+			return fmt.Errorf("tls init: node name %q: want %s, unique, not ca or client", n, wire.NodeIDRule)
 		}
 		seen[n] = true
 	}

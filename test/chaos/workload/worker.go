@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/fencer-io/fencer/api/client"
-	"github.com/fencer-io/fencer/fence"
+	"github.com/fencer-io/fencer/api/wire"
 	"github.com/fencer-io/fencer/test/chaos/checker"
 )
 
@@ -321,10 +321,10 @@ func (w *worker) putResource(lock string, token, seq uint64) {
 			panic(err)
 		}
 		if token != 0 {
-			req.Header.Set(fence.HeaderToken, strconv.FormatUint(token, 10))
+			req.Header.Set(wire.HeaderToken, strconv.FormatUint(token, 10))
 		}
 		if seq != 0 {
-			req.Header.Set(fence.HeaderSequence, strconv.FormatUint(seq, 10))
+			req.Header.Set(wire.HeaderSequence, strconv.FormatUint(seq, 10))
 		}
 		resp, err := w.res.Do(req)
 		if err != nil {
@@ -383,14 +383,14 @@ func GetResource(ctx context.Context, hc *http.Client, base, key string) (bool, 
 	case resp.StatusCode != http.StatusOK:
 		return false, "", checker.Stamp{}, fmt.Errorf("GET %s: %s: %s", key, resp.Status, body)
 	}
-	token, err := strconv.ParseUint(resp.Header.Get(fence.HeaderToken), 10, 64)
+	token, err := strconv.ParseUint(resp.Header.Get(wire.HeaderToken), 10, 64)
 	if err != nil {
-		return false, "", checker.Stamp{}, fmt.Errorf("GET %s: bad %s header: %w", key, fence.HeaderToken, err)
+		return false, "", checker.Stamp{}, fmt.Errorf("GET %s: bad %s header: %w", key, wire.HeaderToken, err)
 	}
 	var seq uint64
-	if raw := resp.Header.Get(fence.HeaderSequence); raw != "" {
+	if raw := resp.Header.Get(wire.HeaderSequence); raw != "" {
 		if seq, err = strconv.ParseUint(raw, 10, 64); err != nil {
-			return false, "", checker.Stamp{}, fmt.Errorf("GET %s: bad %s header: %w", key, fence.HeaderSequence, err)
+			return false, "", checker.Stamp{}, fmt.Errorf("GET %s: bad %s header: %w", key, wire.HeaderSequence, err)
 		}
 	}
 	return true, string(body), checker.Stamp{Token: token, Seq: seq}, nil

@@ -1,0 +1,95 @@
+package wire
+
+import (
+	"encoding/json"
+	"net/http"
+)
+
+// Machine-readable error codes, in the "code" field of every error body.
+// Clients depend on them exactly: add new ones, never rename. Codes lists
+// them all.
+const (
+	// Malformed requests (400 unless noted).
+	CodeInvalidName      = "invalid_name"
+	CodeInvalidKey       = "invalid_key"
+	CodeInvalidTTL       = "invalid_ttl"
+	CodeInvalidWait      = "invalid_wait"
+	CodeInvalidHolder    = "invalid_holder"
+	CodeInvalidRequestID = "invalid_request_id"
+	CodeInvalidLease     = "invalid_lease"
+	CodeInvalidToken     = "invalid_token"
+	CodeInvalidJSON      = "invalid_json"
+	CodeInvalidMember    = "invalid_member"
+	CodeInvalidSnapshot  = "invalid_snapshot"
+	CodeBodyTooLarge     = "body_too_large" // 413
+	CodeMissingToken     = "missing_token"  // 428
+
+	// Refusals of the lock service and the fenced store.
+	CodeLockHeld      = "lock_held"       // 409
+	CodeLeaseLost     = "lease_lost"      // 410
+	CodeStaleToken    = "stale_token"     // 409
+	CodeNotLockHolder = "not_lock_holder" // 409
+	CodeNotFound      = "not_found"       // 404
+
+	// The cluster.
+	CodeNoLeader       = "no_leader"       // 503
+	CodeOutcomeUnknown = "outcome_unknown" // 503
+	CodeMemberConflict = "member_conflict" // 409
+	CodeUnknownMember  = "unknown_member"  // 404
+
+	// Limits and access control.
+	CodeTooManyWaiters = "too_many_waiters" // 429
+	CodeTooManyLocks   = "too_many_locks"   // 429
+	CodeRateLimited    = "rate_limited"     // 429, with Retry-After
+	CodeUnauthorized   = "unauthorized"     // 401, with WWW-Authenticate
+	CodeForbidden      = "forbidden"        // 403
+
+	// A fenced resource (package fence): a Fencing-Sequence that is not a
+	// strict decimal, and a write that names no key (400).
+	CodeMalformedSequence = "malformed_sequence"
+	CodeEmptyKey          = "empty_key"
+
+	CodeTimeout  = "timeout"  // 504
+	CodeInternal = "internal" // 500, or 503 when the token space is exhausted
+)
+
+// Codes returns every error code, so that a client can check it knows them
+// all.
+func Codes() []string {
+	return []string{
+		CodeInvalidName, CodeInvalidKey, CodeInvalidTTL, CodeInvalidWait, CodeInvalidHolder,
+		CodeInvalidRequestID, CodeInvalidLease, CodeInvalidToken, CodeInvalidJSON, CodeInvalidMember,
+		CodeInvalidSnapshot, CodeBodyTooLarge, CodeMissingToken,
+		CodeLockHeld, CodeLeaseLost, CodeStaleToken, CodeNotLockHolder, CodeNotFound,
+		CodeNoLeader, CodeOutcomeUnknown, CodeMemberConflict, CodeUnknownMember,
+		CodeTooManyWaiters, CodeTooManyLocks, CodeRateLimited, CodeUnauthorized, CodeForbidden,
+		CodeMalformedSequence, CodeEmptyKey,
+		CodeTimeout, CodeInternal,
+	}
+}
+
+// Error is the body of every error response.
+type Error struct {
+	Message string `json:"error"`
+	Code    string `json:"code"`
+	// Holder and Token describe the current grant on lock_held.
+	Holder string `json:"holder,omitempty"`
+	Token  uint64 `json:"token,omitempty"`
+	// LastToken is the key's high-water mark on stale_token.
+	LastToken uint64 `json:"last_token,omitempty"`
+	// LastSeq is the sequence of the last accepted write on stale_token
+	// from a fenced resource, when writes carry a Fencing-Sequence.
+	LastSeq uint64 `json:"last_seq,omitempty"`
+}
+
+func (e *Error) Error() string { return e.Code + ": " + e.Message }
+
+// WriteError writes e as the JSON body of an error response with status.
+// It is the one writer of error bodies: the API, its middleware and fenced
+// resources all answer through it. Headers a status calls for (Retry-After,
+// WWW-Authenticate) are the caller's to set first.
+func WriteError(w http.ResponseWriter, status int, e *Error) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(e)
+}
