@@ -39,8 +39,26 @@ var (
 	ErrInvalid = errors.New("invalid request")
 	// ErrTooManyWaiters: the lock's wait queue is full (429).
 	ErrTooManyWaiters = errors.New("too many waiters")
+	// ErrTooManyLocks: the holder, or the cluster, holds as many locks as
+	// it may (429 too_many_locks).
+	ErrTooManyLocks = errors.New("too many locks")
+	// ErrRateLimited: this client sent more requests than the server's rate
+	// limit allows (429 rate_limited, with Retry-After).
+	ErrRateLimited = errors.New("rate limited")
+	// ErrUnauthorized: the request carried no valid bearer token (401).
+	ErrUnauthorized = errors.New("unauthorized")
+	// ErrForbidden: the token may not do this, or not on this name (403).
+	ErrForbidden = errors.New("forbidden")
+	// ErrMemberConflict: a join or an add conflicts with an existing member
+	// (409 member_conflict).
+	ErrMemberConflict = errors.New("member conflict")
+	// ErrUnknownMember: no member has that id (404 unknown_member).
+	ErrUnknownMember = errors.New("unknown member")
 	// ErrTimeout: the server gave up on the request's work (504 timeout).
 	ErrTimeout = errors.New("server timeout")
+	// ErrInternal: the server failed (500 internal, or 503 when the token
+	// space is exhausted).
+	ErrInternal = errors.New("internal server error")
 
 	// ErrUnavailable: no endpoint answered (connection errors on every
 	// attempt).
@@ -56,19 +74,39 @@ var (
 	ErrNotFencer = errors.New("not a fencer node")
 )
 
-// codeErrors maps API error codes to sentinels.
+// codeErrors maps every API error code (wire.Codes) to its sentinel.
 var codeErrors = map[string]error{
-	wire.CodeLockHeld:       ErrLockHeld,
-	wire.CodeLeaseLost:      ErrLeaseLost,
-	wire.CodeStaleToken:     ErrStaleToken,
-	wire.CodeNotLockHolder:  ErrNotLockHolder,
-	wire.CodeMissingToken:   ErrMissingToken,
-	wire.CodeNoLeader:       ErrNoLeader,
-	wire.CodeOutcomeUnknown: ErrOutcomeUnknown,
-	wire.CodeNotFound:       ErrNotFound,
-	wire.CodeTooManyWaiters: ErrTooManyWaiters,
-	wire.CodeTimeout:        ErrTimeout,
-	wire.CodeBodyTooLarge:   ErrInvalid,
+	wire.CodeInvalidName:       ErrInvalid,
+	wire.CodeInvalidKey:        ErrInvalid,
+	wire.CodeInvalidTTL:        ErrInvalid,
+	wire.CodeInvalidWait:       ErrInvalid,
+	wire.CodeInvalidHolder:     ErrInvalid,
+	wire.CodeInvalidRequestID:  ErrInvalid,
+	wire.CodeInvalidLease:      ErrInvalid,
+	wire.CodeInvalidToken:      ErrInvalid,
+	wire.CodeInvalidJSON:       ErrInvalid,
+	wire.CodeInvalidMember:     ErrInvalid,
+	wire.CodeInvalidSnapshot:   ErrInvalid,
+	wire.CodeBodyTooLarge:      ErrInvalid,
+	wire.CodeMalformedSequence: ErrInvalid,
+	wire.CodeEmptyKey:          ErrInvalid,
+	wire.CodeMissingToken:      ErrMissingToken,
+	wire.CodeLockHeld:          ErrLockHeld,
+	wire.CodeLeaseLost:         ErrLeaseLost,
+	wire.CodeStaleToken:        ErrStaleToken,
+	wire.CodeNotLockHolder:     ErrNotLockHolder,
+	wire.CodeNotFound:          ErrNotFound,
+	wire.CodeNoLeader:          ErrNoLeader,
+	wire.CodeOutcomeUnknown:    ErrOutcomeUnknown,
+	wire.CodeMemberConflict:    ErrMemberConflict,
+	wire.CodeUnknownMember:     ErrUnknownMember,
+	wire.CodeTooManyWaiters:    ErrTooManyWaiters,
+	wire.CodeTooManyLocks:      ErrTooManyLocks,
+	wire.CodeRateLimited:       ErrRateLimited,
+	wire.CodeUnauthorized:      ErrUnauthorized,
+	wire.CodeForbidden:         ErrForbidden,
+	wire.CodeTimeout:           ErrTimeout,
+	wire.CodeInternal:          ErrInternal,
 }
 
 // APIError is an error answer from the server.
