@@ -5,9 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"regexp"
 	"strings"
 	"time"
+
+	"github.com/fencer-io/fencer/api/wire"
 )
 
 // Peer is one member of an initial cluster.
@@ -121,12 +122,10 @@ type Config struct {
 	RaftLogLevel string
 }
 
-var idPattern = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
-
 // Validate checks the configuration and fills in defaults.
 func (c *Config) Validate() error {
-	if !idPattern.MatchString(c.ID) {
-		return fmt.Errorf("node id %q: want 1-64 of [A-Za-z0-9._-]", c.ID)
+	if !wire.ValidNodeID(c.ID) {
+		return fmt.Errorf("node id %q: want %s", c.ID, wire.NodeIDRule)
 	}
 	if c.DataDir == "" {
 		return errors.New("data dir is required")

@@ -36,7 +36,7 @@ type joinPlan struct {
 // says whether the join would be refused.
 func planJoin(conf raft.Configuration, known fsm.Member, clusterID string, req wire.JoinRequest) (joinPlan, error) {
 	var p joinPlan
-	if !idPattern.MatchString(req.ID) || req.RaftAddr == "" || req.HTTPAddr == "" {
+	if !wire.ValidNodeID(req.ID) || req.RaftAddr == "" || req.HTTPAddr == "" {
 		return p, fmt.Errorf("%w: join needs an id, a raft address and an http address", ErrMemberConflict)
 	}
 	if req.ClusterID != "" && clusterID != "" && req.ClusterID != clusterID {

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/fencer-io/fencer/api/wire"
 	"github.com/fencer-io/fencer/fsm"
 )
 
@@ -144,8 +145,9 @@ func (s *slot) remove(w *waiter) {
 	s.queued.Add(-1)
 }
 
+// newSecret draws a grant's secret: wire.LeaseSecretLen hex characters.
 func newSecret() string {
-	var b [16]byte
+	var b [wire.LeaseSecretLen / 2]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		panic(err) // crypto/rand does not fail on supported platforms
 	}
