@@ -37,10 +37,6 @@ const (
 	DefaultRateWindow   = time.Second
 )
 
-// headerForwardedBy mirrors api.HeaderForwardedBy (api cannot be imported
-// here without a cycle once api uses this package).
-const headerForwardedBy = "Fencer-Forwarded-By"
-
 // RateConfig configures RateLimit. Zero values mean the defaults.
 type RateConfig struct {
 	// Requests allowed per client per Window; negative disables limiting.
@@ -88,7 +84,7 @@ func ClientKey(r *http.Request) string {
 // certificate. Without TLS a client could set the header itself, so it is
 // never trusted then.
 func ForwardedByNode(r *http.Request) bool {
-	if r.Header.Get(headerForwardedBy) == "" || r.TLS == nil || len(r.TLS.VerifiedChains) == 0 {
+	if r.Header.Get(wire.HeaderForwardedBy) == "" || r.TLS == nil || len(r.TLS.VerifiedChains) == 0 {
 		return false
 	}
 	return tlsutil.IsNodeCert(r.TLS.VerifiedChains[0][0])
