@@ -78,10 +78,18 @@ func planJoin(conf raft.Configuration, known fsm.Member, clusterID string, req w
 		}
 	}
 	want := fsm.Member{ID: req.ID, RaftAddr: req.RaftAddr, HTTPAddr: req.HTTPAddr, Incarnation: req.Incarnation, LogFormat: req.LogFormat}
-	if req.Incarnation == "" && req.LogFormat == 0 && known.RaftAddr == req.RaftAddr {
-		// An operator's add (not the node itself) knows nothing of the
-		// member's build: keep what the member recorded.
-		want.LogFormat = known.LogFormat
+	if req.Incarnation == "" {
+		// An operator's add (members add: not the node itself) knows
+		// nothing of the member's data dir or build: it changes addresses
+		// and suffrage, and keeps what the member recorded. Erasing the
+		// incarnation would switch off the wiped-disk check above for it.
+		// The format is kept only on the same Raft address: another
+		// address may be another machine with an older build, which
+		// records its own format when it registers.
+		want.Incarnation = known.Incarnation
+		if req.LogFormat == 0 && known.RaftAddr == req.RaftAddr {
+			want.LogFormat = known.LogFormat
+		}
 	}
 	if known != want {
 		p.record = &want

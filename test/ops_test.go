@@ -190,6 +190,47 @@ func TestWipedVoterIsRefusedThenReplaced(t *testing.T) {
 	}
 }
 
+// An operator's add naming an existing member (here with another HTTP
+// address) keeps the member's recorded incarnation: the member, wiped
+// afterwards, is still refused under its old id (issue 13 item 4: the add
+// used to erase the incarnation and so switch the check off).
+func TestOperatorAddKeepsTheIncarnation(t *testing.T) {
+	c := tc.New(t, 3)
+	leader := c.WaitLeader(10 * time.Second)
+	victim := c.Nodes[2]
+	if victim == leader {
+		victim = c.Nodes[1]
+	}
+	before, _ := leader.Inst.Node.FSM().Member(victim.ID)
+	if before.Incarnation == "" {
+		t.Fatalf("%s registered without an incarnation: %+v", victim.ID, before)
+	}
+	c.Stop(victim)
+	c.Forget(victim)
+	admin, err := client.New(endpoints(c))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.AddMember(context.Background(), victim.ID, victim.RaftAddr, "127.0.0.1:1", true); err != nil {
+		t.Fatalf("operator add of an existing member: %v", err)
+	}
+	tc.Poll(t, 10*time.Second, "the new HTTP address recorded", func() bool {
+		m, _ := c.WaitLeader(10 * time.Second).Inst.Node.FSM().Member(victim.ID)
+		return m.HTTPAddr == "127.0.0.1:1"
+	})
+	after, _ := c.WaitLeader(10 * time.Second).Inst.Node.FSM().Member(victim.ID)
+	if after.Incarnation != before.Incarnation || after.LogFormat != before.LogFormat {
+		t.Fatalf("operator add changed the record from %+v to %+v", before, after)
+	}
+	if err := os.RemoveAll(victim.DataDir); err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.TryAdd(victim.ID, func(cfg *cluster.Config) { cfg.JoinTimeout = 10 * time.Second })
+	if !errors.Is(err, cluster.ErrMemberConflict) {
+		t.Fatalf("wiped member after an operator add: %v, want refused as a member conflict", err)
+	}
+}
+
 // A data dir of another cluster is refused.
 func TestDataDirOfAnotherClusterRefused(t *testing.T) {
 	a := tc.New(t, 1)
