@@ -58,8 +58,13 @@ func saveIdentity(dir string, ident identity) error {
 // writeFileSync writes a file and its directory entry durably.
 func writeFileSync(path string, data []byte) error {
 	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, fileMode)
 	if err != nil {
+		return err
+	}
+	// A leftover file keeps its old mode through O_CREATE.
+	if err := f.Chmod(fileMode); err != nil {
+		f.Close()
 		return err
 	}
 	if _, err := f.Write(data); err != nil {

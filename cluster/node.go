@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"os"
 	"strconv"
 	"sync"
 	"time"
@@ -62,9 +61,6 @@ type Node struct {
 func Open(cfg Config, state *fsm.FSM) (*Node, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
-	}
-	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
-		return nil, fmt.Errorf("data dir: %w", err)
 	}
 	n := &Node{
 		cfg:         cfg,

@@ -54,6 +54,9 @@ func Recover(o RecoverOptions) (fsm.Header, error) {
 	if _, err := loadIdentity(o.DataDir, o.ID); err != nil {
 		return fsm.Header{}, err
 	}
+	if err := makeDataDirPrivate(o.DataDir, o.Logger); err != nil {
+		return fsm.Header{}, err
+	}
 	store, err := raftboltdb.New(raftboltdb.Options{
 		Path:        filepath.Join(o.DataDir, "raft.db"),
 		BoltOptions: &bbolt.Options{Timeout: time.Second},
@@ -63,7 +66,7 @@ func Recover(o RecoverOptions) (fsm.Header, error) {
 	}
 	defer store.Close()
 	logger := hclog.New(&hclog.LoggerOptions{Name: "raft-recover", Level: hclog.Warn, Output: os.Stderr})
-	snaps, err := raft.NewFileSnapshotStoreWithLogger(filepath.Join(o.DataDir, "snapshots"), 2, logger)
+	snaps, err := openSnapshots(o.DataDir, logger)
 	if err != nil {
 		return fsm.Header{}, err
 	}

@@ -25,6 +25,12 @@ import (
 
 // start runs the startup steps in order.
 func (n *Node) start() error {
+	if err := os.MkdirAll(n.cfg.DataDir, dirMode); err != nil {
+		return fmt.Errorf("data dir: %w", err)
+	}
+	if err := makeDataDirPrivate(n.cfg.DataDir, n.log); err != nil {
+		return err
+	}
 	ident, err := loadIdentity(n.cfg.DataDir, n.cfg.ID)
 	if err != nil {
 		return err
@@ -83,7 +89,7 @@ func (n *Node) openStores() error {
 		return fmt.Errorf("open raft store: %w", err)
 	}
 	n.store = store
-	if n.snaps, err = raft.NewFileSnapshotStoreWithLogger(filepath.Join(n.cfg.DataDir, "snapshots"), 2, n.raftLog); err != nil {
+	if n.snaps, err = openSnapshots(n.cfg.DataDir, n.raftLog); err != nil {
 		return fmt.Errorf("open snapshot store: %w", err)
 	}
 	// The cache keeps the newest entries in memory, so the leader's

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -75,6 +76,10 @@ func TestOperatorCommands(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "backup.snap")
 	if out, _, err = fencer(t, "", "snapshot", "save", file); err != nil || !strings.Contains(out, "1 locks, 1 keys") {
 		t.Fatalf("snapshot save: %v\n%s", err, out)
+	}
+	// A backup holds every lease secret: only its owner may read it.
+	if st, err := os.Stat(file); err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("saved snapshot: %v, mode %v, want 0600", err, st.Mode())
 	}
 	out, _, err = fencer(t, "", "snapshot", "inspect", file, "-o", "json")
 	if err != nil {

@@ -71,6 +71,8 @@ func (o *snapshotOptions) save(cmd *cobra.Command, path string) error {
 	if err != nil {
 		return err
 	}
+	// CreateTemp makes the file 0600, whatever the umask: a backup holds
+	// every lease secret. The rename keeps the mode.
 	tmp, err := os.CreateTemp(filepath.Dir(path), ".fencer-snapshot-*")
 	if err != nil {
 		return err

@@ -1,0 +1,110 @@
+package test
+
+import (
+	"bytes"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/fencer-io/fencer/cluster"
+	tc "github.com/fencer-io/fencer/test/testcluster"
+)
+
+// lockedBuffer is a bytes.Buffer that a logger may write from several
+// goroutines.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// A data dir created beforehand with mode 0755 is made 0700 at start (and
+// the log says so), and everything fencer writes into it, Raft snapshots
+// holding lease secrets among them, is private: dirs 0700, files 0600, even
+// with a umask of 0 (issue 13 item 8).
+func TestDataDirIsPrivate(t *testing.T) {
+	defer syscall.Umask(syscall.Umask(0)) // the worst case: modes exactly as asked for
+	dir := filepath.Join(t.TempDir(), "n1")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// What an older build left readable.
+	if err := os.WriteFile(filepath.Join(dir, "node.json.tmp"), []byte("{}"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var logs lockedBuffer
+	c := tc.New(t, 1, tc.Options{Configure: func(cfg *cluster.Config) {
+		cfg.DataDir = dir
+		cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	}})
+	n := c.WaitLeader(10 * time.Second)
+	mustAcquire(t, n, "secret-holder", "w")
+	if err := n.Inst.Node.Raft().Snapshot().Error(); err != nil {
+		t.Fatalf("snapshot: %v", err)
+	}
+	if !strings.Contains(logs.String(), "made the data dir private") || !strings.Contains(logs.String(), "was=0755") {
+		t.Errorf("the log does not say the data dir's mode was changed:\n%s", logs.String())
+	}
+	checkPrivate(t, dir)
+
+	// A restart checks again (here nothing is left to change), and a
+	// snapshot installed by a restore goes through the same store.
+	c.Stop(n)
+	c.Restart(n)
+	leader := c.WaitLeader(10 * time.Second)
+	mustAcquire(t, leader, "after-restart", "w")
+	if err := leader.Inst.Node.Raft().Snapshot().Error(); err != nil {
+		t.Fatalf("snapshot after restart: %v", err)
+	}
+	checkPrivate(t, dir)
+}
+
+// checkPrivate fails the test unless dir is 0700 and everything in it is
+// 0700 (dirs) or 0600 (files), with at least one snapshot's state.bin.
+func checkPrivate(t *testing.T, dir string) {
+	t.Helper()
+	states := 0
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		want := fs.FileMode(0o600)
+		if d.IsDir() {
+			want = 0o700
+		}
+		if got := info.Mode().Perm(); got != want {
+			t.Errorf("%s: mode %#o, want %#o", path, got, want)
+		}
+		if d.Name() == "state.bin" {
+			states++
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if states == 0 {
+		t.Fatal("no snapshot state.bin in the data dir")
+	}
+}
