@@ -169,8 +169,9 @@ type RemoveMember struct {
 }
 
 // BumpEpoch moves every future token above every token of the previous epoch.
-// It is proposed after a restore or a forced recovery, when tokens the old
-// cluster issued may be unknown to this one.
+// No build has proposed it: a restore sets the epoch in the snapshot it
+// installs, and a forced recovery calls ForceRecovery, because neither can
+// wait for a log entry. It stays decodable, and type 7 stays taken.
 type BumpEpoch struct {
 	Reason string `json:"reason"`
 }
