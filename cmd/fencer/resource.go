@@ -24,7 +24,6 @@ type resourceServeOptions struct {
 	dataDir   string
 	addr      string
 	storeWide bool
-	broken    string // test-only; see resource.BrokenFence
 }
 
 func (o *resourceServeOptions) validate() error {
@@ -65,16 +64,10 @@ func newResourceCmd() *cobra.Command {
 	fs.StringVar(&o.dataDir, "data-dir", "", "directory for the resource's bbolt file (created if absent)")
 	fs.StringVar(&o.addr, "addr", "127.0.0.1:7100", "HTTP listen address; port 0 picks a free one")
 	fs.BoolVar(&o.storeWide, "store-wide", false, "one fence for the whole store instead of one per key")
-	fs.StringVar(&o.broken, "broken-fence", "", "TEST ONLY: deliberately broken fencing (missing-as-zero,forget-on-restart)")
-	_ = fs.MarkHidden("broken-fence")
 	return group(cmd, serve)
 }
 
 func (o *resourceServeOptions) run(ctx context.Context, out io.Writer) (err error) {
-	broken, err := resource.ParseBrokenFence(o.broken)
-	if err != nil {
-		return err
-	}
 	if err := os.MkdirAll(o.dataDir, 0o700); err != nil {
 		return err
 	}
@@ -88,12 +81,7 @@ func (o *resourceServeOptions) run(ctx context.Context, out io.Writer) (err erro
 	if err != nil {
 		return err
 	}
-	var opts []resource.Option
-	if broken != 0 {
-		fmt.Fprintf(out, "WARNING: fencing deliberately broken (%s); test use only\n", o.broken)
-		opts = append(opts, resource.WithBrokenFence(broken))
-	}
-	srv := &http.Server{Handler: resource.NewServer(store, opts...), ReadHeaderTimeout: 10 * time.Second}
+	srv := &http.Server{Handler: resource.NewServer(store), ReadHeaderTimeout: 10 * time.Second}
 	// Print the bound address: with port 0 it is the only way to learn it.
 	fmt.Fprintf(out, "fencer resource listening on %s\n", ln.Addr())
 

@@ -8,8 +8,7 @@
 // returns in the Fencing-Token header, so a checker can tell which grant
 // wrote what it reads.
 //
-// WithBrokenFence builds the same server with a known fencing bug (missing
-// token read as 0, or high-water marks kept only in memory). Those servers
-// exist to prove a chaos test can detect the corruption the fence prevents;
-// they are not for use outside tests.
+// The chaos suite's negative control, the same server with a deliberate
+// fencing bug, lives in test code (test/chaos/brokenfence), so that no build
+// of fencer can serve it.
 package resource

@@ -5,7 +5,6 @@ import (
 	"io"
 	"net/http"
 	"strconv"
-	"sync"
 
 	"github.com/go-chi/chi/v5"
 
@@ -13,18 +12,10 @@ import (
 	"github.com/fencer-io/fencer/fence"
 )
 
-// Option configures a Server.
-type Option func(*Server)
-
 // Server is the example fenced storage server: byte values under string
 // keys, each key fenced on its own.
 type Server struct {
-	store  *fence.Store
-	broken BrokenFence
-
-	// Used only by broken servers; see broken.go.
-	mu       sync.Mutex
-	memMarks map[string]fence.Mark
+	store *fence.Store
 }
 
 // NewServer returns the HTTP API of a fenced storage server over store:
@@ -37,11 +28,8 @@ type Server struct {
 //	GET /healthz              200 ok
 //
 // The fence is the store's: per key unless the store was opened StoreWide.
-func NewServer(store *fence.Store, opts ...Option) http.Handler {
-	s := &Server{store: store, memMarks: make(map[string]fence.Mark)}
-	for _, o := range opts {
-		o(s)
-	}
+func NewServer(store *fence.Store) http.Handler {
+	s := &Server{store: store}
 	return s.Routes()
 }
 
@@ -52,11 +40,7 @@ func (s *Server) Routes() chi.Router {
 		_, _ = io.WriteString(w, "ok\n")
 	})
 	r.Route("/v1", func(r chi.Router) {
-		if s.broken == 0 {
-			r.With(fence.Middleware(s.store, keyParam)).Put("/data/{key}", s.putData)
-		} else {
-			r.Put("/data/{key}", s.putDataBroken)
-		}
+		r.With(fence.Middleware(s.store, keyParam)).Put("/data/{key}", s.putData)
 		r.Get("/data/{key}", s.getData)
 		r.Get("/high-water/{key}", s.getHighWater)
 	})
@@ -114,22 +98,12 @@ func (s *Server) getData(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) getHighWater(w http.ResponseWriter, r *http.Request) {
 	key := keyParam(r)
-	m, err := s.highWater(key)
+	m, err := s.store.HighWater(key)
 	if err != nil {
 		fence.WriteError(w, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, MarkResponse{Key: key, Token: m.Token, Seq: m.Seq})
-}
-
-// highWater is the mark the server enforces for key.
-func (s *Server) highWater(key string) (fence.Mark, error) {
-	if s.broken&BrokenForgetOnRestart != 0 {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		return s.memMarks[key], nil
-	}
-	return s.store.HighWater(key)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -27,9 +27,9 @@ func openStore(t *testing.T, path string) *fence.Store {
 	return st
 }
 
-func startServer(t *testing.T, st *fence.Store, opts ...Option) *testServer {
+func startServer(t *testing.T, st *fence.Store) *testServer {
 	t.Helper()
-	srv := httptest.NewServer(NewServer(st, opts...))
+	srv := httptest.NewServer(NewServer(st))
 	t.Cleanup(srv.Close)
 	return &testServer{t: t, http: srv}
 }
@@ -173,103 +173,5 @@ func TestServerMarkSurvivesRestart(t *testing.T) {
 	}
 	if v, tok := s.value("k"); v != "v34" || tok != "34" {
 		t.Fatalf("value %q/%q", v, tok)
-	}
-}
-
-func TestBrokenMissingAsZeroAcceptsTokenlessWrite(t *testing.T) {
-	st := openStore(t, filepath.Join(t.TempDir(), "r.db"))
-	defer st.Close()
-	s := startServer(t, st, WithBrokenFence(BrokenMissingAsZero))
-
-	if code, _ := s.put("k", "from-6", wire.HeaderToken, "6"); code != http.StatusOK {
-		t.Fatal(code)
-	}
-	// Tokens that are present are still checked...
-	if code, _ := s.put("k", "stale", wire.HeaderToken, "5"); code != http.StatusConflict {
-		t.Fatalf("PUT 5: %d, want 409", code)
-	}
-	// ...but a write without one overwrites the newer grant's value.
-	if code, body := s.put("k", "tokenless"); code != http.StatusOK {
-		t.Fatalf("tokenless PUT on broken server: %d %s, want 200", code, body)
-	}
-	if v, tok := s.value("k"); v != "tokenless" || tok != "0" {
-		t.Fatalf("value %q token %q, want tokenless/0", v, tok)
-	}
-	// Malformed tokens are still refused; only absence is misread.
-	if code, _ := s.put("k", "x", wire.HeaderToken, "abc"); code != http.StatusPreconditionRequired {
-		t.Fatalf("malformed token: %d", code)
-	}
-	// The real mark did not move, so a correct server over the same store
-	// still refuses 6.
-	good := startServer(t, st)
-	if code, _ := good.put("k", "x", wire.HeaderToken, "6"); code != http.StatusConflict {
-		t.Fatalf("correct server, PUT 6: %d", code)
-	}
-}
-
-func TestBrokenForgetOnRestartAcceptsOlderToken(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "r.db")
-	st := openStore(t, path)
-	s := startServer(t, st, WithBrokenFence(BrokenForgetOnRestart))
-	if code, _ := s.put("k", "v34", wire.HeaderToken, "34"); code != http.StatusOK {
-		t.Fatal(code)
-	}
-	// Before the restart it looks correct.
-	if code, _ := s.put("k", "v33", wire.HeaderToken, "33"); code != http.StatusConflict {
-		t.Fatalf("PUT 33 before restart: %d, want 409", code)
-	}
-	if code, _ := s.put("k", "none"); code != http.StatusPreconditionRequired {
-		t.Fatalf("tokenless PUT: %d, want 428", code)
-	}
-	s.http.Close()
-	if err := st.Close(); err != nil {
-		t.Fatal(err)
-	}
-
-	st = openStore(t, path)
-	defer st.Close()
-	s = startServer(t, st, WithBrokenFence(BrokenForgetOnRestart))
-	if v, tok := s.value("k"); v != "v34" || tok != "34" {
-		t.Fatalf("value survived as %q/%q", v, tok)
-	}
-	if m := s.highWater("k"); m.Token != 0 {
-		t.Fatalf("broken server remembered %+v", m)
-	}
-	if code, _ := s.put("k", "v33", wire.HeaderToken, "33"); code != http.StatusOK {
-		t.Fatalf("PUT 33 after restart on broken server: %d, want 200", code)
-	}
-	if v, tok := s.value("k"); v != "v33" || tok != "33" {
-		t.Fatalf("value %q/%q, want the stale v33/33", v, tok)
-	}
-}
-
-func TestBrokenBothModes(t *testing.T) {
-	st := openStore(t, filepath.Join(t.TempDir(), "r.db"))
-	defer st.Close()
-	s := startServer(t, st, WithBrokenFence(BrokenMissingAsZero|BrokenForgetOnRestart))
-	if code, _ := s.put("k", "v9", wire.HeaderToken, "9"); code != http.StatusOK {
-		t.Fatal(code)
-	}
-	if code, _ := s.put("k", "v8", wire.HeaderToken, "8"); code != http.StatusConflict {
-		t.Fatalf("PUT 8: %d", code)
-	}
-	if code, _ := s.put("k", "none"); code != http.StatusOK {
-		t.Fatalf("tokenless PUT: %d", code)
-	}
-}
-
-func TestParseBrokenFence(t *testing.T) {
-	for s, want := range map[string]BrokenFence{
-		"":                                   0,
-		"missing-as-zero":                    BrokenMissingAsZero,
-		"forget-on-restart":                  BrokenForgetOnRestart,
-		"missing-as-zero, forget-on-restart": BrokenMissingAsZero | BrokenForgetOnRestart,
-	} {
-		if got, err := ParseBrokenFence(s); err != nil || got != want {
-			t.Errorf("ParseBrokenFence(%q) = %v, %v", s, got, err)
-		}
-	}
-	if _, err := ParseBrokenFence("off-by-one"); err == nil {
-		t.Error("unknown mode accepted")
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fencer-io/fencer/test/chaos/brokenfence"
 	"github.com/fencer-io/fencer/test/chaos/checker"
 	"github.com/fencer-io/fencer/test/chaos/harness"
 	"github.com/fencer-io/fencer/test/chaos/workload"
@@ -39,11 +40,15 @@ func envUint(name string) uint64 {
 	return n
 }
 
-// TestMain doubles as the chaos client: the harness starts this test
-// binary again with workload.ConfigEnv set.
+// TestMain doubles as the chaos client and as the broken resource: the
+// harness starts this test binary again with workload.ConfigEnv or
+// brokenfence.Env set.
 func TestMain(m *testing.M) {
 	if os.Getenv(workload.ConfigEnv) != "" {
 		os.Exit(workload.Main())
+	}
+	if os.Getenv(brokenfence.Env) != "" {
+		os.Exit(brokenfence.Main())
 	}
 	code := m.Run()
 	if buildDir != "" {

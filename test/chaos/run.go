@@ -30,7 +30,7 @@ type Config struct {
 	// PauseRestartsResource is the chance that a client pause also
 	// restarts the resource just before the client resumes (default 0.5).
 	PauseRestartsResource float64
-	// Broken is the resource's --broken-fence: the negative control.
+	// Broken lists the resource's brokenfence modes: the negative control.
 	Broken string
 
 	Bin        string   // fencer binary

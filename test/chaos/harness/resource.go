@@ -8,11 +8,13 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/fencer-io/fencer/fence/resource"
+	"github.com/fencer-io/fencer/test/chaos/brokenfence"
 	"github.com/fencer-io/fencer/test/chaos/checker"
 	"github.com/fencer-io/fencer/test/chaos/workload"
 )
@@ -22,7 +24,10 @@ type ResourceOptions struct {
 	Bin     string
 	DataDir string
 	Log     string
-	// Broken is passed to --broken-fence: the negative control.
+	// Broken, if set, serves the negative control instead: the resource
+	// with these brokenfence modes, run by this (test) binary, whose
+	// TestMain must hand over to brokenfence.Main when brokenfence.Env is
+	// set.
 	Broken string
 	Group  *Group
 }
@@ -63,11 +68,20 @@ func (r *Resource) URL() string { return r.url }
 
 // Start starts the resource process and waits until it answers.
 func (r *Resource) Start(ctx context.Context) error {
-	args := []string{"resource", "serve", "--data-dir", r.opts.DataDir, "--addr", r.addr}
+	spec := Spec{Name: "resource", Path: r.opts.Bin, Log: r.opts.Log,
+		Args: []string{"resource", "serve", "--data-dir", r.opts.DataDir, "--addr", r.addr}}
 	if r.opts.Broken != "" {
-		args = append(args, "--broken-fence", r.opts.Broken)
+		self, err := os.Executable()
+		if err != nil {
+			return err
+		}
+		cfg, err := json.Marshal(brokenfence.Config{DataDir: r.opts.DataDir, Addr: r.addr, Mode: r.opts.Broken})
+		if err != nil {
+			return err
+		}
+		spec.Path, spec.Args, spec.Env = self, nil, []string{brokenfence.Env + "=" + string(cfg)}
 	}
-	p, err := r.opts.Group.Start(Spec{Name: "resource", Path: r.opts.Bin, Args: args, Log: r.opts.Log})
+	p, err := r.opts.Group.Start(spec)
 	if err != nil {
 		return err
 	}
