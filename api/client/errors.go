@@ -16,8 +16,9 @@ var (
 	// ErrLockHeld: another grant holds the lock (409 lock_held);
 	// APIError.Holder and APIError.Token name it.
 	ErrLockHeld = errors.New("lock held")
-	// ErrLeaseLost: the lease is not the lock's current grant any more: it
-	// expired, was released, or the secret is wrong (410 lease_lost).
+	// ErrLeaseLost: the grant is not the lock's current one any more: its
+	// lease expired, it was released, or the secret is wrong (410
+	// lease_lost).
 	ErrLeaseLost = errors.New("lease lost")
 	// ErrStaleToken: a fenced write's token was not greater than the key's
 	// last token (409 stale_token); APIError.LastToken is that token.
