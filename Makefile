@@ -13,14 +13,16 @@ all: build
 build:
 	$(GO) build -o $(BIN) ./cmd/fencer
 
-## run: a local 3-node cluster in one process (Ctrl-C stops it).
+## run: a local 3-node cluster in one process (Ctrl-C stops it). It keeps
+## its state in ~/.local/state/fencer/dev; DEV_FLAGS=--ephemeral for a
+## throwaway one.
 run: build
-	./$(BIN) dev
+	./$(BIN) dev $(DEV_FLAGS)
 
-## test: vet, then every test, with PostgreSQL started for the fence tests.
+## test: vet, then every test, with PostgreSQL started for the fence tests
+## (needs root; installs postgresql with apt if missing) and stopped after.
 test: vet
-	@pgenv="$$(scripts/ensure-postgres.sh)" && eval "$$pgenv" && \
-	  FENCER_REQUIRE_PG=1 $(GO) test -count=1 -timeout 15m $(PKGS)
+	@scripts/with-postgres.sh env FENCER_REQUIRE_PG=1 $(GO) test -count=1 -timeout 15m $(PKGS)
 
 ## test-unit: every test that needs no PostgreSQL (those skip).
 test-unit:

@@ -1,18 +1,22 @@
 #!/usr/bin/env bash
 # ensure-postgres.sh: make sure a local PostgreSQL cluster for fencer's
-# pgfence tests is running, then print two shell lines for eval:
+# pgfence tests is running, then print shell lines for eval:
 #
 #   export FENCER_TEST_PG_DSN=...
-#   export FENCER_TEST_PG_RESTART='...'
+#   export FENCER_TEST_PG_RESTART='...'   how to restart it (durability test)
+#   export FENCER_TEST_PG_STOP='...'      how to stop it again
+#   export FENCER_TEST_PG_STARTED=0|1     whether this call started it
 #
 # Usage: eval "$(scripts/ensure-postgres.sh)"
+# make test uses scripts/with-postgres.sh, which also stops the cluster
+# again when the tests are done.
 #
 # It uses a dedicated Debian cluster (pg_createcluster), named "fencer" by
 # default, so it never touches the machine's "main" cluster. The cluster
 # listens on 127.0.0.1 only. It installs the postgresql package when the
 # server binaries are missing (root on Debian/Ubuntu), and is idempotent:
 # when the cluster is already up it only checks the role and database.
-# All diagnostics go to stderr; stdout carries only the two export lines.
+# All diagnostics go to stderr; stdout carries only the export lines.
 #
 # Environment (all optional):
 #   FENCER_PG_CLUSTER  cluster name          (default fencer)
@@ -20,6 +24,9 @@
 #   FENCER_PG_DB       database              (default fencer_test)
 #   FENCER_PG_USER     role                  (default fencer_test)
 #   FENCER_PG_PASSWORD password              (default fencer_test; test-only)
+#   FENCER_PG_STARTED_MARKER  a file written ("VERSION CLUSTER") just before
+#                      starting the cluster, so that with-postgres.sh can stop
+#                      it again even when interrupted while it starts
 set -euo pipefail
 
 cluster=${FENCER_PG_CLUSTER:-fencer}
@@ -81,8 +88,13 @@ fi
 
 # pg_lsclusters -h: version cluster port status owner datadir logfile
 read -r _ _ port status _ <<<"$(pg_lsclusters -h "$version" "$cluster")"
+started=0
 if [[ $status != online* ]]; then
 	log "starting cluster $version/$cluster"
+	started=1
+	if [[ -n ${FENCER_PG_STARTED_MARKER:-} ]]; then
+		echo "$version $cluster" >"$FENCER_PG_STARTED_MARKER"
+	fi
 	pg_ctlcluster "$version" "$cluster" start >&2
 fi
 
@@ -108,3 +120,5 @@ SQL
 log "ready: $version/$cluster on 127.0.0.1:$port, database $db"
 printf "export FENCER_TEST_PG_DSN='postgres://%s:%s@127.0.0.1:%s/%s?sslmode=disable'\n" "$user" "$password" "$port" "$db"
 printf "export FENCER_TEST_PG_RESTART='pg_ctlcluster %s %s restart'\n" "$version" "$cluster"
+printf "export FENCER_TEST_PG_STOP='pg_ctlcluster %s %s stop'\n" "$version" "$cluster"
+printf "export FENCER_TEST_PG_STARTED=%s\n" "$started"

@@ -88,7 +88,7 @@ func TestReadmeGoExampleWritesThroughTheFence(t *testing.T) {
 	}
 }
 
-// The README's one-line `fencer exec` runs a migration under a lock, with the
+// The one-line `fencer exec` of docs/cli.md runs a migration under a lock, with the
 // token in the command's environment, and frees the lock afterwards.
 func TestReadmeExecMigration(t *testing.T) {
 	dsn := pgDSN(t)
