@@ -154,6 +154,15 @@ func newSecret() string {
 	return hex.EncodeToString(b[:])
 }
 
+// newLeaseSecret returns the secret of a new grant of lock name.
+func newLeaseSecret(name string) string {
+	var random [12]byte
+	if _, err := rand.Read(random[:]); err != nil {
+		panic(err) // crypto/rand does not fail on supported platforms
+	}
+	return fsm.NewSecret(name, random)
+}
+
 // Acquire grants the lock, queueing for up to req.Wait if it is held. The
 // token is the log index of the entry that granted it.
 func (n *Node) Acquire(ctx context.Context, req AcquireRequest) (Grant, error) {
@@ -166,7 +175,7 @@ func (n *Node) Acquire(ctx context.Context, req AcquireRequest) (Grant, error) {
 	cmd := &fsm.Acquire{
 		Lock:      req.Lock,
 		Holder:    req.Holder,
-		Lease:     newSecret(),
+		Lease:     newLeaseSecret(req.Lock),
 		TTLMillis: req.TTL.Milliseconds(),
 		RequestID: req.RequestID,
 		NowMillis: time.Now().UnixMilli(),
@@ -286,8 +295,11 @@ func (n *Node) Renew(ctx context.Context, name string, token uint64, lease strin
 		return fsm.Lock{}, translate(err)
 	}
 	cur, held := n.fsm.Lock(name)
-	if !held || cur.Token != token || !fsm.LeaseEqual(cur.Lease, lease) || !n.leases.Renew(name, token) {
-		return fsm.Lock{}, fmt.Errorf("%w: lock %q token %d", fsm.ErrLeaseLost, name, token)
+	if !held || cur.Token != token || !fsm.LeaseEqual(cur.Lease, lease) {
+		return fsm.Lock{}, fsm.LeaseRefused(name, cur.Token, token, lease)
+	}
+	if !n.leases.Renew(name, token) {
+		return fsm.Lock{}, fmt.Errorf("%w: lock %q's grant with token %d: its lease expired", fsm.ErrLeaseLost, name, token)
 	}
 	n.metrics.renewals.Inc()
 	return cur, nil

@@ -59,8 +59,11 @@ func (s *state) grant(c *Acquire, index uint64) any {
 
 func (c *Release) apply(s *state, index uint64) any {
 	cur, held := s.locks[c.Lock]
-	if !held || cur.token != c.Token || !LeaseEqual(cur.secret(), c.Lease) {
-		return fmt.Errorf("%w: lock %q token %d", ErrLeaseLost, c.Lock, c.Token)
+	if !held {
+		return LeaseRefused(c.Lock, 0, c.Token, c.Lease)
+	}
+	if cur.token != c.Token || !LeaseEqual(cur.secret(), c.Lease) {
+		return LeaseRefused(c.Lock, cur.token, c.Token, c.Lease)
 	}
 	return s.free(cur, c.Next, index)
 }
@@ -109,7 +112,7 @@ func (c *Put) apply(s *state, _ uint64) any {
 	if c.Lock != "" {
 		cur, held := s.locks[c.Lock]
 		if !held || cur.token != c.Token {
-			return fmt.Errorf("%w: token %d is not the current grant of lock %q", ErrNotLockHolder, c.Token, c.Lock)
+			return &NotHolderError{Lock: c.Lock, Token: c.Token}
 		}
 	}
 	if k, ok := s.keys[c.Key]; ok && c.Token <= k.Token {

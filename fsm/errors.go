@@ -57,3 +57,90 @@ func (e *StaleError) Error() string {
 
 // Is makes errors.Is(err, ErrStaleToken) true.
 func (e *StaleError) Is(target error) bool { return target == ErrStaleToken }
+
+// LeaseError is a refused renewal or release: the token and secret are not
+// the lock's current grant. It matches ErrLeaseLost, and says as precisely as
+// the state allows why not.
+type LeaseError struct {
+	Lock    string
+	Token   uint64 // the token presented
+	Current uint64 // the lock's current grant; 0 when the lock is free
+	Why     LeaseRefusal
+}
+
+// LeaseRefusal is why a LeaseError was refused.
+type LeaseRefusal int
+
+const (
+	// LeaseEnded: the secret was issued for this lock, and the grant is no
+	// longer current: its lease expired, or it was released or superseded.
+	LeaseEnded LeaseRefusal = iota
+	// LeaseOtherLock: the secret was issued for another lock.
+	LeaseOtherLock
+	// LeaseWrongSecret: the token is the lock's current grant, the secret
+	// is not that grant's.
+	LeaseWrongSecret
+	// LeaseNeverGranted: the token is above the lock's current grant, so it
+	// was never a grant of this lock (each new grant of a lock has a token
+	// above all of its earlier ones and becomes the current one).
+	LeaseNeverGranted
+	// LeaseUnknown: the grant is not current, and the secret, from a build
+	// before secrets were marked, cannot tell whether it ever was.
+	LeaseUnknown
+)
+
+func (e *LeaseError) Error() string {
+	switch e.Why {
+	case LeaseOtherLock:
+		return fmt.Sprintf("lease does not belong to lock %q: its secret was issued for another lock", e.Lock)
+	case LeaseWrongSecret:
+		return fmt.Sprintf("the secret is not that of lock %q's grant with token %d", e.Lock, e.Token)
+	case LeaseNeverGranted:
+		return fmt.Sprintf("token %d was never a grant of lock %q: its current grant is token %d", e.Token, e.Lock, e.Current)
+	case LeaseUnknown:
+		return fmt.Sprintf("lock %q has no current grant with token %d and this secret: its lease ended, or it is another lock's", e.Lock, e.Token)
+	}
+	now := "the lock is free"
+	if e.Current != 0 {
+		now = fmt.Sprintf("its current grant is token %d", e.Current)
+	}
+	return fmt.Sprintf("lock %q's grant with token %d is no longer current (its lease expired, or it was released or superseded); %s", e.Lock, e.Token, now)
+}
+
+// Is makes errors.Is(err, ErrLeaseLost) true.
+func (e *LeaseError) Is(target error) bool { return target == ErrLeaseLost }
+
+// LeaseRefused explains why token and secret are not the current grant of
+// lock name, whose current grant is token current (0: the lock is free).
+// Call it only once the grant was found not to match.
+func LeaseRefused(name string, current, token uint64, secret string) *LeaseError {
+	e := &LeaseError{Lock: name, Token: token, Current: current}
+	origin := originOf(secret, name)
+	switch {
+	case origin == originOtherLock:
+		e.Why = LeaseOtherLock
+	case current != 0 && token == current:
+		e.Why = LeaseWrongSecret
+	case current != 0 && token > current:
+		e.Why = LeaseNeverGranted
+	case origin == originUnknown:
+		e.Why = LeaseUnknown
+	default:
+		e.Why = LeaseEnded
+	}
+	return e
+}
+
+// NotHolderError is a fenced write that named a lock whose current grant is
+// not the write's token; it matches ErrNotLockHolder.
+type NotHolderError struct {
+	Lock  string
+	Token uint64
+}
+
+func (e *NotHolderError) Error() string {
+	return fmt.Sprintf("token %d is not the current grant of lock %q", e.Token, e.Lock)
+}
+
+// Is makes errors.Is(err, ErrNotLockHolder) true.
+func (e *NotHolderError) Is(target error) bool { return target == ErrNotLockHolder }

@@ -175,7 +175,10 @@ func TestPutWithLockRequiresCurrentGrant(t *testing.T) {
 	f.ApplyCommand(&Expire{Lock: "a", Token: g.Token}, 12)
 	// Nobody newer has written yet, so the token alone would pass; the lock
 	// check refuses it because the lease is gone.
-	if err, _ := f.ApplyCommand(&Put{Key: "k2", Value: []byte("x"), Token: g.Token, Lock: "a"}, 13).(error); !errors.Is(err, ErrNotLockHolder) {
+	err, _ := f.ApplyCommand(&Put{Key: "k2", Value: []byte("x"), Token: g.Token, Lock: "a"}, 13).(error)
+	// The message says it once, not "token is not the lock's current grant:
+	// token 10 is not the current grant of lock "a"".
+	if !errors.Is(err, ErrNotLockHolder) || err.Error() != `token 10 is not the current grant of lock "a"` {
 		t.Fatalf("write after expiry: %v", err)
 	}
 }

@@ -1,0 +1,78 @@
+package fsm
+
+import (
+	"errors"
+	"strings"
+	"testing"
+)
+
+func secretFor(name string, seed byte) string {
+	var r [secretRandomLen]byte
+	for i := range r {
+		r[i] = seed + byte(i)
+	}
+	return NewSecret(name, r)
+}
+
+func TestSecretsKnowTheirLock(t *testing.T) {
+	s := secretFor("a", 1)
+	if len(s) != 32 || strings.Trim(s, "0123456789abcdef") != "" {
+		t.Fatalf("secret %q: want 32 lowercase hex digits", s)
+	}
+	if originOf(s, "a") != originThisLock || originOf(s, "b") != originOtherLock {
+		t.Fatalf("origin of a's secret: for a %v, for b %v", originOf(s, "a"), originOf(s, "b"))
+	}
+	// Secrets of older builds were 32 random hex digits, unmarked.
+	for _, old := range []string{"0123456789abcdef0123456789abcdef", "zz", ""} {
+		if o := originOf(old, "a"); o != originUnknown {
+			t.Errorf("origin of %q: %v, want unknown", old, o)
+		}
+	}
+	// Over many names, the tag tells them apart but for rare collisions.
+	same := 0
+	for i := range 1000 {
+		if originOf(secretFor("lock-"+strings.Repeat("x", i%7)+string(rune('a'+i%26)), byte(i)), "other") == originThisLock {
+			same++
+		}
+	}
+	if same > 5 {
+		t.Fatalf("%d of 1000 secrets looked like they were other's", same)
+	}
+}
+
+// A refused release says what the state can prove: a secret of another lock,
+// a token above the lock's grant, a wrong secret for the current grant, or a
+// grant of this lock that ended.
+func TestReleaseRefusalsSayWhy(t *testing.T) {
+	f := New(nil)
+	sa, sb, sa2 := secretFor("a", 1), secretFor("b", 2), secretFor("a", 3)
+	ga := mustGrant(t, f, acquire("a", "w1", sa), 3)
+	gb := mustGrant(t, f, acquire("b", "w2", sb), 4)
+	if _, ok := f.ApplyCommand(&Release{Lock: "a", Token: ga.Token, Lease: sa}, 5).(*ReleaseResult); !ok {
+		t.Fatal("release of a")
+	}
+	ga2 := mustGrant(t, f, acquire("a", "w1", sa2), 6)
+
+	for _, c := range []struct {
+		rel  *Release
+		why  LeaseRefusal
+		text string
+	}{
+		{&Release{Lock: "a", Token: gb.Token, Lease: sb}, LeaseOtherLock, `lease does not belong to lock "a": its secret was issued for another lock`},
+		{&Release{Lock: "b", Token: ga2.Token, Lease: sa2}, LeaseOtherLock, `lease does not belong to lock "b"`},
+		{&Release{Lock: "a", Token: ga2.Token, Lease: sa}, LeaseWrongSecret, `the secret is not that of lock "a"'s grant with token 6`},
+		{&Release{Lock: "b", Token: 9, Lease: sb}, LeaseNeverGranted, `token 9 was never a grant of lock "b": its current grant is token 4`},
+		{&Release{Lock: "a", Token: ga.Token, Lease: sa}, LeaseEnded, `lock "a"'s grant with token 3 is no longer current (its lease expired, or it was released or superseded); its current grant is token 6`},
+		{&Release{Lock: "c", Token: 2, Lease: secretFor("c", 9)}, LeaseEnded, `lock "c"'s grant with token 2 is no longer current (its lease expired, or it was released or superseded); the lock is free`},
+		{&Release{Lock: "c", Token: 2, Lease: "0123456789abcdef0123456789abcdef"}, LeaseUnknown, `lock "c" has no current grant with token 2 and this secret`},
+	} {
+		err, _ := f.ApplyCommand(c.rel, 7).(error)
+		var le *LeaseError
+		if !errors.As(err, &le) || !errors.Is(err, ErrLeaseLost) || le.Why != c.why || !strings.HasPrefix(err.Error(), c.text) {
+			t.Errorf("release %+v: %v, want %q", c.rel, err, c.text)
+		}
+	}
+	if held, _ := f.Lock("b"); held.Token != gb.Token {
+		t.Fatal("a refused release changed the state")
+	}
+}
