@@ -21,21 +21,20 @@ func (s *Server) kvRoutes() chi.Router {
 }
 
 // putKey stores the body under key only if the Fencing-Token header is
-// greater than the key's last token. A missing or malformed token fails
-// closed with 428: it is never read as zero.
+// greater than the key's last token. A missing token (no header, an empty
+// one, as a shell writes an unset variable, or 0, which is never issued, as
+// fence reads it too) fails closed with 428 missing_token; a malformed one
+// ("007", "-3", two headers) with 400 invalid_token, the code and status of
+// every other malformed token.
 func (s *Server) putKey(w http.ResponseWriter, r *http.Request) {
-	key := chi.URLParam(r, "key")
-	if err := checkKey(key); err != nil {
+	key, err := keyName(r)
+	if err != nil {
 		writeErr(w, err)
 		return
 	}
-	raw, present := r.Header[wire.HeaderToken]
-	token, ok := uint64(0), false
-	if present && len(raw) == 1 {
-		token, ok = wire.ParseToken(raw[0])
-	}
-	if !ok {
-		writeErr(w, &wire.Error{Code: wire.CodeMissingToken, Message: "a fenced write needs exactly one " + wire.HeaderToken + " header with the positive decimal token of your grant"})
+	token, err := fencingToken(r.Header)
+	if err != nil {
+		writeErr(w, err)
 		return
 	}
 	lock := r.Header.Get(wire.HeaderLock)
@@ -64,9 +63,25 @@ func (s *Server) putKey(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, wire.PutResponse{Key: key, Token: token})
 }
 
+// fencingToken reads the Fencing-Token header of a fenced write.
+func fencingToken(h http.Header) (uint64, error) {
+	raw := h[wire.HeaderToken]
+	if len(raw) == 0 || (len(raw) == 1 && (raw[0] == "" || raw[0] == "0")) {
+		return 0, &wire.Error{Code: wire.CodeMissingToken, Message: "a fenced write needs a " + wire.HeaderToken + " header with the token of your grant"}
+	}
+	if len(raw) > 1 {
+		return 0, badRequest(wire.CodeInvalidToken, fmt.Sprintf("%s: %d headers, want exactly one", wire.HeaderToken, len(raw)))
+	}
+	token, ok := wire.ParseToken(raw[0])
+	if !ok {
+		return 0, badRequest(wire.CodeInvalidToken, fmt.Sprintf("%s %.32q: want a positive decimal integer without sign, spaces or leading zeros", wire.HeaderToken, raw[0]))
+	}
+	return token, nil
+}
+
 func (s *Server) getKey(w http.ResponseWriter, r *http.Request) {
-	key := chi.URLParam(r, "key")
-	if err := checkKey(key); err != nil {
+	key, err := keyName(r)
+	if err != nil {
 		writeErr(w, err)
 		return
 	}

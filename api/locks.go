@@ -33,8 +33,8 @@ func (s *Server) work(r *http.Request, extra time.Duration) (context.Context, co
 }
 
 func (s *Server) acquire(w http.ResponseWriter, r *http.Request) {
-	name := chi.URLParam(r, "name")
-	if err := checkName(name); err != nil {
+	name, err := lockName(r)
+	if err != nil {
 		writeErr(w, err)
 		return
 	}
@@ -73,9 +73,8 @@ func (s *Server) acquire(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) leaseRequest(w http.ResponseWriter, r *http.Request) (string, wire.LeaseRequest, bool) {
-	name := chi.URLParam(r, "name")
 	var req wire.LeaseRequest
-	err := checkName(name)
+	name, err := lockName(r)
 	if err == nil {
 		err = decodeJSON(w, r, &req)
 	}
@@ -131,8 +130,8 @@ func lockStatus(st cluster.LockStatus) wire.LockStatus {
 }
 
 func (s *Server) getLock(w http.ResponseWriter, r *http.Request) {
-	name := chi.URLParam(r, "name")
-	if err := checkName(name); err != nil {
+	name, err := lockName(r)
+	if err != nil {
 		writeErr(w, err)
 		return
 	}
@@ -180,8 +179,8 @@ func writeLockList(w http.ResponseWriter, locks []cluster.LockStatus) {
 }
 
 func (s *Server) check(w http.ResponseWriter, r *http.Request) {
-	name := chi.URLParam(r, "name")
-	if err := checkName(name); err != nil {
+	name, err := lockName(r)
+	if err != nil {
 		writeErr(w, err)
 		return
 	}

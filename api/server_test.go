@@ -156,33 +156,72 @@ func TestBadInputRefusedBeforeTheCluster(t *testing.T) {
 	}
 }
 
-// A missing or malformed token fails closed with 428; it is never read as 0.
+// A missing token (or 0, never issued) fails closed with 428 missing_token, a
+// malformed one with 400 invalid_token ("007" is a bad token, not no token);
+// neither reaches the cluster.
 func TestMissingTokenFailsClosed(t *testing.T) {
-	for _, hdr := range []map[string]string{
-		nil,
-		{"Fencing-Token": ""},
-		{"Fencing-Token": "0"},
-		{"Fencing-Token": "-3"},
-		{"Fencing-Token": "+3"},
-		{"Fencing-Token": " 3"},
-		{"Fencing-Token": "03"},
-		{"Fencing-Token": "3.0"},
-		{"Fencing-Token": "18446744073709551616"},
-		{"Fencing-Token": "abc"},
+	for _, c := range []struct {
+		hdr    http.Header
+		status int
+		code   string
+	}{
+		{nil, http.StatusPreconditionRequired, wire.CodeMissingToken},
+		{http.Header{"Fencing-Token": {""}}, http.StatusPreconditionRequired, wire.CodeMissingToken},
+		{http.Header{"Fencing-Token": {"0"}}, http.StatusPreconditionRequired, wire.CodeMissingToken},
+		{http.Header{"Fencing-Token": {"00"}}, http.StatusBadRequest, wire.CodeInvalidToken},
+		{http.Header{"Fencing-Token": {"007"}}, http.StatusBadRequest, wire.CodeInvalidToken},
+		{http.Header{"Fencing-Token": {"-3"}}, http.StatusBadRequest, wire.CodeInvalidToken},
+		{http.Header{"Fencing-Token": {"+3"}}, http.StatusBadRequest, wire.CodeInvalidToken},
+		{http.Header{"Fencing-Token": {" 3"}}, http.StatusBadRequest, wire.CodeInvalidToken},
+		{http.Header{"Fencing-Token": {"3.0"}}, http.StatusBadRequest, wire.CodeInvalidToken},
+		{http.Header{"Fencing-Token": {"18446744073709551616"}}, http.StatusBadRequest, wire.CodeInvalidToken},
+		{http.Header{"Fencing-Token": {"abc"}}, http.StatusBadRequest, wire.CodeInvalidToken},
+		{http.Header{"Fencing-Token": {"3", "4"}}, http.StatusBadRequest, wire.CodeInvalidToken},
 	} {
 		f := &fakeCluster{leader: true}
-		status, e, _ := do(t, NewServer(f, nil).Handler(), call{"PUT", "/v1/kv/k", "v", hdr})
-		if status != http.StatusPreconditionRequired || e.Code != wire.CodeMissingToken {
-			t.Fatalf("header %v: %d %q", hdr, status, e.Code)
+		req := httptest.NewRequest("PUT", "/v1/kv/k", strings.NewReader("v"))
+		for k, v := range c.hdr {
+			req.Header[k] = v
+		}
+		rec := httptest.NewRecorder()
+		NewServer(f, nil).Handler().ServeHTTP(rec, req)
+		var e wire.Error
+		if err := json.Unmarshal(rec.Body.Bytes(), &e); err != nil || rec.Code != c.status || e.Code != c.code {
+			t.Errorf("header %v: %d %s, want %d %s", c.hdr, rec.Code, rec.Body, c.status, c.code)
 		}
 		if len(f.calls) != 0 {
-			t.Fatalf("header %v reached the cluster", hdr)
+			t.Errorf("header %v reached the cluster", c.hdr)
 		}
 	}
 	f := &fakeCluster{leader: true}
-	status, _, _ := do(t, NewServer(f, nil).Handler(), call{"PUT", "/v1/kv/k", "v", map[string]string{"Fencing-Token": "18446744073709551615"}})
+	status, e, _ := do(t, NewServer(f, nil).Handler(), call{"PUT", "/v1/kv/k", "v", map[string]string{"Fencing-Token": "007"}})
+	if status != http.StatusBadRequest || !strings.Contains(e.Message, `"007"`) {
+		t.Fatalf("007: %d %q", status, e.Message)
+	}
+	status, _, _ = do(t, NewServer(f, nil).Handler(), call{"PUT", "/v1/kv/k", "v", map[string]string{"Fencing-Token": "18446744073709551615"}})
 	if status != http.StatusOK {
 		t.Fatalf("max token refused: %d", status)
+	}
+}
+
+// An invalid name or key is quoted as its sender wrote it, not as the URL
+// escaped it.
+func TestInvalidNamesShownUnescaped(t *testing.T) {
+	for _, c := range []struct {
+		call call
+		want string
+	}{
+		{call{"GET", "/v1/locks/a%2Fb", "", nil}, `lock name "a/b"`},
+		{call{"POST", "/v1/locks/a%2Fb/acquire", `{"holder":"w"}`, nil}, `lock name "a/b"`},
+		{call{"POST", "/v1/locks/x%2F..%2Fy/release", `{` + lease + `,"token":3}`, nil}, `lock name "x/../y"`},
+		{call{"GET", "/v1/kv/dir%2Ffile", "", nil}, `key "dir/file"`},
+		{call{"GET", "/v1/locks/a%20b", "", nil}, `lock name "a b"`},
+		{call{"GET", "/v1/locks/100%25", "", nil}, `lock name "100%"`},
+	} {
+		status, e, _ := do(t, NewServer(&fakeCluster{leader: true}, nil).Handler(), c.call)
+		if status != http.StatusBadRequest || !strings.HasPrefix(e.Message, c.want) {
+			t.Errorf("%s %s: %d %q, want %s", c.call.method, c.call.path, status, e.Message, c.want)
+		}
 	}
 }
 

@@ -7,7 +7,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"unicode/utf8"
+
+	"github.com/go-chi/chi/v5"
 
 	"github.com/fencer-io/fencer/api/wire"
 )
@@ -20,16 +23,37 @@ const (
 
 func checkName(s string) error {
 	if !wire.ValidName(s) {
-		return badRequest(wire.CodeInvalidName, fmt.Sprintf("lock name %.64q: want %s", s, wire.NameRule))
+		return nameError(s)
 	}
 	return nil
 }
 
-func checkKey(s string) error {
-	if !wire.ValidName(s) {
-		return badRequest(wire.CodeInvalidKey, fmt.Sprintf("key %.64q: want %s", s, wire.NameRule))
+func nameError(shown string) error {
+	return badRequest(wire.CodeInvalidName, fmt.Sprintf("lock name %.64q: want %s", shown, wire.NameRule))
+}
+
+func keyError(shown string) error {
+	return badRequest(wire.CodeInvalidKey, fmt.Sprintf("key %.64q: want %s", shown, wire.NameRule))
+}
+
+// lockName and keyName return the {name} and {key} route parameters,
+// checked. chi matches the escaped path when the request had escapes, so an
+// invalid name is checked as sent but shown unescaped, as its sender wrote
+// it: "a/b", not "a%2Fb".
+func lockName(r *http.Request) (string, error) { return routeParam(r, "name", nameError) }
+func keyName(r *http.Request) (string, error)  { return routeParam(r, "key", keyError) }
+
+func routeParam(r *http.Request, param string, invalid func(shown string) error) (string, error) {
+	s := chi.URLParam(r, param)
+	if wire.ValidName(s) {
+		return s, nil
 	}
-	return nil
+	if r.URL.RawPath != "" {
+		if u, err := url.PathUnescape(s); err == nil {
+			s = u
+		}
+	}
+	return "", invalid(s)
 }
 
 // printable reports whether s is non-empty, at most max bytes, valid UTF-8,

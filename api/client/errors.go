@@ -26,7 +26,8 @@ var (
 	// ErrNotLockHolder: a fenced write named a lock whose current grant is
 	// not the write's token (409 not_lock_holder).
 	ErrNotLockHolder = errors.New("not the lock holder")
-	// ErrMissingToken: a fenced write carried no valid token (428).
+	// ErrMissingToken: a fenced write carried no token (428); a malformed
+	// one is ErrInvalid (400 invalid_token).
 	ErrMissingToken = errors.New("missing fencing token")
 	// ErrNoLeader: the cluster has no reachable leader (503 no_leader).
 	ErrNoLeader = errors.New("no leader")
