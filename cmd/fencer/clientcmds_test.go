@@ -149,3 +149,36 @@ func TestLockAndKVCommands(t *testing.T) {
 		t.Fatalf("bad output: %v", err)
 	}
 }
+
+// Misleading errors, end to end: a release or renewal with another lock's
+// secret says so, a refused fenced write says it once, and an invalid name
+// is quoted as typed.
+func TestErrorsSayWhatHappened(t *testing.T) {
+	newTestCluster(t)
+	var a, b wire.Grant
+	for name, g := range map[string]*wire.Grant{"lock-a": &a, "lock-b": &b} {
+		if err := json.Unmarshal([]byte(mustFencer(t, "lock", "acquire", name, "--ttl", "30s", "-o", "json")), g); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, verb := range []string{"renew", "release"} {
+		_, _, err := fencer(t, "", "lock", verb, "lock-a", "--token", strconv.FormatUint(b.Token, 10), "--lease", b.Lease)
+		if !errors.Is(err, client.ErrLeaseLost) || !strings.Contains(err.Error(), `lease does not belong to lock "lock-a": its secret was issued for another lock`) {
+			t.Errorf("%s of lock-a with lock-b's grant: %v", verb, err)
+		}
+	}
+	mustFencer(t, "lock", "release", "lock-a", "--token", strconv.FormatUint(a.Token, 10), "--lease", a.Lease)
+	_, _, err := fencer(t, "", "lock", "renew", "lock-a", "--token", strconv.FormatUint(a.Token, 10), "--lease", a.Lease)
+	if !errors.Is(err, client.ErrLeaseLost) || !strings.Contains(err.Error(), `lock "lock-a"'s grant with token `+strconv.FormatUint(a.Token, 10)+" is no longer current") {
+		t.Errorf("renew after release: %v", err)
+	}
+
+	_, _, err = fencer(t, "", "kv", "put", "k", "v", "--token", strconv.FormatUint(a.Token, 10), "--lock", "lock-a")
+	if !errors.Is(err, client.ErrNotLockHolder) || strings.Count(err.Error(), "current grant") != 1 {
+		t.Errorf("put with an ended grant: %v", err)
+	}
+	_, _, err = fencer(t, "", "lock", "status", "team/job")
+	if !errors.Is(err, client.ErrInvalid) || !strings.Contains(err.Error(), `lock name "team/job"`) {
+		t.Errorf("status of a name with a slash: %v", err)
+	}
+}

@@ -2,9 +2,11 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -12,6 +14,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/fencer-io/fencer/api/client"
+	"github.com/fencer-io/fencer/api/wire"
 	"github.com/fencer-io/fencer/internal/tlsutil"
 )
 
@@ -156,3 +159,26 @@ func writeJSON(w io.Writer, v any) error {
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
 }
+
+// tokenFlag is a --token, read as the API reads a Fencing-Token header: a
+// positive decimal integer, so that "010" is refused rather than taken for
+// octal 8, as pflag's Uint64 would.
+type tokenFlag uint64
+
+func (t *tokenFlag) String() string {
+	if *t == 0 {
+		return ""
+	}
+	return strconv.FormatUint(uint64(*t), 10)
+}
+
+func (t *tokenFlag) Set(s string) error {
+	v, ok := wire.ParseToken(s)
+	if !ok {
+		return errors.New("want a positive decimal integer without sign or leading zeros")
+	}
+	*t = tokenFlag(v)
+	return nil
+}
+
+func (t *tokenFlag) Type() string { return "N" }

@@ -45,7 +45,7 @@ func newKVCmd() *cobra.Command {
 		Args: positional("KEY", "VALUE"),
 		RunE: func(cmd *cobra.Command, args []string) error { return o.put(cmd, args[0], args[1]) },
 	}
-	put.Flags().Uint64Var(&o.token, "token", 0, "fencing token of your grant (required)")
+	put.Flags().Var((*tokenFlag)(&o.token), "token", "fencing token of your grant (required)")
 	put.Flags().StringVar(&o.lock, "lock", "", "also require that the token is this lock's current grant")
 	get := &cobra.Command{
 		Use:   "get KEY",

@@ -83,7 +83,7 @@ the lifetime of a command, use "fencer exec".`,
 		RunE: func(cmd *cobra.Command, args []string) error { return o.release(cmd, args[0]) },
 	}
 	for _, c := range []*cobra.Command{renew, release} {
-		c.Flags().Uint64Var(&o.token, "token", 0, "fencing token of the grant")
+		c.Flags().Var((*tokenFlag)(&o.token), "token", "fencing token of the grant")
 		c.Flags().StringVar(&o.lease, "lease", "", "lease secret of the grant")
 	}
 	status := &cobra.Command{
