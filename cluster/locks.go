@@ -145,7 +145,8 @@ func (s *slot) remove(w *waiter) {
 	s.queued.Add(-1)
 }
 
-// newSecret draws a grant's secret: wire.LeaseSecretLen hex characters.
+// newSecret draws wire.LeaseSecretLen random hex characters: request ids,
+// incarnations, cluster ids. A grant's secret is newLeaseSecret's.
 func newSecret() string {
 	var b [wire.LeaseSecretLen / 2]byte
 	if _, err := rand.Read(b[:]); err != nil {
@@ -154,7 +155,8 @@ func newSecret() string {
 	return hex.EncodeToString(b[:])
 }
 
-// newLeaseSecret returns the secret of a new grant of lock name.
+// newLeaseSecret returns the secret of a new grant of lock name, also
+// wire.LeaseSecretLen hex characters (fsm/secret.go; tested).
 func newLeaseSecret(name string) string {
 	var random [12]byte
 	if _, err := rand.Read(random[:]); err != nil {
