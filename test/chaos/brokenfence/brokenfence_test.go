@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -14,155 +15,112 @@ import (
 	"github.com/fencer-io/fencer/fence/resource"
 )
 
-func openStore(t *testing.T, path string) *fence.Store {
+// step is one request and the answer it must get. A put sends value with
+// token (none if "") as Fencing-Token; a get must find want as
+// "value@token", read by the real resource server; a mark must find want
+// as the token of the high-water mark the server reports.
+type step struct {
+	op, value, token string
+	code             int
+	want             string
+}
+
+func put(value, token string, code int) step {
+	return step{op: "put", value: value, token: token, code: code}
+}
+func get(want string) step  { return step{op: "get", code: http.StatusOK, want: want} }
+func mark(want string) step { return step{op: "mark", code: http.StatusOK, want: want} }
+
+// run sends each step to h for key "k".
+func run(t *testing.T, h http.Handler, steps ...step) {
 	t.Helper()
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	for i, s := range steps {
+		method, path := http.MethodGet, "/v1/data/k"
+		switch s.op {
+		case "put":
+			method = http.MethodPut
+		case "mark":
+			path = "/v1/high-water/k"
+		}
+		req, _ := http.NewRequest(method, srv.URL+path, strings.NewReader(s.value))
+		if s.token != "" {
+			req.Header.Set(wire.HeaderToken, s.token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		got := string(body)
+		switch s.op {
+		case "get":
+			got += "@" + resp.Header.Get(wire.HeaderToken)
+		case "mark":
+			var m resource.MarkResponse
+			json.Unmarshal(body, &m)
+			got = strconv.FormatUint(m.Token, 10)
+		}
+		if resp.StatusCode != s.code || s.want != "" && got != s.want {
+			t.Fatalf("step %d (%s %q token %q): %d %q, want %d %q", i, s.op, s.value, s.token, resp.StatusCode, got, s.code, s.want)
+		}
+	}
+}
+
+// openStore opens a store that is closed when the test ends, if it is
+// still open.
+func openStore(t *testing.T, path string) *fence.Store {
 	st, err := fence.Open(path, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { st.Close() })
 	return st
-}
-
-type testServer struct {
-	t    *testing.T
-	http *httptest.Server
-}
-
-func start(t *testing.T, h http.Handler) *testServer {
-	srv := httptest.NewServer(h)
-	t.Cleanup(srv.Close)
-	return &testServer{t: t, http: srv}
-}
-
-// put sends a PUT with the given headers (name, value pairs) and returns
-// the status and body.
-func (s *testServer) put(key, value string, headers ...string) (int, string) {
-	s.t.Helper()
-	req, err := http.NewRequest(http.MethodPut, s.http.URL+"/v1/data/"+key, strings.NewReader(value))
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	for i := 0; i+1 < len(headers); i += 2 {
-		req.Header.Add(headers[i], headers[i+1])
-	}
-	code, body, _ := s.do(req)
-	return code, body
-}
-
-func (s *testServer) do(req *http.Request) (int, string, http.Header) {
-	s.t.Helper()
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		s.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b), resp.Header
-}
-
-// value returns key's value and the token of the write that stored it, as
-// the real server reads them.
-func (s *testServer) value(key string) (string, string) {
-	s.t.Helper()
-	req, _ := http.NewRequest(http.MethodGet, s.http.URL+"/v1/data/"+key, nil)
-	code, body, h := s.do(req)
-	if code != http.StatusOK {
-		s.t.Fatalf("GET %s: %d %s", key, code, body)
-	}
-	return body, h.Get(wire.HeaderToken)
-}
-
-func (s *testServer) highWater(key string) resource.MarkResponse {
-	s.t.Helper()
-	req, _ := http.NewRequest(http.MethodGet, s.http.URL+"/v1/high-water/"+key, nil)
-	code, body, _ := s.do(req)
-	var m resource.MarkResponse
-	if err := json.Unmarshal([]byte(body), &m); code != http.StatusOK || err != nil {
-		s.t.Fatalf("GET high-water %s: %d %s", key, code, body)
-	}
-	return m
 }
 
 func TestMissingAsZeroAcceptsTokenlessWrite(t *testing.T) {
 	st := openStore(t, filepath.Join(t.TempDir(), "r.db"))
-	defer st.Close()
-	s := start(t, NewServer(st, MissingAsZero))
-
-	if code, _ := s.put("k", "from-6", wire.HeaderToken, "6"); code != http.StatusOK {
-		t.Fatal(code)
-	}
-	// Tokens that are present are still checked...
-	if code, _ := s.put("k", "stale", wire.HeaderToken, "5"); code != http.StatusConflict {
-		t.Fatalf("PUT 5: %d, want 409", code)
-	}
-	// ...but a write without one overwrites the newer grant's value.
-	if code, body := s.put("k", "tokenless"); code != http.StatusOK {
-		t.Fatalf("tokenless PUT on broken server: %d %s, want 200", code, body)
-	}
-	if v, tok := s.value("k"); v != "tokenless" || tok != "0" {
-		t.Fatalf("value %q token %q, want tokenless/0", v, tok)
-	}
-	// Malformed tokens are still refused; only absence is misread.
-	if code, _ := s.put("k", "x", wire.HeaderToken, "abc"); code != http.StatusPreconditionRequired {
-		t.Fatalf("malformed token: %d", code)
-	}
+	run(t, NewServer(st, MissingAsZero),
+		put("from-6", "6", http.StatusOK),
+		put("stale", "5", http.StatusConflict), // tokens that are present are still checked...
+		put("tokenless", "", http.StatusOK),    // ...but a write without one overwrites the newer grant's value
+		get("tokenless@0"),
+		put("x", "abc", http.StatusPreconditionRequired), // only absence is misread
+	)
 	// The real mark did not move, so a correct server over the same store
 	// still refuses 6.
-	good := start(t, resource.NewServer(st))
-	if code, _ := good.put("k", "x", wire.HeaderToken, "6"); code != http.StatusConflict {
-		t.Fatalf("correct server, PUT 6: %d", code)
-	}
+	run(t, resource.NewServer(st), put("x", "6", http.StatusConflict))
 }
 
 func TestForgetOnRestartAcceptsOlderToken(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "r.db")
 	st := openStore(t, path)
-	s := start(t, NewServer(st, ForgetOnRestart))
-	if code, _ := s.put("k", "v34", wire.HeaderToken, "34"); code != http.StatusOK {
-		t.Fatal(code)
-	}
-	// Before the restart it looks correct.
-	if code, _ := s.put("k", "v33", wire.HeaderToken, "33"); code != http.StatusConflict {
-		t.Fatalf("PUT 33 before restart: %d, want 409", code)
-	}
-	if code, _ := s.put("k", "none"); code != http.StatusPreconditionRequired {
-		t.Fatalf("tokenless PUT: %d, want 428", code)
-	}
-	s.http.Close()
+	run(t, NewServer(st, ForgetOnRestart),
+		put("v34", "34", http.StatusOK),
+		put("v33", "33", http.StatusConflict), // before the restart it looks correct
+		put("none", "", http.StatusPreconditionRequired),
+	)
 	if err := st.Close(); err != nil {
 		t.Fatal(err)
 	}
-
 	st = openStore(t, path)
-	defer st.Close()
-	s = start(t, NewServer(st, ForgetOnRestart))
-	if v, tok := s.value("k"); v != "v34" || tok != "34" {
-		t.Fatalf("value survived as %q/%q", v, tok)
-	}
-	if m := s.highWater("k"); m.Token != 0 {
-		t.Fatalf("broken server remembered %+v", m)
-	}
-	if code, _ := s.put("k", "v33", wire.HeaderToken, "33"); code != http.StatusOK {
-		t.Fatalf("PUT 33 after restart on broken server: %d, want 200", code)
-	}
-	if v, tok := s.value("k"); v != "v33" || tok != "33" {
-		t.Fatalf("value %q/%q, want the stale v33/33", v, tok)
-	}
+	run(t, NewServer(st, ForgetOnRestart),
+		get("v34@34"), // the value survived, the mark did not
+		mark("0"),
+		put("v33", "33", http.StatusOK),
+		get("v33@33"),
+	)
 }
 
 func TestBothModes(t *testing.T) {
 	st := openStore(t, filepath.Join(t.TempDir(), "r.db"))
-	defer st.Close()
-	s := start(t, NewServer(st, MissingAsZero|ForgetOnRestart))
-	if code, _ := s.put("k", "v9", wire.HeaderToken, "9"); code != http.StatusOK {
-		t.Fatal(code)
-	}
-	if code, _ := s.put("k", "v8", wire.HeaderToken, "8"); code != http.StatusConflict {
-		t.Fatalf("PUT 8: %d", code)
-	}
-	if code, _ := s.put("k", "none"); code != http.StatusOK {
-		t.Fatalf("tokenless PUT: %d", code)
-	}
+	run(t, NewServer(st, MissingAsZero|ForgetOnRestart),
+		put("v9", "9", http.StatusOK),
+		put("v8", "8", http.StatusConflict),
+		put("none", "", http.StatusOK),
+	)
 }
 
 func TestParseMode(t *testing.T) {

@@ -1,16 +1,13 @@
 package brokenfence
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"os"
-	"os/signal"
 	"path/filepath"
-	"syscall"
 	"time"
 
 	"github.com/fencer-io/fencer/fence"
@@ -28,9 +25,9 @@ type Config struct {
 	Mode    string `json:"mode"` // see ParseMode
 }
 
-// Main serves the broken resource Env describes until SIGINT or SIGTERM,
-// over the same store file as `fencer resource serve`, and returns the exit
-// code.
+// Main serves the broken resource Env describes, over the same store file as
+// `fencer resource serve`, until the process is killed; it returns the exit
+// code of a failure.
 func Main() int {
 	if err := serve(); err != nil {
 		fmt.Fprintln(os.Stderr, "broken resource:", err)
@@ -62,23 +59,8 @@ func serve() (err error) {
 	}
 	fmt.Printf("WARNING: fencing deliberately broken (%s); test use only\nbroken resource listening on %s\n", cfg.Mode, ln.Addr())
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
+	// The harness stops the resource with SIGKILL, like a crash: there is
+	// nothing to drain.
 	srv := &http.Server{Handler: NewServer(store, mode), ReadHeaderTimeout: 10 * time.Second}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-	select {
-	case err := <-served:
-		return err
-	case <-ctx.Done():
-	}
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := srv.Shutdown(shutdownCtx); err != nil {
-		return err
-	}
-	if err := <-served; !errors.Is(err, http.ErrServerClosed) {
-		return err
-	}
-	return nil
+	return srv.Serve(ln)
 }
