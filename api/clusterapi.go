@@ -126,7 +126,7 @@ func (s *Server) removeMember(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.log.Info("member removed", "id", id, "by", r.RemoteAddr)
-	writeJSON(w, http.StatusOK, map[string]string{"removed": id})
+	writeJSON(w, http.StatusOK, wire.RemoveMemberResponse{Removed: id})
 }
 
 func (s *Server) transferLeader(w http.ResponseWriter, r *http.Request) {
@@ -148,7 +148,7 @@ func (s *Server) transferLeader(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.log.Info("leadership transferred", "to", req.ID, "by", r.RemoteAddr)
-	writeJSON(w, http.StatusOK, map[string]string{"transferred": "ok", "to": req.ID})
+	writeJSON(w, http.StatusOK, wire.TransferResponse{To: req.ID, Transferred: "ok"})
 }
 
 // MaxSnapshotBytes caps a restore upload.

@@ -113,13 +113,13 @@ func (s *Server) Handler() http.Handler {
 		writeError(w, http.StatusNotFound, &wire.Error{Code: wire.CodeNotFound, Message: "no route for " + r.Method + " " + r.URL.Path})
 	})
 	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusMethodNotAllowed, &wire.Error{Code: "method_not_allowed", Message: r.Method + " is not allowed on " + r.URL.Path})
+		writeError(w, http.StatusMethodNotAllowed, &wire.Error{Code: wire.CodeMethodNotAllowed, Message: r.Method + " is not allowed on " + r.URL.Path})
 	})
 	return r
 }
 
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ok", "node": s.c.ID()})
+	writeJSON(w, http.StatusOK, wire.Health{Node: s.c.ID(), Status: "ok"})
 }
 
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
@@ -127,7 +127,7 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, &wire.Error{Code: wire.CodeNoLeader, Message: "no leader known, or this node has not applied up to the commit index"})
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ready", "node": s.c.ID()})
+	writeJSON(w, http.StatusOK, wire.Health{Node: s.c.ID(), Status: "ready"})
 }
 
 func (s *Server) debugState(w http.ResponseWriter, r *http.Request) {

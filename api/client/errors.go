@@ -37,7 +37,7 @@ var (
 	ErrOutcomeUnknown = errors.New("outcome unknown")
 	// ErrNotFound: no such key, or no such route (404).
 	ErrNotFound = errors.New("not found")
-	// ErrInvalid: the request was malformed (any 400, and 413).
+	// ErrInvalid: the request was malformed (any 400, 405 and 413).
 	ErrInvalid = errors.New("invalid request")
 	// ErrTooManyWaiters: the lock's wait queue is full (429).
 	ErrTooManyWaiters = errors.New("too many waiters")
@@ -92,6 +92,7 @@ var codeErrors = map[string]error{
 	wire.CodeBodyTooLarge:      ErrInvalid,
 	wire.CodeMalformedSequence: ErrInvalid,
 	wire.CodeEmptyKey:          ErrInvalid,
+	wire.CodeMethodNotAllowed:  ErrInvalid,
 	wire.CodeMissingToken:      ErrMissingToken,
 	wire.CodeLockHeld:          ErrLockHeld,
 	wire.CodeLeaseLost:         ErrLeaseLost,

@@ -21,8 +21,9 @@ const (
 	CodeInvalidJSON      = "invalid_json"
 	CodeInvalidMember    = "invalid_member"
 	CodeInvalidSnapshot  = "invalid_snapshot"
-	CodeBodyTooLarge     = "body_too_large" // 413
-	CodeMissingToken     = "missing_token"  // 428
+	CodeBodyTooLarge     = "body_too_large"     // 413
+	CodeMissingToken     = "missing_token"      // 428
+	CodeMethodNotAllowed = "method_not_allowed" // 405
 
 	// Refusals of the lock service and the fenced store.
 	CodeLockHeld      = "lock_held"       // 409
@@ -59,7 +60,7 @@ func Codes() []string {
 	return []string{
 		CodeInvalidName, CodeInvalidKey, CodeInvalidTTL, CodeInvalidWait, CodeInvalidHolder,
 		CodeInvalidRequestID, CodeInvalidLease, CodeInvalidToken, CodeInvalidJSON, CodeInvalidMember,
-		CodeInvalidSnapshot, CodeBodyTooLarge, CodeMissingToken,
+		CodeInvalidSnapshot, CodeBodyTooLarge, CodeMissingToken, CodeMethodNotAllowed,
 		CodeLockHeld, CodeLeaseLost, CodeStaleToken, CodeNotLockHolder, CodeNotFound,
 		CodeNoLeader, CodeOutcomeUnknown, CodeMemberConflict, CodeUnknownMember,
 		CodeTooManyWaiters, CodeTooManyLocks, CodeRateLimited, CodeUnauthorized, CodeForbidden,

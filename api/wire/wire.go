@@ -245,3 +245,23 @@ type JoinResponse struct {
 type TransferRequest struct {
 	ID string `json:"id,omitempty"`
 }
+
+// TransferResponse is the answer to a successful leadership transfer.
+type TransferResponse struct {
+	// To is the member asked for; empty when the leader chose.
+	To          string `json:"to"`
+	Transferred string `json:"transferred"` // always "ok"
+}
+
+// RemoveMemberResponse is the answer to DELETE /v1/cluster/members/{id}.
+type RemoveMemberResponse struct {
+	Removed string `json:"removed"`
+}
+
+// Health is the answer to GET /healthz ("ok": the process serves) and to
+// GET /readyz ("ready": it knows a leader and has applied up to the commit
+// index).
+type Health struct {
+	Node   string `json:"node"`
+	Status string `json:"status"`
+}

@@ -25,3 +25,22 @@ func TestSnapshotHeaderMirrorsFSMHeader(t *testing.T) {
 		t.Fatalf("headers differ:\n%s\n%s", data, back)
 	}
 }
+
+// The bodies that were maps before they had types: the same bytes.
+func TestTypedBodiesKeepTheirBytes(t *testing.T) {
+	for _, c := range []struct {
+		typed any
+		was   map[string]string
+	}{
+		{wire.Health{Node: "n1", Status: "ready"}, map[string]string{"status": "ready", "node": "n1"}},
+		{wire.RemoveMemberResponse{Removed: "n2"}, map[string]string{"removed": "n2"}},
+		{wire.TransferResponse{To: "n3", Transferred: "ok"}, map[string]string{"transferred": "ok", "to": "n3"}},
+		{wire.TransferResponse{Transferred: "ok"}, map[string]string{"transferred": "ok", "to": ""}},
+	} {
+		got, _ := json.Marshal(c.typed)
+		want, _ := json.Marshal(c.was)
+		if !bytes.Equal(got, want) {
+			t.Errorf("%T: %s, was %s", c.typed, got, want)
+		}
+	}
+}
