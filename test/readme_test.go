@@ -1,0 +1,291 @@
+package test
+
+import (
+	"context"
+	"encoding/json"
+	"math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	tc "github.com/fencer-io/fencer/test/testcluster"
+)
+
+// The README's quick start, as pasted: its shell blocks run in one bash
+// session against a real `fencer dev` cluster started from the built binary,
+// and the outcomes the README promises are checked: Alice's write with her
+// token is accepted, Bob gets a greater token once her lease runs out, her
+// late write is refused as stale, Bob's value stays, and fencer exec hands
+// its command a token. The README's Go program is then compiled from the
+// README's own text and run against the same cluster.
+func TestReadmeQuickStart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary and runs a cluster")
+	}
+	for _, tool := range []string{"bash", "curl", "sed"} {
+		requireTool(t, tool)
+	}
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks := fencedBlocks(section(string(readme), "## Try it"), "sh")
+	if len(blocks) < 3 || strings.TrimSpace(blocks[0]) != "make run" {
+		t.Fatalf("the quick start should open with a block holding only `make run`, then the blocks to paste; found %q", blocks)
+	}
+	script := strings.Join(blocks[1:], "\n")
+
+	// The cluster runs on free ports rather than 7001-7003 and 8001-8003,
+	// which another cluster on this machine may hold; the script's
+	// addresses are moved with it, and the CLI is pointed at it with
+	// FENCER_ENDPOINTS.
+	work := t.TempDir()
+	bin := filepath.Join(work, "bin", "fencer")
+	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/fencer").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	httpPort, raftPort := freePortRuns(t, 3)
+	dev := startDev(t, bin, httpPort, raftPort)
+	var endpoints []string
+	for i := range 3 {
+		endpoints = append(endpoints, "127.0.0.1:"+strconv.Itoa(httpPort+i))
+	}
+	moved := regexp.MustCompile(`localhost:700([1-3])\b`).ReplaceAllStringFunc(script, func(m string) string {
+		n, _ := strconv.Atoi(m[len(m)-1:])
+		return "localhost:" + strconv.Itoa(httpPort+n-1)
+	})
+	if regexp.MustCompile(`\b(700[0-9]|800[0-9])\b`).MatchString(moved) {
+		t.Fatalf("the quick start names a dev cluster port this test does not move:\n%s", moved)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	sh := exec.CommandContext(ctx, "bash", "-c", "set -euo pipefail\n"+moved)
+	sh.Dir = work
+	sh.Env = append(os.Environ(), "FENCER_ENDPOINTS="+strings.Join(endpoints, ","))
+	start := time.Now()
+	outBytes, err := sh.CombinedOutput()
+	out := string(outBytes)
+	if err != nil {
+		t.Fatalf("the quick start failed after %v: %v\n--- output\n%s\n--- dev cluster log\n%s", time.Since(start).Round(time.Millisecond), err, out, dev.log())
+	}
+	t.Logf("quick start ran in %v:\n%s", time.Since(start).Round(time.Millisecond), out)
+	checkQuickStart(t, out)
+
+	// Every error code the README's comments show is one the quick start
+	// really produced.
+	for _, m := range regexp.MustCompile(`(?m)^#.*"code":"([a-z_]+)"`).FindAllStringSubmatch(script, -1) {
+		if !strings.Contains(out, `"code":"`+m[1]+`"`) {
+			t.Errorf("the README shows code %q, the quick start did not produce it", m[1])
+		}
+	}
+
+	t.Run("GoProgram", func(t *testing.T) {
+		runReadmeGoProgram(t, string(readme), work, endpoints)
+	})
+}
+
+// checkQuickStart reads the quick start's output line by line, in order.
+func checkQuickStart(t *testing.T, out string) {
+	t.Helper()
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	next := 0
+	expect := func(what string, re *regexp.Regexp) []string {
+		t.Helper()
+		for ; next < len(lines); next++ {
+			if m := re.FindStringSubmatch(lines[next]); m != nil {
+				next++
+				return m
+			}
+		}
+		t.Fatalf("quick start output: no %s (%s) in order\n%s", what, re, out)
+		return nil
+	}
+	token := func(s string) uint64 {
+		n, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	var grant struct {
+		Holder string `json:"holder"`
+		Token  uint64 `json:"token"`
+		Lease  string `json:"lease"`
+	}
+	alice := expect("Alice's grant", regexp.MustCompile(`^\{"lock":"report","holder":"alice".*\}$`))
+	if err := json.Unmarshal([]byte(alice[0]), &grant); err != nil || grant.Token == 0 || grant.Lease == "" {
+		t.Fatalf("Alice's grant %q: %v", alice[0], err)
+	}
+	aliceToken := grant.Token
+	expect("Alice's write accepted", regexp.MustCompile(`^\{"key":"report","token":`+strconv.FormatUint(aliceToken, 10)+`\}$`))
+	bob := expect("Bob's grant", regexp.MustCompile(`^\{"lock":"report","holder":"bob".*\}$`))
+	if err := json.Unmarshal([]byte(bob[0]), &grant); err != nil || grant.Token <= aliceToken {
+		t.Fatalf("Bob's grant %q (Alice had %d): %v", bob[0], aliceToken, err)
+	}
+	bobToken := grant.Token
+	expect("Bob's write accepted", regexp.MustCompile(`^\{"key":"report","token":`+strconv.FormatUint(bobToken, 10)+`\}$`))
+	stale := expect("Alice's late write refused", regexp.MustCompile(`"code":"stale_token","last_token":(\d+)`))
+	if token(stale[1]) != bobToken {
+		t.Fatalf("stale write refused against last token %s, want Bob's %d", stale[1], bobToken)
+	}
+	expect("Bob's value read back", regexp.MustCompile(`^final by bob$`))
+	status := expect("the lock's status", regexp.MustCompile(`holder="bob" token=(\d+)`))
+	if token(status[1]) != bobToken {
+		t.Fatalf("status shows token %s, want Bob's %d", status[1], bobToken)
+	}
+	expect("Bob's release", regexp.MustCompile(`released.*\b`+strconv.FormatUint(bobToken, 10)+`\b`))
+	execd := expect("fencer exec's command", regexp.MustCompile(`^running with fencing token (\d+)$`))
+	if token(execd[1]) <= bobToken {
+		t.Fatalf("fencer exec ran with token %s, not above Bob's %d", execd[1], bobToken)
+	}
+}
+
+// runReadmeGoProgram compiles the README's Go block itself (an overlay puts
+// it in place of examples/quickstart/main.go, so it builds inside this
+// module) and runs it against the cluster. examples/quickstart must hold the
+// same text, so that `go run ./examples/quickstart` is what the README shows.
+func runReadmeGoProgram(t *testing.T, readme, work string, endpoints []string) {
+	blocks := fencedBlocks(section(readme, "## Use it from Go"), "go")
+	if len(blocks) != 1 {
+		t.Fatalf("want one Go block under \"Use it from Go\", found %d", len(blocks))
+	}
+	src, err := filepath.Abs("../examples/quickstart/main.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if file, err := os.ReadFile(src); err != nil || string(file) != blocks[0] {
+		t.Errorf("examples/quickstart/main.go differs from the README's Go block (%v): copy the block into the file", err)
+	}
+	block := filepath.Join(work, "readme-main.go")
+	overlay := filepath.Join(work, "overlay.json")
+	if err := os.WriteFile(block, []byte(blocks[0]), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	data, _ := json.Marshal(map[string]map[string]string{"Replace": {src: block}})
+	if err := os.WriteFile(overlay, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	prog := filepath.Join(work, "quickstart")
+	if out, err := exec.Command("go", "build", "-overlay", overlay, "-o", prog, "../examples/quickstart").CombinedOutput(); err != nil {
+		t.Fatalf("the README's Go program does not compile: %v\n%s", err, out)
+	}
+	if out, err := exec.Command("go", "vet", "-overlay", overlay, "../examples/quickstart").CombinedOutput(); err != nil {
+		t.Fatalf("go vet of the README's Go program: %v\n%s", err, out)
+	}
+	cmd := exec.Command(prog)
+	cmd.Env = append(os.Environ(), "FENCER_ENDPOINTS="+strings.Join(endpoints, ","))
+	out, err := cmd.CombinedOutput()
+	if err != nil || !regexp.MustCompile(`^wrote "report" with fencing token [1-9]\d*\n$`).Match(out) {
+		t.Fatalf("the README's Go program: %v\n%s", err, out)
+	}
+}
+
+// section returns the text under heading, up to the next heading of the
+// same level.
+func section(doc, heading string) string {
+	i := strings.Index(doc, "\n"+heading+"\n")
+	if i < 0 {
+		return ""
+	}
+	rest := doc[i+len(heading)+2:]
+	if j := strings.Index(rest, "\n## "); j >= 0 {
+		rest = rest[:j]
+	}
+	return rest
+}
+
+// fencedBlocks returns the bodies of the ```lang blocks in text.
+func fencedBlocks(text, lang string) []string {
+	re := regexp.MustCompile("(?ms)^```" + regexp.QuoteMeta(lang) + "\n(.*?)^```$")
+	var blocks []string
+	for _, m := range re.FindAllStringSubmatch(text, -1) {
+		blocks = append(blocks, m[1])
+	}
+	return blocks
+}
+
+// requireTool skips without the tool, except in make test, which must run
+// everything.
+func requireTool(t *testing.T, name string) {
+	t.Helper()
+	if _, err := exec.LookPath(name); err != nil {
+		if os.Getenv("FENCER_REQUIRE_PG") == "1" {
+			t.Fatalf("%s is not installed; make test needs it (apt-get install %s)", name, name)
+		}
+		t.Skipf("%s is not installed", name)
+	}
+}
+
+// freePortRuns returns the first of n consecutive free ports for HTTP and
+// the first of n for Raft, as fencer dev numbers its nodes.
+func freePortRuns(t *testing.T, n int) (httpPort, raftPort int) {
+	t.Helper()
+	for range 100 {
+		base := 20000 + rand.IntN(20000)
+		var lns []net.Listener
+		ok := true
+		for p := base; p < base+2*n+10 && ok; p++ {
+			if p >= base+n && p < base+10 {
+				continue // HTTP ports base…, Raft ports base+10…
+			}
+			ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
+			if err != nil {
+				ok = false
+				break
+			}
+			lns = append(lns, ln)
+		}
+		for _, ln := range lns {
+			ln.Close()
+		}
+		if ok {
+			return base, base + 10
+		}
+	}
+	t.Fatal("no free ports")
+	return 0, 0
+}
+
+// devProcess is a running `fencer dev`.
+type devProcess struct {
+	cmd            *exec.Cmd
+	stdout, stderr lockedBuffer
+}
+
+func (d *devProcess) log() string { return d.stderr.String() }
+
+// startDev starts a throwaway dev cluster and waits until it has a leader;
+// the cluster is stopped with SIGTERM at the end of the test.
+func startDev(t *testing.T, bin string, httpPort, raftPort int) *devProcess {
+	t.Helper()
+	d := &devProcess{cmd: exec.Command(bin, "dev", "--ephemeral",
+		"--http-port", strconv.Itoa(httpPort), "--raft-port", strconv.Itoa(raftPort))}
+	d.cmd.Env = append(os.Environ(), "TMPDIR="+t.TempDir())
+	d.cmd.Stdout, d.cmd.Stderr = &d.stdout, &d.stderr
+	if err := d.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { d.cmd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		d.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(15 * time.Second):
+			d.cmd.Process.Kill()
+			t.Errorf("fencer dev did not stop on SIGTERM")
+		}
+	})
+	tc.Poll(t, 30*time.Second, "a leader in fencer dev", func() bool {
+		return strings.Contains(d.stdout.String(), "\nleader: ")
+	})
+	return d
+}
