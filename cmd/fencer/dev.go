@@ -57,6 +57,10 @@ The cluster keeps its state between runs, so its tokens keep increasing as
 they would in production: by default in $XDG_STATE_HOME/fencer/dev
 (~/.local/state/fencer/dev). --data-dir keeps it elsewhere; --ephemeral uses
 a temporary directory that is removed when the cluster stops.`,
+		Example: `  fencer dev                          # 3 nodes on 127.0.0.1:7001-7003, state kept
+  fencer dev --ephemeral              # a throwaway cluster, removed when it stops
+  fencer dev --data-dir ./dev-state   # state kept here instead
+  fencer dev --nodes 5 --http-port 9001 --raft-port 9101 --ephemeral`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd) },
 	}
