@@ -25,6 +25,7 @@ type serveOptions struct {
 	id             string
 	dataDir        string
 	httpAddr       string
+	httpAdvertise  string
 	raftAddr       string
 	bootstrap      bool
 	join           string
@@ -76,6 +77,8 @@ rejoins by itself. Every flag can also be set by its environment variable.`,
 	fs.StringVar(&o.id, "id", os.Getenv("FENCER_ID"), "node id, unique in the cluster ($FENCER_ID)")
 	fs.StringVar(&o.dataDir, "data-dir", os.Getenv("FENCER_DATA_DIR"), "data directory ($FENCER_DATA_DIR)")
 	fs.StringVar(&o.httpAddr, "http-addr", envOr("FENCER_HTTP_ADDR", "127.0.0.1:7001"), "HTTP API address ($FENCER_HTTP_ADDR)")
+	fs.StringVar(&o.httpAdvertise, "http-advertise-addr", os.Getenv("FENCER_HTTP_ADVERTISE_ADDR"),
+		"HOST:PORT other nodes and clients are told to reach this node's API at, when it is not --http-addr (NAT, a proxy) ($FENCER_HTTP_ADVERTISE_ADDR)")
 	fs.StringVar(&o.raftAddr, "raft-addr", envOr("FENCER_RAFT_ADDR", "127.0.0.1:8001"), "Raft address ($FENCER_RAFT_ADDR)")
 	fs.BoolVar(&o.bootstrap, "bootstrap", envBool("FENCER_BOOTSTRAP"), "bootstrap a new cluster; a no-op when the data dir has state ($FENCER_BOOTSTRAP)")
 	fs.StringVar(&o.join, "join", os.Getenv("FENCER_JOIN"), "HTTP addresses of members to join through, comma-separated ($FENCER_JOIN)")
@@ -125,6 +128,12 @@ func (o *serveOptions) config() (cluster.Config, error) {
 		HeartbeatTimeout:   o.electionTO,
 		ElectionTimeout:    o.electionTO,
 		LeaderLeaseTimeout: o.electionTO / 2,
+	}
+	if o.httpAdvertise != "" {
+		if err := checkAdvertise(o.httpAdvertise); err != nil {
+			return cfg, err
+		}
+		cfg.HTTPAddr = o.httpAdvertise
 	}
 	if o.peerProxy != "" {
 		peers, err := cluster.ParsePeerAddrs(o.peerProxy)
@@ -177,11 +186,10 @@ func (o *serveOptions) run(cmd *cobra.Command) error {
 	if o.gcFloorMB > 0 {
 		gcfloor.Start(uint64(o.gcFloorMB) << 20)
 	}
-	httpAddr := cfg.HTTPAddr
-	if strings.HasSuffix(httpAddr, ":0") {
+	if o.httpAdvertise == "" && strings.HasSuffix(o.httpAddr, ":0") {
 		cfg.HTTPAddr = "" // advertise the port actually bound
 	}
-	in, err := server.Start(cfg, httpAddr, opts)
+	in, err := server.Start(cfg, o.httpAddr, opts)
 	if err != nil {
 		return err
 	}
@@ -241,6 +249,15 @@ func (o *serveOptions) security(cfg *cluster.Config, logger *slog.Logger) (serve
 			"Set --acl-file or --tls-client-auth, or pass --insecure")
 	}
 	return opts, nil
+}
+
+// checkAdvertise refuses an advertised address others could not dial.
+func checkAdvertise(addr string) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil || host == "" || port == "" || port == "0" {
+		return fmt.Errorf("--http-advertise-addr %q: want HOST:PORT with a host and a non-zero port, the address others dial", addr)
+	}
+	return nil
 }
 
 // isLoopback reports whether a listen address stays on this machine.

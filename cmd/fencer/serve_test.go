@@ -25,3 +25,28 @@ func TestServeRefusesInsecureNetworkAddress(t *testing.T) {
 		t.Fatal("isLoopback misclassifies")
 	}
 }
+
+// --http-advertise-addr is what the node tells others (its member record),
+// while it keeps listening on --http-addr; an address nobody could dial is
+// refused with the flag's name.
+func TestServeAdvertisesHTTPAddr(t *testing.T) {
+	o := &serveOptions{id: "n1", dataDir: t.TempDir(), bootstrap: true,
+		httpAddr: "127.0.0.1:7001", raftAddr: "127.0.0.1:8001", httpAdvertise: "127.0.0.1:9001"}
+	cfg, err := o.config()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.HTTPAddr != "127.0.0.1:9001" {
+		t.Fatalf("advertised %q, want the --http-advertise-addr", cfg.HTTPAddr)
+	}
+	o.httpAdvertise = ""
+	if cfg, err = o.config(); err != nil || cfg.HTTPAddr != "127.0.0.1:7001" {
+		t.Fatalf("without --http-advertise-addr: %q, %v; want --http-addr advertised", cfg.HTTPAddr, err)
+	}
+	for _, bad := range []string{"127.0.0.1", "127.0.0.1:0", ":9001", "nope"} {
+		o.httpAdvertise = bad
+		if _, err := o.config(); err == nil || !strings.Contains(err.Error(), "--http-advertise-addr") {
+			t.Errorf("--http-advertise-addr %q: %v, want a refusal naming the flag", bad, err)
+		}
+	}
+}
