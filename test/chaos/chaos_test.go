@@ -27,6 +27,7 @@ var (
 	flagClients   = flag.Int("chaos.clients", int(envUint("CHAOS_CLIENTS")), "client processes (default nodes+1) ($CHAOS_CLIENTS)")
 	flagFaults    = flag.String("chaos.faults", os.Getenv("CHAOS_FAULTS"), "comma-separated faults of TestChaos (default all) ($CHAOS_FAULTS)")
 	flagBroken    = flag.String("chaos.broken-fence", os.Getenv("CHAOS_BROKEN_FENCE"), "run TestChaos against a deliberately broken resource (missing-as-zero,forget-on-restart): it must fail ($CHAOS_BROKEN_FENCE)")
+	flagWitness   = flag.String("chaos.witness", os.Getenv("CHAOS_WITNESS"), "initial member spared from kills, wipes and removals, so a soak can judge one process over the whole run; default n1 for runs of 5m or more, none below; \"none\" for none ($CHAOS_WITNESS)")
 	flagArtifacts = flag.String("chaos.artifacts", os.Getenv("CHAOS_ARTIFACTS"), "directory for logs and failure artifacts (default a temp dir, removed when the run passes) ($CHAOS_ARTIFACTS)")
 )
 
@@ -135,30 +136,42 @@ func TestChaos(t *testing.T) {
 	if *flagDuration == 0 {
 		t.Skip("long run: set -chaos.duration (or CHAOS_DURATION)")
 	}
-	cfg := Config{Nodes: *flagNodes, Clients: *flagClients, Duration: *flagDuration, Broken: *flagBroken}
+	cfg := Config{Nodes: *flagNodes, Clients: *flagClients, Duration: *flagDuration, Broken: *flagBroken, Witness: *flagWitness}
 	if *flagFaults != "" && *flagFaults != "all" {
 		cfg.Faults = strings.Split(*flagFaults, ",")
+	}
+	switch {
+	case cfg.Witness == "none":
+		cfg.Witness = ""
+	case cfg.Witness == "" && cfg.Duration >= soakFrom:
+		cfg.Witness = "n1"
 	}
 	requireOK(t, run(t, "long", cfg))
 }
 
+// soakFrom is the length from which TestChaos is a soak: one member, the
+// witness, is spared from kills and wipes so that its growth can be judged
+// over the whole run.
+const soakFrom = 5 * time.Minute
+
 // TestChaosShort is the run every `go test ./...` makes: half a minute of
 // faults on 3 nodes and half a minute on 5, the faults split between them
-// so that every kind is dealt.
+// so that every kind is dealt, and stacked more often than in a long run.
+// With TestChaosBrokenResource's 20s, 80s of faults in all.
 func TestChaosShort(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short")
 	}
 	t.Run("3-nodes", func(t *testing.T) {
-		requireOK(t, run(t, "short-3", Config{Nodes: 3, Duration: 30 * time.Second, CheckTimeout: 30 * time.Second, Faults: []string{
+		requireOK(t, run(t, "short-3", Config{Nodes: 3, Duration: 30 * time.Second, CheckTimeout: 30 * time.Second, StackChance: 0.5, Faults: []string{
 			FaultKillLeader, FaultPauseClient, FaultPauseLeader, FaultIsolateLeader,
-			FaultOneWay, FaultWipedRefused, FaultRestartResource,
+			FaultOneWay, FaultWipedRefused, FaultRestartResource, FaultClientCut, FaultHTTPCut,
 		}}))
 	})
 	t.Run("5-nodes", func(t *testing.T) {
-		requireOK(t, run(t, "short-5", Config{Nodes: 5, Duration: 30 * time.Second, CheckTimeout: 30 * time.Second, Faults: []string{
+		requireOK(t, run(t, "short-5", Config{Nodes: 5, Duration: 30 * time.Second, CheckTimeout: 30 * time.Second, StackChance: 0.5, Faults: []string{
 			FaultKillNode, FaultSplit, FaultMembership, FaultReplace,
-			FaultKillAll, FaultDelay, FaultPauseClient,
+			FaultKillAll, FaultDelay, FaultPauseClient, FaultClientCut, FaultHTTPCut,
 		}}))
 	})
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"time"
 
@@ -19,10 +20,12 @@ const (
 	FaultKillNode        = "kill-node"        // SIGKILL a random member, restart it
 	FaultPauseLeader     = "pause-leader"     // SIGSTOP the leader past the election timeout
 	FaultPauseClient     = "pause-client"     // SIGSTOP a lock-holding client past its TTL
-	FaultIsolateLeader   = "isolate-leader"   // cut every Raft link of the leader
-	FaultSplit           = "split"            // minority/majority partition
-	FaultOneWay          = "one-way"          // drop one direction between the leader and a follower
-	FaultDelay           = "delay"            // delay every Raft link
+	FaultIsolateLeader   = "isolate-leader"   // cut the leader (and some clients) off from the rest
+	FaultSplit           = "split"            // minority/majority partition, clients on both sides
+	FaultOneWay          = "one-way"          // drop one direction of Raft between the leader and a follower
+	FaultDelay           = "delay"            // delay every Raft and HTTP link
+	FaultClientCut       = "client-cut"       // cut clients off the leader, not off the followers
+	FaultHTTPCut         = "http-cut"         // cut followers' HTTP to the leader, not their Raft
 	FaultMembership      = "membership"       // add a member, or remove one (maybe the leader)
 	FaultReplace         = "replace"          // remove a member, wipe it, join it again
 	FaultWipedRefused    = "wiped-refused"    // a wiped member under its old id must be refused
@@ -33,27 +36,71 @@ const (
 // AllFaults lists every fault, in the order they are documented.
 var AllFaults = []string{
 	FaultKillLeader, FaultKillNode, FaultPauseLeader, FaultPauseClient,
-	FaultIsolateLeader, FaultSplit, FaultOneWay, FaultDelay,
+	FaultIsolateLeader, FaultSplit, FaultOneWay, FaultDelay, FaultClientCut, FaultHTTPCut,
 	FaultMembership, FaultReplace, FaultWipedRefused, FaultKillAll, FaultRestartResource,
 }
 
-// faults maps each name to its injection. A fault holds itself for a while
-// and undoes what it did; the nemesis then waits for the cluster to be
-// healthy before the next.
-var faults = map[string]func(*nemesis, context.Context) error{
-	FaultKillLeader:      (*nemesis).killLeader,
-	FaultKillNode:        (*nemesis).killNode,
-	FaultPauseLeader:     (*nemesis).pauseLeader,
-	FaultPauseClient:     (*nemesis).pauseClient,
-	FaultIsolateLeader:   (*nemesis).isolateLeader,
-	FaultSplit:           (*nemesis).split,
-	FaultOneWay:          (*nemesis).oneWay,
-	FaultDelay:           (*nemesis).delay,
-	FaultMembership:      (*nemesis).membership,
-	FaultReplace:         (*nemesis).replace,
-	FaultWipedRefused:    (*nemesis).wipedRefused,
-	FaultKillAll:         (*nemesis).killAll,
-	FaultRestartResource: (*nemesis).restartResource,
+// lever is what a fault acts through. Two faults on one lever are never
+// active at once, except on leverProcess, where each acts on a member of
+// its own: healing a network fault heals every link, a membership change
+// rewrites the harness's idea of the members, and a client pause may
+// restart the resource itself.
+type lever int
+
+const (
+	leverProcess    lever = iota // a member's process: SIGKILL, SIGSTOP
+	leverNetwork                 // the Raft and HTTP proxies
+	leverMembership              // the Raft configuration
+	leverResource                // the resource, and the clients whose writes it fences
+	leverEverything              // every member at once: never stacked
+)
+
+// faultKind is what the nemesis needs to know of a fault to inject it
+// alone or stacked on another.
+type faultKind struct {
+	lever lever
+	// disturbs is how many members the fault takes out of the quorum while
+	// it is active, at least (a split may take more, up to its budget): a
+	// member killed, paused, cut off, wiped, or being added or removed.
+	disturbs int
+	// inject puts the fault in place and tells how to undo it. budget is
+	// the most members it may disturb; it must leave busy members alone.
+	inject func(n *nemesis, ctx context.Context, budget int) (*active, error)
+}
+
+// kinds describes every fault. A new kind (a stalled or failing disk, say)
+// is one entry here and its inject function: see the package doc.
+var kinds = map[string]faultKind{
+	FaultKillLeader:      {leverProcess, 1, (*nemesis).killLeader},
+	FaultKillNode:        {leverProcess, 1, (*nemesis).killNode},
+	FaultPauseLeader:     {leverProcess, 1, (*nemesis).pauseLeader},
+	FaultPauseClient:     {leverResource, 0, (*nemesis).pauseClient},
+	FaultIsolateLeader:   {leverNetwork, 1, (*nemesis).isolateLeader},
+	FaultSplit:           {leverNetwork, 1, (*nemesis).split},
+	FaultOneWay:          {leverNetwork, 1, (*nemesis).oneWay},
+	FaultDelay:           {leverNetwork, 0, (*nemesis).delay},
+	FaultClientCut:       {leverNetwork, 0, (*nemesis).clientCut},
+	FaultHTTPCut:         {leverNetwork, 0, (*nemesis).httpCut},
+	FaultMembership:      {leverMembership, 1, (*nemesis).membership},
+	FaultReplace:         {leverMembership, 1, (*nemesis).replace},
+	FaultWipedRefused:    {leverMembership, 1, (*nemesis).wipedRefused},
+	FaultKillAll:         {leverEverything, 0, (*nemesis).killAll},
+	FaultRestartResource: {leverResource, 0, (*nemesis).restartResource},
+}
+
+// active is a fault in place.
+type active struct {
+	name string
+	kind faultKind
+	// hold is how long to leave it in place before heal; zero for a fault
+	// that is over once injected (a membership change).
+	hold time.Duration
+	heal func(context.Context) error // nil: nothing to undo
+	// busy are the members it acts on: a stacked fault leaves them alone.
+	busy []*harness.Node
+	// disturbed is how many members it takes out of the quorum.
+	disturbed int
+	until     time.Time // set by the nemesis: when to heal
 }
 
 // Events the checker reads nothing from but the reader does.
@@ -76,27 +123,137 @@ type nemesis struct {
 	rec     *workload.Recorder
 	ev      *eventLog
 	res     *Result
+	soak    *soakSampler
 	deck    []string
+	actives []*active // faults in place, in the order injected
 }
 
 // run injects faults until d has passed, or the cluster fails to recover.
+// Each round deals one fault from the deck and, with Config.StackChance,
+// stacks a second on it while it holds; then heals both, each when its
+// hold ends, and waits for the cluster to be healthy.
 func (n *nemesis) run(ctx context.Context, d time.Duration) {
 	deadline := time.Now().Add(d)
 	n.hold(ctx, n.between(time.Second, 2*time.Second)) // let the clients get going
 	for time.Now().Before(deadline) && ctx.Err() == nil {
 		name := n.next()
-		n.cfg.Logf("fault %s", name)
-		n.res.Faults[name]++
-		if err := faults[name](n, ctx); err != nil {
-			n.cfg.Logf("fault %s: %v", name, err)
-			n.ev.add(evFault, fmt.Sprintf("%s did not complete: %v", name, err))
+		first := n.inject(ctx, name, "")
+		if first != nil && first.hold > 0 && first.kind.lever != leverEverything && n.rng.Float64() < n.cfg.StackChance {
+			n.hold(ctx, n.between(0, first.hold/2))
+			if second := n.pickStacked(); second != "" {
+				if n.inject(ctx, second, name) != nil {
+					n.res.Stacked[name+"+"+second]++
+				}
+			}
 		}
+		n.healActives(ctx)
 		if err := n.healAll(ctx); err != nil {
 			n.res.problem("after %s: %v", name, err)
 			return
 		}
+		n.soak.sample(ctx, n.cl)
 		n.hold(ctx, n.between(300*time.Millisecond, 1500*time.Millisecond))
 	}
+}
+
+// inject puts fault name in place, stacked on another if on is set, and
+// records it among the actives; it returns nil if the fault could not be
+// put in place.
+func (n *nemesis) inject(ctx context.Context, name, on string) *active {
+	kind := kinds[name]
+	if on == "" {
+		n.cfg.Logf("fault %s", name)
+	} else {
+		n.cfg.Logf("fault %s, stacked on %s", name, on)
+		n.ev.add(evFault, fmt.Sprintf("stacking %s on %s", name, on))
+	}
+	n.res.Faults[name]++
+	a, err := kind.inject(n, ctx, budget(len(n.cl.Members()), n.actives))
+	if err != nil {
+		n.res.Incomplete[name]++
+		n.cfg.Logf("fault %s: %v", name, err)
+		n.ev.add(evFault, fmt.Sprintf("%s did not complete: %v", name, err))
+		return nil
+	}
+	a.name, a.kind, a.until = name, kind, time.Now().Add(a.hold)
+	n.actives = append(n.actives, a)
+	return a
+}
+
+// budget is how many more of members may be disturbed at once: a minority of
+// the members, less those the active faults disturb. Staying within it
+// keeps a majority of the voters running, connected and holding their
+// data all along, so a leader exists, a stacked fault's own steps (a
+// removal, a join, a refusal, which need a quorum) complete, and once
+// every fault heals the cluster recovers as after a single one.
+//
+// With 3 members the budget is 1: two faults stack only when one of them
+// disturbs no member (a delay, an HTTP cut, a client pause, a resource
+// restart) - say a leader kill while followers cannot forward. With 5 it
+// is 2: a partition of one member plus a kill of another, a pause plus a
+// membership change, two kills; 3 of 5 stay a majority. A membership
+// change counts as one: adding a member to M makes M+1 with the joiner
+// still catching up, and M+1 - ((M-1)/2) >= (M+1)/2 + 1 members still
+// form a majority of it; removing one leaves M-1 of which at most
+// (M-1)/2 - 1 are disturbed, again less than half. kill-all disturbs
+// every member and is never stacked.
+func budget(members int, actives []*active) int {
+	b := (members - 1) / 2
+	for _, a := range actives {
+		b -= a.disturbed
+	}
+	return b
+}
+
+// pickStacked chooses a fault to stack on those active, "" when none fits.
+func (n *nemesis) pickStacked() string {
+	fit := stackable(n.cfg.Faults, n.actives, len(n.cl.Members()))
+	if len(fit) == 0 {
+		return ""
+	}
+	return fit[n.rng.IntN(len(fit))]
+}
+
+// stackable returns the faults among enabled that may join actives in a
+// cluster of members: on a lever they leave free, and within the budget.
+func stackable(enabled []string, actives []*active, members int) []string {
+	budget := budget(members, actives)
+	var fit []string
+	for _, name := range enabled {
+		k := kinds[name]
+		if k.lever == leverEverything || k.disturbs > budget || !leverFree(actives, k.lever) {
+			continue
+		}
+		fit = append(fit, name)
+	}
+	return fit
+}
+
+func leverFree(actives []*active, l lever) bool {
+	for _, a := range actives {
+		if a.kind.lever == l && l != leverProcess {
+			return false
+		}
+	}
+	return true
+}
+
+// healActives heals each active fault when its hold ends, earliest first,
+// so that stacked faults end in either order.
+func (n *nemesis) healActives(ctx context.Context) {
+	slices.SortStableFunc(n.actives, func(a, b *active) int { return a.until.Compare(b.until) })
+	for _, a := range n.actives {
+		n.hold(ctx, time.Until(a.until))
+		if a.heal == nil {
+			continue
+		}
+		if err := a.heal(ctx); err != nil {
+			n.res.Incomplete[a.name]++
+			n.cfg.Logf("healing %s: %v", a.name, err)
+			n.ev.add(evHeal, fmt.Sprintf("healing %s did not complete: %v", a.name, err))
+		}
+	}
+	n.actives = nil
 }
 
 // next deals the next fault from a shuffled deck of the enabled ones.
@@ -114,7 +271,7 @@ func (n *nemesis) next() string {
 // processes, restarts members and the resource that are down, and waits
 // for the cluster to be healthy.
 func (n *nemesis) healAll(ctx context.Context) error {
-	n.cl.Net().HealAll()
+	n.cl.HealNetwork()
 	for _, p := range n.clients {
 		if p.Running() {
 			_ = p.Resume()
@@ -148,6 +305,9 @@ func (n *nemesis) between(lo, hi time.Duration) time.Duration {
 
 // hold keeps a fault in place for d: sleeping here is the point.
 func (n *nemesis) hold(ctx context.Context, d time.Duration) {
+	if d <= 0 {
+		return
+	}
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
@@ -156,29 +316,63 @@ func (n *nemesis) hold(ctx context.Context, d time.Duration) {
 	}
 }
 
+// busy reports whether an active fault acts on m.
+func (n *nemesis) busy(m *harness.Node) bool {
+	for _, a := range n.actives {
+		if slices.Contains(a.busy, m) {
+			return true
+		}
+	}
+	return false
+}
+
+// spared reports whether m must outlive the run (Config.Witness): no
+// fault kills, wipes or removes it.
+func (n *nemesis) spared(m *harness.Node) bool { return m.ID == n.cfg.Witness }
+
+// leader waits up to 10s for a leader that no active fault acts on.
 func (n *nemesis) leader(ctx context.Context) (*harness.Node, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	var l *harness.Node
 	err := retry(ctx, func() error {
 		var err error
-		l, _, err = n.cl.Leader(ctx)
-		return err
+		if l, _, err = n.cl.Leader(ctx); err != nil {
+			return err
+		}
+		if n.busy(l) {
+			return fmt.Errorf("the leader, %s, is already under a fault", l.ID)
+		}
+		return nil
 	})
 	return l, err
 }
 
-// pick returns a random element of nodes.
-func (n *nemesis) pick(nodes []*harness.Node) *harness.Node {
-	return nodes[n.rng.IntN(len(nodes))]
-}
-
-func (n *nemesis) followers(leader *harness.Node) []*harness.Node {
+// free returns the members no active fault acts on, but for except;
+// destructive leaves out the witness too.
+func (n *nemesis) free(destructive bool, except ...*harness.Node) []*harness.Node {
 	var out []*harness.Node
 	for _, m := range n.cl.Members() {
-		if m != leader {
+		if !n.busy(m) && !slices.Contains(except, m) && !(destructive && n.spared(m)) {
 			out = append(out, m)
 		}
+	}
+	return out
+}
+
+// pick returns a random element of nodes, or an error saying there is none.
+func (n *nemesis) pick(nodes []*harness.Node, what string) (*harness.Node, error) {
+	if len(nodes) == 0 {
+		return nil, errors.New("no " + what + " to act on")
+	}
+	return nodes[n.rng.IntN(len(nodes))], nil
+}
+
+// clientNames returns the clients' names in the HTTP mesh, shuffled.
+func (n *nemesis) clientNames() []string {
+	var out []string
+	for _, i := range n.rng.Perm(len(n.clients)) {
+		out = append(out, harness.ClientName(i))
 	}
 	return out
 }
@@ -189,260 +383,4 @@ func ids(nodes []*harness.Node) string {
 		s = append(s, m.ID)
 	}
 	return strings.Join(s, ",")
-}
-
-func (n *nemesis) killLeader(ctx context.Context) error {
-	l, err := n.leader(ctx)
-	if err != nil {
-		return err
-	}
-	return n.killRestart(l, "leader")
-}
-
-func (n *nemesis) killNode(ctx context.Context) error {
-	return n.killRestart(n.pick(n.cl.Members()), "node")
-}
-
-func (n *nemesis) killRestart(m *harness.Node, what string) error {
-	n.cl.Kill(m)
-	n.ev.add(evFault, fmt.Sprintf("SIGKILL %s %s", what, m.ID))
-	n.hold(context.Background(), n.between(500*time.Millisecond, 2*time.Second))
-	if err := n.cl.Restart(m); err != nil {
-		return err
-	}
-	n.ev.add(checker.EventRestart, "restarted "+m.ID+" on its data dir")
-	return nil
-}
-
-func (n *nemesis) pauseLeader(ctx context.Context) error {
-	l, err := n.leader(ctx)
-	if err != nil {
-		return err
-	}
-	if err := n.cl.Pause(l); err != nil {
-		return err
-	}
-	d := n.between(1500*time.Millisecond, 3*time.Second) // election timeout is 1s
-	n.ev.add(evFault, fmt.Sprintf("SIGSTOP leader %s for %v", l.ID, d))
-	n.hold(ctx, d)
-	n.ev.add(evHeal, "SIGCONT "+l.ID)
-	return n.cl.Resume(l)
-}
-
-// pauseClient stops a client that holds a lock for longer than its TTL, so
-// that its lease expires and another client takes the lock: the writes it
-// makes when it wakes up must be refused. Sometimes the resource restarts
-// meanwhile, so the refusal must survive the restart.
-func (n *nemesis) pauseClient(ctx context.Context) error {
-	var who int
-	var h workload.Holding
-	ctx2, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	err := retry(ctx2, func() error {
-		for _, i := range n.rng.Perm(len(n.clients)) {
-			var ok bool
-			if h, ok = n.rec.Holding(i); ok && n.clients[i].Running() {
-				who = i
-				return nil
-			}
-		}
-		return errors.New("no client holds a lock")
-	})
-	if err != nil {
-		return err
-	}
-	p := n.clients[who]
-	if err := p.Pause(); err != nil {
-		return err
-	}
-	ttl := time.Duration(h.TTL) * time.Millisecond
-	d := ttl + n.between(time.Second, 2*time.Second)
-	n.ev.add(evFault, fmt.Sprintf("SIGSTOP client %d holding %s t%d (ttl %v) for %v", who, h.Lock, h.Token, ttl, d))
-	n.hold(ctx, d)
-	if n.rng.Float64() < n.cfg.PauseRestartsResource {
-		if err := n.restartResource(ctx); err != nil {
-			_ = p.Resume()
-			return err
-		}
-	}
-	n.ev.add(evHeal, fmt.Sprintf("SIGCONT client %d", who))
-	return p.Resume()
-}
-
-func (n *nemesis) isolateLeader(ctx context.Context) error {
-	l, err := n.leader(ctx)
-	if err != nil {
-		return err
-	}
-	n.cl.Net().Isolate(l.ID)
-	d := n.between(1500*time.Millisecond, 4*time.Second)
-	n.ev.add(evFault, fmt.Sprintf("isolate leader %s for %v", l.ID, d))
-	n.hold(ctx, d)
-	n.cl.Net().HealAll()
-	n.ev.add(evHeal, "heal network")
-	return nil
-}
-
-func (n *nemesis) split(ctx context.Context) error {
-	members := n.cl.Members()
-	n.rng.Shuffle(len(members), func(i, j int) { members[i], members[j] = members[j], members[i] })
-	k := (len(members) - 1) / 2
-	minority, majority := members[:k], members[k:]
-	var a, b []string
-	for _, m := range minority {
-		a = append(a, m.ID)
-	}
-	for _, m := range majority {
-		b = append(b, m.ID)
-	}
-	n.cl.Net().Partition(a, b)
-	d := n.between(1500*time.Millisecond, 4*time.Second)
-	n.ev.add(evFault, fmt.Sprintf("partition {%s} | {%s} for %v", ids(minority), ids(majority), d))
-	n.hold(ctx, d)
-	n.cl.Net().HealAll()
-	n.ev.add(evHeal, "heal network")
-	return nil
-}
-
-func (n *nemesis) oneWay(ctx context.Context) error {
-	l, err := n.leader(ctx)
-	if err != nil {
-		return err
-	}
-	f := n.pick(n.followers(l))
-	from, to := l.ID, f.ID
-	if n.rng.IntN(2) == 0 {
-		from, to = to, from
-	}
-	n.cl.Net().CutOneWay(from, to)
-	d := n.between(1500*time.Millisecond, 4*time.Second)
-	n.ev.add(evFault, fmt.Sprintf("drop everything %s sends to %s for %v", from, to, d))
-	n.hold(ctx, d)
-	n.cl.Net().HealAll()
-	n.ev.add(evHeal, "heal network")
-	return nil
-}
-
-func (n *nemesis) delay(ctx context.Context) error {
-	lat := n.between(5*time.Millisecond, 60*time.Millisecond)
-	n.cl.Net().DelayAll(lat)
-	d := n.between(2*time.Second, 4*time.Second)
-	n.ev.add(evFault, fmt.Sprintf("delay every raft link by %v for %v", lat, d))
-	n.hold(ctx, d)
-	n.cl.Net().HealAll()
-	n.ev.add(evHeal, "heal network")
-	return nil
-}
-
-// membership adds a member while there are only the initial ones, and
-// otherwise removes one, a third of the time the leader.
-func (n *nemesis) membership(ctx context.Context) error {
-	members := n.cl.Members()
-	if spares := n.cl.Spares(); len(members) <= n.cfg.Nodes && len(spares) > 0 {
-		s := n.pick(spares)
-		if err := n.cl.Wipe(s); err != nil {
-			return err
-		}
-		if err := n.cl.Join(s, false); err != nil {
-			return err
-		}
-		n.ev.add(evFault, "add member "+s.ID)
-		return nil
-	}
-	victim := n.pick(members)
-	if l, err := n.leader(ctx); err == nil && n.rng.IntN(3) == 0 {
-		victim = l
-	}
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	if err := n.cl.Remove(ctx, victim); err != nil {
-		return err
-	}
-	n.cl.Kill(victim)
-	n.ev.add(evFault, "removed member "+victim.ID)
-	return n.cl.Wipe(victim)
-}
-
-// replace removes a follower, wipes its disk and joins it again under the
-// same id: a new incarnation, admitted because it was removed first.
-func (n *nemesis) replace(ctx context.Context) error {
-	l, err := n.leader(ctx)
-	if err != nil {
-		return err
-	}
-	v := n.pick(n.followers(l))
-	n.cl.Kill(v)
-	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	if err := n.cl.Remove(rctx, v); err != nil {
-		return err
-	}
-	if err := n.cl.Wipe(v); err != nil {
-		return err
-	}
-	if err := n.cl.Join(v, false); err != nil {
-		return err
-	}
-	n.ev.add(checker.EventReplace, "replaced "+v.ID+": removed, wiped, joined again")
-	return nil
-}
-
-// wipedRefused wipes a follower's disk and restarts it under its old id
-// without removing it: the cluster must refuse it and the process must exit
-// non-zero. Then it comes back properly, with --replace.
-func (n *nemesis) wipedRefused(ctx context.Context) error {
-	l, err := n.leader(ctx)
-	if err != nil {
-		return err
-	}
-	v := n.pick(n.followers(l))
-	n.cl.Kill(v)
-	if err := n.cl.Wipe(v); err != nil {
-		return err
-	}
-	if err := n.cl.Join(v, false); err != nil {
-		return err
-	}
-	n.ev.add(evFault, "restarted "+v.ID+" wiped, under its old id")
-	if err := n.cl.ExpectRefusal(v, 60*time.Second); err != nil {
-		n.cl.Kill(v)
-		n.res.problem("wiped member: %v", err)
-	} else {
-		n.ev.add(evRefused, v.ID+" refused and exited")
-	}
-	if err := n.cl.Wipe(v); err != nil {
-		return err
-	}
-	if err := n.cl.Join(v, true); err != nil {
-		return err
-	}
-	n.ev.add(checker.EventReplace, "rejoined "+v.ID+" with --replace")
-	return nil
-}
-
-func (n *nemesis) killAll(context.Context) error {
-	members := n.cl.Members()
-	for _, m := range members {
-		n.cl.Kill(m)
-	}
-	n.ev.add(evFault, "SIGKILL every member: "+ids(members))
-	n.hold(context.Background(), n.between(500*time.Millisecond, 1500*time.Millisecond))
-	for _, m := range members {
-		if err := n.cl.Restart(m); err != nil {
-			return err
-		}
-	}
-	n.ev.add(checker.EventRestart, "restarted every member")
-	return nil
-}
-
-func (n *nemesis) restartResource(ctx context.Context) error {
-	n.rs.Kill()
-	n.ev.add(evFault, "SIGKILL resource")
-	n.hold(ctx, n.between(100*time.Millisecond, time.Second))
-	if err := within(ctx, 30*time.Second, n.rs.Start); err != nil {
-		return err
-	}
-	n.ev.add(checker.EventKind("resource-restart"), "resource restarted on its data dir")
-	return nil
 }

@@ -9,13 +9,13 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"sync"
 	"time"
 
 	"github.com/fencer-io/fencer/api/client"
 	"github.com/fencer-io/fencer/test/chaos/checker"
 	"github.com/fencer-io/fencer/test/chaos/harness"
+	"github.com/fencer-io/fencer/test/chaos/netfault"
 	"github.com/fencer-io/fencer/test/chaos/workload"
 )
 
@@ -30,6 +30,13 @@ type Config struct {
 	// PauseRestartsResource is the chance that a client pause also
 	// restarts the resource just before the client resumes (default 0.5).
 	PauseRestartsResource float64
+	// StackChance is the chance that the nemesis stacks a second fault on
+	// one that holds (default 0.3; negative: never).
+	StackChance float64
+	// Witness names an initial member that no fault kills, wipes or
+	// removes, so that one process lives the whole run and a soak can
+	// judge its growth. Empty: none.
+	Witness string
 	// Broken lists the resource's brokenfence modes: the negative control.
 	Broken string
 
@@ -62,6 +69,9 @@ func (c *Config) defaults() error {
 	if c.PauseRestartsResource == 0 {
 		c.PauseRestartsResource = 0.5
 	}
+	if c.StackChance == 0 {
+		c.StackChance = 0.3
+	}
 	if c.CheckTimeout == 0 {
 		c.CheckTimeout = time.Minute
 	}
@@ -69,9 +79,12 @@ func (c *Config) defaults() error {
 		c.Logf = func(string, ...any) {}
 	}
 	for _, f := range c.Faults {
-		if _, ok := faults[f]; !ok {
+		if _, ok := kinds[f]; !ok {
 			return fmt.Errorf("unknown fault %q (known: %v)", f, AllFaults)
 		}
+	}
+	if c.Witness != "" && !slices.Contains(initialIDs(c.Nodes), c.Witness) {
+		return fmt.Errorf("witness %q is not an initial member (%v)", c.Witness, initialIDs(c.Nodes))
 	}
 	switch {
 	case c.Bin == "" || c.ClientBin == "":
@@ -87,8 +100,20 @@ type Result struct {
 	Config  Config
 	History checker.History
 	Report  checker.Report
-	// Faults counts the faults injected, by name.
+	// Faults counts the faults injected, by name, stacked ones included.
 	Faults map[string]int
+	// Stacked counts the stacked pairs, as "first+second".
+	Stacked map[string]int
+	// Incomplete counts the faults that could not be put in place or
+	// healed as planned (no lock held to pause, no free leader).
+	Incomplete map[string]int
+	// Gated counts the connections to the nodes' advertised HTTP addresses
+	// by the node or client that made them; "" counts those that could not
+	// be attributed, and so went through unfaulted.
+	Gated map[string]int64
+	// HTTPStats sums the HTTP links' counters: what the cuts refused.
+	HTTPStats netfault.Stats
+	Soak      SoakReport
 	// Problems are failures the harness saw itself: a wiped member that was
 	// not refused, a cluster that did not recover, a client that crashed.
 	Problems []string
@@ -98,7 +123,18 @@ type Result struct {
 }
 
 // OK reports whether every check passed and the harness saw no problem.
-func (r *Result) OK() bool { return r.Report.OK() && len(r.Problems) == 0 }
+func (r *Result) OK() bool {
+	return r.Report.OK() && len(r.Problems) == 0 && len(r.Soak.Flags) == 0
+}
+
+// initialIDs are the ids of the initial members, as the harness names them.
+func initialIDs(nodes int) []string {
+	var out []string
+	for i := 1; i <= nodes; i++ {
+		out = append(out, fmt.Sprintf("n%d", i))
+	}
+	return out
+}
 
 // locks are the locks the clients compete for: few, so that they collide.
 var locks = []string{"a", "b", "c"}
@@ -116,7 +152,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, err
 	}
 	start := time.Now()
-	res := &Result{Config: cfg, Faults: map[string]int{}}
+	res := &Result{Config: cfg, Faults: map[string]int{}, Stacked: map[string]int{}, Incomplete: map[string]int{}}
 	logs := filepath.Join(cfg.Artifacts, "logs")
 	if err := os.MkdirAll(logs, 0o755); err != nil {
 		return nil, err
@@ -129,7 +165,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 
 	cl, err := harness.NewCluster(harness.Options{
 		Bin: cfg.Bin, Dir: filepath.Join(cfg.WorkDir, "nodes"), LogDir: logs,
-		Nodes: cfg.Nodes, Spares: 1, Group: group,
+		Nodes: cfg.Nodes, Spares: 1, Clients: cfg.Clients, Group: group,
 	})
 	if err != nil {
 		return nil, err
@@ -157,17 +193,23 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	soak := &soakSampler{begin: time.Now(), logf: cfg.Logf}
 	nem := &nemesis{
 		rng: rand.New(rand.NewPCG(cfg.Seed, 0x6e656d65)), cfg: cfg,
-		cl: cl, rs: rs, clients: clients, rec: rec, ev: ev, res: res,
+		cl: cl, rs: rs, clients: clients, rec: rec, ev: ev, res: res, soak: soak,
 	}
 	ev.add(checker.EventKind("start"), "workload started")
+	soak.sample(ctx, cl)
 	nem.run(ctx, cfg.Duration)
 
-	// Heal everything, let the clients finish, then look at the end state.
+	// Heal everything, take the last sample under load, let the clients
+	// finish, then look at the end state.
 	if err := nem.healAll(ctx); err != nil {
 		res.problem("after the run: %v", err)
 	}
+	soak.sample(ctx, cl)
+	res.Soak = judgeSoak(soak.samples)
+	res.Gated, res.HTTPStats = cl.HTTP().Counts(), cl.HTTP().Stats()
 	stopClients(clients, res)
 	end := workload.Now()
 	ev.add(checker.EventKind("stop"), "workload stopped")
@@ -228,7 +270,7 @@ func startClients(cfg Config, group *harness.Group, cl *harness.Cluster, rs *har
 	var procs []*harness.Proc
 	for i := range cfg.Clients {
 		wc := workload.Config{
-			Client: i, Endpoints: cl.HTTPAddrs(), Resource: rs.URL(), Locks: locks,
+			Client: i, Endpoints: cl.ClientEndpoints(i), Resource: rs.URL(), Locks: locks,
 			Seed: cfg.Seed, MinTTL: minTTL, MaxTTL: maxTTL, Replays: true, MissingToken: true,
 		}
 		b, err := json.Marshal(wc)
@@ -237,7 +279,7 @@ func startClients(cfg Config, group *harness.Group, cl *harness.Cluster, rs *har
 		}
 		var once sync.Once
 		p, err := group.Start(harness.Spec{
-			Name: "client-" + strconv.Itoa(i), Path: cfg.ClientBin, Args: cfg.ClientArgs,
+			Name: harness.ClientName(i), Path: cfg.ClientBin, Args: cfg.ClientArgs,
 			Env:   []string{workload.ConfigEnv + "=" + string(b)},
 			Log:   filepath.Join(logs, fmt.Sprintf("client-%d.log", i)),
 			Stdin: true,

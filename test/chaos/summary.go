@@ -19,14 +19,13 @@ func (r *Result) Summary() string {
 		fmt.Fprintf(&b, "resource: deliberately broken (%s)\n", c.Broken)
 	}
 
-	total := 0
-	var names []string
-	for name, k := range r.Faults {
-		total += k
-		names = append(names, fmt.Sprintf("%s×%d", name, k))
+	fmt.Fprintf(&b, "faults injected: %s\n", counts(r.Faults))
+	fmt.Fprintf(&b, "  stacked: %s\n", counts(r.Stacked))
+	fmt.Fprintf(&b, "  did not complete: %s\n", counts(r.Incomplete))
+	if c.Witness != "" {
+		fmt.Fprintf(&b, "  witness: %s, spared from kills, wipes and removals\n", c.Witness)
 	}
-	slices.Sort(names)
-	fmt.Fprintf(&b, "faults injected: %d: %s\n", total, strings.Join(names, ", "))
+	b.WriteString(r.httpLine())
 
 	h := r.History
 	byKind := map[checker.OpKind]map[checker.Outcome]int{}
@@ -75,6 +74,7 @@ func (r *Result) Summary() string {
 	}
 	fmt.Fprintf(&b, ", %d distinct\n", len(seen))
 
+	b.WriteString(r.Soak.String(c.Duration))
 	b.WriteString(r.Report.String())
 	if len(r.Problems) > 0 {
 		fmt.Fprintf(&b, "harness problems: %d\n", len(r.Problems))
@@ -122,4 +122,38 @@ func (r *Result) lateWrites() string {
 	return fmt.Sprintf("writes by paused clients after waking: %d refused (stale %d, not holder %d), %d accepted, %d unknown\n",
 		count[checker.StaleToken]+count[checker.NotLockHolder], count[checker.StaleToken], count[checker.NotLockHolder],
 		count[checker.OK], count[checker.Unknown]+count[checker.OtherError])
+}
+
+// counts renders name×count pairs, sorted by name, or "none".
+func counts(m map[string]int) string {
+	total := 0
+	var parts []string
+	for name, k := range m {
+		total += k
+		parts = append(parts, fmt.Sprintf("%s×%d", name, k))
+	}
+	if total == 0 {
+		return "none"
+	}
+	slices.Sort(parts)
+	return fmt.Sprintf("%d: %s", total, strings.Join(parts, ", "))
+}
+
+// httpLine tells who dialed the nodes' advertised HTTP addresses and what
+// the HTTP cuts stopped: the evidence that they cut anything.
+func (r *Result) httpLine() string {
+	var nodes, clients int64
+	for source, k := range r.Gated {
+		switch {
+		case source == "":
+		case strings.HasPrefix(source, "client-"):
+			clients += k
+		default:
+			nodes += k
+		}
+	}
+	s := r.HTTPStats
+	return fmt.Sprintf("http via advertised addresses: %d connections from nodes, %d from clients, %d unattributed (unfaulted); "+
+		"cuts refused %d connections and dropped %d bytes\n",
+		nodes, clients, r.Gated[""], s.Rejected, s.Dropped[0]+s.Dropped[1])
 }

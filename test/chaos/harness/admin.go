@@ -1,11 +1,14 @@
 package harness
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/fencer-io/fencer/api/wire"
@@ -101,4 +104,44 @@ func poll(ctx context.Context, interval time.Duration, cond func() (bool, error)
 		case <-t.C:
 		}
 	}
+}
+
+// Metrics reads a node's GET /metrics and returns the value of every
+// unlabelled sample named in names that it exports.
+func Metrics(ctx context.Context, httpAddr string, names ...string) (map[string]float64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+httpAddr+"/metrics", nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := adminClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET %s/metrics: %s", httpAddr, resp.Status)
+	}
+	want := map[string]bool{}
+	for _, name := range names {
+		want[name] = true
+	}
+	out := map[string]float64{}
+	sc := bufio.NewScanner(io.LimitReader(resp.Body, 16<<20))
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		name, value, ok := strings.Cut(sc.Text(), " ")
+		if !ok || !want[name] {
+			continue // a comment, a labelled sample, or one not asked for
+		}
+		fields := strings.Fields(value) // a value may be followed by a timestamp
+		if len(fields) == 0 {
+			continue
+		}
+		v, err := strconv.ParseFloat(fields[0], 64)
+		if err != nil {
+			return nil, fmt.Errorf("%s/metrics: %s: %w", httpAddr, name, err)
+		}
+		out[name] = v
+	}
+	return out, sc.Err()
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -24,14 +25,27 @@ type Options struct {
 	// Spares are extra node slots, not started at first, for membership
 	// changes.
 	Spares int
-	Group  *Group
+	// Clients is how many client processes will dial the nodes, named
+	// ClientName(0..Clients-1): each gets links of its own into every node.
+	Clients int
+	Group   *Group
 }
+
+// ClientName is the process name of client i, by which the HTTP mesh knows
+// it.
+func ClientName(i int) string { return fmt.Sprintf("client-%d", i) }
 
 // Node is one node slot: fixed id and addresses, a data dir, and the
 // process currently running on them, if any.
 type Node struct {
-	ID       string
+	ID string
+	// HTTPAddr is where the node's API listens: only the harness dials it,
+	// so that its own view is never cut off.
 	HTTPAddr string
+	// Gate is the HTTP address the node advertises, its netfault Gate:
+	// every other node and client that learns of it from the cluster
+	// dials it, and reaches the node through its own link.
+	Gate     string
 	RaftAddr string
 	DataDir  string
 	PeerFile string
@@ -50,6 +64,7 @@ func (n *Node) Running() bool { return n.proc != nil && n.proc.Running() }
 type Cluster struct {
 	opts  Options
 	net   *netfault.Net
+	http  *netfault.HTTPMesh
 	nodes []*Node
 }
 
@@ -83,6 +98,21 @@ func NewCluster(opts Options) (*Cluster, error) {
 		return nil, err
 	}
 	c.net = net
+	httpTargets := map[string]string{}
+	var sources []string
+	for _, n := range c.nodes {
+		httpTargets[n.ID] = n.HTTPAddr
+		sources = append(sources, n.ID)
+	}
+	for i := range opts.Clients {
+		sources = append(sources, ClientName(i))
+	}
+	if c.http, err = netfault.NewHTTPMesh(httpTargets, sources, c.identify(sources)); err != nil {
+		return nil, errors.Join(err, net.Close())
+	}
+	for _, n := range c.nodes {
+		n.Gate = c.http.GateAddr(n.ID)
+	}
 	for _, n := range c.nodes {
 		var lines []string
 		for peer, addr := range net.PeerAddrs(n.ID) {
@@ -90,18 +120,54 @@ func NewCluster(opts Options) (*Cluster, error) {
 		}
 		slices.Sort(lines)
 		if err := os.WriteFile(n.PeerFile, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
-			net.Close()
-			return nil, err
+			return nil, errors.Join(err, c.Close())
 		}
 	}
 	return c, nil
 }
 
+// identify tells a Gate which of sources dialed a connection, by asking
+// the kernel which running process holds its other end.
+func (c *Cluster) identify(sources []string) netfault.Identify {
+	known := map[string]bool{}
+	for _, s := range sources {
+		known[s] = true
+	}
+	return func(conn net.Conn) (string, bool) {
+		names := map[int]string{}
+		var pids []int
+		for _, p := range c.opts.Group.Running() {
+			if known[p.Name()] {
+				names[p.Pid()] = p.Name()
+				pids = append(pids, p.Pid())
+			}
+		}
+		pid, err := netfault.DialerPID(conn, pids)
+		if err != nil {
+			return "", false
+		}
+		return names[pid], true
+	}
+}
+
 // Net is the mesh of Raft fault proxies.
 func (c *Cluster) Net() *netfault.Net { return c.net }
 
+// HTTP is the mesh of HTTP fault proxies: the nodes' gates, and every
+// node's and client's links into every node.
+func (c *Cluster) HTTP() *netfault.HTTPMesh { return c.http }
+
+// ClientEndpoints are client i's own addresses of every node slot.
+func (c *Cluster) ClientEndpoints(i int) []string {
+	var out []string
+	for _, n := range c.nodes {
+		out = append(out, c.http.Addr(ClientName(i), n.ID))
+	}
+	return out
+}
+
 // Close closes the proxies. Processes belong to the Group.
-func (c *Cluster) Close() error { return c.net.Close() }
+func (c *Cluster) Close() error { return errors.Join(c.net.Close(), c.http.Close()) }
 
 // Nodes returns every slot.
 func (c *Cluster) Nodes() []*Node { return c.nodes }
@@ -153,7 +219,7 @@ func (c *Cluster) HTTPAddrs() []string {
 func (c *Cluster) Start(ctx context.Context) error {
 	var peers []string
 	for _, n := range c.nodes[:c.opts.Nodes] {
-		peers = append(peers, fmt.Sprintf("%s=%s@%s", n.ID, n.RaftAddr, n.HTTPAddr))
+		peers = append(peers, fmt.Sprintf("%s=%s@%s", n.ID, n.RaftAddr, n.Gate))
 	}
 	for _, n := range c.nodes[:c.opts.Nodes] {
 		if err := c.start(n, "--initial-cluster", strings.Join(peers, ",")); err != nil {
@@ -166,7 +232,8 @@ func (c *Cluster) Start(ctx context.Context) error {
 
 func (c *Cluster) start(n *Node, mode ...string) error {
 	args := []string{"serve", "--id", n.ID, "--data-dir", n.DataDir,
-		"--http-addr", n.HTTPAddr, "--raft-addr", n.RaftAddr, "--peer-proxy-file", n.PeerFile}
+		"--http-addr", n.HTTPAddr, "--http-advertise-addr", n.Gate,
+		"--raft-addr", n.RaftAddr, "--peer-proxy-file", n.PeerFile}
 	args = append(args, mode...)
 	p, err := c.opts.Group.Start(Spec{Name: n.ID, Path: c.opts.Bin, Args: args, Log: c.LogPath(n)})
 	if err != nil {
@@ -218,7 +285,7 @@ func (c *Cluster) Join(n *Node, replace bool) error {
 	var via []string
 	for _, m := range c.Members() {
 		if m != n && m.Running() {
-			via = append(via, m.HTTPAddr)
+			via = append(via, m.Gate)
 		}
 	}
 	mode := []string{"--join", strings.Join(via, ",")}

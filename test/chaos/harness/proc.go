@@ -106,6 +106,19 @@ func (g *Group) KillAll() {
 	}
 }
 
+// Running returns the processes the group started that are still running.
+func (g *Group) Running() []*Proc {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var out []*Proc
+	for _, p := range g.procs {
+		if p.Running() {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
 func exitText(err error) string {
 	if err == nil {
 		return "status 0"

@@ -243,21 +243,28 @@ func (l *Link) acceptLoop() {
 			}
 			continue
 		}
-		p, target := l.admit(conn)
-		if p == nil {
-			continue
-		}
-		l.wg.Add(1)
-		go func() {
-			defer l.wg.Done()
-			p.run(target)
-		}()
+		l.Serve(conn)
 	}
+}
+
+// Serve proxies conn through the link as if its dialer had connected to
+// Addr: a Gate, which accepts connections for many links, hands each to
+// the link of the process that dialed it.
+func (l *Link) Serve(conn net.Conn) {
+	p, target := l.admit(conn)
+	if p == nil {
+		return
+	}
+	go func() {
+		defer l.wg.Done()
+		p.run(target)
+	}()
 }
 
 // admit registers a freshly accepted connection, or resets it if the link
 // is cut or closed. Deciding under l.mu means a concurrent Cut either sees
-// the new pipe or the new pipe sees the cut; none slips through.
+// the new pipe or the new pipe sees the cut; none slips through. An
+// admitted pipe is counted in l.wg here, before Close can start waiting.
 func (l *Link) admit(conn net.Conn) (*pipe, string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -269,6 +276,7 @@ func (l *Link) admit(conn net.Conn) (*pipe, string) {
 	l.accepted.Add(1)
 	p := newPipe(l, conn)
 	l.pipes[p] = struct{}{}
+	l.wg.Add(1)
 	return p, l.target
 }
 

@@ -1,0 +1,266 @@
+package chaos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/fencer-io/fencer/test/chaos/checker"
+	"github.com/fencer-io/fencer/test/chaos/harness"
+	"github.com/fencer-io/fencer/test/chaos/workload"
+)
+
+// The faults on processes, membership and the resource. Each inject puts
+// its fault in place and returns how long to hold it and how to heal it.
+
+func (n *nemesis) killLeader(ctx context.Context, _ int) (*active, error) {
+	l, err := n.leader(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if n.spared(l) {
+		return nil, fmt.Errorf("the leader, %s, is the witness", l.ID)
+	}
+	return n.kill(l, "leader"), nil
+}
+
+func (n *nemesis) killNode(_ context.Context, _ int) (*active, error) {
+	m, err := n.pick(n.free(true), "member")
+	if err != nil {
+		return nil, err
+	}
+	return n.kill(m, "node"), nil
+}
+
+func (n *nemesis) kill(m *harness.Node, what string) *active {
+	n.cl.Kill(m)
+	n.ev.add(evFault, fmt.Sprintf("SIGKILL %s %s", what, m.ID))
+	return &active{
+		hold: n.between(500*time.Millisecond, 2*time.Second),
+		heal: func(context.Context) error {
+			if err := n.cl.Restart(m); err != nil {
+				return err
+			}
+			n.ev.add(checker.EventRestart, "restarted "+m.ID+" on its data dir")
+			return nil
+		},
+		busy: []*harness.Node{m}, disturbed: 1,
+	}
+}
+
+func (n *nemesis) pauseLeader(ctx context.Context, _ int) (*active, error) {
+	l, err := n.leader(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := n.cl.Pause(l); err != nil {
+		return nil, err
+	}
+	d := n.between(1500*time.Millisecond, 3*time.Second) // election timeout is 1s
+	n.ev.add(evFault, fmt.Sprintf("SIGSTOP leader %s for %v", l.ID, d))
+	return &active{
+		hold: d,
+		heal: func(context.Context) error {
+			n.ev.add(evHeal, "SIGCONT "+l.ID)
+			return n.cl.Resume(l)
+		},
+		busy: []*harness.Node{l}, disturbed: 1,
+	}, nil
+}
+
+// pauseClient stops a client that holds a lock for longer than its TTL, so
+// that its lease expires and another client takes the lock: the writes it
+// makes when it wakes up must be refused. Sometimes the resource restarts
+// meanwhile, so the refusal must survive the restart.
+func (n *nemesis) pauseClient(ctx context.Context, _ int) (*active, error) {
+	var who int
+	var h workload.Holding
+	ctx2, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	err := retry(ctx2, func() error {
+		for _, i := range n.rng.Perm(len(n.clients)) {
+			var ok bool
+			if h, ok = n.rec.Holding(i); ok && n.clients[i].Running() {
+				who = i
+				return nil
+			}
+		}
+		return errors.New("no client holds a lock")
+	})
+	if err != nil {
+		return nil, err
+	}
+	p := n.clients[who]
+	if err := p.Pause(); err != nil {
+		return nil, err
+	}
+	ttl := time.Duration(h.TTL) * time.Millisecond
+	d := ttl + n.between(time.Second, 2*time.Second)
+	n.ev.add(evFault, fmt.Sprintf("SIGSTOP client %d holding %s t%d (ttl %v) for %v", who, h.Lock, h.Token, ttl, d))
+	restart := n.rng.Float64() < n.cfg.PauseRestartsResource
+	return &active{
+		hold: d,
+		heal: func(ctx context.Context) error {
+			if restart {
+				if err := n.bounceResource(ctx); err != nil {
+					_ = p.Resume()
+					return err
+				}
+			}
+			n.ev.add(evHeal, fmt.Sprintf("SIGCONT client %d", who))
+			return p.Resume()
+		},
+	}, nil
+}
+
+// membership adds a member while there are only the initial ones, and
+// otherwise removes one, a third of the time the leader.
+func (n *nemesis) membership(ctx context.Context, _ int) (*active, error) {
+	members := n.cl.Members()
+	if spares := n.cl.Spares(); len(members) <= n.cfg.Nodes && len(spares) > 0 {
+		s, _ := n.pick(spares, "spare")
+		if err := n.cl.Wipe(s); err != nil {
+			return nil, err
+		}
+		if err := n.cl.Join(s, false); err != nil {
+			return nil, err
+		}
+		n.ev.add(evFault, "add member "+s.ID)
+		return &active{busy: []*harness.Node{s}, disturbed: 1}, nil
+	}
+	victim, err := n.pick(n.free(true), "member")
+	if err != nil {
+		return nil, err
+	}
+	if l, err := n.leader(ctx); err == nil && !n.spared(l) && n.rng.IntN(3) == 0 {
+		victim = l
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := n.cl.Remove(ctx, victim); err != nil {
+		return nil, err
+	}
+	n.cl.Kill(victim)
+	n.ev.add(evFault, "removed member "+victim.ID)
+	if err := n.cl.Wipe(victim); err != nil {
+		return nil, err
+	}
+	return &active{busy: []*harness.Node{victim}, disturbed: 1}, nil
+}
+
+// replace removes a follower, wipes its disk and joins it again under the
+// same id: a new incarnation, admitted because it was removed first.
+func (n *nemesis) replace(ctx context.Context, _ int) (*active, error) {
+	l, err := n.leader(ctx)
+	if err != nil {
+		return nil, err
+	}
+	v, err := n.pick(n.free(true, l), "follower")
+	if err != nil {
+		return nil, err
+	}
+	n.cl.Kill(v)
+	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := n.cl.Remove(rctx, v); err != nil {
+		return nil, err
+	}
+	if err := n.cl.Wipe(v); err != nil {
+		return nil, err
+	}
+	if err := n.cl.Join(v, false); err != nil {
+		return nil, err
+	}
+	n.ev.add(checker.EventReplace, "replaced "+v.ID+": removed, wiped, joined again")
+	return &active{busy: []*harness.Node{v}, disturbed: 1}, nil
+}
+
+// wipedRefused wipes a follower's disk and restarts it under its old id
+// without removing it: the cluster must refuse it and the process must exit
+// non-zero. Then it comes back properly, with --replace.
+func (n *nemesis) wipedRefused(ctx context.Context, _ int) (*active, error) {
+	l, err := n.leader(ctx)
+	if err != nil {
+		return nil, err
+	}
+	v, err := n.pick(n.free(true, l), "follower")
+	if err != nil {
+		return nil, err
+	}
+	n.cl.Kill(v)
+	if err := n.cl.Wipe(v); err != nil {
+		return nil, err
+	}
+	if err := n.cl.Join(v, false); err != nil {
+		return nil, err
+	}
+	n.ev.add(evFault, "restarted "+v.ID+" wiped, under its old id")
+	if err := n.cl.ExpectRefusal(v, 60*time.Second); err != nil {
+		n.cl.Kill(v)
+		n.res.problem("wiped member: %v", err)
+	} else {
+		n.ev.add(evRefused, v.ID+" refused and exited")
+	}
+	if err := n.cl.Wipe(v); err != nil {
+		return nil, err
+	}
+	if err := n.cl.Join(v, true); err != nil {
+		return nil, err
+	}
+	n.ev.add(checker.EventReplace, "rejoined "+v.ID+" with --replace")
+	return &active{busy: []*harness.Node{v}, disturbed: 1}, nil
+}
+
+// killAll kills every member (but the witness, in a soak) and restarts
+// them together.
+func (n *nemesis) killAll(context.Context, int) (*active, error) {
+	var victims []*harness.Node
+	for _, m := range n.cl.Members() {
+		if !n.spared(m) {
+			victims = append(victims, m)
+		}
+	}
+	for _, m := range victims {
+		n.cl.Kill(m)
+	}
+	n.ev.add(evFault, "SIGKILL every member: "+ids(victims))
+	return &active{
+		hold: n.between(500*time.Millisecond, 1500*time.Millisecond),
+		heal: func(context.Context) error {
+			for _, m := range victims {
+				if err := n.cl.Restart(m); err != nil {
+					return err
+				}
+			}
+			n.ev.add(checker.EventRestart, "restarted every member")
+			return nil
+		},
+		busy: victims, disturbed: len(victims),
+	}, nil
+}
+
+func (n *nemesis) restartResource(context.Context, int) (*active, error) {
+	n.rs.Kill()
+	n.ev.add(evFault, "SIGKILL resource")
+	return &active{
+		hold: n.between(100*time.Millisecond, time.Second),
+		heal: n.startResource,
+	}, nil
+}
+
+// bounceResource kills the resource and starts it again at once.
+func (n *nemesis) bounceResource(ctx context.Context) error {
+	n.rs.Kill()
+	n.ev.add(evFault, "SIGKILL resource")
+	n.hold(ctx, n.between(100*time.Millisecond, time.Second))
+	return n.startResource(ctx)
+}
+
+func (n *nemesis) startResource(ctx context.Context) error {
+	if err := within(ctx, 30*time.Second, n.rs.Start); err != nil {
+		return err
+	}
+	n.ev.add(checker.EventKind("resource-restart"), "resource restarted on its data dir")
+	return nil
+}
