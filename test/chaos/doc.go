@@ -14,10 +14,12 @@
 //
 // (or CHAOS_DURATION, CHAOS_SEED, CHAOS_NODES, CHAOS_ARTIFACTS in the
 // environment; -chaos.faults picks faults, -chaos.broken-fence runs against
-// a broken resource, which must fail). TestChaosShort (30s of faults on 3
-// nodes, then 30s on 5) and TestChaosBrokenResource (the negative control,
-// which asserts that the checker flags a resource that forgets its fence on
-// restart) run with every `go test ./...` unless -short.
+// a broken resource, which must fail, -chaos.witness names the soak's
+// witness). `make chaos DURATION=30m NODES=5` runs it. TestChaosShort (30s
+// of faults on 3 nodes, then 30s on 5) and TestChaosBrokenResource (20s:
+// the negative control, which asserts that the checker flags a resource
+// that forgets its fence on restart) run with every `go test ./...` unless
+// -short: 80s of faults in all.
 //
 // Clients are this test binary run again with workload.ConfigEnv set
 // (TestMain); fencer is built from the tree once per test binary, or taken
@@ -26,21 +28,78 @@
 // # How a run goes
 //
 // Run starts the cluster, the resource and the clients, lets the nemesis
-// inject one fault at a time (each held for a while, then healed, then the
-// cluster is given time to become healthy again) until the duration is
-// spent, heals everything, stops the clients, takes final reads of every
-// key, waits for every lease to end and for every member to reach the same
-// applied index, collects the members' state digests, and checks.
+// inject faults until the duration is spent, heals everything, stops the
+// clients, takes final reads of every key, waits for every lease to end and
+// for every member to reach the same applied index, collects the members'
+// state digests, and checks.
 //
 // Faults are dealt from a shuffled deck, so that a short run meets many
 // kinds before any repeats, and everything random derives from the seed,
-// which is printed. A replay with the same seed injects the same faults in
-// the same order with the same parameters; the interleaving with the
-// clients' calls is up to the scheduler.
+// which is printed. A replay with the same seed deals the same faults in
+// the same order with the same parameters as long as the cluster answers
+// alike; the interleaving with the clients' calls is up to the scheduler.
 //
-// The nemesis heals each fault before the next, rather than stacking
-// faults, because a cluster that loses quorum for the rest of a run checks
-// nothing; the faults it does combine (a client paused across a resource
-// restart, a member replaced while clients work) are the ones that matter
-// for fencing.
+// # What the network faults cut
+//
+// Every link is proxied (package netfault), so a partition cuts what it
+// would cut in a real network. Raft between nodes goes through one proxy
+// per directed pair (--peer-proxy-file). HTTP goes through a Gate at each
+// node's advertised address (--http-advertise-addr, also named in
+// --initial-cluster and --join): a node forwarding to the leader, a joiner,
+// and a client that learned the leader's address from GET /v1/cluster all
+// dial it, and the Gate hands each connection to the link of the process
+// that dialed it. Each client also has links of its own into every node,
+// which are its endpoints. So a split cuts Raft and HTTP between the sides
+// and leaves each client on one side; client-cut cuts clients off the
+// leader but not off the followers, which forward for them; http-cut cuts
+// followers' HTTP to the leader while their Raft stays up. The summary
+// counts the connections the Gates attributed (none should go
+// unattributed) and what the cuts refused.
+//
+// # Stacked faults
+//
+// With Config.StackChance a second fault joins the first while it holds;
+// each heals when its own hold ends, in either order. Two rules bound the
+// pair (see budget and stackable in nemesis.go): together they disturb at
+// most a minority of the members, so a majority stays running, connected
+// and whole throughout: a leader exists, a stacked fault's own steps (a
+// removal, a join, a wiped member's refusal) can commit, and once both heal
+// the cluster recovers as from one. And two faults never pull one lever
+// (the network, the configuration, the resource) except kills and pauses
+// of different members. With 3 members one of the pair must disturb no
+// member (an HTTP cut, a delay, a client pause); with 5 a partition of one
+// and a kill, or a pause and a membership change, stack. kill-all, which
+// takes the whole cluster down, never stacks. Losing quorum for the rest
+// of a run would check nothing.
+//
+// # Soak
+//
+// The nemesis samples every member's process_resident_memory_bytes,
+// process_open_fds and go_goroutines from /metrics whenever the cluster is
+// healthy again, and once more at the end under load. The summary shows
+// each node at the start of the steady state, half-way and at the end, and
+// judges each node process (a restart starts a new one) that was sampled
+// for soakMinSpan after its first soakSettle: its growth must stay within
+// soakBounds (see soak.go for the bounds and why), or the run fails. From
+// 5 minutes (soakFrom) TestChaos spares one member, the witness (n1), from
+// kills, wipes and removals, so that one process lives the whole run and
+// is judged; kill-all then kills the others. Short runs judge nothing.
+//
+// # Adding a fault kind
+//
+// A fault is one entry in kinds (nemesis.go) and one inject function: the
+// entry says which lever it pulls and how many members it disturbs while
+// active, which is all the stacking rules need; inject puts it in place
+// and returns how long to hold it, how to heal it and which members it
+// acts on. A stalled or failing disk, once fencer has a test-only
+// fault-injecting log store, is such an entry:
+//
+//	FaultDiskStall: {leverProcess, 1, (*nemesis).diskStall},
+//
+// with a diskStall that picks the leader (n.leader) or a free member,
+// switches its store to stall (or to fail with ENOSPC), and returns a heal
+// that switches it back and, for a node that exited as designed, restarts
+// it on its data dir (n.cl.Restart, with a checker.EventRestart). It stacks
+// like a pause: on another member, within the budget. Add its name to
+// AllFaults and to one of TestChaosShort's lists.
 package chaos

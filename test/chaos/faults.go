@@ -14,13 +14,24 @@ import (
 // The faults on processes, membership and the resource. Each inject puts
 // its fault in place and returns how long to hold it and how to heal it.
 
+// killLeader kills the leader; if that is the witness, which must live, it
+// first hands leadership to another member.
 func (n *nemesis) killLeader(ctx context.Context, _ int) (*active, error) {
-	l, err := n.leader(ctx)
+	l, err := n.freeLeader(ctx)
 	if err != nil {
 		return nil, err
 	}
 	if n.spared(l) {
-		return nil, fmt.Errorf("the leader, %s, is the witness", l.ID)
+		if err := n.cl.TransferLeader(ctx, l); err != nil {
+			return nil, fmt.Errorf("moving leadership off the witness %s: %w", l.ID, err)
+		}
+		n.ev.add(evFault, "leadership moved off the witness "+l.ID)
+		if l, err = n.freeLeader(ctx); err != nil {
+			return nil, err
+		}
+		if n.spared(l) {
+			return nil, fmt.Errorf("the witness %s leads again", l.ID)
+		}
 	}
 	return n.kill(l, "leader"), nil
 }
@@ -50,7 +61,7 @@ func (n *nemesis) kill(m *harness.Node, what string) *active {
 }
 
 func (n *nemesis) pauseLeader(ctx context.Context, _ int) (*active, error) {
-	l, err := n.leader(ctx)
+	l, err := n.freeLeader(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -133,7 +144,7 @@ func (n *nemesis) membership(ctx context.Context, _ int) (*active, error) {
 	if err != nil {
 		return nil, err
 	}
-	if l, err := n.leader(ctx); err == nil && !n.spared(l) && n.rng.IntN(3) == 0 {
+	if l, _, err := n.cl.Leader(ctx); err == nil && !n.busy(l) && !n.spared(l) && n.rng.IntN(3) == 0 {
 		victim = l
 	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)

@@ -330,8 +330,18 @@ func (n *nemesis) busy(m *harness.Node) bool {
 // fault kills, wipes or removes it.
 func (n *nemesis) spared(m *harness.Node) bool { return m.ID == n.cfg.Witness }
 
-// leader waits up to 10s for a leader that no active fault acts on.
+// leader waits up to 10s for a leader, to leave it alone.
 func (n *nemesis) leader(ctx context.Context) (*harness.Node, error) {
+	return n.awaitLeader(ctx, false)
+}
+
+// freeLeader waits up to 10s for a leader that no active fault acts on,
+// to act on it.
+func (n *nemesis) freeLeader(ctx context.Context) (*harness.Node, error) {
+	return n.awaitLeader(ctx, true)
+}
+
+func (n *nemesis) awaitLeader(ctx context.Context, free bool) (*harness.Node, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	var l *harness.Node
@@ -340,7 +350,7 @@ func (n *nemesis) leader(ctx context.Context) (*harness.Node, error) {
 		if l, _, err = n.cl.Leader(ctx); err != nil {
 			return err
 		}
-		if n.busy(l) {
+		if free && n.busy(l) {
 			return fmt.Errorf("the leader, %s, is already under a fault", l.ID)
 		}
 		return nil

@@ -27,7 +27,7 @@ func (n *nemesis) healNetwork(context.Context) error {
 // client off from it but a few that end up on its side: those can reach
 // only the deposed leader, the rest only the majority.
 func (n *nemesis) isolateLeader(ctx context.Context, _ int) (*active, error) {
-	l, err := n.leader(ctx)
+	l, err := n.freeLeader(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -92,7 +92,7 @@ func (n *nemesis) sideClients(p float64) (a, b []string) {
 // oneWay silently drops everything one of the leader and a follower sends
 // the other over Raft.
 func (n *nemesis) oneWay(ctx context.Context, _ int) (*active, error) {
-	l, err := n.leader(ctx)
+	l, err := n.freeLeader(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -121,7 +121,7 @@ func (n *nemesis) delay(context.Context, int) (*active, error) {
 // clientCut cuts some clients off the leader's HTTP API, and nothing else:
 // they can still reach the followers, which forward to the leader.
 func (n *nemesis) clientCut(ctx context.Context, _ int) (*active, error) {
-	l, err := n.leader(ctx)
+	l, err := n.freeLeader(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -140,7 +140,7 @@ func (n *nemesis) clientCut(ctx context.Context, _ int) (*active, error) {
 // httpCut cuts some followers' HTTP to the leader while their Raft links
 // stay up: they follow the leader but cannot forward to it.
 func (n *nemesis) httpCut(ctx context.Context, _ int) (*active, error) {
-	l, err := n.leader(ctx)
+	l, err := n.freeLeader(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -3,6 +3,7 @@ package chaos
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -27,17 +28,23 @@ type Usage struct {
 // workload for soakSettle: its connection pools are full, every peer's
 // replication runs, and the leader's lease timers are armed. From its
 // first sample in that state (its baseline) to its last, it must not grow
-// beyond soakBounds; an incarnation whose samples span less than
-// soakMinSpan is too short to tell growth from noise and is not judged.
-// The short runs of `go test` therefore judge nothing; a soak judges its
-// witness (see Config.Witness), which lives the whole run, and any other
-// incarnation that lived long enough.
+// beyond soakBounds; a measure whose samples span less than soakMinSpan
+// from its baseline is too short to tell growth from noise and is not
+// judged. The short runs of `go test` therefore judge nothing; a soak
+// judges its witness (see Config.Witness), which lives the whole run, and
+// any other process that lived long enough.
 const (
 	soakSettle  = time.Minute
 	soakMinSpan = 2 * time.Minute
 )
 
-// soakBound is how far one measure may grow over a baseline b: to
+// gcFloor is fencer's default heap floor (--gc-heap-floor-mb): the
+// collector lets the heap grow to it before collecting, so a process's RSS
+// climbs towards it for minutes at a light load, and reaching it is the
+// start of the RSS steady state.
+const gcFloor = 64 << 20
+
+// soakBound is how far one measure may grow over its baseline b: to
 // factor*b + slack. The slack absorbs what a healthy node's use swings by
 // with its role and the moment; the factor, growth in proportion to what it
 // already holds. A leak grows with operations or time, and a soak makes
@@ -48,65 +55,64 @@ type soakBound struct {
 	slack  float64
 	unit   string
 	of     func(Usage) float64
+	// steady reports whether a settled sample may be the baseline (nil:
+	// any settled sample).
+	steady func(Usage) bool
 }
 
 var soakBounds = []soakBound{
-	// The GC does not run until the heap reaches its floor (64 MiB by
-	// default, --gc-heap-floor-mb), so RSS may rise by that much in a
-	// process that leaks nothing.
-	{"rss", 1.5, 64 << 20, "MiB", func(u Usage) float64 { return u.RSS }},
+	// RSS is judged from the first sample at the GC floor: below it the
+	// heap grows by design. Then it holds the floor, the runtime's own
+	// memory, and bolt's mapped pages; half as much again plus 32 MiB is
+	// more than a healthy node's swing from collection to collection.
+	{"rss", 1.5, 32 << 20, "MiB", func(u Usage) float64 { return u.RSS }, func(u Usage) bool { return u.RSS >= gcFloor }},
 	// The leader holds every client's connections and a follower few, and
-	// a node may change role between two samples: about 6 connections per
-	// client, and as many goroutines.
-	{"open fds", 2, 64, "", func(u Usage) float64 { return u.FDs }},
-	{"goroutines", 2, 128, "", func(u Usage) float64 { return u.Goroutines }},
+	// a node may change role between two samples: a few connections per
+	// client, and about as many goroutines.
+	{"open fds", 2, 64, "", func(u Usage) float64 { return u.FDs }, nil},
+	{"goroutines", 2, 128, "", func(u Usage) float64 { return u.Goroutines }, nil},
 }
 
 // SoakReport is what the samples say.
 type SoakReport struct {
 	Samples []Usage
-	// Judged names the incarnations whose growth was judged.
+	// Judged says, for each process judged, which measures were and over
+	// how long.
 	Judged []string
 	// Flags lists growth beyond the bounds: each fails the run.
 	Flags []string
 }
 
-// judgeSoak judges every incarnation in samples (in the order taken).
+// judgeSoak judges every node process in samples (in the order taken).
 func judgeSoak(samples []Usage) SoakReport {
 	r := SoakReport{Samples: samples}
-	type incarnation struct {
-		node      string
-		started   float64
-		base, end *Usage
-	}
-	var order []*incarnation
-	byKey := map[string]*incarnation{}
-	for i := range samples {
-		u := &samples[i]
+	var order []string
+	byProcess := map[string][]Usage{}
+	for _, u := range samples {
 		key := fmt.Sprintf("%s@%.2f", u.Node, u.Started)
-		inc := byKey[key]
-		if inc == nil {
-			inc = &incarnation{node: u.Node, started: u.Started}
-			byKey[key] = inc
-			order = append(order, inc)
+		if byProcess[key] == nil {
+			order = append(order, key)
 		}
-		if inc.base == nil && u.Uptime >= soakSettle {
-			inc.base = u
-		}
-		inc.end = u
+		byProcess[key] = append(byProcess[key], u)
 	}
-	for _, inc := range order {
-		if inc.base == nil || inc.end.At-inc.base.At < soakMinSpan {
-			continue
-		}
-		span := (inc.end.At - inc.base.At).Round(time.Second)
-		r.Judged = append(r.Judged, fmt.Sprintf("%s over %v", inc.node, span))
+	for _, key := range order {
+		mine := byProcess[key]
+		end := mine[len(mine)-1]
+		var judged []string
 		for _, b := range soakBounds {
-			base, end := b.of(*inc.base), b.of(*inc.end)
-			if limit := b.factor*base + b.slack; end > limit {
-				r.Flags = append(r.Flags, fmt.Sprintf("%s: %s grew from %s to %s in %v (bound %s: %g×baseline + %s)",
-					inc.node, b.name, b.format(base), b.format(end), span, b.format(limit), b.factor, b.format(b.slack)))
+			i := slices.IndexFunc(mine, func(u Usage) bool { return u.Uptime >= soakSettle && (b.steady == nil || b.steady(u)) })
+			if i < 0 || end.At-mine[i].At < soakMinSpan {
+				continue
 			}
+			base, span := mine[i], (end.At - mine[i].At).Round(time.Second)
+			judged = append(judged, fmt.Sprintf("%s over %v", b.name, span))
+			if limit := b.factor*b.of(base) + b.slack; b.of(end) > limit {
+				r.Flags = append(r.Flags, fmt.Sprintf("%s: %s grew from %s to %s in %v (bound %s: %g×baseline + %s)",
+					end.Node, b.name, b.format(b.of(base)), b.format(b.of(end)), span, b.format(limit), b.factor, b.format(b.slack)))
+			}
+		}
+		if len(judged) > 0 {
+			r.Judged = append(r.Judged, end.Node+" ("+strings.Join(judged, ", ")+")")
 		}
 	}
 	return r
@@ -160,7 +166,7 @@ func (r SoakReport) String(d time.Duration) string {
 			fmt.Fprintf(&b, "  - %s\n", f)
 		}
 	case len(r.Judged) == 0:
-		fmt.Fprintf(&b, "resource growth: not judged (no process sampled for %v after its first %v)\n", soakMinSpan, soakSettle)
+		fmt.Fprintf(&b, "resource growth: not judged (no process sampled for %v after its first %v; RSS from the %d MiB GC floor on)\n", soakMinSpan, soakSettle, gcFloor>>20)
 	default:
 		fmt.Fprintf(&b, "resource growth: within bounds for %s\n", strings.Join(r.Judged, ", "))
 	}

@@ -21,8 +21,12 @@ func series(node string, started float64, rssMiB, fds, goroutines []float64) []U
 func TestSoakFlagsGrowthBeyondBounds(t *testing.T) {
 	steady := series("n1", 1, []float64{40, 80, 90, 85}, []float64{30, 40, 35, 33}, []float64{60, 90, 80, 75})
 	r := judgeSoak(steady)
-	if len(r.Flags) != 0 || len(r.Judged) != 1 {
-		t.Fatalf("a node that fills its GC floor and no more: judged %v, flagged %v; want judged, not flagged", r.Judged, r.Flags)
+	if len(r.Flags) != 0 || len(r.Judged) != 1 || !strings.Contains(r.Judged[0], "rss over 2m0s") {
+		t.Fatalf("a node that fills its GC floor and no more: judged %v, flagged %v; want rss judged from the floor, nothing flagged", r.Judged, r.Flags)
+	}
+	filling := series("n1", 1, []float64{30, 40, 50, 95}, []float64{30, 30, 30, 30}, []float64{60, 60, 60, 60})
+	if r := judgeSoak(filling); len(r.Flags) != 0 || strings.Contains(r.Judged[0], "rss") {
+		t.Fatalf("a node still filling its GC floor: judged %v, flagged %v; want rss not judged", r.Judged, r.Flags)
 	}
 
 	for _, c := range []struct {

@@ -431,3 +431,8 @@ func (c *Cluster) Digests(ctx context.Context) (map[string]wire.StateDigest, err
 	})
 	return out, err
 }
+
+// TransferLeader asks leader to hand leadership to another voter.
+func (c *Cluster) TransferLeader(ctx context.Context, leader *Node) error {
+	return send(ctx, "POST", leader.HTTPAddr, "/v1/cluster/leader/transfer")
+}

@@ -16,8 +16,15 @@
 // handed to some outgoing connection that would block its restart. The
 // Raft traffic between nodes goes through netfault proxies: each node's
 // --peer-proxy-file maps every other node's id to the proxy it must dial.
-// HTTP traffic (clients, forwarding, joins) is not proxied, so partitions
-// split Raft only.
+// HTTP traffic goes through netfault's HTTPMesh: a node listens on its
+// HTTPAddr, which only the harness dials (so the harness's view is never
+// cut), and advertises its Gate (--http-advertise-addr, and the HTTP part
+// of --initial-cluster and --join), which every other node and client
+// dials once it has learned of it; the Gate asks the kernel which of the
+// group's processes made each connection (netfault.DialerPID) and applies
+// that process's link. Clients are also given links of their own to every
+// node as their endpoints (ClientEndpoints). Partition cuts Raft and HTTP
+// alike.
 //
 // # The resource's log
 //

@@ -53,4 +53,22 @@
 //
 // The flag itself belongs to cmd/ and cluster/; this package only provides
 // the proxies.
+//
+// # HTTP: one address for everybody
+//
+// Raft lets each node dial a peer where it is told to; HTTP does not. A
+// node advertises one API address, and every node forwarding to the leader
+// and every client that asked GET /v1/cluster who leads dials that same
+// address. The destination alone cannot say whose link a connection is on,
+// so the advertised address is a Gate (fencer serve --http-advertise-addr
+// names it) and the Gate asks who dialed: DialerPID finds, in
+// /proc/net/tcp, the socket whose local address is the connection's remote
+// one, and the candidate process whose /proc/PID/fd links to it. The Gate
+// then hands the connection to that source's Link into the node, so Cut,
+// CutOneWay and Delay act per (source, node) pair exactly as on the Raft
+// side. HTTPMesh holds the gates and one Link per pair; a Link keeps its
+// own listener too, which a client can be given as its endpoint. A
+// connection no one can attribute (its dialer already closed it, or the
+// platform has no /proc) goes through unfaulted and is counted, so that a
+// run can tell its cuts held.
 package netfault
