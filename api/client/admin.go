@@ -106,8 +106,8 @@ func (c *Client) stream(ctx context.Context, method, path string, q url.Values, 
 	if err != nil {
 		return nil, err
 	}
-	if c.bearer != "" {
-		req.Header.Set("Authorization", "Bearer "+c.bearer)
+	if c.authorization != "" {
+		req.Header.Set("Authorization", c.authorization)
 	}
 	resp, err := c.hc.Do(req)
 	if err != nil {

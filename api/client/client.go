@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/fencer-io/fencer/api/wire"
 )
 
 // Client talks to a fencer cluster. It is safe for concurrent use.
@@ -21,7 +23,9 @@ type Client struct {
 	retry     Retry
 	log       *slog.Logger
 	tls       *tls.Config
-	bearer    string
+	// authorization is the Authorization header sent on every request; ""
+	// for none.
+	authorization string
 
 	discoverMu sync.Mutex // one leader discovery at a time
 	mu         sync.Mutex
@@ -65,7 +69,22 @@ func WithTLS(cfg *tls.Config) Option {
 // WithBearerToken sends "Authorization: Bearer token" on every request, for
 // clusters that run with an ACL file.
 func WithBearerToken(token string) Option {
-	return func(c *Client) { c.bearer = token }
+	return func(c *Client) {
+		c.authorization = ""
+		if token != "" {
+			c.authorization = "Bearer " + token
+		}
+	}
+}
+
+// WithNodeCredential makes the client speak as member id of the cluster,
+// presenting the cluster secret (wire.AuthSchemeNode) on every request. It
+// is for fencer's own nodes, in a cluster with access control but no TLS;
+// members refuse it for anything but what they ask of each other. It
+// replaces a bearer token, and a bearer token replaces it: the last option
+// given wins.
+func WithNodeCredential(id, secret string) Option {
+	return func(c *Client) { c.authorization = wire.NodeAuthorization(id, secret) }
 }
 
 // WithLogger makes the client log retries (debug) and lost leases (warn).

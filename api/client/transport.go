@@ -137,8 +137,8 @@ func (c *Client) send(ctx context.Context, base string, r *request) (*response, 
 	for k, v := range r.header {
 		req.Header[k] = v
 	}
-	if c.bearer != "" {
-		req.Header.Set("Authorization", "Bearer "+c.bearer)
+	if c.authorization != "" {
+		req.Header.Set("Authorization", c.authorization)
 	}
 	var reused atomic.Bool
 	req = req.WithContext(httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
