@@ -85,6 +85,12 @@ type Config struct {
 	// the node's certificate.
 	PeerTLSServer *tls.Config
 	PeerTLSClient *tls.Config
+	// ClusterSecret is what this node presents to other members' APIs
+	// (wire.AuthSchemeNode) when the cluster runs access control without
+	// TLS: without it their ACLs refuse its joins, probes and removals.
+	// Every member must be given the same one. With TLS the node's
+	// certificate serves instead, and the secret is not sent.
+	ClusterSecret string
 	// NonVoter joins as a non-voting member that only replicates.
 	NonVoter bool
 	// Replace lets a node whose data dir was wiped take its id back: the

@@ -40,6 +40,7 @@ func (n *Node) registered() bool {
 func (n *Node) register() {
 	defer n.wg.Done()
 	backoff := 100 * time.Millisecond
+	warned := false
 	for {
 		if n.registered() && n.rememberClusterID() {
 			n.log.Debug("registered")
@@ -51,20 +52,34 @@ func (n *Node) register() {
 			n.fatal <- err
 			return
 		}
-		if err != nil {
+		// Until a member has registered, the cluster does not know its
+		// incarnation and so cannot refuse it if its disk is wiped: keep
+		// the wait short (a join is one small request).
+		wait := backoff
+		switch {
+		case errors.Is(err, errUnauthorized):
+			// Only an operator can fix this (the same secret everywhere);
+			// retrying fast would fill the leader's audit log.
+			if !warned {
+				n.log.Error("the cluster refuses this node's credential; retrying slowly", "err", err, "every", unauthorizedBackoff)
+				warned = true
+			}
+			wait = unauthorizedBackoff
+		case err != nil:
 			n.log.Debug("join attempt failed; retrying", "err", err, "backoff", backoff)
 		}
 		select {
 		case <-n.stop:
 			return
-		case <-time.After(backoff):
+		case <-time.After(wait):
 		}
-		// Until a member has registered, the cluster does not know its
-		// incarnation and so cannot refuse it if its disk is wiped: keep
-		// the wait short (a join is one small request).
 		backoff = min(2*backoff, 500*time.Millisecond)
 	}
 }
+
+// unauthorizedBackoff is the wait between registrations the cluster refused
+// as unauthorized.
+const unauthorizedBackoff = 10 * time.Second
 
 // preJoin asks the leader, before this node's Raft starts, whether it would
 // admit the node (a dry run), retrying with backoff for up to JoinTimeout. A
@@ -80,7 +95,7 @@ func (n *Node) preJoin() error {
 			n.log.Info("the cluster would admit this node; starting raft")
 			return nil
 		}
-		if errors.Is(err, ErrMemberConflict) {
+		if errors.Is(err, ErrMemberConflict) || errors.Is(err, errUnauthorized) {
 			return fmt.Errorf("join refused: %w", err)
 		}
 		if time.Now().After(deadline) {
@@ -131,16 +146,19 @@ func (n *Node) joinOnce(self bool) error {
 }
 
 // peerClient is an API client for other members, with the node's
-// certificate when the cluster runs TLS (it then counts as an operator; see
-// acl). Each attempt is bounded by timeout.
+// credential: its certificate when the cluster runs TLS, else the cluster
+// secret when it has one (see acl). Each attempt is bounded by timeout.
 func (n *Node) peerClient(addrs []string, timeout time.Duration, attempts int) (*client.Client, error) {
 	opts := []client.Option{
 		client.WithHTTPClient(n.peerHTTP),
 		client.WithTimeout(timeout),
 		client.WithRetry(client.Retry{Attempts: attempts}),
 	}
-	if n.cfg.PeerTLSClient != nil {
+	switch {
+	case n.cfg.PeerTLSClient != nil:
 		opts = append(opts, client.WithTLS(n.cfg.PeerTLSClient))
+	case n.cfg.ClusterSecret != "":
+		opts = append(opts, client.WithNodeCredential(n.cfg.ID, n.cfg.ClusterSecret))
 	}
 	return client.New(addrs, opts...)
 }
@@ -149,11 +167,20 @@ func (n *Node) peerClient(addrs []string, timeout time.Duration, attempts int) (
 // the member's message.
 func peerError(err error) error {
 	var apiErr *client.APIError
-	if errors.As(err, &apiErr) && apiErr.Code == wire.CodeMemberConflict {
+	switch {
+	case !errors.As(err, &apiErr):
+		return err
+	case apiErr.Code == wire.CodeMemberConflict:
 		return &refusal{sentinel: ErrMemberConflict, msg: apiErr.Message}
+	case apiErr.Status == http.StatusUnauthorized || apiErr.Status == http.StatusForbidden:
+		return &refusal{sentinel: errUnauthorized, msg: fmt.Sprintf("%d %s: members need a credential the others accept: "+
+			"with TLS their certificates from the cluster CA, else the same cluster secret on every node", apiErr.Status, apiErr.Message)}
 	}
 	return err
 }
+
+// errUnauthorized: another member refused this node's credential.
+var errUnauthorized = errors.New("unauthorized")
 
 // refusal is an error answer of another member that matches one of this
 // package's sentinels.

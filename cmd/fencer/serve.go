@@ -42,6 +42,7 @@ type serveOptions struct {
 	tlsCA          string
 	tlsClientAuth  bool
 	aclFile        string
+	clusterSecret  string
 	insecure       bool
 	rateLimit      int
 	maxLocks       int
@@ -95,6 +96,8 @@ rejoins by itself. Every flag can also be set by its environment variable.`,
 	fs.StringVar(&o.tlsCA, "tls-ca", os.Getenv("FENCER_TLS_CA"), "the cluster CA: verifies peers, and client certificates when given ($FENCER_TLS_CA)")
 	fs.BoolVar(&o.tlsClientAuth, "tls-client-auth", envBool("FENCER_TLS_CLIENT_AUTH"), "require a client certificate from the CA on the API ($FENCER_TLS_CLIENT_AUTH)")
 	fs.StringVar(&o.aclFile, "acl-file", os.Getenv("FENCER_ACL_FILE"), "bearer tokens with roles and prefixes; reloaded on SIGHUP ($FENCER_ACL_FILE)")
+	fs.StringVar(&o.clusterSecret, "cluster-secret-file", os.Getenv("FENCER_CLUSTER_SECRET_FILE"),
+		"the members' own credential without TLS: the same secret file on every node, needed with --acl-file to join ($FENCER_CLUSTER_SECRET_FILE)")
 	fs.BoolVar(&o.insecure, "insecure", envBool("FENCER_INSECURE"), "allow a non-loopback address without TLS or access control ($FENCER_INSECURE)")
 	fs.IntVar(&o.rateLimit, "rate-limit", int(envUint("FENCER_RATE_LIMIT", 10000)), "requests per second per client (ACL principal or IP); 0 disables ($FENCER_RATE_LIMIT)")
 	fs.IntVar(&o.maxLocks, "max-locks", int(envUint("FENCER_MAX_LOCKS", 1_000_000)), "held locks in total ($FENCER_MAX_LOCKS)")
@@ -230,13 +233,31 @@ func (o *serveOptions) security(cfg *cluster.Config, logger *slog.Logger) (serve
 		}
 		opts.TLS, cfg.PeerTLSServer, cfg.PeerTLSClient = httpTLS, peerServer, peerClient
 	}
+	var storeOpts []acl.StoreOption
+	if o.clusterSecret != "" {
+		secret, err := readClusterSecret(o.clusterSecret, logger)
+		if err != nil {
+			return opts, err
+		}
+		cfg.ClusterSecret = secret
+		storeOpts = append(storeOpts, acl.WithClusterSecret(secret))
+	}
 	if o.aclFile != "" {
-		store, err := acl.Open(o.aclFile)
+		store, err := acl.Open(o.aclFile, storeOpts...)
 		if err != nil {
 			return opts, err
 		}
 		store.ReloadOnSignal(context.Background(), logger)
 		opts.ACL = store
+	}
+	if o.aclFile != "" && !tlsOn && cfg.ClusterSecret == "" {
+		// Members call each other's APIs to join, probe and remove; with
+		// access control and no node certificates they need the secret.
+		if len(cfg.Join) > 0 || len(cfg.InitialCluster) > 0 {
+			return opts, errors.New("with --acl-file and no TLS, nodes need a credential of their own to join each other: " +
+				"give every node the same --cluster-secret-file (openssl rand -hex 32 > cluster.secret), or run TLS (--tls-cert, --tls-key, --tls-ca)")
+		}
+		logger.Warn("--acl-file without TLS or --cluster-secret-file: no other node can join this one, and this one cannot re-register with a leader")
 	}
 	exposed := !isLoopback(o.httpAddr) || !isLoopback(o.raftAddr)
 	switch {
@@ -258,6 +279,19 @@ func checkAdvertise(addr string) error {
 		return fmt.Errorf("--http-advertise-addr %q: want HOST:PORT with a host and a non-zero port, the address others dial", addr)
 	}
 	return nil
+}
+
+// readClusterSecret reads the cluster secret file, warning when others than
+// its owner may read it.
+func readClusterSecret(path string, logger *slog.Logger) (string, error) {
+	secret, err := acl.ReadClusterSecret(path)
+	if err != nil {
+		return "", err
+	}
+	if st, err := os.Stat(path); err == nil && st.Mode().Perm()&0o077 != 0 {
+		logger.Warn("the cluster secret file is readable by others: whoever reads it can join the cluster", "file", path, "mode", fmt.Sprintf("%#o", st.Mode().Perm()))
+	}
+	return secret, nil
 }
 
 // isLoopback reports whether a listen address stays on this machine.

@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -47,6 +49,39 @@ func TestServeAdvertisesHTTPAddr(t *testing.T) {
 		o.httpAdvertise = bad
 		if _, err := o.config(); err == nil || !strings.Contains(err.Error(), "--http-advertise-addr") {
 			t.Errorf("--http-advertise-addr %q: %v, want a refusal naming the flag", bad, err)
+		}
+	}
+}
+
+// With an ACL and no TLS, a node that is to join others needs the cluster
+// secret, which must be long enough and which the ACL file cannot grant.
+func TestServeClusterSecretRules(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	const secret = "cluster-secret-0123456789abcdef0123456789"
+	aclFile := write("acl.json", `{"tokens":[{"name":"ops","secret":"operator-secret-0123456789","role":"operator"}]}`)
+	granting := write("granting.json", `{"tokens":[{"name":"ops","secret":"`+secret+`","role":"operator"}]}`)
+	secretFile := write("cluster.secret", secret+"\n")
+	short := write("short.secret", "0123456789abcdef\n")
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--acl-file", aclFile, "--join", "127.0.0.1:1"}, "--cluster-secret-file"},
+		{[]string{"--acl-file", aclFile, "--join", "127.0.0.1:1", "--cluster-secret-file", short}, "at least 32 characters"},
+		{[]string{"--acl-file", granting, "--join", "127.0.0.1:1", "--cluster-secret-file", secretFile}, "is the cluster secret"},
+	} {
+		var stdout, stderr bytes.Buffer
+		cmd := newRootCmd(&stdout, &stderr)
+		cmd.SetArgs(append([]string{"serve", "--id", "n2", "--data-dir", t.TempDir(), "--http-addr", "127.0.0.1:0", "--raft-addr", "127.0.0.1:0"}, tc.args...))
+		if err := cmd.Execute(); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("serve %v: %v, want an error saying %q", tc.args, err, tc.want)
 		}
 	}
 }

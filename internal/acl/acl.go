@@ -17,6 +17,9 @@
 //     header (the forwarder's reverse proxy copies it), and the leader checks
 //     it again against its own copy of the file. Every node must therefore be
 //     given the same ACL file.
+//   - Members are not in the file: they prove they are members by their node
+//     certificate (TLS) or the cluster secret (cluster.go), never by a token,
+//     so an ACL file cannot make anyone a node.
 //
 // The file:
 //
@@ -154,6 +157,8 @@ func Parse(data []byte) (*ACL, error) {
 		secrets[sum] = true
 		switch e.Role {
 		case RoleReader, RoleClient, RoleOperator:
+		case "node":
+			return nil, fmt.Errorf("token %q: role node is reserved for cluster members, which present their certificate or the cluster secret", e.Name)
 		default:
 			return nil, fmt.Errorf("token %q: role %q: want reader, client or operator", e.Name, e.Role)
 		}

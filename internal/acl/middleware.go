@@ -55,7 +55,7 @@ func Middleware(s *Store, opts ...Option) func(http.Handler) http.Handler {
 				next.ServeHTTP(w, r)
 				return
 			}
-			p, err := authenticate(s.ACL(), r, o.nodeCerts)
+			p, err := s.authenticate(r, o.nodeCerts)
 			audited := o.audit != nil && isAudited(route.Action)
 			if err != nil {
 				challenge := `Bearer realm="fencer"`
@@ -95,10 +95,16 @@ func Middleware(s *Store, opts ...Option) func(http.Handler) http.Handler {
 func authenticate(a *ACL, r *http.Request, nodeCerts bool) (*Principal, error) {
 	if nodeCerts && len(r.Header.Values("Authorization")) == 0 && r.TLS != nil && len(r.TLS.VerifiedChains) > 0 {
 		if leaf := r.TLS.VerifiedChains[0][0]; tlsutil.IsNodeCert(leaf) {
-			return &Principal{Name: "node:" + leaf.Subject.CommonName, Role: RoleOperator}, nil
+			return nodePrincipal(leaf.Subject.CommonName), nil
 		}
 	}
 	return a.Authenticate(r)
+}
+
+// nodePrincipal is member id, authenticated by its node certificate or the
+// cluster secret.
+func nodePrincipal(id string) *Principal {
+	return &Principal{Name: "node:" + id, Role: RoleOperator}
 }
 
 func isAudited(a Action) bool {

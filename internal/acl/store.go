@@ -2,6 +2,8 @@ package acl
 
 import (
 	"context"
+	"crypto/sha256"
+	"fmt"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -14,17 +16,34 @@ import (
 type Store struct {
 	path string
 	cur  atomic.Pointer[ACL]
+	// cluster is the SHA-256 of the cluster secret; nil without one.
+	cluster *[sha256.Size]byte
 }
 
 // Open loads the ACL file at path into a Store.
-func Open(path string) (*Store, error) {
-	a, err := Load(path)
+func Open(path string, opts ...StoreOption) (*Store, error) {
+	s := &Store{path: path}
+	for _, o := range opts {
+		o(s)
+	}
+	a, err := s.load()
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{path: path}
 	s.cur.Store(a)
 	return s, nil
+}
+
+// load reads the file, refusing one that grants the cluster secret.
+func (s *Store) load() (*ACL, error) {
+	a, err := Load(s.path)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.checkReserved(a); err != nil {
+		return nil, fmt.Errorf("acl file %s: %w", s.path, err)
+	}
+	return a, nil
 }
 
 // NewStore holds a fixed ACL; Reload on it is a no-op.
@@ -43,7 +62,7 @@ func (s *Store) Reload() error {
 	if s.path == "" {
 		return nil
 	}
-	a, err := Load(s.path)
+	a, err := s.load()
 	if err != nil {
 		return err
 	}
