@@ -186,6 +186,48 @@ func TestACLWithoutTLSInitialClusterProbesWithTheSecret(t *testing.T) {
 	}
 }
 
+// A member whose credential the others refuse (here started with another
+// secret in an initial cluster, so Raft counts it while the API refuses it)
+// says so once and retries its registration every 10 s, not every 500 ms:
+// the leader's audit log does not fill with refusals.
+func TestRefusedMemberRetriesSlowly(t *testing.T) {
+	dir := t.TempDir()
+	var peers []cluster.Peer
+	for _, id := range []string{"n1", "n2", "n3"} {
+		peers = append(peers, cluster.Peer{ID: id, RaftAddr: freeAddr(t), HTTPAddr: freeAddr(t)})
+	}
+	var logs lockedBuffer
+	logger := slog.New(slog.NewTextHandler(&logs, nil))
+	opts := secretACL(t)
+	for _, p := range peers {
+		secret := testClusterSecret
+		if p.ID == "n3" {
+			secret = "another-secret-0123456789abcdef0123456"
+		}
+		cfg := cluster.Config{ID: p.ID, DataDir: filepath.Join(dir, p.ID), RaftAddr: p.RaftAddr, HTTPAddr: p.HTTPAddr,
+			InitialCluster: peers, ClusterSecret: secret, Logger: logger.With("self", p.ID)}
+		in, err := server.Start(cfg, p.HTTPAddr, opts(p.ID))
+		if err != nil {
+			t.Fatalf("start %s: %v", p.ID, err)
+		}
+		t.Cleanup(func() { in.Close() })
+	}
+	refusals := func() int { return strings.Count(logs.String(), "status=401") }
+	tc.Poll(t, 30*time.Second, "n3's registration refused", func() bool { return refusals() > 0 })
+	first := time.Now()
+	tc.Poll(t, 10*time.Second, "n3 saying why", func() bool {
+		return strings.Contains(logs.String(), "the cluster refuses this node's credential")
+	})
+	// Poll with a deadline for a state that must not come: a second
+	// refusal within 4 s of the first.
+	for time.Since(first) < 4*time.Second {
+		if n := refusals(); n > 2 {
+			t.Fatalf("%d refusals within %v:\n%s", n, time.Since(first), grepLines(logs.String(), "status=401"))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 // freeAddr returns a loopback address nothing listens on.
 func freeAddr(t *testing.T) string {
 	t.Helper()
