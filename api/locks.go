@@ -11,6 +11,7 @@ import (
 
 	"github.com/fencer-io/fencer/api/wire"
 	"github.com/fencer-io/fencer/cluster"
+	"github.com/fencer-io/fencer/internal/acl"
 )
 
 func (s *Server) lockRoutes() chi.Router {
@@ -153,22 +154,27 @@ func (s *Server) listLocks(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, err)
 		return
 	}
-	writeLockList(w, locks)
+	writeLockList(w, locks, func(name string) bool { return acl.LockVisible(r.Context(), name) })
 }
 
-// writeLockList streams a LockList one lock at a time, so that listing
-// 100,000 locks does not build a second copy of them and the whole body in
-// memory first.
-func writeLockList(w http.ResponseWriter, locks []cluster.LockStatus) {
+// writeLockList streams a LockList of the visible locks one lock at a time,
+// so that listing 100,000 locks does not build a second copy of them and the
+// whole body in memory first.
+func writeLockList(w http.ResponseWriter, locks []cluster.LockStatus, visible func(string) bool) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
 	bw := bufio.NewWriterSize(w, 32<<10)
 	bw.WriteString(`{"locks":[`)
 	var buf []byte
-	for i, st := range locks {
-		if i > 0 {
+	first := true
+	for _, st := range locks {
+		if !visible(st.Name) {
+			continue
+		}
+		if !first {
 			bw.WriteByte(',')
 		}
+		first = false
 		buf, _ = json.Marshal(lockStatus(st)) // cannot fail: plain fields
 		if _, err := bw.Write(buf); err != nil {
 			return // the client went away

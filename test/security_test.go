@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -175,8 +176,29 @@ func TestACLRoles(t *testing.T) {
 			t.Errorf("%s %s %s: %d, want %d", who, tt.method, tt.path, got, tt.want)
 		}
 	}
+	// Reads are scoped too: the list leaves out locks beyond the client's
+	// prefixes, and a write may not probe another lock's token.
+	status, body, _ := tc.Do(t, "GET", n.URL()+"/v1/locks", "", "Authorization", "Bearer "+client)
+	var list wire.LockList
+	mustJSON(t, body, &list)
+	if status != 200 || len(list.Locks) == 0 {
+		t.Fatalf("client list: %d %s", status, body)
+	}
+	for _, l := range list.Locks {
+		if !strings.HasPrefix(l.Lock, "jobs.") {
+			t.Fatalf("a client limited to jobs. lists %q (holder %q, token %d)", l.Lock, l.Holder, l.Token)
+		}
+	}
+	status, body, _ = tc.Do(t, "GET", n.URL()+"/v1/locks", "", "Authorization", "Bearer "+reader)
+	if mustJSON(t, body, &list); status != 200 || !slices.ContainsFunc(list.Locks, func(l wire.LockStatus) bool { return l.Lock == "other" }) {
+		t.Fatalf("an unscoped reader does not list other: %d %s", status, body)
+	}
+	if s := doAs(t, n, client, "PUT", "/v1/kv/jobs.k", "v", "Fencing-Token", "1", "Fencing-Lock", "other"); s != http.StatusForbidden {
+		t.Fatalf("Fencing-Lock beyond the client's prefixes: %d, want 403", s)
+	}
+
 	// Renew and release still need the lease secret, whatever the role.
-	status, body, _ := tc.Do(t, "POST", n.URL()+"/v1/locks/jobs.c/acquire", acquire, "Authorization", "Bearer "+client)
+	status, body, _ = tc.Do(t, "POST", n.URL()+"/v1/locks/jobs.c/acquire", acquire, "Authorization", "Bearer "+client)
 	if status != 200 {
 		t.Fatalf("acquire: %d %s", status, body)
 	}
@@ -186,6 +208,14 @@ func TestACLRoles(t *testing.T) {
 	if s := as(operator, "POST", "/v1/locks/jobs.c/release", wrong); s != http.StatusGone {
 		t.Fatalf("operator releasing without the lease secret: %d", s)
 	}
+}
+
+// doAs sends a request with a bearer token and more headers; it returns the
+// status.
+func doAs(t *testing.T, n *tc.Node, secret, method, path, body string, headers ...string) int {
+	t.Helper()
+	status, _, _ := tc.Do(t, method, n.URL()+path, body, append([]string{"Authorization", "Bearer " + secret}, headers...)...)
+	return status
 }
 
 // Limits refuse with clear codes and change nothing.

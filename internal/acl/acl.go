@@ -11,6 +11,10 @@
 //     maps each route to an action and a resource (routes.go), so handlers
 //     stay unaware of it and an unknown route is operator-only: a new route
 //     fails closed until it is classified.
+//   - Prefixes scope reads as well as writes: a listing leaves out the locks
+//     outside the principal's lock prefixes (LockVisible), and a fenced
+//     write may name in Fencing-Lock only a lock within them, since the
+//     answer tells whether the token is that lock's current one.
 //   - A role never replaces the lease secret: renew and release still need it,
 //     so a client can only ever end a lease it was given.
 //   - Requests a follower forwards to the leader keep their Authorization

@@ -1,6 +1,9 @@
 package acl
 
-import "strings"
+import (
+	"context"
+	"strings"
+)
 
 // Action is what a request does, as the ACL sees it.
 type Action string
@@ -39,9 +42,9 @@ var rights = map[Role]map[Action]bool{
 
 // Allow reports whether p may perform action on resource (a lock name for
 // lock actions, a key for key actions, "" otherwise). A lock or key outside
-// the principal's prefixes is refused for every role. Listing all locks
-// (ActionReadLock on "") is allowed to any reader: the list is not filtered
-// by prefix.
+// the principal's prefixes is refused for every role. Listing locks
+// (ActionReadLock on "") is allowed to any reader; the API leaves out of the
+// list what LockVisible refuses.
 func Allow(p *Principal, action Action, resource string) bool {
 	if p == nil || !rights[p.Role][action] {
 		return false
@@ -70,4 +73,11 @@ func inScope(prefixes []string, name string) bool {
 		}
 	}
 	return false
+}
+
+// LockVisible reports whether the principal of ctx may see the lock name in
+// a listing: always when no ACL authenticated the request.
+func LockVisible(ctx context.Context, name string) bool {
+	p, ok := PrincipalFrom(ctx)
+	return !ok || Allow(p, ActionReadLock, name)
 }

@@ -69,11 +69,7 @@ func Middleware(s *Store, opts ...Option) func(http.Handler) http.Handler {
 				}
 				return
 			}
-			if !Allow(p, route.Action, route.Resource) {
-				msg := "token " + p.Name + " (" + string(p.Role) + ") may not " + string(route.Action)
-				if route.Resource != "" {
-					msg += " " + route.Resource
-				}
+			if msg := refusal(p, route); msg != "" {
 				wire.WriteError(w, http.StatusForbidden, &wire.Error{Code: wire.CodeForbidden, Message: msg})
 				if audited {
 					audit(o.audit, r, route, p, http.StatusForbidden)
@@ -105,6 +101,23 @@ func authenticate(a *ACL, r *http.Request, nodeCerts bool) (*Principal, error) {
 // cluster secret.
 func nodePrincipal(id string) *Principal {
 	return &Principal{Name: "node:" + id, Role: RoleOperator}
+}
+
+// refusal says why p may not make the request, or "" when it may.
+func refusal(p *Principal, route Route) string {
+	if !Allow(p, route.Action, route.Resource) {
+		msg := "token " + p.Name + " (" + string(p.Role) + ") may not " + string(route.Action)
+		if route.Resource != "" {
+			msg += " " + route.Resource
+		}
+		return msg
+	}
+	for _, lock := range route.FencingLocks {
+		if lock != "" && !Allow(p, ActionReadLock, lock) {
+			return "token " + p.Name + " (" + string(p.Role) + ") may not name lock " + lock + " in " + wire.HeaderLock
+		}
+	}
+	return ""
 }
 
 func isAudited(a Action) bool {

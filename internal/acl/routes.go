@@ -3,12 +3,17 @@ package acl
 import (
 	"net/http"
 	"strings"
+
+	"github.com/fencer-io/fencer/api/wire"
 )
 
 // Route is how the ACL sees a request.
 type Route struct {
 	Action   Action
 	Resource string // lock name or key, as the router will see it
+	// FencingLocks are the Fencing-Lock values of a write: locks whose
+	// current token the write compares with, so it reads them.
+	FencingLocks []string
 	// Open routes (health and readiness probes) need no token.
 	Open bool
 }
@@ -44,7 +49,7 @@ func Classify(r *http.Request) Route {
 			if r.Method == http.MethodGet || r.Method == http.MethodHead {
 				return Route{Action: ActionReadKey, Resource: seg[3]}
 			}
-			return Route{Action: ActionWrite, Resource: seg[3]}
+			return Route{Action: ActionWrite, Resource: seg[3], FencingLocks: r.Header.Values(wire.HeaderLock)}
 		}
 	case "cluster":
 		return clusterRoute(rest)
