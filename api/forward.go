@@ -9,7 +9,16 @@ import (
 	"time"
 
 	"github.com/fencer-io/fencer/api/wire"
+	"github.com/fencer-io/fencer/internal/acl"
 )
+
+// endToEnd are the request headers that say who asks and what the request
+// means. A client may name any header in Connection, and a proxy then drops
+// it as hop-by-hop: the forwarder copies these back from the incoming
+// request, so the leader sees exactly what this node saw. Without this, a
+// request whose Authorization was dropped reached the leader carrying only
+// this node's certificate.
+var endToEnd = []string{"Authorization", "Content-Type", wire.HeaderToken, wire.HeaderLock, wire.HeaderLogFormat}
 
 // forwarder proxies requests to the leader over kept-alive connections.
 type forwarder struct {
@@ -54,7 +63,17 @@ func (f *forwarder) proxy(w http.ResponseWriter, r *http.Request, addr string) {
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(target)
 			pr.Out.Host = addr
+			for _, h := range endToEnd {
+				h = http.CanonicalHeaderKey(h)
+				if v, ok := pr.In.Header[h]; ok {
+					pr.Out.Header[h] = v
+				}
+			}
 			pr.Out.Header.Set(wire.HeaderForwardedBy, f.c.ID())
+			pr.Out.Header.Del(wire.HeaderForwardedPrincipal)
+			if p, ok := acl.PrincipalFrom(pr.In.Context()); ok {
+				pr.Out.Header.Set(wire.HeaderForwardedPrincipal, p.Name)
+			}
 		},
 		Transport: f.transport,
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {

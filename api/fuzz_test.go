@@ -34,7 +34,7 @@ var fuzzErrs = []error{
 
 // fuzzHeaders are the header names a fuzzed request may carry, chosen by a
 // fuzzed byte; the value is fuzzed.
-var fuzzHeaders = []string{wire.HeaderToken, wire.HeaderLock, "Content-Type", "Content-Length", wire.HeaderForwardedBy, "Authorization", "X-Other"}
+var fuzzHeaders = []string{wire.HeaderToken, wire.HeaderLock, "Content-Type", "Content-Length", wire.HeaderForwardedBy, "Authorization", "X-Other", wire.HeaderForwardedPrincipal, "Connection"}
 
 // validHeaderValue reports whether v could arrive on the wire: net/http's
 // server refuses header values with control characters other than tab.

@@ -38,6 +38,11 @@ const (
 	// which builds that predate it ignore, where a body field would be
 	// refused (join bodies are decoded strictly).
 	HeaderLogFormat = "Fencer-Log-Format"
+	// HeaderForwardedPrincipal names the principal the forwarding node
+	// authenticated. The leader believes it only from a node presenting its
+	// node certificate, and only for a node: a client's own bearer token
+	// always travels with its request and is checked again.
+	HeaderForwardedPrincipal = "Fencer-Forwarded-Principal"
 )
 
 // LeaseSecretLen is the length of a grant's secret, the "lease" field an

@@ -18,12 +18,18 @@
 //   - A role never replaces the lease secret: renew and release still need it,
 //     so a client can only ever end a lease it was given.
 //   - Requests a follower forwards to the leader keep their Authorization
-//     header (the forwarder's reverse proxy copies it), and the leader checks
+//     header (the forwarder copies it back even when the client names it in
+//     Connection, which would make a proxy drop it), and the leader checks
 //     it again against its own copy of the file. Every node must therefore be
 //     given the same ACL file.
 //   - Members are not in the file: they prove they are members by their node
 //     certificate (TLS) or the cluster secret (cluster.go), never by a token,
 //     so an ACL file cannot make anyone a node.
+//   - A member is a node, not an operator: it may join, read the status and
+//     remove itself (RoleNode), the requests members make of each other. A request another member forwarded is never served with the
+//     forwarding member's rights: it carries its client's bearer token, or,
+//     for a node's own request, the node it speaks for
+//     (wire.HeaderForwardedPrincipal, believed only from a member).
 //
 // The file:
 //
@@ -65,6 +71,11 @@ const (
 	// RoleOperator also changes membership, transfers leadership, and saves
 	// and restores snapshots.
 	RoleOperator Role = "operator"
+	// RoleNode is a cluster member, authenticated by its node certificate or
+	// the cluster secret. It may only do what members ask of each other:
+	// join, read the cluster's status, and remove itself. An ACL file cannot
+	// grant it.
+	RoleNode Role = "node"
 )
 
 // MinSecretLen is the shortest secret the file may hold.
@@ -77,6 +88,8 @@ type Principal struct {
 	// Locks and Keys are name prefixes; empty means all.
 	Locks []string
 	Keys  []string
+	// Node is the member id of a RoleNode principal.
+	Node string
 }
 
 // ACL is a loaded token file. It is immutable; Store swaps whole ACLs.
@@ -161,7 +174,7 @@ func Parse(data []byte) (*ACL, error) {
 		secrets[sum] = true
 		switch e.Role {
 		case RoleReader, RoleClient, RoleOperator:
-		case "node":
+		case RoleNode:
 			return nil, fmt.Errorf("token %q: role node is reserved for cluster members, which present their certificate or the cluster secret", e.Name)
 		default:
 			return nil, fmt.Errorf("token %q: role %q: want reader, client or operator", e.Name, e.Role)

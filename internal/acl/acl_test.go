@@ -27,7 +27,7 @@ const testFile = `{"tokens":[
  {"name":"ci","secret":"` + scopedSecret + `","role":"client","locks":["jobs."],"keys":["jobs."]}
 ]}`
 
-func writeFile(t *testing.T, content string) string {
+func writeFile(t testing.TB, content string) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "acl.json")
 	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
@@ -36,7 +36,7 @@ func writeFile(t *testing.T, content string) string {
 	return path
 }
 
-func testStore(t *testing.T) *Store {
+func testStore(t testing.TB) *Store {
 	t.Helper()
 	s, err := Open(writeFile(t, testFile))
 	if err != nil {

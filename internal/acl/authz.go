@@ -18,7 +18,8 @@ const (
 	ActionWrite      Action = "write"      // PUT /v1/kv/{key}
 	ActionReadKey    Action = "read-key"   // GET /v1/kv/{key}
 	ActionStatus     Action = "status"     // GET /v1/cluster, /v1/debug/state, /metrics
-	ActionMembership Action = "membership" // join, add and remove members
+	ActionJoin       Action = "join"       // POST /v1/cluster/join
+	ActionMembership Action = "membership" // add and remove members
 	ActionTransfer   Action = "transfer"   // POST /v1/cluster/leader/transfer
 	ActionSnapshot   Action = "snapshot"   // snapshot save and restore
 	// ActionAdmin is every route this package does not know: operators only,
@@ -36,12 +37,14 @@ var rights = map[Role]map[Action]bool{
 	RoleOperator: {
 		ActionReadLock: true, ActionReadKey: true, ActionStatus: true,
 		ActionAcquire: true, ActionRenew: true, ActionRelease: true, ActionWrite: true,
-		ActionMembership: true, ActionTransfer: true, ActionSnapshot: true, ActionAdmin: true,
+		ActionJoin: true, ActionMembership: true, ActionTransfer: true, ActionSnapshot: true, ActionAdmin: true,
 	},
+	RoleNode: {ActionStatus: true, ActionJoin: true, ActionMembership: true},
 }
 
 // Allow reports whether p may perform action on resource (a lock name for
-// lock actions, a key for key actions, "" otherwise). A lock or key outside
+// lock actions, a key for key actions, the member id when removing a
+// member, "" otherwise). A lock or key outside
 // the principal's prefixes is refused for every role. Listing locks
 // (ActionReadLock on "") is allowed to any reader; the API leaves out of the
 // list what LockVisible refuses.
@@ -56,6 +59,8 @@ func Allow(p *Principal, action Action, resource string) bool {
 		return resource == "" || inScope(p.Locks, resource)
 	case ActionWrite, ActionReadKey:
 		return inScope(p.Keys, resource)
+	case ActionMembership:
+		return p.Role != RoleNode || resource == p.Node // a node removes only itself
 	}
 	return true
 }

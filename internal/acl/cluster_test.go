@@ -44,8 +44,16 @@ func TestClusterSecret(t *testing.T) {
 	if code, who := send(withSecret, wire.NodeAuthorization("n2", clusterSecret)); code != 200 || who != "node:n2" {
 		t.Fatalf("the cluster secret: %d %s", code, who)
 	}
-	if !strings.Contains(audit.String(), "who=node:n2 action=membership") {
+	if !strings.Contains(audit.String(), "who=node:n2 action=join") {
 		t.Errorf("audit log lacks the node:\n%s", audit.String())
+	}
+	// The secret makes a node, not an operator.
+	req := httptest.NewRequest("GET", "/v1/cluster/snapshot", nil)
+	req.Header.Set("Authorization", wire.NodeAuthorization("n2", clusterSecret))
+	rec := httptest.NewRecorder()
+	withSecret(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {})).ServeHTTP(rec, req)
+	if rec.Code != http.StatusForbidden {
+		t.Errorf("a snapshot with the cluster secret: %d, want 403", rec.Code)
 	}
 	for _, tc := range []struct {
 		name, authorization string

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"regexp"
+	"strings"
 	"time"
 
 	"github.com/fencer-io/fencer/api/wire"
@@ -20,11 +22,12 @@ type options struct {
 }
 
 // WithNodeCerts makes a request without an Authorization header that
-// presents a verified node certificate (see tlsutil.IsNodeCert) an operator
-// named "node:CN". Nodes use it to join and to probe each other. It needs the
-// HTTP server to verify client certificates against the cluster CA
-// (tlsutil.ServerConfig with a CA); a node certificate already lets its
-// holder vote and replicate, so this grants nothing more.
+// presents a verified node certificate (see tlsutil.IsNodeCert) a RoleNode
+// principal named "node:CN": nodes join, probe each other and remove
+// themselves with it. A request such a node forwarded on someone else's
+// behalf is the node it names in wire.HeaderForwardedPrincipal, or nobody;
+// never the forwarding node. It needs the HTTP server to verify client
+// certificates against the cluster CA (tlsutil.ServerConfig with a CA).
 func WithNodeCerts() Option { return func(o *options) { o.nodeCerts = true } }
 
 // WithAudit logs every membership, leadership, snapshot and unknown-route
@@ -88,19 +91,47 @@ func Middleware(s *Store, opts ...Option) func(http.Handler) http.Handler {
 	}
 }
 
+// authenticate returns the request's principal: its bearer token's when it
+// has one; else, with node certificates on, the node that sent it, or for a
+// request a member forwarded, the node that member names. A forwarded
+// request never gets the forwarding member's own identity, so a client that
+// had its Authorization dropped on the way is refused as having none.
 func authenticate(a *ACL, r *http.Request, nodeCerts bool) (*Principal, error) {
-	if nodeCerts && len(r.Header.Values("Authorization")) == 0 && r.TLS != nil && len(r.TLS.VerifiedChains) > 0 {
-		if leaf := r.TLS.VerifiedChains[0][0]; tlsutil.IsNodeCert(leaf) {
-			return nodePrincipal(leaf.Subject.CommonName), nil
-		}
+	if !nodeCerts || len(r.Header.Values("Authorization")) > 0 {
+		return a.Authenticate(r)
 	}
-	return a.Authenticate(r)
+	sender := nodeID(r)
+	if sender == "" {
+		return a.Authenticate(r)
+	}
+	if r.Header.Get(wire.HeaderForwardedBy) == "" {
+		return nodePrincipal(sender), nil
+	}
+	if id, ok := strings.CutPrefix(r.Header.Get(wire.HeaderForwardedPrincipal), "node:"); ok && nodeIDPattern.MatchString(id) {
+		return nodePrincipal(id), nil
+	}
+	return nil, ErrNoCredentials
+}
+
+// nodeIDPattern is the member id syntax (cluster's idPattern).
+var nodeIDPattern = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
+
+// nodeID is the common name of the request's verified node certificate, or
+// "" when it presents none.
+func nodeID(r *http.Request) string {
+	if r.TLS == nil || len(r.TLS.VerifiedChains) == 0 {
+		return ""
+	}
+	if leaf := r.TLS.VerifiedChains[0][0]; tlsutil.IsNodeCert(leaf) {
+		return leaf.Subject.CommonName
+	}
+	return ""
 }
 
 // nodePrincipal is member id, authenticated by its node certificate or the
 // cluster secret.
 func nodePrincipal(id string) *Principal {
-	return &Principal{Name: "node:" + id, Role: RoleOperator}
+	return &Principal{Name: "node:" + id, Role: RoleNode, Node: id}
 }
 
 // refusal says why p may not make the request, or "" when it may.
@@ -121,7 +152,7 @@ func refusal(p *Principal, route Route) string {
 }
 
 func isAudited(a Action) bool {
-	return a == ActionMembership || a == ActionTransfer || a == ActionSnapshot || a == ActionAdmin
+	return a == ActionJoin || a == ActionMembership || a == ActionTransfer || a == ActionSnapshot || a == ActionAdmin
 }
 
 func audit(log *slog.Logger, r *http.Request, route Route, p *Principal, status int) {
@@ -129,8 +160,12 @@ func audit(log *slog.Logger, r *http.Request, route Route, p *Principal, status 
 	if p != nil {
 		who = p.Name
 	}
-	log.Info("audit", "who", who, "action", string(route.Action), "method", r.Method, "path", r.URL.Path,
-		"remote", r.RemoteAddr, "status", status, "at", time.Now().UTC().Format(time.RFC3339Nano))
+	attrs := []any{"who", who, "action", string(route.Action), "method", r.Method, "path", r.URL.Path,
+		"remote", r.RemoteAddr, "status", status, "at", time.Now().UTC().Format(time.RFC3339Nano)}
+	if via := r.Header.Get(wire.HeaderForwardedBy); via != "" && nodeID(r) != "" {
+		attrs = append(attrs, "via", via) // the member that forwarded it
+	}
+	log.Info("audit", attrs...)
 }
 
 type statusWriter struct {

@@ -2,6 +2,7 @@ package acl
 
 import (
 	"bytes"
+	"crypto/tls"
 	"io"
 	"log/slog"
 	"net/http"
@@ -23,8 +24,9 @@ func newTextLogger(w io.Writer) *slog.Logger {
 	}))
 }
 
-// A node certificate is an operator without a token; the CLI's client-only
-// certificate is not; a token still decides when one is sent.
+// A node certificate is a node without a token: it may join, read the
+// status and remove itself, and nothing else; the CLI's client-only
+// certificate is no node; a token still decides when one is sent.
 func TestNodeCertificates(t *testing.T) {
 	dir := t.TempDir()
 	if err := tlsutil.GenerateDevPKI(dir, []string{"n1", "n2"}, nil); err != nil {
@@ -40,36 +42,83 @@ func TestNodeCertificates(t *testing.T) {
 	srv.TLS = srvCfg
 	srv.StartTLS()
 	defer srv.Close()
-
-	post := func(certFile, keyFile, secret string) int {
-		cfg, err := tlsutil.ClientConfig(path(tlsutil.CAFile), certFile, keyFile)
+	clients := map[string]*http.Client{}
+	for _, who := range []string{"n2", "client", ""} {
+		var cfg *tls.Config
+		switch who {
+		case "n2":
+			cfg, err = tlsutil.ClientConfig(path(tlsutil.CAFile), path("n2.pem"), path("n2-key.pem"))
+		case "client":
+			cfg, err = tlsutil.ClientConfig(path(tlsutil.CAFile), path(tlsutil.ClientFile), path(tlsutil.ClientKeyFile))
+		default:
+			cfg, err = tlsutil.ClientConfig(path(tlsutil.CAFile), "", "")
+		}
 		if err != nil {
 			t.Fatal(err)
 		}
-		req, _ := http.NewRequest("POST", srv.URL+"/v1/cluster/join", nil)
-		if secret != "" {
-			req.Header.Set("Authorization", "Bearer "+secret)
+		clients[who] = &http.Client{Transport: &http.Transport{TLSClientConfig: cfg}}
+	}
+	send := func(cert, method, target string, headers ...string) int {
+		t.Helper()
+		req, _ := http.NewRequest(method, srv.URL+target, nil)
+		for i := 0; i+1 < len(headers); i += 2 {
+			req.Header.Set(headers[i], headers[i+1])
 		}
-		resp, err := (&http.Client{Transport: &http.Transport{TLSClientConfig: cfg}}).Do(req)
+		resp, err := clients[cert].Do(req)
 		if err != nil {
 			t.Fatal(err)
 		}
 		resp.Body.Close()
 		return resp.StatusCode
 	}
-	if got := post(path("n2.pem"), path("n2-key.pem"), ""); got != 200 {
-		t.Fatalf("node certificate: %d", got)
+	const fwd, principal = "Fencer-Forwarded-By", "Fencer-Forwarded-Principal"
+	for _, tc := range []struct {
+		cert, method, target string
+		headers              []string
+		want                 int
+	}{
+		// What members ask of each other.
+		{"n2", "POST", "/v1/cluster/join", nil, 200},
+		{"n2", "GET", "/v1/cluster", nil, 200},
+		{"n2", "DELETE", "/v1/cluster/members/n2", nil, 200},
+		// Nothing else.
+		{"n2", "DELETE", "/v1/cluster/members/n3", nil, 403},
+		{"n2", "POST", "/v1/cluster/members", nil, 403},
+		{"n2", "GET", "/v1/cluster/snapshot", nil, 403},
+		{"n2", "POST", "/v1/cluster/restore", nil, 403},
+		{"n2", "POST", "/v1/cluster/leader/transfer", nil, 403},
+		{"n2", "POST", "/v1/locks/a/acquire", nil, 403},
+		{"n2", "PUT", "/v1/kv/k", nil, 403},
+		{"n2", "GET", "/v1/locks", nil, 403},
+		{"n2", "GET", "/v1/future", nil, 403},
+		// Forwarded by n2: a node's request is the node n2 names ...
+		{"n2", "POST", "/v1/cluster/join", []string{fwd, "n2", principal, "node:n4"}, 200},
+		{"n2", "DELETE", "/v1/cluster/members/n4", []string{fwd, "n2", principal, "node:n4"}, 200},
+		{"n2", "DELETE", "/v1/cluster/members/n2", []string{fwd, "n2", principal, "node:n4"}, 403},
+		// ... never n2 itself, and never a client without its token.
+		{"n2", "POST", "/v1/cluster/join", []string{fwd, "n2"}, 401},
+		{"n2", "GET", "/v1/cluster/snapshot", []string{fwd, "n2"}, 401},
+		{"n2", "POST", "/v1/locks/a/acquire", []string{fwd, "n2", principal, "ops"}, 401},
+		{"n2", "POST", "/v1/cluster/join", []string{fwd, "n2", principal, "node:"}, 401},
+		{"n2", "POST", "/v1/cluster/join", []string{fwd, "n2", principal, "node:a/b"}, 401},
+		// A client's token, forwarded, decides.
+		{"n2", "GET", "/v1/cluster/snapshot", []string{fwd, "n2", principal, "ops", "Authorization", "Bearer " + operatorSecret}, 200},
+		{"n2", "GET", "/v1/cluster/snapshot", []string{fwd, "n2", principal, "node:n2", "Authorization", "Bearer " + readerSecret}, 403},
+		// Without a node certificate, the forwarding headers count for nothing.
+		{"client", "POST", "/v1/cluster/join", []string{fwd, "n2", principal, "node:n4"}, 401},
+		{"", "POST", "/v1/cluster/join", []string{fwd, "n2", principal, "node:n4"}, 401},
+		{"client", "POST", "/v1/cluster/join", nil, 401},
+		{"", "POST", "/v1/cluster/join", nil, 401},
+		// A token sent with a node certificate decides.
+		{"n2", "POST", "/v1/cluster/join", []string{"Authorization", "Bearer " + readerSecret}, 403},
+	} {
+		if got := send(tc.cert, tc.method, tc.target, tc.headers...); got != tc.want {
+			t.Errorf("%s as %q with %q: %d, want %d", tc.method+" "+tc.target, tc.cert, tc.headers, got, tc.want)
+		}
 	}
-	if got := post(path(tlsutil.ClientFile), path(tlsutil.ClientKeyFile), ""); got != 401 {
-		t.Fatalf("client certificate: %d", got)
-	}
-	if got := post("", "", ""); got != 401 {
-		t.Fatalf("no certificate: %d", got)
-	}
-	if got := post(path("n2.pem"), path("n2-key.pem"), readerSecret); got != 403 {
-		t.Fatalf("node certificate with a reader token: %d", got)
-	}
-	if !bytes.Contains(audit.Bytes(), []byte("who=node:n2 action=membership")) {
-		t.Fatalf("audit log lacks the node:\n%s", audit.Bytes())
+	for _, want := range []string{"who=node:n2 action=join", "who=node:n4 action=join method=POST path=/v1/cluster/join", "via=n2", "who=node:n2 action=membership method=DELETE path=/v1/cluster/members/n2"} {
+		if !bytes.Contains(audit.Bytes(), []byte(want)) {
+			t.Errorf("audit log lacks %q:\n%s", want, audit.Bytes())
+		}
 	}
 }

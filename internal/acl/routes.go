@@ -89,15 +89,17 @@ func clusterRoute(rest []string) Route {
 	switch strings.Join(rest, "/") {
 	case "":
 		return Route{Action: ActionStatus}
-	case "join", "members":
+	case "join":
+		return Route{Action: ActionJoin}
+	case "members":
 		return Route{Action: ActionMembership}
 	case "leader/transfer":
 		return Route{Action: ActionTransfer}
 	case "snapshot", "restore":
 		return Route{Action: ActionSnapshot}
 	}
-	if len(rest) == 2 && rest[0] == "members" {
-		return Route{Action: ActionMembership}
+	if len(rest) == 2 && rest[0] == "members" && rest[1] != "" {
+		return Route{Action: ActionMembership, Resource: rest[1]}
 	}
 	return Route{Action: ActionAdmin}
 }

@@ -1,0 +1,202 @@
+package test
+
+import (
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fencer-io/fencer/cluster"
+	"github.com/fencer-io/fencer/internal/acl"
+	"github.com/fencer-io/fencer/internal/server"
+	"github.com/fencer-io/fencer/internal/tlsutil"
+	tc "github.com/fencer-io/fencer/test/testcluster"
+)
+
+const (
+	goneSecret     = "gone-secret-0123456789"
+	opsSecret      = "operator-secret-012345678"
+	jobsSecret     = "client-secret-0123456789"
+	readerSecret   = "reader-secret-0123456789"
+	forwardACLFile = `{"tokens":[
+ {"name":"gone","secret":"` + goneSecret + `","role":"operator"},
+ {"name":"ops","secret":"` + opsSecret + `","role":"operator"},
+ {"name":"jobs-client","secret":"` + jobsSecret + `","role":"client","locks":["jobs."],"keys":["jobs."]},
+ {"name":"dashboard","secret":"` + readerSecret + `","role":"reader"}
+]}`
+)
+
+// secureCluster is a 3-node cluster (with a certificate for a fourth) with mutual TLS between nodes, TLS on
+// the API, each node its own copy of the ACL file, and each node's audit
+// log kept.
+type secureCluster struct {
+	*tc.Cluster
+	dir    string
+	acl    map[string]*acl.Store
+	files  map[string]string
+	logs   map[string]*lockedBuffer
+	client *http.Client
+}
+
+func newSecureCluster(t *testing.T) *secureCluster {
+	dir := pki(t, "n1", "n2", "n3", "n4")
+	sc := &secureCluster{dir: dir, acl: map[string]*acl.Store{}, files: map[string]string{}, logs: map[string]*lockedBuffer{}}
+	for _, id := range []string{"n1", "n2", "n3", "n4"} {
+		sc.files[id] = filepath.Join(t.TempDir(), id+"-acl.json")
+		if err := os.WriteFile(sc.files[id], []byte(forwardACLFile), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		store, err := acl.Open(sc.files[id])
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc.acl[id], sc.logs[id] = store, &lockedBuffer{}
+	}
+	sc.Cluster = tc.New(t, 3, tc.Options{
+		Configure: func(cfg *cluster.Config) {
+			peerTLS(t, dir, cfg.ID)(cfg)
+			cfg.Logger = slog.New(slog.NewTextHandler(sc.logs[cfg.ID], nil))
+		},
+		Server: func(id string) server.Options {
+			o := httpTLS(t, dir, id)
+			o.ACL = sc.acl[id]
+			return o
+		},
+	})
+	// A client that trusts the CA and presents no certificate. HTTP/1.1
+	// only (a custom TLS config turns HTTP/2 off): Connection headers do not
+	// exist in HTTP/2.
+	cfg, err := tlsutil.ClientConfig(filepath.Join(dir, tlsutil.CAFile), "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc.client = &http.Client{Timeout: 15 * time.Second, Transport: &http.Transport{TLSClientConfig: cfg}}
+	return sc
+}
+
+// do sends a request as secret ("" for none), naming Authorization as a
+// hop-by-hop header when hop is set, and returns the status.
+func (sc *secureCluster) do(t *testing.T, n *tc.Node, method, path, body, secret string, hop bool, headers ...string) int {
+	t.Helper()
+	req, err := http.NewRequest(method, "https://"+n.HTTPAddr+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	if secret != "" {
+		req.Header.Set("Authorization", "Bearer "+secret)
+	}
+	if hop {
+		req.Header.Set("Connection", "Authorization")
+	}
+	resp, err := sc.client.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+func (sc *secureCluster) follower() *tc.Node {
+	for _, n := range sc.Running() {
+		if !n.Inst.Node.IsLeader() {
+			return n
+		}
+	}
+	return nil
+}
+
+// A client cannot shed its identity on the way through a follower and be
+// served as the forwarding node: with a token the leader no longer knows,
+// every path answers 401, including the one where the client names
+// Authorization in Connection so that a proxy drops it; and the leader's
+// audit log names the client, never the node that forwarded.
+func TestForwardingKeepsTheClientsIdentity(t *testing.T) {
+	sc := newSecureCluster(t)
+	leader := sc.WaitLeader(10 * time.Second)
+	follower := sc.follower()
+	// The leader stops knowing "gone"; the follower still does.
+	trimmed := strings.Replace(forwardACLFile, `{"name":"gone","secret":"`+goneSecret+`","role":"operator"},`, "", 1)
+	if err := os.WriteFile(sc.files[leader.ID], []byte(trimmed), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := sc.acl[leader.ID].Reload(); err != nil {
+		t.Fatal(err)
+	}
+	auditFrom := len(sc.logs[leader.ID].String())
+
+	acquire := `{"holder":"intruder","ttl_ms":5000}`
+	for _, r := range []struct {
+		name string
+		n    *tc.Node
+		hop  bool
+	}{{"direct", leader, false}, {"via follower", follower, false}, {"via follower, Connection: Authorization", follower, true}} {
+		if s := sc.do(t, r.n, "POST", "/v1/locks/jobs.x/acquire", acquire, goneSecret, r.hop); s != http.StatusUnauthorized {
+			t.Errorf("%s: acquire with a token the leader does not know: %d, want 401", r.name, s)
+		}
+		if s := sc.do(t, r.n, "PUT", "/v1/kv/report", "v", goneSecret, r.hop, "Fencing-Token", "1"); s != http.StatusUnauthorized {
+			t.Errorf("%s: fenced write with a token the leader does not know: %d, want 401", r.name, s)
+		}
+		if s := sc.do(t, r.n, "POST", "/v1/cluster/leader/transfer", "{}", goneSecret, r.hop); s != http.StatusUnauthorized {
+			t.Errorf("%s: transfer with a token the leader does not know: %d, want 401", r.name, s)
+		}
+	}
+	if l := sc.Leader(); l == nil || l.ID != leader.ID {
+		t.Fatal("leadership moved: a refused transfer was carried out")
+	}
+	if _, ok := leader.Inst.Node.FSM().Lock("jobs.x"); ok {
+		t.Fatal("a refused acquire was applied")
+	}
+	// A known operator through the follower, Authorization named hop-by-hop:
+	// served as itself, and audited as itself.
+	if s := sc.do(t, follower, "GET", "/v1/cluster/snapshot", "", opsSecret, true); s != http.StatusOK {
+		t.Fatalf("operator snapshot via follower: %d", s)
+	}
+	audit := sc.logs[leader.ID].String()[auditFrom:]
+	if strings.Contains(audit, "who=node:") {
+		t.Fatalf("the leader served a forwarded request as the forwarding node:\n%s", audit)
+	}
+	if !strings.Contains(audit, "who=ops action=snapshot") || !strings.Contains(audit, "via="+follower.ID) {
+		t.Fatalf("the leader's audit log does not name the operator and the member that forwarded:\n%s", audit)
+	}
+	// Node identity still serves what nodes ask of each other: n4 joins
+	// through the follower, which forwards the join as n4's.
+	if _, err := sc.TryAdd("n4", func(cfg *cluster.Config) {
+		peerTLS(t, sc.dir, "n4")(cfg)
+		cfg.Join = []string{follower.HTTPAddr}
+	}); err != nil {
+		t.Fatalf("n4 joining through a follower: %v", err)
+	}
+	sc.WaitMembers(4, 20*time.Second)
+	joined := false
+	for _, line := range strings.Split(sc.logs[leader.ID].String(), "\n") {
+		joined = joined || strings.Contains(line, "who=node:n4 action=join") && strings.Contains(line, "status=200") && strings.Contains(line, "via="+follower.ID)
+	}
+	if !joined {
+		t.Fatalf("the leader did not see n4's forwarded join as n4's:\n%s", sc.logs[leader.ID])
+	}
+}
+
+// Snapshots hold every lease secret: they never leave a node for anyone but
+// an operator, whichever node is asked and however the request is dressed.
+func TestSnapshotsOnlyForOperators(t *testing.T) {
+	sc := newSecureCluster(t)
+	leader := sc.WaitLeader(10 * time.Second)
+	for _, n := range []*tc.Node{leader, sc.follower()} {
+		for _, hop := range []bool{false, true} {
+			for secret, want := range map[string]int{"": 401, "wrong-secret-0123456789": 401, readerSecret: 403, jobsSecret: 403, opsSecret: 200} {
+				if s := sc.do(t, n, "GET", "/v1/cluster/snapshot", "", secret, hop); s != want {
+					t.Errorf("snapshot from %s as %.6q (hop %v): %d, want %d", n.ID, secret, hop, s, want)
+				}
+			}
+		}
+	}
+}
