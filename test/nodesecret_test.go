@@ -72,6 +72,24 @@ func TestACLWithoutTLSMembersUseTheClusterSecret(t *testing.T) {
 			t.Fatalf("member %s recorded as %+v", n.ID, m)
 		}
 	}
+	// The secret is a node's credential, for what members ask of each
+	// other, and for nothing else.
+	node := wire.NodeAuthorization("n2", testClusterSecret)
+	for _, tt := range []struct {
+		method, path, body string
+		want               int
+	}{
+		{"GET", "/v1/cluster", "", 200},
+		{"POST", "/v1/locks/x/acquire", `{"holder":"w","ttl_ms":5000}`, 403},
+		{"GET", "/v1/locks", "", 403},
+		{"GET", "/v1/cluster/snapshot", "", 403},
+		{"DELETE", "/v1/cluster/members/n3", "", 403},
+		{"POST", "/v1/cluster/members", `{"id":"n9","raft_addr":"127.0.0.1:1","http_addr":"127.0.0.1:2"}`, 403},
+	} {
+		if code, body, _ := tc.Do(t, tt.method, leader.URL()+tt.path, tt.body, "Authorization", node, "Content-Type", "application/json"); code != tt.want {
+			t.Errorf("%s %s with the cluster secret: %d %s, want %d", tt.method, tt.path, code, body, tt.want)
+		}
+	}
 	code, body, _ := tc.Do(t, "POST", leader.URL()+"/v1/locks/binary-lock/acquire", `{"holder":"w","ttl_ms":5000}`, "Authorization", operatorAuthorization)
 	if code != 200 {
 		t.Fatalf("acquire: %d %s", code, body)

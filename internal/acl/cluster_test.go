@@ -34,14 +34,14 @@ func TestClusterSecret(t *testing.T) {
 		var who string
 		mw(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			p, _ := PrincipalFrom(r.Context())
-			who = p.Name
+			who = p.Name + " " + string(p.Role) + " " + p.Node
 		})).ServeHTTP(rec, req)
 		if rec.Code != 200 {
 			return rec.Code, rec.Body.String()
 		}
 		return rec.Code, who
 	}
-	if code, who := send(withSecret, wire.NodeAuthorization("n2", clusterSecret)); code != 200 || who != "node:n2" {
+	if code, who := send(withSecret, wire.NodeAuthorization("n2", clusterSecret)); code != 200 || who != "node:n2 node n2" {
 		t.Fatalf("the cluster secret: %d %s", code, who)
 	}
 	if !strings.Contains(audit.String(), "who=node:n2 action=join") {
