@@ -31,8 +31,10 @@ flock -s 9 # the claim on the cluster, held until the end
 trap stop EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
-pgenv=$(FENCER_PG_STARTED_MARKER=$started scripts/ensure-postgres.sh)
+# The lock fds are closed for every child: a PostgreSQL server started or
+# restarted underneath would otherwise hold the locks for as long as it runs.
+pgenv=$(FENCER_PG_STARTED_MARKER=$started scripts/ensure-postgres.sh 8>&- 9>&-)
 eval "$pgenv"
 flock -u 8
 
-"$@"
+"$@" 8>&- 9>&-
