@@ -8,6 +8,7 @@ import (
 
 	"github.com/fencer-io/fencer/api/wire"
 	"github.com/fencer-io/fencer/cluster"
+	"github.com/fencer-io/fencer/coord"
 	"github.com/fencer-io/fencer/fsm"
 )
 
@@ -29,8 +30,8 @@ var errorTable = []struct {
 	{cluster.ErrMemberConflict, http.StatusConflict, wire.CodeMemberConflict},
 	{cluster.ErrUnknownMember, http.StatusNotFound, wire.CodeUnknownMember},
 	{cluster.ErrInvalidSnapshot, http.StatusBadRequest, wire.CodeInvalidSnapshot},
-	{cluster.ErrTooManyWaiters, http.StatusTooManyRequests, wire.CodeTooManyWaiters},
-	{cluster.ErrTooManyLocks, http.StatusTooManyRequests, wire.CodeTooManyLocks},
+	{coord.ErrTooManyWaiters, http.StatusTooManyRequests, wire.CodeTooManyWaiters},
+	{coord.ErrTooManyLocks, http.StatusTooManyRequests, wire.CodeTooManyLocks},
 	{context.DeadlineExceeded, http.StatusGatewayTimeout, wire.CodeTimeout},
 	{context.Canceled, http.StatusGatewayTimeout, wire.CodeTimeout},
 }

@@ -30,7 +30,8 @@ func TestForwardKeepsEndToEndHeaders(t *testing.T) {
 		writeJSON(w, http.StatusOK, map[string]string{})
 	}))
 	defer leader.Close()
-	h := NewServer(&followerOf{addr: strings.TrimPrefix(leader.URL, "http://")}, nil).Handler()
+	f := &followerOf{addr: strings.TrimPrefix(leader.URL, "http://")}
+	h := NewServer(f, f, nil).Handler()
 
 	a, err := acl.Parse([]byte(`{"tokens":[{"name":"app","secret":"client-secret-0123456789","role":"client"}]}`))
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/fencer-io/fencer/api/wire"
 	"github.com/fencer-io/fencer/cluster"
+	"github.com/fencer-io/fencer/coord"
 	"github.com/fencer-io/fencer/fsm"
 )
 
@@ -26,7 +27,7 @@ var fuzzErrs = []error{
 	fsm.ErrNotLockHolder,
 	cluster.ErrNoLeader,
 	cluster.ErrOutcomeUnknown,
-	cluster.ErrTooManyWaiters,
+	coord.ErrTooManyWaiters,
 	cluster.ErrMemberConflict,
 	cluster.ErrUnknownMember,
 	errors.New("boom"),
@@ -128,7 +129,7 @@ func FuzzHandlers(f *testing.F) {
 		}
 		fake := &fakeCluster{leader: flags&1 == 1, err: fuzzErrs[int(flags>>1)%len(fuzzErrs)]}
 		rec := httptest.NewRecorder()
-		NewServer(fake, nil).Handler().ServeHTTP(rec, req)
+		NewServer(fake, fake, nil).Handler().ServeHTTP(rec, req)
 
 		out := rec.Body.Bytes()
 		if rec.Code >= 400 {

@@ -56,7 +56,7 @@ func (s *Server) putKey(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := s.work(r, 0)
 	defer cancel()
-	if _, err := s.c.Put(ctx, key, value, token, lock); err != nil {
+	if _, err := s.co.Put(ctx, key, value, token, lock); err != nil {
 		writeErr(w, err)
 		return
 	}
@@ -87,7 +87,7 @@ func (s *Server) getKey(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := s.work(r, 0)
 	defer cancel()
-	k, found, err := s.c.Get(ctx, key, isStale(r))
+	k, found, err := s.co.Get(ctx, key, isStale(r))
 	if err != nil {
 		writeErr(w, err)
 		return

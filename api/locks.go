@@ -10,7 +10,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/fencer-io/fencer/api/wire"
-	"github.com/fencer-io/fencer/cluster"
+	"github.com/fencer-io/fencer/coord"
 	"github.com/fencer-io/fencer/internal/acl"
 )
 
@@ -51,7 +51,7 @@ func (s *Server) acquire(w http.ResponseWriter, r *http.Request) {
 	wait := time.Duration(req.WaitMs) * time.Millisecond
 	ctx, cancel := s.work(r, wait)
 	defer cancel()
-	g, err := s.c.Acquire(ctx, cluster.AcquireRequest{
+	res, err := s.co.Acquire(ctx, coord.AcquireRequest{
 		Lock:      name,
 		Holder:    req.Holder,
 		TTL:       time.Duration(req.TTLMillis) * time.Millisecond,
@@ -62,6 +62,7 @@ func (s *Server) acquire(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, err)
 		return
 	}
+	g := res.Grant
 	writeJSON(w, http.StatusOK, wire.Grant{
 		Lock:      g.Name,
 		Holder:    g.Holder,
@@ -69,7 +70,7 @@ func (s *Server) acquire(w http.ResponseWriter, r *http.Request) {
 		Lease:     g.Lease,
 		TTLMillis: g.TTLMillis,
 		RequestID: g.RequestID,
-		Existing:  g.Existing,
+		Existing:  res.Existing,
 	})
 }
 
@@ -96,7 +97,7 @@ func (s *Server) renew(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := s.work(r, 0)
 	defer cancel()
-	l, err := s.c.Renew(ctx, name, req.Token, req.Lease)
+	l, err := s.co.Renew(ctx, name, req.Token, req.Lease)
 	if err != nil {
 		writeErr(w, err)
 		return
@@ -111,14 +112,14 @@ func (s *Server) release(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := s.work(r, 0)
 	defer cancel()
-	if err := s.c.Release(ctx, name, req.Token, req.Lease); err != nil {
+	if err := s.co.Release(ctx, name, req.Token, req.Lease); err != nil {
 		writeErr(w, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, wire.ReleaseResponse{Lock: name, Token: req.Token, Released: true})
 }
 
-func lockStatus(st cluster.LockStatus) wire.LockStatus {
+func lockStatus(st coord.LockStatus) wire.LockStatus {
 	out := wire.LockStatus{Lock: st.Name, Held: st.Held}
 	if st.Held {
 		out.Holder, out.Token, out.TTLMillis = st.Holder, st.Token, st.TTLMillis
@@ -138,7 +139,7 @@ func (s *Server) getLock(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := s.work(r, 0)
 	defer cancel()
-	st, err := s.c.Lock(ctx, name, isStale(r))
+	st, err := s.co.Lock(ctx, name, isStale(r))
 	if err != nil {
 		writeErr(w, err)
 		return
@@ -149,7 +150,7 @@ func (s *Server) getLock(w http.ResponseWriter, r *http.Request) {
 func (s *Server) listLocks(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := s.work(r, 0)
 	defer cancel()
-	locks, err := s.c.Locks(ctx, isStale(r))
+	locks, err := s.co.Locks(ctx, isStale(r))
 	if err != nil {
 		writeErr(w, err)
 		return
@@ -160,7 +161,7 @@ func (s *Server) listLocks(w http.ResponseWriter, r *http.Request) {
 // writeLockList streams a LockList of the visible locks one lock at a time,
 // so that listing 100,000 locks does not build a second copy of them and the
 // whole body in memory first.
-func writeLockList(w http.ResponseWriter, locks []cluster.LockStatus, visible func(string) bool) {
+func writeLockList(w http.ResponseWriter, locks []coord.LockStatus, visible func(string) bool) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
 	bw := bufio.NewWriterSize(w, 32<<10)
@@ -197,7 +198,7 @@ func (s *Server) check(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := s.work(r, 0)
 	defer cancel()
-	current, cur, err := s.c.Check(ctx, name, token, isStale(r))
+	current, cur, err := s.co.Check(ctx, name, token, isStale(r))
 	if err != nil {
 		writeErr(w, err)
 		return

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/fencer-io/fencer/api/wire"
-	"github.com/fencer-io/fencer/cluster"
+	"github.com/fencer-io/fencer/coord"
 	"github.com/fencer-io/fencer/fsm"
 	"github.com/fencer-io/fencer/internal/acl"
 )
@@ -22,9 +22,9 @@ func TestListLocksFilteredByPrefix(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var locks []cluster.LockStatus
+	var locks []coord.LockStatus
 	for _, name := range []string{"billing.x", "jobs.a", "jobsx", "jobs.b", "other"} {
-		locks = append(locks, cluster.LockStatus{Lock: fsm.Lock{Name: name, Holder: "w-" + name, Token: 3}, Held: true})
+		locks = append(locks, coord.LockStatus{Lock: fsm.Lock{Name: name, Holder: "w-" + name, Token: 3}, Held: true})
 	}
 	list := func(h http.Handler, secret string) []string {
 		req := httptest.NewRequest("GET", "/v1/locks", nil)
@@ -43,7 +43,7 @@ func TestListLocksFilteredByPrefix(t *testing.T) {
 		}
 		return names
 	}
-	api := NewServer(&fakeCluster{leader: true, locks: locks}, nil).Handler()
+	api := newFakeServer(&fakeCluster{leader: true, locks: locks}).Handler()
 	withACL := acl.Middleware(acl.NewStore(a))(api)
 	if got := list(withACL, "scoped-secret-0123456789"); !slices.Equal(got, []string{"jobs.a", "jobs.b"}) {
 		t.Fatalf("scoped client lists %v", got)

@@ -1,6 +1,8 @@
-// Package api is fencer's HTTP wire: chi routes, handlers, the JSON types and
-// the mapping of errors to statuses. Handlers reach the cluster only through
-// the Cluster interface, which cluster.Node satisfies and tests fake.
+// Package api is fencer's HTTP edge: chi routes, handlers, forwarding to the
+// leader, and the one table that maps errors to statuses. Handlers reach the
+// coordination layer through the Coord interface and the Raft node through
+// the Cluster interface (coord.Service and cluster.Node satisfy them; tests
+// fake both).
 //
 // Any node serves any request. Writes and linearizable reads are served by
 // the leader: a follower forwards them (once; a forwarded request that lands
@@ -22,24 +24,17 @@ import (
 
 	"github.com/fencer-io/fencer/api/wire"
 	"github.com/fencer-io/fencer/cluster"
+	"github.com/fencer-io/fencer/coord"
 	"github.com/fencer-io/fencer/fsm"
 )
 
-// Cluster is what the HTTP layer needs from a node.
+// Cluster is what the HTTP layer needs of the Raft node: who leads,
+// membership, status, backup and restore.
 type Cluster interface {
 	ID() string
 	IsLeader() bool
 	Leader() (id, httpAddr string)
 	Ready() bool
-
-	Acquire(ctx context.Context, req cluster.AcquireRequest) (cluster.Grant, error)
-	Renew(ctx context.Context, name string, token uint64, lease string) (fsm.Lock, error)
-	Release(ctx context.Context, name string, token uint64, lease string) error
-	Lock(ctx context.Context, name string, stale bool) (cluster.LockStatus, error)
-	Locks(ctx context.Context, stale bool) ([]cluster.LockStatus, error)
-	Check(ctx context.Context, name string, token uint64, stale bool) (bool, uint64, error)
-	Put(ctx context.Context, key string, value []byte, token uint64, lock string) (uint64, error)
-	Get(ctx context.Context, key string, stale bool) (fsm.FencedKey, bool, error)
 
 	Join(ctx context.Context, req wire.JoinRequest) error
 	RemoveMember(ctx context.Context, id string) error
@@ -51,9 +46,23 @@ type Cluster interface {
 	Registry() *prometheus.Registry
 }
 
+// Coord is what the HTTP layer needs of the coordination layer: locks and
+// fenced keys.
+type Coord interface {
+	Acquire(ctx context.Context, req coord.AcquireRequest) (fsm.AcquireResult, error)
+	Renew(ctx context.Context, name string, token uint64, secret string) (fsm.Lock, error)
+	Release(ctx context.Context, name string, token uint64, secret string) error
+	Lock(ctx context.Context, name string, stale bool) (coord.LockStatus, error)
+	Locks(ctx context.Context, stale bool) ([]coord.LockStatus, error)
+	Check(ctx context.Context, name string, token uint64, stale bool) (bool, uint64, error)
+	Put(ctx context.Context, key string, value []byte, token uint64, lock string) (uint64, error)
+	Get(ctx context.Context, key string, stale bool) (fsm.FencedKey, bool, error)
+}
+
 // Server is the HTTP API of one node.
 type Server struct {
 	c     Cluster
+	co    Coord
 	log   *slog.Logger
 	fwd   *forwarder
 	met   *requestMetrics
@@ -78,12 +87,13 @@ func WithPeerTLS(cfg *tls.Config) Option {
 // when an ACL is on).
 func WithProfiling() Option { return func(s *Server) { s.pprof = true } }
 
-// NewServer returns the API handler for c. A nil logger discards.
-func NewServer(c Cluster, logger *slog.Logger, opts ...Option) *Server {
+// NewServer returns the API of a node (c) and its coordination layer (co).
+// A nil logger discards.
+func NewServer(c Cluster, co Coord, logger *slog.Logger, opts ...Option) *Server {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{c: c, log: logger, fwd: newForwarder(c), met: newRequestMetrics(c.Registry()), requestTimeout: 10 * time.Second}
+	s := &Server{c: c, co: co, log: logger, fwd: newForwarder(c), met: newRequestMetrics(c.Registry()), requestTimeout: 10 * time.Second}
 	for _, o := range opts {
 		o(s)
 	}

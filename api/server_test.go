@@ -16,6 +16,7 @@ import (
 
 	"github.com/fencer-io/fencer/api/wire"
 	"github.com/fencer-io/fencer/cluster"
+	"github.com/fencer-io/fencer/coord"
 	"github.com/fencer-io/fencer/fsm"
 )
 
@@ -25,7 +26,7 @@ type fakeCluster struct {
 	err    error
 	calls  []string
 	leader bool
-	locks  []cluster.LockStatus
+	locks  []coord.LockStatus
 }
 
 func (f *fakeCluster) ID() string                      { return "n1" }
@@ -41,8 +42,8 @@ func (f *fakeCluster) call(name string) error {
 	return f.err
 }
 
-func (f *fakeCluster) Acquire(_ context.Context, req cluster.AcquireRequest) (cluster.Grant, error) {
-	return cluster.Grant{Lock: fsm.Lock{Name: req.Lock, Holder: req.Holder, Token: 7, Lease: strings.Repeat("a", 32), TTLMillis: req.TTL.Milliseconds()}}, f.call("acquire")
+func (f *fakeCluster) Acquire(_ context.Context, req coord.AcquireRequest) (fsm.AcquireResult, error) {
+	return fsm.AcquireResult{Grant: fsm.Lock{Name: req.Lock, Holder: req.Holder, Token: 7, Lease: strings.Repeat("a", 32), TTLMillis: req.TTL.Milliseconds()}}, f.call("acquire")
 }
 func (f *fakeCluster) Renew(_ context.Context, name string, token uint64, _ string) (fsm.Lock, error) {
 	return fsm.Lock{Name: name, Token: token, TTLMillis: 1000}, f.call("renew")
@@ -50,10 +51,10 @@ func (f *fakeCluster) Renew(_ context.Context, name string, token uint64, _ stri
 func (f *fakeCluster) Release(context.Context, string, uint64, string) error {
 	return f.call("release")
 }
-func (f *fakeCluster) Lock(_ context.Context, name string, _ bool) (cluster.LockStatus, error) {
-	return cluster.LockStatus{Lock: fsm.Lock{Name: name}}, f.call("lock")
+func (f *fakeCluster) Lock(_ context.Context, name string, _ bool) (coord.LockStatus, error) {
+	return coord.LockStatus{Lock: fsm.Lock{Name: name}}, f.call("lock")
 }
-func (f *fakeCluster) Locks(context.Context, bool) ([]cluster.LockStatus, error) {
+func (f *fakeCluster) Locks(context.Context, bool) ([]coord.LockStatus, error) {
 	return f.locks, f.call("locks")
 }
 func (f *fakeCluster) Check(context.Context, string, uint64, bool) (bool, uint64, error) {
@@ -145,7 +146,7 @@ func TestBadInputRefusedBeforeTheCluster(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			f := &fakeCluster{leader: true}
-			status, e, _ := do(t, NewServer(f, nil).Handler(), tc.call)
+			status, e, _ := do(t, NewServer(f, f, nil).Handler(), tc.call)
 			if status != http.StatusBadRequest || e.Code != tc.code {
 				t.Fatalf("got %d %q (%s), want 400 %q", status, e.Code, e.Message, tc.code)
 			}
@@ -184,7 +185,7 @@ func TestMissingTokenFailsClosed(t *testing.T) {
 			req.Header[k] = v
 		}
 		rec := httptest.NewRecorder()
-		NewServer(f, nil).Handler().ServeHTTP(rec, req)
+		NewServer(f, f, nil).Handler().ServeHTTP(rec, req)
 		var e wire.Error
 		if err := json.Unmarshal(rec.Body.Bytes(), &e); err != nil || rec.Code != c.status || e.Code != c.code {
 			t.Errorf("header %v: %d %s, want %d %s", c.hdr, rec.Code, rec.Body, c.status, c.code)
@@ -194,11 +195,11 @@ func TestMissingTokenFailsClosed(t *testing.T) {
 		}
 	}
 	f := &fakeCluster{leader: true}
-	status, e, _ := do(t, NewServer(f, nil).Handler(), call{"PUT", "/v1/kv/k", "v", map[string]string{"Fencing-Token": "007"}})
+	status, e, _ := do(t, NewServer(f, f, nil).Handler(), call{"PUT", "/v1/kv/k", "v", map[string]string{"Fencing-Token": "007"}})
 	if status != http.StatusBadRequest || !strings.Contains(e.Message, `"007"`) {
 		t.Fatalf("007: %d %q", status, e.Message)
 	}
-	status, _, _ = do(t, NewServer(f, nil).Handler(), call{"PUT", "/v1/kv/k", "v", map[string]string{"Fencing-Token": "18446744073709551615"}})
+	status, _, _ = do(t, NewServer(f, f, nil).Handler(), call{"PUT", "/v1/kv/k", "v", map[string]string{"Fencing-Token": "18446744073709551615"}})
 	if status != http.StatusOK {
 		t.Fatalf("max token refused: %d", status)
 	}
@@ -218,7 +219,7 @@ func TestInvalidNamesShownUnescaped(t *testing.T) {
 		{call{"GET", "/v1/locks/a%20b", "", nil}, `lock name "a b"`},
 		{call{"GET", "/v1/locks/100%25", "", nil}, `lock name "100%"`},
 	} {
-		status, e, _ := do(t, NewServer(&fakeCluster{leader: true}, nil).Handler(), c.call)
+		status, e, _ := do(t, newFakeServer(&fakeCluster{leader: true}).Handler(), c.call)
 		if status != http.StatusBadRequest || !strings.HasPrefix(e.Message, c.want) {
 			t.Errorf("%s %s: %d %q, want %s", c.call.method, c.call.path, status, e.Message, c.want)
 		}
@@ -232,7 +233,7 @@ func TestOversizedBodies(t *testing.T) {
 		{"POST", "/v1/locks/a/acquire", `{"holder":"` + big + `"}`, nil},
 	} {
 		f := &fakeCluster{leader: true}
-		status, e, _ := do(t, NewServer(f, nil).Handler(), c)
+		status, e, _ := do(t, NewServer(f, f, nil).Handler(), c)
 		if status != http.StatusRequestEntityTooLarge || e.Code != wire.CodeBodyTooLarge || len(f.calls) != 0 {
 			t.Fatalf("%s %s: %d %q calls %v", c.method, c.path, status, e.Code, f.calls)
 		}
@@ -254,7 +255,7 @@ func TestClusterErrorsMapToCodes(t *testing.T) {
 		{okAcquire, &fsm.HeldError{Lock: "a", Holder: "w0", Token: 4}, 409, wire.CodeLockHeld},
 		{okAcquire, fmt.Errorf("wrapped: %w", cluster.ErrNoLeader), 503, wire.CodeNoLeader},
 		{okAcquire, cluster.ErrOutcomeUnknown, 503, wire.CodeOutcomeUnknown},
-		{okAcquire, cluster.ErrTooManyWaiters, 429, wire.CodeTooManyWaiters},
+		{okAcquire, coord.ErrTooManyWaiters, 429, wire.CodeTooManyWaiters},
 		{okRenew, fsm.ErrLeaseLost, 410, wire.CodeLeaseLost},
 		{okRelease, fsm.ErrLeaseLost, 410, wire.CodeLeaseLost},
 		{okRelease, cluster.ErrNotLeader, 503, wire.CodeNoLeader},
@@ -264,7 +265,7 @@ func TestClusterErrorsMapToCodes(t *testing.T) {
 	}
 	for _, tc := range cases {
 		f := &fakeCluster{leader: true, err: tc.err}
-		status, e, h := do(t, NewServer(f, nil).Handler(), tc.call)
+		status, e, h := do(t, NewServer(f, f, nil).Handler(), tc.call)
 		if status != tc.status || e.Code != tc.code {
 			t.Fatalf("%s %s with %v: got %d %q, want %d %q", tc.call.method, tc.call.path, tc.err, status, e.Code, tc.status, tc.code)
 		}
@@ -284,7 +285,7 @@ func TestClusterErrorsMapToCodes(t *testing.T) {
 
 func TestNotFoundAndNoLeader(t *testing.T) {
 	f := &fakeCluster{leader: true}
-	h := NewServer(f, nil).Handler()
+	h := NewServer(f, f, nil).Handler()
 	if status, e, _ := do(t, h, call{"GET", "/v1/kv/k", "", nil}); status != 404 || e.Code != wire.CodeNotFound {
 		t.Fatalf("absent key: %d %q", status, e.Code)
 	}
@@ -293,7 +294,7 @@ func TestNotFoundAndNoLeader(t *testing.T) {
 	}
 	// A follower that knows no leader answers 503 no_leader with Retry-After.
 	f = &fakeCluster{leader: false}
-	h = NewServer(f, nil).Handler()
+	h = NewServer(f, f, nil).Handler()
 	status, e, hdr := do(t, h, call{"POST", "/v1/locks/a/acquire", `{"holder":"w"}`, nil})
 	if status != 503 || e.Code != wire.CodeNoLeader || hdr.Get("Retry-After") == "" || len(f.calls) != 0 {
 		t.Fatalf("no leader: %d %q calls %v", status, e.Code, f.calls)
@@ -310,14 +311,14 @@ func TestNotFoundAndNoLeader(t *testing.T) {
 // TestListLocksStreams: the streamed listing is the JSON of a LockList,
 // byte for byte, for no locks, one, and many.
 func TestListLocksStreams(t *testing.T) {
-	many := make([]cluster.LockStatus, 1000)
+	many := make([]coord.LockStatus, 1000)
 	for i := range many {
-		many[i] = cluster.LockStatus{Lock: fsm.Lock{Name: fmt.Sprintf("l%04d", i), Holder: "w", Token: uint64(i + 1), TTLMillis: 1000}, Held: i%3 != 0, Known: i%2 == 0, Remaining: time.Duration(i) * time.Millisecond}
+		many[i] = coord.LockStatus{Lock: fsm.Lock{Name: fmt.Sprintf("l%04d", i), Holder: "w", Token: uint64(i + 1), TTLMillis: 1000}, Held: i%3 != 0, Known: i%2 == 0, Remaining: time.Duration(i) * time.Millisecond}
 	}
-	for _, locks := range [][]cluster.LockStatus{nil, many[:1], many} {
+	for _, locks := range [][]coord.LockStatus{nil, many[:1], many} {
 		f := &fakeCluster{leader: true, locks: locks}
 		rec := httptest.NewRecorder()
-		NewServer(f, nil).Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/v1/locks", nil))
+		NewServer(f, f, nil).Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/v1/locks", nil))
 		if rec.Code != http.StatusOK || rec.Header().Get("Content-Type") != "application/json" {
 			t.Fatalf("status %d, content type %q", rec.Code, rec.Header().Get("Content-Type"))
 		}
@@ -335,8 +336,11 @@ func TestListLocksStreams(t *testing.T) {
 // RestorePath, which the server's body cap exempts, is the restore route.
 func TestRestorePathIsTheRestoreRoute(t *testing.T) {
 	f := &fakeCluster{leader: true}
-	do(t, NewServer(f, nil).Handler(), call{"POST", RestorePath, "", nil})
+	do(t, NewServer(f, f, nil).Handler(), call{"POST", RestorePath, "", nil})
 	if len(f.calls) != 1 || f.calls[0] != "restore" {
 		t.Fatalf("POST %s reached %v", RestorePath, f.calls)
 	}
 }
+
+// newFakeServer is the API over f as both the node and its coordination layer.
+func newFakeServer(f *fakeCluster) *Server { return NewServer(f, f, nil) }

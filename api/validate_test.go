@@ -38,7 +38,7 @@ func TestHolderCharacters(t *testing.T) {
 	for name, holder := range refused {
 		t.Run(name, func(t *testing.T) {
 			f := &fakeCluster{leader: true}
-			status, e, _ := do(t, NewServer(f, nil).Handler(), call{"POST", "/v1/locks/a/acquire", `{"holder":"` + holder + `"}`, nil})
+			status, e, _ := do(t, NewServer(f, f, nil).Handler(), call{"POST", "/v1/locks/a/acquire", `{"holder":"` + holder + `"}`, nil})
 			if status != http.StatusBadRequest || e.Code != wire.CodeInvalidHolder || len(f.calls) != 0 {
 				t.Fatalf("holder %q: %d %q (%s), calls %v; want 400 invalid_holder", holder, status, e.Code, e.Message, f.calls)
 			}
@@ -55,7 +55,7 @@ func TestHolderCharacters(t *testing.T) {
 		rec := httptest.NewRecorder()
 		req := httptest.NewRequest("POST", "/v1/locks/a/acquire", strings.NewReader(`{"holder":`+body+`}`))
 		req.Header.Set("Content-Type", "application/json")
-		NewServer(f, nil).Handler().ServeHTTP(rec, req)
+		NewServer(f, f, nil).Handler().ServeHTTP(rec, req)
 		var g wire.Grant
 		if rec.Code != http.StatusOK || json.Unmarshal(rec.Body.Bytes(), &g) != nil || g.Holder != want {
 			t.Fatalf("holder %s: %d %s, want holder %q", body, rec.Code, rec.Body, want)
@@ -63,7 +63,7 @@ func TestHolderCharacters(t *testing.T) {
 	}
 	// request_id follows the same rule, with its own code.
 	f := &fakeCluster{leader: true}
-	status, e, _ := do(t, NewServer(f, nil).Handler(), call{"POST", "/v1/locks/a/acquire", `{"holder":"w","request_id":"r` + "\xff" + `"}`, nil})
+	status, e, _ := do(t, NewServer(f, f, nil).Handler(), call{"POST", "/v1/locks/a/acquire", `{"holder":"w","request_id":"r` + "\xff" + `"}`, nil})
 	if status != http.StatusBadRequest || e.Code != wire.CodeInvalidRequestID {
 		t.Fatalf("request_id with invalid UTF-8: %d %q", status, e.Code)
 	}
@@ -88,14 +88,14 @@ func TestJSONFieldNamesExactAndOnce(t *testing.T) {
 		{"POST", "/v1/cluster/members", `{"id":"n\udfff4","raft_addr":"127.0.0.1:8004","http_addr":"127.0.0.1:7004"}`, nil},
 	} {
 		f := &fakeCluster{leader: true}
-		status, e, _ := do(t, NewServer(f, nil).Handler(), c)
+		status, e, _ := do(t, NewServer(f, f, nil).Handler(), c)
 		if status != http.StatusBadRequest || e.Code != wire.CodeInvalidJSON || len(f.calls) != 0 {
 			t.Errorf("%s %s: %d %q (%s), calls %v; want 400 invalid_json", c.path, c.body, status, e.Code, e.Message, f.calls)
 		}
 	}
 	// Deep nesting is refused without walking it.
 	deep := `{"holder":"w","x":` + strings.Repeat("[", 100000) + strings.Repeat("]", 100000) + `}`
-	if status, e, _ := do(t, NewServer(&fakeCluster{leader: true}, nil).Handler(), call{"POST", "/v1/locks/a/acquire", deep, nil}); status != 400 || e.Code != wire.CodeInvalidJSON {
+	if status, e, _ := do(t, newFakeServer(&fakeCluster{leader: true}).Handler(), call{"POST", "/v1/locks/a/acquire", deep, nil}); status != 400 || e.Code != wire.CodeInvalidJSON {
 		t.Fatalf("deep nesting: %d %q", status, e.Code)
 	}
 }
@@ -116,13 +116,13 @@ func TestDotNamesRefused(t *testing.T) {
 		{call{"PUT", "/v1/kv/k", "v", map[string]string{"Fencing-Token": "5", "Fencing-Lock": ".."}}, wire.CodeInvalidName},
 	} {
 		f := &fakeCluster{leader: true}
-		status, e, _ := do(t, NewServer(f, nil).Handler(), c.call)
+		status, e, _ := do(t, NewServer(f, f, nil).Handler(), c.call)
 		if status != http.StatusBadRequest || e.Code != c.code || len(f.calls) != 0 {
 			t.Errorf("%s %s: %d %q, calls %v; want 400 %s", c.call.method, c.call.path, status, e.Code, f.calls, c.code)
 		}
 	}
 	f := &fakeCluster{leader: true}
-	if status, _, _ := do(t, NewServer(f, nil).Handler(), call{"POST", "/v1/locks/.../acquire", `{"holder":"w"}`, nil}); status != 200 {
+	if status, _, _ := do(t, NewServer(f, f, nil).Handler(), call{"POST", "/v1/locks/.../acquire", `{"holder":"w"}`, nil}); status != 200 {
 		t.Fatalf(`"..." refused: %d`, status)
 	}
 }
@@ -157,7 +157,7 @@ func TestMemberAddresses(t *testing.T) {
 	} {
 		for _, path := range []string{"/v1/cluster/members", "/v1/cluster/join"} {
 			f := &fakeCluster{leader: true}
-			status, e, _ := do(t, NewServer(f, nil).Handler(), call{"POST", path, body(a.raft, a.http), nil})
+			status, e, _ := do(t, NewServer(f, f, nil).Handler(), call{"POST", path, body(a.raft, a.http), nil})
 			if a.ok && status != 200 || !a.ok && (status != 400 || e.Code != wire.CodeInvalidMember || len(f.calls) != 0) {
 				t.Errorf("%s raft_addr %q http_addr %q: %d %q (%s), want ok=%v", path, a.raft, a.http, status, e.Code, e.Message, a.ok)
 			}
@@ -169,13 +169,13 @@ func TestMemberAddresses(t *testing.T) {
 func TestProbesAnswerHEAD(t *testing.T) {
 	for _, path := range []string{"/healthz", "/readyz"} {
 		rec := httptest.NewRecorder()
-		NewServer(&fakeCluster{leader: true}, nil).Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodHead, path, nil))
+		newFakeServer(&fakeCluster{leader: true}).Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodHead, path, nil))
 		if rec.Code != http.StatusOK {
 			t.Errorf("HEAD %s: %d", path, rec.Code)
 		}
 	}
 	rec := httptest.NewRecorder()
-	NewServer(&fakeCluster{leader: false}, nil).Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodHead, "/readyz", nil))
+	newFakeServer(&fakeCluster{leader: false}).Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodHead, "/readyz", nil))
 	if rec.Code != http.StatusServiceUnavailable {
 		t.Errorf("HEAD /readyz without a leader: %d", rec.Code)
 	}

@@ -84,8 +84,9 @@ func (n *Node) Restore(ctx context.Context, r io.Reader, opts RestoreOptions) (f
 	if err := n.raft.Restore(meta, &buf, 2*time.Minute); err != nil {
 		return fsm.Header{}, translate(err)
 	}
-	n.leases.PromoteFrom(n.fsm)
-	n.locks.failAll(fmt.Errorf("%w: the cluster was restored from a backup", ErrNoLeader))
+	// Leader-only work (lease timers, waiters) starts over from the new
+	// state.
+	n.restartView()
 	n.log.Info("restored from backup", "backup_index", backup.Header.AppliedIndex, "backup_epoch", backup.Header.Epoch,
 		"backup_last_token", backup.Header.LastToken, "epoch", img.Header.Epoch, "keys", len(img.Keys),
 		"dropped_locks", len(backup.Locks), "took", time.Since(start))

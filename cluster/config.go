@@ -114,15 +114,6 @@ type Config struct {
 	// gives up (default 2 min).
 	JoinTimeout time.Duration
 
-	// Limits, checked by the leader before it proposes (concurrent acquires
-	// may overshoot by the number in flight). Defaults: 1,000,000 held
-	// locks, 100,000 per holder name, 100,000 waiters, 1,024 per lock.
-	MaxLocks          int
-	MaxLocksPerHolder int
-	MaxWaiters        int
-	MaxWaitersPerLock int
-
-	Clock  Clock
 	Logger *slog.Logger
 	// RaftLogLevel is hashicorp/raft's own log level (default "warn").
 	RaftLogLevel string
@@ -175,21 +166,6 @@ func (c *Config) Validate() error {
 	}
 	if c.TrailingLogs == 0 {
 		c.TrailingLogs = 10240
-	}
-	if c.MaxWaitersPerLock == 0 {
-		c.MaxWaitersPerLock = 1024
-	}
-	if c.MaxWaiters == 0 {
-		c.MaxWaiters = 100_000
-	}
-	if c.MaxLocks == 0 {
-		c.MaxLocks = 1_000_000
-	}
-	if c.MaxLocksPerHolder == 0 {
-		c.MaxLocksPerHolder = 100_000
-	}
-	if c.Clock == nil {
-		c.Clock = RealClock
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)

@@ -30,7 +30,7 @@ func loadIdentity(dir, id string) (identity, error) {
 	path := filepath.Join(dir, identityFile)
 	data, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		ident := identity{NodeID: id, Incarnation: newSecret()[:16]}
+		ident := identity{NodeID: id, Incarnation: newID()}
 		return ident, saveIdentity(dir, ident)
 	}
 	if err != nil {

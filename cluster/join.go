@@ -144,7 +144,7 @@ func (n *Node) carryOut(p joinPlan, req wire.JoinRequest) error {
 		if err := n.raft.RemoveServer(raft.ServerID(req.ID), 0, timeout).Error(); err != nil {
 			return translate(err)
 		}
-		if _, err := n.apply(&fsm.RemoveMember{ID: req.ID}); err != nil {
+		if _, err := n.Apply(&fsm.RemoveMember{ID: req.ID}); err != nil {
 			return err
 		}
 	}
@@ -167,7 +167,7 @@ func (n *Node) carryOut(p joinPlan, req wire.JoinRequest) error {
 		}
 	}
 	if p.record != nil {
-		_, err := n.apply(&fsm.SetMember{Member: *p.record})
+		_, err := n.Apply(&fsm.SetMember{Member: *p.record})
 		return err
 	}
 	return nil

@@ -233,7 +233,7 @@ func (n *Node) RemoveMember(ctx context.Context, id string) error {
 			return translate(err)
 		}
 	}
-	_, err := n.apply(&fsm.RemoveMember{ID: id})
+	_, err := n.Apply(&fsm.RemoveMember{ID: id})
 	n.log.Info("member removed", "id", id)
 	return err
 }

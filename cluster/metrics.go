@@ -9,16 +9,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 )
 
-// metrics are one node's Prometheus metrics. Each node has its own registry
+// metrics are one node's Raft metrics. Each node has its own registry
 // so that several nodes in one process (tests, fencer dev) do not collide.
 // Counters are bumped where the events happen; gauges are read at scrape
 // time, so the hot path pays nothing for them.
 type metrics struct {
 	reg           *prometheus.Registry
-	grants        prometheus.Counter
-	renewals      prometheus.Counter
-	releases      prometheus.Counter
-	expirations   prometheus.Counter
 	leaderChanges prometheus.Counter
 	snapshot      prometheus.Histogram
 }
@@ -29,17 +25,13 @@ func newMetrics(n *Node) *metrics {
 	}
 	m := &metrics{
 		reg:           prometheus.NewRegistry(),
-		grants:        counter("grants_total", "Lock grants committed by this node as leader (acquires and handoffs)."),
-		renewals:      counter("renewals_total", "Lease renewals accepted by this node as leader."),
-		releases:      counter("releases_total", "Releases committed by this node as leader."),
-		expirations:   counter("expirations_total", "Leases expired by this node as leader."),
 		leaderChanges: counter("leader_changes_total", "Leadership changes seen by this node (gained or lost)."),
 		snapshot: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Namespace: "fencer", Name: "snapshot_persist_seconds", Help: "Time to write an FSM snapshot.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 4, 10),
 		}),
 	}
-	m.reg.MustRegister(m.grants, m.renewals, m.releases, m.expirations, m.leaderChanges, m.snapshot,
+	m.reg.MustRegister(m.leaderChanges, m.snapshot,
 		&nodeCollector{n: n},
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
@@ -47,8 +39,9 @@ func newMetrics(n *Node) *metrics {
 	return m
 }
 
-// Registry returns the node's metrics registry; the HTTP layer registers its
-// own metrics there and serves it on /metrics.
+// Registry returns the node's metrics registry; the coordination layer and
+// the HTTP layer register their own metrics there, and the HTTP layer serves
+// it on /metrics.
 func (n *Node) Registry() *prometheus.Registry { return n.metrics.reg }
 
 // nodeCollector reads the node's state at scrape time.
@@ -63,17 +56,12 @@ var (
 	descLastContact = prometheus.NewDesc("fencer_raft_last_contact_seconds", "Time since this node last heard from the leader (0 on the leader). Scrape every member for the per-follower view.", nil, nil)
 	descSnapIndex   = prometheus.NewDesc("fencer_raft_last_snapshot_index", "Index of the latest snapshot.", nil, nil)
 	descMembers     = prometheus.NewDesc("fencer_cluster_members", "Members in the Raft configuration.", []string{"suffrage"}, nil)
-	descLocks       = prometheus.NewDesc("fencer_locks_held", "Locks currently held.", nil, nil)
-	descWaiters     = prometheus.NewDesc("fencer_waiters", "Callers queued for locks on this node (leader only).", nil, nil)
-	descLeases      = prometheus.NewDesc("fencer_leases_tracked", "Lease deadlines tracked (leader only).", nil, nil)
-	descToken       = prometheus.NewDesc("fencer_highest_token", "Highest fencing token ever granted.", nil, nil)
 	descEpoch       = prometheus.NewDesc("fencer_token_epoch", "Current token epoch (bumped by restores and recoveries).", nil, nil)
-	descKeys        = prometheus.NewDesc("fencer_fenced_keys", "Keys in the fenced key-value store.", nil, nil)
 )
 
 func (c *nodeCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descState, descTerm, descCommit, descApplied, descLastIndex, descLastContact,
-		descSnapIndex, descMembers, descLocks, descWaiters, descLeases, descToken, descEpoch, descKeys} {
+		descSnapIndex, descMembers, descEpoch} {
 		ch <- d
 	}
 }
@@ -114,13 +102,7 @@ func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(descMembers, float64(voters), "voter")
 		gauge(descMembers, float64(nonvoters), "nonvoter")
 	}
-	counts := n.fsm.Counts() // not Image: a scrape must not copy the state
-	gauge(descLocks, float64(counts.Locks))
-	gauge(descKeys, float64(counts.Keys))
-	gauge(descToken, float64(counts.LastToken))
-	gauge(descEpoch, float64(counts.Epoch))
-	gauge(descWaiters, float64(n.locks.waiting()))
-	gauge(descLeases, float64(n.leases.Len()))
+	gauge(descEpoch, float64(n.fsm.Epoch()))
 }
 
 // lastContact parses raft's "last_contact" stat: "never", "0", or a duration.

@@ -1,12 +1,13 @@
-// Package cluster owns a fencer node's Raft instance: its stores, transport,
-// bootstrap and joins, leadership changes, and the leader-only lease timers.
-// It exposes a small API that the HTTP layer consumes and translates raft's
-// errors into its own.
+// Package cluster is a fencer node's Raft member and nothing else: its stores,
+// transport and startup, membership (bootstrap, join, removal), the data
+// dir's identity, the entry-format gate, backup, restore and recovery, and
+// Raft metrics. It knows nothing of locks: the coordination layer (coord)
+// reaches it through Apply, VerifyLeader, Barrier and Leadership, and its
+// errors are Raft's translated into this package's.
 package cluster
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -32,14 +33,8 @@ type Node struct {
 	snaps   raft.SnapshotStore
 	trans   *raft.NetworkTransport
 
-	leases  *Leases
-	locks   *lockTable
 	metrics *metrics
-
-	leaderMu    sync.Mutex
-	leaderGen   uint64        // bumped on every leadership change
-	leaderReady chan struct{} // closed once this leader may serve locks
-	isReady     bool
+	lead    leadership
 
 	ident    identity
 	configMu sync.Mutex // one configuration change at a time
@@ -63,20 +58,18 @@ func Open(cfg Config, state *fsm.FSM) (*Node, error) {
 		return nil, err
 	}
 	n := &Node{
-		cfg:         cfg,
-		log:         cfg.Logger.With("node", cfg.ID),
-		raftLog:     newRaftLogger(cfg),
-		fsm:         state,
-		leaderReady: make(chan struct{}),
-		stop:        make(chan struct{}),
-		fatal:       make(chan error, 1),
+		cfg:     cfg,
+		log:     cfg.Logger.With("node", cfg.ID),
+		raftLog: newRaftLogger(cfg),
+		fsm:     state,
+		stop:    make(chan struct{}),
+		fatal:   make(chan error, 1),
 		// Node-to-node calls are rare (joins, probes, removals): a fresh
 		// connection each, so none outlives a peer that restarted.
 		peerHTTP: &http.Client{Transport: &http.Transport{TLSClientConfig: cfg.PeerTLSClient, DisableKeepAlives: true}},
 	}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
-	n.leases = NewLeases(cfg.Clock, n.expire)
-	n.locks = newLockTable()
+	n.lead.init()
 	n.metrics = newMetrics(n)
 	if err := n.start(); err != nil {
 		n.shutdown()
@@ -96,12 +89,6 @@ func (n *Node) RaftAddr() string { return string(n.trans.LocalAddr()) }
 // HTTPAddr returns the node's advertised HTTP address.
 func (n *Node) HTTPAddr() string { return n.cfg.HTTPAddr }
 
-// FSM returns the node's state machine (read-only use).
-func (n *Node) FSM() *fsm.FSM { return n.fsm }
-
-// Raft returns the underlying raft instance, for tests and tools.
-func (n *Node) Raft() *raft.Raft { return n.raft }
-
 // Close shuts the node down: leadership work stops, raft shuts down, and
 // the stores are closed. It does not leave the cluster.
 func (n *Node) Close() error { return n.shutdown() }
@@ -117,9 +104,8 @@ func (n *Node) shutdown() error {
 		if n.raft != nil {
 			err = n.raft.Shutdown().Error()
 		}
-		n.leases.Demote()
-		n.locks.failAll(ErrNoLeader)
 		n.wg.Wait()
+		n.setLeadership(false) // a stopped node leads nothing
 		if n.trans != nil {
 			n.trans.Close()
 		}
@@ -128,106 +114,6 @@ func (n *Node) shutdown() error {
 		}
 	})
 	return err
-}
-
-// watchLeadership follows raft's leadership notifications. On gaining
-// leadership it runs a Barrier, so that the FSM holds every entry committed by
-// earlier leaders, then restarts every lease at its full TTL, and only then
-// opens the node for lock requests. On losing it, every timer and waiter is
-// dropped.
-func (n *Node) watchLeadership(notify <-chan bool) {
-	defer n.wg.Done()
-	for {
-		select {
-		case <-n.stop:
-			return
-		case leader := <-notify:
-			n.metrics.leaderChanges.Inc()
-			n.leaderMu.Lock()
-			n.leaderGen++
-			gen := n.leaderGen
-			if n.isReady {
-				n.isReady = false
-				n.leaderReady = make(chan struct{})
-			}
-			n.leaderMu.Unlock()
-			if leader {
-				n.log.Info("became leader; barrier before serving", "term", n.raft.CurrentTerm())
-				n.wg.Add(1)
-				go n.promote(gen)
-			} else {
-				n.log.Info("lost leadership")
-				n.leases.Demote()
-				n.locks.failAll(ErrNotLeader)
-			}
-		}
-	}
-}
-
-func (n *Node) promote(gen uint64) {
-	defer n.wg.Done()
-	for {
-		err := n.raft.Barrier(n.cfg.ApplyTimeout).Error()
-		if err == nil {
-			break
-		}
-		n.log.Warn("barrier failed", "err", err)
-		if n.raft.State() != raft.Leader {
-			return
-		}
-		select {
-		case <-n.stop:
-			return
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-	if n.fsm.ClusterID() == "" {
-		if _, err := n.apply(&fsm.SetClusterID{ID: newSecret()[:16]}); err != nil {
-			n.log.Warn("naming the cluster failed", "err", err)
-			return
-		}
-	}
-	n.leaderMu.Lock()
-	defer n.leaderMu.Unlock()
-	if gen != n.leaderGen || n.raft.State() != raft.Leader {
-		return
-	}
-	held := n.leases.PromoteFrom(n.fsm)
-	n.isReady = true
-	close(n.leaderReady)
-	n.log.Info("leader ready", "held_locks", held, "applied_index", n.fsm.AppliedIndex())
-}
-
-// awaitLeader returns nil once this node is a leader ready to serve locks,
-// ErrNotLeader if it is a follower, or the context's error.
-func (n *Node) awaitLeader(ctx context.Context) error {
-	for {
-		if n.raft.State() != raft.Leader {
-			return ErrNotLeader
-		}
-		n.leaderMu.Lock()
-		ready, ch := n.isReady, n.leaderReady
-		n.leaderMu.Unlock()
-		if ready {
-			return nil
-		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return fmt.Errorf("%w: leader not ready yet", ErrNoLeader)
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-}
-
-// IsLeader reports whether this node is the leader and ready to serve.
-func (n *Node) IsLeader() bool {
-	if n.raft.State() != raft.Leader {
-		return false
-	}
-	n.leaderMu.Lock()
-	defer n.leaderMu.Unlock()
-	return n.isReady
 }
 
 // Leader returns the current leader's id and HTTP address, if known.
@@ -242,9 +128,10 @@ func (n *Node) Leader() (id, httpAddr string) {
 	return string(sid), n.initialHTTPAddr(string(sid), string(addr))
 }
 
-// apply proposes one command and returns the FSM's result. A refusal by the
-// FSM comes back as the error.
-func (n *Node) apply(cmd fsm.Command) (any, error) {
+// Apply proposes one command, in the entry format every member reads, and
+// returns the FSM's result. A refusal by the FSM comes back as the error;
+// Raft's errors come back as this package's.
+func (n *Node) Apply(cmd fsm.Command) (any, error) {
 	data, err := fsm.EncodeFormat(cmd, n.entryFormat())
 	if err != nil {
 		return nil, err
@@ -259,20 +146,12 @@ func (n *Node) apply(cmd fsm.Command) (any, error) {
 	return f.Response(), nil
 }
 
-// linearizable makes the local FSM safe to read linearizably. A ready leader
-// has applied everything committed before its term (the Barrier in promote),
-// and every write it acknowledged was applied before the acknowledgement; a
-// quorum round (VerifyLeader) then proves no newer leader can have
-// acknowledged anything. Entries committed but not yet acknowledged are
-// concurrent with the read, so either answer is linearizable. (Waiting for
-// the commit index instead would hang: no-op and barrier entries count in it
-// but never reach the FSM.)
-func (n *Node) linearizable(ctx context.Context) error {
-	if err := n.awaitLeader(ctx); err != nil {
-		return err
-	}
-	return translate(n.raft.VerifyLeader().Error())
-}
+// VerifyLeader confirms with a quorum round that this node still leads.
+func (n *Node) VerifyLeader() error { return translate(n.raft.VerifyLeader().Error()) }
+
+// Barrier returns once the FSM has applied every entry committed before the
+// call.
+func (n *Node) Barrier() error { return translate(n.raft.Barrier(n.cfg.ApplyTimeout).Error()) }
 
 // Ready reports whether a leader is known and this node has applied up to
 // its commit index.

@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -89,29 +91,55 @@ func Recover(o RecoverOptions) (fsm.Header, error) {
 	if err := raft.RecoverCluster(rc, f, store, store, snaps, trans, conf); err != nil {
 		return fsm.Header{}, fmt.Errorf("recover: %w", err)
 	}
-	h := f.Image().Header
+	h := f.written
 	o.Logger.Info("recovered data dir with a new membership", "node", o.ID, "members", len(o.Members), "epoch", h.Epoch, "last_token", h.LastToken, "applied_index", h.AppliedIndex)
 	return h, nil
 }
 
 // recoveryFSM replays the survivor's log like the real FSM; when raft takes
-// the recovery snapshot, it first bumps the epoch and replaces the member
-// addresses with the new membership. This is the one place where state
-// changes outside the log, on purpose: the log that would carry the change
-// has no quorum to commit it.
+// the recovery snapshot, it writes the replayed state with the epoch bumped,
+// the member addresses replaced by the new membership, and every held lock
+// and remembered request voided: the lost members may have expired and
+// re-granted those locks, so a grant from before a forced recovery is not
+// trusted after it. This is the one place where state changes outside the
+// log, on purpose: the log that would carry the change has no quorum to
+// commit it.
 type recoveryFSM struct {
 	*fsm.FSM
 	bump    uint64
 	members []Peer
+	written fsm.Header // of the snapshot written
 }
 
 func (r *recoveryFSM) Snapshot() (raft.FSMSnapshot, error) {
-	var ms []fsm.Member
-	for _, p := range r.members {
-		m, _ := r.FSM.Member(p.ID)
-		m.ID, m.RaftAddr, m.HTTPAddr = p.ID, p.RaftAddr, p.HTTPAddr
-		ms = append(ms, m)
+	img := r.FSM.Image()
+	known := map[string]fsm.Member{}
+	for _, m := range img.Members {
+		known[m.ID] = m
 	}
-	r.FSM.ForceRecovery(r.bump, ms)
-	return r.FSM.Snapshot()
+	img.Members = nil
+	for _, p := range r.members {
+		m := known[p.ID]
+		m.ID, m.RaftAddr, m.HTTPAddr = p.ID, p.RaftAddr, p.HTTPAddr
+		img.Members = append(img.Members, m)
+	}
+	slices.SortFunc(img.Members, func(a, b fsm.Member) int { return strings.Compare(a.ID, b.ID) })
+	img.Locks, img.Requests = nil, nil
+	img.Header.Epoch += r.bump
+	img.Header.Locks, img.Header.Members, img.Header.Requests = 0, len(img.Members), 0
+	r.written = img.Header
+	return imageSnapshot{img}, nil
 }
+
+// imageSnapshot persists an image in fencer's snapshot format.
+type imageSnapshot struct{ img *fsm.Image }
+
+func (s imageSnapshot) Persist(sink raft.SnapshotSink) error {
+	if _, err := s.img.WriteTo(sink); err != nil {
+		sink.Cancel()
+		return fmt.Errorf("persist snapshot: %w", err)
+	}
+	return sink.Close()
+}
+
+func (imageSnapshot) Release() {}

@@ -1,6 +1,8 @@
 package test
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -9,6 +11,7 @@ import (
 	"time"
 
 	"github.com/fencer-io/fencer/api/wire"
+	"github.com/fencer-io/fencer/fsm"
 	tc "github.com/fencer-io/fencer/test/testcluster"
 )
 
@@ -71,6 +74,38 @@ func mustJSON(t *testing.T, s string, v any) {
 }
 
 func tok(v uint64) string { return strconv.FormatUint(v, 10) }
+
+// lastToken is the highest token a node's state machine has applied.
+func lastToken(n *tc.Node) uint64 {
+	st, _ := n.Inst.Node.Status()
+	return st.LastToken
+}
+
+// memberRecord is the replicated record of member id (its addresses,
+// incarnation and log format), read from a backup the leader takes.
+func memberRecord(t *testing.T, leader *tc.Node, id string) fsm.Member {
+	t.Helper()
+	var buf bytes.Buffer
+	if _, err := leader.Inst.Node.Backup(context.Background(), &buf); err != nil {
+		t.Fatalf("backup: %v", err)
+	}
+	img, err := fsm.ReadImage(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range img.Members {
+		if m.ID == id {
+			return m
+		}
+	}
+	return fsm.Member{}
+}
+
+// epoch is the token epoch of a node's state machine.
+func epoch(n *tc.Node) uint64 {
+	st, _ := n.Inst.Node.Status()
+	return st.Epoch
+}
 
 // The seed article's scenario, through HTTP: a holder stalls, its lease
 // expires, a new holder writes, and the old holder's late write is refused;

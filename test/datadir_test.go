@@ -53,12 +53,12 @@ func TestDataDirIsPrivate(t *testing.T) {
 	c := tc.New(t, 1, tc.Options{Configure: func(cfg *cluster.Config) {
 		cfg.DataDir = dir
 		cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+		// Snapshot after every few entries, soon.
+		cfg.SnapshotThreshold, cfg.SnapshotInterval = 1, 50*time.Millisecond
 	}})
 	n := c.WaitLeader(10 * time.Second)
 	mustAcquire(t, n, "secret-holder", "w")
-	if err := n.Inst.Node.Raft().Snapshot().Error(); err != nil {
-		t.Fatalf("snapshot: %v", err)
-	}
+	tc.Poll(t, 10*time.Second, "a snapshot", func() bool { return lastSnapshotIndex(t, n) > 0 })
 	if !strings.Contains(logs.String(), "made the data dir private") || !strings.Contains(logs.String(), "was=0755") {
 		t.Errorf("the log does not say the data dir's mode was changed:\n%s", logs.String())
 	}
@@ -69,10 +69,9 @@ func TestDataDirIsPrivate(t *testing.T) {
 	c.Stop(n)
 	c.Restart(n)
 	leader := c.WaitLeader(10 * time.Second)
+	before := lastSnapshotIndex(t, leader)
 	mustAcquire(t, leader, "after-restart", "w")
-	if err := leader.Inst.Node.Raft().Snapshot().Error(); err != nil {
-		t.Fatalf("snapshot after restart: %v", err)
-	}
+	tc.Poll(t, 10*time.Second, "a snapshot after restart", func() bool { return lastSnapshotIndex(t, leader) > before })
 	checkPrivate(t, dir)
 }
 

@@ -121,7 +121,7 @@ func TestReadmeExecMigration(t *testing.T) {
 	if err := db.QueryRow(ctx, `SELECT to_regclass('widgets') IS NOT NULL`).Scan(&exists); err != nil || !exists {
 		t.Fatalf("migration did not run: %v", err)
 	}
-	st, _ := c.WaitLeader(10*time.Second).Inst.Node.Lock(ctx, "db-migrate", false)
+	st, _ := c.WaitLeader(10*time.Second).Inst.Coord.Lock(ctx, "db-migrate", false)
 	if st.Held {
 		t.Fatal("lock still held after the command exited")
 	}

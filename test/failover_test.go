@@ -1,6 +1,7 @@
 package test
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"sync"
@@ -46,7 +47,7 @@ func TestTokensIncreaseAcrossLocksAndFailover(t *testing.T) {
 
 	c.Restart(leader)
 	tc.Poll(t, 15*time.Second, "old leader caught up", func() bool {
-		return leader.Inst.Node.FSM().LastToken() == last
+		return lastToken(leader) == last
 	})
 	// Through the old leader (now a follower that forwards) tokens keep rising.
 	for i := range 3 {
@@ -118,8 +119,8 @@ func TestFollowerForwards(t *testing.T) {
 	}
 	// A stale read is answered locally.
 	tc.Poll(t, 5*time.Second, "follower applied release", func() bool {
-		_, held := follower.Inst.Node.FSM().Lock("fwd")
-		return !held
+		st, _ := follower.Inst.Coord.Lock(context.Background(), "fwd", true)
+		return !st.Held
 	})
 	status, body, _ = tc.Do(t, http.MethodGet, follower.URL()+"/v1/locks/fwd?stale=true", "")
 	var st wire.LockStatus
@@ -151,7 +152,7 @@ func TestWaitersServedInFIFOOrder(t *testing.T) {
 			grants <- g
 		}()
 		// Enqueue in a known order: wait until this waiter is queued.
-		tc.Poll(t, 10*time.Second, holder+" queued", func() bool { return leader.Inst.Node.Waiters("q") == i })
+		tc.Poll(t, 10*time.Second, holder+" queued", func() bool { return leader.Inst.Coord.Waiters("q") == i })
 	}
 	prev := first
 	if release(t, leader, prev) != http.StatusOK {

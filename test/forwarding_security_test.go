@@ -1,6 +1,7 @@
 package test
 
 import (
+	"context"
 	"log/slog"
 	"net/http"
 	"os"
@@ -152,7 +153,7 @@ func TestForwardingKeepsTheClientsIdentity(t *testing.T) {
 	if l := sc.Leader(); l == nil || l.ID != leader.ID {
 		t.Fatal("leadership moved: a refused transfer was carried out")
 	}
-	if _, ok := leader.Inst.Node.FSM().Lock("jobs.x"); ok {
+	if st, _ := leader.Inst.Coord.Lock(context.Background(), "jobs.x", true); st.Held {
 		t.Fatal("a refused acquire was applied")
 	}
 	// A known operator through the follower, Authorization named hop-by-hop:

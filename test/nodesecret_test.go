@@ -1,6 +1,7 @@
 package test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -68,7 +69,7 @@ func TestACLWithoutTLSMembersUseTheClusterSecret(t *testing.T) {
 		return code == 200 && json.Unmarshal([]byte(body), &st) == nil && st.LogFormat == fsm.LogFormatBinary
 	})
 	for _, n := range c.Nodes {
-		if m, _ := leader.Inst.Node.FSM().Member(n.ID); m.Incarnation == "" || m.LogFormat != fsm.LogFormat {
+		if m := memberRecord(t, leader, n.ID); m.Incarnation == "" || m.LogFormat != fsm.LogFormat {
 			t.Fatalf("member %s recorded as %+v", n.ID, m)
 		}
 	}
@@ -101,8 +102,8 @@ func TestACLWithoutTLSMembersUseTheClusterSecret(t *testing.T) {
 		victim = c.Nodes[1]
 	}
 	tc.Poll(t, 10*time.Second, "the grant reached "+victim.ID, func() bool {
-		_, ok := victim.Inst.Node.FSM().Lock("binary-lock")
-		return ok
+		st, _ := victim.Inst.Coord.Lock(context.Background(), "binary-lock", true)
+		return st.Held
 	})
 	c.Stop(victim)
 	c.Forget(victim)

@@ -182,7 +182,7 @@ func TestWipedVoterIsRefusedThenReplaced(t *testing.T) {
 	back := c.Add(victim.ID, func(cfg *cluster.Config) { cfg.Replace = true })
 	c.WaitMembers(3, 30*time.Second)
 	tc.Poll(t, 20*time.Second, "replaced member caught up", func() bool {
-		return back.Inst.Node.FSM().LastToken() >= last
+		return lastToken(back) >= last
 	})
 	g := mustAcquire(t, c.WaitLeader(10*time.Second), "after", "w")
 	if g.Token <= last {
@@ -201,7 +201,7 @@ func TestOperatorAddKeepsTheIncarnation(t *testing.T) {
 	if victim == leader {
 		victim = c.Nodes[1]
 	}
-	before, _ := leader.Inst.Node.FSM().Member(victim.ID)
+	before := memberRecord(t, leader, victim.ID)
 	if before.Incarnation == "" {
 		t.Fatalf("%s registered without an incarnation: %+v", victim.ID, before)
 	}
@@ -215,10 +215,9 @@ func TestOperatorAddKeepsTheIncarnation(t *testing.T) {
 		t.Fatalf("operator add of an existing member: %v", err)
 	}
 	tc.Poll(t, 10*time.Second, "the new HTTP address recorded", func() bool {
-		m, _ := c.WaitLeader(10 * time.Second).Inst.Node.FSM().Member(victim.ID)
-		return m.HTTPAddr == "127.0.0.1:1"
+		return memberRecord(t, c.WaitLeader(10*time.Second), victim.ID).HTTPAddr == "127.0.0.1:1"
 	})
-	after, _ := c.WaitLeader(10 * time.Second).Inst.Node.FSM().Member(victim.ID)
+	after := memberRecord(t, c.WaitLeader(10*time.Second), victim.ID)
 	if after.Incarnation != before.Incarnation || after.LogFormat != before.LogFormat {
 		t.Fatalf("operator add changed the record from %+v to %+v", before, after)
 	}
@@ -293,7 +292,7 @@ func TestRestoreMovesTokensPastTheOldCluster(t *testing.T) {
 	// Every member of the new cluster has the restored state.
 	tc.Poll(t, 20*time.Second, "followers restored", func() bool {
 		for _, n := range fresh.Running() {
-			if _, ok := n.Inst.Node.FSM().Key("k"); !ok || n.Inst.Node.FSM().Epoch() != 1 {
+			if _, ok, _ := n.Inst.Coord.Get(context.Background(), "k", true); !ok || epoch(n) != 1 {
 				return false
 			}
 		}
@@ -318,7 +317,7 @@ func TestRecoverAfterPermanentQuorumLoss(t *testing.T) {
 		last = mustAcquire(t, leader, fmt.Sprintf("l%d", i), "w").Token
 	}
 	survivor := c.Nodes[0]
-	tc.Poll(t, 10*time.Second, "survivor caught up", func() bool { return survivor.Inst.Node.FSM().LastToken() == last })
+	tc.Poll(t, 10*time.Second, "survivor caught up", func() bool { return lastToken(survivor) == last })
 	for _, n := range c.Nodes {
 		c.Stop(n)
 	}
@@ -360,23 +359,21 @@ func TestLaggingMemberCatchesUpFromSnapshot(t *testing.T) {
 		last = mustAcquire(t, leader, fmt.Sprintf("s%d", i), "w").Token
 	}
 	tc.Poll(t, 20*time.Second, "leader compacted its log", func() bool {
-		first, _ := leaderFirstIndex(leader)
-		return first > 1
+		return lastSnapshotIndex(t, leader) > 1
 	})
 	c.Restart(lagger)
 	tc.Poll(t, 30*time.Second, "lagger caught up", func() bool {
-		return lagger.Inst.Node.FSM().LastToken() == last
+		return lastToken(lagger) == last
 	})
-	if a, b := lagger.Inst.Node.FSM().Digest(), leader.Inst.Node.FSM().Digest(); a != b {
+	_, a := lagger.Inst.Node.Digest()
+	if _, b := leader.Inst.Node.Digest(); a != b {
 		t.Fatal("caught-up member's state differs from the leader's")
 	}
 }
 
-func leaderFirstIndex(n *tc.Node) (uint64, error) {
-	st := n.Inst.Node.Raft().Stats()
-	var v uint64
-	_, err := fmt.Sscan(st["last_snapshot_index"], &v)
-	return v, err
+// lastSnapshotIndex reads a node's latest snapshot index from its metrics.
+func lastSnapshotIndex(t *testing.T, n *tc.Node) uint64 {
+	return uint64(value(t, scrape(t, n), "fencer_raft_last_snapshot_index"))
 }
 
 // A non-voter joins and catches up without voting; the members API then
@@ -402,7 +399,7 @@ func TestNonVoterCatchesUpThenIsPromoted(t *testing.T) {
 	if v, ok := voter(); !ok || v {
 		t.Fatalf("n4 voter=%v present=%v, want a non-voter", v, ok)
 	}
-	tc.Poll(t, 20*time.Second, "non-voter caught up", func() bool { return nv.Inst.Node.FSM().LastToken() == last })
+	tc.Poll(t, 20*time.Second, "non-voter caught up", func() bool { return lastToken(nv) == last })
 	admin, _ := client.New(endpoints(c))
 	if err := admin.AddMember(context.Background(), "n4", nv.RaftAddr, nv.HTTPAddr, true); err != nil {
 		t.Fatalf("promote: %v", err)

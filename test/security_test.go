@@ -17,6 +17,7 @@ import (
 	"github.com/fencer-io/fencer/api/client"
 	"github.com/fencer-io/fencer/api/wire"
 	"github.com/fencer-io/fencer/cluster"
+	"github.com/fencer-io/fencer/coord"
 	"github.com/fencer-io/fencer/internal/acl"
 	"github.com/fencer-io/fencer/internal/server"
 	"github.com/fencer-io/fencer/internal/tlsutil"
@@ -110,7 +111,7 @@ func TestMutualTLSCluster(t *testing.T) {
 	if err == nil && n > 0 && buf[0] != 0x15 { // 0x15: a TLS alert record is the only acceptable answer
 		t.Fatalf("plaintext got an answer: %x", buf[:n])
 	}
-	if c.Nodes[0].Inst.Node.Raft().CurrentTerm() > 100 {
+	if st, _ := c.Nodes[0].Inst.Node.Status(); st.Term > 100 {
 		t.Fatal("plaintext moved the term")
 	}
 }
@@ -221,8 +222,9 @@ func doAs(t *testing.T, n *tc.Node, secret, method, path, body string, headers .
 // Limits refuse with clear codes and change nothing.
 func TestLimitsRefuseWithoutChangingState(t *testing.T) {
 	c := tc.New(t, 1, tc.Options{
-		Configure: func(cfg *cluster.Config) { cfg.MaxWaitersPerLock = 1; cfg.MaxLocksPerHolder = 2 },
-		Server:    func(string) server.Options { return server.Options{RateLimit: 20} },
+		Server: func(string) server.Options {
+			return server.Options{RateLimit: 20, Coord: coord.Config{MaxWaitersPerLock: 1, MaxLocksPerHolder: 2}}
+		},
 	})
 	n := c.WaitLeader(10 * time.Second)
 	held := mustAcquire(t, n, "busy", "w")
@@ -234,7 +236,7 @@ func TestLimitsRefuseWithoutChangingState(t *testing.T) {
 		defer wg.Done()
 		acquire(t, n, "busy", "waiter-1", 5000, 3000)
 	}()
-	tc.Poll(t, 5*time.Second, "first waiter queued", func() bool { return n.Inst.Node.Waiters("busy") == 1 })
+	tc.Poll(t, 5*time.Second, "first waiter queued", func() bool { return n.Inst.Coord.Waiters("busy") == 1 })
 	status, _, e := acquire(t, n, "busy", "waiter-2", 5000, 3000)
 	if status != http.StatusTooManyRequests || e.Code != wire.CodeTooManyWaiters {
 		t.Fatalf("second waiter: %d %+v", status, e)
@@ -270,11 +272,11 @@ func TestLimitsRefuseWithoutChangingState(t *testing.T) {
 		t.Fatal("60 requests in a burst were never rate limited at 20/s")
 	}
 	// Nothing refused changed the state: only the "second" grant happened.
-	cur, _ := n.Inst.Node.FSM().Lock("busy")
+	cur, _ := n.Inst.Coord.Lock(context.Background(), "busy", true)
 	if cur.Token != held.Token {
 		t.Fatalf("busy lock changed hands: %+v", cur)
 	}
-	if _, ok := n.Inst.Node.FSM().Key("k"); ok {
+	if _, ok, _ := n.Inst.Coord.Get(context.Background(), "k", true); ok {
 		t.Fatal("an oversized write was stored")
 	}
 }

@@ -147,7 +147,8 @@ func TestRecoverCommand(t *testing.T) {
 		t.Fatal("recover accepted a member list without this node")
 	}
 	c.Restart(n)
-	if l := c.WaitLeader(20 * time.Second); l.Inst.Node.FSM().Epoch() != 1 {
-		t.Fatalf("epoch after recovery %d", l.Inst.Node.FSM().Epoch())
+	st, _ := c.WaitLeader(20 * time.Second).Inst.Node.Status()
+	if st.Epoch != 1 {
+		t.Fatalf("epoch after recovery %d", st.Epoch)
 	}
 }

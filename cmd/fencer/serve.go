@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fencer-io/fencer/cluster"
+	"github.com/fencer-io/fencer/coord"
 	"github.com/fencer-io/fencer/internal/acl"
 	"github.com/fencer-io/fencer/internal/gcfloor"
 	"github.com/fencer-io/fencer/internal/server"
@@ -121,11 +122,6 @@ func (o *serveOptions) config() (cluster.Config, error) {
 		Replace:   o.replace,
 		NonVoter:  o.nonVoter,
 
-		MaxLocks:          o.maxLocks,
-		MaxLocksPerHolder: o.maxPerHolder,
-		MaxWaiters:        o.maxWaiters,
-		MaxWaitersPerLock: o.maxPerLock,
-
 		SnapshotThreshold:  o.snapThreshold,
 		TrailingLogs:       o.trailingLogs,
 		HeartbeatTimeout:   o.electionTO,
@@ -185,6 +181,12 @@ func (o *serveOptions) run(cmd *cobra.Command) error {
 	opts, err := o.security(&cfg, logger)
 	if err != nil {
 		return err
+	}
+	opts.Coord = coord.Config{
+		MaxLocks:          o.maxLocks,
+		MaxLocksPerHolder: o.maxPerHolder,
+		MaxWaiters:        o.maxWaiters,
+		MaxWaitersPerLock: o.maxPerLock,
 	}
 	if o.gcFloorMB > 0 {
 		gcfloor.Start(uint64(o.gcFloorMB) << 20)

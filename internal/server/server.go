@@ -1,6 +1,7 @@
-// Package server wires a cluster.Node to its HTTP API on a listener. It is
-// what `fencer serve` and `fencer dev` run, and what in-process tests start,
-// so that every one of them runs the same node.
+// Package server assembles one fencer node: the state machine, the Raft node
+// (cluster), the coordination layer over it (coord) and the HTTP API on a
+// listener. It is what `fencer serve` and `fencer dev` run, and what
+// in-process tests start, so that every one of them runs the same node.
 package server
 
 import (
@@ -15,19 +16,25 @@ import (
 
 	"github.com/fencer-io/fencer/api"
 	"github.com/fencer-io/fencer/cluster"
+	"github.com/fencer-io/fencer/coord"
 	"github.com/fencer-io/fencer/fsm"
 	"github.com/fencer-io/fencer/internal/acl"
 	"github.com/fencer-io/fencer/internal/limits"
 )
 
-var _ api.Cluster = (*cluster.Node)(nil)
+var (
+	_ api.Cluster = (*cluster.Node)(nil)
+	_ api.Coord   = (*coord.Service)(nil)
+	_ coord.Raft  = (*cluster.Node)(nil)
+)
 
-// Instance is a running node with its HTTP server.
+// Instance is a running node with its coordination layer and HTTP server.
 type Instance struct {
-	Node *cluster.Node
-	HTTP *http.Server
-	ln   net.Listener
-	done chan error
+	Node  *cluster.Node
+	Coord *coord.Service
+	HTTP  *http.Server
+	ln    net.Listener
+	done  chan error
 }
 
 // Options secure and limit the HTTP side. Zero values: plaintext, no ACL,
@@ -45,6 +52,9 @@ type Options struct {
 	Limits limits.ServerConfig
 	// Profiling serves /debug/pprof/.
 	Profiling bool
+	// Coord sets the lock limits (its clock, logger and registry are the
+	// node's).
+	Coord coord.Config
 }
 
 // Start listens on httpAddr (port 0 picks one; the real address is then the
@@ -75,11 +85,15 @@ func Start(cfg cluster.Config, httpAddr string, options ...Options) (*Instance, 
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	node, err := cluster.Open(cfg, fsm.New(logger.With("node", cfg.ID)))
+	state := fsm.New(logger.With("node", cfg.ID))
+	node, err := cluster.Open(cfg, state)
 	if err != nil {
 		ln.Close()
 		return nil, err
 	}
+	ccfg := opts.Coord
+	ccfg.Logger, ccfg.Registry = logger.With("node", cfg.ID), node.Registry()
+	svc := coord.New(node, state, ccfg)
 	var apiOpts []api.Option
 	if opts.Profiling {
 		apiOpts = append(apiOpts, api.WithProfiling())
@@ -89,11 +103,12 @@ func Start(cfg cluster.Config, httpAddr string, options ...Options) (*Instance, 
 	}
 	// Outermost first: authenticate, then rate-limit per principal, then cap
 	// the body, then the API.
-	h := api.NewServer(node, logger.With("node", cfg.ID), apiOpts...).Handler()
+	h := api.NewServer(node, svc, logger.With("node", cfg.ID), apiOpts...).Handler()
 	h = limits.MaxBody(opts.Limits.MaxBodyBytes, api.RestorePath)(h)
 	limit, err := limits.RateLimit(rate)
 	if err != nil {
 		node.Close()
+		svc.Close()
 		ln.Close()
 		return nil, err
 	}
@@ -106,7 +121,7 @@ func Start(cfg cluster.Config, httpAddr string, options ...Options) (*Instance, 
 	if opts.TLS != nil {
 		ln = tls.NewListener(ln, opts.TLS)
 	}
-	in := &Instance{Node: node, HTTP: srv, ln: ln, done: make(chan error, 1)}
+	in := &Instance{Node: node, Coord: svc, HTTP: srv, ln: ln, done: make(chan error, 1)}
 	go func() {
 		err := srv.Serve(ln)
 		if errors.Is(err, http.ErrServerClosed) {
@@ -124,10 +139,13 @@ func (in *Instance) Addr() string { return in.ln.Addr().String() }
 func (in *Instance) Done() <-chan error { return in.done }
 
 // Close stops serving HTTP (letting requests in flight finish for a moment),
-// then shuts the node down.
+// then shuts the node down and, once Raft is stopped (which ends any
+// proposal in flight), the coordination layer.
 func (in *Instance) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	in.HTTP.Shutdown(ctx)
-	return in.Node.Close()
+	err := in.Node.Close()
+	in.Coord.Close()
+	return err
 }

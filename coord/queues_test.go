@@ -1,8 +1,9 @@
-package cluster
+package coord
 
 import (
 	"testing"
 
+	"github.com/fencer-io/fencer/cluster"
 	"github.com/fencer-io/fencer/fsm"
 )
 
@@ -10,36 +11,36 @@ import (
 // a queue: queued, popped by a proposal, put back after a failed one, given
 // up, failed on a leadership loss. It used to miss queueing and giving up,
 // so handoffs drove it below zero and the limit never applied.
-func TestLockTableCountsWaiters(t *testing.T) {
-	tab := newLockTable()
-	s := tab.get("a")
-	defer tab.put("a", s)
+func TestQueuesCountWaiters(t *testing.T) {
+	tab := newQueues()
+	q := tab.get("a")
+	defer tab.put("a", q)
 	ws := make([]*waiter, 4)
 	for i := range ws {
 		ws[i] = &waiter{cmd: &fsm.Acquire{Lock: "a"}, result: make(chan waitResult, 1)}
-		s.mu.Lock()
-		s.pushBack(ws[i])
-		s.mu.Unlock()
+		q.mu.Lock()
+		q.pushBack(ws[i])
+		q.mu.Unlock()
 	}
 	if got := tab.queued.Load(); got != 4 || tab.waiting() != 4 {
 		t.Fatalf("queued %d, waiting %d; want 4", got, tab.waiting())
 	}
-	s.mu.Lock()
-	if w := s.pop(); w != ws[0] || !w.taken {
+	q.mu.Lock()
+	if w := q.pop(); w != ws[0] || !w.taken {
 		t.Fatal("pop did not take the head")
 	}
-	s.pushFront(ws[0]) // the proposal failed
-	s.remove(ws[2])    // gave up
-	s.mu.Unlock()
+	q.pushFront(ws[0]) // the proposal failed
+	q.remove(ws[2])    // gave up
+	q.mu.Unlock()
 	if got := tab.queued.Load(); got != 3 || tab.waiting() != 3 {
 		t.Fatalf("queued %d, waiting %d; want 3", got, tab.waiting())
 	}
-	tab.failAll(ErrNotLeader)
+	tab.failAll(cluster.ErrNotLeader)
 	if got := tab.queued.Load(); got != 0 || tab.waiting() != 0 {
 		t.Fatalf("after failAll: queued %d, waiting %d", got, tab.waiting())
 	}
 	for _, i := range []int{0, 1, 3} {
-		if r := <-ws[i].result; r.err != ErrNotLeader {
+		if r := <-ws[i].result; r.err != cluster.ErrNotLeader {
 			t.Fatalf("waiter %d: %v", i, r.err)
 		}
 	}

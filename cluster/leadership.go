@@ -1,0 +1,178 @@
+package cluster
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/fencer-io/fencer/fsm"
+)
+
+// leadership is this node's view of its own leadership. Every change Raft
+// reports, and every replacement of the state (a restore), ends the current
+// view: its changed channel is closed and a new one begins. Whoever does
+// leader-only work (this node's own operations, the coordination layer)
+// keys it to one view, so that no work outlives the view it began in.
+type leadership struct {
+	mu      sync.Mutex
+	leader  bool
+	changed chan struct{}
+	// ready: the node's own operations may run in this view (the Barrier
+	// ran and the cluster is named); readyCh is closed then.
+	ready   bool
+	readyCh chan struct{}
+}
+
+func (l *leadership) init() {
+	l.changed, l.readyCh = make(chan struct{}), make(chan struct{})
+}
+
+// Leadership reports whether this node leads, and a channel closed when that
+// view ends: leadership changed, or the state was replaced by a restore.
+func (n *Node) Leadership() (leader bool, changed <-chan struct{}) {
+	n.lead.mu.Lock()
+	defer n.lead.mu.Unlock()
+	return n.lead.leader, n.lead.changed
+}
+
+// setLeadership begins a new view after a change Raft reported; the node's
+// own operations wait until establish has run in it.
+func (n *Node) setLeadership(leader bool) <-chan struct{} {
+	l := &n.lead
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	close(l.changed)
+	l.leader, l.changed = leader, make(chan struct{})
+	if l.ready {
+		l.ready, l.readyCh = false, make(chan struct{})
+	}
+	return l.changed
+}
+
+// restartView ends the current view without a change of leader, after the
+// state was replaced wholesale: leader-only work starts over from the new
+// state. The node's own operations need nothing re-established.
+func (n *Node) restartView() {
+	l := &n.lead
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	close(l.changed)
+	l.changed = make(chan struct{})
+}
+
+// watchLeadership follows Raft's leadership notifications, beginning a new
+// view on each.
+func (n *Node) watchLeadership(notify <-chan bool) {
+	defer n.wg.Done()
+	for {
+		select {
+		case <-n.stop:
+			return
+		case leader := <-notify:
+			n.metrics.leaderChanges.Inc()
+			changed := n.setLeadership(leader)
+			if leader {
+				n.log.Info("became leader; barrier before serving", "term", n.raft.CurrentTerm())
+				n.wg.Add(1)
+				go n.establish(changed)
+			} else {
+				n.log.Info("lost leadership")
+			}
+		}
+	}
+}
+
+// establish makes a new leader ready for the node's own operations: a
+// Barrier, so that the FSM holds every entry committed by earlier leaders,
+// and a cluster id if the cluster has none yet.
+func (n *Node) establish(changed <-chan struct{}) {
+	defer n.wg.Done()
+	for {
+		err := n.Barrier()
+		if err == nil {
+			break
+		}
+		n.log.Warn("barrier failed", "err", err)
+		if n.raft.State() != raft.Leader {
+			return
+		}
+		select {
+		case <-n.stop:
+			return
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	if n.fsm.ClusterID() == "" {
+		if _, err := n.Apply(&fsm.SetClusterID{ID: newID()}); err != nil {
+			n.log.Warn("naming the cluster failed", "err", err)
+			return
+		}
+	}
+	l := &n.lead
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.changed != changed || n.raft.State() != raft.Leader {
+		return
+	}
+	l.ready = true
+	close(l.readyCh)
+	n.log.Info("leader ready", "applied_index", n.fsm.AppliedIndex())
+}
+
+// awaitLeader returns nil once this node is a leader ready for the node's
+// own operations, ErrNotLeader if it is a follower, or an error when ctx
+// ends first.
+func (n *Node) awaitLeader(ctx context.Context) error {
+	for {
+		if n.raft.State() != raft.Leader {
+			return ErrNotLeader
+		}
+		n.lead.mu.Lock()
+		ready, ch := n.lead.ready, n.lead.readyCh
+		n.lead.mu.Unlock()
+		if ready {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return fmt.Errorf("%w: leader not ready yet", ErrNoLeader)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// IsLeader reports whether this node is the leader and ready to serve.
+func (n *Node) IsLeader() bool {
+	if n.raft.State() != raft.Leader {
+		return false
+	}
+	n.lead.mu.Lock()
+	defer n.lead.mu.Unlock()
+	return n.lead.ready
+}
+
+// linearizable makes the local FSM safe to read linearizably: a ready
+// leader has applied everything committed before its term, and a quorum
+// round proves no newer leader can have acknowledged anything (see
+// coord/DESIGN.md, Reads).
+func (n *Node) linearizable(ctx context.Context) error {
+	if err := n.awaitLeader(ctx); err != nil {
+		return err
+	}
+	return n.VerifyLeader()
+}
+
+// newID draws a random id of 16 hex characters (cluster ids, incarnations).
+func newID() string {
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(err) // crypto/rand does not fail on supported platforms
+	}
+	return hex.EncodeToString(b[:])
+}

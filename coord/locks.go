@@ -1,0 +1,335 @@
+package coord
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/fencer-io/fencer/api/wire"
+	"github.com/fencer-io/fencer/cluster"
+	"github.com/fencer-io/fencer/fsm"
+)
+
+// AcquireRequest asks for a lock.
+type AcquireRequest struct {
+	Lock      string
+	Holder    string
+	TTL       time.Duration
+	Wait      time.Duration // how long to queue if the lock is held
+	RequestID string        // makes retries idempotent; generated when empty
+}
+
+// newRequestID draws a request id for an acquire that came without one:
+// wire.LeaseSecretLen random hex characters.
+func newRequestID() string {
+	var b [wire.LeaseSecretLen / 2]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(err) // crypto/rand does not fail on supported platforms
+	}
+	return hex.EncodeToString(b[:])
+}
+
+// newLeaseSecret returns the secret of a new grant of lock name,
+// wire.LeaseSecretLen hex characters (fsm/secret.go; tested).
+func newLeaseSecret(name string) string {
+	var random [12]byte
+	if _, err := rand.Read(random[:]); err != nil {
+		panic(err) // crypto/rand does not fail on supported platforms
+	}
+	return fsm.NewSecret(name, random)
+}
+
+// Acquire grants the lock, queueing for up to req.Wait if it is held. The
+// token is the log index of the entry that granted it. A retry with the
+// request id of an earlier grant gets that grant back (Existing).
+func (s *Service) Acquire(ctx context.Context, req AcquireRequest) (fsm.AcquireResult, error) {
+	if err := s.awaitLeader(ctx); err != nil {
+		return fsm.AcquireResult{}, err
+	}
+	if req.RequestID == "" {
+		req.RequestID = newRequestID()
+	}
+	cmd := &fsm.Acquire{
+		Lock:      req.Lock,
+		Holder:    req.Holder,
+		Lease:     newLeaseSecret(req.Lock),
+		TTLMillis: req.TTL.Milliseconds(),
+		RequestID: req.RequestID,
+		NowMillis: s.cfg.Clock.Now().UnixMilli(),
+	}
+	q := s.queues.get(req.Lock)
+	defer s.queues.put(req.Lock, q)
+
+	q.mu.Lock()
+	cur, held := s.fsm.Lock(req.Lock)
+	retry := s.fsm.RequestGranted(req.Lock, req.Holder, req.RequestID)
+	queueing := req.Wait > 0 && !retry && (held || q.waiters.Len() > 0)
+	if held && !retry && req.Wait <= 0 {
+		// Refuse without writing the log. Under the queue's mutex, this
+		// leader's view of the lock is exact; a quorum round proves it
+		// still leads.
+		err := s.raft.VerifyLeader()
+		q.mu.Unlock()
+		if err != nil {
+			return fsm.AcquireResult{}, err
+		}
+		return fsm.AcquireResult{}, &fsm.HeldError{Lock: req.Lock, Holder: cur.Holder, Token: cur.Token}
+	}
+	if err := s.checkLimits(q, req, held, retry, queueing); err != nil {
+		q.mu.Unlock()
+		return fsm.AcquireResult{}, err
+	}
+	if !queueing {
+		res, err := s.grant(cmd)
+		q.mu.Unlock()
+		return res, err
+	}
+	w := &waiter{cmd: cmd, result: make(chan waitResult, 1)}
+	q.pushBack(w)
+	if !held {
+		s.serveWaiters(q, req.Lock)
+	}
+	q.mu.Unlock()
+	return s.wait(ctx, q, w, req)
+}
+
+// checkLimits refuses a new grant beyond the lock limits and a new waiter
+// beyond the queue limits. Called with q.mu held.
+func (s *Service) checkLimits(q *queue, req AcquireRequest, held, retry, queueing bool) error {
+	c := s.cfg
+	if !retry && !held {
+		if total, mine := s.fsm.LockCount(req.Holder); total >= c.MaxLocks || mine >= c.MaxLocksPerHolder {
+			return fmt.Errorf("%w: %d held in all, %d by %q (limits %d and %d)", ErrTooManyLocks,
+				total, mine, req.Holder, c.MaxLocks, c.MaxLocksPerHolder)
+		}
+	}
+	if queueing && (q.waiters.Len() >= c.MaxWaitersPerLock || s.queues.queued.Load() >= int64(c.MaxWaiters)) {
+		return fmt.Errorf("%w: lock %q has %d waiters, %d in all (limits %d and %d)", ErrTooManyWaiters,
+			req.Lock, q.waiters.Len(), s.queues.queued.Load(), c.MaxWaitersPerLock, c.MaxWaiters)
+	}
+	return nil
+}
+
+// grant proposes an acquire and starts the new grant's lease.
+func (s *Service) grant(cmd *fsm.Acquire) (fsm.AcquireResult, error) {
+	res, err := s.raft.Apply(cmd)
+	if err != nil {
+		return fsm.AcquireResult{}, err
+	}
+	r := res.(*fsm.AcquireResult)
+	s.leases.Track(r.Grant.Name, r.Grant.Token, time.Duration(r.Grant.TTLMillis)*time.Millisecond)
+	if !r.Existing {
+		s.metrics.grants.Inc()
+	}
+	return *r, nil
+}
+
+// wait blocks a queued caller until its grant arrives, its wait ends, or
+// the service stops.
+func (s *Service) wait(ctx context.Context, q *queue, w *waiter, req AcquireRequest) (fsm.AcquireResult, error) {
+	waited := make(chan struct{})
+	timer := s.cfg.Clock.AfterFunc(req.Wait, func() { close(waited) })
+	defer timer.Stop()
+	select {
+	case r := <-w.result:
+		return fsm.AcquireResult{Grant: r.grant}, r.err
+	case <-waited:
+	case <-ctx.Done():
+	case <-s.stop:
+	}
+	q.mu.Lock()
+	if w.taken {
+		// A proposal popped this waiter; its result is on the way and,
+		// being a grant, must not be dropped.
+		q.mu.Unlock()
+		r := <-w.result
+		return fsm.AcquireResult{Grant: r.grant}, r.err
+	}
+	q.remove(w)
+	q.mu.Unlock()
+	if err := ctx.Err(); err != nil {
+		return fsm.AcquireResult{}, err
+	}
+	cur, held := s.fsm.Lock(req.Lock)
+	if !held {
+		return fsm.AcquireResult{}, &fsm.HeldError{Lock: req.Lock}
+	}
+	return fsm.AcquireResult{}, &fsm.HeldError{Lock: req.Lock, Holder: cur.Holder, Token: cur.Token}
+}
+
+// serveWaiters grants a free lock to queued waiters, head first, until one of
+// them gets it. Called with q.mu held.
+func (s *Service) serveWaiters(q *queue, name string) {
+	for {
+		if _, held := s.fsm.Lock(name); held {
+			return
+		}
+		w := q.pop()
+		if w == nil {
+			return
+		}
+		res, err := s.grant(w.cmd)
+		w.result <- waitResult{grant: res.Grant, err: err}
+		if err == nil || errors.Is(err, cluster.ErrNotLeader) || errors.Is(err, cluster.ErrNoLeader) || errors.Is(err, cluster.ErrOutcomeUnknown) {
+			return
+		}
+	}
+}
+
+// Renew confirms leadership with a quorum round and extends the lease's
+// deadline on the leader. It writes nothing to the log.
+func (s *Service) Renew(ctx context.Context, name string, token uint64, secret string) (fsm.Lock, error) {
+	if err := s.awaitLeader(ctx); err != nil {
+		return fsm.Lock{}, err
+	}
+	if err := s.raft.VerifyLeader(); err != nil {
+		return fsm.Lock{}, err
+	}
+	cur, held := s.fsm.Lock(name)
+	if !held || cur.Token != token || !fsm.LeaseEqual(cur.Lease, secret) {
+		return fsm.Lock{}, fsm.LeaseRefused(name, cur.Token, token, secret)
+	}
+	if !s.leases.Renew(name, token) {
+		return fsm.Lock{}, fmt.Errorf("%w: lock %q's grant with token %d: its lease expired", fsm.ErrLeaseLost, name, token)
+	}
+	s.metrics.renewals.Inc()
+	return cur, nil
+}
+
+// Release frees the lock and hands it to the head waiter in the same entry.
+func (s *Service) Release(ctx context.Context, name string, token uint64, secret string) error {
+	if err := s.awaitLeader(ctx); err != nil {
+		return err
+	}
+	err := s.free(name, token, func(next *fsm.Acquire) fsm.Command {
+		return &fsm.Release{Lock: name, Token: token, Lease: secret, Next: next}
+	})
+	if err == nil {
+		s.metrics.releases.Inc()
+	}
+	return err
+}
+
+// expire is called by the lease timers when a deadline passes.
+func (s *Service) expire(name string, token uint64) {
+	if s.awaitLeader(context.Background()) != nil {
+		return
+	}
+	err := s.free(name, token, func(next *fsm.Acquire) fsm.Command {
+		return &fsm.Expire{Lock: name, Token: token, Next: next}
+	})
+	switch {
+	case err == nil:
+		s.metrics.expirations.Inc()
+		s.log.Debug("lease expired", "lock", name, "token", token)
+	case errors.Is(err, fsm.ErrLeaseLost):
+		// Released or superseded meanwhile: nothing to do.
+	default:
+		s.log.Warn("expire proposal failed; will retry", "lock", name, "token", token, "err", err)
+		s.leases.Retry(name, token, 100*time.Millisecond)
+	}
+}
+
+// free proposes the command built by mk (a Release or Expire), offering the
+// lock to the head waiter in the same entry.
+func (s *Service) free(name string, token uint64, mk func(next *fsm.Acquire) fsm.Command) error {
+	q := s.queues.get(name)
+	defer s.queues.put(name, q)
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	w := q.pop()
+	var next *fsm.Acquire
+	if w != nil {
+		next = w.cmd
+		next.NowMillis = s.cfg.Clock.Now().UnixMilli()
+	}
+	res, err := s.raft.Apply(mk(next))
+	if err != nil {
+		if w != nil {
+			q.pushFront(w)
+		}
+		return err
+	}
+	r := res.(*fsm.ReleaseResult)
+	s.leases.Forget(name, token)
+	if w != nil {
+		switch {
+		case r.Next != nil:
+			s.leases.Track(name, r.Next.Token, time.Duration(r.Next.TTLMillis)*time.Millisecond)
+			s.metrics.grants.Inc()
+			w.result <- waitResult{grant: *r.Next}
+		default:
+			w.result <- waitResult{err: r.NextErr}
+		}
+	}
+	s.serveWaiters(q, name)
+	return nil
+}
+
+// LockStatus is a lock as reported to clients (never the grant's secret).
+type LockStatus struct {
+	fsm.Lock
+	Held bool
+	// Remaining is the leader's view of the lease's time left; Known is
+	// false on a stale read from a follower.
+	Remaining time.Duration
+	Known     bool
+}
+
+// Lock returns a lock's state; linearizable unless stale.
+func (s *Service) Lock(ctx context.Context, name string, stale bool) (LockStatus, error) {
+	if !stale {
+		if err := s.linearizable(ctx); err != nil {
+			return LockStatus{}, err
+		}
+	}
+	cur, held := s.fsm.Lock(name)
+	st := LockStatus{Lock: cur, Held: held}
+	st.Name = name
+	if held {
+		st.Remaining, st.Known = s.leases.Remaining(name, cur.Token)
+	}
+	return st, nil
+}
+
+// Locks returns every held lock; linearizable unless stale.
+func (s *Service) Locks(ctx context.Context, stale bool) ([]LockStatus, error) {
+	if !stale {
+		if err := s.linearizable(ctx); err != nil {
+			return nil, err
+		}
+	}
+	// EachLock, not Locks: no intermediate copy of every lock.
+	out := make([]LockStatus, 0, s.fsm.Counts().Locks)
+	s.fsm.EachLock(func(l fsm.Lock) {
+		st := LockStatus{Lock: l, Held: true}
+		st.Remaining, st.Known = s.leases.Remaining(l.Name, l.Token)
+		out = append(out, st)
+	})
+	return out, nil
+}
+
+// Check reports whether token is the lock's live grant, and the current
+// token (0 when the lock is free).
+func (s *Service) Check(ctx context.Context, name string, token uint64, stale bool) (bool, uint64, error) {
+	st, err := s.Lock(ctx, name, stale)
+	if err != nil {
+		return false, 0, err
+	}
+	if !st.Held {
+		return false, 0, nil
+	}
+	return st.Token == token, st.Token, nil
+}
+
+// Waiters returns how many callers are queued for a lock on this node.
+func (s *Service) Waiters(name string) int {
+	q := s.queues.get(name)
+	defer s.queues.put(name, q)
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.waiters.Len()
+}

@@ -1,0 +1,298 @@
+package coord
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fencer-io/fencer/cluster"
+	"github.com/fencer-io/fencer/fsm"
+)
+
+// These tests run the lock service over a fake Raft (fakeraft_test.go) and
+// a fake clock: no network, no sleeping for time to pass.
+
+var bg = context.Background()
+
+func mustAcquire(t *testing.T, s *Service, lock, holder string, ttl time.Duration) fsm.Lock {
+	t.Helper()
+	res, err := s.Acquire(bg, AcquireRequest{Lock: lock, Holder: holder, TTL: ttl})
+	if err != nil {
+		t.Fatalf("acquire %s by %s: %v", lock, holder, err)
+	}
+	return res.Grant
+}
+
+type acquired struct {
+	res fsm.AcquireResult
+	err error
+}
+
+// enqueue starts an acquire that waits up to wait, and returns once it is
+// queued behind n-1 others.
+func enqueue(t *testing.T, s *Service, lock, holder string, wait time.Duration, n int) <-chan acquired {
+	t.Helper()
+	out := make(chan acquired, 1)
+	go func() {
+		res, err := s.Acquire(bg, AcquireRequest{Lock: lock, Holder: holder, TTL: 10 * time.Second, Wait: wait})
+		out <- acquired{res, err}
+	}()
+	poll(t, fmt.Sprintf("%s queued", holder), func() bool { return s.Waiters(lock) == n })
+	return out
+}
+
+func receive(t *testing.T, ch <-chan acquired) acquired {
+	t.Helper()
+	select {
+	case a := <-ch:
+		return a
+	case <-time.After(5 * time.Second):
+		t.Fatal("no answer to a queued acquire")
+		return acquired{}
+	}
+}
+
+// expiring reports whether the lease timer has handed the lock's lease to
+// expire; the fake clock sets the mark synchronously in Advance.
+func expiring(s *Service, lock string) bool {
+	s.leases.mu.Lock()
+	defer s.leases.mu.Unlock()
+	ls, ok := s.leases.leases[lock]
+	return ok && ls.expiring
+}
+
+func isHeld(f *fakeRaft, lock string) bool {
+	_, held := f.fsm.Lock(lock)
+	return held
+}
+
+// A released lock goes to the head waiter in the release's own entry: the
+// waiter's token is that entry's index, and no acquire entry follows.
+func TestHandoffInTheReleasingEntry(t *testing.T) {
+	s, f, _ := newTestService(t, Config{})
+	a := mustAcquire(t, s, "l", "a", 10*time.Second)
+	b := enqueue(t, s, "l", "b", time.Minute, 1)
+	if err := s.Release(bg, "l", a.Token, a.Lease); err != nil {
+		t.Fatal(err)
+	}
+	got := receive(t, b)
+	if got.err != nil {
+		t.Fatal(got.err)
+	}
+	log := f.log()
+	rel, ok := log[len(log)-1].(*fsm.Release)
+	if !ok || rel.Next == nil || rel.Next.Holder != "b" {
+		t.Fatalf("last entry %#v: want the release carrying b's acquire", log[len(log)-1])
+	}
+	if got.res.Grant.Token != uint64(len(log)) || got.res.Grant.Holder != "b" {
+		t.Fatalf("b got %+v; want the token of the release's entry, %d", got.res.Grant, len(log))
+	}
+	if cur, _ := f.fsm.Lock("l"); cur.Token != got.res.Grant.Token {
+		t.Fatalf("FSM holds %+v", cur)
+	}
+	// The handoff's lease runs: b can renew it.
+	if _, err := s.Renew(bg, "l", got.res.Grant.Token, got.res.Grant.Lease); err != nil {
+		t.Fatalf("renewing the handed-off grant: %v", err)
+	}
+}
+
+// Waiters are served first come, first served.
+func TestWaitersServedInFIFOOrder(t *testing.T) {
+	s, _, _ := newTestService(t, Config{})
+	prev := mustAcquire(t, s, "l", "w0", 10*time.Second)
+	var waiters []<-chan acquired
+	for i := 1; i <= 3; i++ {
+		waiters = append(waiters, enqueue(t, s, "l", fmt.Sprintf("w%d", i), time.Minute, i))
+	}
+	for i, w := range waiters {
+		if err := s.Release(bg, "l", prev.Token, prev.Lease); err != nil {
+			t.Fatal(err)
+		}
+		got := receive(t, w)
+		if got.err != nil || got.res.Grant.Holder != fmt.Sprintf("w%d", i+1) || got.res.Grant.Token <= prev.Token {
+			t.Fatalf("waiter %d got %+v, %v after %+v", i+1, got.res.Grant, got.err, prev)
+		}
+		prev = got.res.Grant
+	}
+}
+
+// A lease expires at its TTL, and the expiry hands the lock to the head
+// waiter in the same entry.
+func TestExpiryHandsOffInTheExpireEntry(t *testing.T) {
+	s, f, clock := newTestService(t, Config{})
+	mustAcquire(t, s, "l", "a", time.Second)
+	b := enqueue(t, s, "l", "b", time.Minute, 1)
+	clock.Advance(999 * time.Millisecond)
+	if expiring(s, "l") {
+		t.Fatal("expired before its TTL")
+	}
+	clock.Advance(time.Millisecond)
+	got := receive(t, b)
+	if got.err != nil {
+		t.Fatal(got.err)
+	}
+	log := f.log()
+	exp, ok := log[len(log)-1].(*fsm.Expire)
+	if !ok || exp.Next == nil || got.res.Grant.Token != uint64(len(log)) {
+		t.Fatalf("last entry %#v, b's grant %+v: want b granted by the expire entry", log[len(log)-1], got.res.Grant)
+	}
+}
+
+// After a failover the new leader cannot know how much of a lease was
+// left (deadlines are not replicated), so it restarts every lease at its
+// full TTL: a lease may outlive its TTL, never end early.
+func TestFailoverRestartsLeasesAtFullTTL(t *testing.T) {
+	s, f, clock := newTestService(t, Config{})
+	mustAcquire(t, s, "l", "a", 10*time.Second)
+	clock.Advance(8 * time.Second)
+	f.setLeader(false)
+	poll(t, "demotion", func() bool { return s.leases.Len() == 0 })
+	f.setLeader(true)
+	waitReady(t, s)
+	clock.Advance(9999 * time.Millisecond) // 17.999 s after the grant
+	if expiring(s, "l") || !isHeld(f, "l") {
+		t.Fatal("a lease ended before a full TTL after the promotion")
+	}
+	clock.Advance(time.Millisecond)
+	poll(t, "the expiry", func() bool { return !isHeld(f, "l") })
+	if _, ok := f.log()[len(f.log())-1].(*fsm.Expire); !ok {
+		t.Fatal("the lock was freed by something other than an expire entry")
+	}
+}
+
+// A follower tracks nothing: demotion stops every lease timer and answers
+// every waiter, and no expiry is proposed however much time passes.
+func TestDemotionDropsTimersAndWaiters(t *testing.T) {
+	s, f, clock := newTestService(t, Config{})
+	mustAcquire(t, s, "l", "a", time.Second)
+	b := enqueue(t, s, "l", "b", time.Minute, 1)
+	f.setLeader(false)
+	if got := receive(t, b); !errors.Is(got.err, cluster.ErrNotLeader) {
+		t.Fatalf("waiter after demotion: %v", got.err)
+	}
+	poll(t, "timers dropped", func() bool { return s.leases.Len() == 0 && clock.pending() == 0 })
+	entries := len(f.log())
+	clock.Advance(time.Hour)
+	if len(f.log()) != entries || !isHeld(f, "l") {
+		t.Fatal("a follower proposed an expiry")
+	}
+	if _, err := s.Acquire(bg, AcquireRequest{Lock: "m", Holder: "c", TTL: time.Second}); !errors.Is(err, cluster.ErrNotLeader) {
+		t.Fatalf("acquire on a follower: %v", err)
+	}
+}
+
+// A retry with the request id of a grant gets that grant back, also when
+// the first attempt's outcome was unknown to the caller.
+func TestRetryWithRequestIDGetsTheSameGrant(t *testing.T) {
+	s, f, _ := newTestService(t, Config{})
+	f.mu.Lock()
+	f.hook = func(fsm.Command) (bool, error) { return true, cluster.ErrOutcomeUnknown } // committed, answer lost
+	f.mu.Unlock()
+	req := AcquireRequest{Lock: "l", Holder: "a", TTL: 10 * time.Second, RequestID: "r1"}
+	if _, err := s.Acquire(bg, req); !errors.Is(err, cluster.ErrOutcomeUnknown) {
+		t.Fatalf("first attempt: %v", err)
+	}
+	f.mu.Lock()
+	f.hook = nil
+	f.mu.Unlock()
+	first, _ := f.fsm.Lock("l")
+	for range 2 {
+		res, err := s.Acquire(bg, req)
+		if err != nil || !res.Existing || res.Grant.Token != first.Token || res.Grant.Lease != first.Lease {
+			t.Fatalf("retry: %+v, %v; want the grant %+v again", res, err, first)
+		}
+	}
+	if _, err := s.Renew(bg, "l", first.Token, first.Lease); err != nil {
+		t.Fatalf("the retried grant's lease is not tracked: %v", err)
+	}
+	if _, err := s.Acquire(bg, AcquireRequest{Lock: "l", Holder: "a", TTL: 10 * time.Second, RequestID: "r2"}); !errors.Is(err, fsm.ErrLockHeld) {
+		t.Fatalf("another request id: %v", err)
+	}
+}
+
+// A held lock is refused without writing the log.
+func TestHeldLockRefusedWithoutAnEntry(t *testing.T) {
+	s, f, _ := newTestService(t, Config{})
+	a := mustAcquire(t, s, "l", "a", 10*time.Second)
+	entries := len(f.log())
+	_, err := s.Acquire(bg, AcquireRequest{Lock: "l", Holder: "b", TTL: time.Second})
+	var held *fsm.HeldError
+	if !errors.As(err, &held) || held.Holder != "a" || held.Token != a.Token || len(f.log()) != entries {
+		t.Fatalf("acquire of a held lock: %v, %d new entries", err, len(f.log())-entries)
+	}
+}
+
+// A queued acquire gives up when its wait ends, and leaves the queue.
+func TestWaiterGivesUpAtItsWait(t *testing.T) {
+	s, _, clock := newTestService(t, Config{})
+	mustAcquire(t, s, "l", "a", time.Minute)
+	b := enqueue(t, s, "l", "b", 5*time.Second, 1)
+	clock.Advance(5 * time.Second)
+	var held *fsm.HeldError
+	if got := receive(t, b); !errors.As(got.err, &held) || held.Holder != "a" {
+		t.Fatalf("waiter at the end of its wait: %v", got.err)
+	}
+	if n := s.Waiters("l"); n != 0 || s.queues.queued.Load() != 0 {
+		t.Fatalf("%d waiters left", n)
+	}
+}
+
+// A new leader serves nothing before its Barrier: its FSM may lack entries
+// of earlier leaders.
+func TestServesOnlyAfterTheBarrier(t *testing.T) {
+	s, f, _ := newTestService(t, Config{})
+	gate := make(chan struct{})
+	open := sync.OnceFunc(func() { close(gate) })
+	t.Cleanup(open) // before Close, which waits for the promotion
+	f.mu.Lock()
+	f.barrier = gate
+	f.mu.Unlock()
+	f.setLeader(false)
+	f.setLeader(true)
+	ctx, cancel := context.WithTimeout(bg, 100*time.Millisecond)
+	defer cancel()
+	if _, err := s.Acquire(ctx, AcquireRequest{Lock: "l", Holder: "a", TTL: time.Second}); !errors.Is(err, cluster.ErrNoLeader) {
+		t.Fatalf("acquire before the barrier: %v", err)
+	}
+	open()
+	waitReady(t, s)
+	mustAcquire(t, s, "l", "a", time.Second)
+}
+
+// Limits refuse with their own errors before anything is proposed.
+func TestLimits(t *testing.T) {
+	s, f, _ := newTestService(t, Config{MaxWaitersPerLock: 1, MaxLocksPerHolder: 2})
+	mustAcquire(t, s, "l1", "h", time.Minute)
+	mustAcquire(t, s, "l2", "h", time.Minute)
+	entries := len(f.log())
+	if _, err := s.Acquire(bg, AcquireRequest{Lock: "l3", Holder: "h", TTL: time.Minute}); !errors.Is(err, ErrTooManyLocks) {
+		t.Fatalf("third lock of a holder: %v", err)
+	}
+	enqueue(t, s, "l1", "w1", time.Minute, 1)
+	if _, err := s.Acquire(bg, AcquireRequest{Lock: "l1", Holder: "w2", TTL: time.Minute, Wait: time.Minute}); !errors.Is(err, ErrTooManyWaiters) {
+		t.Fatalf("second waiter: %v", err)
+	}
+	if len(f.log()) != entries {
+		t.Fatal("a refused acquire wrote the log")
+	}
+}
+
+// Fenced writes go through the log and are refused below the high-water
+// mark; reads see them.
+func TestFencedPutAndGet(t *testing.T) {
+	s, _, _ := newTestService(t, Config{})
+	g := mustAcquire(t, s, "l", "a", time.Minute)
+	if _, err := s.Put(bg, "k", []byte("v1"), g.Token, "l"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Put(bg, "k", []byte("v0"), g.Token-1, ""); !errors.Is(err, fsm.ErrStaleToken) {
+		t.Fatalf("write below the mark: %v", err)
+	}
+	k, ok, err := s.Get(bg, "k", false)
+	if err != nil || !ok || string(k.Value) != "v1" || k.Token != g.Token {
+		t.Fatalf("get: %+v %v %v", k, ok, err)
+	}
+}

@@ -1,0 +1,218 @@
+package coord
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/fencer-io/fencer/cluster"
+	"github.com/fencer-io/fencer/fsm"
+)
+
+// Config configures a Service. Zero values mean the defaults.
+type Config struct {
+	// Limits, checked by the leader before it proposes (concurrent acquires
+	// may overshoot by the number in flight). Defaults: 1,000,000 held
+	// locks, 100,000 per holder name, 100,000 waiters, 1,024 per lock.
+	MaxLocks          int
+	MaxLocksPerHolder int
+	MaxWaiters        int
+	MaxWaitersPerLock int
+
+	// Clock is the leader's time for lease deadlines and wait limits.
+	Clock  Clock
+	Logger *slog.Logger
+	// Registry, when set, gets the service's metrics.
+	Registry prometheus.Registerer
+}
+
+func (c Config) withDefaults() Config {
+	def := func(v *int, d int) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	def(&c.MaxLocks, 1_000_000)
+	def(&c.MaxLocksPerHolder, 100_000)
+	def(&c.MaxWaiters, 100_000)
+	def(&c.MaxWaitersPerLock, 1024)
+	if c.Clock == nil {
+		c.Clock = RealClock
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c
+}
+
+// Service is one node's coordination layer. What a primitive needs on the
+// leader is shared: the lease timers, the wait queues, and the view of
+// leadership they belong to. On a follower it answers stale reads only.
+type Service struct {
+	raft    Raft
+	fsm     *fsm.FSM
+	cfg     Config
+	log     *slog.Logger
+	leases  *Leases
+	queues  *queues
+	metrics *metrics
+
+	mu   sync.Mutex
+	view view
+
+	stop      chan struct{}
+	wg        sync.WaitGroup
+	closeOnce sync.Once
+}
+
+// view is the service's side of one view of leadership (Raft.Leadership).
+type view struct {
+	leader  bool
+	changed <-chan struct{}
+	ready   bool          // promoted: leases tracked, requests served
+	readyCh chan struct{} // closed when ready
+}
+
+// New starts the coordination layer over a Raft node and the state machine
+// it applies to, following the node's leadership until Close.
+func New(r Raft, state *fsm.FSM, cfg Config) *Service {
+	cfg = cfg.withDefaults()
+	s := &Service{
+		raft:   r,
+		fsm:    state,
+		cfg:    cfg,
+		log:    cfg.Logger,
+		queues: newQueues(),
+		stop:   make(chan struct{}),
+	}
+	s.leases = NewLeases(cfg.Clock, s.expire)
+	s.metrics = newMetrics(s, cfg.Registry)
+	leader, changed := r.Leadership()
+	s.begin(leader, changed)
+	s.wg.Add(1)
+	go s.follow(changed)
+	return s
+}
+
+// Close stops following leadership and answers every waiter; it does not
+// touch the Raft node.
+func (s *Service) Close() {
+	s.closeOnce.Do(func() {
+		close(s.stop)
+		s.wg.Wait()
+		s.leases.Demote()
+		s.queues.failAll(cluster.ErrNoLeader)
+	})
+}
+
+// follow begins a new view each time the current one ends.
+func (s *Service) follow(changed <-chan struct{}) {
+	defer s.wg.Done()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-changed:
+		}
+		var leader bool
+		leader, changed = s.raft.Leadership()
+		s.begin(leader, changed)
+	}
+}
+
+// begin ends whatever the previous view held on the leader (timers stop,
+// waiters are answered) and, on a leader, starts its promotion.
+func (s *Service) begin(leader bool, changed <-chan struct{}) {
+	s.mu.Lock()
+	s.view = view{leader: leader, changed: changed, readyCh: make(chan struct{})}
+	s.mu.Unlock()
+	s.leases.Demote()
+	if leader {
+		s.queues.failAll(fmt.Errorf("%w: leadership changed or the state was replaced; retry", cluster.ErrNoLeader))
+		s.wg.Add(1)
+		go s.promote(changed)
+		return
+	}
+	s.queues.failAll(cluster.ErrNotLeader)
+}
+
+// promote makes this leader serve: a Barrier, so that the FSM holds every
+// entry committed by earlier leaders, then every held lease restarts at its
+// full TTL (deadlines are not replicated, so a new leader cannot know how
+// much of a lease was left: a lease may outlive its TTL across a failover,
+// never end early), and only then are requests served.
+func (s *Service) promote(changed <-chan struct{}) {
+	defer s.wg.Done()
+	for {
+		err := s.raft.Barrier()
+		if err == nil {
+			break
+		}
+		s.log.Warn("barrier failed", "err", err)
+		select {
+		case <-s.stop:
+			return
+		case <-changed:
+			return
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	select {
+	case <-changed:
+		return // a newer view began meanwhile
+	default:
+	}
+	held := s.leases.PromoteFrom(s.fsm)
+	s.view.ready = true
+	close(s.view.readyCh)
+	s.log.Info("lock service ready", "held_locks", held, "applied_index", s.fsm.AppliedIndex())
+}
+
+// awaitLeader returns nil once this node leads and the service is promoted
+// in the node's current view of leadership, cluster.ErrNotLeader on a
+// follower, or an error when ctx ends first.
+func (s *Service) awaitLeader(ctx context.Context) error {
+	for {
+		leader, changed := s.raft.Leadership()
+		if !leader {
+			return cluster.ErrNotLeader
+		}
+		s.mu.Lock()
+		v := s.view
+		s.mu.Unlock()
+		if v.ready && v.changed == changed {
+			return nil
+		}
+		ready := v.readyCh
+		if v.ready {
+			ready = nil // an older view's; wait for the next one
+		}
+		select {
+		case <-ready:
+		case <-time.After(50 * time.Millisecond): // the view may have moved on
+		case <-ctx.Done():
+			return fmt.Errorf("%w: leader not ready yet", cluster.ErrNoLeader)
+		}
+	}
+}
+
+// linearizable makes the local FSM safe to read linearizably. A ready leader
+// has applied everything committed before its term (the Barrier in promote),
+// and every write it acknowledged was applied before the acknowledgement; a
+// quorum round (VerifyLeader) then proves no newer leader can have
+// acknowledged anything. Entries committed but not yet acknowledged are
+// concurrent with the read, so either answer is linearizable. (Waiting for
+// the commit index instead would hang: no-op and barrier entries count in it
+// but never reach the FSM.)
+func (s *Service) linearizable(ctx context.Context) error {
+	if err := s.awaitLeader(ctx); err != nil {
+		return err
+	}
+	return s.raft.VerifyLeader()
+}
