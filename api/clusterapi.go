@@ -34,25 +34,7 @@ func (s *Server) clusterStatus(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, err)
 		return
 	}
-	out := wire.ClusterStatus{
-		Node:         st.ID,
-		State:        st.State,
-		Leader:       st.Leader,
-		Term:         st.Term,
-		CommitIndex:  st.CommitIndex,
-		AppliedIndex: st.AppliedIndex,
-		LastIndex:    st.LastIndex,
-		LastContact:  st.LastContact,
-		Epoch:        st.Epoch,
-		LastToken:    st.LastToken,
-		ClusterID:    st.ClusterID,
-		LogFormat:    st.LogFormat,
-		Members:      make([]wire.Member, len(st.Members)),
-	}
-	for i, m := range st.Members {
-		out.Members[i] = wire.Member{ID: m.ID, RaftAddr: m.RaftAddr, HTTPAddr: m.HTTPAddr, Voter: m.Voter, Leader: m.Leader, LogFormat: m.LogFormat}
-	}
-	writeJSON(w, http.StatusOK, out)
+	writeJSON(w, http.StatusOK, st)
 }
 
 func (s *Server) join(w http.ResponseWriter, r *http.Request) {

@@ -39,7 +39,7 @@ type Cluster interface {
 	Join(ctx context.Context, req wire.JoinRequest) error
 	RemoveMember(ctx context.Context, id string) error
 	TransferLeadership(ctx context.Context, id string) error
-	Status() (cluster.Status, error)
+	Status() (wire.ClusterStatus, error)
 	Backup(ctx context.Context, w io.Writer) (fsm.Header, error)
 	Restore(ctx context.Context, r io.Reader, opts cluster.RestoreOptions) (fsm.Header, error)
 	Digest() (appliedIndex uint64, digest string)

@@ -29,13 +29,15 @@ type fakeCluster struct {
 	locks  []coord.LockStatus
 }
 
-func (f *fakeCluster) ID() string                      { return "n1" }
-func (f *fakeCluster) IsLeader() bool                  { return f.leader }
-func (f *fakeCluster) Leader() (string, string)        { return "", "" }
-func (f *fakeCluster) Ready() bool                     { return f.leader }
-func (f *fakeCluster) Digest() (uint64, string)        { return 1, "d" }
-func (f *fakeCluster) Registry() *prometheus.Registry  { return prometheus.NewRegistry() }
-func (f *fakeCluster) Status() (cluster.Status, error) { return cluster.Status{ID: "n1"}, f.err }
+func (f *fakeCluster) ID() string                     { return "n1" }
+func (f *fakeCluster) IsLeader() bool                 { return f.leader }
+func (f *fakeCluster) Leader() (string, string)       { return "", "" }
+func (f *fakeCluster) Ready() bool                    { return f.leader }
+func (f *fakeCluster) Digest() (uint64, string)       { return 1, "d" }
+func (f *fakeCluster) Registry() *prometheus.Registry { return prometheus.NewRegistry() }
+func (f *fakeCluster) Status() (wire.ClusterStatus, error) {
+	return wire.ClusterStatus{Node: "n1"}, f.err
+}
 
 func (f *fakeCluster) call(name string) error {
 	f.calls = append(f.calls, name)

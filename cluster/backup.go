@@ -5,6 +5,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -104,7 +106,7 @@ func mergeKeys(a, b []fsm.FencedKey) []fsm.FencedKey {
 		}
 	}
 	out := make([]fsm.FencedKey, 0, len(byKey))
-	for _, k := range sortedKeys(byKey) {
+	for _, k := range slices.Sorted(maps.Keys(byKey)) {
 		out = append(out, byKey[k])
 	}
 	return out

@@ -77,12 +77,21 @@ func planJoin(conf raft.Configuration, known fsm.Member, clusterID string, req w
 			p.add.Suffrage = raft.Voter
 		}
 	}
+	if want := memberRecord(req, known); want != known {
+		p.record = &want
+	}
+	return p, nil
+}
+
+// memberRecord is the record a join leaves for the joiner, given the one
+// known for its id.
+func memberRecord(req wire.JoinRequest, known fsm.Member) fsm.Member {
 	want := fsm.Member{ID: req.ID, RaftAddr: req.RaftAddr, HTTPAddr: req.HTTPAddr, Incarnation: req.Incarnation, LogFormat: req.LogFormat}
 	if req.Incarnation == "" {
 		// An operator's add (members add: not the node itself) knows
 		// nothing of the member's data dir or build: it changes addresses
 		// and suffrage, and keeps what the member recorded. Erasing the
-		// incarnation would switch off the wiped-disk check above for it.
+		// incarnation would switch off planJoin's wiped-disk check for it.
 		// The format is kept only on the same Raft address: another
 		// address may be another machine with an older build, which
 		// records its own format when it registers.
@@ -91,10 +100,7 @@ func planJoin(conf raft.Configuration, known fsm.Member, clusterID string, req w
 			want.LogFormat = known.LogFormat
 		}
 	}
-	if known != want {
-		p.record = &want
-	}
-	return p, nil
+	return want
 }
 
 func withoutServer(servers []raft.Server, id string) []raft.Server {

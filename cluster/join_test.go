@@ -8,6 +8,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/fencer-io/fencer/api/wire"
+	"github.com/fencer-io/fencer/cluster/datadir"
 	"github.com/fencer-io/fencer/fsm"
 )
 
@@ -98,7 +99,7 @@ func TestPlanStart(t *testing.T) {
 		name     string
 		cfg      Config
 		hasState bool
-		ident    identity
+		ident    datadir.Identity
 		peers    peerView
 		want     startPlan
 		wantErr  bool
@@ -113,9 +114,9 @@ func TestPlanStart(t *testing.T) {
 		{name: "restart with state: no join", cfg: Config{ID: "n3", Join: []string{"h1"}}, hasState: true},
 		{name: "neither", cfg: Config{ID: "n3"}},
 		{name: "another cluster's data dir", cfg: Config{ID: "n1", Join: []string{"h1"}}, hasState: true,
-			ident: identity{ClusterID: "c1"}, peers: peerView{clusterID: "c2"}, wantErr: true},
+			ident: datadir.Identity{ClusterID: "c1"}, peers: peerView{clusterID: "c2"}, wantErr: true},
 		{name: "its own cluster", cfg: Config{ID: "n1", Join: []string{"h1"}}, hasState: true,
-			ident: identity{ClusterID: "c1"}, peers: peerView{running: true, clusterID: "c1"}},
+			ident: datadir.Identity{ClusterID: "c1"}, peers: peerView{running: true, clusterID: "c1"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := planStart(tc.cfg, tc.hasState, tc.ident, tc.peers, self)

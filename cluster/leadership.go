@@ -2,14 +2,13 @@ package cluster
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"sync"
 	"time"
 
 	"github.com/hashicorp/raft"
 
+	"github.com/fencer-io/fencer/cluster/datadir"
 	"github.com/fencer-io/fencer/fsm"
 )
 
@@ -74,7 +73,7 @@ func (n *Node) watchLeadership(notify <-chan bool) {
 		case <-n.stop:
 			return
 		case leader := <-notify:
-			n.metrics.leaderChanges.Inc()
+			n.metrics.LeaderChanges.Inc()
 			changed := n.setLeadership(leader)
 			if leader {
 				n.log.Info("became leader; barrier before serving", "term", n.raft.CurrentTerm())
@@ -108,7 +107,7 @@ func (n *Node) establish(changed <-chan struct{}) {
 		}
 	}
 	if n.fsm.ClusterID() == "" {
-		if _, err := n.Apply(&fsm.SetClusterID{ID: newID()}); err != nil {
+		if _, err := n.Apply(&fsm.SetClusterID{ID: datadir.NewID()}); err != nil {
 			n.log.Warn("naming the cluster failed", "err", err)
 			return
 		}
@@ -166,13 +165,4 @@ func (n *Node) linearizable(ctx context.Context) error {
 		return err
 	}
 	return n.VerifyLeader()
-}
-
-// newID draws a random id of 16 hex characters (cluster ids, incarnations).
-func newID() string {
-	var b [8]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		panic(err) // crypto/rand does not fail on supported platforms
-	}
-	return hex.EncodeToString(b[:])
 }

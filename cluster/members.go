@@ -255,7 +255,7 @@ func (n *Node) rememberClusterID() bool {
 	}
 	ident := n.ident
 	ident.ClusterID = id
-	if err := saveIdentity(n.cfg.DataDir, ident); err != nil {
+	if err := ident.Save(n.cfg.DataDir); err != nil {
 		n.log.Error("recording the cluster id failed", "err", err)
 		return false
 	}

@@ -17,7 +17,12 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/fencer-io/fencer/api/wire"
+	"github.com/fencer-io/fencer/cluster/datadir"
+	"github.com/fencer-io/fencer/cluster/raftmetrics"
 	"github.com/fencer-io/fencer/fsm"
 )
 
@@ -33,10 +38,11 @@ type Node struct {
 	snaps   raft.SnapshotStore
 	trans   *raft.NetworkTransport
 
-	metrics *metrics
+	reg     *prometheus.Registry // the node's metrics; others add theirs
+	metrics *raftmetrics.Metrics
 	lead    leadership
 
-	ident    identity
+	ident    datadir.Identity
 	configMu sync.Mutex // one configuration change at a time
 	format   entryFormat
 	fatal    chan error
@@ -70,7 +76,11 @@ func Open(cfg Config, state *fsm.FSM) (*Node, error) {
 	}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	n.lead.init()
-	n.metrics = newMetrics(n)
+	// Each node has its own registry, so that several nodes in one process
+	// (tests, fencer dev) do not collide.
+	n.reg = prometheus.NewRegistry()
+	n.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	n.metrics = raftmetrics.New(n.reg)
 	if err := n.start(); err != nil {
 		n.shutdown()
 		return nil, err
@@ -115,6 +125,11 @@ func (n *Node) shutdown() error {
 	})
 	return err
 }
+
+// Registry returns the node's metrics registry; the coordination layer and
+// the HTTP layer register their own metrics there, and the HTTP layer serves
+// it on /metrics.
+func (n *Node) Registry() *prometheus.Registry { return n.reg }
 
 // Leader returns the current leader's id and HTTP address, if known.
 func (n *Node) Leader() (id, httpAddr string) {
@@ -162,43 +177,13 @@ func (n *Node) Ready() bool {
 	return n.raft.AppliedIndex() >= n.raft.CommitIndex()
 }
 
-// Status is a snapshot of the node's view of the cluster.
-type Status struct {
-	ID           string
-	State        string
-	Leader       string
-	Term         uint64
-	CommitIndex  uint64
-	AppliedIndex uint64
-	LastIndex    uint64
-	LastContact  string
-	Epoch        uint64
-	LastToken    uint64
-	ClusterID    string
-	// LogFormat is the entry format this node would write as leader: the
-	// newest that every member has recorded.
-	LogFormat int
-	Members   []MemberStatus
-}
-
-// MemberStatus is one member as seen by this node.
-type MemberStatus struct {
-	ID       string
-	RaftAddr string
-	HTTPAddr string
-	Voter    bool
-	Leader   bool
-	// LogFormat is the newest entry format the member's build reads, as it
-	// recorded when it registered.
-	LogFormat int
-}
-
-// Status returns this node's view of the cluster.
-func (n *Node) Status() (Status, error) {
+// Status returns this node's view of the cluster, as GET /v1/cluster
+// answers it.
+func (n *Node) Status() (wire.ClusterStatus, error) {
 	stats := n.raft.Stats()
 	leaderID, _ := n.Leader()
-	st := Status{
-		ID:           n.cfg.ID,
+	st := wire.ClusterStatus{
+		Node:         n.cfg.ID,
 		State:        n.raft.State().String(),
 		Leader:       leaderID,
 		Term:         parseUint(stats["term"]),
@@ -215,19 +200,20 @@ func (n *Node) Status() (Status, error) {
 	if err := cf.Error(); err != nil {
 		return st, translate(err)
 	}
+	st.Members = make([]wire.Member, 0, len(cf.Configuration().Servers))
 	for _, s := range cf.Configuration().Servers {
-		ms := MemberStatus{
+		m := wire.Member{
 			ID:       string(s.ID),
 			RaftAddr: string(s.Address),
 			Voter:    s.Suffrage == raft.Voter,
 			Leader:   string(s.ID) == leaderID,
 		}
-		if m, ok := n.fsm.Member(ms.ID); ok {
-			ms.HTTPAddr, ms.LogFormat = m.HTTPAddr, m.LogFormat
+		if rec, ok := n.fsm.Member(m.ID); ok {
+			m.HTTPAddr, m.LogFormat = rec.HTTPAddr, rec.LogFormat
 		} else {
-			ms.HTTPAddr = n.initialHTTPAddr(ms.ID, ms.RaftAddr)
+			m.HTTPAddr = n.initialHTTPAddr(m.ID, m.RaftAddr)
 		}
-		st.Members = append(st.Members, ms)
+		st.Members = append(st.Members, m)
 	}
 	return st, nil
 }

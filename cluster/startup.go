@@ -15,6 +15,7 @@ import (
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	"go.etcd.io/bbolt"
 
+	"github.com/fencer-io/fencer/cluster/datadir"
 	"github.com/fencer-io/fencer/internal/tlsutil"
 )
 
@@ -25,13 +26,13 @@ import (
 
 // start runs the startup steps in order.
 func (n *Node) start() error {
-	if err := os.MkdirAll(n.cfg.DataDir, dirMode); err != nil {
+	if err := os.MkdirAll(n.cfg.DataDir, datadir.DirMode); err != nil {
 		return fmt.Errorf("data dir: %w", err)
 	}
-	if err := makeDataDirPrivate(n.cfg.DataDir, n.log); err != nil {
+	if err := datadir.MakePrivate(n.cfg.DataDir, n.log); err != nil {
 		return err
 	}
-	ident, err := loadIdentity(n.cfg.DataDir, n.cfg.ID)
+	ident, err := datadir.LoadIdentity(n.cfg.DataDir, n.cfg.ID)
 	if err != nil {
 		return err
 	}
@@ -89,7 +90,7 @@ func (n *Node) openStores() error {
 		return fmt.Errorf("open raft store: %w", err)
 	}
 	n.store = store
-	if n.snaps, err = openSnapshots(n.cfg.DataDir, n.raftLog); err != nil {
+	if n.snaps, err = datadir.OpenSnapshots(n.cfg.DataDir, n.raftLog); err != nil {
 		return fmt.Errorf("open snapshot store: %w", err)
 	}
 	// The cache keeps the newest entries in memory, so the leader's
@@ -157,7 +158,7 @@ type peerView struct {
 // needsProbe reports whether the start depends on what the peers say: an
 // empty data dir with an initial cluster (bootstrap, or join what already
 // runs?) and a data dir that records its cluster (is it theirs?).
-func needsProbe(cfg Config, hasState bool, ident identity) bool {
+func needsProbe(cfg Config, hasState bool, ident datadir.Identity) bool {
 	return !hasState && len(cfg.InitialCluster) > 0 || ident.ClusterID != ""
 }
 
@@ -175,7 +176,7 @@ type startPlan struct {
 // but whose initial cluster already has a leader joins rather than
 // bootstrap: bootstrapping again would give it a fresh vote in a cluster
 // that may count on what it acknowledged before.
-func planStart(cfg Config, hasState bool, ident identity, peers peerView, self raft.ServerAddress) (startPlan, error) {
+func planStart(cfg Config, hasState bool, ident datadir.Identity, peers peerView, self raft.ServerAddress) (startPlan, error) {
 	if ident.ClusterID != "" && peers.clusterID != "" && peers.clusterID != ident.ClusterID {
 		return startPlan{}, fmt.Errorf("data dir %s belongs to cluster %s, but the members this node was told about are cluster %s: "+
 			"start it with an empty data dir to join them, or point it at its own cluster", cfg.DataDir, ident.ClusterID, peers.clusterID)
@@ -220,11 +221,12 @@ func (n *Node) raftConfig(notify chan bool) *raft.Config {
 // that follows its leadership changes.
 func (n *Node) startRaft() error {
 	notify := make(chan bool, 16)
-	r, err := raft.NewRaft(n.raftConfig(notify), instrumentedFSM{FSM: n.fsm, m: n.metrics}, n.logs, n.store, n.snaps, n.trans)
+	r, err := raft.NewRaft(n.raftConfig(notify), n.metrics.TimeSnapshots(n.fsm), n.logs, n.store, n.snaps, n.trans)
 	if err != nil {
 		return fmt.Errorf("start raft: %w", err)
 	}
 	n.raft = r
+	n.metrics.Watch(r)
 	n.wg.Add(1)
 	go n.watchLeadership(notify)
 	return nil

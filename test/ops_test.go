@@ -17,6 +17,7 @@ import (
 	"github.com/fencer-io/fencer/api/client"
 	"github.com/fencer-io/fencer/api/wire"
 	"github.com/fencer-io/fencer/cluster"
+	"github.com/fencer-io/fencer/cluster/recovery"
 	"github.com/fencer-io/fencer/fsm"
 	tc "github.com/fencer-io/fencer/test/testcluster"
 )
@@ -321,7 +322,7 @@ func TestRecoverAfterPermanentQuorumLoss(t *testing.T) {
 	for _, n := range c.Nodes {
 		c.Stop(n)
 	}
-	h, err := cluster.Recover(cluster.RecoverOptions{
+	h, err := recovery.Recover(recovery.Options{
 		DataDir: survivor.DataDir,
 		ID:      survivor.ID,
 		Members: []cluster.Peer{{ID: survivor.ID, RaftAddr: survivor.RaftAddr, HTTPAddr: survivor.HTTPAddr}},

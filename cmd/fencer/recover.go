@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fencer-io/fencer/cluster"
+	"github.com/fencer-io/fencer/cluster/recovery"
 )
 
 // recoverOptions are the flags of "fencer recover".
@@ -61,7 +62,7 @@ func (o *recoverOptions) run(cmd *cobra.Command) error {
 		return err
 	}
 	logger.Info("forced recovery requested", "node", o.id, "members", o.members, "by", os.Getenv("USER"))
-	h, err := cluster.Recover(cluster.RecoverOptions{DataDir: o.dataDir, ID: o.id, Members: peers, EpochBump: o.bump, Logger: logger})
+	h, err := recovery.Recover(recovery.Options{DataDir: o.dataDir, ID: o.id, Members: peers, EpochBump: o.bump, Logger: logger})
 	if err != nil {
 		return err
 	}

@@ -74,6 +74,10 @@ func Start(cfg cluster.Config, httpAddr string, options ...Options) (*Instance, 
 	if err := rate.Validate(); err != nil {
 		return nil, err
 	}
+	limit, err := limits.RateLimit(rate)
+	if err != nil {
+		return nil, err
+	}
 	ln, err := net.Listen("tcp", httpAddr)
 	if err != nil {
 		return nil, fmt.Errorf("http listen on %s: %w", httpAddr, err)
@@ -94,28 +98,7 @@ func Start(cfg cluster.Config, httpAddr string, options ...Options) (*Instance, 
 	ccfg := opts.Coord
 	ccfg.Logger, ccfg.Registry = logger.With("node", cfg.ID), node.Registry()
 	svc := coord.New(node, state, ccfg)
-	var apiOpts []api.Option
-	if opts.Profiling {
-		apiOpts = append(apiOpts, api.WithProfiling())
-	}
-	if cfg.PeerTLSClient != nil {
-		apiOpts = append(apiOpts, api.WithPeerTLS(cfg.PeerTLSClient))
-	}
-	// Outermost first: authenticate, then rate-limit per principal, then cap
-	// the body, then the API.
-	h := api.NewServer(node, svc, logger.With("node", cfg.ID), apiOpts...).Handler()
-	h = limits.MaxBody(opts.Limits.MaxBodyBytes, api.RestorePath)(h)
-	limit, err := limits.RateLimit(rate)
-	if err != nil {
-		node.Close()
-		svc.Close()
-		ln.Close()
-		return nil, err
-	}
-	h = limit(h)
-	if opts.ACL != nil {
-		h = acl.Middleware(opts.ACL, acl.WithNodeCerts(), acl.WithAudit(logger.With("log", "audit", "node", cfg.ID)))(h)
-	}
+	h := handler(node, svc, cfg, opts, logger, limit)
 	srv := &http.Server{Handler: h, TLSConfig: opts.TLS}
 	opts.Limits.Apply(srv)
 	if opts.TLS != nil {
@@ -130,6 +113,25 @@ func Start(cfg cluster.Config, httpAddr string, options ...Options) (*Instance, 
 		in.done <- err
 	}()
 	return in, nil
+}
+
+// handler is the node's API behind its middleware, outermost first:
+// authenticate, then rate-limit per principal, then cap the body.
+func handler(node *cluster.Node, svc *coord.Service, cfg cluster.Config, opts Options, logger *slog.Logger, limit func(http.Handler) http.Handler) http.Handler {
+	var apiOpts []api.Option
+	if opts.Profiling {
+		apiOpts = append(apiOpts, api.WithProfiling())
+	}
+	if cfg.PeerTLSClient != nil {
+		apiOpts = append(apiOpts, api.WithPeerTLS(cfg.PeerTLSClient))
+	}
+	h := api.NewServer(node, svc, logger.With("node", cfg.ID), apiOpts...).Handler()
+	h = limits.MaxBody(opts.Limits.MaxBodyBytes, api.RestorePath)(h)
+	h = limit(h)
+	if opts.ACL != nil {
+		h = acl.Middleware(opts.ACL, acl.WithNodeCerts(), acl.WithAudit(logger.With("log", "audit", "node", cfg.ID)))(h)
+	}
+	return h
 }
 
 // Addr returns the HTTP address the instance serves on.

@@ -1,4 +1,4 @@
-package cluster
+package datadir
 
 import (
 	"errors"
@@ -14,19 +14,19 @@ import (
 
 // The data dir holds lease secrets (in snapshots and in the log): only the
 // user fencer runs as may read it, whatever the umask, and whoever created
-// the dir. Every dir fencer makes in it is dirMode, every file fileMode.
+// the dir. Every dir fencer makes in it is DirMode, every file FileMode.
 const (
-	dirMode  fs.FileMode = 0o700
-	fileMode fs.FileMode = 0o600
+	DirMode  fs.FileMode = 0o700
+	FileMode fs.FileMode = 0o600
 )
 
-// makeDataDirPrivate makes an existing data dir dirMode, saying so in the
+// MakePrivate makes an existing data dir DirMode, saying so in the
 // log when it was not, and narrows what is inside it (left by an older
 // build, or by a snapshot store that makes its own modes). A dir this
 // process cannot chmod (owned by another user, as a volume mounted for a
 // group may be) is only warned about: the files fencer writes in it are
 // private anyway.
-func makeDataDirPrivate(dir string, log *slog.Logger) error {
+func MakePrivate(dir string, log *slog.Logger) error {
 	st, err := os.Stat(dir)
 	if err != nil {
 		return fmt.Errorf("data dir: %w", err)
@@ -34,11 +34,11 @@ func makeDataDirPrivate(dir string, log *slog.Logger) error {
 	if !st.IsDir() {
 		return fmt.Errorf("data dir %s is not a directory", dir)
 	}
-	if old := st.Mode().Perm(); old != dirMode {
-		if err := os.Chmod(dir, dirMode); err != nil {
+	if old := st.Mode().Perm(); old != DirMode {
+		if err := os.Chmod(dir, DirMode); err != nil {
 			log.Warn("the data dir is readable by others and could not be made private; its files still are", "dir", dir, "mode", modeString(old), "err", err)
 		} else {
-			log.Warn("made the data dir private: it holds lease secrets", "dir", dir, "was", modeString(old), "now", modeString(dirMode))
+			log.Warn("made the data dir private: it holds lease secrets", "dir", dir, "was", modeString(old), "now", modeString(DirMode))
 		}
 	}
 	narrowed, err := makePrivate(dir, false)
@@ -51,7 +51,7 @@ func makeDataDirPrivate(dir string, log *slog.Logger) error {
 }
 
 // makePrivate gives every dir under root (root too, when withRoot is set)
-// dirMode and every regular file fileMode, and reports how many it changed.
+// DirMode and every regular file FileMode, and reports how many it changed.
 // Symbolic links are not followed.
 func makePrivate(root string, withRoot bool) (int, error) {
 	changed := 0
@@ -59,13 +59,13 @@ func makePrivate(root string, withRoot bool) (int, error) {
 		if err != nil {
 			return err
 		}
-		want := fileMode
+		want := FileMode
 		switch {
 		case d.IsDir():
 			if path == root && !withRoot {
 				return nil
 			}
-			want = dirMode
+			want = DirMode
 		case !d.Type().IsRegular():
 			return nil
 		}
@@ -90,10 +90,10 @@ func makePrivate(root string, withRoot bool) (int, error) {
 
 func modeString(m fs.FileMode) string { return fmt.Sprintf("%#o", m.Perm()) }
 
-// openSnapshots opens the data dir's snapshot store, keeping two snapshots.
+// OpenSnapshots opens the data dir's snapshot store, keeping two snapshots.
 // The store keeps them in BASE/snapshots, and BASE has always been
 // DATADIR/snapshots: they live in DATADIR/snapshots/snapshots.
-func openSnapshots(dataDir string, logger hclog.Logger) (raft.SnapshotStore, error) {
+func OpenSnapshots(dataDir string, logger hclog.Logger) (raft.SnapshotStore, error) {
 	base := filepath.Join(dataDir, "snapshots")
 	store, err := raft.NewFileSnapshotStoreWithLogger(base, 2, logger)
 	if err != nil {

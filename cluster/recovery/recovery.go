@@ -1,4 +1,8 @@
-package cluster
+// Package recovery rewrites a stopped node's data dir after its cluster lost
+// its quorum for good (fencer recover): Raft's forced recovery to an explicit
+// membership, with the token epoch moved past anything the lost members may
+// have granted.
+package recovery
 
 import (
 	"errors"
@@ -15,16 +19,18 @@ import (
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	"go.etcd.io/bbolt"
 
+	"github.com/fencer-io/fencer/cluster"
+	"github.com/fencer-io/fencer/cluster/datadir"
 	"github.com/fencer-io/fencer/fsm"
 )
 
-// RecoverOptions describe a forced recovery of a cluster that lost its
-// quorum for good.
-type RecoverOptions struct {
+// Options describe a forced recovery of a cluster that lost its quorum for
+// good.
+type Options struct {
 	DataDir string
 	ID      string
 	// Members is the new, explicit membership: the survivors.
-	Members []Peer
+	Members []cluster.Peer
 	// EpochBump is how far to move the token epoch (default 1). The lost
 	// members may have committed entries, grants among them, that no
 	// survivor has; bumping the epoch puts every later token above them.
@@ -36,7 +42,7 @@ type RecoverOptions struct {
 // of the given membership (hashicorp/raft's RecoverCluster), with the token
 // epoch bumped. Run it on every survivor, with the same member list, while
 // the nodes are stopped; then start them normally.
-func Recover(o RecoverOptions) (fsm.Header, error) {
+func Recover(o Options) (fsm.Header, error) {
 	if o.EpochBump == 0 {
 		o.EpochBump = 1
 	}
@@ -53,10 +59,10 @@ func Recover(o RecoverOptions) (fsm.Header, error) {
 	if !found {
 		return fsm.Header{}, fmt.Errorf("the member list does not include this node %q", o.ID)
 	}
-	if _, err := loadIdentity(o.DataDir, o.ID); err != nil {
+	if _, err := datadir.LoadIdentity(o.DataDir, o.ID); err != nil {
 		return fsm.Header{}, err
 	}
-	if err := makeDataDirPrivate(o.DataDir, o.Logger); err != nil {
+	if err := datadir.MakePrivate(o.DataDir, o.Logger); err != nil {
 		return fsm.Header{}, err
 	}
 	store, err := raftboltdb.New(raftboltdb.Options{
@@ -68,7 +74,7 @@ func Recover(o RecoverOptions) (fsm.Header, error) {
 	}
 	defer store.Close()
 	logger := hclog.New(&hclog.LoggerOptions{Name: "raft-recover", Level: hclog.Warn, Output: os.Stderr})
-	snaps, err := openSnapshots(o.DataDir, logger)
+	snaps, err := datadir.OpenSnapshots(o.DataDir, logger)
 	if err != nil {
 		return fsm.Header{}, err
 	}
@@ -107,7 +113,7 @@ func Recover(o RecoverOptions) (fsm.Header, error) {
 type recoveryFSM struct {
 	*fsm.FSM
 	bump    uint64
-	members []Peer
+	members []cluster.Peer
 	written fsm.Header // of the snapshot written
 }
 

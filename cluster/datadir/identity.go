@@ -1,6 +1,12 @@
-package cluster
+// Package datadir is a node's data dir on disk: whose it is (node.json: the
+// node's id, an incarnation drawn when the dir was created, the cluster's id
+// once learned), that nobody else can read it, and the snapshot store Raft
+// keeps in it.
+package datadir
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,9 +15,9 @@ import (
 	"path/filepath"
 )
 
-// identity is what a data dir remembers about whose it is. It is written the
+// Identity is what a data dir remembers about whose it is. It is written the
 // first time the dir is used and checked on every start.
-type identity struct {
+type Identity struct {
 	NodeID string `json:"node_id"`
 	// Incarnation is drawn at random when the data dir is created. A member
 	// that comes back with a new incarnation has lost what it acknowledged
@@ -22,32 +28,34 @@ type identity struct {
 	ClusterID string `json:"cluster_id,omitempty"`
 }
 
-const identityFile = "node.json"
+// IdentityFile is the identity's file in the data dir.
+const IdentityFile = "node.json"
 
-// loadIdentity reads the data dir's identity, creating it for a new dir, and
+// LoadIdentity reads the data dir's identity, creating it for a new dir, and
 // refuses a dir that belongs to another node.
-func loadIdentity(dir, id string) (identity, error) {
-	path := filepath.Join(dir, identityFile)
+func LoadIdentity(dir, id string) (Identity, error) {
+	path := filepath.Join(dir, IdentityFile)
 	data, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
-		ident := identity{NodeID: id, Incarnation: newID()}
-		return ident, saveIdentity(dir, ident)
+		ident := Identity{NodeID: id, Incarnation: NewID()}
+		return ident, ident.Save(dir)
 	}
 	if err != nil {
-		return identity{}, fmt.Errorf("read %s: %w", path, err)
+		return Identity{}, fmt.Errorf("read %s: %w", path, err)
 	}
-	var ident identity
+	var ident Identity
 	if err := json.Unmarshal(data, &ident); err != nil {
-		return identity{}, fmt.Errorf("%s is corrupt: %w", path, err)
+		return Identity{}, fmt.Errorf("%s is corrupt: %w", path, err)
 	}
 	if ident.NodeID != id {
-		return identity{}, fmt.Errorf("data dir %s belongs to node %q, not %q: use that id or another data dir", dir, ident.NodeID, id)
+		return Identity{}, fmt.Errorf("data dir %s belongs to node %q, not %q: use that id or another data dir", dir, ident.NodeID, id)
 	}
 	return ident, nil
 }
 
-func saveIdentity(dir string, ident identity) error {
-	path := filepath.Join(dir, identityFile)
+// Save writes the identity durably into the data dir.
+func (ident Identity) Save(dir string) error {
+	path := filepath.Join(dir, IdentityFile)
 	data, _ := json.MarshalIndent(ident, "", "  ")
 	if err := writeFileSync(path, data); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
@@ -58,12 +66,12 @@ func saveIdentity(dir string, ident identity) error {
 // writeFileSync writes a file and its directory entry durably.
 func writeFileSync(path string, data []byte) error {
 	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, fileMode)
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, FileMode)
 	if err != nil {
 		return err
 	}
 	// A leftover file keeps its old mode through O_CREATE.
-	if err := f.Chmod(fileMode); err != nil {
+	if err := f.Chmod(FileMode); err != nil {
 		f.Close()
 		return err
 	}
@@ -87,4 +95,13 @@ func writeFileSync(path string, data []byte) error {
 	}
 	defer d.Close()
 	return d.Sync()
+}
+
+// NewID draws a random id of 16 hex characters (incarnations, cluster ids).
+func NewID() string {
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(err) // crypto/rand does not fail on supported platforms
+	}
+	return hex.EncodeToString(b[:])
 }

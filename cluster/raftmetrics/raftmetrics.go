@@ -1,51 +1,51 @@
-package cluster
+// Package raftmetrics exposes a hashicorp/raft node to Prometheus: its state,
+// term, indexes, contact with the leader and membership, read at scrape time
+// so that the hot path pays nothing for them; the leadership changes it saw;
+// and how long each snapshot took to persist.
+package raftmetrics
 
 import (
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 )
 
-// metrics are one node's Raft metrics. Each node has its own registry
-// so that several nodes in one process (tests, fencer dev) do not collide.
-// Counters are bumped where the events happen; gauges are read at scrape
-// time, so the hot path pays nothing for them.
-type metrics struct {
-	reg           *prometheus.Registry
-	leaderChanges prometheus.Counter
+// Metrics are one Raft node's metrics.
+type Metrics struct {
+	// LeaderChanges counts the leadership changes the node saw.
+	LeaderChanges prometheus.Counter
 	snapshot      prometheus.Histogram
+	raft          atomic.Pointer[raft.Raft] // nil until Watch
 }
 
-func newMetrics(n *Node) *metrics {
-	counter := func(name, help string) prometheus.Counter {
-		return prometheus.NewCounter(prometheus.CounterOpts{Namespace: "fencer", Name: name, Help: help})
-	}
-	m := &metrics{
-		reg:           prometheus.NewRegistry(),
-		leaderChanges: counter("leader_changes_total", "Leadership changes seen by this node (gained or lost)."),
+// New registers a node's Raft metrics on reg. The gauges report nothing
+// until Watch gives them the Raft instance.
+func New(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		LeaderChanges: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "fencer", Name: "leader_changes_total", Help: "Leadership changes seen by this node (gained or lost).",
+		}),
 		snapshot: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Namespace: "fencer", Name: "snapshot_persist_seconds", Help: "Time to write an FSM snapshot.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 4, 10),
 		}),
 	}
-	m.reg.MustRegister(m.leaderChanges, m.snapshot,
-		&nodeCollector{n: n},
-		collectors.NewGoCollector(),
-		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-	)
+	reg.MustRegister(m.LeaderChanges, m.snapshot, (*collector)(m))
 	return m
 }
 
-// Registry returns the node's metrics registry; the coordination layer and
-// the HTTP layer register their own metrics there, and the HTTP layer serves
-// it on /metrics.
-func (n *Node) Registry() *prometheus.Registry { return n.metrics.reg }
+// Watch makes the gauges read r.
+func (m *Metrics) Watch(r *raft.Raft) { m.raft.Store(r) }
 
-// nodeCollector reads the node's state at scrape time.
-type nodeCollector struct{ n *Node }
+// TimeSnapshots wraps f so that every snapshot's Persist is timed, without
+// touching f.
+func (m *Metrics) TimeSnapshots(f raft.FSM) raft.FSM { return timedFSM{FSM: f, m: m} }
+
+// collector reads the node's Raft state at scrape time.
+type collector Metrics
 
 var (
 	descState       = prometheus.NewDesc("fencer_raft_state", "1 for this node's current Raft state.", []string{"state"}, nil)
@@ -56,22 +56,24 @@ var (
 	descLastContact = prometheus.NewDesc("fencer_raft_last_contact_seconds", "Time since this node last heard from the leader (0 on the leader). Scrape every member for the per-follower view.", nil, nil)
 	descSnapIndex   = prometheus.NewDesc("fencer_raft_last_snapshot_index", "Index of the latest snapshot.", nil, nil)
 	descMembers     = prometheus.NewDesc("fencer_cluster_members", "Members in the Raft configuration.", []string{"suffrage"}, nil)
-	descEpoch       = prometheus.NewDesc("fencer_token_epoch", "Current token epoch (bumped by restores and recoveries).", nil, nil)
 )
 
-func (c *nodeCollector) Describe(ch chan<- *prometheus.Desc) {
+func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descState, descTerm, descCommit, descApplied, descLastIndex, descLastContact,
-		descSnapIndex, descMembers, descEpoch} {
+		descSnapIndex, descMembers} {
 		ch <- d
 	}
 }
 
-func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
-	n := c.n
+func (c *collector) Collect(ch chan<- prometheus.Metric) {
+	r := c.raft.Load()
+	if r == nil {
+		return
+	}
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
 	}
-	state := n.raft.State()
+	state := r.State()
 	for _, s := range []raft.RaftState{raft.Follower, raft.Candidate, raft.Leader, raft.Shutdown} {
 		v := 0.0
 		if s == state {
@@ -79,18 +81,18 @@ func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		gauge(descState, v, s.String())
 	}
-	stats := n.raft.Stats()
+	stats := r.Stats()
 	gauge(descTerm, float64(parseUint(stats["term"])))
-	gauge(descCommit, float64(n.raft.CommitIndex()))
-	gauge(descApplied, float64(n.raft.AppliedIndex()))
-	gauge(descLastIndex, float64(n.raft.LastIndex()))
+	gauge(descCommit, float64(r.CommitIndex()))
+	gauge(descApplied, float64(r.AppliedIndex()))
+	gauge(descLastIndex, float64(r.LastIndex()))
 	gauge(descSnapIndex, float64(parseUint(stats["last_snapshot_index"])))
 	contact := 0.0
 	if state != raft.Leader {
 		contact = lastContact(stats["last_contact"])
 	}
 	gauge(descLastContact, contact)
-	if cf := n.raft.GetConfiguration(); cf.Error() == nil {
+	if cf := r.GetConfiguration(); cf.Error() == nil {
 		voters, nonvoters := 0, 0
 		for _, s := range cf.Configuration().Servers {
 			if s.Suffrage == raft.Voter {
@@ -102,7 +104,11 @@ func (c *nodeCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(descMembers, float64(voters), "voter")
 		gauge(descMembers, float64(nonvoters), "nonvoter")
 	}
-	gauge(descEpoch, float64(n.fsm.Epoch()))
+}
+
+func parseUint(s string) uint64 {
+	v, _ := strconv.ParseUint(s, 10, 64)
+	return v
 }
 
 // lastContact parses raft's "last_contact" stat: "never", "0", or a duration.
@@ -116,13 +122,13 @@ func lastContact(s string) float64 {
 	return -1 // never
 }
 
-// instrumentedFSM times snapshot persistence without touching the pure FSM.
-type instrumentedFSM struct {
+// timedFSM times snapshot persistence.
+type timedFSM struct {
 	raft.FSM
-	m *metrics
+	m *Metrics
 }
 
-func (f instrumentedFSM) Snapshot() (raft.FSMSnapshot, error) {
+func (f timedFSM) Snapshot() (raft.FSMSnapshot, error) {
 	s, err := f.FSM.Snapshot()
 	if err != nil {
 		return nil, err
@@ -132,7 +138,7 @@ func (f instrumentedFSM) Snapshot() (raft.FSMSnapshot, error) {
 
 type timedSnapshot struct {
 	raft.FSMSnapshot
-	m *metrics
+	m *Metrics
 }
 
 func (s timedSnapshot) Persist(sink raft.SnapshotSink) error {
