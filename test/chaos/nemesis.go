@@ -84,7 +84,7 @@ var kinds = map[string]faultKind{
 	FaultMembership:      {leverMembership, 1, (*nemesis).membership},
 	FaultReplace:         {leverMembership, 1, (*nemesis).replace},
 	FaultWipedRefused:    {leverMembership, 1, (*nemesis).wipedRefused},
-	FaultKillAll:         {leverEverything, 0, (*nemesis).killAll},
+	FaultKillAll:         {leverEverything, 0, (*nemesis).killAll}, // disturbs every member, but is never stacked
 	FaultRestartResource: {leverResource, 0, (*nemesis).restartResource},
 }
 

@@ -157,7 +157,9 @@ func (n *nemesis) httpCut(ctx context.Context, _ int) (*active, error) {
 	d := n.between(2*time.Second, 5*time.Second)
 	n.ev.add(evFault, fmt.Sprintf("cut http from followers %s to leader %s (%s) for %v; raft untouched",
 		ids(cut), l.ID, howCut(silent), d))
-	return &active{hold: d, heal: n.healNetwork}, nil
+	// The cut followers keep the quorum, but a stacked fault must not pick
+	// them: a wiped one could not hear its refusal, which comes over HTTP.
+	return &active{hold: d, heal: n.healNetwork, busy: cut}, nil
 }
 
 func howCut(silent bool) string {
