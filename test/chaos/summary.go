@@ -49,6 +49,8 @@ func (r *Result) Summary() string {
 		fmt.Fprintf(&b, "  %-8s %6d: %s\n", kind, n, strings.Join(parts, ", "))
 	}
 
+	b.WriteString(r.otherErrors())
+
 	var tokens []uint64
 	for _, op := range h.Ops {
 		if op.Kind == checker.Acquire && op.Outcome == checker.OK {
@@ -156,4 +158,41 @@ func (r *Result) httpLine() string {
 	return fmt.Sprintf("http via advertised addresses: %d connections from nodes, %d from clients, %d unattributed (unfaulted); "+
 		"cuts refused %d connections and dropped %d bytes\n",
 		nodes, clients, r.Gated[""], s.Rejected, s.Dropped[0]+s.Dropped[1])
+}
+
+// otherErrors lists the distinct answers outside the workload's model
+// (OtherError), which the checker treats as indeterminate: each may be
+// worth a look.
+func (r *Result) otherErrors() string {
+	seen := map[string]int{}
+	var order []string
+	for _, op := range r.History.Ops {
+		if op.Outcome != checker.OtherError {
+			continue
+		}
+		key := fmt.Sprintf("%s: %s", op.Kind, op.Error)
+		if seen[key] == 0 {
+			order = append(order, key)
+		}
+		seen[key]++
+	}
+	if len(order) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString("answers outside the model (indeterminate):\n")
+	for _, key := range order[:min(len(order), 5)] {
+		fmt.Fprintf(&b, "  %d× %s\n", seen[key], truncate(key, 200))
+	}
+	if len(order) > 5 {
+		fmt.Fprintf(&b, "  … and %d more kinds\n", len(order)-5)
+	}
+	return b.String()
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
 }

@@ -30,7 +30,8 @@ type Gate struct {
 	counts map[string]int64 // connections by source; "" for unattributed
 }
 
-// NewGate listens on 127.0.0.1:0 for connections to target.
+// NewGate listens on 127.0.0.1:0 for connections to target, the API of the
+// node named name.
 func NewGate(name, target string, identify Identify) (*Gate, error) {
 	open, err := NewLink(name+"(unattributed)", target)
 	if err != nil {
@@ -57,8 +58,8 @@ func (g *Gate) Route(source string, l *Link) {
 	g.links[source] = l
 }
 
-// Counts returns how many connections came from each routed source, and
-// under "" how many could not be attributed.
+// Counts returns how many connections came from each source (the node
+// itself included), and under "" how many could not be attributed.
 func (g *Gate) Counts() map[string]int64 {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -93,15 +94,22 @@ func (g *Gate) acceptLoop() {
 	}
 }
 
+// route picks the link for conn. A node dialing its own gate (a leader
+// not yet ready joins through the leader's address) has no link to cut,
+// and goes through unfaulted as its own.
 func (g *Gate) route(conn net.Conn) *Link {
 	source, ok := g.identify(conn)
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if l := g.links[source]; ok && l != nil {
+	switch l := g.links[source]; {
+	case ok && l != nil:
 		g.counts[source]++
 		return l
+	case ok && source == g.name:
+		g.counts[source]++
+	default:
+		g.counts[""]++
 	}
-	g.counts[""]++
 	return g.open
 }
 

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"sync/atomic"
 	"testing"
 )
 
@@ -107,14 +108,22 @@ func TestGateAppliesTheDialersLink(t *testing.T) {
 }
 
 // A connection nobody can attribute goes through unfaulted, and is counted
-// so that a run can tell when its cuts would not have held.
+// so that a run can tell when its cuts would not have held; so does a
+// node's connection to itself, counted as its own.
 func TestGateLetsTheUnattributedThrough(t *testing.T) {
-	m := newTestMesh(t, func(net.Conn) (string, bool) { return "", false })
+	var who atomic.Value
+	who.Store("")
+	m := newTestMesh(t, func(net.Conn) (string, bool) { s := who.Load().(string); return s, s != "" })
 	m.Cut("me", "n1")
 	m.Cut("other", "n1")
 	mustAsk(t, dial(t, m.GateAddr("n1")), "ping", "n1:ping")
 	if c := m.Counts(); len(c) != 1 || c[""] != 1 {
 		t.Fatalf("counts %v; want one unattributed", c)
+	}
+	who.Store("n1")
+	mustAsk(t, dial(t, m.GateAddr("n1")), "ping", "n1:ping")
+	if c := m.Counts(); c["n1"] != 1 || c[""] != 1 {
+		t.Fatalf("counts %v; want one from n1 itself, one unattributed", c)
 	}
 }
 
