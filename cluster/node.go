@@ -1,9 +1,11 @@
-// Package cluster is a fencer node's Raft member and nothing else: its stores,
-// transport and startup, membership (bootstrap, join, removal), the data
-// dir's identity, the entry-format gate, backup, restore and recovery, and
-// Raft metrics. It knows nothing of locks: the coordination layer (coord)
-// reaches it through Apply, VerifyLeader, Barrier and Leadership, and its
-// errors are Raft's translated into this package's.
+// Package cluster is a fencer node's Raft member and nothing else: its
+// stores, transport and startup, membership (bootstrap, join, removal), the
+// entry-format gate, backup and restore.
+//
+// It knows nothing of locks: the coordination layer (coord) reaches it
+// through Apply, VerifyLeader, Barrier and Leadership, and Raft's errors come
+// back as this package's. The data dir on disk (datadir), offline forced
+// recovery (recovery) and Raft's metrics (raftmetrics) are subpackages.
 package cluster
 
 import (

@@ -4,7 +4,7 @@
 // Raft interface it declares.
 //
 // Service holds what every primitive shares on the leader: the view of
-// leadership it serves in, the lease timers (Leases) and the per-name queues
+// leadership it serves in, the lease timers (leaseTimers) and the per-name queues
 // of waiters. A primitive is a file of methods on Service (locks.go, kv.go)
 // plus the FSM commands it proposes. DESIGN.md says why it is built this way.
 package coord

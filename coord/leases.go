@@ -8,7 +8,7 @@ import (
 	"github.com/fencer-io/fencer/fsm"
 )
 
-// Leases tracks the deadline of every held lock, on the leader only.
+// leaseTimers tracks the deadline of every held lock, on the leader only.
 //
 // Deadlines are not replicated: a renewal extends the leader's deadline
 // without writing the log. A new leader therefore cannot know how much of a
@@ -23,7 +23,7 @@ import (
 // renewal only moves a lease's deadline; the heap keeps the time it was
 // last scheduled for, and a lease found renewed when it comes due is simply
 // scheduled again.
-type Leases struct {
+type leaseTimers struct {
 	clock  Clock
 	base   time.Time // lease times are durations since base: 8 bytes, not 24
 	expire func(lock string, token uint64)
@@ -37,7 +37,7 @@ type Leases struct {
 }
 
 // lease is one tracked deadline, 64 bytes (it was 96 with time.Time
-// fields); times are since Leases.base, read from the clock's monotonic
+// fields); times are since leaseTimers.base, read from the clock's monotonic
 // reading.
 type lease struct {
 	name     string
@@ -49,32 +49,21 @@ type lease struct {
 	expiring bool          // an Expire is being proposed; renewals are refused
 }
 
-// NewLeases returns an inactive tracker; expire runs in its own goroutine.
-func NewLeases(clock Clock, expire func(lock string, token uint64)) *Leases {
+// newLeaseTimers returns an inactive tracker; expire runs in its own
+// goroutine.
+func newLeaseTimers(clock Clock, expire func(lock string, token uint64)) *leaseTimers {
 	if clock == nil {
 		clock = RealClock
 	}
-	return &Leases{clock: clock, base: clock.Now(), expire: expire, leases: map[string]*lease{}}
+	return &leaseTimers{clock: clock, base: clock.Now(), expire: expire, leases: map[string]*lease{}}
 }
 
 // now is the clock's time as a lease time.
-func (l *Leases) now() time.Duration { return l.clock.Now().Sub(l.base) }
+func (l *leaseTimers) now() time.Duration { return l.clock.Now().Sub(l.base) }
 
-// Promote starts tracking every held lock at its full TTL from now.
-func (l *Leases) Promote(locks []fsm.Lock) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.clearLocked()
-	l.active = true
-	for _, lk := range locks {
-		l.trackLocked(lk.Name, lk.Token, time.Duration(lk.TTLMillis)*time.Millisecond)
-	}
-	l.armLocked()
-}
-
-// PromoteFrom is Promote for every lock f holds, without a copy of them
-// all; it returns how many it tracks.
-func (l *Leases) PromoteFrom(f *fsm.FSM) int {
+// Promote starts tracking every lock f holds at its full TTL from now,
+// without a copy of them all; it returns how many it tracks.
+func (l *leaseTimers) Promote(f *fsm.FSM) int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.clearLocked()
@@ -89,14 +78,14 @@ func (l *Leases) PromoteFrom(f *fsm.FSM) int {
 }
 
 // Demote stops the timer and forgets every lease; a follower tracks nothing.
-func (l *Leases) Demote() {
+func (l *leaseTimers) Demote() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.active = false
 	l.clearLocked()
 }
 
-func (l *Leases) clearLocked() {
+func (l *leaseTimers) clearLocked() {
 	if l.timer != nil {
 		l.timer.Stop()
 		l.timer = nil
@@ -106,7 +95,7 @@ func (l *Leases) clearLocked() {
 }
 
 // Track starts the lease of a new grant, replacing any earlier one of the lock.
-func (l *Leases) Track(lock string, token uint64, ttl time.Duration) {
+func (l *leaseTimers) Track(lock string, token uint64, ttl time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if !l.active {
@@ -116,7 +105,7 @@ func (l *Leases) Track(lock string, token uint64, ttl time.Duration) {
 	l.armLocked()
 }
 
-func (l *Leases) trackLocked(name string, token uint64, ttl time.Duration) {
+func (l *leaseTimers) trackLocked(name string, token uint64, ttl time.Duration) {
 	if old, ok := l.leases[name]; ok {
 		if old.token > token {
 			return // a newer grant is already tracked
@@ -129,19 +118,19 @@ func (l *Leases) trackLocked(name string, token uint64, ttl time.Duration) {
 	l.scheduleLocked(ls, deadline)
 }
 
-func (l *Leases) scheduleLocked(ls *lease, at time.Duration) {
+func (l *leaseTimers) scheduleLocked(ls *lease, at time.Duration) {
 	ls.at = at
 	heap.Push(&l.due, ls)
 }
 
-func (l *Leases) unscheduleLocked(ls *lease) {
+func (l *leaseTimers) unscheduleLocked(ls *lease) {
 	if ls.index >= 0 {
 		heap.Remove(&l.due, int(ls.index))
 	}
 }
 
 // armLocked points the one timer at the earliest scheduled lease.
-func (l *Leases) armLocked() {
+func (l *leaseTimers) armLocked() {
 	if !l.active || len(l.due) == 0 {
 		return
 	}
@@ -158,7 +147,7 @@ func (l *Leases) armLocked() {
 
 // fire runs when the timer goes off: every lease whose deadline has passed
 // is marked expiring and handed to expire; renewed ones are rescheduled.
-func (l *Leases) fire() {
+func (l *leaseTimers) fire() {
 	l.mu.Lock()
 	if !l.active {
 		l.mu.Unlock()
@@ -185,7 +174,7 @@ func (l *Leases) fire() {
 
 // Renew extends a lease to a full TTL from now. It reports false when the
 // lease is not tracked (not leader, superseded) or is already expiring.
-func (l *Leases) Renew(lock string, token uint64) bool {
+func (l *leaseTimers) Renew(lock string, token uint64) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	ls, ok := l.leases[lock]
@@ -197,7 +186,7 @@ func (l *Leases) Renew(lock string, token uint64) bool {
 }
 
 // Forget stops tracking a lease that ended (released or expired).
-func (l *Leases) Forget(lock string, token uint64) {
+func (l *leaseTimers) Forget(lock string, token uint64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if ls, ok := l.leases[lock]; ok && ls.token == token {
@@ -208,7 +197,7 @@ func (l *Leases) Forget(lock string, token uint64) {
 
 // Retry re-arms an expiring lease after a failed Expire proposal, so that it
 // is proposed again after delay unless the lease ended meanwhile.
-func (l *Leases) Retry(lock string, token uint64, delay time.Duration) {
+func (l *leaseTimers) Retry(lock string, token uint64, delay time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	ls, ok := l.leases[lock]
@@ -223,7 +212,7 @@ func (l *Leases) Retry(lock string, token uint64, delay time.Duration) {
 }
 
 // Remaining returns how long the tracked lease of a lock has left.
-func (l *Leases) Remaining(lock string, token uint64) (time.Duration, bool) {
+func (l *leaseTimers) Remaining(lock string, token uint64) (time.Duration, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	ls, ok := l.leases[lock]
@@ -234,7 +223,7 @@ func (l *Leases) Remaining(lock string, token uint64) (time.Duration, bool) {
 }
 
 // Len returns how many leases are tracked.
-func (l *Leases) Len() int {
+func (l *leaseTimers) Len() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return len(l.leases)

@@ -15,10 +15,10 @@ type expiry struct {
 	token uint64
 }
 
-func newTestLeases() (*Leases, *fakeClock, chan expiry) {
+func newTestLeases() (*leaseTimers, *fakeClock, chan expiry) {
 	clock := newFakeClock()
 	fired := make(chan expiry, 16)
-	l := NewLeases(clock, func(lock string, token uint64) { fired <- expiry{lock, token} })
+	l := newLeaseTimers(clock, func(lock string, token uint64) { fired <- expiry{lock, token} })
 	return l, clock, fired
 }
 
@@ -38,7 +38,7 @@ func expectExpiry(t *testing.T, fired chan expiry, want expiry) {
 // been handed to expire. The hand-off runs on a goroutine, so the channel
 // alone could miss one in flight; the expiring mark is set synchronously by
 // the (fake) timer, so it cannot.
-func expectNoExpiry(t *testing.T, l *Leases, fired chan expiry, expired ...string) {
+func expectNoExpiry(t *testing.T, l *leaseTimers, fired chan expiry, expired ...string) {
 	t.Helper()
 	l.mu.Lock()
 	for name, ls := range l.leases {
@@ -57,7 +57,7 @@ func expectNoExpiry(t *testing.T, l *Leases, fired chan expiry, expired ...strin
 
 func TestLeaseExpires(t *testing.T) {
 	l, clock, fired := newTestLeases()
-	l.Promote(nil)
+	l.Promote(fsm.New(nil))
 	l.Track("a", 5, time.Second)
 	clock.Advance(999 * time.Millisecond)
 	expectNoExpiry(t, l, fired)
@@ -70,7 +70,7 @@ func TestLeaseExpires(t *testing.T) {
 
 func TestRenewalPushesDeadline(t *testing.T) {
 	l, clock, fired := newTestLeases()
-	l.Promote(nil)
+	l.Promote(fsm.New(nil))
 	l.Track("a", 5, time.Second)
 	clock.Advance(800 * time.Millisecond)
 	if !l.Renew("a", 5) {
@@ -90,18 +90,18 @@ func TestRenewalPushesDeadline(t *testing.T) {
 
 func TestPromotionRestartsLeasesAtFullTTL(t *testing.T) {
 	l, clock, fired := newTestLeases()
-	l.Promote([]fsm.Lock{{Name: "a", Token: 3, TTLMillis: 1000}, {Name: "b", Token: 4, TTLMillis: 3000}})
+	l.Promote(holding(t, grant{"a", 1000}, grant{"b", 3000}))
 	clock.Advance(999 * time.Millisecond)
 	expectNoExpiry(t, l, fired)
 	clock.Advance(time.Millisecond)
-	expectExpiry(t, fired, expiry{"a", 3})
+	expectExpiry(t, fired, expiry{"a", 1})
 	clock.Advance(2 * time.Second)
-	expectExpiry(t, fired, expiry{"b", 4})
+	expectExpiry(t, fired, expiry{"b", 2})
 }
 
 func TestDemotionDropsTimers(t *testing.T) {
 	l, clock, fired := newTestLeases()
-	l.Promote([]fsm.Lock{{Name: "a", Token: 3, TTLMillis: 1000}})
+	l.Promote(holding(t, grant{"a", 1000}))
 	l.Track("b", 9, time.Second)
 	l.Demote()
 	if l.Len() != 0 || clock.pending() != 0 {
@@ -110,14 +110,14 @@ func TestDemotionDropsTimers(t *testing.T) {
 	l.Track("c", 10, time.Second) // a follower tracks nothing
 	clock.Advance(time.Hour)
 	expectNoExpiry(t, l, fired)
-	if l.Renew("a", 3) {
+	if l.Renew("a", 1) {
 		t.Fatal("a follower renewed")
 	}
 }
 
 func TestForgetAndRetry(t *testing.T) {
 	l, clock, fired := newTestLeases()
-	l.Promote(nil)
+	l.Promote(fsm.New(nil))
 	l.Track("a", 5, time.Second)
 	l.Forget("a", 5)
 	clock.Advance(2 * time.Second)
@@ -133,7 +133,7 @@ func TestForgetAndRetry(t *testing.T) {
 
 func TestOlderGrantDoesNotReplaceNewer(t *testing.T) {
 	l, clock, fired := newTestLeases()
-	l.Promote(nil)
+	l.Promote(fsm.New(nil))
 	l.Track("a", 8, time.Second)
 	l.Track("a", 7, time.Hour)
 	clock.Advance(time.Second)
@@ -145,8 +145,8 @@ func TestOlderGrantDoesNotReplaceNewer(t *testing.T) {
 func TestManyLeasesShareOneTimer(t *testing.T) {
 	clock := newFakeClock()
 	fired := make(chan expiry, 2000)
-	l := NewLeases(clock, func(lock string, token uint64) { fired <- expiry{lock, token} })
-	l.Promote(nil)
+	l := newLeaseTimers(clock, func(lock string, token uint64) { fired <- expiry{lock, token} })
+	l.Promote(fsm.New(nil))
 	for i := range 1000 {
 		l.Track(fmt.Sprintf("l%d", i), uint64(i+1), time.Duration(1000-i)*time.Millisecond+time.Second)
 	}
@@ -195,8 +195,8 @@ func TestLeaseIsSmall(t *testing.T) {
 	}
 }
 
-// PromoteFrom tracks every lock the FSM holds at its full TTL from now.
-func TestPromoteFromTracksFSMLocks(t *testing.T) {
+// Promote tracks every lock the FSM holds at its full TTL from now.
+func TestPromoteTracksFSMLocks(t *testing.T) {
 	l, clock, fired := newTestLeases()
 	f := fsm.New(nil)
 	for i, ttl := range []int64{1000, 3000} {
@@ -206,7 +206,7 @@ func TestPromoteFromTracksFSMLocks(t *testing.T) {
 		}
 	}
 	clock.Advance(time.Hour) // the grants' age does not matter
-	if n := l.PromoteFrom(f); n != 2 || l.Len() != 2 {
+	if n := l.Promote(f); n != 2 || l.Len() != 2 {
 		t.Fatalf("promoted %d, tracking %d", n, l.Len())
 	}
 	if rem, ok := l.Remaining("l1", 2); !ok || rem != 3*time.Second {
@@ -216,4 +216,23 @@ func TestPromoteFromTracksFSMLocks(t *testing.T) {
 	expectExpiry(t, fired, expiry{"l0", 1})
 	clock.Advance(2 * time.Second)
 	expectExpiry(t, fired, expiry{"l1", 2})
+}
+
+type grant struct {
+	lock string
+	ttl  int64 // ms
+}
+
+// holding returns an FSM in which each lock is granted, in order, at index
+// 1, 2, … (so with that token).
+func holding(t *testing.T, grants ...grant) *fsm.FSM {
+	t.Helper()
+	f := fsm.New(nil)
+	for i, g := range grants {
+		res := f.ApplyCommand(&fsm.Acquire{Lock: g.lock, Holder: "h", Lease: "s", TTLMillis: g.ttl}, uint64(i+1))
+		if _, ok := res.(*fsm.AcquireResult); !ok {
+			t.Fatal(res)
+		}
+	}
+	return f
 }

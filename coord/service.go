@@ -57,7 +57,7 @@ type Service struct {
 	fsm     *fsm.FSM
 	cfg     Config
 	log     *slog.Logger
-	leases  *Leases
+	leases  *leaseTimers
 	queues  *queues
 	metrics *metrics
 
@@ -89,7 +89,7 @@ func New(r Raft, state *fsm.FSM, cfg Config) *Service {
 		queues: newQueues(),
 		stop:   make(chan struct{}),
 	}
-	s.leases = NewLeases(cfg.Clock, s.expire)
+	s.leases = newLeaseTimers(cfg.Clock, s.expire)
 	s.metrics = newMetrics(s, cfg.Registry)
 	leader, changed := r.Leadership()
 	s.begin(leader, changed)
@@ -168,7 +168,7 @@ func (s *Service) promote(changed <-chan struct{}) {
 		return // a newer view began meanwhile
 	default:
 	}
-	held := s.leases.PromoteFrom(s.fsm)
+	held := s.leases.Promote(s.fsm)
 	s.view.ready = true
 	close(s.view.readyCh)
 	s.log.Info("lock service ready", "held_locks", held, "applied_index", s.fsm.AppliedIndex())
