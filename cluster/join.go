@@ -122,23 +122,35 @@ func wipedError(req wire.JoinRequest, known fsm.Member) error {
 
 // Join makes a node a member, as planJoin decides. It runs on the leader.
 func (n *Node) Join(ctx context.Context, req wire.JoinRequest) error {
-	if err := n.awaitLeader(ctx); err != nil {
+	conf, err := n.lockConfiguration(ctx)
+	if err != nil {
 		return err
 	}
-	n.configMu.Lock()
 	defer n.configMu.Unlock()
-	cf := n.raft.GetConfiguration()
-	if err := cf.Error(); err != nil {
-		return translate(err)
-	}
 	known, _ := n.fsm.Member(req.ID)
-	plan, err := planJoin(cf.Configuration(), known, n.fsm.ClusterID(), req)
+	plan, err := planJoin(conf, known, n.fsm.ClusterID(), req)
 	if err != nil || req.DryRun {
 		return err
 	}
 	// The joiner's format is not recorded yet: write JSON until it is.
 	n.holdJSON()
 	return n.carryOut(plan, req)
+}
+
+// lockConfiguration waits until this node is a ready leader, takes the
+// configuration mutex (one membership change at a time) and reads Raft's
+// configuration under it. On success the caller holds n.configMu.
+func (n *Node) lockConfiguration(ctx context.Context) (raft.Configuration, error) {
+	if err := n.awaitLeader(ctx); err != nil {
+		return raft.Configuration{}, err
+	}
+	n.configMu.Lock()
+	cf := n.raft.GetConfiguration()
+	if err := cf.Error(); err != nil {
+		n.configMu.Unlock()
+		return raft.Configuration{}, translate(err)
+	}
+	return cf.Configuration(), nil
 }
 
 // carryOut makes the changes of a join plan, in order. Each is a change of

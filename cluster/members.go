@@ -199,17 +199,13 @@ func (n *Node) Fatal() <-chan error { return n.fatal }
 // RemoveMember removes a member from the Raft configuration and forgets its
 // addresses. Removing the leader itself transfers leadership first.
 func (n *Node) RemoveMember(ctx context.Context, id string) error {
-	if err := n.awaitLeader(ctx); err != nil {
+	conf, err := n.lockConfiguration(ctx)
+	if err != nil {
 		return err
 	}
-	n.configMu.Lock()
 	defer n.configMu.Unlock()
-	cf := n.raft.GetConfiguration()
-	if err := cf.Error(); err != nil {
-		return translate(err)
-	}
 	found := false
-	for _, s := range cf.Configuration().Servers {
+	for _, s := range conf.Servers {
 		found = found || string(s.ID) == id
 	}
 	if !found {
@@ -233,7 +229,7 @@ func (n *Node) RemoveMember(ctx context.Context, id string) error {
 			return translate(err)
 		}
 	}
-	_, err := n.Apply(&fsm.RemoveMember{ID: id})
+	_, err = n.Apply(&fsm.RemoveMember{ID: id})
 	n.log.Info("member removed", "id", id)
 	return err
 }
