@@ -18,22 +18,6 @@ type Peer struct {
 	HTTPAddr string
 }
 
-// ParsePeerAddrs parses "n2=HOST:PORT,n3=HOST:PORT".
-func ParsePeerAddrs(s string) (map[string]string, error) {
-	out := map[string]string{}
-	for _, part := range strings.Split(s, ",") {
-		if part = strings.TrimSpace(part); part == "" {
-			continue
-		}
-		id, addr, ok := strings.Cut(part, "=")
-		if !ok || id == "" || addr == "" {
-			return nil, fmt.Errorf("peer address %q: want ID=HOST:PORT", part)
-		}
-		out[id] = addr
-	}
-	return out, nil
-}
-
 // ParseInitialCluster parses "n1=RAFT@HTTP,n2=RAFT@HTTP,…".
 func ParseInitialCluster(s string) ([]Peer, error) {
 	var peers []Peer
@@ -72,7 +56,7 @@ type Config struct {
 	Join           []string // HTTP addresses of members
 	InitialCluster []Peer
 	// PeerAddrs overrides the address this node dials to reach a peer, by
-	// peer id (Raft's ServerAddressProvider). The chaos suite routes each
+	// peer id (Raft's ServerAddressProvider; transport.ParsePeerAddrs). The chaos suite routes each
 	// link through a fault proxy this way; peers keep advertising their
 	// real addresses.
 	PeerAddrs map[string]string

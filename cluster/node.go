@@ -4,8 +4,9 @@
 //
 // It knows nothing of locks: the coordination layer (coord) reaches it
 // through Apply, VerifyLeader, Barrier and Leadership, and Raft's errors come
-// back as this package's. The data dir on disk (datadir), offline forced
-// recovery (recovery) and Raft's metrics (raftmetrics) are subpackages.
+// back as this package's. The data dir on disk (datadir), the Raft transport
+// (transport), offline forced recovery (recovery) and Raft's metrics
+// (raftmetrics) are subpackages.
 package cluster
 
 import (

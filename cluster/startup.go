@@ -3,11 +3,8 @@ package cluster
 import (
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
-	"strings"
-	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -16,7 +13,7 @@ import (
 	"go.etcd.io/bbolt"
 
 	"github.com/fencer-io/fencer/cluster/datadir"
-	"github.com/fencer-io/fencer/internal/tlsutil"
+	"github.com/fencer-io/fencer/cluster/transport"
 )
 
 // Startup is a sequence of small steps. Each records on the Node what it
@@ -112,40 +109,21 @@ func newRaftLogger(cfg Config) hclog.Logger {
 	})
 }
 
-// openTransport binds the Raft transport: TCP, or mutual TLS when the
-// cluster runs it, dialling peers through PeerAddrs when those are given.
+// openTransport binds the Raft transport.
 func (n *Node) openTransport() error {
-	cfg := n.cfg
-	tcpAddr, err := net.ResolveTCPAddr("tcp", cfg.RaftAddr)
+	trans, err := transport.Open(transport.Config{
+		Addr:          n.cfg.RaftAddr,
+		TLSServer:     n.cfg.PeerTLSServer,
+		TLSClient:     n.cfg.PeerTLSClient,
+		PeerAddrs:     n.cfg.PeerAddrs,
+		PeerAddrsFile: n.cfg.PeerAddrsFile,
+		RaftLogger:    n.raftLog,
+		Logger:        n.log,
+	})
 	if err != nil {
-		return fmt.Errorf("raft address: %w", err)
+		return err
 	}
-	var advertise net.Addr = tcpAddr
-	if tcpAddr.Port == 0 {
-		advertise = nil // let the transport advertise what it bound
-	}
-	tcfg := &raft.NetworkTransportConfig{
-		MaxPool: 4,
-		Timeout: 5 * time.Second,
-		Logger:  newTransportLogger(n.raftLog),
-	}
-	if len(cfg.PeerAddrs) > 0 || cfg.PeerAddrsFile != "" {
-		tcfg.ServerAddressProvider = &peerAddrs{static: cfg.PeerAddrs, file: cfg.PeerAddrsFile}
-		tcfg.Timeout = time.Second // a blackholed link must fail fast
-	}
-	if cfg.PeerTLSServer == nil {
-		if n.trans, err = raft.NewTCPTransportWithConfig(cfg.RaftAddr, advertise, tcfg); err != nil {
-			return fmt.Errorf("raft transport on %s: %w", cfg.RaftAddr, err)
-		}
-		return nil
-	}
-	layer, err := tlsutil.NewTLSStreamLayer(cfg.RaftAddr, advertise, cfg.PeerTLSServer, cfg.PeerTLSClient)
-	if err != nil {
-		return fmt.Errorf("raft transport on %s: %w", cfg.RaftAddr, err)
-	}
-	layer.Logger = n.log
-	tcfg.Stream = layer
-	n.trans = raft.NewNetworkTransportWithConfig(tcfg)
+	n.trans = trans
 	return nil
 }
 
@@ -242,37 +220,4 @@ func (n *Node) bootstrap(servers []raft.Server) error {
 		return fmt.Errorf("bootstrap: %w", err)
 	}
 	return nil
-}
-
-// peerAddrs resolves a peer id to the address this node must dial: from the
-// file if one is given (re-read when it changes), else from the static map.
-type peerAddrs struct {
-	static map[string]string
-	file   string
-
-	mu       sync.Mutex
-	modTime  time.Time
-	fromFile map[string]string
-}
-
-func (p *peerAddrs) ServerAddr(id raft.ServerID) (raft.ServerAddress, error) {
-	m := p.static
-	if p.file != "" {
-		p.mu.Lock()
-		if st, err := os.Stat(p.file); err == nil && !st.ModTime().Equal(p.modTime) {
-			if data, err := os.ReadFile(p.file); err == nil {
-				if parsed, err := ParsePeerAddrs(strings.ReplaceAll(string(data), "\n", ",")); err == nil {
-					p.fromFile, p.modTime = parsed, st.ModTime()
-				}
-			}
-		}
-		if p.fromFile != nil {
-			m = p.fromFile
-		}
-		p.mu.Unlock()
-	}
-	if addr, ok := m[string(id)]; ok {
-		return raft.ServerAddress(addr), nil
-	}
-	return "", fmt.Errorf("no proxy address for %s", id)
 }

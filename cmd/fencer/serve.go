@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fencer-io/fencer/cluster"
+	"github.com/fencer-io/fencer/cluster/transport"
 	"github.com/fencer-io/fencer/coord"
 	"github.com/fencer-io/fencer/internal/acl"
 	"github.com/fencer-io/fencer/internal/gcfloor"
@@ -135,7 +136,7 @@ func (o *serveOptions) config() (cluster.Config, error) {
 		cfg.HTTPAddr = o.httpAdvertise
 	}
 	if o.peerProxy != "" {
-		peers, err := cluster.ParsePeerAddrs(o.peerProxy)
+		peers, err := transport.ParsePeerAddrs(o.peerProxy)
 		if err != nil {
 			return cfg, err
 		}

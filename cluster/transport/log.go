@@ -1,4 +1,4 @@
-package cluster
+package transport
 
 import (
 	"fmt"
