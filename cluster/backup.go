@@ -48,6 +48,10 @@ type RestoreOptions struct {
 //   - held locks and remembered request ids are dropped: their grants belong
 //     to a cluster that no longer exists, and reviving them would let a
 //     holder that lost its lock after the backup renew it again;
+//   - the epoch floor becomes the new epoch: a fenced write with a token of
+//     an earlier epoch is refused even above the key's restored mark (a
+//     holder of the old cluster may have written past the backup's mark
+//     and been superseded since, which the backup cannot know);
 //   - members and the cluster id are this cluster's, not the backup's.
 //
 // The limit: if the old cluster's epoch had moved past the backup's (it was
@@ -66,6 +70,9 @@ func (n *Node) Restore(ctx context.Context, r io.Reader, opts RestoreOptions) (f
 
 	img := &fsm.Image{Header: backup.Header}
 	img.Header.Epoch = max(backup.Header.Epoch+1, cur.Header.Epoch+1, opts.MinEpoch)
+	// Every grant of an earlier epoch is void from here on, and fenced
+	// writes with its tokens are refused whatever the key's mark.
+	img.Header.EpochFloor = img.Header.Epoch
 	img.Header.LastToken = max(backup.Header.LastToken, cur.Header.LastToken)
 	img.Header.ClusterID = cur.Header.ClusterID
 	img.Members = cur.Members

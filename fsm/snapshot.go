@@ -22,10 +22,15 @@ const SnapshotVersion = 1
 
 // Header is the first record of a snapshot.
 type Header struct {
-	Format       string `json:"format"`
-	Version      int    `json:"version"`
-	ClusterID    string `json:"cluster_id,omitempty"`
-	Epoch        uint64 `json:"epoch"`
+	Format    string `json:"format"`
+	Version   int    `json:"version"`
+	ClusterID string `json:"cluster_id,omitempty"`
+	Epoch     uint64 `json:"epoch"`
+	// EpochFloor is the oldest epoch whose tokens a fenced write may carry,
+	// set by a restore or forced recovery. Builds from before it refuse a
+	// snapshot that has one (unknown field): they would accept those
+	// writes, so they must stop rather than hold this state.
+	EpochFloor   uint64 `json:"epoch_floor,omitempty"`
 	LastToken    uint64 `json:"last_token"`
 	AppliedIndex uint64 `json:"applied_index"`
 	Term         uint64 `json:"term"`
@@ -85,6 +90,7 @@ func (f *FSM) viewLocked() *View {
 		Version:      SnapshotVersion,
 		ClusterID:    s.clusterID,
 		Epoch:        s.epoch,
+		EpochFloor:   s.floor,
 		LastToken:    s.lastToken,
 		AppliedIndex: f.applied,
 		Term:         f.term,
@@ -157,6 +163,7 @@ func (img *Image) state() *state {
 	s := newState()
 	s.clusterID = img.Header.ClusterID
 	s.epoch = img.Header.Epoch
+	s.floor = img.Header.EpochFloor
 	s.lastToken = img.Header.LastToken
 	for i := range img.Locks {
 		s.add(newLockEntry(&img.Locks[i]))
@@ -332,6 +339,9 @@ func (s *snapshot) Release() {}
 // check refuses records that no log could have produced: duplicates, locks
 // without a name, token or TTL, and tokens above the header's last token.
 func (img *Image) check() error {
+	if img.Header.EpochFloor > img.Header.Epoch {
+		return fmt.Errorf("epoch floor %d above epoch %d", img.Header.EpochFloor, img.Header.Epoch)
+	}
 	seen := map[string]bool{}
 	once := func(kind, id string) error {
 		if seen[kind+"\x00"+id] {
@@ -346,6 +356,11 @@ func (img *Image) check() error {
 		}
 		if l.Token > img.Header.LastToken {
 			return fmt.Errorf("lock %q token %d exceeds last token %d", l.Name, l.Token, img.Header.LastToken)
+		}
+		if TokenEpoch(l.Token) < img.Header.EpochFloor {
+			// Restore and recovery void every grant when they set the
+			// floor, so no lock is ever held with a token below it.
+			return fmt.Errorf("lock %q token %d is of an epoch below the floor %d", l.Name, l.Token, img.Header.EpochFloor)
 		}
 		if err := once("lock", l.Name); err != nil {
 			return err

@@ -23,6 +23,9 @@ const MaxRequestIDs = 1 << 16
 // MakeToken returns the fencing token of a grant at a log index.
 func MakeToken(epoch, index uint64) uint64 { return epoch<<EpochShift | index }
 
+// TokenEpoch returns the epoch a token was granted in.
+func TokenEpoch(token uint64) uint64 { return token >> EpochShift }
+
 // Lock is a grant: the current holder of a held lock, its token, its secret
 // and the length of its lease. A free lock has no grant.
 type Lock struct {
@@ -128,6 +131,10 @@ func (e *lockEntry) lock() Lock {
 type state struct {
 	clusterID string
 	epoch     uint64
+	// floor is the oldest epoch whose tokens a fenced write may carry: the
+	// epoch a restore or forced recovery moved to (0: none yet). Every
+	// grant of an earlier epoch was voided then, whatever the key's mark.
+	floor     uint64
 	lastToken uint64 // highest token ever granted
 	locks     map[string]*lockEntry
 	keys      map[string]*FencedKey // a *FencedKey is never modified once stored

@@ -3,6 +3,7 @@ package test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -290,6 +291,13 @@ func TestRestoreMovesTokensPastTheOldCluster(t *testing.T) {
 	if s, e := put(t, fl, "k", "stale", "Fencing-Token", tok(tokenT)); s != http.StatusConflict || e.Code != wire.CodeStaleToken {
 		t.Fatalf("old token after restore: %d %+v", s, e)
 	}
+	// The old cluster's last grant is above the key's restored mark, and
+	// its holder may have been superseded after the backup: refused all the
+	// same, as a stale write (the epoch floor).
+	refusesOldEpoch(t, fl, "k", last, tokenT)
+	if s, e := put(t, fl, "k", "new", "Fencing-Token", tok(g.Token), "Fencing-Lock", "a"); s != http.StatusOK {
+		t.Fatalf("the new grant's write after restore: %d %+v", s, e)
+	}
 	// Every member of the new cluster has the restored state.
 	tc.Poll(t, 20*time.Second, "followers restored", func() bool {
 		for _, n := range fresh.Running() {
@@ -313,9 +321,13 @@ func TestRestoreMovesTokensPastTheOldCluster(t *testing.T) {
 func TestRecoverAfterPermanentQuorumLoss(t *testing.T) {
 	c := tc.New(t, 3)
 	leader := c.WaitLeader(10 * time.Second)
+	mark := mustAcquire(t, leader, "writer", "w").Token
+	if s, e := put(t, leader, "k", "v", "Fencing-Token", tok(mark)); s != http.StatusOK {
+		t.Fatalf("put: %d %+v", s, e)
+	}
 	var last uint64
-	for i := range 5 {
-		last = mustAcquire(t, leader, fmt.Sprintf("l%d", i), "w").Token
+	for i := range 20 {
+		last = mustAcquire(t, leader, fmt.Sprintf("after-%d", i), "w").Token
 	}
 	survivor := c.Nodes[0]
 	tc.Poll(t, 10*time.Second, "survivor caught up", func() bool { return lastToken(survivor) == last })
@@ -336,9 +348,36 @@ func TestRecoverAfterPermanentQuorumLoss(t *testing.T) {
 	c.Nodes = []*tc.Node{survivor}
 	c.Restart(survivor)
 	l := c.WaitLeader(20 * time.Second)
+	// A grant of the old epoch above the key's mark (the lost members may
+	// have handed out more, and seen writes the survivor never did) is
+	// refused as stale.
+	refusesOldEpoch(t, l, "k", last, mark)
 	g := mustAcquire(t, l, "l0", "w")
 	if g.Token <= last || g.Token < 1<<fsm.EpochShift {
 		t.Fatalf("token after recovery %d, want above %d and in epoch 1", g.Token, last)
+	}
+	if s, e := put(t, l, "k", "new", "Fencing-Token", tok(g.Token)); s != http.StatusOK {
+		t.Fatalf("the new grant's write after recovery: %d %+v", s, e)
+	}
+}
+
+// refusesOldEpoch checks that a fenced write with token, a grant of the
+// epoch before a restore or recovery that is above key's mark, is refused
+// as any stale write is (409 stale_token, last_token the key's mark), and
+// that the token is not current for the lock it was granted on.
+func refusesOldEpoch(t *testing.T, n *tc.Node, key string, token, mark uint64) {
+	t.Helper()
+	if token <= mark {
+		t.Fatalf("test setup: token %d is not above the mark %d", token, mark)
+	}
+	s, e := put(t, n, key, "zombie", "Fencing-Token", tok(token))
+	if s != http.StatusConflict || e.Code != wire.CodeStaleToken || e.LastToken != mark {
+		t.Fatalf("write with the old epoch's token %d over mark %d: %d %+v", token, mark, s, e)
+	}
+	status, body, _ := tc.Do(t, http.MethodGet, n.URL()+"/v1/locks/after-19/check?token="+tok(token), "")
+	var cr wire.CheckResponse
+	if err := json.Unmarshal([]byte(body), &cr); status != http.StatusOK || err != nil || cr.Current {
+		t.Fatalf("check of the old epoch's token: %d %s", status, body)
 	}
 }
 

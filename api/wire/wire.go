@@ -81,10 +81,13 @@ func ParseToken(s string) (uint64, bool) {
 // SnapshotHeader is the first record of a snapshot file (fsm.Header on the
 // server side), as returned by snapshot save and restore.
 type SnapshotHeader struct {
-	Format       string `json:"format"`
-	Version      int    `json:"version"`
-	ClusterID    string `json:"cluster_id,omitempty"`
-	Epoch        uint64 `json:"epoch"`
+	Format    string `json:"format"`
+	Version   int    `json:"version"`
+	ClusterID string `json:"cluster_id,omitempty"`
+	Epoch     uint64 `json:"epoch"`
+	// EpochFloor is set after a restore or recovery: fenced writes with
+	// tokens of an earlier epoch are refused.
+	EpochFloor   uint64 `json:"epoch_floor,omitempty"`
 	LastToken    uint64 `json:"last_token"`
 	AppliedIndex uint64 `json:"applied_index"`
 	Term         uint64 `json:"term"`

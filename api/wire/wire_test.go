@@ -12,7 +12,7 @@ import (
 // wire.SnapshotHeader mirrors fsm.Header so that the client need not import
 // the server's state machine; this keeps the two from drifting apart.
 func TestSnapshotHeaderMirrorsFSMHeader(t *testing.T) {
-	h := fsm.Header{Format: "f", Version: 1, ClusterID: "c", Epoch: 2, LastToken: 3, AppliedIndex: 4, Term: 5, Locks: 6, Keys: 7, Members: 8, Requests: 9}
+	h := fsm.Header{Format: "f", Version: 1, ClusterID: "c", Epoch: 2, EpochFloor: 2, LastToken: 3, AppliedIndex: 4, Term: 5, Locks: 6, Keys: 7, Members: 8, Requests: 9}
 	data, _ := json.Marshal(h)
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()

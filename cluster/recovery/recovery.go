@@ -132,6 +132,9 @@ func (r *recoveryFSM) Snapshot() (raft.FSMSnapshot, error) {
 	slices.SortFunc(img.Members, func(a, b fsm.Member) int { return strings.Compare(a.ID, b.ID) })
 	img.Locks, img.Requests = nil, nil
 	img.Header.Epoch += r.bump
+	// The lost members' grants are void: fenced writes with their tokens
+	// are refused from now on, whatever the keys' marks.
+	img.Header.EpochFloor = img.Header.Epoch
 	img.Header.Locks, img.Header.Members, img.Header.Requests = 0, len(img.Members), 0
 	r.written = img.Header
 	return imageSnapshot{img}, nil

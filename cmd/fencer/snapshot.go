@@ -177,6 +177,6 @@ func (o *snapshotOptions) restore(cmd *cobra.Command, path string) error {
 	if o.client.json() {
 		return writeJSON(cmd.OutOrStdout(), h)
 	}
-	fmt.Fprintf(cmd.OutOrStdout(), "restored %s: epoch %d, %d keys; the next token will exceed %d\n", path, h.Epoch, h.Keys, h.Epoch<<fsm.EpochShift)
+	fmt.Fprintf(cmd.OutOrStdout(), "restored %s: epoch %d, %d keys; the next token will exceed %d, and fenced writes with tokens below it are refused\n", path, h.Epoch, h.Keys, h.Epoch<<fsm.EpochShift)
 	return nil
 }
