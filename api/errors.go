@@ -71,6 +71,8 @@ func statusOf(code string) int {
 		return http.StatusRequestEntityTooLarge
 	case wire.CodeNotFound:
 		return http.StatusNotFound
+	case wire.CodeUnsupportedMediaType:
+		return http.StatusUnsupportedMediaType
 	}
 	for _, e := range errorTable {
 		if e.code == code {

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"net/url"
 	"strings"
 	"testing"
@@ -35,7 +36,7 @@ var fuzzErrs = []error{
 
 // fuzzHeaders are the header names a fuzzed request may carry, chosen by a
 // fuzzed byte; the value is fuzzed.
-var fuzzHeaders = []string{wire.HeaderToken, wire.HeaderLock, "Content-Type", "Content-Length", wire.HeaderForwardedBy, "Authorization", "X-Other", wire.HeaderForwardedPrincipal, "Connection"}
+var fuzzHeaders = []string{wire.HeaderToken, wire.HeaderLock, "Content-Type", "Content-Length", wire.HeaderForwardedBy, "Authorization", "X-Other", wire.HeaderForwardedPrincipal, "Connection", "Host", "Origin", "Sec-Fetch-Site"}
 
 // validHeaderValue reports whether v could arrive on the wire: net/http's
 // server refuses header values with control characters other than tab.
@@ -53,7 +54,10 @@ func validHeaderValue(v string) bool {
 // request refused for its input (400, 413, 428) never reaches the cluster;
 // a JSON success body is valid JSON; and what succeeds passed the input
 // rules: no "." or ".." name, a holder of visible UTF-8 from a body of valid
-// UTF-8, member addresses of HOST:PORT.
+// UTF-8, member addresses of HOST:PORT, JSON bodies sent as
+// application/json, a Host the node answers to and no cross-origin state
+// change (the fuzzed node has no access control, so its browser guard is
+// on).
 func FuzzHandlers(f *testing.F) {
 	type seed struct {
 		method, path string
@@ -103,6 +107,12 @@ func FuzzHandlers(f *testing.F) {
 		{"PUT", "/v1/kv/.", 0, "5", "v", 1},
 		// A member address that is no address.
 		{"POST", "/v1/cluster/members", 0, "", `{"id":"n4","raft_addr":"not an address","http_addr":"127.0.0.1:7004"}`, 1},
+		// Bodies of another type; a rebinding page's Host; a cross-site
+		// state change.
+		{"POST", "/v1/locks/a/acquire", 2, "text/plain", `{"holder":"w"}`, 1},
+		{"GET", "/v1/cluster/snapshot", 9, "evil.example:7001", "", 1},
+		{"POST", "/v1/cluster/leader/transfer", 11, "cross-site", "", 1},
+		{"POST", "/v1/cluster/restore", 10, "http://evil.example", "x", 1},
 		// Probes by HEAD.
 		{"HEAD", "/healthz", 0, "", "", 0},
 		{"HEAD", "/readyz", 0, "", "", 1},
@@ -118,18 +128,21 @@ func FuzzHandlers(f *testing.F) {
 		if err != nil {
 			t.Skip("not a request a server would accept")
 		}
+		req.Header.Set("Content-Type", "application/json") // unless the fuzzed header replaces it
 		if name := fuzzHeaders[int(hdr)%len(fuzzHeaders)]; validHeaderValue(hdrValue) {
 			if name == "Content-Length" {
 				// The server frames the body by its length; a request whose
 				// length disagrees with its body never reaches a handler.
 				req.ContentLength = int64(len(body))
+			} else if name == "Host" {
+				req.Host = hdrValue
 			} else {
 				req.Header.Set(name, hdrValue)
 			}
 		}
 		fake := &fakeCluster{leader: flags&1 == 1, err: fuzzErrs[int(flags>>1)%len(fuzzErrs)]}
 		rec := httptest.NewRecorder()
-		NewServer(fake, fake, nil).Handler().ServeHTTP(rec, req)
+		NewServer(fake, fake, nil, WithBrowserGuard([]string{"fencer.test"})).Handler().ServeHTTP(rec, req)
 
 		out := rec.Body.Bytes()
 		if rec.Code >= 400 {
@@ -144,7 +157,8 @@ func FuzzHandlers(f *testing.F) {
 				t.Fatalf("%s %s: error with Content-Type %q", method, path, ct)
 			}
 			switch rec.Code {
-			case http.StatusBadRequest, http.StatusRequestEntityTooLarge, http.StatusPreconditionRequired:
+			case http.StatusBadRequest, http.StatusRequestEntityTooLarge, http.StatusPreconditionRequired, http.StatusUnsupportedMediaType,
+				http.StatusMisdirectedRequest, http.StatusForbidden:
 				if fake.err == nil && len(fake.calls) != 0 {
 					t.Fatalf("%s %s: input refused with %d (%s) after reaching the cluster: %v", method, path, rec.Code, e.Code, fake.calls)
 				}
@@ -157,6 +171,17 @@ func FuzzHandlers(f *testing.F) {
 		}
 		if rec.Header().Get("Content-Type") == "application/json" && !json.Valid(out) {
 			t.Fatalf("%s %s: %d body %q is not JSON", method, path, rec.Code, out)
+		}
+		// Without access control: only names the node answers to, and no
+		// state change from a browser on another origin.
+		if host := hostName(req.Host); host != "" && host != "localhost" && host != "fencer.test" {
+			if _, err := netip.ParseAddr(host); err != nil {
+				t.Fatalf("%s %s: %d for Host %q", method, path, rec.Code, req.Host)
+			}
+		}
+		if site := req.Header.Get("Sec-Fetch-Site"); site != "" && site != "same-origin" && site != "none" &&
+			method != http.MethodGet && method != http.MethodHead && method != http.MethodOptions {
+			t.Fatalf("%s %s: %d with Sec-Fetch-Site %q", method, path, rec.Code, site)
 		}
 		for _, seg := range strings.Split(req.URL.EscapedPath(), "/") {
 			if seg == "." || seg == ".." {
@@ -198,6 +223,7 @@ func FuzzDecodeJSON(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		req := httptest.NewRequest("POST", "/v1/locks/a/acquire", bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
 		var got wire.AcquireRequest
 		if err := decodeJSON(httptest.NewRecorder(), req, &got); err != nil {
 			var e *wire.Error

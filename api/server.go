@@ -67,6 +67,7 @@ type Server struct {
 	fwd   *forwarder
 	met   *requestMetrics
 	pprof bool
+	guard *browserGuard // nil: no Host or origin checks (an ACL is on)
 	// RequestTimeout bounds each request's work (not its wait_ms queueing).
 	requestTimeout time.Duration
 }
@@ -104,6 +105,9 @@ func NewServer(c Cluster, co Coord, logger *slog.Logger, opts ...Option) *Server
 func (s *Server) Handler() http.Handler {
 	r := chi.NewRouter()
 	r.Use(s.met.middleware)
+	if s.guard != nil {
+		r.Use(s.guard.middleware)
+	}
 	r.Method(http.MethodGet, "/metrics", s.met.handler)
 	if s.pprof {
 		r.Mount("/debug", middleware.Profiler())

@@ -88,6 +88,9 @@ type call struct {
 func do(t *testing.T, h http.Handler, c call) (int, wire.Error, http.Header) {
 	t.Helper()
 	req := httptest.NewRequest(c.method, c.path, strings.NewReader(c.body))
+	if c.body != "" {
+		req.Header.Set("Content-Type", "application/json") // headers may say otherwise
+	}
 	for k, v := range c.headers {
 		req.Header.Set(k, v)
 	}
@@ -120,7 +123,7 @@ func TestBadInputRefusedBeforeTheCluster(t *testing.T) {
 		{"bad name", call{"POST", "/v1/locks/bad%20name/acquire", `{"holder":"w"}`, nil}, wire.CodeInvalidName},
 		{"long name", call{"POST", "/v1/locks/" + long + "/acquire", `{"holder":"w"}`, nil}, wire.CodeInvalidName},
 		{"malformed json", call{"POST", "/v1/locks/a/acquire", `{"holder":`, nil}, wire.CodeInvalidJSON},
-		{"empty body", call{"POST", "/v1/locks/a/acquire", ``, nil}, wire.CodeInvalidJSON},
+		{"empty body", call{"POST", "/v1/locks/a/acquire", ``, map[string]string{"Content-Type": "application/json"}}, wire.CodeInvalidJSON},
 		{"unknown field", call{"POST", "/v1/locks/a/acquire", `{"holder":"w","tll_ms":5}`, nil}, wire.CodeInvalidJSON},
 		{"trailing data", call{"POST", "/v1/locks/a/acquire", `{"holder":"w"} {}`, nil}, wire.CodeInvalidJSON},
 		{"wrong type", call{"POST", "/v1/locks/a/acquire", `{"holder":"w","ttl_ms":"10"}`, nil}, wire.CodeInvalidJSON},

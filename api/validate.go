@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
 	"net/url"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/go-chi/chi/v5"
@@ -117,10 +119,14 @@ func validateLease(r *wire.LeaseRequest) error {
 	return nil
 }
 
-// decodeJSON reads a JSON body strictly: size-capped, then checked by
+// decodeJSON reads a JSON body strictly: sent as application/json, then
+// size-capped, then checked by
 // strictJSON (one object, exact field names, no duplicate keys, valid UTF-8),
 // then decoded with unknown fields and trailing data refused.
 func decodeJSON(w http.ResponseWriter, r *http.Request, v any) error {
+	if err := checkJSONType(r.Header); err != nil {
+		return err
+	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, wire.MaxBodyBytes))
 	if err != nil {
 		var tooBig *http.MaxBytesError
@@ -144,4 +150,20 @@ func decodeJSON(w http.ResponseWriter, r *http.Request, v any) error {
 		return badRequest(wire.CodeInvalidJSON, "request body: trailing data after the JSON object")
 	}
 	return nil
+}
+
+// checkJSONType refuses a JSON body not sent as application/json (charset,
+// if given, utf-8). A web page can send text/plain, form-encoded and
+// multipart bodies to any address without the browser asking the server
+// first; application/json it cannot, so requiring it keeps pages from
+// acquiring or releasing locks on a node without access control.
+func checkJSONType(h http.Header) error {
+	values := h.Values("Content-Type")
+	if len(values) == 1 {
+		mt, params, err := mime.ParseMediaType(values[0])
+		if cs, ok := params["charset"]; err == nil && mt == "application/json" && (!ok || strings.EqualFold(cs, "utf-8")) {
+			return nil
+		}
+	}
+	return &wire.Error{Code: wire.CodeUnsupportedMediaType, Message: fmt.Sprintf("Content-Type %.64q: want application/json for a JSON body", strings.Join(values, ", "))}
 }

@@ -37,7 +37,7 @@ var (
 	ErrOutcomeUnknown = errors.New("outcome unknown")
 	// ErrNotFound: no such key, or no such route (404).
 	ErrNotFound = errors.New("not found")
-	// ErrInvalid: the request was malformed (any 400, 405 and 413).
+	// ErrInvalid: the request was malformed (any 400, 405, 413 and 415).
 	ErrInvalid = errors.New("invalid request")
 	// ErrTooManyWaiters: the lock's wait queue is full (429).
 	ErrTooManyWaiters = errors.New("too many waiters")
@@ -49,8 +49,14 @@ var (
 	ErrRateLimited = errors.New("rate limited")
 	// ErrUnauthorized: the request carried no valid bearer token (401).
 	ErrUnauthorized = errors.New("unauthorized")
-	// ErrForbidden: the token may not do this, or not on this name (403).
+	// ErrForbidden: the token may not do this, or not on this name (403),
+	// or a browser sent a state change from another origin (403
+	// cross_origin).
 	ErrForbidden = errors.New("forbidden")
+	// ErrHostNotAllowed: a node without access control does not answer to
+	// the host name in the endpoint (421 host_not_allowed): use its IP
+	// address, or list the name in the node's --allowed-hosts.
+	ErrHostNotAllowed = errors.New("host not allowed")
 	// ErrMemberConflict: a join or an add conflicts with an existing member
 	// (409 member_conflict).
 	ErrMemberConflict = errors.New("member conflict")
@@ -78,38 +84,41 @@ var (
 
 // codeErrors maps every API error code (wire.Codes) to its sentinel.
 var codeErrors = map[string]error{
-	wire.CodeInvalidName:       ErrInvalid,
-	wire.CodeInvalidKey:        ErrInvalid,
-	wire.CodeInvalidTTL:        ErrInvalid,
-	wire.CodeInvalidWait:       ErrInvalid,
-	wire.CodeInvalidHolder:     ErrInvalid,
-	wire.CodeInvalidRequestID:  ErrInvalid,
-	wire.CodeInvalidLease:      ErrInvalid,
-	wire.CodeInvalidToken:      ErrInvalid,
-	wire.CodeInvalidJSON:       ErrInvalid,
-	wire.CodeInvalidMember:     ErrInvalid,
-	wire.CodeInvalidSnapshot:   ErrInvalid,
-	wire.CodeBodyTooLarge:      ErrInvalid,
-	wire.CodeMalformedSequence: ErrInvalid,
-	wire.CodeEmptyKey:          ErrInvalid,
-	wire.CodeMethodNotAllowed:  ErrInvalid,
-	wire.CodeMissingToken:      ErrMissingToken,
-	wire.CodeLockHeld:          ErrLockHeld,
-	wire.CodeLeaseLost:         ErrLeaseLost,
-	wire.CodeStaleToken:        ErrStaleToken,
-	wire.CodeNotLockHolder:     ErrNotLockHolder,
-	wire.CodeNotFound:          ErrNotFound,
-	wire.CodeNoLeader:          ErrNoLeader,
-	wire.CodeOutcomeUnknown:    ErrOutcomeUnknown,
-	wire.CodeMemberConflict:    ErrMemberConflict,
-	wire.CodeUnknownMember:     ErrUnknownMember,
-	wire.CodeTooManyWaiters:    ErrTooManyWaiters,
-	wire.CodeTooManyLocks:      ErrTooManyLocks,
-	wire.CodeRateLimited:       ErrRateLimited,
-	wire.CodeUnauthorized:      ErrUnauthorized,
-	wire.CodeForbidden:         ErrForbidden,
-	wire.CodeTimeout:           ErrTimeout,
-	wire.CodeInternal:          ErrInternal,
+	wire.CodeInvalidName:          ErrInvalid,
+	wire.CodeInvalidKey:           ErrInvalid,
+	wire.CodeInvalidTTL:           ErrInvalid,
+	wire.CodeInvalidWait:          ErrInvalid,
+	wire.CodeInvalidHolder:        ErrInvalid,
+	wire.CodeInvalidRequestID:     ErrInvalid,
+	wire.CodeInvalidLease:         ErrInvalid,
+	wire.CodeInvalidToken:         ErrInvalid,
+	wire.CodeInvalidJSON:          ErrInvalid,
+	wire.CodeInvalidMember:        ErrInvalid,
+	wire.CodeInvalidSnapshot:      ErrInvalid,
+	wire.CodeBodyTooLarge:         ErrInvalid,
+	wire.CodeMalformedSequence:    ErrInvalid,
+	wire.CodeEmptyKey:             ErrInvalid,
+	wire.CodeMethodNotAllowed:     ErrInvalid,
+	wire.CodeUnsupportedMediaType: ErrInvalid,
+	wire.CodeHostNotAllowed:       ErrHostNotAllowed,
+	wire.CodeCrossOrigin:          ErrForbidden,
+	wire.CodeMissingToken:         ErrMissingToken,
+	wire.CodeLockHeld:             ErrLockHeld,
+	wire.CodeLeaseLost:            ErrLeaseLost,
+	wire.CodeStaleToken:           ErrStaleToken,
+	wire.CodeNotLockHolder:        ErrNotLockHolder,
+	wire.CodeNotFound:             ErrNotFound,
+	wire.CodeNoLeader:             ErrNoLeader,
+	wire.CodeOutcomeUnknown:       ErrOutcomeUnknown,
+	wire.CodeMemberConflict:       ErrMemberConflict,
+	wire.CodeUnknownMember:        ErrUnknownMember,
+	wire.CodeTooManyWaiters:       ErrTooManyWaiters,
+	wire.CodeTooManyLocks:         ErrTooManyLocks,
+	wire.CodeRateLimited:          ErrRateLimited,
+	wire.CodeUnauthorized:         ErrUnauthorized,
+	wire.CodeForbidden:            ErrForbidden,
+	wire.CodeTimeout:              ErrTimeout,
+	wire.CodeInternal:             ErrInternal,
 }
 
 // APIError is an error answer from the server.

@@ -24,6 +24,8 @@ const (
 	CodeBodyTooLarge     = "body_too_large"     // 413
 	CodeMissingToken     = "missing_token"      // 428
 	CodeMethodNotAllowed = "method_not_allowed" // 405
+	// A JSON body sent without Content-Type: application/json (415).
+	CodeUnsupportedMediaType = "unsupported_media_type"
 
 	// Refusals of the lock service and the fenced store.
 	CodeLockHeld      = "lock_held"       // 409
@@ -44,6 +46,12 @@ const (
 	CodeRateLimited    = "rate_limited"     // 429, with Retry-After
 	CodeUnauthorized   = "unauthorized"     // 401, with WWW-Authenticate
 	CodeForbidden      = "forbidden"        // 403
+	// A node without access control answers only requests that name it by
+	// an IP address, localhost, a name of its members or an allowed host
+	// (421), and refuses state changes a browser sends from another origin
+	// (403 cross_origin).
+	CodeHostNotAllowed = "host_not_allowed"
+	CodeCrossOrigin    = "cross_origin"
 
 	// A fenced resource (package fence): a Fencing-Sequence that is not a
 	// strict decimal, and a write that names no key (400).
@@ -60,10 +68,11 @@ func Codes() []string {
 	return []string{
 		CodeInvalidName, CodeInvalidKey, CodeInvalidTTL, CodeInvalidWait, CodeInvalidHolder,
 		CodeInvalidRequestID, CodeInvalidLease, CodeInvalidToken, CodeInvalidJSON, CodeInvalidMember,
-		CodeInvalidSnapshot, CodeBodyTooLarge, CodeMissingToken, CodeMethodNotAllowed,
+		CodeInvalidSnapshot, CodeBodyTooLarge, CodeMissingToken, CodeMethodNotAllowed, CodeUnsupportedMediaType,
 		CodeLockHeld, CodeLeaseLost, CodeStaleToken, CodeNotLockHolder, CodeNotFound,
 		CodeNoLeader, CodeOutcomeUnknown, CodeMemberConflict, CodeUnknownMember,
 		CodeTooManyWaiters, CodeTooManyLocks, CodeRateLimited, CodeUnauthorized, CodeForbidden,
+		CodeHostNotAllowed, CodeCrossOrigin,
 		CodeMalformedSequence, CodeEmptyKey,
 		CodeTimeout, CodeInternal,
 	}

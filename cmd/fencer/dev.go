@@ -161,7 +161,7 @@ func (o *devOptions) run(cmd *cobra.Command) error {
 	if leader != "" {
 		fmt.Fprintf(out, "leader: %s\n", leader)
 	}
-	fmt.Fprintf(out, "\ntry:\n  curl -sS -X POST http://%s/v1/locks/demo/acquire -d '{\"holder\":\"me\",\"ttl_ms\":30000}'\n", peers[0].HTTPAddr)
+	fmt.Fprintf(out, "\ntry:\n  curl -sS http://%s/v1/locks/demo/acquire --json '{\"holder\":\"me\",\"ttl_ms\":30000}'\n", peers[0].HTTPAddr)
 	fmt.Fprintln(out, "\nCtrl-C stops the cluster.")
 	<-sigs
 	fmt.Fprintln(out, "stopping")

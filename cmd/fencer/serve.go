@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"regexp"
 	"strings"
 	"syscall"
 	"time"
@@ -45,6 +46,7 @@ type serveOptions struct {
 	tlsClientAuth  bool
 	aclFile        string
 	clusterSecret  string
+	allowedHosts   string
 	insecure       bool
 	rateLimit      int
 	maxLocks       int
@@ -98,6 +100,8 @@ rejoins by itself. Every flag can also be set by its environment variable.`,
 	fs.StringVar(&o.tlsCA, "tls-ca", os.Getenv("FENCER_TLS_CA"), "the cluster CA: verifies peers, and client certificates when given ($FENCER_TLS_CA)")
 	fs.BoolVar(&o.tlsClientAuth, "tls-client-auth", envBool("FENCER_TLS_CLIENT_AUTH"), "require a client certificate from the CA on the API ($FENCER_TLS_CLIENT_AUTH)")
 	fs.StringVar(&o.aclFile, "acl-file", os.Getenv("FENCER_ACL_FILE"), "bearer tokens with roles and prefixes; reloaded on SIGHUP ($FENCER_ACL_FILE)")
+	fs.StringVar(&o.allowedHosts, "allowed-hosts", os.Getenv("FENCER_ALLOWED_HOSTS"),
+		"without --acl-file, host names besides localhost and the cluster's own that requests may name in Host, comma-separated ($FENCER_ALLOWED_HOSTS)")
 	fs.StringVar(&o.clusterSecret, "cluster-secret-file", os.Getenv("FENCER_CLUSTER_SECRET_FILE"),
 		"the members' own credential without TLS: the same secret file on every node, needed with --acl-file to join ($FENCER_CLUSTER_SECRET_FILE)")
 	fs.BoolVar(&o.insecure, "insecure", envBool("FENCER_INSECURE"), "allow a non-loopback address without TLS or access control ($FENCER_INSECURE)")
@@ -262,6 +266,18 @@ func (o *serveOptions) security(cfg *cluster.Config, logger *slog.Logger) (serve
 		}
 		logger.Warn("--acl-file without TLS or --cluster-secret-file: no other node can join this one, and this one cannot re-register with a leader")
 	}
+	for _, h := range strings.Split(o.allowedHosts, ",") {
+		if h = strings.TrimSpace(h); h == "" {
+			continue
+		}
+		if !hostNamePattern.MatchString(h) {
+			return opts, usagef("--allowed-hosts: %q is not a host name (no port, no scheme)", h)
+		}
+		opts.AllowedHosts = append(opts.AllowedHosts, h)
+	}
+	if len(opts.AllowedHosts) > 0 && opts.ACL != nil {
+		logger.Warn("--allowed-hosts has no effect with --acl-file: a node with access control answers to any host name")
+	}
 	exposed := !isLoopback(o.httpAddr) || !isLoopback(o.raftAddr)
 	switch {
 	case !exposed || o.insecure:
@@ -274,6 +290,9 @@ func (o *serveOptions) security(cfg *cluster.Config, logger *slog.Logger) (serve
 	}
 	return opts, nil
 }
+
+// hostNamePattern is a DNS name, as --allowed-hosts takes them.
+var hostNamePattern = regexp.MustCompile(`^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*\.?$`)
 
 // checkAdvertise refuses an advertised address others could not dial.
 func checkAdvertise(addr string) error {

@@ -2,8 +2,10 @@ package main
 
 import (
 	"bytes"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -82,6 +84,27 @@ func TestServeClusterSecretRules(t *testing.T) {
 		cmd.SetArgs(append([]string{"serve", "--id", "n2", "--data-dir", t.TempDir(), "--http-addr", "127.0.0.1:0", "--raft-addr", "127.0.0.1:0"}, tc.args...))
 		if err := cmd.Execute(); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("serve %v: %v, want an error saying %q", tc.args, err, tc.want)
+		}
+	}
+}
+
+// --allowed-hosts (or $FENCER_ALLOWED_HOSTS) lists the host names a node
+// without access control answers to; a port or a scheme is refused.
+func TestServeAllowedHosts(t *testing.T) {
+	t.Setenv("FENCER_ALLOWED_HOSTS", "from-env.example")
+	if got := newServeCmd().Flags().Lookup("allowed-hosts").DefValue; got != "from-env.example" {
+		t.Fatalf("$FENCER_ALLOWED_HOSTS: flag default %q", got)
+	}
+	o := &serveOptions{httpAddr: "127.0.0.1:7001", raftAddr: "127.0.0.1:8001", allowedHosts: "fencer.internal, n1.example.com.,,"}
+	cfg, _ := (&serveOptions{id: "n1", dataDir: t.TempDir(), bootstrap: true, httpAddr: "127.0.0.1:7001", raftAddr: "127.0.0.1:8001"}).config()
+	opts, err := o.security(&cfg, slog.New(slog.DiscardHandler))
+	if err != nil || !slices.Equal(opts.AllowedHosts, []string{"fencer.internal", "n1.example.com."}) {
+		t.Fatalf("allowed hosts %q, %v", opts.AllowedHosts, err)
+	}
+	for _, bad := range []string{"fencer.internal:7001", "http://fencer.internal", "a b", "*.example.com"} {
+		o.allowedHosts = bad
+		if _, err := o.security(&cfg, slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), "--allowed-hosts") {
+			t.Errorf("--allowed-hosts %q: %v, want a refusal naming the flag", bad, err)
 		}
 	}
 }

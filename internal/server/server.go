@@ -55,6 +55,10 @@ type Options struct {
 	// Coord sets the lock limits (its clock, logger and registry are the
 	// node's).
 	Coord coord.Config
+	// AllowedHosts are host names, besides localhost and the names in the
+	// cluster's own addresses, that requests may name in Host when there is
+	// no ACL (api.WithBrowserGuard).
+	AllowedHosts []string
 }
 
 // Start listens on httpAddr (port 0 picks one; the real address is then the
@@ -125,6 +129,9 @@ func handler(node *cluster.Node, svc *coord.Service, cfg cluster.Config, opts Op
 	if cfg.PeerTLSClient != nil {
 		apiOpts = append(apiOpts, api.WithPeerTLS(cfg.PeerTLSClient))
 	}
+	if opts.ACL == nil {
+		apiOpts = append(apiOpts, api.WithBrowserGuard(ownHosts(cfg, opts.AllowedHosts)))
+	}
 	h := api.NewServer(node, svc, logger.With("node", cfg.ID), apiOpts...).Handler()
 	h = limits.MaxBody(opts.Limits.MaxBodyBytes, api.RestorePath)(h)
 	h = limit(h)
@@ -132,6 +139,18 @@ func handler(node *cluster.Node, svc *coord.Service, cfg cluster.Config, opts Op
 		h = acl.Middleware(opts.ACL, acl.WithNodeCerts(), acl.WithAudit(logger.With("log", "audit", "node", cfg.ID)))(h)
 	}
 	return h
+}
+
+// ownHosts lists the addresses the cluster itself uses to reach nodes (this
+// node's, --join's, --initial-cluster's) and the allowed host names: a node
+// without an ACL answers requests that name any of them.
+func ownHosts(cfg cluster.Config, allowed []string) []string {
+	hosts := append([]string{cfg.HTTPAddr}, allowed...)
+	hosts = append(hosts, cfg.Join...)
+	for _, p := range cfg.InitialCluster {
+		hosts = append(hosts, p.HTTPAddr)
+	}
+	return hosts
 }
 
 // Addr returns the HTTP address the instance serves on.

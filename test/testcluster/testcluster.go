@@ -307,12 +307,16 @@ func Poll(t testing.TB, timeout time.Duration, what string, cond func() bool) {
 	}
 }
 
-// Do sends an HTTP request and returns status and body.
+// Do sends an HTTP request and returns status and body. A body goes as
+// application/json unless headers set another Content-Type.
 func Do(t testing.TB, method, url string, body string, headers ...string) (int, string, http.Header) {
 	t.Helper()
 	req, err := http.NewRequest(method, url, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
 	}
 	for i := 0; i+1 < len(headers); i += 2 {
 		req.Header.Set(headers[i], headers[i+1])
