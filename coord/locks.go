@@ -65,7 +65,7 @@ func (s *Service) Acquire(ctx context.Context, req AcquireRequest) (fsm.AcquireR
 
 	q.mu.Lock()
 	cur, held := s.fsm.Lock(req.Lock)
-	retry := s.fsm.RequestGranted(req.Lock, req.Holder, req.RequestID)
+	retry := s.fsm.RequestGranted(req.Lock, req.Holder, req.RequestID, "")
 	queueing := req.Wait > 0 && !retry && (held || q.waiters.Len() > 0)
 	if held && !retry && req.Wait <= 0 {
 		// Refuse without writing the log. Under the queue's mutex, this

@@ -10,7 +10,9 @@ import (
 
 func (c *Acquire) apply(s *state, index uint64) any {
 	if c.RequestID != "" {
-		if token, ok := s.requests[requestKey(c.Lock, c.Holder, c.RequestID)]; ok {
+		// Keyed by principal too: another principal replaying this request
+		// id is a new request, refused as anyone's while the lock is held.
+		if token, ok := s.requests[requestKey(c.Lock, c.Holder, c.RequestID, c.Principal)]; ok {
 			if cur, held := s.locks[c.Lock]; held && cur.token == token {
 				return &AcquireResult{Grant: cur.lock(), Existing: true}
 			}
@@ -49,6 +51,7 @@ func (s *state) grant(c *Acquire, index uint64) any {
 		TTLMillis:       c.TTLMillis,
 		RequestID:       c.RequestID,
 		GrantedAtMillis: c.NowMillis,
+		Principal:       c.Principal,
 	})
 	s.add(e)
 	if c.RequestID != "" {
@@ -114,6 +117,11 @@ func (c *Put) apply(s *state, _ uint64) any {
 		// even above a mark that the restore took back (see DESIGN.md).
 		return &StaleError{Key: c.Key, Token: c.Token, LastToken: s.mark(c.Key)}
 	}
+	if c.issuedOnly && c.Token > s.lastToken {
+		// A mark above every token issued would refuse every real holder
+		// until tokens caught up with it, for good at 2^64-1.
+		return &UnissuedError{Key: c.Key, Token: c.Token}
+	}
 	if c.Lock != "" {
 		cur, held := s.locks[c.Lock]
 		if !held || cur.token != c.Token {
@@ -123,7 +131,7 @@ func (c *Put) apply(s *state, _ uint64) any {
 	if k, ok := s.keys[c.Key]; ok && c.Token <= k.Token {
 		return &StaleError{Key: c.Key, Token: c.Token, LastToken: k.Token}
 	}
-	s.keys[c.Key] = &FencedKey{Key: c.Key, Value: c.Value, Token: c.Token}
+	s.setKey(&FencedKey{Key: c.Key, Value: c.Value, Token: c.Token, Principal: c.Principal})
 	return &PutResult{Key: c.Key, Token: c.Token}
 }
 
@@ -133,6 +141,16 @@ func (s *state) mark(key string) uint64 {
 		return k.Token
 	}
 	return 0
+}
+
+// apply removes the key and its mark; a key that does not exist is
+// ErrNoSuchKey.
+func (c *DeleteKey) apply(s *state, _ uint64) any {
+	old, ok := s.deleteKey(c.Key)
+	if !ok {
+		return fmt.Errorf("%w: %q", ErrNoSuchKey, c.Key)
+	}
+	return &DeleteKeyResult{Key: old.Key, LastToken: old.Token}
 }
 
 func (c *SetMember) apply(s *state, _ uint64) any {

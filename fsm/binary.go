@@ -21,6 +21,10 @@ import (
 // tokens are uvarints; TTL and clock readings are varints; a release's or
 // expiry's hand-off is one byte (0: none, 1: an acquire body follows).
 // Nothing may follow the last field.
+//
+// The forms of LogFormatPrincipal (types 14-17) are the same layouts with
+// the principal appended to every acquire body (a hand-off's too) and to the
+// put; a put of that form also applies the unissued-token rule.
 
 // Log formats: what a build can read. Each member records its own (Member),
 // and the leader writes the binary types only once every member of the
@@ -29,26 +33,40 @@ import (
 const (
 	LogFormatJSON   = 0 // types 1-8 only, every payload JSON
 	LogFormatBinary = 1 // also types 9-12
+	// LogFormatPrincipal also reads types 13-17: key deletes, lock-cycle
+	// entries that carry the caller's principal, and puts that refuse
+	// unissued tokens.
+	LogFormatPrincipal = 2
 	// LogFormat is the newest format this build reads and writes.
-	LogFormat = LogFormatBinary
+	LogFormat = LogFormatPrincipal
 )
 
-// binaryForm is a command's compact form: its type byte, and how its payload
-// is read and written.
+// binaryForm is a command's compact form: its type byte, the log format
+// that introduced it, and how its payload is read and written.
 type binaryForm struct {
 	typ    CommandType
+	format int
 	read   func(payload []byte) (Command, error)
 	append func(b []byte, cmd Command) []byte
 }
 
-// binaryOf makes the binary form of the command type C from its typed reader
+// binaryOf makes a binary form of the command type C from its typed reader
 // and writer.
-func binaryOf[C Command](typ CommandType, read func([]byte) (C, error), write func([]byte, C) []byte) *binaryForm {
+func binaryOf[C Command](typ CommandType, format int, read func([]byte) (C, error), write func([]byte, C) []byte) *binaryForm {
 	return &binaryForm{
 		typ:    typ,
+		format: format,
 		read:   func(payload []byte) (Command, error) { return read(payload) },
 		append: func(b []byte, cmd Command) []byte { return write(b, cmd.(C)) },
 	}
+}
+
+// label names the form in CommandType.String.
+func (f *binaryForm) label() string {
+	if f.format >= LogFormatPrincipal {
+		return "principal"
+	}
+	return "binary"
 }
 
 // decode parses a payload of this form.
@@ -60,70 +78,92 @@ func (f *binaryForm) decode(payload []byte) (Command, error) {
 	return cmd, nil
 }
 
-func appendAcquire(b []byte, a *Acquire) []byte {
+// layout is a binary form's field list: the forms of LogFormatPrincipal
+// end every acquire body (a hand-off's too) and every put with the
+// principal, the older ones have none.
+type layout bool
+
+const (
+	plainLayout     layout = false // types 9-12
+	principalLayout layout = true  // types 14-17
+)
+
+func (l layout) appendAcquire(b []byte, a *Acquire) []byte {
 	b = appendString(b, a.Lock)
 	b = appendString(b, a.Holder)
 	b = appendString(b, a.Lease)
 	b = binary.AppendVarint(b, a.TTLMillis)
 	b = appendString(b, a.RequestID)
-	return binary.AppendVarint(b, a.NowMillis)
+	b = binary.AppendVarint(b, a.NowMillis)
+	if l == principalLayout {
+		b = appendString(b, a.Principal)
+	}
+	return b
 }
 
 // The readers each keep their reader on the stack: a reader passed through
 // the table's function values would escape, one allocation per entry.
 
-func readAcquire(p []byte) (*Acquire, error) {
-	r := reader{b: p}
+func (l layout) readAcquire(p []byte) (*Acquire, error) {
+	r := reader{b: p, layout: l}
 	a := &Acquire{}
 	r.acquire(a)
 	return a, r.done()
 }
 
-func appendRelease(b []byte, c *Release) []byte {
+func (l layout) appendRelease(b []byte, c *Release) []byte {
 	b = appendString(b, c.Lock)
 	b = binary.AppendUvarint(b, c.Token)
 	b = appendString(b, c.Lease)
-	return appendNext(b, c.Next)
+	return l.appendNext(b, c.Next)
 }
 
-func readRelease(p []byte) (*Release, error) {
-	r := reader{b: p}
+func (l layout) readRelease(p []byte) (*Release, error) {
+	r := reader{b: p, layout: l}
 	c := &Release{Lock: r.string(), Token: r.uvarint(), Lease: r.string()}
 	c.Next = r.next()
 	return c, r.done()
 }
 
-func appendExpire(b []byte, c *Expire) []byte {
+func (l layout) appendExpire(b []byte, c *Expire) []byte {
 	b = appendString(b, c.Lock)
 	b = binary.AppendUvarint(b, c.Token)
-	return appendNext(b, c.Next)
+	return l.appendNext(b, c.Next)
 }
 
-func readExpire(p []byte) (*Expire, error) {
-	r := reader{b: p}
+func (l layout) readExpire(p []byte) (*Expire, error) {
+	r := reader{b: p, layout: l}
 	c := &Expire{Lock: r.string(), Token: r.uvarint()}
 	c.Next = r.next()
 	return c, r.done()
 }
 
-func appendPut(b []byte, c *Put) []byte {
+func (l layout) appendPut(b []byte, c *Put) []byte {
 	b = appendString(b, c.Key)
 	b = appendBytes(b, c.Value)
 	b = binary.AppendUvarint(b, c.Token)
-	return appendString(b, c.Lock)
+	b = appendString(b, c.Lock)
+	if l == principalLayout {
+		b = appendString(b, c.Principal)
+	}
+	return b
 }
 
-func readPut(p []byte) (*Put, error) {
-	r := reader{b: p}
+func (l layout) readPut(p []byte) (*Put, error) {
+	r := reader{b: p, layout: l}
 	c := &Put{Key: r.string(), Value: r.bytes(), Token: r.uvarint(), Lock: r.string()}
+	if l == principalLayout {
+		c.Principal = r.string()
+		c.issuedOnly = true
+	}
 	return c, r.done()
 }
 
-func appendNext(b []byte, next *Acquire) []byte {
+func (l layout) appendNext(b []byte, next *Acquire) []byte {
 	if next == nil {
 		return append(b, 0)
 	}
-	return appendAcquire(append(b, 1), next)
+	return l.appendAcquire(append(b, 1), next)
 }
 
 func appendString(b []byte, s string) []byte {
@@ -139,8 +179,9 @@ func appendBytes(b []byte, p []byte) []byte {
 // reader consumes a binary payload; the first error sticks and every later
 // read returns a zero value.
 type reader struct {
-	b   []byte
-	err error
+	b      []byte
+	err    error
+	layout layout
 }
 
 var errTruncated = errors.New("truncated")
@@ -213,6 +254,9 @@ func (r *reader) acquire(a *Acquire) {
 	a.TTLMillis = r.varint()
 	a.RequestID = r.string()
 	a.NowMillis = r.varint()
+	if r.layout == principalLayout {
+		a.Principal = r.string()
+	}
 }
 
 func (r *reader) next() *Acquire {

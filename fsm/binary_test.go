@@ -39,21 +39,71 @@ func legacyEntries(tb testing.TB) [][]byte {
 	return out
 }
 
+// principalCommands are lock-cycle commands with principals, which only the
+// forms of LogFormatPrincipal carry.
+func principalCommands() []Command {
+	next := &Acquire{Lock: "a", Holder: "w2", Lease: strings.Repeat("b", 32), TTLMillis: 9000, RequestID: "r2", NowMillis: 1_790_000_000_123, Principal: "ops"}
+	return []Command{
+		&Acquire{Lock: "jobs.nightly", Holder: "worker-1", Lease: strings.Repeat("c", 32), TTLMillis: 10_000, RequestID: "req-1", NowMillis: 1_790_000_000_000, Principal: "ci"},
+		&Release{Lock: "a", Token: 7, Lease: "l", Next: next},
+		&Expire{Lock: "a", Token: 7, Next: next},
+		&Put{Key: "k", Value: []byte{0, 1, 2, 255}, Token: 99, Lock: "a", Principal: "ci"},
+	}
+}
+
+// decodedAs is c as its entry in format decodes: without principals below
+// LogFormatPrincipal, and, from it on, a put that applies the
+// unissued-token rule.
+func decodedAs(c Command, format int) Command {
+	acquire := func(a *Acquire) *Acquire {
+		if a == nil {
+			return nil
+		}
+		b := *a
+		if format < LogFormatPrincipal {
+			b.Principal = ""
+		}
+		return &b
+	}
+	switch c := c.(type) {
+	case *Acquire:
+		return acquire(c)
+	case *Release:
+		r := *c
+		r.Next = acquire(c.Next)
+		return &r
+	case *Expire:
+		e := *c
+		e.Next = acquire(c.Next)
+		return &e
+	case *Put:
+		p := *c
+		if format < LogFormatPrincipal {
+			p.Principal = ""
+		}
+		p.issuedOnly = format >= LogFormatPrincipal
+		return &p
+	}
+	return c
+}
+
 func TestBinaryRoundTrip(t *testing.T) {
-	for _, c := range cycleCommands() {
-		entry, err := Encode(c)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := CommandType(entry[0]); got.logical() != c.Type() || got == c.Type() {
-			t.Fatalf("%s encoded with type byte %d, want its binary type", c.Type(), entry[0])
-		}
-		back, err := Decode(entry)
-		if err != nil {
-			t.Fatalf("%s: %v", c.Type(), err)
-		}
-		if !reflect.DeepEqual(back, c) {
-			t.Fatalf("round trip:\n got %+v\nwant %+v", back, c)
+	for format := LogFormatBinary; format <= LogFormat; format++ {
+		for _, c := range append(cycleCommands(), principalCommands()...) {
+			entry, err := EncodeFormat(c, format)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := CommandType(entry[0]); got.logical() != c.Type() || got == c.Type() || kinds[got].form.format != format {
+				t.Fatalf("%s encoded for format %d with type byte %d, want its binary type of that format", c.Type(), format, entry[0])
+			}
+			back, err := Decode(entry)
+			if err != nil {
+				t.Fatalf("%s: %v", c.Type(), err)
+			}
+			if want := decodedAs(c, format); !reflect.DeepEqual(back, want) {
+				t.Fatalf("round trip in format %d:\n got %+v\nwant %+v", format, back, want)
+			}
 		}
 	}
 }
@@ -130,11 +180,18 @@ func TestLegacyJSONGolden(t *testing.T) {
 }
 
 func TestBinaryMalformed(t *testing.T) {
-	for _, c := range cycleCommands() {
-		entry, err := Encode(c)
-		if err != nil {
-			t.Fatal(err)
+	var entries [][]byte
+	for _, c := range append(cycleCommands(), principalCommands()...) {
+		for format := LogFormatBinary; format <= LogFormat; format++ {
+			entry, err := EncodeFormat(c, format)
+			if err != nil {
+				t.Fatal(err)
+			}
+			entries = append(entries, entry)
 		}
+	}
+	for _, entry := range entries {
+		c, _ := Decode(entry)
 		// Every strict prefix is truncated, and one more byte is trailing data.
 		for n := 1; n < len(entry); n++ {
 			if _, err := Decode(entry[:n]); !errors.Is(err, ErrMalformedCommand) {
@@ -150,6 +207,8 @@ func TestBinaryMalformed(t *testing.T) {
 		"length past end": {byte(CmdPutBinary), 200, 'k'},
 		"varint overflow": append([]byte{byte(CmdReleaseBinary), 1, 'a'}, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01),
 		"empty acquire":   {byte(CmdAcquireBinary)},
+		// A hand-off in the principal form without its principal.
+		"hand-off of the plain form": {byte(CmdExpirePrincipal), 1, 'a', 7, 1, 1, 'a', 1, 'w', 1, 'l', 2, 0, 0},
 	} {
 		if _, err := Decode(entry); !errors.Is(err, ErrMalformedCommand) {
 			t.Errorf("%s: err %v, want malformed", name, err)
@@ -208,31 +267,48 @@ func TestEncodeFormatJSON(t *testing.T) {
 
 // TestEntryBytesGolden pins today's entries byte for byte: binary lock-cycle
 // entries as hex, the rare commands as literal JSON. Logs and backups hold
-// these bytes, so an encoder change must fail here before it ships.
+// these bytes, so an encoder change must fail here before it ships. The
+// forms of LogFormatBinary are still written for members that read no more.
 func TestEntryBytesGolden(t *testing.T) {
 	next := &Acquire{Lock: "a", Holder: "w2", Lease: strings.Repeat("b", 32), TTLMillis: 9000, RequestID: "r2", NowMillis: 1_790_000_000_123}
+	nextOps := *next
+	nextOps.Principal = "ops"
 	for _, c := range []struct {
-		cmd  Command
-		want string
+		cmd    Command
+		format int
+		want   string
 	}{
-		{&Acquire{Lock: "jobs.nightly", Holder: "worker-1", Lease: strings.Repeat("c", 32), TTLMillis: 10_000, RequestID: "req-1", NowMillis: 1_790_000_000_000},
+		{&Acquire{Lock: "jobs.nightly", Holder: "worker-1", Lease: strings.Repeat("c", 32), TTLMillis: 10_000, RequestID: "req-1", NowMillis: 1_790_000_000_000}, LogFormatBinary,
 			hexEntry("090c6a6f62732e6e696768746c7908776f726b65722d31206363636363636363636363636363636363636363636363636363636363636363a09c01057265712d3180b083c59868")},
-		{&Release{Lock: "a", Token: 1<<40 | 77, Lease: strings.Repeat("a", 32)},
+		{&Release{Lock: "a", Token: 1<<40 | 77, Lease: strings.Repeat("a", 32)}, LogFormatBinary,
 			hexEntry("0a0161cd808080802020616161616161616161616161616161616161616161616161616161616161616100")},
-		{&Release{Lock: "a", Token: 7, Lease: "l", Next: next},
+		{&Release{Lock: "a", Token: 7, Lease: "l", Next: next}, LogFormatBinary,
 			hexEntry("0a016107016c010161027732206262626262626262626262626262626262626262626262626262626262626262d08c01027232f6b183c59868")},
-		{&Expire{Lock: "a", Token: 1<<63 + 5}, hexEntry("0b01618580808080808080800100")},
-		{&Expire{Lock: "a", Token: 7, Next: next},
+		{&Expire{Lock: "a", Token: 1<<63 + 5}, LogFormatBinary, hexEntry("0b01618580808080808080800100")},
+		{&Expire{Lock: "a", Token: 7, Next: next}, LogFormatBinary,
 			hexEntry("0b016107010161027732206262626262626262626262626262626262626262626262626262626262626262d08c01027232f6b183c59868")},
-		{&Put{Key: "k", Value: []byte{0, 1, 2, 255}, Token: 99, Lock: "a"}, hexEntry("0c016b04000102ff630161")},
-		{&Put{Key: "k", Value: []byte{}, Token: 1}, hexEntry("0c016b000100")},
-		{&SetMember{Member{ID: "n2", RaftAddr: "127.0.0.1:8002", HTTPAddr: "127.0.0.1:7002", Incarnation: "i1", LogFormat: 1}},
+		{&Put{Key: "k", Value: []byte{0, 1, 2, 255}, Token: 99, Lock: "a"}, LogFormatBinary, hexEntry("0c016b04000102ff630161")},
+		{&Put{Key: "k", Value: []byte{}, Token: 1}, LogFormatBinary, hexEntry("0c016b000100")},
+		// The forms of LogFormatPrincipal: the same bytes under their own
+		// type, the principal appended to each acquire body and put.
+		{&Acquire{Lock: "jobs.nightly", Holder: "worker-1", Lease: strings.Repeat("c", 32), TTLMillis: 10_000, RequestID: "req-1", NowMillis: 1_790_000_000_000, Principal: "ci"}, LogFormatPrincipal,
+			hexEntry("0e0c6a6f62732e6e696768746c7908776f726b65722d31206363636363636363636363636363636363636363636363636363636363636363a09c01057265712d3180b083c59868" + "026369")},
+		{&Release{Lock: "a", Token: 1<<40 | 77, Lease: strings.Repeat("a", 32)}, LogFormatPrincipal,
+			hexEntry("0f0161cd808080802020616161616161616161616161616161616161616161616161616161616161616100")},
+		{&Release{Lock: "a", Token: 7, Lease: "l", Next: &nextOps}, LogFormatPrincipal,
+			hexEntry("0f016107016c010161027732206262626262626262626262626262626262626262626262626262626262626262d08c01027232f6b183c59868" + "036f7073")},
+		{&Expire{Lock: "a", Token: 7, Next: &nextOps}, LogFormatPrincipal,
+			hexEntry("10016107010161027732206262626262626262626262626262626262626262626262626262626262626262d08c01027232f6b183c59868" + "036f7073")},
+		{&Put{Key: "k", Value: []byte{0, 1, 2, 255}, Token: 99, Lock: "a", Principal: "ci"}, LogFormatPrincipal, hexEntry("11016b04000102ff630161" + "026369")},
+		{&Put{Key: "k", Value: []byte{}, Token: 1}, LogFormatPrincipal, hexEntry("11016b00010000")},
+		{&SetMember{Member{ID: "n2", RaftAddr: "127.0.0.1:8002", HTTPAddr: "127.0.0.1:7002", Incarnation: "i1", LogFormat: 1}}, LogFormat,
 			"\x05" + `{"id":"n2","raft_addr":"127.0.0.1:8002","http_addr":"127.0.0.1:7002","incarnation":"i1","log_format":1}`},
-		{&RemoveMember{ID: "n1"}, "\x06" + `{"id":"n1"}`},
-		{&BumpEpoch{Reason: "restore"}, "\x07" + `{"reason":"restore"}`},
-		{&SetClusterID{ID: "c1"}, "\x08" + `{"id":"c1"}`},
+		{&RemoveMember{ID: "n1"}, LogFormat, "\x06" + `{"id":"n1"}`},
+		{&BumpEpoch{Reason: "restore"}, LogFormat, "\x07" + `{"reason":"restore"}`},
+		{&SetClusterID{ID: "c1"}, LogFormat, "\x08" + `{"id":"c1"}`},
+		{&DeleteKey{Key: "k"}, LogFormat, "\x0d" + `{"key":"k"}`},
 	} {
-		got, err := Encode(c.cmd)
+		got, err := EncodeFormat(c.cmd, c.format)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -240,8 +316,8 @@ func TestEntryBytesGolden(t *testing.T) {
 			t.Errorf("%s entry:\n got %x\nwant %x", c.cmd.Type(), got, c.want)
 		}
 		back, err := Decode([]byte(c.want))
-		if err != nil || !reflect.DeepEqual(back, c.cmd) {
-			t.Errorf("%s entry decodes as %+v (%v), want %+v", c.cmd.Type(), back, err, c.cmd)
+		if want := decodedAs(c.cmd, c.format); err != nil || !reflect.DeepEqual(back, want) {
+			t.Errorf("%s entry decodes as %+v (%v), want %+v", c.cmd.Type(), back, err, want)
 		}
 	}
 }

@@ -24,6 +24,15 @@ const (
 	CmdReleaseBinary CommandType = 10
 	CmdExpireBinary  CommandType = 11
 	CmdPutBinary     CommandType = 12
+	// CmdDeleteKey removes a fenced key and its mark (LogFormatPrincipal).
+	CmdDeleteKey CommandType = 13
+	// The forms of LogFormatPrincipal (binary.go): the lock-cycle commands
+	// with the caller's principal, and the fenced put that refuses a token
+	// nobody was issued.
+	CmdAcquirePrincipal CommandType = 14
+	CmdReleasePrincipal CommandType = 15
+	CmdExpirePrincipal  CommandType = 16
+	CmdPutPrincipal     CommandType = 17
 )
 
 // Command is one FSM operation. Everything the FSM needs is inside it: the
@@ -42,8 +51,24 @@ type commandSpec struct {
 	name string
 	// empty returns a zero command for a JSON payload to fill.
 	empty func() Command
-	// binary is the command's compact form, nil if it is always JSON.
-	binary *binaryForm
+	// forms are the command's compact forms, oldest log format first; the
+	// newest one the members read is written (none: always JSON).
+	forms []*binaryForm
+	// since is the log format that introduced the command: it is never
+	// encoded for members that read less.
+	since int
+}
+
+// form returns the form a command is written in for members that read
+// format: nil for JSON.
+func (s *commandSpec) form(format int) *binaryForm {
+	var f *binaryForm
+	for _, b := range s.forms {
+		if b.format <= format {
+			f = b
+		}
+	}
+	return f
 }
 
 // commands is every command this build knows. Adding one takes a type byte
@@ -53,24 +78,29 @@ type commandSpec struct {
 // proposing it must wait until every member records a log format that reads
 // it (see DESIGN.md).
 var commands = []commandSpec{
-	{typ: CmdAcquire, name: "acquire", empty: func() Command { return &Acquire{} },
-		binary: binaryOf(CmdAcquireBinary, readAcquire, appendAcquire)},
-	{typ: CmdRelease, name: "release", empty: func() Command { return &Release{} },
-		binary: binaryOf(CmdReleaseBinary, readRelease, appendRelease)},
-	{typ: CmdExpire, name: "expire", empty: func() Command { return &Expire{} },
-		binary: binaryOf(CmdExpireBinary, readExpire, appendExpire)},
-	{typ: CmdPut, name: "put", empty: func() Command { return &Put{} },
-		binary: binaryOf(CmdPutBinary, readPut, appendPut)},
+	{typ: CmdAcquire, name: "acquire", empty: func() Command { return &Acquire{} }, forms: []*binaryForm{
+		binaryOf(CmdAcquireBinary, LogFormatBinary, plainLayout.readAcquire, plainLayout.appendAcquire),
+		binaryOf(CmdAcquirePrincipal, LogFormatPrincipal, principalLayout.readAcquire, principalLayout.appendAcquire)}},
+	{typ: CmdRelease, name: "release", empty: func() Command { return &Release{} }, forms: []*binaryForm{
+		binaryOf(CmdReleaseBinary, LogFormatBinary, plainLayout.readRelease, plainLayout.appendRelease),
+		binaryOf(CmdReleasePrincipal, LogFormatPrincipal, principalLayout.readRelease, principalLayout.appendRelease)}},
+	{typ: CmdExpire, name: "expire", empty: func() Command { return &Expire{} }, forms: []*binaryForm{
+		binaryOf(CmdExpireBinary, LogFormatBinary, plainLayout.readExpire, plainLayout.appendExpire),
+		binaryOf(CmdExpirePrincipal, LogFormatPrincipal, principalLayout.readExpire, principalLayout.appendExpire)}},
+	{typ: CmdPut, name: "put", empty: func() Command { return &Put{} }, forms: []*binaryForm{
+		binaryOf(CmdPutBinary, LogFormatBinary, plainLayout.readPut, plainLayout.appendPut),
+		binaryOf(CmdPutPrincipal, LogFormatPrincipal, principalLayout.readPut, principalLayout.appendPut)}},
 	{typ: CmdSetMember, name: "set-member", empty: func() Command { return &SetMember{} }},
 	{typ: CmdRemoveMember, name: "remove-member", empty: func() Command { return &RemoveMember{} }},
 	{typ: CmdBumpEpoch, name: "bump-epoch", empty: func() Command { return &BumpEpoch{} }},
 	{typ: CmdSetClusterID, name: "set-cluster-id", empty: func() Command { return &SetClusterID{} }},
+	{typ: CmdDeleteKey, name: "delete-key", empty: func() Command { return &DeleteKey{} }, since: LogFormatPrincipal},
 }
 
 // entryKind is what a type byte starts: a command's JSON or binary form.
 type entryKind struct {
-	spec   *commandSpec // nil: a type byte this build does not know
-	binary bool
+	spec *commandSpec // nil: a type byte this build does not know
+	form *binaryForm  // nil: the JSON form
 }
 
 // kinds indexes the commands table by type byte.
@@ -87,8 +117,8 @@ func indexCommands(specs []commandSpec) *[256]entryKind {
 	for i := range specs {
 		s := &specs[i]
 		claim(s.typ, entryKind{spec: s})
-		if s.binary != nil {
-			claim(s.binary.typ, entryKind{spec: s, binary: true})
+		for _, f := range s.forms {
+			claim(f.typ, entryKind{spec: s, form: f})
 		}
 	}
 	return &idx
@@ -98,8 +128,8 @@ func (t CommandType) String() string {
 	switch k := kinds[t]; {
 	case k.spec == nil:
 		return fmt.Sprintf("unknown(%d)", uint8(t))
-	case k.binary:
-		return k.spec.name + "(binary)"
+	case k.form != nil:
+		return k.spec.name + "(" + k.form.label() + ")"
 	default:
 		return k.spec.name
 	}
@@ -126,6 +156,11 @@ type Acquire struct {
 	// NowMillis is the proposing leader's wall clock. It is recorded for
 	// operators and never used in a decision.
 	NowMillis int64 `json:"now_ms,omitempty"`
+	// Principal is the authenticated caller ("" without an ACL). The
+	// request id is remembered for this principal only, so another one
+	// replaying it is a new request. Only the forms of LogFormatPrincipal
+	// carry it: a JSON entry never does, as older builds would drop it.
+	Principal string `json:"-"`
 }
 
 // Release ends the grant of a lock with Token, if Lease is its secret. When
@@ -149,12 +184,28 @@ type Expire struct {
 
 // Put stores a value under a fenced key if Token is greater than the key's
 // last token, and, when Lock is set, only while Token is that lock's current
-// grant.
+// grant. In its LogFormatPrincipal form it also refuses a token above the
+// last one ever granted (ErrUnissuedToken) and records its principal as the
+// key's writer.
 type Put struct {
 	Key   string `json:"key"`
 	Value []byte `json:"value"`
 	Token uint64 `json:"token"`
 	Lock  string `json:"lock,omitempty"`
+	// Principal is the authenticated writer ("" without an ACL), whose
+	// share of the store the key counts in (see FSM.KVUsage).
+	Principal string `json:"-"`
+	// issuedOnly is set by the decoder of the LogFormatPrincipal form: only
+	// entries of that form apply the unissued-token rule, so that an entry
+	// an older leader wrote applies alike on members old and new.
+	issuedOnly bool
+}
+
+// DeleteKey removes a fenced key and its high-water mark, so that the next
+// fenced write to it is accepted whatever its token: an operator's way out
+// of a mark that no holder can pass.
+type DeleteKey struct {
+	Key string `json:"key"`
 }
 
 // SetMember records a member's addresses so that any node can reach any
@@ -190,6 +241,7 @@ func (SetMember) Type() CommandType    { return CmdSetMember }
 func (RemoveMember) Type() CommandType { return CmdRemoveMember }
 func (BumpEpoch) Type() CommandType    { return CmdBumpEpoch }
 func (SetClusterID) Type() CommandType { return CmdSetClusterID }
+func (DeleteKey) Type() CommandType    { return CmdDeleteKey }
 
 // Encode returns the log entry for cmd: its type byte, then its payload
 // (binary for the commands of a lock cycle, see binary.go; JSON for the
@@ -198,12 +250,17 @@ func Encode(cmd Command) ([]byte, error) { return EncodeFormat(cmd, LogFormat) }
 
 // EncodeFormat is Encode for members that read format: with LogFormatJSON
 // every command is written as JSON, as builds before the binary types did.
+// A form older than LogFormatPrincipal has no principal, so it is left out;
+// a command newer than format is refused (ErrFormatTooOld).
 func EncodeFormat(cmd Command, format int) ([]byte, error) {
 	k := kinds[cmd.Type()]
-	if k.spec == nil || k.binary {
+	if k.spec == nil || k.form != nil {
 		return nil, fmt.Errorf("encode %T: type %d is not in the commands table", cmd, cmd.Type())
 	}
-	if b := k.spec.binary; b != nil && format >= LogFormatBinary {
+	if format < k.spec.since {
+		return nil, fmt.Errorf("%w: %s needs log format %d, the members read %d", ErrFormatTooOld, k.spec.name, k.spec.since, format)
+	}
+	if b := k.spec.form(format); b != nil {
 		return b.append(append(make([]byte, 0, 128), byte(b.typ)), cmd), nil
 	}
 	payload, err := json.Marshal(cmd)
@@ -236,8 +293,8 @@ func Decode(entry []byte) (Command, error) {
 	switch {
 	case k.spec == nil:
 		return nil, &UnknownCommandError{Type: t}
-	case k.binary:
-		return k.spec.binary.decode(entry[1:])
+	case k.form != nil:
+		return k.form.decode(entry[1:])
 	}
 	cmd := k.spec.empty()
 	if err := json.Unmarshal(entry[1:], cmd); err != nil {

@@ -19,14 +19,24 @@ func TestCommandsTable(t *testing.T) {
 			t.Errorf("name %q is used twice", spec.name)
 		}
 		names[spec.name] = true
-		for _, format := range []int{LogFormatJSON, LogFormat} {
+		for format := LogFormatJSON; format <= LogFormat; format++ {
 			entry, err := EncodeFormat(cmd, format)
+			if format < spec.since {
+				// Members that read less are never sent it.
+				if !errors.Is(err, ErrFormatTooOld) {
+					t.Errorf("%s in format %d: err %v, want ErrFormatTooOld", spec.name, format, err)
+				}
+				continue
+			}
 			if err != nil {
 				t.Fatalf("%s: %v", spec.name, err)
 			}
 			want := spec.typ
-			if spec.binary != nil && format >= LogFormatBinary {
-				want = spec.binary.typ
+			if f := spec.form(format); f != nil {
+				want = f.typ
+				if f.format > format {
+					t.Errorf("%s: form %d of format %d written for format %d", spec.name, f.typ, f.format, format)
+				}
 			}
 			if CommandType(entry[0]) != want {
 				t.Errorf("%s in format %d starts with type %d, want %d", spec.name, format, entry[0], want)
@@ -42,12 +52,12 @@ func TestCommandsTable(t *testing.T) {
 			}
 		}
 	}
-	// The type bytes in use: 1-12, nothing else.
+	// The type bytes in use: 1-17, nothing else.
 	for t8 := range 256 {
 		typ := CommandType(t8)
 		_, err := Decode([]byte{byte(typ)})
 		var unknown *UnknownCommandError
-		if known := t8 >= 1 && t8 <= 12; known == errors.As(err, &unknown) {
+		if known := t8 >= 1 && t8 <= 17; known == errors.As(err, &unknown) {
 			t.Errorf("type byte %d: known %v, decode error %v", t8, known, err)
 		}
 	}
@@ -56,7 +66,8 @@ func TestCommandsTable(t *testing.T) {
 func TestCommandTypeNames(t *testing.T) {
 	for typ, want := range map[CommandType]string{
 		CmdAcquire: "acquire", CmdSetClusterID: "set-cluster-id",
-		CmdReleaseBinary: "release(binary)", 0: "unknown(0)", 200: "unknown(200)",
+		CmdReleaseBinary: "release(binary)", CmdReleasePrincipal: "release(principal)",
+		CmdDeleteKey: "delete-key", 0: "unknown(0)", 200: "unknown(200)",
 	} {
 		if got := typ.String(); got != want {
 			t.Errorf("type %d is called %q, want %q", uint8(typ), got, want)
@@ -74,7 +85,7 @@ func TestCommandsTableRefusesDuplicateTypeByte(t *testing.T) {
 	}()
 	indexCommands([]commandSpec{
 		{typ: CmdAcquire, name: "acquire", empty: func() Command { return &Acquire{} },
-			binary: binaryOf(CmdAcquireBinary, readAcquire, appendAcquire)},
+			forms: []*binaryForm{binaryOf(CmdAcquireBinary, LogFormatBinary, plainLayout.readAcquire, plainLayout.appendAcquire)}},
 		{typ: CmdAcquireBinary, name: "clash", empty: func() Command { return &Acquire{} }},
 	})
 }

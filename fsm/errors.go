@@ -20,6 +20,14 @@ var (
 	// ErrNotLockHolder: a fenced write named a lock whose current token is not
 	// the write's token.
 	ErrNotLockHolder = errors.New("token is not the lock's current grant")
+	// ErrUnissuedToken: a fenced write carried a token above every token
+	// granted so far, which nobody can hold.
+	ErrUnissuedToken = errors.New("fencing token was never issued")
+	// ErrNoSuchKey: a key delete named a key that is not stored.
+	ErrNoSuchKey = errors.New("no such key")
+	// ErrFormatTooOld: a command was encoded for members whose log format
+	// cannot read it.
+	ErrFormatTooOld = errors.New("the members' log format cannot carry this command")
 	// ErrTokenSpaceExhausted: the log index no longer fits below the epoch
 	// bits, so no token could be ordered after the previous ones. Fail closed.
 	ErrTokenSpaceExhausted = errors.New("token space exhausted for this epoch")
@@ -144,3 +152,17 @@ func (e *NotHolderError) Error() string {
 
 // Is makes errors.Is(err, ErrNotLockHolder) true.
 func (e *NotHolderError) Is(target error) bool { return target == ErrNotLockHolder }
+
+// UnissuedError is a fenced write whose token is above every token granted
+// so far; it matches ErrUnissuedToken.
+type UnissuedError struct {
+	Key   string
+	Token uint64
+}
+
+func (e *UnissuedError) Error() string {
+	return fmt.Sprintf("token %d for key %q was never issued: it is above every token granted so far", e.Token, e.Key)
+}
+
+// Is makes errors.Is(err, ErrUnissuedToken) true.
+func (e *UnissuedError) Is(target error) bool { return target == ErrUnissuedToken }

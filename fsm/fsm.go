@@ -61,6 +61,13 @@ type PutResult struct {
 	Token uint64
 }
 
+// DeleteKeyResult is the Apply result of a DeleteKey that removed a key.
+type DeleteKeyResult struct {
+	Key string
+	// LastToken is the mark the key had.
+	LastToken uint64
+}
+
 // Apply applies one committed log entry. The result is either an error (a
 // refused command: lock held, lease lost, stale token) or one of the *Result
 // types.

@@ -127,6 +127,52 @@ func TestRequestIDNeverMintsSecondToken(t *testing.T) {
 	}
 }
 
+// A request id answers only the principal that made it: another principal
+// replaying holder and request id is a new request, refused while the lock
+// is held like anyone's, and never handed the first grant's secret. The
+// binding survives a snapshot.
+func TestRequestIDIsBoundToItsPrincipal(t *testing.T) {
+	f := New(nil)
+	mine := &Acquire{Lock: "jobs.a", Holder: "w", Lease: "secret-of-a", TTLMillis: 1000, RequestID: "0123456789abcdef", Principal: "alice"}
+	g := mustGrant(t, f, mine, 3)
+	if g.Principal != "alice" {
+		t.Fatalf("grant %+v does not record its principal", g)
+	}
+	replay := *mine
+	replay.Principal, replay.Lease = "bob", "secret-of-b"
+	check := func(f *FSM, index uint64) {
+		t.Helper()
+		res := f.ApplyCommand(&replay, index)
+		var held *HeldError
+		if err, _ := res.(error); !errors.As(err, &held) || held.Token != g.Token {
+			t.Fatalf("another principal's replay: %+v, want lock held", res)
+		}
+		retry := *mine
+		if res, ok := f.ApplyCommand(&retry, index+1).(*AcquireResult); !ok || !res.Existing || res.Grant.Lease != "secret-of-a" {
+			t.Fatalf("the principal's own retry: %+v", res)
+		}
+	}
+	check(f, 4)
+	var buf bytes.Buffer
+	f.Image().WriteTo(&buf)
+	restored := New(nil)
+	if err := restored.Restore(io.NopCloser(&buf)); err != nil {
+		t.Fatal(err)
+	}
+	check(restored, 6)
+	if l, _ := restored.Lock("jobs.a"); l.Principal != "alice" {
+		t.Fatalf("restored grant %+v lost its principal", l)
+	}
+	if !f.RequestGranted("jobs.a", "w", mine.RequestID, "alice") || f.RequestGranted("jobs.a", "w", mine.RequestID, "bob") {
+		t.Fatal("RequestGranted ignores the principal")
+	}
+	// Once the lock is free, the replay is a request of its own.
+	f.ApplyCommand(&Release{Lock: "jobs.a", Token: g.Token, Lease: "secret-of-a"}, 8)
+	if res, ok := f.ApplyCommand(&replay, 9).(*AcquireResult); !ok || res.Existing || res.Grant.Token != 9 {
+		t.Fatalf("replay once free: %+v", res)
+	}
+}
+
 func TestRequestTableIsBounded(t *testing.T) {
 	f := New(nil)
 	for i := range MaxRequestIDs + 10 {
@@ -142,25 +188,26 @@ func TestRequestTableIsBounded(t *testing.T) {
 
 func TestPutFencing(t *testing.T) {
 	f := New(nil)
+	mustGrant(t, f, acquire("a", "w", "s"), 40) // tokens up to 40 are issued
 	ok := func(p *Put, idx uint64) {
 		t.Helper()
 		if _, good := f.ApplyCommand(p, idx).(*PutResult); !good {
 			t.Fatalf("put %+v refused: %v", p, f.ApplyCommand(p, idx))
 		}
 	}
-	ok(&Put{Key: "k", Value: []byte("new"), Token: 34}, 1)
-	err, _ := f.ApplyCommand(&Put{Key: "k", Value: []byte("old"), Token: 33}, 2).(error)
+	ok(&Put{Key: "k", Value: []byte("new"), Token: 34}, 41)
+	err, _ := f.ApplyCommand(&Put{Key: "k", Value: []byte("old"), Token: 33}, 42).(error)
 	var stale *StaleError
 	if !errors.As(err, &stale) || stale.LastToken != 34 {
 		t.Fatalf("older token: %v", err)
 	}
-	if err, _ := f.ApplyCommand(&Put{Key: "k", Value: []byte("replay"), Token: 34}, 3).(error); !errors.Is(err, ErrStaleToken) {
+	if err, _ := f.ApplyCommand(&Put{Key: "k", Value: []byte("replay"), Token: 34}, 43).(error); !errors.Is(err, ErrStaleToken) {
 		t.Fatalf("equal token: %v", err)
 	}
-	if err, _ := f.ApplyCommand(&Put{Key: "k2", Value: []byte("zero"), Token: 0}, 4).(error); !errors.Is(err, ErrStaleToken) {
+	if err, _ := f.ApplyCommand(&Put{Key: "k2", Value: []byte("zero"), Token: 0}, 44).(error); !errors.Is(err, ErrStaleToken) {
 		t.Fatalf("zero token: %v", err)
 	}
-	ok(&Put{Key: "k", Value: []byte("newer"), Token: 35}, 5)
+	ok(&Put{Key: "k", Value: []byte("newer"), Token: 35}, 45)
 	if k, _ := f.Key("k"); string(k.Value) != "newer" || k.Token != 35 {
 		t.Fatalf("key = %+v", k)
 	}

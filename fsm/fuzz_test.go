@@ -83,11 +83,28 @@ func FuzzDecode(f *testing.F) {
 	for _, e := range legacyEntries(f) {
 		f.Add(e)
 	}
+	for _, c := range principalCommands() {
+		data, err := Encode(c)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(data)
+	}
+	f.Add(append([]byte{byte(CmdDeleteKey)}, `{"key":"k"}`...))
+	// A put above the last token, in the form that refuses it and in the
+	// one that does not.
+	for format := LogFormatBinary; format <= LogFormat; format++ {
+		data, _ := EncodeFormat(&Put{Key: "k", Value: []byte("x"), Token: 1 << 62}, format)
+		f.Add(data)
+	}
 	// Every row of the commands table in each of its forms, so that a new
 	// command is fuzzed without a seed of its own.
 	for _, spec := range commands {
-		for _, format := range []int{LogFormatJSON, LogFormat} {
+		for format := LogFormatJSON; format <= LogFormat; format++ {
 			data, err := EncodeFormat(spec.empty(), format)
+			if errors.Is(err, ErrFormatTooOld) {
+				continue
+			}
 			if err != nil {
 				f.Fatal(err)
 			}

@@ -117,12 +117,12 @@ func (f *FSM) AppliedIndex() uint64 {
 	return f.applied
 }
 
-// RequestGranted reports whether an acquire request id already produced a
-// grant (which may have ended since).
-func (f *FSM) RequestGranted(lock, holder, requestID string) bool {
+// RequestGranted reports whether principal's acquire request id already
+// produced a grant (which may have ended since).
+func (f *FSM) RequestGranted(lock, holder, requestID, principal string) bool {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	_, ok := f.s.requests[requestKey(lock, holder, requestID)]
+	_, ok := f.s.requests[requestKey(lock, holder, requestID, principal)]
 	return ok
 }
 
@@ -130,11 +130,38 @@ func (f *FSM) RequestGranted(lock, holder, requestID string) bool {
 type Counts struct {
 	Locks, Keys, Members int
 	Epoch, LastToken     uint64
+	// KVBytes is the value bytes of every fenced key.
+	KVBytes int64
 }
 
 // Counts summarizes the state without copying it.
 func (f *FSM) Counts() Counts {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	return Counts{Locks: len(f.s.locks), Keys: len(f.s.keys), Members: len(f.s.members), Epoch: f.s.epoch, LastToken: f.s.lastToken}
+	return Counts{Locks: len(f.s.locks), Keys: len(f.s.keys), Members: len(f.s.members),
+		Epoch: f.s.epoch, LastToken: f.s.lastToken, KVBytes: f.s.kvBytes}
+}
+
+// KVUsage is what a fenced put would change: the store's totals, the
+// writer's share, and the key it would replace.
+type KVUsage struct {
+	Keys      int   // keys stored
+	Bytes     int64 // value bytes stored
+	Principal int64 // value bytes whose last writer is the principal asked about
+	// Exists says the key is stored; OldBytes is its value's length and
+	// OldPrincipal its last writer.
+	Exists       bool
+	OldBytes     int64
+	OldPrincipal string
+}
+
+// KVUsage returns the totals a put of key by principal would change.
+func (f *FSM) KVUsage(key, principal string) KVUsage {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	u := KVUsage{Keys: len(f.s.keys), Bytes: f.s.kvBytes, Principal: f.s.kvByPrincipal[principal]}
+	if k, ok := f.s.keys[key]; ok {
+		u.Exists, u.OldBytes, u.OldPrincipal = true, int64(len(k.Value)), k.Principal
+	}
+	return u
 }

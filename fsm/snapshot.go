@@ -170,7 +170,7 @@ func (img *Image) state() *state {
 	}
 	for i := range img.Keys {
 		k := img.Keys[i]
-		s.keys[k.Key] = &k
+		s.setKey(&k)
 	}
 	for _, m := range img.Members {
 		s.members[m.ID] = m

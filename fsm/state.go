@@ -39,6 +39,9 @@ type Lock struct {
 	RequestID string `json:"request_id,omitempty"`
 	// GrantedAtMillis is the granting leader's wall clock; informational only.
 	GrantedAtMillis int64 `json:"granted_at_ms,omitempty"`
+	// Principal is the caller whose request id the grant answers ("" without
+	// an ACL, and for grants of entries older than LogFormatPrincipal).
+	Principal string `json:"principal,omitempty"`
 }
 
 // FencedKey is a value in the cluster's fenced key-value store together with
@@ -47,6 +50,9 @@ type FencedKey struct {
 	Key   string `json:"key"`
 	Value []byte `json:"value"`
 	Token uint64 `json:"token"`
+	// Principal is the last writer, whose share of the store the value
+	// counts in ("" without an ACL).
+	Principal string `json:"principal,omitempty"`
 }
 
 // Member is a cluster member's identity and addresses.
@@ -68,11 +74,12 @@ type requestRecord struct {
 	Token uint64 `json:"token"`
 }
 
-// lockEntry is a grant as the state keeps it: 64 bytes and one string,
-// where a Lock is 88 bytes and four strings. The string holds, in order,
-// the lock name, NUL, the holder, NUL, the request id and the secret,
-// so that its prefix up to the secret is the lock's request key (requestKey)
-// and the request table shares it instead of building another.
+// lockEntry is a grant as the state keeps it: 56 bytes and one string,
+// where a Lock is 104 bytes and five strings. The string holds, in order,
+// the lock name, NUL, the holder, NUL, the request id, then NUL and the
+// principal if there is one, and the secret, so that its prefix up to the
+// secret is the lock's request key (requestKey) and the request table
+// shares it instead of building another.
 //
 // An entry is never modified once it is in the state: a grant makes a new
 // one and a free deletes it. A snapshot therefore captures entry pointers,
@@ -84,16 +91,21 @@ type lockEntry struct {
 	granted   int64  // GrantedAtMillis
 	nameEnd   uint32 // s[:nameEnd] is the name
 	holderEnd uint32 // s[nameEnd+1:holderEnd] is the holder
-	keyEnd    uint32 // s[holderEnd+1:keyEnd] is the request id, s[keyEnd:] the secret
+	idEnd     uint32 // s[holderEnd+1:idEnd] is the request id
+	keyEnd    uint32 // s[idEnd+1:keyEnd] is the principal, if keyEnd > idEnd; s[keyEnd:] the secret
 }
 
 func newLockEntry(l *Lock) *lockEntry {
-	b := make([]byte, 0, len(l.Name)+len(l.Holder)+len(l.RequestID)+len(l.Lease)+2)
+	b := make([]byte, 0, len(l.Name)+len(l.Holder)+len(l.RequestID)+len(l.Principal)+len(l.Lease)+3)
 	b = append(b, l.Name...)
 	nameEnd := len(b)
 	b = append(append(b, 0), l.Holder...)
 	holderEnd := len(b)
 	b = append(append(b, 0), l.RequestID...)
+	idEnd := len(b)
+	if l.Principal != "" {
+		b = append(append(b, 0), l.Principal...)
+	}
 	keyEnd := len(b)
 	b = append(b, l.Lease...)
 	return &lockEntry{
@@ -103,6 +115,7 @@ func newLockEntry(l *Lock) *lockEntry {
 		granted:   l.GrantedAtMillis,
 		nameEnd:   uint32(nameEnd),
 		holderEnd: uint32(holderEnd),
+		idEnd:     uint32(idEnd),
 		keyEnd:    uint32(keyEnd),
 	}
 }
@@ -111,8 +124,16 @@ func (e *lockEntry) name() string   { return e.s[:e.nameEnd] }
 func (e *lockEntry) holder() string { return e.s[e.nameEnd+1 : e.holderEnd] }
 func (e *lockEntry) secret() string { return e.s[e.keyEnd:] }
 
-// requestKey is requestKey(name, holder, request id), sharing e's string.
+// requestKey is requestKey(name, holder, request id, principal), sharing
+// e's string.
 func (e *lockEntry) requestKey() string { return e.s[:e.keyEnd] }
+
+func (e *lockEntry) principal() string {
+	if e.keyEnd == e.idEnd {
+		return ""
+	}
+	return e.s[e.idEnd+1 : e.keyEnd]
+}
 
 // lock returns the entry as a Lock; its strings share the entry's.
 func (e *lockEntry) lock() Lock {
@@ -122,8 +143,9 @@ func (e *lockEntry) lock() Lock {
 		Token:           e.token,
 		Lease:           e.secret(),
 		TTLMillis:       e.ttlMillis,
-		RequestID:       e.s[e.holderEnd+1 : e.keyEnd],
+		RequestID:       e.s[e.holderEnd+1 : e.idEnd],
 		GrantedAtMillis: e.granted,
+		Principal:       e.principal(),
 	}
 }
 
@@ -139,25 +161,65 @@ type state struct {
 	locks     map[string]*lockEntry
 	keys      map[string]*FencedKey // a *FencedKey is never modified once stored
 	members   map[string]Member
-	requests  map[string]uint64 // lock\x00holder\x00request id → token
+	requests  map[string]uint64 // requestKey(lock, holder, request id, principal) → token
 	// reqOrder is the request table in log order, oldest first. It only
 	// grows at the end and is cut at the front, never written in place, so
 	// a snapshot keeps the slice as it was without copying it.
 	reqOrder []requestRecord
 	byHolder map[string]int // held locks per holder; derived, not snapshotted
+	// kvBytes and kvByPrincipal are the value bytes stored, in all and per
+	// writer; derived from keys, not snapshotted.
+	kvBytes       int64
+	kvByPrincipal map[string]int64
 }
 
 func newState() *state {
 	return &state{
-		locks:    map[string]*lockEntry{},
-		keys:     map[string]*FencedKey{},
-		members:  map[string]Member{},
-		requests: map[string]uint64{},
-		byHolder: map[string]int{},
+		locks:         map[string]*lockEntry{},
+		keys:          map[string]*FencedKey{},
+		members:       map[string]Member{},
+		requests:      map[string]uint64{},
+		byHolder:      map[string]int{},
+		kvByPrincipal: map[string]int64{},
 	}
 }
 
-func requestKey(lock, holder, id string) string { return lock + "\x00" + holder + "\x00" + id }
+// requestKey is what the request table remembers a request id under. The
+// principal comes last and only when there is one, so that the keys of
+// requests without a principal are those older builds wrote (lock, holder
+// and request id never contain NUL: names, and printable API strings).
+func requestKey(lock, holder, id, principal string) string {
+	k := lock + "\x00" + holder + "\x00" + id
+	if principal != "" {
+		k += "\x00" + principal
+	}
+	return k
+}
+
+// setKey stores k, replacing the key of that name, and keeps the byte
+// counts.
+func (s *state) setKey(k *FencedKey) {
+	s.deleteKey(k.Key)
+	s.keys[k.Key] = k
+	s.charge(k.Principal, int64(len(k.Value)))
+}
+
+// deleteKey removes a key, if any, and returns it.
+func (s *state) deleteKey(name string) (*FencedKey, bool) {
+	old, ok := s.keys[name]
+	if ok {
+		delete(s.keys, name)
+		s.charge(old.Principal, -int64(len(old.Value)))
+	}
+	return old, ok
+}
+
+func (s *state) charge(principal string, n int64) {
+	s.kvBytes += n
+	if s.kvByPrincipal[principal] += n; s.kvByPrincipal[principal] == 0 {
+		delete(s.kvByPrincipal, principal)
+	}
+}
 
 func (s *state) remember(key string, token uint64) {
 	if _, ok := s.requests[key]; ok {
