@@ -67,7 +67,9 @@ func FuzzHandlers(f *testing.F) {
 		flags        uint8 // bit 0: leader; bits 1..: index into fuzzErrs
 	}
 	for _, s := range []seed{
-		{"POST", "/v1/locks/a/acquire", 0, "", `{"holder":"w","ttl_ms":1000,"wait_ms":0,"request_id":"r"}`, 1},
+		{"POST", "/v1/locks/a/acquire", 0, "", `{"holder":"w","ttl_ms":1000,"wait_ms":0,"request_id":"r-0123456789abcdef"}`, 1},
+		// A request id too short to be unguessable.
+		{"POST", "/v1/locks/a/acquire", 0, "", `{"holder":"w","request_id":"r-123456789abcd"}`, 1},
 		{"POST", "/v1/locks/a/acquire", 0, "", `{"holder":"w"}`, 1 | 1<<1},
 		{"POST", "/v1/locks/a/renew", 0, "", `{` + lease + `,"token":3}`, 1},
 		{"POST", "/v1/locks/a/release", 0, "", `{` + lease + `,"token":3}`, 1 | 2<<1},
@@ -204,6 +206,9 @@ func FuzzHandlers(f *testing.F) {
 		if strings.HasSuffix(req.URL.Path, "/acquire") && json.Unmarshal(out, &got) == nil && got.Lock != "" {
 			if !utf8.Valid(body) || !printable(got.Holder, maxHolderLen) {
 				t.Fatalf("acquire granted to holder %q from body %q", got.Holder, body)
+			}
+			if n := utf8.RuneCountInString(asked.RequestID); asked.RequestID != "" && (n < wire.MinRequestIDLen || len(asked.RequestID) > wire.MaxRequestIDLen) {
+				t.Fatalf("acquire granted for request id %q of %d characters", asked.RequestID, n)
 			}
 		}
 	})

@@ -136,6 +136,9 @@ func TestBadInputRefusedBeforeTheCluster(t *testing.T) {
 		{"wait too long", call{"POST", "/v1/locks/a/acquire", `{"holder":"w","wait_ms":60001}`, nil}, wire.CodeInvalidWait},
 		{"negative wait", call{"POST", "/v1/locks/a/acquire", `{"holder":"w","wait_ms":-1}`, nil}, wire.CodeInvalidWait},
 		{"long request id", call{"POST", "/v1/locks/a/acquire", `{"holder":"w","request_id":"` + long + `"}`, nil}, wire.CodeInvalidRequestID},
+		// Short enough to guess another caller's (issue 13).
+		{"short request id", call{"POST", "/v1/locks/a/acquire", `{"holder":"w","request_id":"r-123456789abcd"}`, nil}, wire.CodeInvalidRequestID},
+		{"short in characters", call{"POST", "/v1/locks/a/acquire", `{"holder":"w","request_id":"ééééééééééééééé"}`, nil}, wire.CodeInvalidRequestID},
 		{"renew bad lease", call{"POST", "/v1/locks/a/renew", `{"lease":"short","token":3}`, nil}, wire.CodeInvalidLease},
 		{"renew no token", call{"POST", "/v1/locks/a/renew", `{` + lease + `}`, nil}, wire.CodeInvalidToken},
 		{"release bad name", call{"POST", "/v1/locks/a$b/release", `{` + lease + `,"token":3}`, nil}, wire.CodeInvalidName},

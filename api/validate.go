@@ -18,10 +18,7 @@ import (
 )
 
 // Limits on input. Names and keys share one alphabet (wire.ValidName).
-const (
-	maxHolderLen = 200
-	maxReqIDLen  = 128
-)
+const maxHolderLen = 200
 
 func checkName(s string) error {
 	if !wire.ValidName(s) {
@@ -103,8 +100,9 @@ func validateAcquire(r *wire.AcquireRequest) error {
 	if r.WaitMs < 0 || r.WaitMs > wire.MaxWait.Milliseconds() {
 		return badRequest(wire.CodeInvalidWait, fmt.Sprintf("wait_ms %d: want 0 to %d", r.WaitMs, wire.MaxWait.Milliseconds()))
 	}
-	if r.RequestID != "" && !printable(r.RequestID, maxReqIDLen) {
-		return badRequest(wire.CodeInvalidRequestID, "request_id: want 1-128 printable characters")
+	// At least 16 characters, so that one caller cannot guess another's.
+	if r.RequestID != "" && (!printable(r.RequestID, wire.MaxRequestIDLen) || utf8.RuneCountInString(r.RequestID) < wire.MinRequestIDLen) {
+		return badRequest(wire.CodeInvalidRequestID, fmt.Sprintf("request_id: want %d to %d printable characters (the Go client and the CLI send 32 random hex digits)", wire.MinRequestIDLen, wire.MaxRequestIDLen))
 	}
 	return nil
 }

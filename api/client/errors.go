@@ -26,6 +26,15 @@ var (
 	// ErrNotLockHolder: a fenced write named a lock whose current grant is
 	// not the write's token (409 not_lock_holder).
 	ErrNotLockHolder = errors.New("not the lock holder")
+	// ErrUnissuedToken: a fenced write's token is above every token the
+	// cluster has granted, so nobody holds it (409 unissued_token).
+	ErrUnissuedToken = errors.New("fencing token was never issued")
+	// ErrKVFull: the fenced store holds as many keys or value bytes as it
+	// may, in all or for this caller (429 kv_full).
+	ErrKVFull = errors.New("fenced store full")
+	// ErrUpgradeRequired: the request needs every member to run a newer
+	// build first (409 upgrade_required).
+	ErrUpgradeRequired = errors.New("upgrade required")
 	// ErrMissingToken: a fenced write carried no token (428); a malformed
 	// one is ErrInvalid (400 invalid_token).
 	ErrMissingToken = errors.New("missing fencing token")
@@ -95,6 +104,7 @@ var codeErrors = map[string]error{
 	wire.CodeInvalidJSON:          ErrInvalid,
 	wire.CodeInvalidMember:        ErrInvalid,
 	wire.CodeInvalidSnapshot:      ErrInvalid,
+	wire.CodeInvalidEpoch:         ErrInvalid,
 	wire.CodeBodyTooLarge:         ErrInvalid,
 	wire.CodeMalformedSequence:    ErrInvalid,
 	wire.CodeEmptyKey:             ErrInvalid,
@@ -107,6 +117,9 @@ var codeErrors = map[string]error{
 	wire.CodeLeaseLost:            ErrLeaseLost,
 	wire.CodeStaleToken:           ErrStaleToken,
 	wire.CodeNotLockHolder:        ErrNotLockHolder,
+	wire.CodeUnissuedToken:        ErrUnissuedToken,
+	wire.CodeKVFull:               ErrKVFull,
+	wire.CodeUpgradeRequired:      ErrUpgradeRequired,
 	wire.CodeNotFound:             ErrNotFound,
 	wire.CodeNoLeader:             ErrNoLeader,
 	wire.CodeOutcomeUnknown:       ErrOutcomeUnknown,

@@ -2,6 +2,7 @@ package client
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -79,6 +80,26 @@ func (c *Client) PutFenced(ctx context.Context, key string, value []byte, token 
 		return fmt.Errorf("%w: an earlier attempt may have written %q with token %d: %w", ErrOutcomeUnknown, key, token, err)
 	}
 	return err
+}
+
+// DeleteKey removes a fenced key and its mark (operators only when the
+// cluster has an ACL), so that the next fenced write to it is accepted
+// whatever its token. It returns the mark the key had; a key that does not
+// exist is ErrNotFound.
+func (c *Client) DeleteKey(ctx context.Context, key string) (wire.DeleteKeyResponse, error) {
+	var out wire.DeleteKeyResponse
+	r := &request{method: http.MethodDelete, path: "/v1/kv/" + url.PathEscape(key)}
+	resp, err := c.do(ctx, r)
+	if err != nil && r.uncertain && errors.Is(err, ErrNotFound) {
+		return out, fmt.Errorf("%w: an earlier attempt may have deleted %q: %w", ErrOutcomeUnknown, key, err)
+	}
+	if err != nil {
+		return out, err
+	}
+	if err := json.Unmarshal(resp.body, &out); err != nil {
+		return out, fmt.Errorf("DELETE /v1/kv/%s: %w", key, err)
+	}
+	return out, nil
 }
 
 // Get reads a fenced key: its value and the token that wrote it.

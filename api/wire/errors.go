@@ -21,6 +21,7 @@ const (
 	CodeInvalidJSON      = "invalid_json"
 	CodeInvalidMember    = "invalid_member"
 	CodeInvalidSnapshot  = "invalid_snapshot"
+	CodeInvalidEpoch     = "invalid_epoch"      // a restore that would leave no token space
 	CodeBodyTooLarge     = "body_too_large"     // 413
 	CodeMissingToken     = "missing_token"      // 428
 	CodeMethodNotAllowed = "method_not_allowed" // 405
@@ -33,16 +34,23 @@ const (
 	CodeStaleToken    = "stale_token"     // 409
 	CodeNotLockHolder = "not_lock_holder" // 409
 	CodeNotFound      = "not_found"       // 404
+	// CodeUnissuedToken: a fenced write's token is above every token
+	// granted so far (409).
+	CodeUnissuedToken = "unissued_token"
 
 	// The cluster.
 	CodeNoLeader       = "no_leader"       // 503
 	CodeOutcomeUnknown = "outcome_unknown" // 503
 	CodeMemberConflict = "member_conflict" // 409
 	CodeUnknownMember  = "unknown_member"  // 404
+	// CodeUpgradeRequired: the request needs a log format that some member's
+	// build cannot read yet; upgrade every member first (409).
+	CodeUpgradeRequired = "upgrade_required"
 
 	// Limits and access control.
 	CodeTooManyWaiters = "too_many_waiters" // 429
 	CodeTooManyLocks   = "too_many_locks"   // 429
+	CodeKVFull         = "kv_full"          // 429: the fenced store, or the caller's share, is full
 	CodeRateLimited    = "rate_limited"     // 429, with Retry-After
 	CodeUnauthorized   = "unauthorized"     // 401, with WWW-Authenticate
 	CodeForbidden      = "forbidden"        // 403
@@ -73,6 +81,7 @@ func Codes() []string {
 		CodeNoLeader, CodeOutcomeUnknown, CodeMemberConflict, CodeUnknownMember,
 		CodeTooManyWaiters, CodeTooManyLocks, CodeRateLimited, CodeUnauthorized, CodeForbidden,
 		CodeHostNotAllowed, CodeCrossOrigin,
+		CodeInvalidEpoch, CodeUnissuedToken, CodeUpgradeRequired, CodeKVFull,
 		CodeMalformedSequence, CodeEmptyKey,
 		CodeTimeout, CodeInternal,
 	}

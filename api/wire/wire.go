@@ -57,6 +57,11 @@ const (
 	MaxTTL       = 24 * time.Hour
 	DefaultTTL   = 10 * time.Second
 	MaxWait      = 60 * time.Second
+	// A request id is 16 to 128 characters: long enough that one caller
+	// cannot guess another's (ids are also bound to the caller's principal),
+	// as the Go client's and the CLI's 32 random hex digits are.
+	MinRequestIDLen = 16
+	MaxRequestIDLen = 128
 )
 
 // ParseToken parses a fencing token: a decimal integer from 1 to 2^64-1, with
@@ -172,6 +177,16 @@ type CheckResponse struct {
 type PutResponse struct {
 	Key   string `json:"key"`
 	Token uint64 `json:"token"`
+}
+
+// DeleteKeyResponse is the answer to DELETE /v1/kv/{key}: the key and the
+// mark it had are gone, so the next fenced write to it is accepted whatever
+// its token.
+type DeleteKeyResponse struct {
+	Key     string `json:"key"`
+	Deleted bool   `json:"deleted"`
+	// LastToken is the mark the key had.
+	LastToken uint64 `json:"last_token"`
 }
 
 // ClusterStatus is the answer to GET /v1/cluster.

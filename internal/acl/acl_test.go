@@ -104,7 +104,8 @@ func TestEachRoleAgainstEachEndpoint(t *testing.T) {
 		{"GET", "/v1/cluster/whatever", o},
 		{"GET", "/v1/future", o},
 		{"GET", "/v2/locks", o},
-		{"DELETE", "/v1/kv/k", c | o}, // any non-read method on a key is a write
+		{"POST", "/v1/kv/k", c | o}, // any other method on a key is a write
+		{"DELETE", "/v1/kv/k", o},   // removes the key's mark
 	}
 	mw := Middleware(testStore(t))
 	for _, ep := range endpoints {
@@ -152,6 +153,7 @@ func TestPrefixScoping(t *testing.T) {
 		{"PUT", "/v1/kv/jobs.report", true},
 		{"PUT", "/v1/kv/billing", false},
 		{"GET", "/v1/kv/billing", false},
+		{"DELETE", "/v1/kv/jobs.report", false},                 // a client's key, but not a client's right
 		{"POST", "/v1/locks/jobs.x%2F..%2Fother/acquire", true}, // the raw name: refused by the handler as invalid
 	} {
 		status, code, reached, _ := serve(t, mw, tc.method, tc.path, scopedSecret)
@@ -303,13 +305,16 @@ func TestAuditLog(t *testing.T) {
 	serve(t, mw, "DELETE", "/v1/cluster/members/n2", operatorSecret)
 	serve(t, mw, "POST", "/v1/cluster/restore", clientSecret)
 	serve(t, mw, "GET", "/v1/locks", clientSecret) // not audited
+	serve(t, mw, "DELETE", "/v1/kv/report", operatorSecret)
+	serve(t, mw, "DELETE", "/v1/kv/report", clientSecret)
 	out := buf.String()
-	for _, want := range []string{"who=ops action=membership method=DELETE path=/v1/cluster/members/n2", "status=200", "who=app action=snapshot", "status=403"} {
+	for _, want := range []string{"who=ops action=membership method=DELETE path=/v1/cluster/members/n2", "status=200", "who=app action=snapshot", "status=403",
+		"who=ops action=delete-key method=DELETE path=/v1/kv/report", "who=app action=delete-key"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("audit log lacks %q:\n%s", want, out)
 		}
 	}
-	if strings.Count(out, "\n") != 2 {
-		t.Errorf("want 2 audit records:\n%s", out)
+	if strings.Count(out, "\n") != 4 {
+		t.Errorf("want 4 audit records:\n%s", out)
 	}
 }

@@ -11,12 +11,15 @@ type Action string
 // Actions. Lock actions are scoped by a principal's lock prefixes, key
 // actions by its key prefixes; the others have no resource.
 const (
-	ActionAcquire    Action = "acquire"    // POST /v1/locks/{name}/acquire
-	ActionRenew      Action = "renew"      // POST /v1/locks/{name}/renew
-	ActionRelease    Action = "release"    // POST /v1/locks/{name}/release
-	ActionReadLock   Action = "read-lock"  // GET /v1/locks[/{name}[/check]]
-	ActionWrite      Action = "write"      // PUT /v1/kv/{key}
-	ActionReadKey    Action = "read-key"   // GET /v1/kv/{key}
+	ActionAcquire  Action = "acquire"   // POST /v1/locks/{name}/acquire
+	ActionRenew    Action = "renew"     // POST /v1/locks/{name}/renew
+	ActionRelease  Action = "release"   // POST /v1/locks/{name}/release
+	ActionReadLock Action = "read-lock" // GET /v1/locks[/{name}[/check]]
+	ActionWrite    Action = "write"     // PUT /v1/kv/{key}
+	ActionReadKey  Action = "read-key"  // GET /v1/kv/{key}
+	// ActionDeleteKey removes a key and its mark, which lets a stale token
+	// write again: operators only, audited.
+	ActionDeleteKey  Action = "delete-key" // DELETE /v1/kv/{key}
 	ActionStatus     Action = "status"     // GET /v1/cluster, /v1/debug/state, /metrics
 	ActionJoin       Action = "join"       // POST /v1/cluster/join
 	ActionMembership Action = "membership" // add and remove members
@@ -38,6 +41,7 @@ var rights = map[Role]map[Action]bool{
 		ActionReadLock: true, ActionReadKey: true, ActionStatus: true,
 		ActionAcquire: true, ActionRenew: true, ActionRelease: true, ActionWrite: true,
 		ActionJoin: true, ActionMembership: true, ActionTransfer: true, ActionSnapshot: true, ActionAdmin: true,
+		ActionDeleteKey: true,
 	},
 	RoleNode: {ActionStatus: true, ActionJoin: true, ActionMembership: true},
 }
@@ -57,7 +61,7 @@ func Allow(p *Principal, action Action, resource string) bool {
 		return inScope(p.Locks, resource)
 	case ActionReadLock:
 		return resource == "" || inScope(p.Locks, resource)
-	case ActionWrite, ActionReadKey:
+	case ActionWrite, ActionReadKey, ActionDeleteKey:
 		return inScope(p.Keys, resource)
 	case ActionMembership:
 		return p.Role != RoleNode || resource == p.Node // a node removes only itself

@@ -152,7 +152,11 @@ func refusal(p *Principal, route Route) string {
 }
 
 func isAudited(a Action) bool {
-	return a == ActionJoin || a == ActionMembership || a == ActionTransfer || a == ActionSnapshot || a == ActionAdmin
+	switch a {
+	case ActionJoin, ActionMembership, ActionTransfer, ActionSnapshot, ActionDeleteKey, ActionAdmin:
+		return true
+	}
+	return false
 }
 
 func audit(log *slog.Logger, r *http.Request, route Route, p *Principal, status int) {

@@ -46,8 +46,11 @@ func Classify(r *http.Request) Route {
 		return lockRoute(rest)
 	case "kv":
 		if len(seg) == 4 && seg[3] != "" {
-			if r.Method == http.MethodGet || r.Method == http.MethodHead {
+			switch r.Method {
+			case http.MethodGet, http.MethodHead:
 				return Route{Action: ActionReadKey, Resource: seg[3]}
+			case http.MethodDelete:
+				return Route{Action: ActionDeleteKey, Resource: seg[3]}
 			}
 			return Route{Action: ActionWrite, Resource: seg[3], FencingLocks: r.Header.Values(wire.HeaderLock)}
 		}
