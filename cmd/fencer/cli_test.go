@@ -119,6 +119,7 @@ func TestMissingArgumentsAreNamed(t *testing.T) {
 		{[]string{"kv", "put"}, "KEY and VALUE are required"},
 		{[]string{"kv", "put", "k"}, "VALUE is required"},
 		{[]string{"kv", "get"}, "KEY is required"},
+		{[]string{"kv", "delete"}, "KEY is required"},
 		{[]string{"exec"}, "NAME is required"},
 		{[]string{"exec", "--", "true"}, "NAME is required"},
 		{[]string{"exec", "job"}, "COMMAND is required"},

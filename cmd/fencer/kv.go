@@ -31,9 +31,10 @@ func newKVCmd() *cobra.Command {
 	o := &kvOptions{}
 	cmd := &cobra.Command{
 		Use:   "kv",
-		Short: "Write and read fenced keys",
+		Short: "Write, read and delete fenced keys",
 		Example: `  fencer kv put config v2 --token "$token" --lock job
-  fencer kv get config`,
+  fencer kv get config
+  fencer kv delete config`,
 	}
 	o.client.bind(cmd.PersistentFlags())
 	put := &cobra.Command{
@@ -55,7 +56,37 @@ func newKVCmd() *cobra.Command {
 		Args: positional("KEY"),
 		RunE: func(cmd *cobra.Command, args []string) error { return o.get(cmd, args[0]) },
 	}
-	return group(cmd, put, get)
+	del := &cobra.Command{
+		Use:   "delete KEY",
+		Short: "Remove KEY and its last token, so that any token writes it again (operators)",
+		Long: `Remove a fenced key and its last token through the log. The next fenced
+write to it is accepted whatever its token, a stale holder's too: this is the
+way out of a last token that no real holder can pass (one written before the
+cluster refused tokens it never issued). It needs the operator role when the
+cluster has an ACL, and is audited.`,
+		Example: `  fencer kv delete report
+  fencer kv delete report -o json | jq .last_token`,
+		Args: positional("KEY"),
+		RunE: func(cmd *cobra.Command, args []string) error { return o.delete(cmd, args[0]) },
+	}
+	return group(cmd, put, get, del)
+}
+
+func (o *kvOptions) delete(cmd *cobra.Command, key string) error {
+	c, err := o.client.client()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	res, err := c.DeleteKey(cmd.Context(), key)
+	if err != nil {
+		return fmt.Errorf("delete %q: %w", key, err)
+	}
+	if o.client.json() {
+		return writeJSON(cmd.OutOrStdout(), res)
+	}
+	_, err = fmt.Fprintf(cmd.OutOrStdout(), "deleted key=%s last_token=%d\n", res.Key, res.LastToken)
+	return err
 }
 
 func (o *kvOptions) put(cmd *cobra.Command, key, value string) error {
