@@ -34,7 +34,7 @@ func TestLogFormatFollowsTheOldestMember(t *testing.T) {
 		}
 		return st.LogFormat
 	}
-	tc.Poll(t, 15*time.Second, "every member recorded the binary format", func() bool { return format() == fsm.LogFormatBinary })
+	tc.Poll(t, 15*time.Second, "every member recorded this build's format", func() bool { return format() == fsm.LogFormat })
 	cycle := func(name string) {
 		t.Helper()
 		code, body, _ := tc.Do(t, "POST", leader.URL()+"/v1/locks/"+name+"/acquire", `{"holder":"upgrade","ttl_ms":5000}`)
@@ -95,7 +95,7 @@ func TestLogFormatFollowsTheOldestMember(t *testing.T) {
 		}
 	}
 	c.Restart(old)
-	tc.Poll(t, 15*time.Second, "the upgraded member re-registered", func() bool { return format() == fsm.LogFormatBinary })
+	tc.Poll(t, 15*time.Second, "the upgraded member re-registered", func() bool { return format() == fsm.LogFormat })
 	cycle("binary-2")
 	c.Stop(old)
 	if got := lockCycleTypes(t, old.DataDir)["binary-2"]; got != "binary" {
