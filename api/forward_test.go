@@ -71,3 +71,23 @@ func TestForwardKeepsEndToEndHeaders(t *testing.T) {
 		t.Errorf("a client's %s %q reached the leader", wire.HeaderForwardedPrincipal, v)
 	}
 }
+
+// Acquires and fenced writes carry the authenticated principal to the
+// coordination layer, which binds request ids and counts store usage by it.
+func TestPrincipalReachesCoord(t *testing.T) {
+	f := &fakeCluster{leader: true}
+	a, err := acl.Parse([]byte(`{"tokens":[{"name":"app","secret":"client-secret-0123456789","role":"client"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := acl.Middleware(acl.NewStore(a))(NewServer(f, f, nil).Handler())
+	for _, c := range []call{
+		{"POST", "/v1/locks/a/acquire", `{"holder":"w","request_id":"0123456789abcdef"}`, map[string]string{"Authorization": "Bearer client-secret-0123456789"}},
+		{"PUT", "/v1/kv/k", "v", map[string]string{"Authorization": "Bearer client-secret-0123456789", wire.HeaderToken: "7"}},
+	} {
+		f.principal = ""
+		if status, e, _ := do(t, h, c); status != 200 || f.principal != "app" {
+			t.Fatalf("%s %s: %d %s, principal %q", c.method, c.path, status, e.Code, f.principal)
+		}
+	}
+}

@@ -32,6 +32,11 @@ var fuzzErrs = []error{
 	cluster.ErrMemberConflict,
 	cluster.ErrUnknownMember,
 	errors.New("boom"),
+	&fsm.UnissuedError{Key: "k", Token: 1 << 62},
+	coord.ErrKVFull,
+	fsm.ErrNoSuchKey,
+	fsm.ErrFormatTooOld,
+	cluster.ErrInvalidEpoch,
 }
 
 // fuzzHeaders are the header names a fuzzed request may carry, chosen by a
@@ -82,6 +87,12 @@ func FuzzHandlers(f *testing.F) {
 		{"PUT", "/v1/kv/k", 0, "5", "value", 1 | 3<<1},
 		{"PUT", "/v1/kv/k", 1, "a", "value", 1},
 		{"GET", "/v1/kv/k", 0, "", "", 1},
+		{"DELETE", "/v1/kv/k", 0, "", "", 1},
+		{"DELETE", "/v1/kv/k", 0, "", "", 1 | 13<<1},
+		{"PUT", "/v1/kv/k", 0, "18446744073709551615", "value", 1 | 11<<1},
+		{"PUT", "/v1/kv/k", 0, "5", "value", 1 | 12<<1},
+		{"POST", "/v1/cluster/restore?min_epoch=16777215", 0, "", "{}", 1 | 15<<1},
+		{"POST", "/v1/cluster/restore?min_epoch=16777216", 0, "", "{}", 1},
 		{"GET", "/v1/cluster", 0, "", "", 1},
 		{"POST", "/v1/cluster/join", 0, "", `{"id":"n4","raft_addr":"127.0.0.1:8004","http_addr":"127.0.0.1:7004"}`, 1},
 		{"POST", "/v1/cluster/members", 0, "", `{"id":"n4","raft_addr":"127.0.0.1:8004","http_addr":"127.0.0.1:7004","voter":false}`, 1},

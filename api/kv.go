@@ -10,6 +10,8 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/fencer-io/fencer/api/wire"
+	"github.com/fencer-io/fencer/coord"
+	"github.com/fencer-io/fencer/internal/acl"
 )
 
 func (s *Server) kvRoutes() chi.Router {
@@ -17,7 +19,17 @@ func (s *Server) kvRoutes() chi.Router {
 	r.Use(s.fwd.leaderOnly)
 	r.Put("/{key}", s.putKey)
 	r.Get("/{key}", s.getKey)
+	r.Delete("/{key}", s.deleteKey)
 	return r
+}
+
+// principalName is the authenticated caller of r, "" when the cluster has
+// no ACL. On the leader, a forwarded request's is the original caller's.
+func principalName(r *http.Request) string {
+	if p, ok := acl.PrincipalFrom(r.Context()); ok {
+		return p.Name
+	}
+	return ""
 }
 
 // putKey stores the body under key only if the Fencing-Token header is
@@ -56,7 +68,8 @@ func (s *Server) putKey(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := s.work(r, 0)
 	defer cancel()
-	if _, err := s.co.Put(ctx, key, value, token, lock); err != nil {
+	put := coord.PutRequest{Key: key, Value: value, Token: token, Lock: lock, Principal: principalName(r)}
+	if _, err := s.co.Put(ctx, put); err != nil {
 		writeErr(w, err)
 		return
 	}
@@ -77,6 +90,26 @@ func fencingToken(h http.Header) (uint64, error) {
 		return 0, badRequest(wire.CodeInvalidToken, fmt.Sprintf("%s %.32q: want a positive decimal integer without sign, spaces or leading zeros", wire.HeaderToken, raw[0]))
 	}
 	return token, nil
+}
+
+// deleteKey removes a key and its mark through the log (operators only when
+// there is an ACL, which audits it), so that the next fenced write to it is
+// accepted whatever its token: the way out of a mark no holder can pass.
+func (s *Server) deleteKey(w http.ResponseWriter, r *http.Request) {
+	key, err := keyName(r)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	ctx, cancel := s.work(r, 0)
+	defer cancel()
+	res, err := s.co.DeleteKey(ctx, key)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	s.log.Info("key deleted", "key", key, "last_token", res.LastToken, "by", principalName(r), "remote", r.RemoteAddr)
+	writeJSON(w, http.StatusOK, wire.DeleteKeyResponse{Key: key, Deleted: true, LastToken: res.LastToken})
 }
 
 func (s *Server) getKey(w http.ResponseWriter, r *http.Request) {

@@ -57,6 +57,7 @@ func (s *Server) acquire(w http.ResponseWriter, r *http.Request) {
 		TTL:       time.Duration(req.TTLMillis) * time.Millisecond,
 		Wait:      wait,
 		RequestID: req.RequestID,
+		Principal: principalName(r),
 	})
 	if err != nil {
 		writeErr(w, err)

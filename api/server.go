@@ -55,7 +55,8 @@ type Coord interface {
 	Lock(ctx context.Context, name string, stale bool) (coord.LockStatus, error)
 	Locks(ctx context.Context, stale bool) ([]coord.LockStatus, error)
 	Check(ctx context.Context, name string, token uint64, stale bool) (bool, uint64, error)
-	Put(ctx context.Context, key string, value []byte, token uint64, lock string) (uint64, error)
+	Put(ctx context.Context, req coord.PutRequest) (uint64, error)
+	DeleteKey(ctx context.Context, key string) (fsm.DeleteKeyResult, error)
 	Get(ctx context.Context, key string, stale bool) (fsm.FencedKey, bool, error)
 }
 

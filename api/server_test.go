@@ -27,6 +27,8 @@ type fakeCluster struct {
 	calls  []string
 	leader bool
 	locks  []coord.LockStatus
+	// principal is the one the last acquire or put carried.
+	principal string
 }
 
 func (f *fakeCluster) ID() string                     { return "n1" }
@@ -45,6 +47,7 @@ func (f *fakeCluster) call(name string) error {
 }
 
 func (f *fakeCluster) Acquire(_ context.Context, req coord.AcquireRequest) (fsm.AcquireResult, error) {
+	f.principal = req.Principal
 	return fsm.AcquireResult{Grant: fsm.Lock{Name: req.Lock, Holder: req.Holder, Token: 7, Lease: strings.Repeat("a", 32), TTLMillis: req.TTL.Milliseconds()}}, f.call("acquire")
 }
 func (f *fakeCluster) Renew(_ context.Context, name string, token uint64, _ string) (fsm.Lock, error) {
@@ -62,8 +65,12 @@ func (f *fakeCluster) Locks(context.Context, bool) ([]coord.LockStatus, error) {
 func (f *fakeCluster) Check(context.Context, string, uint64, bool) (bool, uint64, error) {
 	return true, 7, f.call("check")
 }
-func (f *fakeCluster) Put(_ context.Context, _ string, _ []byte, token uint64, _ string) (uint64, error) {
-	return token, f.call("put")
+func (f *fakeCluster) Put(_ context.Context, req coord.PutRequest) (uint64, error) {
+	f.principal = req.Principal
+	return req.Token, f.call("put")
+}
+func (f *fakeCluster) DeleteKey(_ context.Context, key string) (fsm.DeleteKeyResult, error) {
+	return fsm.DeleteKeyResult{Key: key, LastToken: 9}, f.call("delete-key")
 }
 func (f *fakeCluster) Get(context.Context, string, bool) (fsm.FencedKey, bool, error) {
 	return fsm.FencedKey{}, false, f.call("get")
@@ -254,6 +261,7 @@ func TestClusterErrorsMapToCodes(t *testing.T) {
 	okRenew := call{"POST", "/v1/locks/a/renew", `{` + lease + `,"token":3}`, nil}
 	okRelease := call{"POST", "/v1/locks/a/release", `{` + lease + `,"token":3}`, nil}
 	okPut := call{"PUT", "/v1/kv/k", "v", map[string]string{"Fencing-Token": "5"}}
+	okDelete := call{"DELETE", "/v1/kv/k", "", nil}
 	cases := []struct {
 		call   call
 		err    error
@@ -269,6 +277,11 @@ func TestClusterErrorsMapToCodes(t *testing.T) {
 		{okRelease, cluster.ErrNotLeader, 503, wire.CodeNoLeader},
 		{okPut, &fsm.StaleError{Key: "k", Token: 5, LastToken: 9}, 409, wire.CodeStaleToken},
 		{okPut, fsm.ErrNotLockHolder, 409, wire.CodeNotLockHolder},
+		{okPut, &fsm.UnissuedError{Key: "k", Token: 5}, 409, wire.CodeUnissuedToken},
+		{okPut, fmt.Errorf("%w: 9 keys", coord.ErrKVFull), 429, wire.CodeKVFull},
+		{okDelete, fmt.Errorf("%w: \"k\"", fsm.ErrNoSuchKey), 404, wire.CodeNotFound},
+		{okDelete, fmt.Errorf("%w: delete-key needs log format 2", fsm.ErrFormatTooOld), 409, wire.CodeUpgradeRequired},
+		{call{"POST", "/v1/cluster/restore", "", nil}, fmt.Errorf("%w: no epoch left", cluster.ErrInvalidEpoch), 400, wire.CodeInvalidEpoch},
 		{call{"POST", "/v1/cluster/join", `{"id":"n4","raft_addr":"127.0.0.1:8004","http_addr":"127.0.0.1:7004"}`, nil}, cluster.ErrMemberConflict, 409, wire.CodeMemberConflict},
 	}
 	for _, tc := range cases {
@@ -288,6 +301,20 @@ func TestClusterErrorsMapToCodes(t *testing.T) {
 		if errors.As(tc.err, &stale) && e.LastToken != 9 {
 			t.Fatalf("stale_token body lacks last_token: %+v", e)
 		}
+	}
+}
+
+// A key delete answers the mark the key had, and logs who removed it.
+func TestDeleteKey(t *testing.T) {
+	f := &fakeCluster{leader: true}
+	rec := httptest.NewRecorder()
+	NewServer(f, f, nil).Handler().ServeHTTP(rec, httptest.NewRequest("DELETE", "/v1/kv/report", nil))
+	var got wire.DeleteKeyResponse
+	if rec.Code != 200 || json.Unmarshal(rec.Body.Bytes(), &got) != nil || got != (wire.DeleteKeyResponse{Key: "report", Deleted: true, LastToken: 9}) {
+		t.Fatalf("delete: %d %s", rec.Code, rec.Body)
+	}
+	if status, e, _ := do(t, NewServer(f, f, nil).Handler(), call{"DELETE", "/v1/kv/a%20b", "", nil}); status != 400 || e.Code != wire.CodeInvalidKey {
+		t.Fatalf("delete of an invalid key: %d %s", status, e.Code)
 	}
 }
 

@@ -42,7 +42,10 @@ type RestoreOptions struct {
 //
 //   - the epoch becomes max(backup epoch + 1, current epoch + 1, MinEpoch),
 //     so new tokens (epoch<<40 | index) exceed every token of the backup's
-//     epoch whatever its log index was;
+//     epoch whatever its log index was; never more than fsm.LastEpoch
+//     (16,777,215), the last epoch whose tokens fit in 64 bits: a restore
+//     that would move past it is refused (ErrInvalidEpoch), as is a backup
+//     whose epoch leaves no room above it (ErrInvalidSnapshot);
 //   - fenced keys keep their high-water marks (for a key in both the backup
 //     and the current state, the higher mark wins);
 //   - held locks and remembered request ids are dropped: their grants belong
@@ -66,23 +69,13 @@ func (n *Node) Restore(ctx context.Context, r io.Reader, opts RestoreOptions) (f
 	}
 	n.configMu.Lock()
 	defer n.configMu.Unlock()
-	cur := n.fsm.Image()
-
-	img := &fsm.Image{Header: backup.Header}
-	img.Header.Epoch = max(backup.Header.Epoch+1, cur.Header.Epoch+1, opts.MinEpoch)
-	// Every grant of an earlier epoch is void from here on, and fenced
-	// writes with its tokens are refused whatever the key's mark.
-	img.Header.EpochFloor = img.Header.Epoch
-	img.Header.LastToken = max(backup.Header.LastToken, cur.Header.LastToken)
-	img.Header.ClusterID = cur.Header.ClusterID
-	img.Members = cur.Members
-	img.Keys = mergeKeys(backup.Keys, cur.Keys)
 	// Raft installs the snapshot at max(its index, last index)+1; say so in
 	// the header so that the applied index reads right.
 	index := max(n.raft.LastIndex(), backup.Header.AppliedIndex) + 1
-	img.Header.AppliedIndex = index
-	img.Header.Term = n.raft.CurrentTerm()
-	img.Header.Locks, img.Header.Keys, img.Header.Members, img.Header.Requests = 0, len(img.Keys), len(img.Members), 0
+	img, err := planRestore(backup, n.fsm.Image(), opts, index, n.raft.CurrentTerm())
+	if err != nil {
+		return fsm.Header{}, err
+	}
 
 	var buf bytes.Buffer
 	if _, err := img.WriteTo(&buf); err != nil {
@@ -100,6 +93,34 @@ func (n *Node) Restore(ctx context.Context, r io.Reader, opts RestoreOptions) (f
 		"backup_last_token", backup.Header.LastToken, "epoch", img.Header.Epoch, "keys", len(img.Keys),
 		"dropped_locks", len(backup.Locks), "took", time.Since(start))
 	return img.Header, nil
+}
+
+// planRestore builds the state a restore installs (see Restore) from the
+// backup and the current state, to be applied at index in term. A backup
+// that leaves the epoch no room above it is ErrInvalidSnapshot; a restore
+// that would move the epoch past fsm.LastEpoch is ErrInvalidEpoch. Either
+// way nothing is installed, where before the epoch wrapped to 0 or moved
+// past the token space and every later acquire failed.
+func planRestore(backup, cur *fsm.Image, opts RestoreOptions, index, term uint64) (*fsm.Image, error) {
+	if err := fsm.CheckBackupHeader(backup.Header); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidSnapshot, err)
+	}
+	epoch, err := fsm.RestoreEpoch(backup.Header.Epoch, cur.Header.Epoch, opts.MinEpoch)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidEpoch, err)
+	}
+	img := &fsm.Image{Header: backup.Header}
+	img.Header.Epoch = epoch
+	// Every grant of an earlier epoch is void from here on, and fenced
+	// writes with its tokens are refused whatever the key's mark.
+	img.Header.EpochFloor = epoch
+	img.Header.LastToken = max(backup.Header.LastToken, cur.Header.LastToken)
+	img.Header.ClusterID = cur.Header.ClusterID
+	img.Members = cur.Members
+	img.Keys = mergeKeys(backup.Keys, cur.Keys)
+	img.Header.AppliedIndex, img.Header.Term = index, term
+	img.Header.Locks, img.Header.Keys, img.Header.Members, img.Header.Requests = 0, len(img.Keys), len(img.Members), 0
+	return img, nil
 }
 
 // mergeKeys keeps, for every key, the entry with the higher token, sorted.

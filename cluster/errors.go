@@ -22,8 +22,12 @@ var (
 	ErrMemberConflict = errors.New("member conflict")
 	// ErrUnknownMember: no member has that id.
 	ErrUnknownMember = errors.New("unknown member")
-	// ErrInvalidSnapshot: a backup could not be read.
+	// ErrInvalidSnapshot: a backup could not be read, or no log could
+	// have written it.
 	ErrInvalidSnapshot = errors.New("invalid snapshot")
+	// ErrInvalidEpoch: a restore or recovery would move the token epoch
+	// past fsm.LastEpoch, leaving no token to issue.
+	ErrInvalidEpoch = errors.New("invalid epoch")
 	// ErrTooManyWaiters: the lock's wait queue, or all queues together, are
 	// full.
 	ErrTooManyWaiters = errors.New("too many waiters")

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"fmt"
 	"sync"
 	"time"
 
@@ -56,6 +57,20 @@ func (n *Node) clusterFormat() int {
 	return format
 }
 
+// freshEntryFormat is entryFormat once its cached answer has expired (at
+// most formatRefresh from now), for a command the cached format cannot
+// carry although every member's record reads it.
+func (n *Node) freshEntryFormat() int {
+	f := &n.format
+	f.mu.Lock()
+	wait := formatRefresh - time.Since(f.checked)
+	f.mu.Unlock()
+	if wait > 0 {
+		time.Sleep(wait)
+	}
+	return n.entryFormat()
+}
+
 // holdJSON makes the leader write JSON from now until the records are read
 // again after formatRefresh: a member is about to join whose format is not
 // recorded yet.
@@ -64,4 +79,20 @@ func (n *Node) holdJSON() {
 	f.mu.Lock()
 	f.format, f.checked = fsm.LogFormatJSON, time.Now()
 	f.mu.Unlock()
+}
+
+// membersBelow lists the members in the configuration whose recorded log
+// format is below format, for an operator who must upgrade them.
+func (n *Node) membersBelow(format int) []string {
+	cf := n.raft.GetConfiguration()
+	if cf.Error() != nil {
+		return nil
+	}
+	var out []string
+	for _, s := range cf.Configuration().Servers {
+		if m, ok := n.fsm.Member(string(s.ID)); !ok || m.LogFormat < format {
+			out = append(out, fmt.Sprintf("%s (log format %d)", s.ID, m.LogFormat))
+		}
+	}
+	return out
 }

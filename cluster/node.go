@@ -11,9 +11,12 @@ package cluster
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -151,6 +154,14 @@ func (n *Node) Leader() (id, httpAddr string) {
 // Raft's errors come back as this package's.
 func (n *Node) Apply(cmd fsm.Command) (any, error) {
 	data, err := fsm.EncodeFormat(cmd, n.entryFormat())
+	if errors.Is(err, fsm.ErrFormatTooOld) {
+		if behind := n.membersBelow(fsm.LogFormat); len(behind) > 0 {
+			return nil, fmt.Errorf("%w; upgrade these members to this build first: %s", err, strings.Join(behind, ", "))
+		}
+		// Every member's record reads it: the cached format is a join's
+		// hold, or predates the last registration. Wait it out, once.
+		data, err = fsm.EncodeFormat(cmd, n.freshEntryFormat())
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -163,6 +174,10 @@ func (n *Node) Apply(cmd fsm.Command) (any, error) {
 	}
 	return f.Response(), nil
 }
+
+// EntryFormat is the log format Apply writes now: the newest every member
+// has recorded.
+func (n *Node) EntryFormat() int { return n.entryFormat() }
 
 // VerifyLeader confirms with a quorum round that this node still leads.
 func (n *Node) VerifyLeader() error { return translate(n.raft.VerifyLeader().Error()) }

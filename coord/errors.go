@@ -12,4 +12,7 @@ var (
 	// ErrTooManyLocks: the cluster, or this holder, holds the most locks
 	// allowed.
 	ErrTooManyLocks = errors.New("too many locks held")
+	// ErrKVFull: the fenced store holds as many keys or value bytes as it
+	// may, in all or from this principal.
+	ErrKVFull = errors.New("fenced store full")
 )

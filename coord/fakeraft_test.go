@@ -27,10 +27,13 @@ type fakeRaft struct {
 	hook func(cmd fsm.Command) (commit bool, err error)
 	// barrier, when set, holds every Barrier until it is closed.
 	barrier chan struct{}
+	// format is the log format entries are written in, as the members'
+	// records would decide it.
+	format int
 }
 
 func newFakeRaft() *fakeRaft {
-	return &fakeRaft{fsm: fsm.New(nil), leader: true, changed: make(chan struct{})}
+	return &fakeRaft{fsm: fsm.New(nil), leader: true, changed: make(chan struct{}), format: fsm.LogFormat}
 }
 
 func (f *fakeRaft) Apply(cmd fsm.Command) (any, error) {
@@ -45,7 +48,7 @@ func (f *fakeRaft) Apply(cmd fsm.Command) (any, error) {
 	}
 	var res any
 	if commit {
-		data, encErr := fsm.Encode(cmd)
+		data, encErr := fsm.EncodeFormat(cmd, f.format)
 		if encErr != nil {
 			return nil, encErr
 		}
@@ -79,6 +82,12 @@ func (f *fakeRaft) Barrier() error {
 		<-gate
 	}
 	return f.VerifyLeader()
+}
+
+func (f *fakeRaft) EntryFormat() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.format
 }
 
 func (f *fakeRaft) Leadership() (bool, <-chan struct{}) {

@@ -20,6 +20,9 @@ type AcquireRequest struct {
 	TTL       time.Duration
 	Wait      time.Duration // how long to queue if the lock is held
 	RequestID string        // makes retries idempotent; generated when empty
+	// Principal is the authenticated caller ("" without an ACL). Its
+	// request ids are its own: another principal's replay is a new request.
+	Principal string
 }
 
 // newRequestID draws a request id for an acquire that came without one:
@@ -52,6 +55,11 @@ func (s *Service) Acquire(ctx context.Context, req AcquireRequest) (fsm.AcquireR
 	if req.RequestID == "" {
 		req.RequestID = newRequestID()
 	}
+	if s.raft.EntryFormat() < fsm.LogFormatPrincipal {
+		// The entry will carry no principal, so the request is remembered
+		// without one, as by the members' older builds.
+		req.Principal = ""
+	}
 	cmd := &fsm.Acquire{
 		Lock:      req.Lock,
 		Holder:    req.Holder,
@@ -59,13 +67,14 @@ func (s *Service) Acquire(ctx context.Context, req AcquireRequest) (fsm.AcquireR
 		TTLMillis: req.TTL.Milliseconds(),
 		RequestID: req.RequestID,
 		NowMillis: s.cfg.Clock.Now().UnixMilli(),
+		Principal: req.Principal,
 	}
 	q := s.queues.get(req.Lock)
 	defer s.queues.put(req.Lock, q)
 
 	q.mu.Lock()
 	cur, held := s.fsm.Lock(req.Lock)
-	retry := s.fsm.RequestGranted(req.Lock, req.Holder, req.RequestID, "")
+	retry := s.fsm.RequestGranted(req.Lock, req.Holder, req.RequestID, req.Principal)
 	queueing := req.Wait > 0 && !retry && (held || q.waiters.Len() > 0)
 	if held && !retry && req.Wait <= 0 {
 		// Refuse without writing the log. Under the queue's mutex, this

@@ -285,10 +285,10 @@ func TestLimits(t *testing.T) {
 func TestFencedPutAndGet(t *testing.T) {
 	s, _, _ := newTestService(t, Config{})
 	g := mustAcquire(t, s, "l", "a", time.Minute)
-	if _, err := s.Put(bg, "k", []byte("v1"), g.Token, "l"); err != nil {
+	if _, err := s.Put(bg, PutRequest{Key: "k", Value: []byte("v1"), Token: g.Token, Lock: "l"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Put(bg, "k", []byte("v0"), g.Token-1, ""); !errors.Is(err, fsm.ErrStaleToken) {
+	if _, err := s.Put(bg, PutRequest{Key: "k", Value: []byte("v0"), Token: g.Token - 1}); !errors.Is(err, fsm.ErrStaleToken) {
 		t.Fatalf("write below the mark: %v", err)
 	}
 	k, ok, err := s.Get(bg, "k", false)

@@ -39,11 +39,12 @@ var (
 	descLeases  = prometheus.NewDesc("fencer_leases_tracked", "Lease deadlines tracked (leader only).", nil, nil)
 	descToken   = prometheus.NewDesc("fencer_highest_token", "Highest fencing token ever granted.", nil, nil)
 	descKeys    = prometheus.NewDesc("fencer_fenced_keys", "Keys in the fenced key-value store.", nil, nil)
+	descKVBytes = prometheus.NewDesc("fencer_fenced_value_bytes", "Value bytes in the fenced key-value store (what --max-kv-bytes limits).", nil, nil)
 	descEpoch   = prometheus.NewDesc("fencer_token_epoch", "Current token epoch (bumped by restores and recoveries).", nil, nil)
 )
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descLocks, descWaiters, descLeases, descToken, descKeys, descEpoch} {
+	for _, d := range []*prometheus.Desc{descLocks, descWaiters, descLeases, descToken, descKeys, descKVBytes, descEpoch} {
 		ch <- d
 	}
 }
@@ -55,6 +56,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	counts := c.s.fsm.Counts() // not Image: a scrape must not copy the state
 	gauge(descLocks, float64(counts.Locks))
 	gauge(descKeys, float64(counts.Keys))
+	gauge(descKVBytes, float64(counts.KVBytes))
 	gauge(descToken, float64(counts.LastToken))
 	gauge(descEpoch, float64(counts.Epoch))
 	gauge(descWaiters, float64(c.s.queues.waiting()))

@@ -18,4 +18,8 @@ type Raft interface {
 	// that view ends: leadership changed, or the state was replaced (a
 	// restore). Leader-only work belongs to one view.
 	Leadership() (leader bool, changed <-chan struct{})
+	// EntryFormat is the log format Apply writes now: the newest every
+	// member has recorded (fsm.LogFormat*). Below fsm.LogFormatPrincipal
+	// entries carry no principal and key deletes cannot be written.
+	EntryFormat() int
 }

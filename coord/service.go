@@ -22,6 +22,15 @@ type Config struct {
 	MaxLocksPerHolder int
 	MaxWaiters        int
 	MaxWaitersPerLock int
+	// Limits of the fenced store, checked alike: value bytes in all
+	// (default 256 MiB), keys (default 1,000,000), and value bytes whose
+	// last writer is one principal (default 64 MiB, a quarter of the
+	// total, so that no one ACL principal can fill the store; writes
+	// without a principal, when there is no ACL, are not counted per
+	// principal).
+	MaxKVBytes             int64
+	MaxKeys                int
+	MaxKVBytesPerPrincipal int64
 
 	// Clock is the leader's time for lease deadlines and wait limits.
 	Clock  Clock
@@ -29,6 +38,12 @@ type Config struct {
 	// Registry, when set, gets the service's metrics.
 	Registry prometheus.Registerer
 }
+
+// Defaults of the fenced store's limits.
+const (
+	DefaultMaxKVBytes             = 256 << 20
+	DefaultMaxKVBytesPerPrincipal = DefaultMaxKVBytes / 4
+)
 
 func (c Config) withDefaults() Config {
 	def := func(v *int, d int) {
@@ -40,6 +55,13 @@ func (c Config) withDefaults() Config {
 	def(&c.MaxLocksPerHolder, 100_000)
 	def(&c.MaxWaiters, 100_000)
 	def(&c.MaxWaitersPerLock, 1024)
+	def(&c.MaxKeys, 1_000_000)
+	if c.MaxKVBytes == 0 {
+		c.MaxKVBytes = DefaultMaxKVBytes
+	}
+	if c.MaxKVBytesPerPrincipal == 0 {
+		c.MaxKVBytesPerPrincipal = DefaultMaxKVBytesPerPrincipal
+	}
 	if c.Clock == nil {
 		c.Clock = RealClock
 	}

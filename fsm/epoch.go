@@ -24,7 +24,8 @@ var ErrNoEpochLeft = errors.New("no epoch left")
 // that the restored epoch (at least one above it) still issues tokens, and
 // its last token must belong to its epoch or an earlier one, as every
 // state's does (a later one would stay above every token the restored
-// cluster could issue, and refuse every grant).
+// cluster could issue, and refuse every grant). Its applied index must
+// leave log indexes for tokens too: a restore continues the log after it.
 func CheckBackupHeader(h Header) error {
 	if h.Epoch >= LastEpoch {
 		return fmt.Errorf("backup epoch %d: the largest a restorable backup has is %d, so that the restored epoch, one above it, still issues tokens (at most %d)",
@@ -32,6 +33,9 @@ func CheckBackupHeader(h Header) error {
 	}
 	if e := h.LastToken >> EpochShift; e > h.Epoch {
 		return fmt.Errorf("backup last token %d belongs to epoch %d, above the backup's epoch %d", h.LastToken, e, h.Epoch)
+	}
+	if h.AppliedIndex >= MaxIndex {
+		return fmt.Errorf("backup applied index %d: a restore continues the log after it, and a token's log index is at most %d", h.AppliedIndex, uint64(MaxIndex))
 	}
 	return nil
 }

@@ -65,6 +65,9 @@ func TestEpochsStayUsable(t *testing.T) {
 		{Header{Epoch: math.MaxUint64}, false},
 		{Header{Epoch: 1, LastToken: MakeToken(2, 1)}, false}, // a last token from the future
 		{Header{Epoch: 0, LastToken: math.MaxUint64}, false},
+		{Header{AppliedIndex: MaxIndex - 1}, true},
+		{Header{AppliedIndex: MaxIndex}, false}, // no log index left for a token
+		{Header{AppliedIndex: math.MaxUint64}, false},
 	} {
 		if err := CheckBackupHeader(c.h); (err == nil) != c.ok {
 			t.Errorf("backup header epoch %d last token %d: %v, want ok %v", c.h.Epoch, c.h.LastToken, err, c.ok)

@@ -46,6 +46,11 @@ func Recover(o Options) (fsm.Header, error) {
 	if o.EpochBump == 0 {
 		o.EpochBump = 1
 	}
+	if _, err := fsm.RecoveryEpoch(0, o.EpochBump); err != nil {
+		// Refused before the data dir is opened; the bump from the
+		// survivor's epoch is checked again when it is known.
+		return fsm.Header{}, fmt.Errorf("%w: %v", cluster.ErrInvalidEpoch, err)
+	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -131,10 +136,15 @@ func (r *recoveryFSM) Snapshot() (raft.FSMSnapshot, error) {
 	}
 	slices.SortFunc(img.Members, func(a, b fsm.Member) int { return strings.Compare(a.ID, b.ID) })
 	img.Locks, img.Requests = nil, nil
-	img.Header.Epoch += r.bump
+	epoch, err := fsm.RecoveryEpoch(img.Header.Epoch, r.bump)
+	if err != nil {
+		// RecoverCluster stops here, before it writes anything.
+		return nil, fmt.Errorf("%w: %v", cluster.ErrInvalidEpoch, err)
+	}
+	img.Header.Epoch = epoch
 	// The lost members' grants are void: fenced writes with their tokens
 	// are refused from now on, whatever the keys' marks.
-	img.Header.EpochFloor = img.Header.Epoch
+	img.Header.EpochFloor = epoch
 	img.Header.Locks, img.Header.Members, img.Header.Requests = 0, len(img.Members), 0
 	r.written = img.Header
 	return imageSnapshot{img}, nil

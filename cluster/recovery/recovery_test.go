@@ -2,6 +2,8 @@ package recovery
 
 import (
 	"bytes"
+	"errors"
+	"math"
 	"testing"
 
 	"github.com/hashicorp/raft"
@@ -66,6 +68,26 @@ func TestRecoverySnapshot(t *testing.T) {
 	snap.Persist(&again)
 	if err := g.Restore(nopCloser{&again.Buffer}); err != nil || g.Epoch() != 2 {
 		t.Fatalf("restore: %v, epoch %d", err, g.Epoch())
+	}
+}
+
+// A bump past fsm.LastEpoch is refused before anything is written: the
+// recovered cluster would issue no token, ever.
+func TestRecoveryRefusesEpochPastTheLast(t *testing.T) {
+	f := fsm.New(nil)
+	members := []cluster.Peer{{ID: "n1", RaftAddr: "r1", HTTPAddr: "h1"}}
+	for _, bump := range []uint64{fsm.LastEpoch + 1, math.MaxUint64} {
+		r := &recoveryFSM{FSM: f, bump: bump, members: members}
+		if _, err := r.Snapshot(); !errors.Is(err, cluster.ErrInvalidEpoch) {
+			t.Fatalf("bump %d: %v, want invalid epoch", bump, err)
+		}
+		if _, err := Recover(Options{DataDir: t.TempDir(), ID: "n1", Members: members, EpochBump: bump}); !errors.Is(err, cluster.ErrInvalidEpoch) {
+			t.Fatalf("Recover with bump %d: %v, want invalid epoch", bump, err)
+		}
+	}
+	r := &recoveryFSM{FSM: f, bump: fsm.LastEpoch, members: members}
+	if _, err := r.Snapshot(); err != nil {
+		t.Fatalf("a bump to the last epoch: %v", err)
 	}
 }
 

@@ -145,6 +145,19 @@ func TestLockAndKVCommands(t *testing.T) {
 	if _, _, err := fencer(t, "", "kv", "get", "nothing"); !errors.Is(err, client.ErrNotFound) {
 		t.Fatalf("get missing: %v", err)
 	}
+	// kv delete removes the key and its last token (no ACL here: anyone may).
+	if out := mustFencer(t, "kv", "delete", "cfg"); out != "deleted key=cfg last_token="+strconv.FormatUint(g.Token, 10)+"\n" {
+		t.Fatalf("delete %q", out)
+	}
+	if _, _, err := fencer(t, "", "kv", "get", "cfg"); !errors.Is(err, client.ErrNotFound) {
+		t.Fatalf("get after delete: %v", err)
+	}
+	if _, _, err := fencer(t, "", "kv", "delete", "cfg"); !errors.Is(err, client.ErrNotFound) {
+		t.Fatalf("second delete: %v", err)
+	}
+	if _, _, err := fencer(t, "", "kv", "put", "cfg", "again", "--token", strconv.FormatUint(first, 10)); err != nil {
+		t.Fatalf("an older token after the delete: %v", err)
+	}
 	if _, _, err := fencer(t, "", "lock", "list", "-o", "yaml"); err == nil || !strings.Contains(err.Error(), "--output") {
 		t.Fatalf("bad output: %v", err)
 	}

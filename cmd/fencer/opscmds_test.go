@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -134,11 +136,40 @@ func tokenOf(t *testing.T, out string) string {
 
 // fencer recover rewrites a stopped survivor's data dir with a new
 // membership and a bumped epoch.
+// snapshot restore refuses, before it uploads anything, a backup whose
+// epoch leaves no room above it (2^64-1 used to wrap the new epoch to 0) and
+// a --min-epoch past the last epoch.
+func TestSnapshotRestoreRefusesImpossibleEpochs(t *testing.T) {
+	var buf bytes.Buffer
+	img := &fsm.Image{Header: fsm.Header{Format: fsm.SnapshotFormat, Version: fsm.SnapshotVersion, Epoch: math.MaxUint64}}
+	if _, err := img.WriteTo(&buf); err != nil {
+		t.Fatal(err)
+	}
+	bad := filepath.Join(t.TempDir(), "bad.snap")
+	os.WriteFile(bad, buf.Bytes(), 0o600)
+	// No server listens there: the refusals come first.
+	if _, _, err := fencer(t, "", "snapshot", "restore", bad, "--endpoints", "127.0.0.1:1"); err == nil || !strings.Contains(err.Error(), "backup epoch 18446744073709551615") {
+		t.Fatalf("restore of a backup at epoch 2^64-1: %v", err)
+	}
+	img.Header.Epoch = 0
+	buf.Reset()
+	img.WriteTo(&buf)
+	good := filepath.Join(t.TempDir(), "good.snap")
+	os.WriteFile(good, buf.Bytes(), 0o600)
+	if _, _, err := fencer(t, "", "snapshot", "restore", good, "--min-epoch", "16777216", "--endpoints", "127.0.0.1:1"); err == nil || !strings.Contains(err.Error(), "16777215") {
+		t.Fatalf("--min-epoch 16777216: %v", err)
+	}
+}
+
 func TestRecoverCommand(t *testing.T) {
 	c := tc.New(t, 1)
 	n := c.Nodes[0]
 	c.Stop(n)
 	members := n.ID + "=" + n.RaftAddr + "@" + n.HTTPAddr
+	// A bump past the last epoch is refused, and changes nothing.
+	if _, _, err := fencer(t, "", "recover", "--id", n.ID, "--data-dir", n.DataDir, "--members", members, "--epoch-bump", "16777216"); err == nil || !strings.Contains(err.Error(), "16777215") {
+		t.Fatalf("recover --epoch-bump 16777216: %v", err)
+	}
 	out, _, err := fencer(t, "", "recover", "--id", n.ID, "--data-dir", n.DataDir, "--members", members)
 	if err != nil || !strings.Contains(out, "epoch 1") {
 		t.Fatalf("recover: %v\n%s", err, out)

@@ -33,7 +33,9 @@ survivors normally (fencer serve with the same --id and --data-dir).
 
 The token epoch is bumped (--epoch-bump, default 1): the lost members may
 have committed grants that no survivor has seen, and every later token must
-exceed them. Held locks are voided for the same reason. Entries that only the
+exceed them. The epoch never passes 16777215, the last one whose tokens fit
+in 64 bits: a bump that would move it past is refused before anything is
+written. Held locks are voided for the same reason. Entries that only the
 lost members had are gone; that is the price of forcing a quorum.`,
 		Example: `  # n1 and n2 survive a 5-node cluster; on each, with the node stopped:
   fencer recover --id n1 --data-dir /var/lib/fencer \

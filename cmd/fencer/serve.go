@@ -53,6 +53,9 @@ type serveOptions struct {
 	maxPerHolder   int
 	maxWaiters     int
 	maxPerLock     int
+	maxKVBytes     int64
+	maxKeys        int
+	maxKVBytesPer  int64
 	pprof          bool
 	gcFloorMB      int
 	log            logFlags
@@ -110,6 +113,11 @@ rejoins by itself. Every flag can also be set by its environment variable.`,
 	fs.IntVar(&o.maxPerHolder, "max-locks-per-holder", int(envUint("FENCER_MAX_LOCKS_PER_HOLDER", 100_000)), "held locks per holder name ($FENCER_MAX_LOCKS_PER_HOLDER)")
 	fs.IntVar(&o.maxWaiters, "max-waiters", int(envUint("FENCER_MAX_WAITERS", 100_000)), "queued acquires in total ($FENCER_MAX_WAITERS)")
 	fs.IntVar(&o.maxPerLock, "max-waiters-per-lock", int(envUint("FENCER_MAX_WAITERS_PER_LOCK", 1024)), "queued acquires per lock ($FENCER_MAX_WAITERS_PER_LOCK)")
+	fs.Int64Var(&o.maxKVBytes, "max-kv-bytes", int64(envUint("FENCER_MAX_KV_BYTES", coord.DefaultMaxKVBytes)),
+		"value bytes in the fenced key-value store, in total; a put past it is 429 kv_full ($FENCER_MAX_KV_BYTES)")
+	fs.IntVar(&o.maxKeys, "max-keys", int(envUint("FENCER_MAX_KEYS", 1_000_000)), "keys in the fenced key-value store ($FENCER_MAX_KEYS)")
+	fs.Int64Var(&o.maxKVBytesPer, "max-kv-bytes-per-principal", int64(envUint("FENCER_MAX_KV_BYTES_PER_PRINCIPAL", coord.DefaultMaxKVBytesPerPrincipal)),
+		"value bytes last written by one ACL principal (with --acl-file); a quarter of the default total, so no one token fills the store ($FENCER_MAX_KV_BYTES_PER_PRINCIPAL)")
 	fs.BoolVar(&o.pprof, "pprof", envBool("FENCER_PPROF"), "serve Go profiles on /debug/pprof/ ($FENCER_PPROF)")
 	fs.IntVar(&o.gcFloorMB, "gc-heap-floor-mb", int(envUint("FENCER_GC_HEAP_FLOOR_MB", gcfloor.DefaultFloor>>20)),
 		"MiB of heap below which Go's garbage collector does not run; 0 leaves GOGC alone; an explicit GOGC wins ($FENCER_GC_HEAP_FLOOR_MB)")
@@ -153,6 +161,9 @@ func (o *serveOptions) config() (cluster.Config, error) {
 	if o.dataDir == "" {
 		return cfg, usagef("--data-dir is required")
 	}
+	if o.maxKVBytes < 0 || o.maxKeys < 0 || o.maxKVBytesPer < 0 {
+		return cfg, usagef("--max-kv-bytes, --max-keys and --max-kv-bytes-per-principal: want a positive number (0: the default)")
+	}
 	for _, a := range strings.Split(o.join, ",") {
 		if a = strings.TrimSpace(a); a != "" {
 			cfg.Join = append(cfg.Join, a)
@@ -192,6 +203,10 @@ func (o *serveOptions) run(cmd *cobra.Command) error {
 		MaxLocksPerHolder: o.maxPerHolder,
 		MaxWaiters:        o.maxWaiters,
 		MaxWaitersPerLock: o.maxPerLock,
+
+		MaxKVBytes:             o.maxKVBytes,
+		MaxKeys:                o.maxKeys,
+		MaxKVBytesPerPrincipal: o.maxKVBytesPer,
 	}
 	if o.gcFloorMB > 0 {
 		gcfloor.Start(uint64(o.gcFloorMB) << 20)

@@ -55,6 +55,29 @@ func TestServeAdvertisesHTTPAddr(t *testing.T) {
 	}
 }
 
+// The fenced store's limits: their defaults, their environment variables,
+// and a negative one refused with the flags' names.
+func TestServeKVLimitFlags(t *testing.T) {
+	for flag, want := range map[string]string{"max-kv-bytes": "268435456", "max-keys": "1000000", "max-kv-bytes-per-principal": "67108864"} {
+		if got := newServeCmd().Flags().Lookup(flag).DefValue; got != want {
+			t.Errorf("--%s defaults to %s, want %s", flag, got, want)
+		}
+	}
+	t.Setenv("FENCER_MAX_KV_BYTES", "4096")
+	t.Setenv("FENCER_MAX_KEYS", "10")
+	t.Setenv("FENCER_MAX_KV_BYTES_PER_PRINCIPAL", "1024")
+	fs := newServeCmd().Flags()
+	for flag, want := range map[string]string{"max-kv-bytes": "4096", "max-keys": "10", "max-kv-bytes-per-principal": "1024"} {
+		if got := fs.Lookup(flag).Value.String(); got != want {
+			t.Errorf("--%s from the environment is %s, want %s", flag, got, want)
+		}
+	}
+	o := &serveOptions{id: "n1", dataDir: t.TempDir(), bootstrap: true, httpAddr: "127.0.0.1:7001", raftAddr: "127.0.0.1:8001", maxKeys: -1}
+	if _, err := o.config(); err == nil || !strings.Contains(err.Error(), "--max-keys") {
+		t.Fatalf("--max-keys -1: %v", err)
+	}
+}
+
 // With an ACL and no TLS, a node that is to join others needs the cluster
 // secret, which must be long enough and which the ACL file cannot grant.
 func TestServeClusterSecretRules(t *testing.T) {

@@ -56,7 +56,12 @@ every token issued afterwards exceeds every token the old cluster ever issued,
 even those issued after the backup was taken. Fenced keys keep their last
 tokens. Held locks are dropped: their grants belong to the old cluster.
 If the old cluster had itself been restored or recovered after this backup
-was taken, pass --min-epoch above the old cluster's epoch.`,
+was taken, pass --min-epoch above the old cluster's epoch.
+
+The epoch never passes 16777215, the last one whose tokens fit in 64 bits:
+a restore that would move past it is refused (invalid_epoch), and so is a
+backup whose epoch is 16777215 or more (invalid_snapshot). Each restore
+moves the epoch at least one up, so keep --min-epoch small.`,
 		Example: `  fencer snapshot restore backup.snap --endpoints 10.0.1.1:7001
   fencer snapshot restore backup.snap --min-epoch 3`,
 		Args: positional("FILE"),
@@ -161,8 +166,15 @@ func (o *snapshotOptions) restore(cmd *cobra.Command, path string) error {
 	if err != nil {
 		return err
 	}
-	if _, err := fsm.ReadImage(bytes.NewReader(data)); err != nil {
+	img, err := fsm.ReadImage(bytes.NewReader(data))
+	if err == nil {
+		err = fsm.CheckBackupHeader(img.Header)
+	}
+	if err != nil {
 		return fmt.Errorf("%s: %w", path, err)
+	}
+	if o.minEpoch > fsm.LastEpoch {
+		return usagef("--min-epoch %d: the last epoch that issues tokens is %d", o.minEpoch, uint64(fsm.LastEpoch))
 	}
 	c, err := o.client.client()
 	if err != nil {
