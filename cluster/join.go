@@ -132,8 +132,9 @@ func (n *Node) Join(ctx context.Context, req wire.JoinRequest) error {
 	if err != nil || req.DryRun {
 		return err
 	}
-	// The joiner's format is not recorded yet: write JSON until it is.
-	n.holdJSON()
+	// The joiner's format is not recorded yet: write no newer one than it
+	// says it reads (JSON if it says nothing) until it is.
+	n.holdFormat(req.LogFormat)
 	return n.carryOut(plan, req)
 }
 

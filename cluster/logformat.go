@@ -17,8 +17,11 @@ import (
 // stay JSON.
 //
 // Reading the configuration goes through Raft's main loop, so the answer is
-// cached for formatRefresh; a join resets it to JSON at once, before the new
-// member is added, and it is recomputed from the records afterwards.
+// cached for formatRefresh; a join lowers it at once, before the new member
+// is added, to the format the joiner says it reads (JSON from builds that
+// do not say), and it is recomputed from the records afterwards. (Lowering
+// it to JSON for every join would leave a second after each one in which
+// acquires carry no principal.)
 const formatRefresh = time.Second
 
 type entryFormat struct {
@@ -71,13 +74,14 @@ func (n *Node) freshEntryFormat() int {
 	return n.entryFormat()
 }
 
-// holdJSON makes the leader write JSON from now until the records are read
-// again after formatRefresh: a member is about to join whose format is not
-// recorded yet.
-func (n *Node) holdJSON() {
+// holdFormat makes the leader write at most format, the one a member about
+// to join says it reads, from now until the records are read again after
+// formatRefresh: the joiner's format is not recorded yet.
+func (n *Node) holdFormat(format int) {
+	format = min(format, n.clusterFormat())
 	f := &n.format
 	f.mu.Lock()
-	f.format, f.checked = fsm.LogFormatJSON, time.Now()
+	f.format, f.checked = format, time.Now()
 	f.mu.Unlock()
 }
 

@@ -63,10 +63,10 @@ func TestACLWithoutTLSMembersUseTheClusterSecret(t *testing.T) {
 	}
 	c := tc.New(t, 3, tc.Options{Configure: withSecret(testClusterSecret), Server: secretACL(t)})
 	leader := c.WaitLeader(10 * time.Second)
-	tc.Poll(t, 15*time.Second, "the leader switched to binary entries", func() bool {
+	tc.Poll(t, 15*time.Second, "the leader writes this build's entries", func() bool {
 		var st wire.ClusterStatus
 		code, body, _ := tc.Do(t, "GET", leader.URL()+"/v1/cluster", "", "Authorization", readerAuthorization)
-		return code == 200 && json.Unmarshal([]byte(body), &st) == nil && st.LogFormat == fsm.LogFormatBinary
+		return code == 200 && json.Unmarshal([]byte(body), &st) == nil && st.LogFormat == fsm.LogFormat
 	})
 	for _, n := range c.Nodes {
 		if m := memberRecord(t, leader, n.ID); m.Incarnation == "" || m.LogFormat != fsm.LogFormat {
@@ -176,9 +176,9 @@ func TestACLWithoutTLSInitialClusterProbesWithTheSecret(t *testing.T) {
 		nodes[p.ID] = in
 	}
 	var leader *server.Instance
-	tc.Poll(t, 30*time.Second, "every member registered (binary entries)", func() bool {
+	tc.Poll(t, 30*time.Second, "every member registered (this build's entries)", func() bool {
 		for _, in := range nodes {
-			if st, err := in.Node.Status(); err == nil && in.Node.IsLeader() && st.LogFormat == fsm.LogFormatBinary {
+			if st, err := in.Node.Status(); err == nil && in.Node.IsLeader() && st.LogFormat == fsm.LogFormat {
 				leader = in
 				return true
 			}
