@@ -80,7 +80,7 @@ func TestEpochFloorRefusesEveryTokenOfAnEarlierEpoch(t *testing.T) {
 // existing log gives what it gave before.
 func TestNoFloorKeepsTheMarkRule(t *testing.T) {
 	f := restoreImage(t, &Image{Header: Header{Format: SnapshotFormat, Version: SnapshotVersion, Epoch: 1, LastToken: 50}})
-	if _, ok := f.ApplyCommand(&Put{Key: "k", Value: []byte("v"), Token: 60}, 2).(*PutResult); !ok {
+	if _, ok := f.ApplyCommand(&Put{Key: "k", Value: []byte("v"), Token: 40}, 2).(*PutResult); !ok {
 		t.Fatal("put refused without a floor")
 	}
 	var buf bytes.Buffer
