@@ -31,7 +31,7 @@ func CheckBackupHeader(h Header) error {
 		return fmt.Errorf("backup epoch %d: the largest a restorable backup has is %d, so that the restored epoch, one above it, still issues tokens (at most %d)",
 			h.Epoch, LastEpoch-1, uint64(LastEpoch))
 	}
-	if e := h.LastToken >> EpochShift; e > h.Epoch {
+	if e := TokenEpoch(h.LastToken); e > h.Epoch {
 		return fmt.Errorf("backup last token %d belongs to epoch %d, above the backup's epoch %d", h.LastToken, e, h.Epoch)
 	}
 	if h.AppliedIndex >= MaxIndex {

@@ -238,3 +238,39 @@ func TestFuzzBaseIsConsistent(t *testing.T) {
 	}
 	roundTrip(t, f)
 }
+
+// FuzzEpochs checks the epoch rules of restores and recoveries on any
+// numbers: an accepted move lands above every epoch it must pass and never
+// beyond LastEpoch; a refusal is ErrNoEpochLeft (or, for a recovery, a zero
+// bump); and a backup header passes CheckBackupHeader only if a restore of
+// it onto a fresh cluster is accepted and its tokens are of its epoch.
+func FuzzEpochs(f *testing.F) {
+	f.Add(uint64(0), uint64(0), uint64(0), uint64(7), uint64(3))
+	f.Add(uint64(LastEpoch), uint64(0), uint64(LastEpoch), uint64(0), uint64(MaxIndex))
+	f.Add(uint64(1<<64-1), uint64(1<<64-1), uint64(1<<64-1), uint64(1<<64-1), uint64(1<<64-1))
+	f.Fuzz(func(t *testing.T, backup, current, minEpoch, lastToken, applied uint64) {
+		if e, err := RestoreEpoch(backup, current, minEpoch); err == nil {
+			if e > LastEpoch || e <= backup || e <= current || e < minEpoch {
+				t.Fatalf("restore of %d onto %d, min %d: epoch %d", backup, current, minEpoch, e)
+			}
+		} else if !errors.Is(err, ErrNoEpochLeft) {
+			t.Fatalf("restore refused with %v", err)
+		}
+		if e, err := RecoveryEpoch(current, minEpoch); err == nil {
+			if e > LastEpoch || e <= current || e-current != minEpoch {
+				t.Fatalf("recovery of %d by %d: epoch %d", current, minEpoch, e)
+			}
+		} else if minEpoch != 0 && !errors.Is(err, ErrNoEpochLeft) {
+			t.Fatalf("recovery refused with %v", err)
+		}
+		h := Header{Epoch: backup, LastToken: lastToken, AppliedIndex: applied}
+		if CheckBackupHeader(h) == nil {
+			if _, err := RestoreEpoch(backup, 0, 0); err != nil {
+				t.Fatalf("header %+v passes, its restore does not: %v", h, err)
+			}
+			if TokenEpoch(lastToken) > backup || applied >= MaxIndex {
+				t.Fatalf("header %+v passes", h)
+			}
+		}
+	})
+}
