@@ -123,6 +123,7 @@ func (s *Server) Handler() http.Handler {
 		r.Mount("/kv", s.kvRoutes())
 		r.Mount("/cluster", s.clusterRoutes())
 		r.Get("/debug/state", s.debugState)
+		r.Get("/openapi.yaml", s.openapi)
 	})
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, &wire.Error{Code: wire.CodeNotFound, Message: "no route for " + r.Method + " " + r.URL.Path})

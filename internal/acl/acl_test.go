@@ -129,7 +129,7 @@ func TestEachRoleAgainstEachEndpoint(t *testing.T) {
 			}
 		}
 	}
-	for _, open := range []string{"/healthz", "/readyz"} {
+	for _, open := range []string{"/healthz", "/readyz", "/v1/openapi.yaml"} {
 		if status, _, reached, _ := serve(t, mw, "GET", open, ""); status != 200 || !reached {
 			t.Errorf("%s is not open: %d", open, status)
 		}

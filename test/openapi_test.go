@@ -1,0 +1,261 @@
+package test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/getkin/kin-openapi/openapi3filter"
+	"github.com/getkin/kin-openapi/routers/legacy"
+
+	"github.com/fencer-io/fencer/api"
+	"github.com/fencer-io/fencer/api/wire"
+	"github.com/fencer-io/fencer/internal/acl"
+	"github.com/fencer-io/fencer/internal/server"
+	tc "github.com/fencer-io/fencer/test/testcluster"
+)
+
+// exchange is one request and its response, as a client saw them.
+type exchange struct {
+	req    *http.Request
+	status int
+	header http.Header
+	body   []byte
+}
+
+// recorder is an http.RoundTripper that keeps every exchange it carries.
+type recorder struct {
+	mu   sync.Mutex
+	seen []exchange
+}
+
+func (r *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := http.DefaultTransport.RoundTrip(req)
+	if err != nil {
+		return nil, err
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		return nil, err
+	}
+	resp.Body = io.NopCloser(bytes.NewReader(body))
+	r.mu.Lock()
+	r.seen = append(r.seen, exchange{req: req, status: resp.StatusCode, header: resp.Header.Clone(), body: body})
+	r.mu.Unlock()
+	return resp, nil
+}
+
+// validate checks every recorded response against openapi.yaml: its route
+// and status must be described, its headers and body must match.
+func (r *recorder) validate(t *testing.T) {
+	t.Helper()
+	loader := openapi3.NewLoader()
+	doc, err := loader.LoadFromData(api.OpenAPI)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc.Servers = nil // match paths on any host: the nodes listen on random ports
+	router, err := legacy.NewRouter(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := &openapi3filter.Options{IncludeResponseStatus: true, MultiError: true}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	codes := map[string]bool{}
+	for _, ex := range r.seen {
+		body := bytes.TrimSpace(ex.body)
+		if len(body) > 200 {
+			body = append(body[:200:200], "…"...)
+		}
+		what := fmt.Sprintf("%s %s -> %d %s", ex.req.Method, ex.req.URL.RequestURI(), ex.status, body)
+		route, params, err := router.FindRoute(ex.req)
+		if err != nil {
+			t.Errorf("%s: no route in openapi.yaml: %v", what, err)
+			continue
+		}
+		in := &openapi3filter.ResponseValidationInput{
+			RequestValidationInput: &openapi3filter.RequestValidationInput{Request: ex.req, PathParams: params, Route: route, Options: opts},
+			Status:                 ex.status,
+			Header:                 ex.header,
+			Options:                opts,
+		}
+		in.SetBodyBytes(ex.body)
+		if err := openapi3filter.ValidateResponse(context.Background(), in); err != nil {
+			msg := err.Error()
+			if i := strings.Index(msg, "\nSchema:"); i > 0 {
+				msg = msg[:i] // not the whole document
+			}
+			t.Errorf("%s: does not match openapi.yaml: %s", what, msg)
+		}
+		if ex.status >= 400 && ex.req.Method != http.MethodHead {
+			var e wire.Error
+			if json.Unmarshal(ex.body, &e) == nil {
+				codes[e.Code] = true
+			}
+		}
+	}
+	t.Logf("validated %d responses against openapi.yaml; error codes seen: %v", len(r.seen), codes)
+}
+
+// TestResponsesMatchOpenAPI sends a representative set of requests, successes
+// and refusals, to a real cluster (through a follower, so forwarding is
+// included, and to an ACL'd node for 401 and 403) and validates every
+// response against api/openapi.yaml.
+func TestResponsesMatchOpenAPI(t *testing.T) {
+	rec := &recorder{}
+	hc := &http.Client{Transport: rec, Timeout: 20 * time.Second}
+	send := func(method, url, body string, headers ...string) (int, string) {
+		t.Helper()
+		req, err := http.NewRequest(method, url, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if body != "" && strings.HasPrefix(body, "{") {
+			req.Header.Set("Content-Type", "application/json")
+		}
+		for i := 0; i+1 < len(headers); i += 2 {
+			req.Header.Set(headers[i], headers[i+1])
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			t.Fatalf("%s %s: %v", method, url, err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	want := func(wantStatus, status int, body string) {
+		t.Helper()
+		if status != wantStatus {
+			t.Fatalf("status %d (%s), want %d", status, body, wantStatus)
+		}
+	}
+
+	c := tc.New(t, 3)
+	leader := c.WaitLeader(10 * time.Second)
+	var follower *tc.Node
+	for _, n := range c.Nodes {
+		if n != leader {
+			follower = n
+		}
+	}
+	for _, u := range []string{leader.URL(), follower.URL()} {
+		for _, m := range []string{http.MethodGet, http.MethodHead} {
+			status, body := send(m, u+"/healthz", "")
+			want(200, status, body)
+			status, body = send(m, u+"/readyz", "")
+			want(200, status, body)
+		}
+		status, body := send("GET", u+"/v1/openapi.yaml", "")
+		want(200, status, body)
+		status, body = send("GET", u+"/metrics", "")
+		want(200, status, body)
+		status, body = send("GET", u+"/v1/cluster", "")
+		want(200, status, body)
+		status, body = send("GET", u+"/v1/debug/state", "")
+		want(200, status, body)
+	}
+	f := follower.URL()
+	status, body := send("POST", f+"/v1/locks/jobs.a/acquire", `{"holder":"w1","ttl_ms":10000,"wait_ms":0,"request_id":"openapi-test-request-0001"}`)
+	want(200, status, body)
+	var g wire.Grant
+	mustJSON(t, body, &g)
+	status, body = send("POST", f+"/v1/locks/jobs.a/acquire", `{"holder":"w1","ttl_ms":10000,"wait_ms":0,"request_id":"openapi-test-request-0001"}`)
+	want(200, status, body)
+	status, body = send("POST", f+"/v1/locks/jobs.a/acquire", `{"holder":"w2","ttl_ms":10000}`)
+	want(409, status, body)
+	status, body = send("POST", f+"/v1/locks/jobs.a/acquire", `{"holder":"w2","ttl_ms":5}`)
+	want(400, status, body)
+	status, body = send("POST", f+"/v1/locks/jobs.a/acquire", `{"holder":`)
+	want(400, status, body)
+	status, body = send("POST", f+"/v1/locks/jobs.a/acquire", `{"holder":"w2","ttl_ms":1000,"request_id":"`+strings.Repeat("r", 300)+`"}`)
+	want(400, status, body)
+	status, body = send("POST", f+"/v1/locks/bad%20name/acquire", `{"holder":"w2"}`)
+	want(400, status, body)
+	lease := fmt.Sprintf(`{"lease":%q,"token":%d}`, g.Lease, g.Token)
+	status, body = send("POST", f+"/v1/locks/jobs.a/renew", lease)
+	want(200, status, body)
+	status, body = send("POST", f+"/v1/locks/jobs.a/renew", fmt.Sprintf(`{"lease":"0123456789abcdef0123456789abcdef","token":%d}`, g.Token))
+	want(410, status, body)
+	status, body = send("GET", f+"/v1/locks/jobs.a", "")
+	want(200, status, body)
+	status, body = send("GET", f+"/v1/locks/jobs.a?stale=true", "")
+	want(200, status, body)
+	status, body = send("GET", f+"/v1/locks/jobs.free", "")
+	want(200, status, body)
+	status, body = send("GET", f+"/v1/locks", "")
+	want(200, status, body)
+	status, body = send("GET", f+fmt.Sprintf("/v1/locks/jobs.a/check?token=%d", g.Token), "")
+	want(200, status, body)
+	status, body = send("GET", f+"/v1/locks/jobs.a/check?token=007", "")
+	want(400, status, body)
+	tok := fmt.Sprint(g.Token)
+	status, body = send("PUT", f+"/v1/kv/jobs.out", "v1", "Fencing-Token", tok, "Fencing-Lock", "jobs.a")
+	want(200, status, body)
+	status, body = send("PUT", f+"/v1/kv/jobs.out", "v0", "Fencing-Token", fmt.Sprint(g.Token-1))
+	want(409, status, body)
+	status, body = send("PUT", f+"/v1/kv/jobs.out2", "v0", "Fencing-Token", tok, "Fencing-Lock", "jobs.free")
+	want(409, status, body)
+	status, body = send("PUT", f+"/v1/kv/jobs.out", "v2")
+	want(428, status, body)
+	status, body = send("PUT", f+"/v1/kv/jobs.out", "v2", "Fencing-Token", "-3")
+	want(400, status, body)
+	status, body = send("PUT", f+"/v1/kv/jobs.big", strings.Repeat("x", wire.MaxBodyBytes+1), "Fencing-Token", tok)
+	want(413, status, body)
+	status, body = send("GET", f+"/v1/kv/jobs.out", "")
+	want(200, status, body)
+	status, body = send("GET", f+"/v1/kv/jobs.never", "")
+	want(404, status, body)
+	status, body = send("POST", f+"/v1/locks/jobs.a/release", lease)
+	want(200, status, body)
+	status, body = send("POST", f+"/v1/locks/jobs.a/release", lease)
+	want(410, status, body)
+	status, body = send("GET", f+"/v1/cluster/snapshot", "")
+	want(200, status, body)
+	status, body = send("DELETE", f+"/v1/cluster/members/n9", "")
+	want(404, status, body)
+	status, body = send("POST", f+"/v1/cluster/members", `{"id":"","raft_addr":"x"}`)
+	want(400, status, body)
+	status, body = send("POST", f+"/v1/cluster/join", `{"id":"n4","raft_addr":"127.0.0.1:1","http_addr":"127.0.0.1:2","voter":true,"dry_run":true}`)
+	want(200, status, body)
+	status, body = send("POST", f+"/v1/cluster/restore", "not a snapshot")
+	want(400, status, body)
+	status, body = send("POST", f+"/v1/cluster/leader/transfer", `{"id":"n9"}`)
+	if status < 400 {
+		t.Fatalf("transfer to n9: %d %s", status, body)
+	}
+
+	// Access control: 401 with its challenge, 403, and the open routes.
+	path := filepath.Join(t.TempDir(), "acl.json")
+	if err := os.WriteFile(path, []byte(aclFile), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	store, err := acl.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	secured := tc.New(t, 1, tc.Options{Server: func(string) server.Options { return server.Options{ACL: store} }})
+	s := secured.WaitLeader(10 * time.Second).URL()
+	status, body = send("POST", s+"/v1/locks/jobs.a/acquire", `{"holder":"w"}`)
+	want(401, status, body)
+	status, body = send("POST", s+"/v1/locks/other/acquire", `{"holder":"w"}`, "Authorization", "Bearer client-secret-0123456789")
+	want(403, status, body)
+	status, body = send("GET", s+"/v1/openapi.yaml", "")
+	want(200, status, body)
+	status, body = send("GET", s+"/metrics", "")
+	want(401, status, body)
+
+	rec.validate(t)
+}
