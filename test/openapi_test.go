@@ -126,6 +126,10 @@ func TestResponsesMatchOpenAPI(t *testing.T) {
 			req.Header.Set("Content-Type", "application/json")
 		}
 		for i := 0; i+1 < len(headers); i += 2 {
+			if headers[i] == "Host" {
+				req.Host = headers[i+1]
+				continue
+			}
 			req.Header.Set(headers[i], headers[i+1])
 		}
 		resp, err := hc.Do(req)
@@ -184,6 +188,12 @@ func TestResponsesMatchOpenAPI(t *testing.T) {
 	want(400, status, body)
 	status, body = send("POST", f+"/v1/locks/bad%20name/acquire", `{"holder":"w2"}`)
 	want(400, status, body)
+	status, body = send("POST", f+"/v1/locks/jobs.a/acquire", `{"holder":"w2"}`, "Content-Type", "text/plain")
+	want(415, status, body)
+	status, body = send("GET", f+"/v1/locks/jobs.a", "", "Host", "rebound.example:80")
+	want(421, status, body)
+	status, body = send("POST", f+"/v1/locks/jobs.a/acquire", `{"holder":"w2"}`, "Sec-Fetch-Site", "cross-site", "Origin", "http://rebound.example")
+	want(403, status, body)
 	lease := fmt.Sprintf(`{"lease":%q,"token":%d}`, g.Lease, g.Token)
 	status, body = send("POST", f+"/v1/locks/jobs.a/renew", lease)
 	want(200, status, body)
