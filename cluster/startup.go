@@ -204,7 +204,7 @@ func (n *Node) startRaft() error {
 		return fmt.Errorf("start raft: %w", err)
 	}
 	n.raft = r
-	n.metrics.Watch(r)
+	n.metrics.Watch(r, raft.ServerID(n.cfg.ID))
 	n.wg.Add(1)
 	go n.watchLeadership(notify)
 	return nil

@@ -19,6 +19,7 @@ type Metrics struct {
 	LeaderChanges prometheus.Counter
 	snapshot      prometheus.Histogram
 	raft          atomic.Pointer[raft.Raft] // nil until Watch
+	id            raft.ServerID             // this node's id, set by Watch
 }
 
 // New registers a node's Raft metrics on reg. The gauges report nothing
@@ -37,8 +38,11 @@ func New(reg prometheus.Registerer) *Metrics {
 	return m
 }
 
-// Watch makes the gauges read r.
-func (m *Metrics) Watch(r *raft.Raft) { m.raft.Store(r) }
+// Watch makes the gauges read r, the Raft instance of the member id.
+func (m *Metrics) Watch(r *raft.Raft, id raft.ServerID) {
+	m.id = id
+	m.raft.Store(r)
+}
 
 // TimeSnapshots wraps f so that every snapshot's Persist is timed, without
 // touching f.
@@ -56,11 +60,12 @@ var (
 	descLastContact = prometheus.NewDesc("fencer_raft_last_contact_seconds", "Time since this node last heard from the leader (0 on the leader). Scrape every member for the per-follower view.", nil, nil)
 	descSnapIndex   = prometheus.NewDesc("fencer_raft_last_snapshot_index", "Index of the latest snapshot.", nil, nil)
 	descMembers     = prometheus.NewDesc("fencer_cluster_members", "Members in the Raft configuration.", []string{"suffrage"}, nil)
+	descVoter       = prometheus.NewDesc("fencer_raft_voter", "1 when this node is a voter in the Raft configuration it knows, 0 when not (a non-voter, or not yet or no longer a member).", nil, nil)
 )
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descState, descTerm, descCommit, descApplied, descLastIndex, descLastContact,
-		descSnapIndex, descMembers} {
+		descSnapIndex, descMembers, descVoter} {
 		ch <- d
 	}
 }
@@ -93,16 +98,20 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	gauge(descLastContact, contact)
 	if cf := r.GetConfiguration(); cf.Error() == nil {
-		voters, nonvoters := 0, 0
+		voters, nonvoters, self := 0, 0, 0.0
 		for _, s := range cf.Configuration().Servers {
 			if s.Suffrage == raft.Voter {
 				voters++
+				if s.ID == c.id {
+					self = 1
+				}
 			} else {
 				nonvoters++
 			}
 		}
 		gauge(descMembers, float64(voters), "voter")
 		gauge(descMembers, float64(nonvoters), "nonvoter")
+		gauge(descVoter, self)
 	}
 }
 
