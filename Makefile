@@ -21,9 +21,12 @@ run: build
 	./$(BIN) dev $(DEV_FLAGS)
 
 ## test: vet, then every test, with PostgreSQL started for the fence tests
-## (needs root; installs postgresql with apt if missing) and stopped after.
+## (needs root; installs postgresql with apt if missing) and stopped after,
+## and Prometheus's binaries installed for the alert tests (a test starts its
+## own Prometheus on loopback).
 test: vet
-	@scripts/with-postgres.sh env FENCER_REQUIRE_PG=1 $(GO) test -count=1 -timeout 15m $(PKGS)
+	@scripts/ensure-prometheus.sh
+	@scripts/with-postgres.sh env FENCER_REQUIRE_PG=1 FENCER_REQUIRE_PROMETHEUS=1 $(GO) test -count=1 -timeout 15m $(PKGS)
 
 ## test-unit: every test that needs no PostgreSQL (those skip).
 test-unit:
