@@ -490,4 +490,3 @@ func (p *prometheus) waitEvaluations(t *testing.T, n int) {
 		return seen >= n
 	})
 }
-
