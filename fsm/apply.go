@@ -24,6 +24,9 @@ func (c *Acquire) apply(s *state, index uint64) any {
 	if cur, held := s.locks[c.Lock]; held {
 		return &HeldError{Lock: c.Lock, Holder: cur.holder(), Token: cur.token}
 	}
+	if d, delayed := s.delays[c.Lock]; delayed {
+		return &DelayError{Lock: c.Lock, Since: d.Since, Millis: d.Millis}
+	}
 	return s.grant(c, index)
 }
 
@@ -52,6 +55,7 @@ func (s *state) grant(c *Acquire, index uint64) any {
 		RequestID:       c.RequestID,
 		GrantedAtMillis: c.NowMillis,
 		Principal:       c.Principal,
+		LockDelayMillis: max(c.LockDelayMillis, 0),
 	})
 	s.add(e)
 	if c.RequestID != "" {
@@ -76,6 +80,12 @@ func (c *Expire) apply(s *state, index uint64) any {
 	if !held || cur.token != c.Token {
 		return fmt.Errorf("%w: lock %q token %d already ended", ErrLeaseLost, c.Lock, c.Token)
 	}
+	if cur.delay > 0 {
+		// The grant asked for a lock-delay: nobody gets the lock until an
+		// EndDelay, not even a waiter offered in this entry (the leader
+		// offers none; a handoff here would be refused by the delay).
+		s.delays[c.Lock] = Delay{Lock: c.Lock, Since: index, Millis: cur.delay}
+	}
 	return s.free(cur, c.Next, index)
 }
 
@@ -85,6 +95,9 @@ func (s *state) free(cur *lockEntry, next *Acquire, index uint64) *ReleaseResult
 	delete(s.locks, name)
 	if s.byHolder[holder]--; s.byHolder[holder] <= 0 {
 		delete(s.byHolder, holder)
+	}
+	if d, delayed := s.delays[name]; delayed && d.Since == index {
+		res.Delay = &d
 	}
 	if next == nil {
 		return res

@@ -33,6 +33,8 @@ const (
 	CmdReleasePrincipal CommandType = 15
 	CmdExpirePrincipal  CommandType = 16
 	CmdPutPrincipal     CommandType = 17
+	// Types of LogFormatCoord (delay.go): the end of a lock-delay.
+	CmdEndDelay CommandType = 18
 )
 
 // Command is one FSM operation. Everything the FSM needs is inside it: the
@@ -95,6 +97,7 @@ var commands = []commandSpec{
 	{typ: CmdBumpEpoch, name: "bump-epoch", empty: func() Command { return &BumpEpoch{} }},
 	{typ: CmdSetClusterID, name: "set-cluster-id", empty: func() Command { return &SetClusterID{} }},
 	{typ: CmdDeleteKey, name: "delete-key", empty: func() Command { return &DeleteKey{} }, since: LogFormatPrincipal},
+	{typ: CmdEndDelay, name: "end-delay", empty: func() Command { return &EndDelay{} }, since: LogFormatCoord},
 }
 
 // entryKind is what a type byte starts: a command's JSON or binary form.
@@ -161,6 +164,10 @@ type Acquire struct {
 	// replaying it is a new request. Only the forms of LogFormatPrincipal
 	// carry it: a JSON entry never does, as older builds would drop it.
 	Principal string `json:"-"`
+	// LockDelayMillis, when set, keeps the lock from being granted again
+	// for that long after this grant ends by expiry (LogFormatCoord: such
+	// an acquire is always JSON, and its JSON carries the principal).
+	LockDelayMillis int64 `json:"lock_delay_ms,omitempty"`
 }
 
 // Release ends the grant of a lock with Token, if Lease is its secret. When
@@ -234,6 +241,7 @@ type SetClusterID struct {
 }
 
 func (Acquire) Type() CommandType      { return CmdAcquire }
+func (EndDelay) Type() CommandType     { return CmdEndDelay }
 func (Release) Type() CommandType      { return CmdRelease }
 func (Expire) Type() CommandType       { return CmdExpire }
 func (Put) Type() CommandType          { return CmdPut }
@@ -257,10 +265,11 @@ func EncodeFormat(cmd Command, format int) ([]byte, error) {
 	if k.spec == nil || k.form != nil {
 		return nil, fmt.Errorf("encode %T: type %d is not in the commands table", cmd, cmd.Type())
 	}
-	if format < k.spec.since {
-		return nil, fmt.Errorf("%w: %s needs log format %d, the members read %d", ErrFormatTooOld, k.spec.name, k.spec.since, format)
+	fields := fieldsFormat(cmd)
+	if need := max(k.spec.since, fields); format < need {
+		return nil, fmt.Errorf("%w: %s needs log format %d, the members read %d", ErrFormatTooOld, k.spec.name, need, format)
 	}
-	if b := k.spec.form(format); b != nil {
+	if b := k.spec.form(format); b != nil && fields < LogFormatCoord {
 		return b.append(append(make([]byte, 0, 128), byte(b.typ)), cmd), nil
 	}
 	payload, err := json.Marshal(cmd)
@@ -301,4 +310,26 @@ func Decode(entry []byte) (Command, error) {
 		return nil, fmt.Errorf("%w: %s: %v", ErrMalformedCommand, t, err)
 	}
 	return cmd, nil
+}
+
+// fieldsFormat is the log format a command's fields need beyond its type's:
+// the binary forms carry no lock-delay, so an acquire with one (or a
+// release or expiry handing off to one) is written as JSON, which only
+// members of LogFormatCoord read in full.
+func fieldsFormat(cmd Command) int {
+	var next *Acquire
+	switch c := cmd.(type) {
+	case *Acquire:
+		next = c
+	case *Release:
+		next = c.Next
+	case *Expire:
+		next = c.Next
+	case *EndDelay:
+		next = c.Next
+	}
+	if next != nil && next.LockDelayMillis != 0 {
+		return LogFormatCoord
+	}
+	return LogFormatJSON
 }

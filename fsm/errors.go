@@ -28,6 +28,9 @@ var (
 	// ErrFormatTooOld: a command was encoded for members whose log format
 	// cannot read it.
 	ErrFormatTooOld = errors.New("the members' log format cannot carry this command")
+	// ErrLockDelay: the lock's last grant expired and its lock-delay is
+	// still running; nobody can acquire it until the delay ends.
+	ErrLockDelay = errors.New("lock is in its lock-delay")
 	// ErrTokenSpaceExhausted: the log index no longer fits below the epoch
 	// bits, so no token could be ordered after the previous ones. Fail closed.
 	ErrTokenSpaceExhausted = errors.New("token space exhausted for this epoch")
@@ -166,3 +169,19 @@ func (e *UnissuedError) Error() string {
 
 // Is makes errors.Is(err, ErrUnissuedToken) true.
 func (e *UnissuedError) Is(target error) bool { return target == ErrUnissuedToken }
+
+// DelayError is an acquire refused during a lock-delay; it matches
+// ErrLockDelay. Millis is the delay's full length: the FSM cannot know how
+// much is left (the leader times it, see coord).
+type DelayError struct {
+	Lock   string
+	Since  uint64 // index of the expiry that started the delay
+	Millis int64
+}
+
+func (e *DelayError) Error() string {
+	return fmt.Sprintf("lock %q is in a lock-delay of %d ms since its grant expired at index %d", e.Lock, e.Millis, e.Since)
+}
+
+// Is makes errors.Is(err, ErrLockDelay) true.
+func (e *DelayError) Is(target error) bool { return target == ErrLockDelay }

@@ -53,6 +53,8 @@ type ReleaseResult struct {
 	Next *Lock
 	// NextErr is why the handoff did not happen (the lock is then free).
 	NextErr error
+	// Delay is the lock-delay an expiry started, if the grant asked for one.
+	Delay *Delay
 }
 
 // PutResult is the Apply result of a successful Put.

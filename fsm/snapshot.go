@@ -38,6 +38,7 @@ type Header struct {
 	Keys         int    `json:"keys"`
 	Members      int    `json:"members"`
 	Requests     int    `json:"requests"`
+	Delays       int    `json:"delays,omitempty"`
 }
 
 // Image is a decoded snapshot: the whole replicated state, sorted so that two
@@ -48,6 +49,7 @@ type Image struct {
 	Keys     []FencedKey
 	Members  []Member
 	Requests []requestRecord
+	Delays   []Delay
 }
 
 // record is one line of a snapshot after the header. Exactly one field is set.
@@ -56,6 +58,7 @@ type record struct {
 	Key     *FencedKey     `json:"key,omitempty"`
 	Member  *Member        `json:"member,omitempty"`
 	Request *requestRecord `json:"request,omitempty"`
+	Delay   *Delay         `json:"delay,omitempty"`
 }
 
 // View is a consistent, read-only capture of the state, taken in time
@@ -70,6 +73,7 @@ type View struct {
 	keys     []*FencedKey // sorted by key
 	members  []Member     // sorted by id
 	requests []requestRecord
+	delays   []Delay // sorted by lock
 }
 
 // View captures the state; see View.
@@ -98,6 +102,7 @@ func (f *FSM) viewLocked() *View {
 		Keys:         len(s.keys),
 		Members:      len(s.members),
 		Requests:     len(s.reqOrder),
+		Delays:       len(s.delays),
 	}}
 	v.locks = make([]*lockEntry, 0, len(s.locks))
 	for _, e := range s.locks {
@@ -114,6 +119,9 @@ func (f *FSM) viewLocked() *View {
 	// Log order, as eviction order must survive. The full slice expression
 	// keeps a later append from ever writing into what the view shares.
 	v.requests = s.reqOrder[:len(s.reqOrder):len(s.reqOrder)]
+	for _, name := range sortedKeys(s.delays) {
+		v.delays = append(v.delays, s.delays[name])
+	}
 	return v
 }
 
@@ -135,6 +143,7 @@ func (v *View) Image() *Image {
 	if len(v.requests) > 0 {
 		img.Requests = slices.Clone(v.requests)
 	}
+	img.Delays = slices.Clone(v.delays)
 	return img
 }
 
@@ -155,6 +164,9 @@ func (v *View) WriteTo(w io.Writer) (int64, error) {
 	}
 	for i := range v.requests {
 		sw.encode(record{Request: &v.requests[i]})
+	}
+	for i := range v.delays {
+		sw.encode(record{Delay: &v.delays[i]})
 	}
 	return sw.close()
 }
@@ -177,6 +189,9 @@ func (img *Image) state() *state {
 	}
 	for _, r := range img.Requests {
 		s.remember(s.shareKey(r.Key), r.Token)
+	}
+	for _, d := range img.Delays {
+		s.delays[d.Lock] = d
 	}
 	return s
 }
@@ -208,6 +223,9 @@ func (img *Image) WriteTo(w io.Writer) (int64, error) {
 	}
 	for i := range img.Requests {
 		sw.encode(record{Request: &img.Requests[i]})
+	}
+	for i := range img.Delays {
+		sw.encode(record{Delay: &img.Delays[i]})
 	}
 	return sw.close()
 }
@@ -284,14 +302,16 @@ func ReadImage(r io.Reader) (*Image, error) {
 			img.Members = append(img.Members, *rec.Member)
 		case rec.Request != nil:
 			img.Requests = append(img.Requests, *rec.Request)
+		case rec.Delay != nil:
+			img.Delays = append(img.Delays, *rec.Delay)
 		default:
 			return nil, errors.New("snapshot record: empty record")
 		}
 	}
 	h := img.Header
-	if len(img.Locks) != h.Locks || len(img.Keys) != h.Keys || len(img.Members) != h.Members || len(img.Requests) != h.Requests {
-		return nil, fmt.Errorf("snapshot is incomplete: header says %d locks, %d keys, %d members, %d requests; found %d, %d, %d, %d",
-			h.Locks, h.Keys, h.Members, h.Requests, len(img.Locks), len(img.Keys), len(img.Members), len(img.Requests))
+	if len(img.Locks) != h.Locks || len(img.Keys) != h.Keys || len(img.Members) != h.Members || len(img.Requests) != h.Requests || len(img.Delays) != h.Delays {
+		return nil, fmt.Errorf("snapshot is incomplete: header says %d locks, %d keys, %d members, %d requests, %d delays; found %d, %d, %d, %d, %d",
+			h.Locks, h.Keys, h.Members, h.Requests, h.Delays, len(img.Locks), len(img.Keys), len(img.Members), len(img.Requests), len(img.Delays))
 	}
 	if err := img.check(); err != nil {
 		return nil, fmt.Errorf("snapshot is inconsistent: %w", err)
@@ -381,6 +401,14 @@ func (img *Image) check() error {
 	}
 	for _, r := range img.Requests {
 		if err := once("request", r.Key); err != nil {
+			return err
+		}
+	}
+	for _, d := range img.Delays {
+		if d.Lock == "" || d.Millis <= 0 {
+			return fmt.Errorf("lock-delay of lock %q for %d ms", d.Lock, d.Millis)
+		}
+		if err := once("delay", d.Lock); err != nil {
 			return err
 		}
 	}

@@ -42,6 +42,8 @@ type Lock struct {
 	// Principal is the caller whose request id the grant answers ("" without
 	// an ACL, and for grants of entries older than LogFormatPrincipal).
 	Principal string `json:"principal,omitempty"`
+	// LockDelayMillis is the lock-delay this grant starts if it expires.
+	LockDelayMillis int64 `json:"lock_delay_ms,omitempty"`
 }
 
 // FencedKey is a value in the cluster's fenced key-value store together with
@@ -89,6 +91,7 @@ type lockEntry struct {
 	token     uint64
 	ttlMillis int64
 	granted   int64  // GrantedAtMillis
+	delay     int64  // LockDelayMillis
 	nameEnd   uint32 // s[:nameEnd] is the name
 	holderEnd uint32 // s[nameEnd+1:holderEnd] is the holder
 	idEnd     uint32 // s[holderEnd+1:idEnd] is the request id
@@ -113,6 +116,7 @@ func newLockEntry(l *Lock) *lockEntry {
 		token:     l.Token,
 		ttlMillis: l.TTLMillis,
 		granted:   l.GrantedAtMillis,
+		delay:     l.LockDelayMillis,
 		nameEnd:   uint32(nameEnd),
 		holderEnd: uint32(holderEnd),
 		idEnd:     uint32(idEnd),
@@ -146,6 +150,7 @@ func (e *lockEntry) lock() Lock {
 		RequestID:       e.s[e.holderEnd+1 : e.idEnd],
 		GrantedAtMillis: e.granted,
 		Principal:       e.principal(),
+		LockDelayMillis: e.delay,
 	}
 }
 
@@ -171,6 +176,7 @@ type state struct {
 	// writer; derived from keys, not snapshotted.
 	kvBytes       int64
 	kvByPrincipal map[string]int64
+	delays        map[string]Delay
 }
 
 func newState() *state {
@@ -181,6 +187,7 @@ func newState() *state {
 		requests:      map[string]uint64{},
 		byHolder:      map[string]int{},
 		kvByPrincipal: map[string]int64{},
+		delays:        map[string]Delay{},
 	}
 }
 
