@@ -8,7 +8,9 @@ import (
 	"github.com/fencer-io/fencer/fsm"
 )
 
-// leaseTimers tracks the deadline of every held lock, on the leader only.
+// leaseTimers tracks the deadline of every held lock, on the leader only,
+// and of every running lock-delay (under delayKey, with the delay's start
+// index for a token).
 //
 // Deadlines are not replicated: a renewal extends the leader's deadline
 // without writing the log. A new leader therefore cannot know how much of a
@@ -73,6 +75,11 @@ func (l *leaseTimers) Promote(f *fsm.FSM) int {
 		l.trackLocked(lk.Name, lk.Token, time.Duration(lk.TTLMillis)*time.Millisecond)
 		n++
 	})
+	// Running lock-delays restart at full length too, for the same reason:
+	// a delay may last longer across a failover, never shorter.
+	for _, d := range f.Delays() {
+		l.trackLocked(delayKey(d.Lock), d.Since, time.Duration(d.Millis)*time.Millisecond)
+	}
 	l.armLocked()
 	return n
 }

@@ -23,6 +23,9 @@ type AcquireRequest struct {
 	// Principal is the authenticated caller ("" without an ACL). Its
 	// request ids are its own: another principal's replay is a new request.
 	Principal string
+	// LockDelay, when set, keeps the lock from anybody for that long after
+	// this grant ends by expiry (delay.go). At most MaxLockDelay.
+	LockDelay time.Duration
 }
 
 // newRequestID draws a request id for an acquire that came without one:
@@ -60,6 +63,11 @@ func (s *Service) Acquire(ctx context.Context, req AcquireRequest) (fsm.AcquireR
 		// without one, as by the members' older builds.
 		req.Principal = ""
 	}
+	if f := s.raft.EntryFormat(); req.LockDelay > 0 && f < fsm.LogFormatCoord {
+		// Refused before it could queue: no entry could carry it.
+		return fsm.AcquireResult{}, fmt.Errorf("%w: a lock-delay needs log format %d, the members read %d; upgrade every member first",
+			fsm.ErrFormatTooOld, fsm.LogFormatCoord, f)
+	}
 	cmd := &fsm.Acquire{
 		Lock:      req.Lock,
 		Holder:    req.Holder,
@@ -68,6 +76,8 @@ func (s *Service) Acquire(ctx context.Context, req AcquireRequest) (fsm.AcquireR
 		RequestID: req.RequestID,
 		NowMillis: s.cfg.Clock.Now().UnixMilli(),
 		Principal: req.Principal,
+
+		LockDelayMillis: req.LockDelay.Milliseconds(),
 	}
 	q := s.queues.get(req.Lock)
 	defer s.queues.put(req.Lock, q)
@@ -75,7 +85,19 @@ func (s *Service) Acquire(ctx context.Context, req AcquireRequest) (fsm.AcquireR
 	q.mu.Lock()
 	cur, held := s.fsm.Lock(req.Lock)
 	retry := s.fsm.RequestGranted(req.Lock, req.Holder, req.RequestID, req.Principal)
-	queueing := req.Wait > 0 && !retry && (held || q.waiters.Len() > 0)
+	var delayErr error
+	if !held && !retry {
+		delayErr = s.delayed(req.Lock)
+	}
+	queueing := req.Wait > 0 && !retry && (held || delayErr != nil || q.waiters.Len() > 0)
+	if delayErr != nil && req.Wait <= 0 {
+		err := s.raft.VerifyLeader()
+		q.mu.Unlock()
+		if err != nil {
+			return fsm.AcquireResult{}, err
+		}
+		return fsm.AcquireResult{}, delayErr
+	}
 	if held && !retry && req.Wait <= 0 {
 		// Refuse without writing the log. Under the queue's mutex, this
 		// leader's view of the lock is exact; a quorum round proves it
@@ -164,16 +186,23 @@ func (s *Service) wait(ctx context.Context, q *queue, w *waiter, req AcquireRequ
 	}
 	cur, held := s.fsm.Lock(req.Lock)
 	if !held {
+		if err := s.delayed(req.Lock); err != nil {
+			return fsm.AcquireResult{}, err
+		}
 		return fsm.AcquireResult{}, &fsm.HeldError{Lock: req.Lock}
 	}
 	return fsm.AcquireResult{}, &fsm.HeldError{Lock: req.Lock, Holder: cur.Holder, Token: cur.Token}
 }
 
 // serveWaiters grants a free lock to queued waiters, head first, until one of
-// them gets it. Called with q.mu held.
+// them gets it. A lock in its lock-delay is not free: its waiters wait on.
+// Called with q.mu held.
 func (s *Service) serveWaiters(q *queue, name string) {
 	for {
 		if _, held := s.fsm.Lock(name); held {
+			return
+		}
+		if _, delayed := s.fsm.Delay(name); delayed {
 			return
 		}
 		w := q.pop()
@@ -213,7 +242,7 @@ func (s *Service) Release(ctx context.Context, name string, token uint64, secret
 	if err := s.awaitLeader(ctx); err != nil {
 		return err
 	}
-	err := s.free(name, token, func(next *fsm.Acquire) fsm.Command {
+	err := s.free(name, token, true, func(next *fsm.Acquire) fsm.Command {
 		return &fsm.Release{Lock: name, Token: token, Lease: secret, Next: next}
 	})
 	if err == nil {
@@ -227,7 +256,11 @@ func (s *Service) expire(name string, token uint64) {
 	if s.awaitLeader(context.Background()) != nil {
 		return
 	}
-	err := s.free(name, token, func(next *fsm.Acquire) fsm.Command {
+	// A grant that asked for a lock-delay hands off to nobody when it
+	// expires: its delay runs first (delay.go).
+	cur, held := s.fsm.Lock(name)
+	handoff := !held || cur.Token != token || cur.LockDelayMillis == 0
+	err := s.free(name, token, handoff, func(next *fsm.Acquire) fsm.Command {
 		return &fsm.Expire{Lock: name, Token: token, Next: next}
 	})
 	switch {
@@ -243,13 +276,16 @@ func (s *Service) expire(name string, token uint64) {
 }
 
 // free proposes the command built by mk (a Release or Expire), offering the
-// lock to the head waiter in the same entry.
-func (s *Service) free(name string, token uint64, mk func(next *fsm.Acquire) fsm.Command) error {
+// lock to the head waiter in the same entry when handoff is set.
+func (s *Service) free(name string, token uint64, handoff bool, mk func(next *fsm.Acquire) fsm.Command) error {
 	q := s.queues.get(name)
 	defer s.queues.put(name, q)
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	w := q.pop()
+	var w *waiter
+	if handoff {
+		w = q.pop()
+	}
 	var next *fsm.Acquire
 	if w != nil {
 		next = w.cmd
@@ -264,18 +300,26 @@ func (s *Service) free(name string, token uint64, mk func(next *fsm.Acquire) fsm
 	}
 	r := res.(*fsm.ReleaseResult)
 	s.leases.Forget(name, token)
+	if r.Delay != nil {
+		s.leases.Track(delayKey(name), r.Delay.Since, time.Duration(r.Delay.Millis)*time.Millisecond)
+	}
 	if w != nil {
-		switch {
-		case r.Next != nil:
-			s.leases.Track(name, r.Next.Token, time.Duration(r.Next.TTLMillis)*time.Millisecond)
-			s.metrics.grants.Inc()
-			w.result <- waitResult{grant: *r.Next}
-		default:
-			w.result <- waitResult{err: r.NextErr}
-		}
+		s.handoff(name, w, r.Next, r.NextErr)
 	}
 	s.serveWaiters(q, name)
 	return nil
+}
+
+// handoff answers a popped waiter with the grant an entry handed it (and
+// starts its lease), or with why it did not get one.
+func (s *Service) handoff(name string, w *waiter, next *fsm.Lock, nextErr error) {
+	if next == nil {
+		w.result <- waitResult{err: nextErr}
+		return
+	}
+	s.leases.Track(name, next.Token, time.Duration(next.TTLMillis)*time.Millisecond)
+	s.metrics.grants.Inc()
+	w.result <- waitResult{grant: *next}
 }
 
 // LockStatus is a lock as reported to clients (never the grant's secret).
@@ -286,6 +330,10 @@ type LockStatus struct {
 	// false on a stale read from a follower.
 	Remaining time.Duration
 	Known     bool
+	// DelayRemaining is the time left of the lock's running lock-delay
+	// (Delayed), as the leader times it.
+	Delayed        bool
+	DelayRemaining time.Duration
 }
 
 // Lock returns a lock's state; linearizable unless stale.
@@ -300,6 +348,8 @@ func (s *Service) Lock(ctx context.Context, name string, stale bool) (LockStatus
 	st.Name = name
 	if held {
 		st.Remaining, st.Known = s.leases.Remaining(name, cur.Token)
+	} else {
+		st.DelayRemaining, st.Delayed = s.DelayRemaining(name)
 	}
 	return st, nil
 }

@@ -111,7 +111,7 @@ func New(r Raft, state *fsm.FSM, cfg Config) *Service {
 		queues: newQueues(),
 		stop:   make(chan struct{}),
 	}
-	s.leases = newLeaseTimers(cfg.Clock, s.expire)
+	s.leases = newLeaseTimers(cfg.Clock, s.expireTimer)
 	s.metrics = newMetrics(s, cfg.Registry)
 	leader, changed := r.Leadership()
 	s.begin(leader, changed)

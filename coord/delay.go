@@ -1,0 +1,113 @@
+package coord
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/fencer-io/fencer/fsm"
+)
+
+// A lock-delay is timed like a lease, by the shared lease timers on the
+// leader: the FSM records that it started (fsm.Delay: the expiry's index and
+// the length) and refuses acquires until an EndDelay entry, which the leader
+// proposes when the delay's timer fires, handing the lock to the head waiter
+// in the same entry. Waiters keep waiting through the delay. A new leader
+// finds the record and restarts the delay at full length (leaseTimers.Promote).
+
+// MaxLockDelay is the longest lock-delay an acquire may ask for.
+const MaxLockDelay = time.Minute
+
+// delayPrefix starts the timer key of a lock's delay; lock names never hold
+// a NUL (wire.ValidName), so it cannot clash with a lock's own key.
+const delayPrefix = "\x00delay\x00"
+
+func delayKey(lock string) string { return delayPrefix + lock }
+
+// DelayedError is an acquire refused during a lock-delay, with the leader's
+// view of the time left; it matches fsm.ErrLockDelay.
+type DelayedError struct {
+	Lock      string
+	Remaining time.Duration
+}
+
+func (e *DelayedError) Error() string {
+	return fmt.Sprintf("lock %q is in its lock-delay for %d ms more: its last grant expired", e.Lock, e.Remaining.Milliseconds())
+}
+
+// Is makes errors.Is(err, fsm.ErrLockDelay) true.
+func (e *DelayedError) Is(target error) bool { return target == fsm.ErrLockDelay }
+
+// delayed returns the refusal of an acquire of a lock in its delay, or nil.
+func (s *Service) delayed(lock string) error {
+	d, ok := s.fsm.Delay(lock)
+	if !ok {
+		return nil
+	}
+	left, known := s.leases.Remaining(delayKey(lock), d.Since)
+	if !known {
+		left = time.Duration(d.Millis) * time.Millisecond
+	}
+	return &DelayedError{Lock: lock, Remaining: left}
+}
+
+// DelayRemaining returns the time left of a lock's running delay, as the
+// leader times it (the full length when this node does not time it: on a
+// follower, before promotion).
+func (s *Service) DelayRemaining(lock string) (time.Duration, bool) {
+	var de *DelayedError
+	if errors.As(s.delayed(lock), &de) {
+		return de.Remaining, true
+	}
+	return 0, false
+}
+
+// expireTimer is called by the lease timers when a deadline passes: a
+// lease's or a lock-delay's.
+func (s *Service) expireTimer(key string, token uint64) {
+	if lock, ok := strings.CutPrefix(key, delayPrefix); ok {
+		s.endDelay(lock, token)
+		return
+	}
+	s.expire(key, token)
+}
+
+// endDelay proposes the end of the delay that started at index since,
+// handing the lock to the head waiter in the same entry.
+func (s *Service) endDelay(lock string, since uint64) {
+	if s.awaitLeader(context.Background()) != nil {
+		return
+	}
+	key := delayKey(lock)
+	q := s.queues.get(lock)
+	defer s.queues.put(lock, q)
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	w := q.pop()
+	var next *fsm.Acquire
+	if w != nil {
+		next = w.cmd
+		next.NowMillis = s.cfg.Clock.Now().UnixMilli()
+	}
+	res, err := s.raft.Apply(&fsm.EndDelay{Lock: lock, Since: since, Next: next})
+	if err != nil {
+		if w != nil {
+			q.pushFront(w)
+		}
+		if errors.Is(err, fsm.ErrLeaseLost) {
+			s.leases.Forget(key, since) // ended already
+			return
+		}
+		s.log.Warn("end of lock-delay failed; will retry", "lock", lock, "since", since, "err", err)
+		s.leases.Retry(key, since, 100*time.Millisecond)
+		return
+	}
+	r := res.(*fsm.EndDelayResult)
+	s.leases.Forget(key, since)
+	if w != nil {
+		s.handoff(lock, w, r.Next, r.NextErr)
+	}
+	s.serveWaiters(q, lock)
+}

@@ -1,0 +1,100 @@
+package coord
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/fencer-io/fencer/fsm"
+)
+
+func acquireDelayed(s *Service, lock, holder string, ttl, delay time.Duration) (fsm.Lock, error) {
+	res, err := s.Acquire(bg, AcquireRequest{Lock: lock, Holder: holder, TTL: ttl, LockDelay: delay})
+	return res.Grant, err
+}
+
+// A grant with a lock-delay that expires keeps the lock from everybody for
+// the delay: acquires are refused with the time left and write nothing, a
+// waiter waits through it and gets the lock in the entry that ends it.
+func TestLockDelayAfterExpiry(t *testing.T) {
+	s, f, clock := newTestService(t, Config{})
+	if _, err := acquireDelayed(s, "l", "a", time.Second, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	c := enqueue(t, s, "l", "c", time.Minute, 1) // queued before the expiry
+	clock.Advance(time.Second)
+	poll(t, "the expiry", func() bool { return !isHeld(f, "l") })
+	if exp, ok := f.log()[len(f.log())-1].(*fsm.Expire); !ok || exp.Next != nil {
+		t.Fatalf("last entry %#v: want an expire handing off to nobody", f.log()[len(f.log())-1])
+	}
+	clock.Advance(2 * time.Second)
+	entries := len(f.log())
+	_, err := acquireDelayed(s, "l", "b", time.Second, 0)
+	var de *DelayedError
+	if !errors.As(err, &de) || !errors.Is(err, fsm.ErrLockDelay) || de.Remaining != 3*time.Second {
+		t.Fatalf("acquire during the delay: %v, want lock_delay with 3s left", err)
+	}
+	if len(f.log()) != entries {
+		t.Fatal("a refused acquire wrote the log")
+	}
+	if left, ok := s.DelayRemaining("l"); !ok || left != 3*time.Second {
+		t.Fatalf("delay remaining %v %v", left, ok)
+	}
+	if s.Waiters("l") != 1 {
+		t.Fatal("the waiter left the queue during the delay")
+	}
+	clock.Advance(2999 * time.Millisecond)
+	if len(f.log()) != entries || isHeld(f, "l") {
+		t.Fatal("the delay ended early")
+	}
+	clock.Advance(time.Millisecond)
+	got := receive(t, c)
+	if got.err != nil {
+		t.Fatal(got.err)
+	}
+	log := f.log()
+	end, ok := log[len(log)-1].(*fsm.EndDelay)
+	if !ok || end.Next == nil || got.res.Grant.Token != uint64(len(log)) || got.res.Grant.Holder != "c" {
+		t.Fatalf("last entry %#v, c's grant %+v: want c granted by the entry that ends the delay", log[len(log)-1], got.res.Grant)
+	}
+}
+
+// A release starts no delay, even of a grant that asked for one.
+func TestLockDelayNotAfterRelease(t *testing.T) {
+	s, _, _ := newTestService(t, Config{})
+	g, err := acquireDelayed(s, "l", "a", time.Second, 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Release(bg, "l", g.Token, g.Lease); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := acquireDelayed(s, "l", "b", time.Second, 0); err != nil {
+		t.Fatalf("acquire after a release: %v", err)
+	}
+}
+
+// A new leader restarts a running delay at its full length: it may last
+// longer across a failover, never shorter.
+func TestLockDelayRestartedOnPromotion(t *testing.T) {
+	s, f, clock := newTestService(t, Config{})
+	if _, err := acquireDelayed(s, "l", "a", time.Second, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(time.Second)
+	poll(t, "the expiry", func() bool { _, ok := f.fsm.Delay("l"); return ok })
+	clock.Advance(4 * time.Second) // the delay is nearly over
+	f.setLeader(false)
+	poll(t, "demotion", func() bool { return s.leases.Len() == 0 })
+	f.setLeader(true)
+	waitReady(t, s)
+	clock.Advance(4999 * time.Millisecond)
+	if _, err := acquireDelayed(s, "l", "b", time.Second, 0); !errors.Is(err, fsm.ErrLockDelay) {
+		t.Fatalf("acquire before a full delay after the promotion: %v", err)
+	}
+	clock.Advance(time.Millisecond)
+	poll(t, "the end of the delay", func() bool { _, ok := f.fsm.Delay("l"); return !ok })
+	if _, err := acquireDelayed(s, "l", "b", time.Second, 0); err != nil {
+		t.Fatalf("acquire after the delay: %v", err)
+	}
+}
