@@ -25,6 +25,7 @@ var errorTable = []struct {
 	{fsm.ErrNotLockHolder, http.StatusConflict, wire.CodeNotLockHolder},
 	{fsm.ErrUnissuedToken, http.StatusConflict, wire.CodeUnissuedToken},
 	{fsm.ErrNoSuchKey, http.StatusNotFound, wire.CodeNotFound},
+	{fsm.ErrLockDelay, http.StatusConflict, wire.CodeLockDelay},
 	{fsm.ErrFormatTooOld, http.StatusConflict, wire.CodeUpgradeRequired},
 	{fsm.ErrTokenSpaceExhausted, http.StatusServiceUnavailable, wire.CodeInternal},
 	{cluster.ErrNotLeader, http.StatusServiceUnavailable, wire.CodeNoLeader},
@@ -63,6 +64,10 @@ func writeErr(w http.ResponseWriter, err error) {
 	var stale *fsm.StaleError
 	if errors.As(err, &stale) {
 		body.LastToken = stale.LastToken
+	}
+	var delayed *coord.DelayedError
+	if errors.As(err, &delayed) {
+		body.RetryAfterMillis = max(delayed.Remaining.Milliseconds(), 1)
 	}
 	writeError(w, status, body)
 }

@@ -58,6 +58,7 @@ func (s *Server) acquire(w http.ResponseWriter, r *http.Request) {
 		Wait:      wait,
 		RequestID: req.RequestID,
 		Principal: principalName(r),
+		LockDelay: time.Duration(req.LockDelayMillis) * time.Millisecond,
 	})
 	if err != nil {
 		writeErr(w, err)
@@ -72,6 +73,8 @@ func (s *Server) acquire(w http.ResponseWriter, r *http.Request) {
 		TTLMillis: g.TTLMillis,
 		RequestID: g.RequestID,
 		Existing:  res.Existing,
+
+		LockDelayMillis: g.LockDelayMillis,
 	})
 }
 
@@ -124,10 +127,15 @@ func lockStatus(st coord.LockStatus) wire.LockStatus {
 	out := wire.LockStatus{Lock: st.Name, Held: st.Held}
 	if st.Held {
 		out.Holder, out.Token, out.TTLMillis = st.Holder, st.Token, st.TTLMillis
+		out.LockDelayMillis = st.LockDelayMillis
 		if st.Known {
 			ms := st.Remaining.Milliseconds()
 			out.RemainingMillis = &ms
 		}
+	}
+	if st.Delayed {
+		ms := st.DelayRemaining.Milliseconds()
+		out.DelayRemainingMillis = &ms
 	}
 	return out
 }

@@ -104,6 +104,9 @@ func validateAcquire(r *wire.AcquireRequest) error {
 	if r.RequestID != "" && (!printable(r.RequestID, wire.MaxRequestIDLen) || utf8.RuneCountInString(r.RequestID) < wire.MinRequestIDLen) {
 		return badRequest(wire.CodeInvalidRequestID, fmt.Sprintf("request_id: want %d to %d printable characters (the Go client and the CLI send 32 random hex digits)", wire.MinRequestIDLen, wire.MaxRequestIDLen))
 	}
+	if r.LockDelayMillis < 0 || r.LockDelayMillis > wire.MaxLockDelay.Milliseconds() {
+		return badRequest(wire.CodeInvalidLockDelay, fmt.Sprintf("lock_delay_ms %d: want 0 to %d", r.LockDelayMillis, wire.MaxLockDelay.Milliseconds()))
+	}
 	return nil
 }
 

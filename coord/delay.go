@@ -17,9 +17,6 @@ import (
 // in the same entry. Waiters keep waiting through the delay. A new leader
 // finds the record and restarts the delay at full length (leaseTimers.Promote).
 
-// MaxLockDelay is the longest lock-delay an acquire may ask for.
-const MaxLockDelay = time.Minute
-
 // delayPrefix starts the timer key of a lock's delay; lock names never hold
 // a NUL (wire.ValidName), so it cannot clash with a lock's own key.
 const delayPrefix = "\x00delay\x00"

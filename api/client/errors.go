@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/fencer-io/fencer/api/wire"
 )
@@ -32,6 +33,9 @@ var (
 	// ErrKVFull: the fenced store holds as many keys or value bytes as it
 	// may, in all or for this caller (429 kv_full).
 	ErrKVFull = errors.New("fenced store full")
+	// ErrLockDelay: the lock's last grant expired and its lock-delay is
+	// still running (409 lock_delay); APIError.RetryAfter is the time left.
+	ErrLockDelay = errors.New("lock in its lock-delay")
 	// ErrUpgradeRequired: the request needs every member to run a newer
 	// build first (409 upgrade_required).
 	ErrUpgradeRequired = errors.New("upgrade required")
@@ -120,6 +124,8 @@ var codeErrors = map[string]error{
 	wire.CodeUnissuedToken:        ErrUnissuedToken,
 	wire.CodeKVFull:               ErrKVFull,
 	wire.CodeUpgradeRequired:      ErrUpgradeRequired,
+	wire.CodeInvalidLockDelay:     ErrInvalid,
+	wire.CodeLockDelay:            ErrLockDelay,
 	wire.CodeNotFound:             ErrNotFound,
 	wire.CodeNoLeader:             ErrNoLeader,
 	wire.CodeOutcomeUnknown:       ErrOutcomeUnknown,
@@ -144,6 +150,8 @@ type APIError struct {
 	Token  uint64
 	// LastToken is the key's high-water mark on stale_token.
 	LastToken uint64
+	// RetryAfter is the time left of the lock-delay on lock_delay.
+	RetryAfter time.Duration
 }
 
 func (e *APIError) Error() string {
@@ -182,5 +190,7 @@ func newAPIError(status int, body []byte) *APIError {
 		Holder:    wire.Holder,
 		Token:     wire.Token,
 		LastToken: wire.LastToken,
+
+		RetryAfter: time.Duration(wire.RetryAfterMillis) * time.Millisecond,
 	}
 }

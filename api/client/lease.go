@@ -24,6 +24,7 @@ type acquireOptions struct {
 	wait      time.Duration
 	holder    string
 	keepAlive bool
+	lockDelay time.Duration
 }
 
 // TTL sets the lease's time to live (default wire.DefaultTTL, 10s). It is
@@ -37,6 +38,12 @@ func Wait(d time.Duration) AcquireOption { return func(o *acquireOptions) { o.wa
 // Holder names the holder, for humans reading lock status (default
 // "hostname-pid").
 func Holder(h string) AcquireOption { return func(o *acquireOptions) { o.holder = h } }
+
+// LockDelay asks that, if this grant ends by expiry (not release), nobody
+// can acquire the lock for d (at most wire.MaxLockDelay): a holder that lost
+// its lease without noticing has that long to stop before anybody else
+// starts. Acquires in the delay fail with ErrLockDelay.
+func LockDelay(d time.Duration) AcquireOption { return func(o *acquireOptions) { o.lockDelay = d } }
 
 // NoKeepAlive leaves renewals to the caller (Lease.Renew). The lease still
 // declares itself lost at its local deadline.
@@ -104,11 +111,16 @@ func (c *Client) Acquire(ctx context.Context, name string, opts ...AcquireOption
 	if o.wait < 0 || o.wait > wire.MaxWait {
 		return nil, fmt.Errorf("%w: wait %v: want 0 to %v", ErrInvalid, o.wait, wire.MaxWait)
 	}
+	if o.lockDelay < 0 || o.lockDelay > wire.MaxLockDelay {
+		return nil, fmt.Errorf("%w: lock delay %v: want 0 to %v", ErrInvalid, o.lockDelay, wire.MaxLockDelay)
+	}
 	body := wire.AcquireRequest{
 		Holder:    o.holder,
 		TTLMillis: o.ttl.Milliseconds(),
 		WaitMs:    o.wait.Milliseconds(),
 		RequestID: newRequestID(),
+
+		LockDelayMillis: o.lockDelay.Milliseconds(),
 	}
 	r := &request{path: lockPath(name, "acquire"), extra: o.wait}
 	var g wire.Grant

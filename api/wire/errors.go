@@ -22,6 +22,7 @@ const (
 	CodeInvalidMember    = "invalid_member"
 	CodeInvalidSnapshot  = "invalid_snapshot"
 	CodeInvalidEpoch     = "invalid_epoch"      // a restore that would leave no token space
+	CodeInvalidLockDelay = "invalid_lock_delay"
 	CodeBodyTooLarge     = "body_too_large"     // 413
 	CodeMissingToken     = "missing_token"      // 428
 	CodeMethodNotAllowed = "method_not_allowed" // 405
@@ -37,6 +38,9 @@ const (
 	// CodeUnissuedToken: a fenced write's token is above every token
 	// granted so far (409).
 	CodeUnissuedToken = "unissued_token"
+	// CodeLockDelay: the lock's last grant expired and its lock-delay is
+	// running; Error.RetryAfterMillis is the time left (409).
+	CodeLockDelay = "lock_delay"
 
 	// The cluster.
 	CodeNoLeader       = "no_leader"       // 503
@@ -84,6 +88,7 @@ func Codes() []string {
 		CodeInvalidEpoch, CodeUnissuedToken, CodeUpgradeRequired, CodeKVFull,
 		CodeMalformedSequence, CodeEmptyKey,
 		CodeTimeout, CodeInternal,
+		CodeInvalidLockDelay, CodeLockDelay, CodeUpgradeRequired,
 	}
 }
 
@@ -99,6 +104,8 @@ type Error struct {
 	// LastSeq is the sequence of the last accepted write on stale_token
 	// from a fenced resource, when writes carry a Fencing-Sequence.
 	LastSeq uint64 `json:"last_seq,omitempty"`
+	// RetryAfterMillis is the time left of the lock-delay on lock_delay.
+	RetryAfterMillis int64 `json:"retry_after_ms,omitempty"`
 }
 
 func (e *Error) Error() string { return e.Code + ": " + e.Message }

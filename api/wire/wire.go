@@ -62,6 +62,8 @@ const (
 	// as the Go client's and the CLI's 32 random hex digits are.
 	MinRequestIDLen = 16
 	MaxRequestIDLen = 128
+	// MaxLockDelay bounds an acquire's lock_delay_ms.
+	MaxLockDelay = 60 * time.Second
 )
 
 // ParseToken parses a fencing token: a decimal integer from 1 to 2^64-1, with
@@ -111,6 +113,10 @@ type AcquireRequest struct {
 	TTLMillis int64  `json:"ttl_ms"`
 	WaitMs    int64  `json:"wait_ms"`
 	RequestID string `json:"request_id,omitempty"`
+	// LockDelayMillis, when set (at most MaxLockDelay), keeps the lock from
+	// everybody for that long after this grant ends by expiry; release and
+	// handoff start no delay.
+	LockDelayMillis int64 `json:"lock_delay_ms,omitempty"`
 }
 
 // Grant is the answer to a successful acquire.
@@ -126,6 +132,8 @@ type Grant struct {
 	RequestID string `json:"request_id,omitempty"`
 	// Existing is true when this is a retry answered with the earlier grant.
 	Existing bool `json:"existing,omitempty"`
+	// LockDelayMillis is the grant's lock-delay, if it asked for one.
+	LockDelayMillis int64 `json:"lock_delay_ms,omitempty"`
 }
 
 // LeaseRequest is the body of renew and release: the grant's secret and
@@ -160,6 +168,11 @@ type LockStatus struct {
 	// RemainingMillis is the leader's view of the lease's time left; absent
 	// on a stale read from a follower, which does not track deadlines.
 	RemainingMillis *int64 `json:"remaining_ms,omitempty"`
+	// LockDelayMillis is the held grant's lock-delay, if it asked for one.
+	LockDelayMillis int64 `json:"lock_delay_ms,omitempty"`
+	// DelayRemainingMillis is the time left of a free lock's running
+	// lock-delay, during which no acquire succeeds; absent when none runs.
+	DelayRemainingMillis *int64 `json:"delay_remaining_ms,omitempty"`
 }
 
 // LockList is the answer to GET /v1/locks.

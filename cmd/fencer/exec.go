@@ -29,6 +29,7 @@ type execOptions struct {
 	client clientFlags
 	ttl    time.Duration
 	wait   time.Duration
+	delay  time.Duration
 	grace  time.Duration
 	holder string
 }
@@ -92,6 +93,7 @@ COMMAND's status.`,
 	o.client.bind(fs)
 	fs.DurationVar(&o.ttl, "ttl", wire.DefaultTTL, "lease time to live; renewed about every ttl/3")
 	fs.DurationVar(&o.wait, "wait", 0, "queue this long if the lock is held (0: fail at once)")
+	fs.DurationVar(&o.delay, "lock-delay", 0, "if the lease is lost to expiry, nobody can acquire the lock for this long (at most 1m)")
 	fs.DurationVar(&o.grace, "grace", 5*time.Second, "time between SIGTERM and SIGKILL when the lease is lost")
 	fs.StringVar(&o.holder, "holder", "", "holder name shown in lock status (default hostname-pid)")
 	return cmd
@@ -164,7 +166,7 @@ func (o *execOptions) acquire(ctx context.Context, c *client.Client, name string
 	}
 	done := make(chan result, 1)
 	go func() {
-		l, err := c.Acquire(ctx, name, client.TTL(o.ttl), client.Wait(o.wait), client.Holder(o.holder))
+		l, err := c.Acquire(ctx, name, client.TTL(o.ttl), client.Wait(o.wait), client.Holder(o.holder), client.LockDelay(o.delay))
 		done <- result{l, err}
 	}()
 	select {

@@ -17,6 +17,7 @@ type lockOptions struct {
 	client clientFlags
 	ttl    time.Duration
 	wait   time.Duration
+	delay  time.Duration
 	holder string
 	token  uint64
 	lease  string
@@ -65,6 +66,7 @@ the lifetime of a command, use "fencer exec".`,
 	acquire.Flags().DurationVar(&o.ttl, "ttl", wire.DefaultTTL, "lease time to live")
 	acquire.Flags().DurationVar(&o.wait, "wait", 0, "queue this long if the lock is held (0: fail at once)")
 	acquire.Flags().StringVar(&o.holder, "holder", "", "holder name shown in lock status (default hostname-pid)")
+	acquire.Flags().DurationVar(&o.delay, "lock-delay", 0, "if this grant expires, nobody can acquire the lock for this long (at most 1m)")
 
 	renew := &cobra.Command{
 		Use:   "renew NAME --token N --lease SECRET",
@@ -111,7 +113,7 @@ func (o *lockOptions) acquire(cmd *cobra.Command, name string) error {
 		return err
 	}
 	defer c.Close()
-	lease, err := c.Acquire(cmd.Context(), name, client.TTL(o.ttl), client.Wait(o.wait), client.Holder(o.holder), client.NoKeepAlive())
+	lease, err := c.Acquire(cmd.Context(), name, client.TTL(o.ttl), client.Wait(o.wait), client.Holder(o.holder), client.LockDelay(o.delay), client.NoKeepAlive())
 	if err != nil {
 		return fmt.Errorf("acquire %q: %w", name, err)
 	}
