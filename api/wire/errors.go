@@ -21,7 +21,7 @@ const (
 	CodeInvalidJSON      = "invalid_json"
 	CodeInvalidMember    = "invalid_member"
 	CodeInvalidSnapshot  = "invalid_snapshot"
-	CodeInvalidEpoch     = "invalid_epoch"      // a restore that would leave no token space
+	CodeInvalidEpoch     = "invalid_epoch" // a restore that would leave no token space
 	CodeInvalidLockDelay = "invalid_lock_delay"
 	CodeBodyTooLarge     = "body_too_large"     // 413
 	CodeMissingToken     = "missing_token"      // 428
@@ -88,7 +88,7 @@ func Codes() []string {
 		CodeInvalidEpoch, CodeUnissuedToken, CodeUpgradeRequired, CodeKVFull,
 		CodeMalformedSequence, CodeEmptyKey,
 		CodeTimeout, CodeInternal,
-		CodeInvalidLockDelay, CodeLockDelay, CodeUpgradeRequired,
+		CodeInvalidLockDelay, CodeLockDelay,
 	}
 }
 
