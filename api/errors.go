@@ -38,6 +38,7 @@ var errorTable = []struct {
 	{coord.ErrTooManyWaiters, http.StatusTooManyRequests, wire.CodeTooManyWaiters},
 	{coord.ErrTooManyLocks, http.StatusTooManyRequests, wire.CodeTooManyLocks},
 	{coord.ErrKVFull, http.StatusTooManyRequests, wire.CodeKVFull},
+	{coord.ErrEventsCompacted, http.StatusGone, wire.CodeEventsCompacted},
 	{context.DeadlineExceeded, http.StatusGatewayTimeout, wire.CodeTimeout},
 	{context.Canceled, http.StatusGatewayTimeout, wire.CodeTimeout},
 }
@@ -68,6 +69,10 @@ func writeErr(w http.ResponseWriter, err error) {
 	var delayed *coord.DelayedError
 	if errors.As(err, &delayed) {
 		body.RetryAfterMillis = max(delayed.Remaining.Milliseconds(), 1)
+	}
+	var compacted *coord.CompactedError
+	if errors.As(err, &compacted) {
+		body.Oldest, body.Index = compacted.Oldest, compacted.Index
 	}
 	writeError(w, status, body)
 }

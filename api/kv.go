@@ -120,11 +120,12 @@ func (s *Server) getKey(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := s.work(r, 0)
 	defer cancel()
-	k, found, err := s.co.Get(ctx, key, isStale(r))
+	k, found, index, err := s.co.Get(ctx, key, isStale(r))
 	if err != nil {
 		writeErr(w, err)
 		return
 	}
+	w.Header().Set(wire.HeaderIndex, strconv.FormatUint(index, 10))
 	if !found {
 		writeError(w, http.StatusNotFound, &wire.Error{Code: wire.CodeNotFound, Message: fmt.Sprintf("key %q has never been written", key)})
 		return

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -159,11 +160,12 @@ func (s *Server) getLock(w http.ResponseWriter, r *http.Request) {
 func (s *Server) listLocks(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := s.work(r, 0)
 	defer cancel()
-	locks, err := s.co.Locks(ctx, isStale(r))
+	locks, index, err := s.co.Locks(ctx, isStale(r))
 	if err != nil {
 		writeErr(w, err)
 		return
 	}
+	w.Header().Set(wire.HeaderIndex, strconv.FormatUint(index, 10))
 	writeLockList(w, locks, func(name string) bool { return acl.LockVisible(r.Context(), name) })
 }
 

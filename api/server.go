@@ -53,11 +53,12 @@ type Coord interface {
 	Renew(ctx context.Context, name string, token uint64, secret string) (fsm.Lock, error)
 	Release(ctx context.Context, name string, token uint64, secret string) error
 	Lock(ctx context.Context, name string, stale bool) (coord.LockStatus, error)
-	Locks(ctx context.Context, stale bool) ([]coord.LockStatus, error)
+	Locks(ctx context.Context, stale bool) ([]coord.LockStatus, uint64, error)
 	Check(ctx context.Context, name string, token uint64, stale bool) (bool, uint64, error)
 	Put(ctx context.Context, req coord.PutRequest) (uint64, error)
 	DeleteKey(ctx context.Context, key string) (fsm.DeleteKeyResult, error)
-	Get(ctx context.Context, key string, stale bool) (fsm.FencedKey, bool, error)
+	Get(ctx context.Context, key string, stale bool) (fsm.FencedKey, bool, uint64, error)
+	Watch(since int64) (*coord.Watcher, error)
 }
 
 // Server is the HTTP API of one node.
@@ -71,6 +72,8 @@ type Server struct {
 	guard *browserGuard // nil: no Host or origin checks (an ACL is on)
 	// RequestTimeout bounds each request's work (not its wait_ms queueing).
 	requestTimeout time.Duration
+	// keepAlive is how often an idle event stream gets a comment line.
+	keepAlive time.Duration
 }
 
 // Option configures a Server.
@@ -95,7 +98,7 @@ func NewServer(c Cluster, co Coord, logger *slog.Logger, opts ...Option) *Server
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{c: c, co: co, log: logger, fwd: newForwarder(c), met: newRequestMetrics(c.Registry()), requestTimeout: 10 * time.Second}
+	s := &Server{c: c, co: co, log: logger, fwd: newForwarder(c), met: newRequestMetrics(c.Registry()), requestTimeout: 10 * time.Second, keepAlive: 15 * time.Second}
 	for _, o := range opts {
 		o(s)
 	}
@@ -122,6 +125,7 @@ func (s *Server) Handler() http.Handler {
 		r.Mount("/locks", s.lockRoutes())
 		r.Mount("/kv", s.kvRoutes())
 		r.Mount("/cluster", s.clusterRoutes())
+		r.Get("/events", s.events)
 		r.Get("/debug/state", s.debugState)
 		r.Get("/openapi.yaml", s.openapi)
 	})

@@ -29,6 +29,7 @@ type fakeCluster struct {
 	locks  []coord.LockStatus
 	// principal is the one the last acquire or put carried.
 	principal string
+	events    *coord.Events // fed directly by tests of the event stream
 }
 
 func (f *fakeCluster) ID() string                     { return "n1" }
@@ -59,8 +60,8 @@ func (f *fakeCluster) Release(context.Context, string, uint64, string) error {
 func (f *fakeCluster) Lock(_ context.Context, name string, _ bool) (coord.LockStatus, error) {
 	return coord.LockStatus{Lock: fsm.Lock{Name: name}}, f.call("lock")
 }
-func (f *fakeCluster) Locks(context.Context, bool) ([]coord.LockStatus, error) {
-	return f.locks, f.call("locks")
+func (f *fakeCluster) Locks(context.Context, bool) ([]coord.LockStatus, uint64, error) {
+	return f.locks, 3, f.call("locks")
 }
 func (f *fakeCluster) Check(context.Context, string, uint64, bool) (bool, uint64, error) {
 	return true, 7, f.call("check")
@@ -72,8 +73,14 @@ func (f *fakeCluster) Put(_ context.Context, req coord.PutRequest) (uint64, erro
 func (f *fakeCluster) DeleteKey(_ context.Context, key string) (fsm.DeleteKeyResult, error) {
 	return fsm.DeleteKeyResult{Key: key, LastToken: 9}, f.call("delete-key")
 }
-func (f *fakeCluster) Get(context.Context, string, bool) (fsm.FencedKey, bool, error) {
-	return fsm.FencedKey{}, false, f.call("get")
+func (f *fakeCluster) Get(context.Context, string, bool) (fsm.FencedKey, bool, uint64, error) {
+	return fsm.FencedKey{}, false, 3, f.call("get")
+}
+func (f *fakeCluster) Watch(since int64) (*coord.Watcher, error) {
+	if f.events == nil {
+		f.events = coord.NewEvents(coord.EventsConfig{})
+	}
+	return f.events.Watch(since)
 }
 func (f *fakeCluster) Join(context.Context, wire.JoinRequest) error { return f.call("join") }
 func (f *fakeCluster) Backup(context.Context, io.Writer) (fsm.Header, error) {

@@ -115,7 +115,12 @@ func (f *fakeRaft) log() []fsm.Command {
 // clock, and waits until it serves.
 func newTestService(t *testing.T, cfg Config) (*Service, *fakeRaft, *fakeClock) {
 	t.Helper()
-	f := newFakeRaft()
+	return newTestServiceOver(t, newFakeRaft(), cfg)
+}
+
+// newTestServiceOver is newTestService over a given fake Raft.
+func newTestServiceOver(t *testing.T, f *fakeRaft, cfg Config) (*Service, *fakeRaft, *fakeClock) {
+	t.Helper()
 	clock := newFakeClock()
 	cfg.Clock = clock
 	s := New(f, f.fsm, cfg)

@@ -88,13 +88,14 @@ func (s *Service) DeleteKey(ctx context.Context, key string) (fsm.DeleteKeyResul
 	return *res.(*fsm.DeleteKeyResult), nil
 }
 
-// Get reads a fenced key; linearizable unless stale.
-func (s *Service) Get(ctx context.Context, key string, stale bool) (fsm.FencedKey, bool, error) {
+// Get reads a fenced key, and the log index it was read at; linearizable
+// unless stale.
+func (s *Service) Get(ctx context.Context, key string, stale bool) (fsm.FencedKey, bool, uint64, error) {
 	if !stale {
 		if err := s.linearizable(ctx); err != nil {
-			return fsm.FencedKey{}, false, err
+			return fsm.FencedKey{}, false, 0, err
 		}
 	}
-	k, ok := s.fsm.Key(key)
-	return k, ok, nil
+	k, ok, index := s.fsm.KeyAt(key)
+	return k, ok, index, nil
 }

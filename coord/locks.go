@@ -354,21 +354,22 @@ func (s *Service) Lock(ctx context.Context, name string, stale bool) (LockStatus
 	return st, nil
 }
 
-// Locks returns every held lock; linearizable unless stale.
-func (s *Service) Locks(ctx context.Context, stale bool) ([]LockStatus, error) {
+// Locks returns every held lock, and the log index they were read at (a
+// watch from it continues the list with no gap); linearizable unless stale.
+func (s *Service) Locks(ctx context.Context, stale bool) ([]LockStatus, uint64, error) {
 	if !stale {
 		if err := s.linearizable(ctx); err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 	}
 	// EachLock, not Locks: no intermediate copy of every lock.
 	out := make([]LockStatus, 0, s.fsm.Counts().Locks)
-	s.fsm.EachLock(func(l fsm.Lock) {
+	index := s.fsm.EachLockAt(func(l fsm.Lock) {
 		st := LockStatus{Lock: l, Held: true}
 		st.Remaining, st.Known = s.leases.Remaining(l.Name, l.Token)
 		out = append(out, st)
 	})
-	return out, nil
+	return out, index, nil
 }
 
 // Check reports whether token is the lock's live grant, and the current

@@ -291,7 +291,7 @@ func TestFencedPutAndGet(t *testing.T) {
 	if _, err := s.Put(bg, PutRequest{Key: "k", Value: []byte("v0"), Token: g.Token - 1}); !errors.Is(err, fsm.ErrStaleToken) {
 		t.Fatalf("write below the mark: %v", err)
 	}
-	k, ok, err := s.Get(bg, "k", false)
+	k, ok, _, err := s.Get(bg, "k", false)
 	if err != nil || !ok || string(k.Value) != "v1" || k.Token != g.Token {
 		t.Fatalf("get: %+v %v %v", k, ok, err)
 	}

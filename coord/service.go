@@ -32,6 +32,11 @@ type Config struct {
 	MaxKeys                int
 	MaxKVBytesPerPrincipal int64
 
+	// Events is the node's event history, observing the FSM since before
+	// Raft started (NewEvents, fsm.FSM.Observe). Nil: New makes one, which
+	// sees only what is applied after it.
+	Events *Events
+
 	// Clock is the leader's time for lease deadlines and wait limits.
 	Clock  Clock
 	Logger *slog.Logger
@@ -81,6 +86,7 @@ type Service struct {
 	log     *slog.Logger
 	leases  *leaseTimers
 	queues  *queues
+	events  *Events
 	metrics *metrics
 
 	mu   sync.Mutex
@@ -110,6 +116,11 @@ func New(r Raft, state *fsm.FSM, cfg Config) *Service {
 		log:    cfg.Logger,
 		queues: newQueues(),
 		stop:   make(chan struct{}),
+	}
+	s.events = cfg.Events
+	if s.events == nil {
+		s.events = NewEvents(EventsConfig{})
+		state.Observe(s.events)
 	}
 	s.leases = newLeaseTimers(cfg.Clock, s.expireTimer)
 	s.metrics = newMetrics(s, cfg.Registry)

@@ -28,6 +28,7 @@ type FSM struct {
 	s       *state
 	applied uint64 // index of the last applied entry
 	term    uint64 // term of the last applied entry
+	obs     Observer
 }
 
 // New returns an empty FSM. A nil logger discards.
@@ -83,6 +84,9 @@ func (f *FSM) Apply(l *raft.Log) any {
 	if l.Type != raft.LogCommand {
 		f.mu.Lock()
 		f.advanceLocked(l.Index, l.Term)
+		if f.obs != nil {
+			f.obs.Applied(l.Index, nil)
+		}
 		f.mu.Unlock()
 		return nil
 	}
@@ -93,13 +97,24 @@ func (f *FSM) Apply(l *raft.Log) any {
 	}
 	f.mu.Lock()
 	var result any
+	var events []Event
 	if err != nil {
 		f.log.Error("skipping malformed committed entry", "index", l.Index, "err", err)
 		result = err
 	} else {
+		var existed bool
+		if id, ok := memberID(cmd); ok {
+			_, existed = f.s.members[id]
+		}
 		result = cmd.apply(f.s, l.Index)
+		if f.obs != nil {
+			events = eventsOf(cmd, result, l.Index, existed)
+		}
 	}
 	f.advanceLocked(l.Index, l.Term)
+	if f.obs != nil {
+		f.obs.Applied(l.Index, events)
+	}
 	f.mu.Unlock()
 	return result
 }
@@ -142,8 +157,16 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	}
 	s := img.state()
 	f.mu.Lock()
+	old, boot := f.s, f.applied == 0
 	f.s = s
 	f.applied, f.term = img.Header.AppliedIndex, img.Header.Term
+	if f.obs != nil {
+		var events []Event
+		if !boot {
+			events = restoreEvents(old, s, f.applied)
+		}
+		f.obs.Restored(f.applied, boot, events)
+	}
 	f.mu.Unlock()
 	return nil
 }

@@ -25,7 +25,7 @@ func (f *FSM) LockCount(holder string) (total, byHolder int) {
 
 // Locks returns every held lock, sorted by name.
 func (f *FSM) Locks() []Lock {
-	entries := f.lockEntries()
+	_, entries := f.lockEntries()
 	out := make([]Lock, len(entries))
 	for i, e := range entries {
 		out[i] = e.lock()
@@ -37,22 +37,32 @@ func (f *FSM) Locks() []Lock {
 // It copies one pointer per lock, not the locks, and runs fn without holding
 // the FSM's lock, so fn may be slow or call back into the FSM.
 func (f *FSM) EachLock(fn func(Lock)) {
-	for _, e := range f.lockEntries() {
-		fn(e.lock())
-	}
+	f.EachLockAt(fn)
 }
 
-// lockEntries returns the held locks sorted by name. Only the pointers are
-// taken under the lock; entries are immutable, so sorting happens outside.
-func (f *FSM) lockEntries() []*lockEntry {
+// EachLockAt is EachLock, and returns the applied index of the moment the
+// locks were read at.
+func (f *FSM) EachLockAt(fn func(Lock)) uint64 {
+	index, entries := f.lockEntries()
+	for _, e := range entries {
+		fn(e.lock())
+	}
+	return index
+}
+
+// lockEntries returns the held locks sorted by name, and the applied index
+// they were read at. Only the pointers are taken under the lock; entries are
+// immutable, so sorting happens outside.
+func (f *FSM) lockEntries() (uint64, []*lockEntry) {
 	f.mu.RLock()
 	entries := make([]*lockEntry, 0, len(f.s.locks))
 	for _, e := range f.s.locks {
 		entries = append(entries, e)
 	}
+	index := f.applied
 	f.mu.RUnlock()
 	sortEntries(entries)
-	return entries
+	return index, entries
 }
 
 func sortEntries(entries []*lockEntry) {
@@ -61,13 +71,19 @@ func sortEntries(entries []*lockEntry) {
 
 // Key returns a fenced key's value and last token.
 func (f *FSM) Key(key string) (FencedKey, bool) {
+	k, ok, _ := f.KeyAt(key)
+	return k, ok
+}
+
+// KeyAt is Key, and returns the applied index it was read at.
+func (f *FSM) KeyAt(key string) (FencedKey, bool, uint64) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	k, ok := f.s.keys[key]
 	if !ok {
-		return FencedKey{}, false
+		return FencedKey{}, false, f.applied
 	}
-	return *k, true
+	return *k, true, f.applied
 }
 
 // Members returns the recorded member addresses, sorted by id.

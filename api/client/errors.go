@@ -75,6 +75,13 @@ var (
 	ErrMemberConflict = errors.New("member conflict")
 	// ErrUnknownMember: no member has that id (404 unknown_member).
 	ErrUnknownMember = errors.New("unknown member")
+	// ErrEventsCompacted: a watch asked for events older than the node
+	// keeps (410 events_compacted): re-list, then watch from the list's
+	// index. APIError.Oldest and APIError.Index say what the node has.
+	ErrEventsCompacted = errors.New("events compacted")
+	// ErrUnknownToken: no grant with that token is in the cluster's history
+	// (404 unknown_token): never issued, or older than what is kept.
+	ErrUnknownToken = errors.New("unknown token")
 	// ErrTimeout: the server gave up on the request's work (504 timeout).
 	ErrTimeout = errors.New("server timeout")
 	// ErrInternal: the server failed (500 internal, or 503 when the token
@@ -108,6 +115,7 @@ var codeErrors = map[string]error{
 	wire.CodeInvalidJSON:          ErrInvalid,
 	wire.CodeInvalidMember:        ErrInvalid,
 	wire.CodeInvalidSnapshot:      ErrInvalid,
+	wire.CodeInvalidIndex:         ErrInvalid,
 	wire.CodeInvalidEpoch:         ErrInvalid,
 	wire.CodeBodyTooLarge:         ErrInvalid,
 	wire.CodeMalformedSequence:    ErrInvalid,
@@ -127,6 +135,8 @@ var codeErrors = map[string]error{
 	wire.CodeInvalidLockDelay:     ErrInvalid,
 	wire.CodeLockDelay:            ErrLockDelay,
 	wire.CodeNotFound:             ErrNotFound,
+	wire.CodeEventsCompacted:      ErrEventsCompacted,
+	wire.CodeUnknownToken:         ErrUnknownToken,
 	wire.CodeNoLeader:             ErrNoLeader,
 	wire.CodeOutcomeUnknown:       ErrOutcomeUnknown,
 	wire.CodeMemberConflict:       ErrMemberConflict,
@@ -152,6 +162,9 @@ type APIError struct {
 	LastToken uint64
 	// RetryAfter is the time left of the lock-delay on lock_delay.
 	RetryAfter time.Duration
+	// Oldest and Index are, on events_compacted, the lowest since the node
+	// serves and its applied index.
+	Oldest, Index uint64
 }
 
 func (e *APIError) Error() string {
@@ -192,5 +205,7 @@ func newAPIError(status int, body []byte) *APIError {
 		LastToken: wire.LastToken,
 
 		RetryAfter: time.Duration(wire.RetryAfterMillis) * time.Millisecond,
+		Oldest:     wire.Oldest,
+		Index:      wire.Index,
 	}
 }

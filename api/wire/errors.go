@@ -23,6 +23,7 @@ const (
 	CodeInvalidSnapshot  = "invalid_snapshot"
 	CodeInvalidEpoch     = "invalid_epoch" // a restore that would leave no token space
 	CodeInvalidLockDelay = "invalid_lock_delay"
+	CodeInvalidIndex     = "invalid_index"      // since, Last-Event-ID, wait_index
 	CodeBodyTooLarge     = "body_too_large"     // 413
 	CodeMissingToken     = "missing_token"      // 428
 	CodeMethodNotAllowed = "method_not_allowed" // 405
@@ -41,6 +42,11 @@ const (
 	// CodeLockDelay: the lock's last grant expired and its lock-delay is
 	// running; Error.RetryAfterMillis is the time left (409).
 	CodeLockDelay = "lock_delay"
+	// CodeEventsCompacted: a watch asked for events older than the node
+	// keeps; Error.Oldest and Error.Index say where to re-list from.
+	CodeEventsCompacted = "events_compacted" // 410
+	// CodeUnknownToken: no grant with that token is in the history.
+	CodeUnknownToken = "unknown_token" // 404
 
 	// The cluster.
 	CodeNoLeader       = "no_leader"       // 503
@@ -80,8 +86,9 @@ func Codes() []string {
 	return []string{
 		CodeInvalidName, CodeInvalidKey, CodeInvalidTTL, CodeInvalidWait, CodeInvalidHolder,
 		CodeInvalidRequestID, CodeInvalidLease, CodeInvalidToken, CodeInvalidJSON, CodeInvalidMember,
-		CodeInvalidSnapshot, CodeBodyTooLarge, CodeMissingToken, CodeMethodNotAllowed, CodeUnsupportedMediaType,
+		CodeInvalidSnapshot, CodeInvalidIndex, CodeBodyTooLarge, CodeMissingToken, CodeMethodNotAllowed, CodeUnsupportedMediaType,
 		CodeLockHeld, CodeLeaseLost, CodeStaleToken, CodeNotLockHolder, CodeNotFound,
+		CodeEventsCompacted, CodeUnknownToken,
 		CodeNoLeader, CodeOutcomeUnknown, CodeMemberConflict, CodeUnknownMember,
 		CodeTooManyWaiters, CodeTooManyLocks, CodeRateLimited, CodeUnauthorized, CodeForbidden,
 		CodeHostNotAllowed, CodeCrossOrigin,
@@ -106,6 +113,11 @@ type Error struct {
 	LastSeq uint64 `json:"last_seq,omitempty"`
 	// RetryAfterMillis is the time left of the lock-delay on lock_delay.
 	RetryAfterMillis int64 `json:"retry_after_ms,omitempty"`
+	// Oldest is the lowest since a node still serves, and Index its applied
+	// index, on events_compacted: re-list (the list's Fencer-Index is at
+	// least Index) and watch from the list's index.
+	Oldest uint64 `json:"oldest,omitempty"`
+	Index  uint64 `json:"index,omitempty"`
 }
 
 func (e *Error) Error() string { return e.Code + ": " + e.Message }

@@ -43,6 +43,13 @@ const (
 	// node certificate, and only for a node: a client's own bearer token
 	// always travels with its request and is checked again.
 	HeaderForwardedPrincipal = "Fencer-Forwarded-Principal"
+	// HeaderIndex is the log index a read was answered at (GET /v1/locks,
+	// GET /v1/kv/{key}): a watch from it misses nothing and repeats
+	// nothing of what the read saw.
+	HeaderIndex = "Fencer-Index"
+	// HeaderLastEventID is the SSE header with which a watch resumes after
+	// the last index it delivered; it wins over ?since=.
+	HeaderLastEventID = "Last-Event-ID"
 )
 
 // LeaseSecretLen is the length of a grant's secret, the "lease" field an

@@ -56,6 +56,7 @@ type serveOptions struct {
 	maxKVBytes     int64
 	maxKeys        int
 	maxKVBytesPer  int64
+	eventHistory   int
 	pprof          bool
 	gcFloorMB      int
 	log            logFlags
@@ -118,6 +119,8 @@ rejoins by itself. Every flag can also be set by its environment variable.`,
 	fs.IntVar(&o.maxKeys, "max-keys", int(envUint("FENCER_MAX_KEYS", 1_000_000)), "keys in the fenced key-value store ($FENCER_MAX_KEYS)")
 	fs.Int64Var(&o.maxKVBytesPer, "max-kv-bytes-per-principal", int64(envUint("FENCER_MAX_KV_BYTES_PER_PRINCIPAL", coord.DefaultMaxKVBytesPerPrincipal)),
 		"value bytes last written by one ACL principal (with --acl-file); a quarter of the default total, so no one token fills the store ($FENCER_MAX_KV_BYTES_PER_PRINCIPAL)")
+	fs.IntVar(&o.eventHistory, "event-history", int(envUint("FENCER_EVENT_HISTORY", coord.DefaultEventHistory)),
+		"log entries whose events this node keeps in memory for GET /v1/events ($FENCER_EVENT_HISTORY)")
 	fs.BoolVar(&o.pprof, "pprof", envBool("FENCER_PPROF"), "serve Go profiles on /debug/pprof/ ($FENCER_PPROF)")
 	fs.IntVar(&o.gcFloorMB, "gc-heap-floor-mb", int(envUint("FENCER_GC_HEAP_FLOOR_MB", gcfloor.DefaultFloor>>20)),
 		"MiB of heap below which Go's garbage collector does not run; 0 leaves GOGC alone; an explicit GOGC wins ($FENCER_GC_HEAP_FLOOR_MB)")
@@ -208,6 +211,7 @@ func (o *serveOptions) run(cmd *cobra.Command) error {
 		MaxKeys:                o.maxKeys,
 		MaxKVBytesPerPrincipal: o.maxKVBytesPer,
 	}
+	opts.Events = coord.EventsConfig{History: o.eventHistory}
 	if o.gcFloorMB > 0 {
 		gcfloor.Start(uint64(o.gcFloorMB) << 20)
 	}

@@ -59,6 +59,12 @@ func Classify(r *http.Request) Route {
 		}
 	case "cluster":
 		return clusterRoute(rest)
+	case "events":
+		// Any reader may watch; the stream leaves out what the principal
+		// may not read (api's events handler asks Allow for each event).
+		if len(rest) == 0 && r.Method == http.MethodGet {
+			return Route{Action: ActionReadLock}
+		}
 	case "debug":
 		if len(seg) == 4 && seg[3] == "state" {
 			return Route{Action: ActionStatus}

@@ -59,6 +59,8 @@ type Options struct {
 	// cluster's own addresses, that requests may name in Host when there is
 	// no ACL (api.WithBrowserGuard).
 	AllowedHosts []string
+	// Events sizes the node's event history (GET /v1/events).
+	Events coord.EventsConfig
 }
 
 // Start listens on httpAddr (port 0 picks one; the real address is then the
@@ -94,13 +96,16 @@ func Start(cfg cluster.Config, httpAddr string, options ...Options) (*Instance, 
 		logger = slog.New(slog.DiscardHandler)
 	}
 	state := fsm.New(logger.With("node", cfg.ID))
+	// The history observes the FSM before Raft replays anything into it.
+	events := coord.NewEvents(opts.Events)
+	state.Observe(events)
 	node, err := cluster.Open(cfg, state)
 	if err != nil {
 		ln.Close()
 		return nil, err
 	}
 	ccfg := opts.Coord
-	ccfg.Logger, ccfg.Registry = logger.With("node", cfg.ID), node.Registry()
+	ccfg.Logger, ccfg.Registry, ccfg.Events = logger.With("node", cfg.ID), node.Registry(), events
 	svc := coord.New(node, state, ccfg)
 	h := handler(node, svc, cfg, opts, logger, limit)
 	srv := &http.Server{Handler: h, TLSConfig: opts.TLS}

@@ -1,0 +1,44 @@
+package wire
+
+// Event types of GET /v1/events. More are added over time: a client skips a
+// type it does not know.
+const (
+	EventAcquired  = "acquired"
+	EventReleased  = "released"
+	EventExpired   = "expired"
+	EventHandedOff = "handed_off"
+	EventVoided    = "voided"
+	EventPut       = "put"
+	// EventKeyDeleted: a fenced key and its mark were deleted; Token is
+	// the mark it had.
+	EventKeyDeleted    = "key_deleted"
+	EventMemberAdded   = "member_added"
+	EventMemberRemoved = "member_removed"
+	EventEpoch         = "epoch"
+	// EventLagged is the last message of a stream whose reader fell too
+	// far behind: Index is the last index delivered, to resume from.
+	EventLagged = "lagged"
+)
+
+// Event is the data of one Server-Sent Event of GET /v1/events. Its SSE id
+// is Index, the log index of the entry that made the change; every node
+// emits the same events with the same indexes. Fields a type does not use
+// are left out.
+type Event struct {
+	Index uint64 `json:"index"`
+	Type  string `json:"type"`
+	Lock  string `json:"lock,omitempty"`
+	// Holder and Token are the grant's; on handed_off the new grant's.
+	Holder string `json:"holder,omitempty"`
+	Token  uint64 `json:"token,omitempty"`
+	// PrevHolder and PrevToken are the grant a handed_off ended, and Reason
+	// how it ended (released or expired).
+	PrevHolder string `json:"prev_holder,omitempty"`
+	PrevToken  uint64 `json:"prev_token,omitempty"`
+	Reason     string `json:"reason,omitempty"`
+	Key        string `json:"key,omitempty"`
+	// ValueSize is a put's value length; the value itself is never sent.
+	ValueSize *int   `json:"value_size,omitempty"`
+	Member    string `json:"member,omitempty"`
+	Epoch     uint64 `json:"epoch,omitempty"`
+}

@@ -1,0 +1,149 @@
+package fsm
+
+// Event types. Events are derived from applied entries only, so every replica
+// that applies the same log produces the same events; an event's index is
+// the log index of the entry that produced it.
+const (
+	EventAcquired      = "acquired"
+	EventReleased      = "released"
+	EventExpired       = "expired"
+	EventHandedOff     = "handed_off"
+	EventVoided        = "voided"
+	EventPut           = "put"
+	EventKeyDeleted    = "key_deleted"
+	EventMemberAdded   = "member_added"
+	EventMemberRemoved = "member_removed"
+	EventEpoch         = "epoch"
+)
+
+// Event is one change an applied entry made. Fields a type does not use are
+// zero.
+type Event struct {
+	Index uint64
+	Type  string
+	Lock  string // acquired, released, expired, handed_off, voided
+	// Holder and Token are the grant's; for handed_off, the new grant's.
+	Holder string
+	Token  uint64
+	// PrevHolder and PrevToken are the ended grant of a handed_off, and
+	// Reason how it ended (released or expired).
+	PrevHolder string
+	PrevToken  uint64
+	Reason     string
+	Key        string // put, key_deleted (Token is then the mark it had)
+	ValueSize  int    // put: the value's length, never the value
+	Member     string // member_added, member_removed
+	Epoch      uint64 // epoch
+}
+
+// Observer is told what each applied entry changed, in log order, on every
+// replica. It is called under the FSM's lock, so it must be quick and must
+// not call back into the FSM; events is empty for entries that changed
+// nothing observable (and for Raft's own entries), so that the observer
+// knows how far the log has been applied.
+type Observer interface {
+	// Applied reports the events of the entry at index.
+	Applied(index uint64, events []Event)
+	// Restored reports that the state was replaced by a snapshot whose
+	// applied index is index: at startup (boot true), when a follower
+	// catches up from its leader's snapshot, or by a restore, whose voided
+	// grants and new epoch are the events.
+	Restored(index uint64, boot bool, events []Event)
+}
+
+// Observe makes o see every entry applied from now on. Call it before the
+// FSM is handed to Raft.
+func (f *FSM) Observe(o Observer) {
+	f.mu.Lock()
+	f.obs = o
+	f.mu.Unlock()
+}
+
+// eventsOf returns the events of cmd applied at index with result. before
+// is what the state looked like where it matters (see memberExisted).
+func eventsOf(cmd Command, result any, index uint64, memberExisted bool) []Event {
+	switch c := cmd.(type) {
+	case *Acquire:
+		if r, ok := result.(*AcquireResult); ok && !r.Existing {
+			return []Event{{Index: index, Type: EventAcquired, Lock: r.Grant.Name, Holder: r.Grant.Holder, Token: r.Grant.Token}}
+		}
+	case *Release:
+		return freedEvents(result, index, EventReleased)
+	case *Expire:
+		return freedEvents(result, index, EventExpired)
+	case *Put:
+		if r, ok := result.(*PutResult); ok {
+			return []Event{{Index: index, Type: EventPut, Key: r.Key, Token: r.Token, ValueSize: len(c.Value)}}
+		}
+	case *DeleteKey:
+		if r, ok := result.(*DeleteKeyResult); ok {
+			return []Event{{Index: index, Type: EventKeyDeleted, Key: r.Key, Token: r.LastToken}}
+		}
+	case *SetMember:
+		if !memberExisted {
+			return []Event{{Index: index, Type: EventMemberAdded, Member: c.ID}}
+		}
+	case *RemoveMember:
+		if memberExisted {
+			return []Event{{Index: index, Type: EventMemberRemoved, Member: c.ID}}
+		}
+	case *BumpEpoch:
+		if e, ok := result.(uint64); ok {
+			return []Event{{Index: index, Type: EventEpoch, Epoch: e}}
+		}
+	}
+	return nil
+}
+
+func freedEvents(result any, index uint64, how string) []Event {
+	r, ok := result.(*ReleaseResult)
+	if !ok {
+		return nil
+	}
+	if r.Next != nil {
+		return []Event{{Index: index, Type: EventHandedOff, Lock: r.Freed.Name,
+			Holder: r.Next.Holder, Token: r.Next.Token,
+			PrevHolder: r.Freed.Holder, PrevToken: r.Freed.Token, Reason: how}}
+	}
+	return []Event{{Index: index, Type: how, Lock: r.Freed.Name, Holder: r.Freed.Holder, Token: r.Freed.Token}}
+}
+
+// memberID returns the id a membership command names, if it is one.
+func memberID(cmd Command) (string, bool) {
+	switch c := cmd.(type) {
+	case *SetMember:
+		return c.ID, true
+	case *RemoveMember:
+		return c.ID, true
+	}
+	return "", false
+}
+
+// restoreEvents are the events of replacing old by new at index. A restore
+// or a forced recovery moves the epoch and drops the held grants: every grant
+// old held that new does not is voided, and the new epoch is reported. A
+// snapshot that does not move the epoch is a follower catching up from its
+// leader's: it changes nothing the log did not, so it has no events of its
+// own (what the follower skipped is simply not in its history).
+func restoreEvents(old, new *state, index uint64) []Event {
+	if new.epoch == old.epoch {
+		return nil
+	}
+	var out []Event
+	for _, e := range sortedEntries(old.locks) {
+		if cur, ok := new.locks[e.name()]; ok && cur.token == e.token {
+			continue
+		}
+		out = append(out, Event{Index: index, Type: EventVoided, Lock: e.name(), Holder: e.holder(), Token: e.token})
+	}
+	return append(out, Event{Index: index, Type: EventEpoch, Epoch: new.epoch})
+}
+
+func sortedEntries(m map[string]*lockEntry) []*lockEntry {
+	out := make([]*lockEntry, 0, len(m))
+	for _, e := range m {
+		out = append(out, e)
+	}
+	sortEntries(out)
+	return out
+}
