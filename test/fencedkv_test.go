@@ -312,7 +312,7 @@ func TestKeyDeleteWaitsForEveryMember(t *testing.T) {
 	if got := lastIndex(); got != before {
 		t.Fatalf("refused requests wrote the log: last index %d, then %d", before, got)
 	}
-	if _, ok, _ := leader.Inst.Coord.Get(context.Background(), "k", true); !ok {
+	if _, ok, _, _ := leader.Inst.Coord.Get(context.Background(), "k", true); !ok {
 		t.Fatal("the key is gone")
 	}
 	// The member comes back on this build and registers its format.

@@ -301,7 +301,7 @@ func TestRestoreMovesTokensPastTheOldCluster(t *testing.T) {
 	// Every member of the new cluster has the restored state.
 	tc.Poll(t, 20*time.Second, "followers restored", func() bool {
 		for _, n := range fresh.Running() {
-			if _, ok, _ := n.Inst.Coord.Get(context.Background(), "k", true); !ok || epoch(n) != 1 {
+			if _, ok, _, _ := n.Inst.Coord.Get(context.Background(), "k", true); !ok || epoch(n) != 1 {
 				return false
 			}
 		}

@@ -276,7 +276,7 @@ func TestLimitsRefuseWithoutChangingState(t *testing.T) {
 	if cur.Token != held.Token {
 		t.Fatalf("busy lock changed hands: %+v", cur)
 	}
-	if _, ok, _ := n.Inst.Coord.Get(context.Background(), "k", true); ok {
+	if _, ok, _, _ := n.Inst.Coord.Get(context.Background(), "k", true); ok {
 		t.Fatal("an oversized write was stored")
 	}
 }
