@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -69,6 +70,10 @@ type Config struct {
 	// the node's certificate.
 	PeerTLSServer *tls.Config
 	PeerTLSClient *tls.Config
+	// LookupHost resolves the host names of Raft addresses (this node's, to
+	// bind, and its peers', each time it dials them over TCP); nil is the
+	// system resolver. Tests give names the system does not know.
+	LookupHost func(ctx context.Context, host string) ([]string, error)
 	// ClusterSecret is what this node presents to other members' APIs
 	// (wire.AuthSchemeNode) when the cluster runs access control without
 	// TLS: without it their ACLs refuse its joins, probes and removals.

@@ -117,6 +117,7 @@ func (n *Node) openTransport() error {
 		TLSClient:     n.cfg.PeerTLSClient,
 		PeerAddrs:     n.cfg.PeerAddrs,
 		PeerAddrsFile: n.cfg.PeerAddrsFile,
+		LookupHost:    n.cfg.LookupHost,
 		RaftLogger:    n.raftLog,
 		Logger:        n.log,
 	})

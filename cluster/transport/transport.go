@@ -5,7 +5,9 @@
 package transport
 
 import (
+	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -36,18 +38,34 @@ type Config struct {
 	PeerAddrsFile string
 	RaftLogger    hclog.Logger // hashicorp/raft's logger
 	Logger        *slog.Logger // the TLS layer's
+	// LookupHost resolves host names: this node's own in Addr (to bind),
+	// and peers' when dialling them over TCP. Nil is the system resolver.
+	// Tests give one that knows names the system does not.
+	LookupHost func(ctx context.Context, host string) ([]string, error)
 }
 
-// Open binds the transport.
+// OwnNameTimeout bounds how long Open waits for a host name in Addr to
+// resolve (in Kubernetes a pod's own DNS record may appear just after it
+// starts).
+var OwnNameTimeout = 30 * time.Second
+
+// nameAddr is an address advertised by host name: peers resolve it each
+// time they dial, so it outlives a change of IP (a rescheduled pod).
+type nameAddr string
+
+func (a nameAddr) Network() string { return "tcp" }
+func (a nameAddr) String() string  { return string(a) }
+
+// Open binds the transport. Addr may name its host by IP or by name: a
+// name is resolved once to bind, and advertised as the name, so that the
+// Raft configuration holds names and peers resolve them whenever they dial
+// (a peer whose name does not resolve yet is retried like one that is down).
 func Open(cfg Config) (*raft.NetworkTransport, error) {
-	tcpAddr, err := net.ResolveTCPAddr("tcp", cfg.Addr)
+	host, port, err := net.SplitHostPort(cfg.Addr)
 	if err != nil {
-		return nil, fmt.Errorf("raft address: %w", err)
+		return nil, fmt.Errorf("raft address %q: want HOST:PORT: %w", cfg.Addr, err)
 	}
-	var advertise net.Addr = tcpAddr
-	if tcpAddr.Port == 0 {
-		advertise = nil // let the transport advertise what it bound
-	}
+	named := host != "" && net.ParseIP(host) == nil
 	tcfg := &raft.NetworkTransportConfig{
 		MaxPool: 4,
 		Timeout: 5 * time.Second,
@@ -57,20 +75,115 @@ func Open(cfg Config) (*raft.NetworkTransport, error) {
 		tcfg.ServerAddressProvider = &peerAddrs{static: cfg.PeerAddrs, file: cfg.PeerAddrsFile}
 		tcfg.Timeout = time.Second // a blackholed link must fail fast
 	}
-	if cfg.TLSServer == nil {
+	bind := cfg.Addr
+	var advertise net.Addr
+	if named {
+		ip, err := resolveOwn(cfg, host)
+		if err != nil {
+			return nil, err
+		}
+		if port == "0" {
+			return nil, fmt.Errorf("raft address %q: a host name needs a fixed port, the one its peers dial", cfg.Addr)
+		}
+		bind, advertise = net.JoinHostPort(ip, port), nameAddr(cfg.Addr)
+	} else {
+		tcpAddr, err := net.ResolveTCPAddr("tcp", cfg.Addr)
+		if err != nil {
+			return nil, fmt.Errorf("raft address: %w", err)
+		}
+		if tcpAddr.Port != 0 {
+			advertise = tcpAddr // else let the transport advertise what it bound
+		}
+	}
+	if cfg.TLSServer != nil {
+		layer, err := tlsutil.NewTLSStreamLayer(bind, advertise, cfg.TLSServer, cfg.TLSClient)
+		if err != nil {
+			return nil, fmt.Errorf("raft transport on %s: %w", cfg.Addr, err)
+		}
+		layer.Logger = cfg.Logger
+		tcfg.Stream = layer
+		return raft.NewNetworkTransportWithConfig(tcfg), nil
+	}
+	if !named && cfg.LookupHost == nil {
 		trans, err := raft.NewTCPTransportWithConfig(cfg.Addr, advertise, tcfg)
 		if err != nil {
 			return nil, fmt.Errorf("raft transport on %s: %w", cfg.Addr, err)
 		}
 		return trans, nil
 	}
-	layer, err := tlsutil.NewTLSStreamLayer(cfg.Addr, advertise, cfg.TLSServer, cfg.TLSClient)
+	ln, err := net.Listen("tcp", bind)
 	if err != nil {
 		return nil, fmt.Errorf("raft transport on %s: %w", cfg.Addr, err)
 	}
-	layer.Logger = cfg.Logger
-	tcfg.Stream = layer
+	if advertise == nil {
+		advertise = ln.Addr()
+	}
+	tcfg.Stream = &tcpLayer{Listener: ln, advertise: advertise, lookup: cfg.LookupHost}
 	return raft.NewNetworkTransportWithConfig(tcfg), nil
+}
+
+// resolveOwn resolves this node's own host name to the IP to bind,
+// retrying for OwnNameTimeout.
+func resolveOwn(cfg Config, host string) (string, error) {
+	lookup := cfg.LookupHost
+	if lookup == nil {
+		lookup = net.DefaultResolver.LookupHost
+	}
+	deadline := time.Now().Add(OwnNameTimeout)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		addrs, err := lookup(ctx, host)
+		cancel()
+		if err == nil && len(addrs) > 0 {
+			return addrs[0], nil
+		}
+		if err == nil {
+			err = errors.New("no addresses")
+		}
+		if time.Now().After(deadline) {
+			return "", fmt.Errorf("raft address: resolve this node's own name %q: %w", host, err)
+		}
+		if cfg.Logger != nil {
+			cfg.Logger.Warn("this node's raft host name does not resolve yet; retrying", "host", host, "err", err)
+		}
+		time.Sleep(time.Second) // waiting for DNS, bounded by OwnNameTimeout
+	}
+}
+
+// tcpLayer is Raft's plain TCP stream layer for a node that advertises a
+// host name, or that resolves names with Config.LookupHost.
+type tcpLayer struct {
+	net.Listener
+	advertise net.Addr
+	lookup    func(ctx context.Context, host string) ([]string, error)
+}
+
+func (l *tcpLayer) Addr() net.Addr { return l.advertise }
+
+func (l *tcpLayer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+	ctx := context.Background()
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	var d net.Dialer
+	host, port, err := net.SplitHostPort(string(address))
+	if err != nil || l.lookup == nil || net.ParseIP(host) != nil {
+		return d.DialContext(ctx, "tcp", string(address))
+	}
+	ips, err := l.lookup(ctx, host)
+	if err != nil {
+		return nil, err
+	}
+	err = &net.DNSError{Err: "no addresses", Name: host, IsNotFound: true}
+	for _, ip := range ips {
+		var c net.Conn
+		if c, err = d.DialContext(ctx, "tcp", net.JoinHostPort(ip, port)); err == nil {
+			return c, nil
+		}
+	}
+	return nil, err
 }
 
 // ParsePeerAddrs parses "n2=HOST:PORT,n3=HOST:PORT".

@@ -45,7 +45,7 @@ type TLSStreamLayer struct {
 var _ raft.StreamLayer = (*TLSStreamLayer)(nil)
 
 // NewTLSStreamLayer listens on bindAddr. advertise is the address peers dial
-// (nil: the bound address); it must be a concrete IP, not 0.0.0.0. serverCfg
+// (nil: the bound address); a concrete IP, not 0.0.0.0, or a host name. serverCfg
 // accepts peers and clientCfg dials them, as PeerConfig returns them.
 func NewTLSStreamLayer(bindAddr string, advertise net.Addr, serverCfg, clientCfg *tls.Config) (*TLSStreamLayer, error) {
 	if serverCfg == nil || clientCfg == nil {
@@ -58,10 +58,13 @@ func NewTLSStreamLayer(bindAddr string, advertise net.Addr, serverCfg, clientCfg
 	if advertise == nil {
 		advertise = ln.Addr()
 	}
-	tcp, ok := advertise.(*net.TCPAddr)
-	if !ok || tcp.IP == nil || tcp.IP.IsUnspecified() {
+	// A concrete IP, or a host name peers resolve when they dial.
+	if tcp, ok := advertise.(*net.TCPAddr); ok && (tcp.IP == nil || tcp.IP.IsUnspecified()) {
 		ln.Close()
-		return nil, fmt.Errorf("raft address %v is not advertisable: give a concrete IP", advertise)
+		return nil, fmt.Errorf("raft address %v is not advertisable: give a concrete IP or a host name", advertise)
+	} else if host, _, err := net.SplitHostPort(advertise.String()); !ok && (err != nil || host == "") {
+		ln.Close()
+		return nil, fmt.Errorf("raft address %v is not advertisable: want HOST:PORT", advertise)
 	}
 	return &TLSStreamLayer{
 		ln:        ln,
