@@ -1,0 +1,105 @@
+package test
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/fencer-io/fencer/coord"
+	"github.com/fencer-io/fencer/fsm"
+	tc "github.com/fencer-io/fencer/test/testcluster"
+)
+
+// Every member emits the same events with the same indexes, because events
+// come from applied entries only: after a workload across a leader kill and
+// the old leader's restart, each member's history over the range all of
+// them still keep is identical, and holds every grant the workload got.
+func TestEventsIdenticalOnEveryMember(t *testing.T) {
+	c := tc.New(t, 3)
+	leader := c.WaitLeader(10 * time.Second)
+	var tokens []uint64
+	work := func(n *tc.Node, round string) {
+		for i := range 4 {
+			g := mustAcquire(t, n, fmt.Sprintf("ev-%s-%d", round, i%2), "w"+round)
+			tokens = append(tokens, g.Token)
+			if status, e := put(t, n, "ev-key-"+round, "v", "Fencing-Token", fmt.Sprint(g.Token)); status != 200 {
+				t.Fatalf("put: %d %+v", status, e)
+			}
+			if status := release(t, n, g); status != 200 {
+				t.Fatalf("release: %d", status)
+			}
+		}
+	}
+	work(leader, "a")
+	c.Stop(leader)
+	newLeader := c.WaitNewLeader(leader.ID, 15*time.Second)
+	work(newLeader, "b")
+	c.Restart(leader)
+	work(newLeader, "c")
+	idx, _ := newLeader.Inst.Node.Digest()
+	tc.Poll(t, 15*time.Second, "every member applied the workload", func() bool {
+		for _, n := range c.Running() {
+			if i, _ := n.Inst.Node.Digest(); i < idx {
+				return false
+			}
+		}
+		return true
+	})
+
+	// The range every member keeps: a restarted member starts after its
+	// snapshot.
+	var floor int64
+	for _, n := range c.Running() {
+		floor = max(floor, oldestEvent(t, n))
+	}
+	var first []fsm.Event
+	for i, n := range c.Running() {
+		w, err := n.Inst.Coord.Watch(floor)
+		if err != nil {
+			t.Fatalf("%s: watch since %d: %v", n.ID, floor, err)
+		}
+		got := w.Backlog()
+		w.Close()
+		got = slices.DeleteFunc(got, func(e fsm.Event) bool { return e.Index > idx })
+		if i == 0 {
+			first = got
+			continue
+		}
+		if !slices.Equal(got, first) {
+			t.Fatalf("%s's events since %d differ from %s's:\n%v\n%v", n.ID, floor, c.Running()[0].ID, got, first)
+		}
+	}
+	acquired := map[uint64]bool{}
+	for _, e := range first {
+		if e.Type == fsm.EventAcquired {
+			acquired[e.Token] = true
+		}
+	}
+	for _, tok := range tokens {
+		if tok > uint64(floor) && !acquired[tok] {
+			t.Fatalf("grant %d of the workload is not among the acquired events since %d", tok, floor)
+		}
+	}
+	if len(first) < 3*len(tokens) && floor == 0 {
+		t.Fatalf("only %d events for %d grants", len(first), len(tokens))
+	}
+}
+
+// oldestEvent is the lowest since a member's event history serves.
+func oldestEvent(t *testing.T, n *tc.Node) int64 {
+	t.Helper()
+	for since := int64(0); ; {
+		w, err := n.Inst.Coord.Watch(since)
+		if err == nil {
+			w.Close()
+			return since
+		}
+		var compacted *coord.CompactedError
+		if !errors.As(err, &compacted) || int64(compacted.Oldest) <= since {
+			t.Fatalf("%s: %v", n.ID, err)
+		}
+		since = int64(compacted.Oldest)
+	}
+}
