@@ -2,8 +2,10 @@
 GO      ?= go
 BIN     := bin/fencer
 PKGS    := ./...
+# Debian's python3 (not a pyenv or venv one on PATH) for the Python client.
+PYTHON  ?= /usr/bin/python3
 
-.PHONY: all build run test test-unit vet fmt chaos bench clean
+.PHONY: all build run test test-unit test-python vet fmt chaos bench clean
 
 DURATION ?= 3m
 SEED     ?= 0
@@ -24,9 +26,17 @@ run: build
 ## (needs root; installs postgresql with apt if missing) and stopped after,
 ## and Prometheus's binaries installed for the alert tests (a test starts its
 ## own Prometheus on loopback).
-test: vet
+## The Python client's tests (clients/python, with python3-psycopg2 for its
+## PostgreSQL example) run in the same PostgreSQL session, after Go's.
+test: vet build
 	@scripts/ensure-prometheus.sh
-	@scripts/with-postgres.sh env FENCER_REQUIRE_PG=1 FENCER_REQUIRE_PROMETHEUS=1 $(GO) test -count=1 -timeout 15m $(PKGS)
+	@PYTHON=$(PYTHON) scripts/ensure-python.sh
+	@scripts/with-postgres.sh env FENCER_REQUIRE_PG=1 FENCER_REQUIRE_PROMETHEUS=1 sh -c '$(GO) test -count=1 -timeout 15m $(PKGS) && $(MAKE) --no-print-directory test-python'
+
+## test-python: the Python client against real nodes (bin/fencer); its
+## PostgreSQL example runs when FENCER_TEST_PG_DSN is set (make test sets it).
+test-python: build
+	cd clients/python && FENCER_BIN=$(CURDIR)/$(BIN) $(PYTHON) -m unittest discover -s tests -t .
 
 ## test-unit: every test that needs no PostgreSQL (those skip).
 test-unit:

@@ -1,0 +1,19 @@
+"""fencer: a Python client of the fencer lock service.
+
+    from fencer import Client
+    client = Client(["127.0.0.1:7001", "127.0.0.1:7002", "127.0.0.1:7003"])
+    with client.lock("nightly-report", ttl=10, wait=5) as lease:
+        lease.check()                        # raises LeaseLost once it may be lost
+        client.put("report", data, lease.token, lock=lease.name)
+
+See README.md for the guarantees.
+"""
+
+from .client import Client, Response
+from .errors import *  # noqa: F401,F403
+from .errors import CODE_ERRORS, FencerError, from_response
+from .lease import Lease, margin
+
+__version__ = "0.1.0"
+__all__ = ["Client", "Response", "Lease", "margin", "CODE_ERRORS", "FencerError", "from_response"] + [
+    c.__name__ for c in set(CODE_ERRORS.values())] + ["LeaseExpired", "Unavailable"]

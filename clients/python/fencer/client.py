@@ -1,0 +1,344 @@
+"""The client: endpoints, leader following, retries, locks and fenced keys.
+
+What is retried, and why it is safe (the same rules as the Go client,
+``api/client/doc.go``):
+
+* Requests go to the leader, found with ``GET /v1/cluster`` on any endpoint.
+  On a connection error or a 503 (no_leader, outcome_unknown) the client
+  forgets the leader, moves to the next endpoint, waits (``Retry-After`` when
+  the server sent one, else exponential backoff with jitter) and retries.
+* Every acquire carries one random request id (32 characters) across all its
+  attempts, so a retry after a lost answer gets the first grant back
+  (``existing: true``) instead of a second token.
+* Renewals and releases are retried freely. A fenced write is retried too,
+  but a repeat of one that landed is refused as stale: after a lost answer
+  :meth:`Client.put` raises :class:`~fencer.errors.OutcomeUnknown` rather
+  than a misleading :class:`~fencer.errors.StaleToken`.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import random
+import secrets
+import socket
+import ssl
+import time
+import urllib.parse
+from dataclasses import dataclass
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+
+from .errors import (FencerError, InvalidRequest, NoLeader, NotFound,
+                     OutcomeUnknown, StaleToken, Unavailable, from_response)
+from .lease import Lease
+
+MIN_TTL = 0.1
+MAX_TTL = 86400.0
+MAX_WAIT = 60.0
+
+
+@dataclass
+class Response:
+    """One answered request: status, headers, body, and the monotonic send
+    times of the attempt that was answered and of the first attempt."""
+
+    status: int
+    headers: Dict[str, str]
+    body: bytes
+    sent: float
+    first_sent: float
+    lost_answers: int = 0
+
+    def json(self) -> Any:
+        return json.loads(self.body.decode("utf-8")) if self.body else {}
+
+
+@dataclass
+class _Endpoint:
+    scheme: str
+    host: str
+    port: int
+
+    @property
+    def url(self) -> str:
+        return "%s://%s:%d" % (self.scheme, self.host, self.port)
+
+
+def _parse_endpoint(raw: str, default_scheme: str) -> _Endpoint:
+    if "://" not in raw:
+        raw = default_scheme + "://" + raw
+    u = urllib.parse.urlsplit(raw)
+    if u.scheme not in ("http", "https") or not u.hostname:
+        raise ValueError("endpoint %r: want HOST:PORT or http(s)://HOST:PORT" % raw)
+    return _Endpoint(u.scheme, u.hostname, u.port or (443 if u.scheme == "https" else 80))
+
+
+class Client:
+    """A client of a fencer cluster.
+
+    :param endpoints: HTTP addresses of some members (``"127.0.0.1:7001"`` or
+        ``"https://10.0.0.1:7001"``); the client finds and follows the leader.
+    :param token: a bearer token from the cluster's ACL file.
+    :param ca_file: the CA that signed the nodes' certificates (turns on https
+        for endpoints given without a scheme).
+    :param cert_file: a client certificate (with ``key_file``) for nodes that
+        require one.
+    :param timeout: seconds each attempt may take.
+    :param attempts: attempts per request across endpoints and leader changes.
+    :param holder: the holder name acquires use (default: host:pid).
+    """
+
+    def __init__(self, endpoints: Sequence[str], *, token: Optional[str] = None,
+                 ca_file: Optional[str] = None, cert_file: Optional[str] = None,
+                 key_file: Optional[str] = None, timeout: float = 5.0,
+                 attempts: int = 10, holder: Optional[str] = None) -> None:
+        if isinstance(endpoints, str):
+            endpoints = [e for e in endpoints.split(",") if e]
+        if not endpoints:
+            raise ValueError("no endpoints")
+        scheme = "https" if ca_file or cert_file else "http"
+        self._endpoints = [_parse_endpoint(e, scheme) for e in endpoints]
+        self._ssl: Optional[ssl.SSLContext] = None
+        if any(e.scheme == "https" for e in self._endpoints):
+            self._ssl = ssl.create_default_context(cafile=ca_file)
+            if cert_file:
+                self._ssl.load_cert_chain(cert_file, key_file)
+        self._auth = "Bearer " + token if token else ""
+        self.timeout = timeout
+        self.attempts = max(1, attempts)
+        self.holder = holder or "%s:%d" % (socket.gethostname(), os.getpid())
+        self._leader: Optional[_Endpoint] = None
+        self._next = 0
+
+    # ---- transport -------------------------------------------------------
+
+    def _roundtrip(self, ep: _Endpoint, method: str, path: str, body: Optional[bytes],
+                   headers: Mapping[str, str], timeout: float) -> Tuple[int, Dict[str, str], bytes]:
+        """One HTTP exchange with one node. Raises OSError (including
+        socket.timeout and ssl errors) when no answer arrives."""
+        if ep.scheme == "https":
+            conn: http.client.HTTPConnection = http.client.HTTPSConnection(
+                ep.host, ep.port, timeout=timeout, context=self._ssl)
+        else:
+            conn = http.client.HTTPConnection(ep.host, ep.port, timeout=timeout)
+        try:
+            conn.request(method, path, body=body, headers=dict(headers))
+            resp = conn.getresponse()
+            data = resp.read()
+            return resp.status, {k.lower(): v for k, v in resp.getheaders()}, data
+        except http.client.HTTPException as e:
+            raise ConnectionError(str(e)) from e
+        finally:
+            conn.close()
+
+    def _find_leader(self, timeout: float) -> Optional[_Endpoint]:
+        for i in range(len(self._endpoints)):
+            ep = self._endpoints[(self._next + i) % len(self._endpoints)]
+            try:
+                status, _, data = self._roundtrip(ep, "GET", "/v1/cluster", None, self._headers(), timeout)
+            except OSError:
+                continue
+            if status != 200:
+                continue
+            st = json.loads(data)
+            for m in st.get("members", []):
+                if m.get("id") == st.get("leader") and m.get("http_addr"):
+                    host, _, port = m["http_addr"].rpartition(":")
+                    return _Endpoint(ep.scheme, host.strip("[]"), int(port))
+        return None
+
+    def _headers(self, extra: Optional[Mapping[str, str]] = None) -> Dict[str, str]:
+        h = {"Accept": "application/json"}
+        if self._auth:
+            h["Authorization"] = self._auth
+        if extra:
+            h.update(extra)
+        return h
+
+    def request(self, method: str, path: str, body: Any = None, *,
+                headers: Optional[Mapping[str, str]] = None, raw: Optional[bytes] = None,
+                extra_timeout: float = 0.0, deadline: Optional[float] = None,
+                retry_outcome_unknown: bool = True) -> Response:
+        """Send a request to the leader, following it and retrying as the
+        module docstring says. ``body`` is sent as JSON (with Content-Type
+        application/json), ``raw`` as bytes. ``deadline`` (monotonic) bounds
+        all attempts. Returns the answer, or raises the error for its code."""
+        hdrs = self._headers(headers)
+        data: Optional[bytes] = raw
+        if body is not None:
+            data = json.dumps(body).encode("utf-8")
+            hdrs["Content-Type"] = "application/json"
+        first_sent: Optional[float] = None
+        lost = 0
+        last_err: Optional[FencerError] = None
+        backoff = 0.05
+        for attempt in range(self.attempts):
+            timeout = self.timeout + extra_timeout
+            if deadline is not None:
+                timeout = min(timeout, deadline - time.monotonic())
+                if timeout <= 0:
+                    break
+            ep = self._leader
+            if ep is None:
+                ep = self._find_leader(min(timeout, self.timeout)) or self._endpoints[self._next % len(self._endpoints)]
+                self._leader = ep
+            sent = time.monotonic()
+            if first_sent is None:
+                first_sent = sent
+            wait = backoff * (1 + random.random())
+            try:
+                status, rh, rb = self._roundtrip(ep, method, path, data, hdrs, timeout)
+            except OSError as e:
+                lost += 1
+                last_err = Unavailable("%s %s via %s: %s" % (method, path, ep.url, e))
+                self._forget()
+            else:
+                if status < 400:
+                    return Response(status, rh, rb, sent, first_sent, lost)
+                try:
+                    err_body = json.loads(rb) if rb else {}
+                    if not isinstance(err_body, dict):
+                        err_body = {}
+                except ValueError:
+                    err_body = {}
+                err = from_response(status, err_body or {"error": rb.decode("utf-8", "replace")[:200]})
+                retriable = isinstance(err, NoLeader) or (isinstance(err, OutcomeUnknown) and retry_outcome_unknown)
+                if not retriable:
+                    err.lost_answers = lost  # type: ignore[attr-defined]
+                    raise err
+                last_err = err
+                self._forget()
+                ra = rh.get("retry-after", "")
+                if ra.isdigit():
+                    wait = max(wait, float(ra))
+            backoff = min(backoff * 2, 1.0)
+            if deadline is not None:
+                wait = min(wait, max(0.0, deadline - time.monotonic()))
+            time.sleep(wait)
+        raise last_err or Unavailable("%s %s: no attempt left before the deadline" % (method, path))
+
+    def _forget(self) -> None:
+        self._leader = None
+        self._next += 1
+
+    # ---- locks -----------------------------------------------------------
+
+    def acquire(self, name: str, ttl: float = 10.0, wait: float = 0.0, *,
+                holder: Optional[str] = None, keep_alive: bool = True,
+                lock_delay: float = 0.0) -> Lease:
+        """Take lock ``name`` for ``ttl`` seconds, queueing up to ``wait``
+        seconds, and keep it alive in a background thread (unless
+        ``keep_alive`` is false). Raises :class:`~fencer.errors.LockHeld`
+        when it stays held.
+
+        The lease is believed only until the send time of its last confirmed
+        acquire or renewal plus TTL minus a margin. A grant that arrives more
+        than TTL/3 after the request that got it was sent (a wait in the
+        queue, slow retries) is confirmed by one renewal and measured from
+        that renewal's send time; if the renewal fails, the grant is released
+        and the error raised.
+
+        ``lock_delay`` (seconds): if this grant ends by expiry rather than a
+        release, nobody can take the lock for that long (409 lock_delay,
+        :class:`~fencer.errors.LockDelay`)."""
+        if not MIN_TTL <= ttl <= MAX_TTL:
+            raise InvalidRequest("ttl %r: want %g to %g seconds" % (ttl, MIN_TTL, MAX_TTL))
+        if not 0 <= wait <= MAX_WAIT:
+            raise InvalidRequest("wait %r: want 0 to %g seconds" % (wait, MAX_WAIT))
+        body = {"holder": holder or self.holder, "ttl_ms": int(ttl * 1000),
+                "wait_ms": int(wait * 1000), "request_id": secrets.token_hex(16)}
+        if lock_delay:
+            body["lock_delay_ms"] = int(lock_delay * 1000)
+        resp = self.request("POST", _lock_path(name, "acquire"), body, extra_timeout=wait)
+        grant = resp.json()
+        # The server starts the lease after the request that asked for it was
+        # sent: the attempt answered, or for a retry answered with an earlier
+        # grant, the first attempt.
+        start = resp.first_sent if grant.get("existing") else resp.sent
+        lease = Lease(self, grant, start)
+        received = time.monotonic()
+        if received - start > lease.ttl / 3:
+            lease._confirm_grant(received)
+        lease._start(keep_alive)
+        return lease
+
+    def lock(self, name: str, ttl: float = 10.0, wait: float = 0.0, **kw: Any) -> Lease:
+        """Like :meth:`acquire` (same arguments), for ``with client.lock("name",
+        ttl=10, wait=5) as lease:``; leaving the block releases the lock."""
+        return self.acquire(name, ttl, wait, **kw)
+
+    def renew(self, name: str, token: int, secret: str, *, deadline: Optional[float] = None) -> Response:
+        """Renew a grant (lower level than :class:`Lease`)."""
+        return self.request("POST", _lock_path(name, "renew"), {"lease": secret, "token": token}, deadline=deadline)
+
+    def release(self, name: str, token: int, secret: str) -> None:
+        """Release a grant. A retry that finds it gone counts as released,
+        when an earlier attempt's answer was lost."""
+        from .errors import LeaseLost
+        try:
+            self.request("POST", _lock_path(name, "release"), {"lease": secret, "token": token})
+        except LeaseLost as e:
+            if not getattr(e, "lost_answers", 0):
+                raise
+
+    def status(self, name: str, *, stale: bool = False) -> Dict[str, Any]:
+        """The lock's status: held, holder, token, ttl_ms, remaining_ms."""
+        return self.request("GET", _lock_path(name, "") + ("?stale=true" if stale else "")).json()
+
+    def locks(self) -> List[Dict[str, Any]]:
+        """The held locks."""
+        return list(self.request("GET", "/v1/locks").json().get("locks", []))
+
+    def check(self, name: str, token: int) -> bool:
+        """Whether ``token`` is the lock's current grant."""
+        return bool(self.request("GET", _lock_path(name, "check") + "?token=%d" % token).json().get("current"))
+
+    def cluster(self) -> Dict[str, Any]:
+        """GET /v1/cluster: the answering node's view of the cluster."""
+        return self.request("GET", "/v1/cluster").json()
+
+    # ---- fenced keys -----------------------------------------------------
+
+    def put(self, key: str, value: bytes, token: int, *, lock: Optional[str] = None) -> int:
+        """A fenced write: stored only if ``token`` is above the key's last
+        token (and, with ``lock``, is that lock's current grant). Raises
+        StaleToken, NotLockHolder, MissingToken…; OutcomeUnknown when an
+        attempt's answer was lost and a retry found the write refused as
+        stale (the first attempt may have landed)."""
+        headers = {"Fencing-Token": str(token), "Content-Type": "application/octet-stream"}
+        if lock:
+            headers["Fencing-Lock"] = lock
+        try:
+            resp = self.request("PUT", "/v1/kv/" + _quote(key), raw=bytes(value), headers=headers,
+                                retry_outcome_unknown=False)
+        except StaleToken as e:
+            if getattr(e, "lost_answers", 0):
+                raise OutcomeUnknown("put %r with token %d: an attempt's answer was lost and the retry was refused as stale: the first may have landed" % (key, token),
+                                     code="outcome_unknown", status=e.status, body=e.body) from e
+            raise
+        return int(resp.json().get("token", token))
+
+    def get(self, key: str, *, stale: bool = False) -> Tuple[bytes, int]:
+        """A fenced key's value and the token of the write that stored it.
+        Raises NotFound for a key never written."""
+        resp = self.request("GET", "/v1/kv/" + _quote(key) + ("?stale=true" if stale else ""))
+        return resp.body, int(resp.headers.get("fencing-token", "0"))
+
+    def delete(self, key: str) -> int:
+        """Delete a key and its mark (operators only with an ACL); returns
+        the mark it had."""
+        return int(self.request("DELETE", "/v1/kv/" + _quote(key)).json().get("last_token", 0))
+
+
+def _quote(s: str) -> str:
+    return urllib.parse.quote(s, safe="")
+
+
+def _lock_path(name: str, op: str) -> str:
+    p = "/v1/locks/" + _quote(name)
+    return p + "/" + op if op else p
+
+
+__all__ = ["Client", "Response", "NotFound"]

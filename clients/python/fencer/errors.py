@@ -1,0 +1,201 @@
+"""Exceptions, one per error code of the HTTP API.
+
+Every error body is ``{"error": "...", "code": "..."}``; :func:`from_response`
+turns it into the exception class registered for its code in
+:data:`CODE_ERRORS`, which names every code in ``api/openapi.yaml`` (a test
+checks this).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Mapping, Optional, Type
+
+
+class FencerError(Exception):
+    """Any error of the fencer client. ``code`` is the server's machine-readable
+    code (empty for errors raised by the client itself), ``status`` the HTTP
+    status (0 when no answer arrived), ``body`` the decoded error body."""
+
+    def __init__(self, message: str, code: str = "", status: int = 0,
+                 body: Optional[Mapping[str, Any]] = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.status = status
+        self.body: Dict[str, Any] = dict(body or {})
+
+
+class InvalidRequest(FencerError):
+    """The request was malformed (400 invalid_*, 413, 415, 405)."""
+
+
+class LockHeld(FencerError):
+    """409 lock_held: another holder has the lock. ``holder`` and ``token``
+    name the current grant."""
+
+    @property
+    def holder(self) -> str:
+        return str(self.body.get("holder", ""))
+
+    @property
+    def token(self) -> int:
+        return int(self.body.get("token", 0))
+
+
+class LockDelay(FencerError):
+    """409 lock_delay: the lock's last grant expired with a lock-delay, which
+    has ``retry_after`` seconds left."""
+
+    @property
+    def retry_after(self) -> float:
+        return int(self.body.get("retry_after_ms", 0)) / 1000.0
+
+
+class LeaseLost(FencerError):
+    """The lease is gone: 410 lease_lost from the server, or (as
+    :class:`LeaseExpired`) no renewal was confirmed before the client's own
+    conservative deadline."""
+
+
+class LeaseExpired(LeaseLost):
+    """No renewal was confirmed before the local deadline (last confirmed
+    send time + TTL - margin). The server may still hold the lease for a
+    moment; the client no longer believes it."""
+
+
+class StaleToken(FencerError):
+    """409 stale_token: a write with a newer token has been accepted.
+    ``last_token`` is the key's high-water mark."""
+
+    @property
+    def last_token(self) -> int:
+        return int(self.body.get("last_token", 0))
+
+
+class UnissuedToken(FencerError):
+    """409 unissued_token: the token is above every token ever granted."""
+
+
+class NotLockHolder(FencerError):
+    """409 not_lock_holder: the token is not the named lock's current grant."""
+
+
+class UpgradeRequired(FencerError):
+    """409 upgrade_required: a member's build cannot read the entry yet."""
+
+
+class MissingToken(FencerError):
+    """428 missing_token: a fenced write without a Fencing-Token."""
+
+
+class NotFound(FencerError):
+    """404 not_found."""
+
+
+class NoLeader(FencerError):
+    """503 no_leader: retried by the client until its attempts run out."""
+
+
+class OutcomeUnknown(FencerError):
+    """503 outcome_unknown: the write may or may not have been applied."""
+
+
+class MemberConflict(FencerError):
+    """409 member_conflict."""
+
+
+class UnknownMember(FencerError):
+    """404 unknown_member."""
+
+
+class TooManyWaiters(FencerError):
+    """429 too_many_waiters."""
+
+
+class TooManyLocks(FencerError):
+    """429 too_many_locks."""
+
+
+class KVFull(FencerError):
+    """429 kv_full: the fenced store, or the caller's share of it, is full."""
+
+
+class RateLimited(FencerError):
+    """429 rate_limited (the server sent Retry-After)."""
+
+
+class Unauthorized(FencerError):
+    """401 unauthorized: no valid bearer token."""
+
+
+class Forbidden(FencerError):
+    """403 forbidden or cross_origin: the token may not do this."""
+
+
+class HostNotAllowed(FencerError):
+    """421 host_not_allowed: the node does not answer to this host name."""
+
+
+class ServerTimeout(FencerError):
+    """504 timeout."""
+
+
+class InternalError(FencerError):
+    """500 internal (or 503 when the token space is exhausted)."""
+
+
+class Unavailable(FencerError):
+    """No endpoint answered within the client's attempts."""
+
+
+CODE_ERRORS: Dict[str, Type[FencerError]] = {
+    "invalid_name": InvalidRequest,
+    "invalid_key": InvalidRequest,
+    "invalid_ttl": InvalidRequest,
+    "invalid_wait": InvalidRequest,
+    "invalid_holder": InvalidRequest,
+    "invalid_request_id": InvalidRequest,
+    "invalid_lease": InvalidRequest,
+    "invalid_token": InvalidRequest,
+    "invalid_json": InvalidRequest,
+    "invalid_member": InvalidRequest,
+    "invalid_snapshot": InvalidRequest,
+    "invalid_epoch": InvalidRequest,
+    "unsupported_media_type": InvalidRequest,
+    "body_too_large": InvalidRequest,
+    "missing_token": MissingToken,
+    "method_not_allowed": InvalidRequest,
+    "invalid_lock_delay": InvalidRequest,
+    "lock_held": LockHeld,
+    "lock_delay": LockDelay,
+    "lease_lost": LeaseLost,
+    "stale_token": StaleToken,
+    "not_lock_holder": NotLockHolder,
+    "not_found": NotFound,
+    "unissued_token": UnissuedToken,
+    "upgrade_required": UpgradeRequired,
+    "no_leader": NoLeader,
+    "outcome_unknown": OutcomeUnknown,
+    "member_conflict": MemberConflict,
+    "unknown_member": UnknownMember,
+    "too_many_waiters": TooManyWaiters,
+    "too_many_locks": TooManyLocks,
+    "kv_full": KVFull,
+    "rate_limited": RateLimited,
+    "unauthorized": Unauthorized,
+    "forbidden": Forbidden,
+    "host_not_allowed": HostNotAllowed,
+    "cross_origin": Forbidden,
+    "malformed_sequence": InvalidRequest,
+    "empty_key": InvalidRequest,
+    "timeout": ServerTimeout,
+    "internal": InternalError,
+}
+
+
+def from_response(status: int, body: Mapping[str, Any]) -> FencerError:
+    """Return the exception for an error answer. An unknown code (from a newer
+    server) gives a plain :class:`FencerError` carrying it."""
+    code = str(body.get("code", ""))
+    message = str(body.get("error", "")) or "HTTP %d" % status
+    cls = CODE_ERRORS.get(code, FencerError)
+    return cls("%s: %s" % (code or status, message), code=code, status=status, body=body)
