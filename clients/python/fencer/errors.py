@@ -135,6 +135,15 @@ class HostNotAllowed(FencerError):
     """421 host_not_allowed: the node does not answer to this host name."""
 
 
+class EventsCompacted(FencerError):
+    """410 events_compacted: the events asked for are older than the node
+    keeps; ``oldest`` and ``index`` (in ``body``) say where to re-list from."""
+
+
+class UnknownToken(FencerError):
+    """404 unknown_token: no grant with that token is in the history."""
+
+
 class ServerTimeout(FencerError):
     """504 timeout."""
 
@@ -165,6 +174,9 @@ CODE_ERRORS: Dict[str, Type[FencerError]] = {
     "missing_token": MissingToken,
     "method_not_allowed": InvalidRequest,
     "invalid_lock_delay": InvalidRequest,
+    "invalid_index": InvalidRequest,
+    "events_compacted": EventsCompacted,
+    "unknown_token": UnknownToken,
     "lock_held": LockHeld,
     "lock_delay": LockDelay,
     "lease_lost": LeaseLost,
