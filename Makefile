@@ -25,13 +25,15 @@ run: build
 ## test: vet, then every test, with PostgreSQL started for the fence tests
 ## (needs root; installs postgresql with apt if missing) and stopped after,
 ## and Prometheus's binaries installed for the alert tests (a test starts its
-## own Prometheus on loopback).
+## own Prometheus on loopback); then the Kubernetes manifests' test, a module
+## of its own so that fencer's go.mod has no Kubernetes dependencies.
 ## The Python client's tests (clients/python, with python3-psycopg2 for its
 ## PostgreSQL example) run in the same PostgreSQL session, after Go's.
 test: vet build
 	@scripts/ensure-prometheus.sh
 	@PYTHON=$(PYTHON) scripts/ensure-python.sh
 	@scripts/with-postgres.sh env FENCER_REQUIRE_PG=1 FENCER_REQUIRE_PROMETHEUS=1 sh -c '$(GO) test -count=1 -timeout 15m $(PKGS) && $(MAKE) --no-print-directory test-python'
+	cd deploy/kubernetes/manifesttest && $(GO) vet ./... && $(GO) test -count=1 ./...
 
 ## test-python: the Python client against real nodes (bin/fencer); its
 ## PostgreSQL example runs when FENCER_TEST_PG_DSN is set (make test sets it).
