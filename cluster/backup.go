@@ -119,7 +119,7 @@ func planRestore(backup, cur *fsm.Image, opts RestoreOptions, index, term uint64
 	img.Members = cur.Members
 	img.Keys = mergeKeys(backup.Keys, cur.Keys)
 	img.Header.AppliedIndex, img.Header.Term = index, term
-	img.Header.Locks, img.Header.Keys, img.Header.Members, img.Header.Requests, img.Header.Delays = 0, len(img.Keys), len(img.Members), 0, 0
+	img.Header.Locks, img.Header.Keys, img.Header.Members, img.Header.Requests, img.Header.Delays, img.Header.Permits = 0, len(img.Keys), len(img.Members), 0, 0, 0
 	return img, nil
 }
 

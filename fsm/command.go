@@ -35,6 +35,10 @@ const (
 	CmdPutPrincipal     CommandType = 17
 	// Types of LogFormatCoord (delay.go): the end of a lock-delay.
 	CmdEndDelay CommandType = 18
+	// Semaphores (semaphore.go), also LogFormatCoord.
+	CmdSemAcquire CommandType = 19
+	CmdSemRelease CommandType = 20
+	CmdSemExpire  CommandType = 21
 )
 
 // Command is one FSM operation. Everything the FSM needs is inside it: the
@@ -98,6 +102,9 @@ var commands = []commandSpec{
 	{typ: CmdSetClusterID, name: "set-cluster-id", empty: func() Command { return &SetClusterID{} }},
 	{typ: CmdDeleteKey, name: "delete-key", empty: func() Command { return &DeleteKey{} }, since: LogFormatPrincipal},
 	{typ: CmdEndDelay, name: "end-delay", empty: func() Command { return &EndDelay{} }, since: LogFormatCoord},
+	{typ: CmdSemAcquire, name: "sem-acquire", empty: func() Command { return &SemAcquire{} }, since: LogFormatCoord},
+	{typ: CmdSemRelease, name: "sem-release", empty: func() Command { return &SemRelease{} }, since: LogFormatCoord},
+	{typ: CmdSemExpire, name: "sem-expire", empty: func() Command { return &SemExpire{} }, since: LogFormatCoord},
 }
 
 // entryKind is what a type byte starts: a command's JSON or binary form.

@@ -39,6 +39,7 @@ type Header struct {
 	Members      int    `json:"members"`
 	Requests     int    `json:"requests"`
 	Delays       int    `json:"delays,omitempty"`
+	Permits      int    `json:"permits,omitempty"`
 }
 
 // Image is a decoded snapshot: the whole replicated state, sorted so that two
@@ -50,6 +51,7 @@ type Image struct {
 	Members  []Member
 	Requests []requestRecord
 	Delays   []Delay
+	Permits  []Permit
 }
 
 // record is one line of a snapshot after the header. Exactly one field is set.
@@ -59,6 +61,7 @@ type record struct {
 	Member  *Member        `json:"member,omitempty"`
 	Request *requestRecord `json:"request,omitempty"`
 	Delay   *Delay         `json:"delay,omitempty"`
+	Permit  *Permit        `json:"permit,omitempty"`
 }
 
 // View is a consistent, read-only capture of the state, taken in time
@@ -73,7 +76,8 @@ type View struct {
 	keys     []*FencedKey // sorted by key
 	members  []Member     // sorted by id
 	requests []requestRecord
-	delays   []Delay // sorted by lock
+	delays   []Delay  // sorted by lock
+	permits  []Permit // sorted by semaphore and token
 }
 
 // View captures the state; see View.
@@ -122,6 +126,10 @@ func (f *FSM) viewLocked() *View {
 	for _, name := range sortedKeys(s.delays) {
 		v.delays = append(v.delays, s.delays[name])
 	}
+	// Copied: permits are few next to locks (a semaphore's limit bounds
+	// them), and copying keeps the view simple.
+	v.permits = s.permitList()
+	v.Header.Permits = len(v.permits)
 	return v
 }
 
@@ -144,6 +152,7 @@ func (v *View) Image() *Image {
 		img.Requests = slices.Clone(v.requests)
 	}
 	img.Delays = slices.Clone(v.delays)
+	img.Permits = slices.Clone(v.permits)
 	return img
 }
 
@@ -167,6 +176,9 @@ func (v *View) WriteTo(w io.Writer) (int64, error) {
 	}
 	for i := range v.delays {
 		sw.encode(record{Delay: &v.delays[i]})
+	}
+	for i := range v.permits {
+		sw.encode(record{Permit: &v.permits[i]})
 	}
 	return sw.close()
 }
@@ -192,6 +204,10 @@ func (img *Image) state() *state {
 	}
 	for _, d := range img.Delays {
 		s.delays[d.Lock] = d
+	}
+	for i := range img.Permits {
+		p := img.Permits[i]
+		s.addPermit(&p)
 	}
 	return s
 }
@@ -226,6 +242,9 @@ func (img *Image) WriteTo(w io.Writer) (int64, error) {
 	}
 	for i := range img.Delays {
 		sw.encode(record{Delay: &img.Delays[i]})
+	}
+	for i := range img.Permits {
+		sw.encode(record{Permit: &img.Permits[i]})
 	}
 	return sw.close()
 }
@@ -304,12 +323,14 @@ func ReadImage(r io.Reader) (*Image, error) {
 			img.Requests = append(img.Requests, *rec.Request)
 		case rec.Delay != nil:
 			img.Delays = append(img.Delays, *rec.Delay)
+		case rec.Permit != nil:
+			img.Permits = append(img.Permits, *rec.Permit)
 		default:
 			return nil, errors.New("snapshot record: empty record")
 		}
 	}
 	h := img.Header
-	if len(img.Locks) != h.Locks || len(img.Keys) != h.Keys || len(img.Members) != h.Members || len(img.Requests) != h.Requests || len(img.Delays) != h.Delays {
+	if len(img.Locks) != h.Locks || len(img.Keys) != h.Keys || len(img.Members) != h.Members || len(img.Requests) != h.Requests || len(img.Delays) != h.Delays || len(img.Permits) != h.Permits {
 		return nil, fmt.Errorf("snapshot is incomplete: header says %d locks, %d keys, %d members, %d requests, %d delays; found %d, %d, %d, %d, %d",
 			h.Locks, h.Keys, h.Members, h.Requests, h.Delays, len(img.Locks), len(img.Keys), len(img.Members), len(img.Requests), len(img.Delays))
 	}
@@ -409,6 +430,23 @@ func (img *Image) check() error {
 			return fmt.Errorf("lock-delay of lock %q for %d ms", d.Lock, d.Millis)
 		}
 		if err := once("delay", d.Lock); err != nil {
+			return err
+		}
+	}
+	limits := map[string]int{}
+	held := map[string]int{}
+	for _, p := range img.Permits {
+		if p.Semaphore == "" || p.Token == 0 || p.TTLMillis <= 0 || p.Limit < 1 || p.Token > img.Header.LastToken {
+			return fmt.Errorf("permit %d of semaphore %q with ttl %d ms and limit %d", p.Token, p.Semaphore, p.TTLMillis, p.Limit)
+		}
+		if l, ok := limits[p.Semaphore]; ok && l != p.Limit {
+			return fmt.Errorf("semaphore %q has permits of limits %d and %d", p.Semaphore, l, p.Limit)
+		}
+		limits[p.Semaphore] = p.Limit
+		if held[p.Semaphore]++; held[p.Semaphore] > p.Limit {
+			return fmt.Errorf("semaphore %q has more than its %d permits", p.Semaphore, p.Limit)
+		}
+		if err := once("permit", fmt.Sprint(p.Token)); err != nil {
 			return err
 		}
 	}

@@ -177,6 +177,7 @@ type state struct {
 	kvBytes       int64
 	kvByPrincipal map[string]int64
 	delays        map[string]Delay
+	sems          map[string]*semaphore // only those with a permit held
 }
 
 func newState() *state {
@@ -188,6 +189,7 @@ func newState() *state {
 		byHolder:      map[string]int{},
 		kvByPrincipal: map[string]int64{},
 		delays:        map[string]Delay{},
+		sems:          map[string]*semaphore{},
 	}
 }
 

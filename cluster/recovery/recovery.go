@@ -135,7 +135,7 @@ func (r *recoveryFSM) Snapshot() (raft.FSMSnapshot, error) {
 		img.Members = append(img.Members, m)
 	}
 	slices.SortFunc(img.Members, func(a, b fsm.Member) int { return strings.Compare(a.ID, b.ID) })
-	img.Locks, img.Requests, img.Delays = nil, nil, nil
+	img.Locks, img.Requests, img.Delays, img.Permits = nil, nil, nil, nil
 	epoch, err := fsm.RecoveryEpoch(img.Header.Epoch, r.bump)
 	if err != nil {
 		// RecoverCluster stops here, before it writes anything.
@@ -145,7 +145,7 @@ func (r *recoveryFSM) Snapshot() (raft.FSMSnapshot, error) {
 	// The lost members' grants are void: fenced writes with their tokens
 	// are refused from now on, whatever the keys' marks.
 	img.Header.EpochFloor = epoch
-	img.Header.Locks, img.Header.Members, img.Header.Requests, img.Header.Delays = 0, len(img.Members), 0, 0
+	img.Header.Locks, img.Header.Members, img.Header.Requests, img.Header.Delays, img.Header.Permits = 0, len(img.Members), 0, 0, 0
 	r.written = img.Header
 	return imageSnapshot{img}, nil
 }

@@ -1,0 +1,280 @@
+package fsm
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+)
+
+// A semaphore is N permits under one name, each granted by its own entry
+// with its own token from the one token sequence, so a resource fences a
+// permit holder exactly as a lock holder. Semaphore names are a namespace of
+// their own. The limit is set by the first acquire of an empty semaphore
+// and every acquire while any permit is held must name the same one
+// (Consul's and Curator's rule), so two groups of workers that disagree on
+// N cannot both believe they are within it.
+
+// MaxSemaphoreLimit bounds a semaphore's limit.
+const MaxSemaphoreLimit = 10_000
+
+var (
+	// ErrSemaphoreFull: every permit of the semaphore is held.
+	ErrSemaphoreFull = errors.New("semaphore is full")
+	// ErrLimitMismatch: an acquire named a limit other than the one of the
+	// semaphore's held permits.
+	ErrLimitMismatch = errors.New("semaphore limit mismatch")
+)
+
+// FullError is an acquire of a full semaphore; it matches ErrSemaphoreFull.
+type FullError struct {
+	Semaphore string
+	Held      int
+	Limit     int
+}
+
+func (e *FullError) Error() string {
+	return fmt.Sprintf("semaphore %q is full: %d of %d permits held", e.Semaphore, e.Held, e.Limit)
+}
+
+// Is makes errors.Is(err, ErrSemaphoreFull) true.
+func (e *FullError) Is(target error) bool { return target == ErrSemaphoreFull }
+
+// LimitError is an acquire whose limit differs from the semaphore's; it
+// matches ErrLimitMismatch.
+type LimitError struct {
+	Semaphore string
+	Limit     int // the semaphore's
+	Asked     int
+	Held      int
+}
+
+func (e *LimitError) Error() string {
+	return fmt.Sprintf("semaphore %q has limit %d while %d permits are held; the acquire asked for %d", e.Semaphore, e.Limit, e.Held, e.Asked)
+}
+
+// Is makes errors.Is(err, ErrLimitMismatch) true.
+func (e *LimitError) Is(target error) bool { return target == ErrLimitMismatch }
+
+// Permit is one held permit of a semaphore.
+type Permit struct {
+	Semaphore string `json:"semaphore"`
+	Holder    string `json:"holder"`
+	Token     uint64 `json:"token"`
+	Lease     string `json:"lease"` // the permit's secret
+	TTLMillis int64  `json:"ttl_ms"`
+	// Limit is the semaphore's limit when the permit was granted, which is
+	// its limit for as long as the permit is held.
+	Limit           int    `json:"limit"`
+	RequestID       string `json:"request_id,omitempty"`
+	GrantedAtMillis int64  `json:"granted_at_ms,omitempty"`
+	Principal       string `json:"principal,omitempty"`
+}
+
+// semaphore is a semaphore with at least one permit held; an empty one is
+// not kept. Permits are immutable once stored.
+type semaphore struct {
+	limit   int
+	permits map[uint64]*Permit
+}
+
+// SemAcquire grants a permit if the semaphore has one free.
+type SemAcquire struct {
+	Semaphore string `json:"semaphore"`
+	Holder    string `json:"holder"`
+	Lease     string `json:"lease"`
+	TTLMillis int64  `json:"ttl_ms"`
+	Limit     int    `json:"limit"`
+	RequestID string `json:"request_id,omitempty"`
+	NowMillis int64  `json:"now_ms,omitempty"`
+	Principal string `json:"principal,omitempty"`
+}
+
+// SemRelease ends a permit, if Lease is its secret, and hands a permit to
+// Next in the same entry.
+type SemRelease struct {
+	Semaphore string      `json:"semaphore"`
+	Token     uint64      `json:"token"`
+	Lease     string      `json:"lease"`
+	Next      *SemAcquire `json:"next,omitempty"`
+}
+
+// SemExpire ends a permit whose lease ran out on the leader; it does nothing
+// when the permit is no longer held.
+type SemExpire struct {
+	Semaphore string      `json:"semaphore"`
+	Token     uint64      `json:"token"`
+	Next      *SemAcquire `json:"next,omitempty"`
+}
+
+// PermitResult is the Apply result of a granted SemAcquire.
+type PermitResult struct {
+	Permit Permit
+	// Held counts the permits held once this one is.
+	Held int
+	// Existing: the request id had been granted and this is that permit.
+	Existing bool
+}
+
+// SemReleaseResult is the Apply result of an effective SemRelease or
+// SemExpire.
+type SemReleaseResult struct {
+	Freed   Permit
+	Next    *PermitResult
+	NextErr error
+}
+
+func (SemAcquire) Type() CommandType { return CmdSemAcquire }
+func (SemRelease) Type() CommandType { return CmdSemRelease }
+func (SemExpire) Type() CommandType  { return CmdSemExpire }
+
+// semRequestKey keeps semaphores' request ids apart from locks' in the one
+// request table (names never hold a NUL).
+func semRequestKey(name, holder, id, principal string) string {
+	return requestKey("\x00sem\x00"+name, holder, id, principal)
+}
+
+func (c *SemAcquire) apply(s *state, index uint64) any {
+	if c.RequestID != "" {
+		if token, ok := s.requests[semRequestKey(c.Semaphore, c.Holder, c.RequestID, c.Principal)]; ok {
+			if sem := s.sems[c.Semaphore]; sem != nil && sem.permits[token] != nil {
+				return &PermitResult{Permit: *sem.permits[token], Held: len(sem.permits), Existing: true}
+			}
+			return fmt.Errorf("%w: the permit for request %q (token %d) has already ended", ErrLeaseLost, c.RequestID, token)
+		}
+	}
+	if c.Semaphore == "" || c.TTLMillis <= 0 || c.Limit < 1 || c.Limit > MaxSemaphoreLimit {
+		return fmt.Errorf("%w: acquire of semaphore %q with ttl %d ms and limit %d", ErrMalformedCommand, c.Semaphore, c.TTLMillis, c.Limit)
+	}
+	sem := s.sems[c.Semaphore]
+	if sem != nil {
+		if c.Limit != sem.limit {
+			return &LimitError{Semaphore: c.Semaphore, Limit: sem.limit, Asked: c.Limit, Held: len(sem.permits)}
+		}
+		if len(sem.permits) >= sem.limit {
+			return &FullError{Semaphore: c.Semaphore, Held: len(sem.permits), Limit: sem.limit}
+		}
+	}
+	if index > MaxIndex || s.epoch >= MaxEpoch {
+		return ErrTokenSpaceExhausted
+	}
+	token := MakeToken(s.epoch, index)
+	if token <= s.lastToken {
+		return fmt.Errorf("%w: token %d would not exceed %d", ErrTokenSpaceExhausted, token, s.lastToken)
+	}
+	s.lastToken = token
+	p := &Permit{
+		Semaphore: c.Semaphore, Holder: c.Holder, Token: token, Lease: c.Lease, TTLMillis: c.TTLMillis,
+		Limit: c.Limit, RequestID: c.RequestID, GrantedAtMillis: c.NowMillis, Principal: c.Principal,
+	}
+	s.addPermit(p)
+	if c.RequestID != "" {
+		s.remember(semRequestKey(c.Semaphore, c.Holder, c.RequestID, c.Principal), token)
+	}
+	return &PermitResult{Permit: *p, Held: len(s.sems[c.Semaphore].permits)}
+}
+
+func (s *state) addPermit(p *Permit) {
+	sem := s.sems[p.Semaphore]
+	if sem == nil {
+		sem = &semaphore{limit: p.Limit, permits: map[uint64]*Permit{}}
+		s.sems[p.Semaphore] = sem
+	}
+	sem.permits[p.Token] = p
+}
+
+func (c *SemRelease) apply(s *state, index uint64) any {
+	sem := s.sems[c.Semaphore]
+	var p *Permit
+	if sem != nil {
+		p = sem.permits[c.Token]
+	}
+	if p == nil || !LeaseEqual(p.Lease, c.Lease) {
+		return fmt.Errorf("%w: semaphore %q has no permit with token %d and that lease", ErrLeaseLost, c.Semaphore, c.Token)
+	}
+	return s.freePermit(p, c.Next, index)
+}
+
+func (c *SemExpire) apply(s *state, index uint64) any {
+	sem := s.sems[c.Semaphore]
+	if sem == nil || sem.permits[c.Token] == nil {
+		return fmt.Errorf("%w: semaphore %q permit %d already ended", ErrLeaseLost, c.Semaphore, c.Token)
+	}
+	return s.freePermit(sem.permits[c.Token], c.Next, index)
+}
+
+func (s *state) freePermit(p *Permit, next *SemAcquire, index uint64) *SemReleaseResult {
+	sem := s.sems[p.Semaphore]
+	delete(sem.permits, p.Token)
+	if len(sem.permits) == 0 {
+		delete(s.sems, p.Semaphore)
+	}
+	res := &SemReleaseResult{Freed: *p}
+	if next == nil {
+		return res
+	}
+	next.Semaphore = p.Semaphore
+	switch r := next.apply(s, index).(type) {
+	case *PermitResult:
+		res.Next = r
+	case error:
+		res.NextErr = r
+	}
+	return res
+}
+
+// SemaphoreState is a semaphore's held permits, sorted by token; Limit is 0
+// when none is held.
+type SemaphoreState struct {
+	Name    string
+	Limit   int
+	Permits []Permit
+}
+
+// Semaphore returns a semaphore's permits.
+func (f *FSM) Semaphore(name string) SemaphoreState {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return semState(name, f.s.sems[name])
+}
+
+func semState(name string, sem *semaphore) SemaphoreState {
+	st := SemaphoreState{Name: name}
+	if sem == nil {
+		return st
+	}
+	st.Limit = sem.limit
+	for _, p := range sem.permits {
+		st.Permits = append(st.Permits, *p)
+	}
+	sort.Slice(st.Permits, func(i, j int) bool { return st.Permits[i].Token < st.Permits[j].Token })
+	return st
+}
+
+// Semaphores returns every semaphore with a permit held, sorted by name.
+func (f *FSM) Semaphores() []SemaphoreState {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	out := make([]SemaphoreState, 0, len(f.s.sems))
+	for _, name := range sortedKeys(f.s.sems) {
+		out = append(out, semState(name, f.s.sems[name]))
+	}
+	return out
+}
+
+// SemRequestGranted reports whether a semaphore acquire request id already
+// produced a permit (which may have ended since).
+func (f *FSM) SemRequestGranted(name, holder, requestID, principal string) bool {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	_, ok := f.s.requests[semRequestKey(name, holder, requestID, principal)]
+	return ok
+}
+
+// permitList returns every held permit, sorted by semaphore and token.
+func (s *state) permitList() []Permit {
+	var out []Permit
+	for _, name := range sortedKeys(s.sems) {
+		out = append(out, semState(name, s.sems[name]).Permits...)
+	}
+	return out
+}

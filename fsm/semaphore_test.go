@@ -1,0 +1,57 @@
+package fsm
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"reflect"
+	"testing"
+)
+
+func semAcquire(holder string, limit int) *SemAcquire {
+	return &SemAcquire{Semaphore: "s", Holder: holder, Lease: "l-" + holder, TTLMillis: 1000, Limit: limit, RequestID: "r-" + holder}
+}
+
+// Permits up to the limit, each with its own token; then full; a limit
+// that differs from the held permits' is refused; a release hands its
+// permit to the next acquire in the same entry; an empty semaphore takes a
+// new limit.
+func TestSemaphorePermits(t *testing.T) {
+	f := New(nil)
+	a, _ := f.ApplyCommand(semAcquire("a", 2), 1).(*PermitResult)
+	b, _ := f.ApplyCommand(semAcquire("b", 2), 2).(*PermitResult)
+	if a == nil || b == nil || a.Permit.Token != 1 || b.Permit.Token != 2 || b.Held != 2 {
+		t.Fatalf("permits %+v %+v", a, b)
+	}
+	var full *FullError
+	if err, _ := f.ApplyCommand(semAcquire("c", 2), 3).(error); !errors.As(err, &full) || full.Held != 2 {
+		t.Fatalf("third permit of 2: %v", err)
+	}
+	var mismatch *LimitError
+	if err, _ := f.ApplyCommand(semAcquire("c", 3), 4).(error); !errors.As(err, &mismatch) || mismatch.Limit != 2 || !errors.Is(err, ErrLimitMismatch) {
+		t.Fatalf("limit 3 while 2 are held: %v", err)
+	}
+	if again, _ := f.ApplyCommand(semAcquire("a", 2), 5).(*PermitResult); again == nil || !again.Existing || again.Permit.Token != 1 {
+		t.Fatalf("retry of a's request: %+v", again)
+	}
+	rel, _ := f.ApplyCommand(&SemRelease{Semaphore: "s", Token: 1, Lease: "l-a", Next: semAcquire("c", 2)}, 6).(*SemReleaseResult)
+	if rel == nil || rel.Next == nil || rel.Next.Permit.Token != 6 || rel.Next.Permit.Holder != "c" {
+		t.Fatalf("release with a handoff: %+v", rel)
+	}
+	var buf bytes.Buffer
+	if _, err := f.View().WriteTo(&buf); err != nil {
+		t.Fatal(err)
+	}
+	g := New(nil)
+	if err := g.Restore(io.NopCloser(&buf)); err != nil || !reflect.DeepEqual(g.Semaphore("s"), f.Semaphore("s")) || g.Digest() != f.Digest() {
+		t.Fatalf("snapshot round trip: %v\n%+v\n%+v", err, g.Semaphore("s"), f.Semaphore("s"))
+	}
+	f.ApplyCommand(&SemExpire{Semaphore: "s", Token: 2}, 7)
+	f.ApplyCommand(&SemExpire{Semaphore: "s", Token: 6}, 8)
+	if st := f.Semaphore("s"); st.Limit != 0 || len(st.Permits) != 0 {
+		t.Fatalf("after every permit ended: %+v", st)
+	}
+	if r, _ := f.ApplyCommand(semAcquire("d", 5), 9).(*PermitResult); r == nil || r.Permit.Limit != 5 {
+		t.Fatalf("an empty semaphore takes a new limit: %+v", r)
+	}
+}
