@@ -68,6 +68,10 @@ func (s *Service) expireTimer(key string, token uint64) {
 		s.endDelay(lock, token)
 		return
 	}
+	if rest, ok := strings.CutPrefix(key, semPrefix); ok {
+		s.expirePermit(rest[:strings.LastIndexByte(rest, 0)], token)
+		return
+	}
 	s.expire(key, token)
 }
 

@@ -80,6 +80,12 @@ func (l *leaseTimers) Promote(f *fsm.FSM) int {
 	for _, d := range f.Delays() {
 		l.trackLocked(delayKey(d.Lock), d.Since, time.Duration(d.Millis)*time.Millisecond)
 	}
+	for _, sem := range f.Semaphores() {
+		for _, p := range sem.Permits {
+			l.trackLocked(permitKey(p.Semaphore, p.Token), p.Token, time.Duration(p.TTLMillis)*time.Millisecond)
+			n++
+		}
+	}
 	l.armLocked()
 	return n
 }

@@ -30,14 +30,16 @@ type queue struct {
 // when its turn comes.
 type waiter struct {
 	cmd    *fsm.Acquire
+	sem    *fsm.SemAcquire // instead of cmd, for a semaphore's permit
 	result chan waitResult // buffered: a grant is never blocked on delivery
 	elem   *list.Element
 	taken  bool // popped by a proposal; the result will arrive
 }
 
 type waitResult struct {
-	grant fsm.Lock
-	err   error
+	grant  fsm.Lock
+	permit fsm.PermitResult // a semaphore waiter's
+	err    error
 }
 
 func newQueues() *queues { return &queues{byName: map[string]*queue{}} }

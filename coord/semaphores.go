@@ -1,0 +1,331 @@
+package coord
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/fencer-io/fencer/cluster"
+	"github.com/fencer-io/fencer/fsm"
+)
+
+// Semaphores share what locks have on the leader: each permit's lease is in
+// the lease timers (permitKey), waiters queue FIFO in the shared queues
+// under the semaphore's own name (semPrefix keeps the namespaces apart), and
+// a release or expiry hands its permit to the head waiter in the same
+// entry. Under the queue's mutex the leader's view of the semaphore is
+// exact, so a full semaphore or a limit mismatch is refused with a quorum
+// round and no entry.
+
+// semPrefix starts the queue and timer keys of semaphores; names never hold
+// a NUL.
+const semPrefix = "\x00sem\x00"
+
+func semQueue(name string) string { return semPrefix + name }
+
+func permitKey(name string, token uint64) string {
+	return semPrefix + name + "\x00" + strconv.FormatUint(token, 10)
+}
+
+// PermitRequest asks for one permit of a semaphore.
+type PermitRequest struct {
+	Semaphore string
+	Holder    string
+	Limit     int
+	TTL       time.Duration
+	Wait      time.Duration
+	RequestID string
+	Principal string
+}
+
+// AcquirePermit grants a permit, queueing for up to req.Wait while the
+// semaphore is full. A limit other than the held permits' is refused at
+// once.
+func (s *Service) AcquirePermit(ctx context.Context, req PermitRequest) (fsm.PermitResult, error) {
+	if err := s.awaitLeader(ctx); err != nil {
+		return fsm.PermitResult{}, err
+	}
+	if f := s.raft.EntryFormat(); f < fsm.LogFormatCoord {
+		return fsm.PermitResult{}, fmt.Errorf("%w: semaphores need log format %d, the members read %d; upgrade every member first",
+			fsm.ErrFormatTooOld, fsm.LogFormatCoord, f)
+	}
+	if req.RequestID == "" {
+		req.RequestID = newRequestID()
+	}
+	cmd := &fsm.SemAcquire{
+		Semaphore: req.Semaphore,
+		Holder:    req.Holder,
+		Lease:     newLeaseSecret(req.Semaphore),
+		TTLMillis: req.TTL.Milliseconds(),
+		Limit:     req.Limit,
+		RequestID: req.RequestID,
+		NowMillis: s.cfg.Clock.Now().UnixMilli(),
+		Principal: req.Principal,
+	}
+	qname := semQueue(req.Semaphore)
+	q := s.queues.get(qname)
+	defer s.queues.put(qname, q)
+
+	q.mu.Lock()
+	st := s.fsm.Semaphore(req.Semaphore)
+	retry := s.fsm.SemRequestGranted(req.Semaphore, req.Holder, req.RequestID, req.Principal)
+	full := st.Limit != 0 && len(st.Permits) >= st.Limit
+	var refusal error
+	switch {
+	case retry:
+	case st.Limit != 0 && st.Limit != req.Limit:
+		refusal = &fsm.LimitError{Semaphore: req.Semaphore, Limit: st.Limit, Asked: req.Limit, Held: len(st.Permits)}
+	case full && req.Wait <= 0:
+		refusal = &fsm.FullError{Semaphore: req.Semaphore, Held: len(st.Permits), Limit: st.Limit}
+	}
+	if refusal != nil {
+		err := s.raft.VerifyLeader()
+		q.mu.Unlock()
+		if err != nil {
+			return fsm.PermitResult{}, err
+		}
+		return fsm.PermitResult{}, refusal
+	}
+	queueing := req.Wait > 0 && !retry && (full || q.waiters.Len() > 0)
+	if queueing && (q.waiters.Len() >= s.cfg.MaxWaitersPerLock || s.queues.queued.Load() >= int64(s.cfg.MaxWaiters)) {
+		q.mu.Unlock()
+		return fsm.PermitResult{}, fmt.Errorf("%w: semaphore %q has %d waiters, %d in all (limits %d and %d)", ErrTooManyWaiters,
+			req.Semaphore, q.waiters.Len(), s.queues.queued.Load(), s.cfg.MaxWaitersPerLock, s.cfg.MaxWaiters)
+	}
+	if !queueing {
+		res, err := s.grantPermit(cmd)
+		q.mu.Unlock()
+		return res, err
+	}
+	w := &waiter{sem: cmd, result: make(chan waitResult, 1)}
+	q.pushBack(w)
+	if !full {
+		s.serveSemWaiters(q, req.Semaphore)
+	}
+	q.mu.Unlock()
+	return s.waitPermit(ctx, q, w, req)
+}
+
+// grantPermit proposes a permit and starts its lease.
+func (s *Service) grantPermit(cmd *fsm.SemAcquire) (fsm.PermitResult, error) {
+	res, err := s.raft.Apply(cmd)
+	if err != nil {
+		return fsm.PermitResult{}, err
+	}
+	r := res.(*fsm.PermitResult)
+	s.trackPermit(r.Permit)
+	if !r.Existing {
+		s.metrics.grants.Inc()
+	}
+	return *r, nil
+}
+
+func (s *Service) trackPermit(p fsm.Permit) {
+	s.leases.Track(permitKey(p.Semaphore, p.Token), p.Token, time.Duration(p.TTLMillis)*time.Millisecond)
+}
+
+// waitPermit blocks a queued caller until its permit arrives, its wait
+// ends, or the service stops.
+func (s *Service) waitPermit(ctx context.Context, q *queue, w *waiter, req PermitRequest) (fsm.PermitResult, error) {
+	waited := make(chan struct{})
+	timer := s.cfg.Clock.AfterFunc(req.Wait, func() { close(waited) })
+	defer timer.Stop()
+	select {
+	case r := <-w.result:
+		return r.permit, r.err
+	case <-waited:
+	case <-ctx.Done():
+	case <-s.stop:
+	}
+	q.mu.Lock()
+	if w.taken {
+		q.mu.Unlock()
+		r := <-w.result
+		return r.permit, r.err
+	}
+	q.remove(w)
+	q.mu.Unlock()
+	if err := ctx.Err(); err != nil {
+		return fsm.PermitResult{}, err
+	}
+	st := s.fsm.Semaphore(req.Semaphore)
+	return fsm.PermitResult{}, &fsm.FullError{Semaphore: req.Semaphore, Held: len(st.Permits), Limit: st.Limit}
+}
+
+// serveSemWaiters grants free permits to queued waiters, head first.
+// Called with q.mu held.
+func (s *Service) serveSemWaiters(q *queue, name string) {
+	for {
+		if st := s.fsm.Semaphore(name); st.Limit != 0 && len(st.Permits) >= st.Limit {
+			return
+		}
+		w := q.pop()
+		if w == nil {
+			return
+		}
+		res, err := s.grantPermit(w.sem)
+		w.result <- waitResult{permit: res, err: err}
+		if errors.Is(err, cluster.ErrNotLeader) || errors.Is(err, cluster.ErrNoLeader) || errors.Is(err, cluster.ErrOutcomeUnknown) {
+			return
+		}
+	}
+}
+
+// RenewPermit extends a permit's lease on the leader, as Renew a lock's.
+func (s *Service) RenewPermit(ctx context.Context, name string, token uint64, secret string) (fsm.Permit, error) {
+	if err := s.awaitLeader(ctx); err != nil {
+		return fsm.Permit{}, err
+	}
+	if err := s.raft.VerifyLeader(); err != nil {
+		return fsm.Permit{}, err
+	}
+	p, ok := heldPermit(s.fsm.Semaphore(name), token)
+	if !ok || !fsm.LeaseEqual(p.Lease, secret) {
+		return fsm.Permit{}, fmt.Errorf("%w: semaphore %q has no permit with token %d and that lease", fsm.ErrLeaseLost, name, token)
+	}
+	if !s.leases.Renew(permitKey(name, token), token) {
+		return fsm.Permit{}, fmt.Errorf("%w: semaphore %q's permit %d: its lease expired", fsm.ErrLeaseLost, name, token)
+	}
+	s.metrics.renewals.Inc()
+	return p, nil
+}
+
+func heldPermit(st fsm.SemaphoreState, token uint64) (fsm.Permit, bool) {
+	for _, p := range st.Permits {
+		if p.Token == token {
+			return p, true
+		}
+	}
+	return fsm.Permit{}, false
+}
+
+// ReleasePermit ends a permit and hands it to the head waiter in the same
+// entry.
+func (s *Service) ReleasePermit(ctx context.Context, name string, token uint64, secret string) error {
+	if err := s.awaitLeader(ctx); err != nil {
+		return err
+	}
+	err := s.freePermit(name, token, func(next *fsm.SemAcquire) fsm.Command {
+		return &fsm.SemRelease{Semaphore: name, Token: token, Lease: secret, Next: next}
+	})
+	if err == nil {
+		s.metrics.releases.Inc()
+	}
+	return err
+}
+
+// expirePermit is called by the lease timers when a permit's deadline
+// passes.
+func (s *Service) expirePermit(name string, token uint64) {
+	if s.awaitLeader(context.Background()) != nil {
+		return
+	}
+	err := s.freePermit(name, token, func(next *fsm.SemAcquire) fsm.Command {
+		return &fsm.SemExpire{Semaphore: name, Token: token, Next: next}
+	})
+	switch {
+	case err == nil:
+		s.metrics.expirations.Inc()
+	case errors.Is(err, fsm.ErrLeaseLost):
+	default:
+		s.log.Warn("permit expire proposal failed; will retry", "semaphore", name, "token", token, "err", err)
+		s.leases.Retry(permitKey(name, token), token, 100*time.Millisecond)
+	}
+}
+
+func (s *Service) freePermit(name string, token uint64, mk func(next *fsm.SemAcquire) fsm.Command) error {
+	qname := semQueue(name)
+	q := s.queues.get(qname)
+	defer s.queues.put(qname, q)
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	w := q.pop()
+	var next *fsm.SemAcquire
+	if w != nil {
+		next = w.sem
+		next.NowMillis = s.cfg.Clock.Now().UnixMilli()
+	}
+	res, err := s.raft.Apply(mk(next))
+	if err != nil {
+		if w != nil {
+			q.pushFront(w)
+		}
+		return err
+	}
+	r := res.(*fsm.SemReleaseResult)
+	s.leases.Forget(permitKey(name, token), token)
+	if w != nil {
+		if r.Next != nil {
+			s.trackPermit(r.Next.Permit)
+			s.metrics.grants.Inc()
+			w.result <- waitResult{permit: *r.Next}
+		} else {
+			w.result <- waitResult{err: r.NextErr}
+		}
+	}
+	s.serveSemWaiters(q, name)
+	return nil
+}
+
+// PermitStatus is a held permit as reported to clients (never its secret).
+type PermitStatus struct {
+	fsm.Permit
+	Remaining time.Duration
+	Known     bool // false on a stale read from a follower
+}
+
+// SemaphoreStatus is a semaphore as reported to clients.
+type SemaphoreStatus struct {
+	Name    string
+	Limit   int // 0 when no permit is held
+	Holders []PermitStatus
+	Waiters int // queued on this node (the leader)
+}
+
+func (s *Service) semStatus(st fsm.SemaphoreState) SemaphoreStatus {
+	out := SemaphoreStatus{Name: st.Name, Limit: st.Limit, Waiters: s.Waiters(semQueue(st.Name))}
+	for _, p := range st.Permits {
+		ps := PermitStatus{Permit: p}
+		ps.Remaining, ps.Known = s.leases.Remaining(permitKey(p.Semaphore, p.Token), p.Token)
+		out.Holders = append(out.Holders, ps)
+	}
+	return out
+}
+
+// Semaphore returns a semaphore's permits; linearizable unless stale.
+func (s *Service) Semaphore(ctx context.Context, name string, stale bool) (SemaphoreStatus, error) {
+	if !stale {
+		if err := s.linearizable(ctx); err != nil {
+			return SemaphoreStatus{}, err
+		}
+	}
+	return s.semStatus(s.fsm.Semaphore(name)), nil
+}
+
+// Semaphores returns every semaphore with a permit held; linearizable
+// unless stale.
+func (s *Service) Semaphores(ctx context.Context, stale bool) ([]SemaphoreStatus, error) {
+	if !stale {
+		if err := s.linearizable(ctx); err != nil {
+			return nil, err
+		}
+	}
+	var out []SemaphoreStatus
+	for _, st := range s.fsm.Semaphores() {
+		out = append(out, s.semStatus(st))
+	}
+	return out, nil
+}
+
+// CheckPermit reports whether permit token of the semaphore is held.
+func (s *Service) CheckPermit(ctx context.Context, name string, token uint64, stale bool) (bool, error) {
+	if !stale {
+		if err := s.linearizable(ctx); err != nil {
+			return false, err
+		}
+	}
+	_, ok := heldPermit(s.fsm.Semaphore(name), token)
+	return ok, nil
+}

@@ -1,0 +1,93 @@
+package coord
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/fencer-io/fencer/fsm"
+)
+
+func mustPermit(t *testing.T, s *Service, holder string, limit int) fsm.PermitResult {
+	t.Helper()
+	r, err := s.AcquirePermit(bg, PermitRequest{Semaphore: "s", Holder: holder, Limit: limit, TTL: time.Second})
+	if err != nil {
+		t.Fatalf("permit for %s: %v", holder, err)
+	}
+	return r
+}
+
+// A released permit goes to the head waiter in the release's own entry; an
+// expired one in the expiry's.
+func TestPermitHandoffInOneEntry(t *testing.T) {
+	s, f, clock := newTestService(t, Config{})
+	a := mustPermit(t, s, "a", 2)
+	mustPermit(t, s, "b", 2)
+	if _, err := s.AcquirePermit(bg, PermitRequest{Semaphore: "s", Holder: "c", Limit: 2, TTL: time.Second}); !errors.Is(err, fsm.ErrSemaphoreFull) {
+		t.Fatalf("a third permit of 2: %v", err)
+	}
+	queued := make(chan waitResult, 2)
+	for _, h := range []string{"c", "d"} {
+		go func() {
+			r, err := s.AcquirePermit(bg, PermitRequest{Semaphore: "s", Holder: h, Limit: 2, TTL: 10 * time.Second, Wait: time.Minute})
+			queued <- waitResult{permit: r, err: err}
+		}()
+		n := map[string]int{"c": 1, "d": 2}[h]
+		poll(t, h+" queued", func() bool { return s.Waiters(semQueue("s")) == n })
+	}
+	if err := s.ReleasePermit(bg, "s", a.Permit.Token, a.Permit.Lease); err != nil {
+		t.Fatal(err)
+	}
+	got := <-queued
+	log := f.log()
+	rel, ok := log[len(log)-1].(*fsm.SemRelease)
+	if got.err != nil || !ok || rel.Next == nil || got.permit.Permit.Holder != "c" || got.permit.Permit.Token != uint64(len(log)) {
+		t.Fatalf("c got %+v (%v) after entry %#v: want the release's own entry", got.permit, got.err, log[len(log)-1])
+	}
+	clock.Advance(time.Second) // b's permit expires: d gets it in the expiry
+	got = <-queued
+	log = f.log()
+	exp, ok := log[len(log)-1].(*fsm.SemExpire)
+	if got.err != nil || !ok || exp.Next == nil || got.permit.Permit.Holder != "d" || got.permit.Permit.Token != uint64(len(log)) {
+		t.Fatalf("d got %+v (%v) after entry %#v: want the expiry's own entry", got.permit, got.err, log[len(log)-1])
+	}
+}
+
+// An acquire whose limit differs from the held permits' is refused with
+// no entry, even with room; once the semaphore is empty a new limit holds.
+func TestPermitLimitMismatch(t *testing.T) {
+	s, f, _ := newTestService(t, Config{})
+	a := mustPermit(t, s, "a", 3)
+	entries := len(f.log())
+	_, err := s.AcquirePermit(bg, PermitRequest{Semaphore: "s", Holder: "b", Limit: 2, TTL: time.Second, Wait: time.Minute})
+	var le *fsm.LimitError
+	if !errors.As(err, &le) || le.Limit != 3 || le.Asked != 2 {
+		t.Fatalf("limit 2 while 3 is held: %v", err)
+	}
+	if len(f.log()) != entries {
+		t.Fatal("a refused acquire wrote the log")
+	}
+	if err := s.ReleasePermit(bg, "s", a.Permit.Token, a.Permit.Lease); err != nil {
+		t.Fatal(err)
+	}
+	if r := mustPermit(t, s, "b", 2); r.Permit.Limit != 2 {
+		t.Fatalf("after the release: %+v", r)
+	}
+}
+
+// A new leader restarts every permit's lease at full TTL.
+func TestPermitLeasesRestartedOnPromotion(t *testing.T) {
+	s, f, clock := newTestService(t, Config{})
+	mustPermit(t, s, "a", 2)
+	clock.Advance(900 * time.Millisecond)
+	f.setLeader(false)
+	poll(t, "demotion", func() bool { return s.leases.Len() == 0 })
+	f.setLeader(true)
+	waitReady(t, s)
+	clock.Advance(999 * time.Millisecond)
+	if len(f.fsm.Semaphore("s").Permits) != 1 {
+		t.Fatal("a permit ended before a full TTL after the promotion")
+	}
+	clock.Advance(time.Millisecond)
+	poll(t, "the expiry", func() bool { return len(f.fsm.Semaphore("s").Permits) == 0 })
+}
