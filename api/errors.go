@@ -26,6 +26,8 @@ var errorTable = []struct {
 	{fsm.ErrUnissuedToken, http.StatusConflict, wire.CodeUnissuedToken},
 	{fsm.ErrNoSuchKey, http.StatusNotFound, wire.CodeNotFound},
 	{fsm.ErrLockDelay, http.StatusConflict, wire.CodeLockDelay},
+	{fsm.ErrSemaphoreFull, http.StatusConflict, wire.CodeSemaphoreFull},
+	{fsm.ErrLimitMismatch, http.StatusConflict, wire.CodeLimitMismatch},
 	{fsm.ErrFormatTooOld, http.StatusConflict, wire.CodeUpgradeRequired},
 	{fsm.ErrTokenSpaceExhausted, http.StatusServiceUnavailable, wire.CodeInternal},
 	{cluster.ErrNotLeader, http.StatusServiceUnavailable, wire.CodeNoLeader},
@@ -65,6 +67,14 @@ func writeErr(w http.ResponseWriter, err error) {
 	var stale *fsm.StaleError
 	if errors.As(err, &stale) {
 		body.LastToken = stale.LastToken
+	}
+	var full *fsm.FullError
+	if errors.As(err, &full) {
+		body.Held, body.Limit = full.Held, full.Limit
+	}
+	var mismatch *fsm.LimitError
+	if errors.As(err, &mismatch) {
+		body.Held, body.Limit = mismatch.Held, mismatch.Limit
 	}
 	var delayed *coord.DelayedError
 	if errors.As(err, &delayed) {

@@ -59,6 +59,13 @@ type Coord interface {
 	DeleteKey(ctx context.Context, key string) (fsm.DeleteKeyResult, error)
 	Get(ctx context.Context, key string, stale bool) (fsm.FencedKey, bool, uint64, error)
 	Watch(since int64) (*coord.Watcher, error)
+
+	AcquirePermit(ctx context.Context, req coord.PermitRequest) (fsm.PermitResult, error)
+	RenewPermit(ctx context.Context, name string, token uint64, secret string) (fsm.Permit, error)
+	ReleasePermit(ctx context.Context, name string, token uint64, secret string) error
+	Semaphore(ctx context.Context, name string, stale bool) (coord.SemaphoreStatus, error)
+	Semaphores(ctx context.Context, stale bool) ([]coord.SemaphoreStatus, error)
+	CheckPermit(ctx context.Context, name string, token uint64, stale bool) (bool, error)
 }
 
 // Server is the HTTP API of one node.
@@ -123,6 +130,7 @@ func (s *Server) Handler() http.Handler {
 	}
 	r.Route("/v1", func(r chi.Router) {
 		r.Mount("/locks", s.lockRoutes())
+		r.Mount("/semaphores", s.semaphoreRoutes())
 		r.Mount("/kv", s.kvRoutes())
 		r.Mount("/cluster", s.clusterRoutes())
 		r.Get("/events", s.events)

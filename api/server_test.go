@@ -82,6 +82,24 @@ func (f *fakeCluster) Watch(since int64) (*coord.Watcher, error) {
 	}
 	return f.events.Watch(since)
 }
+func (f *fakeCluster) AcquirePermit(_ context.Context, req coord.PermitRequest) (fsm.PermitResult, error) {
+	return fsm.PermitResult{Permit: fsm.Permit{Semaphore: req.Semaphore, Holder: req.Holder, Token: 7, Limit: req.Limit}, Held: 1}, f.call("sem-acquire")
+}
+func (f *fakeCluster) RenewPermit(context.Context, string, uint64, string) (fsm.Permit, error) {
+	return fsm.Permit{}, f.call("sem-renew")
+}
+func (f *fakeCluster) ReleasePermit(context.Context, string, uint64, string) error {
+	return f.call("sem-release")
+}
+func (f *fakeCluster) Semaphore(_ context.Context, name string, _ bool) (coord.SemaphoreStatus, error) {
+	return coord.SemaphoreStatus{Name: name}, f.call("semaphore")
+}
+func (f *fakeCluster) Semaphores(context.Context, bool) ([]coord.SemaphoreStatus, error) {
+	return nil, f.call("semaphores")
+}
+func (f *fakeCluster) CheckPermit(context.Context, string, uint64, bool) (bool, error) {
+	return true, f.call("sem-check")
+}
 func (f *fakeCluster) Join(context.Context, wire.JoinRequest) error { return f.call("join") }
 func (f *fakeCluster) Backup(context.Context, io.Writer) (fsm.Header, error) {
 	return fsm.Header{}, f.call("backup")

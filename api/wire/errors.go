@@ -24,6 +24,7 @@ const (
 	CodeInvalidEpoch     = "invalid_epoch" // a restore that would leave no token space
 	CodeInvalidLockDelay = "invalid_lock_delay"
 	CodeInvalidIndex     = "invalid_index"      // since, Last-Event-ID, wait_index
+	CodeInvalidLimit     = "invalid_limit"      // a semaphore limit outside 1 … 10,000
 	CodeBodyTooLarge     = "body_too_large"     // 413
 	CodeMissingToken     = "missing_token"      // 428
 	CodeMethodNotAllowed = "method_not_allowed" // 405
@@ -47,6 +48,12 @@ const (
 	CodeEventsCompacted = "events_compacted" // 410
 	// CodeUnknownToken: no grant with that token is in the history.
 	CodeUnknownToken = "unknown_token" // 404
+	// CodeSemaphoreFull: every permit is held (409); Error.Held and
+	// Error.Limit say how many.
+	CodeSemaphoreFull = "semaphore_full"
+	// CodeLimitMismatch: the acquire's limit differs from the one of the
+	// semaphore's held permits, Error.Limit (409).
+	CodeLimitMismatch = "limit_mismatch"
 
 	// The cluster.
 	CodeNoLeader       = "no_leader"       // 503
@@ -96,6 +103,7 @@ func Codes() []string {
 		CodeMalformedSequence, CodeEmptyKey,
 		CodeTimeout, CodeInternal,
 		CodeInvalidLockDelay, CodeLockDelay,
+		CodeInvalidLimit, CodeSemaphoreFull, CodeLimitMismatch,
 	}
 }
 
@@ -118,6 +126,10 @@ type Error struct {
 	// least Index) and watch from the list's index.
 	Oldest uint64 `json:"oldest,omitempty"`
 	Index  uint64 `json:"index,omitempty"`
+	// Held and Limit are a semaphore's permits held and its limit, on
+	// semaphore_full and limit_mismatch.
+	Held  int `json:"held,omitempty"`
+	Limit int `json:"limit,omitempty"`
 }
 
 func (e *Error) Error() string { return e.Code + ": " + e.Message }

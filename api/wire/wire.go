@@ -308,3 +308,75 @@ type Health struct {
 	Node   string `json:"node"`
 	Status string `json:"status"`
 }
+
+// SemAcquireRequest is the body of POST /v1/semaphores/{name}/acquire.
+type SemAcquireRequest struct {
+	Holder string `json:"holder"`
+	// Limit is the number of permits, 1 to MaxSemaphoreLimit; it must equal
+	// the semaphore's while any permit is held.
+	Limit     int    `json:"limit"`
+	TTLMillis int64  `json:"ttl_ms"`
+	WaitMs    int64  `json:"wait_ms"`
+	RequestID string `json:"request_id,omitempty"`
+}
+
+// MaxSemaphoreLimit bounds a semaphore's limit.
+const MaxSemaphoreLimit = 10_000
+
+// PermitGrant is the answer to a successful semaphore acquire.
+type PermitGrant struct {
+	Semaphore string `json:"semaphore"`
+	Holder    string `json:"holder"`
+	Token     uint64 `json:"token"`
+	// Lease is the permit's secret, which renew and release must present.
+	Lease     string `json:"lease"`
+	TTLMillis int64  `json:"ttl_ms"`
+	Limit     int    `json:"limit"`
+	// Held counts the permits held once this one is.
+	Held      int    `json:"held"`
+	RequestID string `json:"request_id,omitempty"`
+	Existing  bool   `json:"existing,omitempty"`
+}
+
+// SemRenewResponse is the answer to a successful permit renewal.
+type SemRenewResponse struct {
+	Semaphore string `json:"semaphore"`
+	Token     uint64 `json:"token"`
+	TTLMillis int64  `json:"ttl_ms"`
+}
+
+// SemReleaseResponse is the answer to a successful permit release.
+type SemReleaseResponse struct {
+	Semaphore string `json:"semaphore"`
+	Token     uint64 `json:"token"`
+	Released  bool   `json:"released"`
+}
+
+// PermitHolder is one held permit in a SemaphoreStatus (never its secret).
+type PermitHolder struct {
+	Holder string `json:"holder"`
+	Token  uint64 `json:"token"`
+	// RemainingMillis is the leader's view of the permit's time left;
+	// absent on a stale read.
+	RemainingMillis *int64 `json:"remaining_ms,omitempty"`
+}
+
+// SemaphoreStatus is the answer to GET /v1/semaphores/{name}.
+type SemaphoreStatus struct {
+	Semaphore string `json:"semaphore"`
+	// Limit is 0 while no permit is held: the next acquire sets it.
+	Limit   int            `json:"limit"`
+	Holders []PermitHolder `json:"holders"`
+	// Waiters counts the acquires queued on the leader.
+	Waiters int `json:"waiters"`
+}
+
+// SemaphoreList is the answer to GET /v1/semaphores.
+type SemaphoreList struct {
+	Semaphores []SemaphoreStatus `json:"semaphores"`
+}
+
+// PermitCheckResponse is the answer to GET /v1/semaphores/{name}/check.
+type PermitCheckResponse struct {
+	Current bool `json:"current"`
+}

@@ -45,7 +45,9 @@ func Classify(r *http.Request) Route {
 		rest = rest[:n-1] // chi serves "/x/" like "/x" on mounted routers
 	}
 	switch seg[2] {
-	case "locks":
+	case "locks", "semaphores":
+		// Semaphores follow a token's lock prefixes: the same actions on
+		// names of their own namespace.
 		return lockRoute(rest)
 	case "kv":
 		if len(seg) == 4 && seg[3] != "" {
