@@ -76,3 +76,73 @@ func TestLockDelayThroughTheClient(t *testing.T) {
 	}
 	l4.Release(ctx)
 }
+
+// A semaphore through the client on a three-node cluster: permits up to the
+// limit, each with its own increasing token; full and limit mismatch are
+// refused; a waiter gets the permit a release frees, and another the one an
+// expiry frees; check and status agree.
+func TestSemaphoreThroughTheClient(t *testing.T) {
+	c := tc.New(t, 3)
+	c.WaitLeader(10 * time.Second)
+	cl := coordClient(t, c)
+	ctx := context.Background()
+	a, err := cl.AcquirePermit(ctx, "workers", 2, client.TTL(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := cl.AcquirePermit(ctx, "workers", 2, client.TTL(300*time.Millisecond), client.NoKeepAlive())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Token() <= a.Token() {
+		t.Fatalf("tokens %d then %d", a.Token(), b.Token())
+	}
+	_, err = cl.AcquirePermit(ctx, "workers", 2)
+	var apiErr *client.APIError
+	if !errors.Is(err, client.ErrSemaphoreFull) || !errors.As(err, &apiErr) || apiErr.Held != 2 {
+		t.Fatalf("a third permit of 2: %v", err)
+	}
+	if _, err := cl.AcquirePermit(ctx, "workers", 3); !errors.Is(err, client.ErrLimitMismatch) {
+		t.Fatalf("limit 3 while 2 are held: %v", err)
+	}
+	if st, err := cl.Semaphore(ctx, "workers"); err != nil || st.Limit != 2 || len(st.Holders) != 2 {
+		t.Fatalf("status %+v (%v)", st, err)
+	}
+	// b is not renewed: its permit expires and a waiter gets it.
+	w, err := cl.AcquirePermit(ctx, "workers", 2, client.TTL(5*time.Second), client.Wait(10*time.Second))
+	if err != nil {
+		t.Fatalf("waiting for b's permit: %v", err)
+	}
+	<-b.Done()
+	if cur, err := cl.CheckPermit(ctx, "workers", b.Token()); err != nil || cur {
+		t.Fatalf("b's permit still current: %v %v", cur, err)
+	}
+	if cur, err := cl.CheckPermit(ctx, "workers", w.Token()); err != nil || !cur || w.Token() <= b.Token() {
+		t.Fatalf("the waiter's permit %d: current %v (%v)", w.Token(), cur, err)
+	}
+	// A release hands a permit to the next waiter.
+	next := make(chan *client.Lease, 1)
+	go func() {
+		l, err := cl.AcquirePermit(ctx, "workers", 2, client.TTL(5*time.Second), client.Wait(10*time.Second))
+		if err != nil {
+			t.Error(err)
+		}
+		next <- l
+	}()
+	tc.Poll(t, 5*time.Second, "a waiter", func() bool {
+		st, err := cl.Semaphore(ctx, "workers")
+		return err == nil && st.Waiters == 1
+	})
+	if err := a.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	n := <-next
+	if n == nil || n.Token() <= w.Token() {
+		t.Fatal("no permit after the release")
+	}
+	n.Release(ctx)
+	w.Release(ctx)
+	if list, err := cl.Semaphores(ctx); err != nil || len(list) != 0 {
+		t.Fatalf("semaphores after every release: %+v (%v)", list, err)
+	}
+}

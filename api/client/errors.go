@@ -36,6 +36,12 @@ var (
 	// ErrLockDelay: the lock's last grant expired and its lock-delay is
 	// still running (409 lock_delay); APIError.RetryAfter is the time left.
 	ErrLockDelay = errors.New("lock in its lock-delay")
+	// ErrSemaphoreFull: every permit of the semaphore is held (409
+	// semaphore_full); APIError.Held and Limit say how many.
+	ErrSemaphoreFull = errors.New("semaphore full")
+	// ErrLimitMismatch: the acquire's limit differs from the one of the
+	// semaphore's held permits, APIError.Limit (409 limit_mismatch).
+	ErrLimitMismatch = errors.New("semaphore limit mismatch")
 	// ErrUpgradeRequired: the request needs every member to run a newer
 	// build first (409 upgrade_required).
 	ErrUpgradeRequired = errors.New("upgrade required")
@@ -134,6 +140,9 @@ var codeErrors = map[string]error{
 	wire.CodeUpgradeRequired:      ErrUpgradeRequired,
 	wire.CodeInvalidLockDelay:     ErrInvalid,
 	wire.CodeLockDelay:            ErrLockDelay,
+	wire.CodeInvalidLimit:         ErrInvalid,
+	wire.CodeSemaphoreFull:        ErrSemaphoreFull,
+	wire.CodeLimitMismatch:        ErrLimitMismatch,
 	wire.CodeNotFound:             ErrNotFound,
 	wire.CodeEventsCompacted:      ErrEventsCompacted,
 	wire.CodeUnknownToken:         ErrUnknownToken,
@@ -165,6 +174,9 @@ type APIError struct {
 	// Oldest and Index are, on events_compacted, the lowest since the node
 	// serves and its applied index.
 	Oldest, Index uint64
+	// Held and Limit are a semaphore's permits held and its limit, on
+	// semaphore_full and limit_mismatch.
+	Held, Limit int
 }
 
 func (e *APIError) Error() string {
@@ -207,5 +219,7 @@ func newAPIError(status int, body []byte) *APIError {
 		RetryAfter: time.Duration(wire.RetryAfterMillis) * time.Millisecond,
 		Oldest:     wire.Oldest,
 		Index:      wire.Index,
+		Held:       wire.Held,
+		Limit:      wire.Limit,
 	}
 }

@@ -70,6 +70,7 @@ func Margin(ttl time.Duration) time.Duration {
 // as the client can no longer be sure it holds the lock; Err says why.
 type Lease struct {
 	c      *Client
+	kind   string // "locks", or "semaphores" for a permit (Grant.Lock is then the semaphore)
 	grant  wire.Grant
 	ttl    time.Duration
 	margin time.Duration
@@ -127,6 +128,12 @@ func (c *Client) Acquire(ctx context.Context, name string, opts ...AcquireOption
 	if err := c.postJSON(ctx, r, body, &g); err != nil {
 		return nil, err
 	}
+	return c.hold(ctx, g, "locks", r, o.keepAlive)
+}
+
+// hold makes a Lease of a grant of kind ("locks" or "semaphores") that r
+// asked for, and starts keeping it alive.
+func (c *Client) hold(ctx context.Context, g wire.Grant, kind string, r *request, keepAlive bool) (*Lease, error) {
 	// The server starts the lease when it applies the grant, after the
 	// request that asked for it was sent: the attempt that answered, or
 	// for a retry answered with an earlier grant, the first attempt.
@@ -135,6 +142,7 @@ func (c *Client) Acquire(ctx context.Context, name string, opts ...AcquireOption
 		start = r.firstSent
 	}
 	l := newLease(c, g, start)
+	l.kind = kind
 	if received := time.Now(); received.Sub(start) > l.ttl/3 {
 		// After a wait in the queue or slow retries, start is a safe but
 		// stale bound (older than the TTL itself, after a long wait):
@@ -143,7 +151,7 @@ func (c *Client) Acquire(ctx context.Context, name string, opts ...AcquireOption
 			return nil, l.abandon(ctx, err)
 		}
 	}
-	go l.watch(o.keepAlive)
+	go l.watch(keepAlive)
 	return l, nil
 }
 
@@ -174,7 +182,7 @@ func (l *Lease) abandon(ctx context.Context, cause error) error {
 	l.cancel(cause)
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.c.timeout)
 	defer cancel()
-	rerr := l.c.release(ctx, l.grant.Lock, l.grant.Token, l.grant.Lease)
+	rerr := l.c.releaseKind(ctx, l.kind, l.grant.Lock, l.grant.Token, l.grant.Lease)
 	var after string
 	switch {
 	case rerr == nil:
@@ -191,6 +199,7 @@ func newLease(c *Client, g wire.Grant, start time.Time) *Lease {
 	ttl := time.Duration(g.TTLMillis) * time.Millisecond
 	l := &Lease{
 		c:       c,
+		kind:    "locks",
 		grant:   g,
 		ttl:     ttl,
 		margin:  Margin(ttl),
@@ -209,8 +218,10 @@ func newRequestID() string {
 	return hex.EncodeToString(b[:])
 }
 
-func lockPath(name, op string) string {
-	p := "/v1/locks/" + url.PathEscape(name)
+func lockPath(name, op string) string { return kindPath("locks", name, op) }
+
+func kindPath(kind, name, op string) string {
+	p := "/v1/" + kind + "/" + url.PathEscape(name)
 	if op != "" {
 		p += "/" + op
 	}
@@ -397,7 +408,7 @@ func (l *Lease) renew(ctx context.Context, background bool) error {
 // to try another node.
 func (l *Lease) sendRenewal(ctx context.Context) (time.Time, error) {
 	r := &request{
-		path:           lockPath(l.grant.Lock, "renew"),
+		path:           kindPath(l.kind, l.grant.Lock, "renew"),
 		attemptTimeout: max(l.ttl/3, 100*time.Millisecond),
 		untilDone:      true,
 	}
@@ -431,7 +442,7 @@ func (l *Lease) Release(ctx context.Context) error {
 	l.stopWatch()
 	<-l.stopped
 	l.lose(ErrReleased)
-	err := l.c.release(ctx, l.grant.Lock, l.grant.Token, l.grant.Lease)
+	err := l.c.releaseKind(ctx, l.kind, l.grant.Lock, l.grant.Token, l.grant.Lease)
 	if lost != nil {
 		return lost
 	}
@@ -452,7 +463,18 @@ func (c *Client) ReleaseRaw(ctx context.Context, name string, token uint64, leas
 }
 
 func (c *Client) release(ctx context.Context, name string, token uint64, lease string) error {
-	_, err := c.releaseResp(ctx, name, token, lease)
+	return c.releaseKind(ctx, "locks", name, token, lease)
+}
+
+// releaseKind releases a lock's grant or a semaphore's permit, retrying
+// freely as releaseResp does.
+func (c *Client) releaseKind(ctx context.Context, kind, name string, token uint64, lease string) error {
+	r := &request{path: kindPath(kind, name, "release")}
+	var out struct{}
+	err := c.postJSON(ctx, r, wire.LeaseRequest{Lease: lease, Token: token}, &out)
+	if err != nil && r.uncertain && errors.Is(err, ErrLeaseLost) {
+		return nil
+	}
 	return err
 }
 

@@ -1,0 +1,90 @@
+package client
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/fencer-io/fencer/api/wire"
+)
+
+// AcquirePermit takes one of the limit permits of the semaphore name,
+// waiting up to Wait while all are held, and keeps its lease alive as
+// Acquire does a lock's: the Lease's Token is the permit's own fencing
+// token, Done and Context fire when the permit can no longer be trusted,
+// and Name is the semaphore. limit must equal the semaphore's while any
+// permit is held (ErrLimitMismatch); when all are held the error is
+// ErrSemaphoreFull, with APIError.Held. The options are Acquire's
+// (LockDelay does not apply to permits and is refused).
+func (c *Client) AcquirePermit(ctx context.Context, name string, limit int, opts ...AcquireOption) (*Lease, error) {
+	o := acquireOptions{ttl: wire.DefaultTTL, keepAlive: true}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.holder == "" {
+		o.holder = DefaultHolder()
+	}
+	o.ttl = o.ttl.Truncate(time.Millisecond)
+	switch {
+	case o.ttl < wire.MinTTL || o.ttl > wire.MaxTTL:
+		return nil, fmt.Errorf("%w: ttl %v: want %v to %v", ErrInvalid, o.ttl, wire.MinTTL, wire.MaxTTL)
+	case o.wait < 0 || o.wait > wire.MaxWait:
+		return nil, fmt.Errorf("%w: wait %v: want 0 to %v", ErrInvalid, o.wait, wire.MaxWait)
+	case limit < 1 || limit > wire.MaxSemaphoreLimit:
+		return nil, fmt.Errorf("%w: limit %d: want 1 to %d", ErrInvalid, limit, wire.MaxSemaphoreLimit)
+	case o.lockDelay != 0:
+		return nil, fmt.Errorf("%w: a semaphore permit takes no lock-delay", ErrInvalid)
+	}
+	body := wire.SemAcquireRequest{
+		Holder:    o.holder,
+		Limit:     limit,
+		TTLMillis: o.ttl.Milliseconds(),
+		WaitMs:    o.wait.Milliseconds(),
+		RequestID: newRequestID(),
+	}
+	r := &request{path: kindPath("semaphores", name, "acquire"), extra: o.wait}
+	var p wire.PermitGrant
+	if err := c.postJSON(ctx, r, body, &p); err != nil {
+		return nil, err
+	}
+	g := wire.Grant{Lock: p.Semaphore, Holder: p.Holder, Token: p.Token, Lease: p.Lease, TTLMillis: p.TTLMillis,
+		RequestID: p.RequestID, Existing: p.Existing}
+	return c.hold(ctx, g, "semaphores", r, o.keepAlive)
+}
+
+// Semaphore returns a semaphore's limit, holders and waiters.
+func (c *Client) Semaphore(ctx context.Context, name string) (wire.SemaphoreStatus, error) {
+	var st wire.SemaphoreStatus
+	err := c.getJSON(ctx, kindPath("semaphores", name, ""), nil, &st)
+	return st, err
+}
+
+// Semaphores lists the semaphores with a permit held.
+func (c *Client) Semaphores(ctx context.Context) ([]wire.SemaphoreStatus, error) {
+	var out wire.SemaphoreList
+	err := c.getJSON(ctx, "/v1/semaphores", nil, &out)
+	return out.Semaphores, err
+}
+
+// CheckPermit reports whether permit token of a semaphore is still held.
+func (c *Client) CheckPermit(ctx context.Context, name string, token uint64) (bool, error) {
+	var out wire.PermitCheckResponse
+	q := url.Values{"token": {strconv.FormatUint(token, 10)}}
+	err := c.getJSON(ctx, kindPath("semaphores", name, "check"), q, &out)
+	return out.Current, err
+}
+
+// RenewPermitRaw renews a permit known only by its token and secret, as the
+// command-line client does.
+func (c *Client) RenewPermitRaw(ctx context.Context, name string, token uint64, lease string) (wire.SemRenewResponse, error) {
+	var out wire.SemRenewResponse
+	err := c.postJSON(ctx, &request{path: kindPath("semaphores", name, "renew")}, wire.LeaseRequest{Lease: lease, Token: token}, &out)
+	return out, err
+}
+
+// ReleasePermitRaw releases a permit known only by its token and secret.
+func (c *Client) ReleasePermitRaw(ctx context.Context, name string, token uint64, lease string) error {
+	return c.releaseKind(ctx, "semaphores", name, token, lease)
+}
