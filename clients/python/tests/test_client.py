@@ -176,6 +176,16 @@ class ClusterTest(unittest.TestCase):
         with self.assertRaises(LeaseLost):
             lease.check()
 
+    def test_readme_example_runs(self) -> None:
+        """The README's Python block, as written, against this cluster."""
+        with open(os.path.join(REPO, "README.md")) as f:
+            blocks = re.findall(r"(?ms)^```python\n(.*?)^```$", f.read())
+        self.assertEqual(len(blocks), 1)
+        code = re.sub(r"Client\(\[[^]]*\]\)", "Client(%r)" % self.cluster.endpoints(), blocks[0])
+        self.assertNotEqual(code, blocks[0])
+        exec(compile(code, "README.md", "exec"), {})
+        self.assertEqual(self.client().get("report")[0], b"done")
+
     def test_zz_idempotent_retry_across_killed_leader(self) -> None:
         """The acquire's answer is lost and its leader killed: the retry, on
         the new leader, gets the same grant back (existing), not a second
