@@ -144,6 +144,15 @@ class UnknownToken(FencerError):
     """404 unknown_token: no grant with that token is in the history."""
 
 
+class SemaphoreFull(FencerError):
+    """409 semaphore_full: every permit is held (``held`` and ``limit`` in
+    ``body``)."""
+
+
+class LimitMismatch(FencerError):
+    """409 limit_mismatch: the acquire's limit differs from the semaphore's."""
+
+
 class ServerTimeout(FencerError):
     """504 timeout."""
 
@@ -175,6 +184,9 @@ CODE_ERRORS: Dict[str, Type[FencerError]] = {
     "method_not_allowed": InvalidRequest,
     "invalid_lock_delay": InvalidRequest,
     "invalid_index": InvalidRequest,
+    "invalid_limit": InvalidRequest,
+    "semaphore_full": SemaphoreFull,
+    "limit_mismatch": LimitMismatch,
     "events_compacted": EventsCompacted,
     "unknown_token": UnknownToken,
     "lock_held": LockHeld,

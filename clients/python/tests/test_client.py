@@ -40,7 +40,8 @@ class ErrorCodesTest(unittest.TestCase):
         codes = openapi_codes()
         self.assertGreater(len(codes), 30)
         self.assertEqual(sorted(CODE_ERRORS), sorted(codes),
-                         "fencer.errors.CODE_ERRORS and api/openapi.yaml's ErrorCode enum differ")
+                         "fencer.errors.CODE_ERRORS and api/openapi.yaml's ErrorCode enum differ: "
+                         "give each new code an exception in clients/python/fencer/errors.py")
 
 
 class ClusterTest(unittest.TestCase):
