@@ -30,6 +30,7 @@ type execOptions struct {
 	ttl    time.Duration
 	wait   time.Duration
 	delay  time.Duration
+	limit  int // > 0: hold one of limit permits of the semaphore NAME instead
 	grace  time.Duration
 	holder string
 }
@@ -37,6 +38,12 @@ type execOptions struct {
 func (o *execOptions) validate() error {
 	if o.grace < 0 {
 		return usagef("--grace %v: want a duration of 0 or more", o.grace)
+	}
+	if o.limit < 0 || o.limit > wire.MaxSemaphoreLimit {
+		return usagef("--limit %d: want 1 to %d", o.limit, wire.MaxSemaphoreLimit)
+	}
+	if o.limit > 0 && o.delay != 0 {
+		return usagef("--lock-delay applies to locks, not to --limit's semaphore permits")
 	}
 	return o.client.validate()
 }
@@ -51,6 +58,10 @@ func newExecCmd() *cobra.Command {
 		Long: `Acquire the lock NAME, keep its lease alive, and run COMMAND with
 FENCER_TOKEN (the fencing token), FENCER_LOCK and FENCER_ENDPOINTS added to
 its environment. Pass $FENCER_TOKEN with every write the lock protects.
+
+With --limit N, NAME is a semaphore and the command runs under one of its N
+permits (FENCER_SEMAPHORE is set too); FENCER_TOKEN is the permit's own
+token, and the lease is kept, lost and released exactly as a lock's.
 
 SIGINT, SIGTERM and SIGHUP are forwarded to the command. When the command
 exits, the lock is released and fencer exits with the command's status
@@ -67,6 +78,7 @@ run, fencer writes one line to stdout after COMMAND's output:
 COMMAND's status.`,
 		Example: `  fencer exec nightly-report -- ./report.sh --date today
   fencer exec migrate --ttl 30s --wait 5m -- ./migrate.sh
+  fencer exec crawlers --limit 3 --wait 1m -- ./crawl.sh   # one of 3 permits
   fencer exec job -o json -- ./batch.sh | tail -n 1 | jq .exit_code
 
   # the command passes the token with every write the lock protects
@@ -93,6 +105,7 @@ COMMAND's status.`,
 	o.client.bind(fs)
 	fs.DurationVar(&o.ttl, "ttl", wire.DefaultTTL, "lease time to live; renewed about every ttl/3")
 	fs.DurationVar(&o.wait, "wait", 0, "queue this long if the lock is held (0: fail at once)")
+	fs.IntVar(&o.limit, "limit", 0, "run under one of N permits of the semaphore NAME instead of the lock NAME (consul lock -n)")
 	fs.DurationVar(&o.delay, "lock-delay", 0, "if the lease is lost to expiry, nobody can acquire the lock for this long (at most 1m)")
 	fs.DurationVar(&o.grace, "grace", 5*time.Second, "time between SIGTERM and SIGKILL when the lease is lost")
 	fs.StringVar(&o.holder, "holder", "", "holder name shown in lock status (default hostname-pid)")
@@ -121,6 +134,9 @@ func (o *execOptions) run(cmd *cobra.Command, name string, argv []string) error 
 		"FENCER_LOCK="+name,
 		"FENCER_ENDPOINTS="+strings.Join(o.client.endpointList(), ","),
 	)
+	if o.limit > 0 {
+		child.Env = append(child.Env, "FENCER_SEMAPHORE="+name)
+	}
 	child.Stdin, child.Stdout, child.Stderr = cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr()
 	child.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	// Output copied through pipes (when fencer's own is not a file) must not
@@ -166,7 +182,13 @@ func (o *execOptions) acquire(ctx context.Context, c *client.Client, name string
 	}
 	done := make(chan result, 1)
 	go func() {
-		l, err := c.Acquire(ctx, name, client.TTL(o.ttl), client.Wait(o.wait), client.Holder(o.holder), client.LockDelay(o.delay))
+		var l *client.Lease
+		var err error
+		if o.limit > 0 {
+			l, err = c.AcquirePermit(ctx, name, o.limit, client.TTL(o.ttl), client.Wait(o.wait), client.Holder(o.holder))
+		} else {
+			l, err = c.Acquire(ctx, name, client.TTL(o.ttl), client.Wait(o.wait), client.Holder(o.holder), client.LockDelay(o.delay))
+		}
 		done <- result{l, err}
 	}()
 	select {

@@ -217,6 +217,9 @@ func printStatus(w io.Writer, st wire.LockStatus) error {
 			fields = append(fields, fmt.Sprintf("remaining=%v", time.Duration(*st.RemainingMillis)*time.Millisecond))
 		}
 	}
+	if st.DelayRemainingMillis != nil {
+		fields = append(fields, fmt.Sprintf("lock_delay_remaining=%v", time.Duration(*st.DelayRemainingMillis)*time.Millisecond))
+	}
 	_, err := fmt.Fprintln(w, strings.Join(fields, " "))
 	return err
 }

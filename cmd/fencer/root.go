@@ -36,6 +36,7 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 		newServeCmd(),
 		newDevCmd(),
 		newLockCmd(),
+		newSemCmd(),
 		newKVCmd(),
 		newExecCmd(),
 		newMembersCmd(),

@@ -1,0 +1,199 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/fencer-io/fencer/api/client"
+	"github.com/fencer-io/fencer/api/wire"
+)
+
+// semOptions are the flags of "fencer sem" and its subcommands.
+type semOptions struct {
+	lockOptions
+	limit int
+}
+
+// newSemCmd returns "fencer sem": take, renew, release and inspect
+// semaphore permits by hand. To hold a permit while a program runs, use
+// "fencer exec NAME --limit N".
+func newSemCmd() *cobra.Command {
+	o := &semOptions{}
+	cmd := &cobra.Command{
+		Use:   "sem",
+		Short: "Acquire, renew, release and inspect semaphore permits",
+		Example: `  fencer sem acquire workers --limit 3 --ttl 30s
+  fencer sem status workers
+  fencer sem list -o json`,
+	}
+	o.client.bind(cmd.PersistentFlags())
+
+	acquire := &cobra.Command{
+		Use:   "acquire NAME --limit N",
+		Short: "Take one of N permits and print its token and lease secret",
+		Long: `Take one of the N permits of the semaphore NAME and print the permit's
+fencing token and lease secret. N must equal the semaphore's limit while any
+permit is held. The lease is NOT kept alive: it expires after --ttl unless
+renewed. To hold a permit while a command runs, use "fencer exec NAME --limit N".`,
+		Example: `  fencer sem acquire workers --limit 3 --ttl 30s
+  fencer sem acquire workers --limit 3 --wait 1m   # queue while all are held`,
+		Args: positional("NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error { return o.acquire(cmd, args[0]) },
+	}
+	acquire.Flags().IntVar(&o.limit, "limit", 0, "the number of permits (1 to 10000; required)")
+	acquire.Flags().DurationVar(&o.ttl, "ttl", wire.DefaultTTL, "lease time to live")
+	acquire.Flags().DurationVar(&o.wait, "wait", 0, "queue this long while every permit is held (0: fail at once)")
+	acquire.Flags().StringVar(&o.holder, "holder", "", "holder name shown in status (default hostname-pid)")
+
+	renew := &cobra.Command{
+		Use:   "renew NAME --token N --lease SECRET",
+		Short: "Renew a permit's lease for another TTL",
+		Args:  positional("NAME"),
+		RunE:  func(cmd *cobra.Command, args []string) error { return o.renew(cmd, args[0]) },
+	}
+	release := &cobra.Command{
+		Use:   "release NAME --token N --lease SECRET",
+		Short: "Release a permit",
+		Args:  positional("NAME"),
+		RunE:  func(cmd *cobra.Command, args []string) error { return o.release(cmd, args[0]) },
+	}
+	for _, c := range []*cobra.Command{renew, release} {
+		c.Flags().Var((*tokenFlag)(&o.token), "token", "fencing token of the permit")
+		c.Flags().StringVar(&o.lease, "lease", "", "lease secret of the permit")
+	}
+	status := &cobra.Command{
+		Use:   "status NAME",
+		Short: "Show a semaphore's limit, holders and waiters",
+		Args:  positional("NAME"),
+		RunE:  func(cmd *cobra.Command, args []string) error { return o.status(cmd, args[0]) },
+	}
+	list := &cobra.Command{
+		Use:   "list",
+		Short: "List semaphores with a permit held",
+		Args:  positional(),
+		RunE:  func(cmd *cobra.Command, _ []string) error { return o.list(cmd) },
+	}
+	return group(cmd, acquire, renew, release, status, list)
+}
+
+func (o *semOptions) acquire(cmd *cobra.Command, name string) error {
+	if o.limit < 1 || o.limit > wire.MaxSemaphoreLimit {
+		return usagef("--limit %d: want 1 to %d", o.limit, wire.MaxSemaphoreLimit)
+	}
+	c, err := o.client.client()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	lease, err := c.AcquirePermit(cmd.Context(), name, o.limit, client.TTL(o.ttl), client.Wait(o.wait), client.Holder(o.holder), client.NoKeepAlive())
+	if err != nil {
+		return fmt.Errorf("acquire a permit of %q: %w", name, err)
+	}
+	g := lease.Grant()
+	if o.client.json() {
+		return writeJSON(cmd.OutOrStdout(), wire.PermitGrant{Semaphore: g.Lock, Holder: g.Holder, Token: g.Token, Lease: g.Lease,
+			TTLMillis: g.TTLMillis, Limit: o.limit, RequestID: g.RequestID, Existing: g.Existing})
+	}
+	_, err = fmt.Fprintf(cmd.OutOrStdout(), "token=%d lease=%s ttl=%v\n", g.Token, g.Lease, lease.TTL())
+	return err
+}
+
+func (o *semOptions) renew(cmd *cobra.Command, name string) error {
+	if err := o.validateLease(); err != nil {
+		return err
+	}
+	c, err := o.client.client()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	out, err := c.RenewPermitRaw(cmd.Context(), name, o.token, o.lease)
+	if err != nil {
+		return fmt.Errorf("renew permit %d of %q: %w", o.token, name, err)
+	}
+	if o.client.json() {
+		return writeJSON(cmd.OutOrStdout(), out)
+	}
+	_, err = fmt.Fprintf(cmd.OutOrStdout(), "token=%d ttl=%v\n", out.Token, time.Duration(out.TTLMillis)*time.Millisecond)
+	return err
+}
+
+func (o *semOptions) release(cmd *cobra.Command, name string) error {
+	if err := o.validateLease(); err != nil {
+		return err
+	}
+	c, err := o.client.client()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	if err := c.ReleasePermitRaw(cmd.Context(), name, o.token, o.lease); err != nil {
+		return fmt.Errorf("release permit %d of %q: %w", o.token, name, err)
+	}
+	if o.client.json() {
+		return writeJSON(cmd.OutOrStdout(), wire.SemReleaseResponse{Semaphore: name, Token: o.token, Released: true})
+	}
+	_, err = fmt.Fprintf(cmd.OutOrStdout(), "released token=%d\n", o.token)
+	return err
+}
+
+func (o *semOptions) status(cmd *cobra.Command, name string) error {
+	c, err := o.client.client()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	st, err := c.Semaphore(cmd.Context(), name)
+	if err != nil {
+		return fmt.Errorf("status of semaphore %q: %w", name, err)
+	}
+	if o.client.json() {
+		return writeJSON(cmd.OutOrStdout(), st)
+	}
+	return printSemaphore(cmd.OutOrStdout(), st)
+}
+
+func (o *semOptions) list(cmd *cobra.Command) error {
+	c, err := o.client.client()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	sems, err := c.Semaphores(cmd.Context())
+	if err != nil {
+		return fmt.Errorf("list semaphores: %w", err)
+	}
+	if o.client.json() {
+		if sems == nil {
+			sems = []wire.SemaphoreStatus{}
+		}
+		return writeJSON(cmd.OutOrStdout(), wire.SemaphoreList{Semaphores: sems})
+	}
+	for _, st := range sems {
+		if err := printSemaphore(cmd.OutOrStdout(), st); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// printSemaphore writes one line for the semaphore, then one per permit.
+func printSemaphore(w io.Writer, st wire.SemaphoreStatus) error {
+	if _, err := fmt.Fprintf(w, "semaphore=%s limit=%d held=%d waiters=%d\n", st.Semaphore, st.Limit, len(st.Holders), st.Waiters); err != nil {
+		return err
+	}
+	for _, h := range st.Holders {
+		fields := []string{fmt.Sprintf("  holder=%q", h.Holder), fmt.Sprintf("token=%d", h.Token)}
+		if h.RemainingMillis != nil {
+			fields = append(fields, fmt.Sprintf("remaining=%v", time.Duration(*h.RemainingMillis)*time.Millisecond))
+		}
+		if _, err := fmt.Fprintln(w, strings.Join(fields, " ")); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,60 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fencer-io/fencer/api/wire"
+	"github.com/fencer-io/fencer/fsm"
+	tc "github.com/fencer-io/fencer/test/testcluster"
+)
+
+// Two "fencer exec --limit 2" run at once, each under a permit of its own;
+// a third permit is refused while they run; "sem status" shows both, and
+// "sem list" nothing once they are done. "sem acquire/release" by hand.
+func TestExecUnderSemaphorePermits(t *testing.T) {
+	newTestCluster(t)
+	tc.Poll(t, 15*time.Second, "the cluster to write this build's log format", func() bool {
+		out, _, err := fencer(t, "", "cluster", "status", "-o", "json")
+		var st struct {
+			LogFormat int `json:"log_format"`
+		}
+		return err == nil && json.Unmarshal([]byte(out), &st) == nil && st.LogFormat == fsm.LogFormat
+	})
+	gate := filepath.Join(t.TempDir(), "go")
+	script := `echo "sem=$FENCER_SEMAPHORE token=$FENCER_TOKEN"; while [ ! -e ` + gate + ` ]; do sleep 0.02; done`
+	out1, _, done1 := startFencer(t, "exec", "crawlers", "--limit", "2", "--ttl", "5s", "--", "sh", "-c", script)
+	out2, _, done2 := startFencer(t, "exec", "crawlers", "--limit", "2", "--ttl", "5s", "--", "sh", "-c", script)
+	for _, o := range []*syncBuffer{out1, out2} {
+		tc.Poll(t, 10*time.Second, "a child's token line", func() bool { return strings.Contains(o.String(), "sem=crawlers token=") })
+	}
+	if _, _, err := fencer(t, "", "sem", "acquire", "crawlers", "--limit", "2"); err == nil || !strings.Contains(err.Error(), wire.CodeSemaphoreFull) {
+		t.Fatalf("a third permit: %v", err)
+	}
+	var st wire.SemaphoreStatus
+	if err := json.Unmarshal([]byte(mustFencer(t, "sem", "status", "crawlers", "-o", "json")), &st); err != nil || st.Limit != 2 || len(st.Holders) != 2 {
+		t.Fatalf("status %+v (%v)", st, err)
+	}
+	if err := os.WriteFile(gate, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []<-chan error{done1, done2} {
+		if err := waitDone(t, d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := mustFencer(t, "sem", "list"); got != "" {
+		t.Fatalf("sem list after both exited: %q", got)
+	}
+	var g wire.PermitGrant
+	if err := json.Unmarshal([]byte(mustFencer(t, "sem", "acquire", "crawlers", "--limit", "1", "-o", "json")), &g); err != nil || g.Token == 0 {
+		t.Fatalf("sem acquire: %+v (%v)", g, err)
+	}
+	mustFencer(t, "sem", "renew", "crawlers", "--token", strconv.FormatUint(g.Token, 10), "--lease", g.Lease)
+	mustFencer(t, "sem", "release", "crawlers", "--token", strconv.FormatUint(g.Token, 10), "--lease", g.Lease)
+}
