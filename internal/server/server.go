@@ -171,6 +171,9 @@ func (in *Instance) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	in.HTTP.Shutdown(ctx)
+	// Shutdown waits for requests to finish, and an event stream never
+	// does: close what is left, so that watchers reconnect elsewhere.
+	in.HTTP.Close()
 	err := in.Node.Close()
 	in.Coord.Close()
 	return err
