@@ -303,7 +303,7 @@ func TestWatchParsesTheStream(t *testing.T) {
 		t.Fatalf("watched %s, want %s", describe(got), want)
 	}
 	var api *client.APIError
-	if !errors.Is(final, client.ErrEventsCompacted) || !errors.As(final, &api) || api.Oldest != 9 || api.Index != 12 {
-		t.Fatalf("final error %v", final)
+	if !errors.Is(final, client.ErrEventsCompacted) || errors.Is(final, client.ErrUnavailable) || calls.Load() != 3 || !errors.As(final, &api) || api.Oldest != 9 || api.Index != 12 {
+		t.Fatalf("after %d requests, final error %v", calls.Load(), final)
 	}
 }
