@@ -10,11 +10,13 @@ PYTHON  ?= /usr/bin/python3
 DURATION ?= 3m
 SEED     ?= 0
 NODES    ?= 3
+# The version "fencer version" prints: the nearest tag or the commit.
+VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null)
 
 all: build
 
 build:
-	$(GO) build -o $(BIN) ./cmd/fencer
+	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN) ./cmd/fencer
 
 ## run: a local 3-node cluster in one process (Ctrl-C stops it). It keeps
 ## its state in ~/.local/state/fencer/dev; DEV_FLAGS=--ephemeral for a
