@@ -9,11 +9,11 @@
 See README.md for the guarantees.
 """
 
-from .client import Client, Response
+from .client import Client, EventsLagged, EventStream, Response
 from .errors import *  # noqa: F401,F403
 from .errors import CODE_ERRORS, FencerError, from_response
 from .lease import Lease, margin
 
 __version__ = "0.1.0"
-__all__ = ["Client", "Response", "Lease", "margin", "CODE_ERRORS", "FencerError", "from_response"] + [
+__all__ = ["Client", "Response", "EventStream", "EventsLagged", "Lease", "margin", "CODE_ERRORS", "FencerError", "from_response"] + [
     c.__name__ for c in set(CODE_ERRORS.values())] + ["LeaseExpired", "Unavailable"]

@@ -299,6 +299,45 @@ class Client:
         """GET /v1/cluster: the answering node's view of the cluster."""
         return self.request("GET", "/v1/cluster").json()
 
+    def events(self, *, since: Optional[int] = None, prefix: Optional[str] = None,
+               timeout: float = 60.0) -> "EventStream":
+        """Watch every change in log order (``GET /v1/events``, Server-Sent
+        Events) from the first endpoint that answers. Iterate the returned
+        stream for event dicts (``index``, ``type``, ``lock``, ``token``…);
+        skip types you do not know. The stream is not retried: to resume,
+        watch again with ``since`` the last index seen. A reader that fell
+        behind gets :class:`EventsLagged` (re-list, then watch from the
+        list's index); an index the node no longer keeps,
+        :class:`~fencer.errors.EventsCompacted`."""
+        q = {}
+        if since is not None:
+            q["since"] = str(since)
+        if prefix:
+            q["prefix"] = prefix
+        path = "/v1/events" + ("?" + urllib.parse.urlencode(q) if q else "")
+        last: Optional[Exception] = None
+        for ep in self._endpoints:
+            if ep.scheme == "https":
+                conn: http.client.HTTPConnection = http.client.HTTPSConnection(ep.host, ep.port, timeout=timeout, context=self._ssl)
+            else:
+                conn = http.client.HTTPConnection(ep.host, ep.port, timeout=timeout)
+            try:
+                conn.request("GET", path, headers=self._headers({"Accept": "text/event-stream"}))
+                resp = conn.getresponse()
+            except (OSError, http.client.HTTPException) as e:
+                conn.close()
+                last = e
+                continue
+            if resp.status != 200:
+                body = resp.read()
+                conn.close()
+                try:
+                    raise from_response(resp.status, json.loads(body))
+                except ValueError:
+                    raise FencerError("GET %s: %d" % (path, resp.status), status=resp.status)
+            return EventStream(conn, resp)
+        raise Unavailable("GET %s: no endpoint answered: %s" % (path, last))
+
     # ---- fenced keys -----------------------------------------------------
 
     def put(self, key: str, value: bytes, token: int, *, lock: Optional[str] = None) -> int:
@@ -332,6 +371,56 @@ class Client:
         return int(self.request("DELETE", "/v1/kv/" + _quote(key)).json().get("last_token", 0))
 
 
+class EventsLagged(FencerError):
+    """The event stream fell behind and the server ended it; ``body`` has
+    the last index sent."""
+
+
+class EventStream:
+    """An open ``GET /v1/events`` stream: iterate it for event dicts; close
+    it (or use it as a context manager) when done."""
+
+    def __init__(self, conn: http.client.HTTPConnection, resp: http.client.HTTPResponse) -> None:
+        self._conn, self._resp = conn, resp
+
+    def __iter__(self) -> "EventStream":
+        return self
+
+    def __next__(self) -> Dict[str, Any]:
+        kind, data = "", []
+        while True:
+            line = self._resp.readline()
+            if not line:
+                self.close()
+                raise StopIteration
+            text = line.decode("utf-8").rstrip("\r\n")
+            if text == "":
+                if not data:
+                    continue
+                payload = json.loads("\n".join(data))
+                if kind == "lagged":
+                    self.close()
+                    raise EventsLagged("the event stream fell behind and was ended", body=payload if isinstance(payload, dict) else {})
+                return payload
+            if text.startswith(":"):
+                continue
+            field, _, value = text.partition(":")
+            value = value[1:] if value.startswith(" ") else value
+            if field == "event":
+                kind = value
+            elif field == "data":
+                data.append(value)
+
+    def close(self) -> None:
+        self._conn.close()
+
+    def __enter__(self) -> "EventStream":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
 def _quote(s: str) -> str:
     return urllib.parse.quote(s, safe="")
 
@@ -341,4 +430,4 @@ def _lock_path(name: str, op: str) -> str:
     return p + "/" + op if op else p
 
 
-__all__ = ["Client", "Response", "NotFound"]
+__all__ = ["Client", "Response", "EventStream", "EventsLagged"]

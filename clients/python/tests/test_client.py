@@ -177,6 +177,18 @@ class ClusterTest(unittest.TestCase):
         with self.assertRaises(LeaseLost):
             lease.check()
 
+    def test_events(self) -> None:
+        c = self.client()
+        with c.events(prefix="py.events") as stream:
+            with c.lock("py.events.a", ttl=5) as lease:
+                pass
+            seen = []
+            for ev in stream:
+                seen.append((ev["type"], ev.get("lock"), ev.get("token")))
+                if ev["type"] == "released":
+                    break
+        self.assertEqual(seen, [("acquired", "py.events.a", lease.token), ("released", "py.events.a", lease.token)])
+
     def test_readme_example_runs(self) -> None:
         """The README's Python block, as written, against this cluster."""
         with open(os.path.join(REPO, "README.md")) as f:
