@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hashicorp/raft"
+
 	"github.com/fencer-io/fencer/api/wire"
 )
 
@@ -93,6 +95,15 @@ type Config struct {
 	LeaderLeaseTimeout time.Duration
 	// ApplyTimeout bounds one proposal. Default 5 s.
 	ApplyTimeout time.Duration
+	// StallTimeout is how long a write of the log store may take on the
+	// leader before the node gives up leading and stops (default 5 s):
+	// above the slowest fsync the disk is expected to take, below what
+	// clients would wait for (see disk.go).
+	StallTimeout time.Duration
+	// WrapLogStore, when set, wraps the bolt log store under the node's
+	// own timing of it. Tests inject disk faults through it
+	// (test/diskfault); no flag sets it.
+	WrapLogStore func(raft.LogStore) raft.LogStore
 	// Snapshots: take one after this many new entries (default 8192), keep
 	// this many entries behind it for slow followers (default 10240).
 	SnapshotThreshold uint64
@@ -107,6 +118,9 @@ type Config struct {
 	// RaftLogLevel is hashicorp/raft's own log level (default "warn").
 	RaftLogLevel string
 }
+
+// MinStallTimeout is the shortest Config.StallTimeout allowed.
+const MinStallTimeout = 100 * time.Millisecond
 
 // Validate checks the configuration and fills in defaults.
 func (c *Config) Validate() error {
@@ -148,8 +162,12 @@ func (c *Config) Validate() error {
 	def(&c.ElectionTimeout, time.Second)
 	def(&c.LeaderLeaseTimeout, 500*time.Millisecond)
 	def(&c.ApplyTimeout, 5*time.Second)
+	def(&c.StallTimeout, 5*time.Second)
 	def(&c.SnapshotInterval, 30*time.Second)
 	def(&c.JoinTimeout, 2*time.Minute)
+	if c.StallTimeout < MinStallTimeout {
+		return fmt.Errorf("stall timeout %v: want at least %v, or a healthy leader's slower fsyncs would depose it", c.StallTimeout, MinStallTimeout)
+	}
 	if c.SnapshotThreshold == 0 {
 		c.SnapshotThreshold = 8192
 	}

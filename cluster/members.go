@@ -49,7 +49,7 @@ func (n *Node) register() {
 		err := n.joinOnce(true)
 		if errors.Is(err, ErrMemberConflict) {
 			n.log.Error("join refused", "err", err)
-			n.fatal <- err
+			n.die(err)
 			return
 		}
 		// Until a member has registered, the cluster does not know its

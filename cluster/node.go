@@ -29,6 +29,7 @@ import (
 	"github.com/fencer-io/fencer/api/wire"
 	"github.com/fencer-io/fencer/cluster/datadir"
 	"github.com/fencer-io/fencer/cluster/raftmetrics"
+	"github.com/fencer-io/fencer/cluster/transport"
 	"github.com/fencer-io/fencer/fsm"
 )
 
@@ -40,9 +41,11 @@ type Node struct {
 	fsm     *fsm.FSM
 	raft    *raft.Raft
 	store   *raftboltdb.BoltStore // the log and stable store
-	logs    raft.LogStore         // store behind a cache of the newest entries
-	snaps   raft.SnapshotStore
-	trans   *raft.NetworkTransport
+	logs    raft.LogStore         // logWatch behind a cache of the newest entries
+	// logWatch is the store as a log store, its writes timed and watched.
+	logWatch *watchedLog
+	snaps    raft.SnapshotStore
+	trans    *transport.Transport
 
 	reg     *prometheus.Registry // the node's metrics; others add theirs
 	metrics *raftmetrics.Metrics
@@ -52,6 +55,7 @@ type Node struct {
 	configMu sync.Mutex // one configuration change at a time
 	format   entryFormat
 	fatal    chan error
+	diskOnce sync.Once // a failed write is acted on once
 
 	peerHTTP *http.Client // for calls to other members' HTTP APIs
 
@@ -167,6 +171,11 @@ func (n *Node) Apply(cmd fsm.Command) (any, error) {
 	}
 	f := n.raft.Apply(data, n.cfg.ApplyTimeout)
 	if err := f.Error(); err != nil {
+		if failed := n.logWatch.failure(); failed != nil && translate(err) == err {
+			// The leader's own write failed before it replicated the
+			// entry: not committed, and the node is stopping.
+			return nil, fmt.Errorf("%w: this node's log store failed a write: %v", ErrNoLeader, failed)
+		}
 		return nil, translate(err)
 	}
 	if err, ok := f.Response().(error); ok {

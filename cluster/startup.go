@@ -94,7 +94,12 @@ func (n *Node) openStores() error {
 	// replication and every member's FSM read what was just written without
 	// a bolt read and a msgpack decode per entry (about a tenth of each
 	// node's CPU under load, by profile).
-	if n.logs, err = raft.NewLogCache(logCacheSize, store); err != nil {
+	var logs raft.LogStore = store
+	if n.cfg.WrapLogStore != nil {
+		logs = n.cfg.WrapLogStore(logs)
+	}
+	n.logWatch = &watchedLog{LogStore: logs, latency: n.metrics.LogWrites, failed: n.diskFailed}
+	if n.logs, err = raft.NewLogCache(logCacheSize, n.logWatch); err != nil {
 		return fmt.Errorf("raft log cache: %w", err)
 	}
 	return nil
@@ -196,8 +201,8 @@ func (n *Node) raftConfig(notify chan bool) *raft.Config {
 	return rc
 }
 
-// startRaft starts Raft over the stores and transport, and the goroutine
-// that follows its leadership changes.
+// startRaft starts Raft over the stores and transport, the goroutine that
+// follows its leadership changes, and the one that watches its disk.
 func (n *Node) startRaft() error {
 	notify := make(chan bool, 16)
 	r, err := raft.NewRaft(n.raftConfig(notify), n.metrics.TimeSnapshots(n.fsm), n.logs, n.store, n.snaps, n.trans)
@@ -206,8 +211,9 @@ func (n *Node) startRaft() error {
 	}
 	n.raft = r
 	n.metrics.Watch(r, raft.ServerID(n.cfg.ID))
-	n.wg.Add(1)
+	n.wg.Add(2)
 	go n.watchLeadership(notify)
+	go n.watchDisk()
 	return nil
 }
 

@@ -77,16 +77,11 @@ func (t *queues) all() []*queue {
 	return out
 }
 
-// waiting counts queued callers across all names.
-func (t *queues) waiting() int {
-	total := 0
-	for _, q := range t.all() {
-		q.mu.Lock()
-		total += q.waiters.Len()
-		q.mu.Unlock()
-	}
-	return total
-}
+// waiting counts queued callers across all names. It reads the count, not
+// the queues: a queue's mutex is held across its proposals, and a scrape of
+// /metrics must not wait for a proposal (on a leader whose disk stalled, it
+// would wait for good).
+func (t *queues) waiting() int { return int(t.queued.Load()) }
 
 // failAll answers every waiter with err; used when leadership is lost.
 func (t *queues) failAll(err error) {

@@ -1,7 +1,8 @@
 // Package raftmetrics exposes a hashicorp/raft node to Prometheus: its state,
 // term, indexes, contact with the leader and membership, read at scrape time
 // so that the hot path pays nothing for them; the leadership changes it saw;
-// and how long each snapshot took to persist.
+// how long each snapshot took to persist; and its log store's writes: their
+// latency, their failures and the leaderships given up over a stalled one.
 package raftmetrics
 
 import (
@@ -17,9 +18,17 @@ import (
 type Metrics struct {
 	// LeaderChanges counts the leadership changes the node saw.
 	LeaderChanges prometheus.Counter
-	snapshot      prometheus.Histogram
-	raft          atomic.Pointer[raft.Raft] // nil until Watch
-	id            raft.ServerID             // this node's id, set by Watch
+	// LogWrites times each write of the log store (a batch of entries and
+	// its fsyncs).
+	LogWrites prometheus.Histogram
+	// LogWriteErrors counts the log store's failed writes.
+	LogWriteErrors prometheus.Counter
+	// StallStepDowns counts the leaderships this node gave up because its
+	// log store had not completed a write within the stall timeout.
+	StallStepDowns prometheus.Counter
+	snapshot       prometheus.Histogram
+	raft           atomic.Pointer[raft.Raft] // nil until Watch
+	id             raft.ServerID             // this node's id, set by Watch
 }
 
 // New registers a node's Raft metrics on reg. The gauges report nothing
@@ -29,12 +38,22 @@ func New(reg prometheus.Registerer) *Metrics {
 		LeaderChanges: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: "fencer", Name: "leader_changes_total", Help: "Leadership changes seen by this node (gained or lost).",
 		}),
+		LogWrites: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: "fencer", Name: "log_store_write_seconds", Help: "Time of each write to the Raft log store (one batch of entries, fsynced).",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 4, 10),
+		}),
+		LogWriteErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "fencer", Name: "log_store_write_errors_total", Help: "Writes to the Raft log store that failed (the node stops after the first).",
+		}),
+		StallStepDowns: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: "fencer", Name: "stall_stepdowns_total", Help: "Leaderships given up because the log store had not completed a write within the stall timeout.",
+		}),
 		snapshot: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Namespace: "fencer", Name: "snapshot_persist_seconds", Help: "Time to write an FSM snapshot.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 4, 10),
 		}),
 	}
-	reg.MustRegister(m.LeaderChanges, m.snapshot, (*collector)(m))
+	reg.MustRegister(m.LeaderChanges, m.LogWrites, m.LogWriteErrors, m.StallStepDowns, m.snapshot, (*collector)(m))
 	return m
 }
 

@@ -1,7 +1,9 @@
 // Package transport opens a node's Raft transport: TCP, or mutual TLS when
 // the cluster runs it; dialling each peer at a proxy address when told to
 // (the chaos suite routes links through fault proxies this way); and
-// logging a stranger's connections at most once a minute.
+// logging a stranger's connections at most once a minute; and cutting the
+// node off from the cluster when it must stop leading but cannot stop Raft
+// (Sever).
 package transport
 
 import (
@@ -60,7 +62,7 @@ func (a nameAddr) String() string  { return string(a) }
 // name is resolved once to bind, and advertised as the name, so that the
 // Raft configuration holds names and peers resolve them whenever they dial
 // (a peer whose name does not resolve yet is retried like one that is down).
-func Open(cfg Config) (*raft.NetworkTransport, error) {
+func Open(cfg Config) (*Transport, error) {
 	host, port, err := net.SplitHostPort(cfg.Addr)
 	if err != nil {
 		return nil, fmt.Errorf("raft address %q: want HOST:PORT: %w", cfg.Addr, err)
@@ -95,31 +97,32 @@ func Open(cfg Config) (*raft.NetworkTransport, error) {
 			advertise = tcpAddr // else let the transport advertise what it bound
 		}
 	}
+	var stream raft.StreamLayer
 	if cfg.TLSServer != nil {
 		layer, err := tlsutil.NewTLSStreamLayer(bind, advertise, cfg.TLSServer, cfg.TLSClient)
 		if err != nil {
 			return nil, fmt.Errorf("raft transport on %s: %w", cfg.Addr, err)
 		}
 		layer.Logger = cfg.Logger
-		tcfg.Stream = layer
-		return raft.NewNetworkTransportWithConfig(tcfg), nil
-	}
-	if !named && cfg.LookupHost == nil {
-		trans, err := raft.NewTCPTransportWithConfig(cfg.Addr, advertise, tcfg)
+		stream = layer
+	} else {
+		ln, err := net.Listen("tcp", bind)
 		if err != nil {
 			return nil, fmt.Errorf("raft transport on %s: %w", cfg.Addr, err)
 		}
-		return trans, nil
+		if advertise == nil {
+			advertise = ln.Addr()
+		}
+		if a, ok := advertise.(*net.TCPAddr); ok && (a.IP == nil || a.IP.IsUnspecified()) {
+			ln.Close()
+			return nil, fmt.Errorf("raft address %s: peers cannot dial an unspecified address; bind a specific one", advertise)
+		}
+		stream = &tcpLayer{Listener: ln, advertise: advertise, lookup: cfg.LookupHost}
 	}
-	ln, err := net.Listen("tcp", bind)
-	if err != nil {
-		return nil, fmt.Errorf("raft transport on %s: %w", cfg.Addr, err)
-	}
-	if advertise == nil {
-		advertise = ln.Addr()
-	}
-	tcfg.Stream = &tcpLayer{Listener: ln, advertise: advertise, lookup: cfg.LookupHost}
-	return raft.NewNetworkTransportWithConfig(tcfg), nil
+	// Every connection goes through the layer that Sever closes.
+	sev := newSeverable(stream)
+	tcfg.Stream = sev
+	return &Transport{NetworkTransport: raft.NewNetworkTransportWithConfig(tcfg), layer: sev}, nil
 }
 
 // resolveOwn resolves this node's own host name to the IP to bind,
@@ -150,8 +153,9 @@ func resolveOwn(cfg Config, host string) (string, error) {
 	}
 }
 
-// tcpLayer is Raft's plain TCP stream layer for a node that advertises a
-// host name, or that resolves names with Config.LookupHost.
+// tcpLayer is Raft's plain TCP stream layer (whose fields hashicorp/raft
+// does not export), which also advertises a host name and resolves names
+// with Config.LookupHost.
 type tcpLayer struct {
 	net.Listener
 	advertise net.Addr

@@ -40,6 +40,7 @@ type serveOptions struct {
 	snapThreshold  uint64
 	trailingLogs   uint64
 	electionTO     time.Duration
+	stallTO        time.Duration
 	tlsCert        string
 	tlsKey         string
 	tlsCA          string
@@ -98,6 +99,8 @@ rejoins by itself. Every flag can also be set by its environment variable.`,
 	fs.Uint64Var(&o.snapThreshold, "snapshot-threshold", envUint("FENCER_SNAPSHOT_THRESHOLD", 8192), "take a snapshot after this many new log entries ($FENCER_SNAPSHOT_THRESHOLD)")
 	fs.Uint64Var(&o.trailingLogs, "trailing-logs", envUint("FENCER_TRAILING_LOGS", 10240), "log entries kept behind a snapshot for slow followers ($FENCER_TRAILING_LOGS)")
 	fs.DurationVar(&o.electionTO, "election-timeout", envDuration("FENCER_ELECTION_TIMEOUT", time.Second), "Raft heartbeat and election timeout ($FENCER_ELECTION_TIMEOUT)")
+	fs.DurationVar(&o.stallTO, "stall-timeout", envDuration("FENCER_STALL_TIMEOUT", 5*time.Second),
+		"a leader whose log store has not completed a write for this long cuts itself off and exits non-zero, so that another member leads ($FENCER_STALL_TIMEOUT)")
 	fs.StringVar(&o.peerProxyFile, "peer-proxy-file", os.Getenv("FENCER_PEER_PROXY_FILE"), "file with id=HOST:PORT lines, re-read when it changes ($FENCER_PEER_PROXY_FILE)")
 	fs.StringVar(&o.tlsCert, "tls-cert", os.Getenv("FENCER_TLS_CERT"), "this node's certificate: TLS on the API and mutual TLS between nodes ($FENCER_TLS_CERT)")
 	fs.StringVar(&o.tlsKey, "tls-key", os.Getenv("FENCER_TLS_KEY"), "this node's key ($FENCER_TLS_KEY)")
@@ -143,6 +146,7 @@ func (o *serveOptions) config() (cluster.Config, error) {
 		HeartbeatTimeout:   o.electionTO,
 		ElectionTimeout:    o.electionTO,
 		LeaderLeaseTimeout: o.electionTO / 2,
+		StallTimeout:       o.stallTO,
 	}
 	if o.httpAdvertise != "" {
 		if err := checkAdvertise(o.httpAdvertise); err != nil {
@@ -232,7 +236,7 @@ func (o *serveOptions) run(cmd *cobra.Command) error {
 		logger.Info("shutting down", "signal", sig.String())
 		return in.Close()
 	case err := <-in.Node.Fatal():
-		in.Close()
+		closeWithin(in, fatalCloseTimeout, logger)
 		return err
 	case err := <-in.Done():
 		in.Close()
@@ -346,4 +350,23 @@ func isLoopback(addr string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// fatalCloseTimeout bounds the stop after a fatal error: a node whose disk
+// hangs cannot finish stopping Raft (it waits for the stuck write), and
+// must exit anyway so that its supervisor restarts it.
+const fatalCloseTimeout = 5 * time.Second
+
+// closeWithin closes the instance, or gives up waiting after d.
+func closeWithin(in *server.Instance, d time.Duration, logger *slog.Logger) {
+	done := make(chan struct{})
+	go func() {
+		in.Close()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(d):
+		logger.Error("the node did not stop within the time allowed; exiting anyway (its data is crash-safe)", "waited", d)
+	}
 }

@@ -34,6 +34,8 @@ type Node struct {
 	HTTPAddr string
 	Inst     *server.Instance
 	cfg      cluster.Config
+	// crashed is the instance Crash set aside, until it can be stopped.
+	crashed *server.Instance
 }
 
 // Options tune a test cluster.
@@ -174,13 +176,33 @@ func (c *Cluster) Forget(n *Node) {
 	}
 }
 
-// Close stops every running node.
+// Close stops every running node, and those set aside by Crash.
 func (c *Cluster) Close() {
 	for _, n := range c.Nodes {
 		if n.Inst != nil {
 			n.Inst.Close()
 			n.Inst = nil
 		}
+		n.reap()
+	}
+}
+
+// Crash stands for the exit of n's process after a fatal error: its HTTP
+// server closes at once and the node is no longer running, but its
+// instance is only set aside. A node whose disk hangs cannot stop Raft
+// until a write returns, so Restart and Close stop it then: heal its disk
+// first.
+func (c *Cluster) Crash(n *Node) {
+	n.Inst.HTTP.Close()
+	n.crashed, n.Inst = n.Inst, nil
+	http.DefaultClient.CloseIdleConnections()
+}
+
+// reap stops an instance that Crash set aside.
+func (n *Node) reap() {
+	if n.crashed != nil {
+		n.crashed.Close()
+		n.crashed = nil
 	}
 }
 
@@ -199,6 +221,7 @@ func (c *Cluster) Stop(n *Node) {
 // Restart starts a stopped node again on the same data dir and addresses.
 func (c *Cluster) Restart(n *Node) {
 	c.t.Helper()
+	n.reap()
 	cfg := n.cfg
 	cfg.RaftAddr = n.RaftAddr
 	cfg.Bootstrap, cfg.Join = false, nil
