@@ -22,6 +22,7 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 		Example: `  fencer dev                                   # a local 3-node cluster
   fencer lock acquire job --ttl 30s -o json     # token and lease secret
   fencer exec job -- ./batch.sh                 # run while holding the lock
+  fencer watch jobs.                            # lock events as they happen
   fencer cluster status`,
 		Version:       readBuildInfo().String(),
 		SilenceUsage:  true,
@@ -39,6 +40,7 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 		newSemCmd(),
 		newKVCmd(),
 		newExecCmd(),
+		newWatchCmd(),
 		newMembersCmd(),
 		newClusterCmd(),
 		newSnapshotCmd(),
