@@ -98,3 +98,27 @@ func TestLockDelayRestartedOnPromotion(t *testing.T) {
 		t.Fatalf("acquire after the delay: %v", err)
 	}
 }
+
+// An election's leader publishes a value with its grant and changes it
+// with one log write; the token stays; a deposed leader cannot.
+func TestProclaim(t *testing.T) {
+	s, f, clock := newTestService(t, Config{})
+	res, err := s.Acquire(bg, AcquireRequest{Lock: "leader", Holder: "n1", TTL: time.Second, Value: "a:1"})
+	if err != nil || res.Grant.Value != "a:1" {
+		t.Fatalf("campaign: %+v %v", res, err)
+	}
+	g := res.Grant
+	entries := len(f.log())
+	l, err := s.Proclaim(bg, "leader", g.Token, g.Lease, "a:2")
+	if err != nil || l.Token != g.Token || l.Value != "a:2" || len(f.log()) != entries+1 {
+		t.Fatalf("proclaim: %+v %v", l, err)
+	}
+	if st, _ := s.Lock(bg, "leader", false); st.Value != "a:2" {
+		t.Fatalf("status %+v", st)
+	}
+	clock.Advance(time.Second)
+	poll(t, "the expiry", func() bool { return !isHeld(f, "leader") })
+	if _, err := s.Proclaim(bg, "leader", g.Token, g.Lease, "a:3"); !errors.Is(err, fsm.ErrLeaseLost) {
+		t.Fatalf("a deposed leader's proclaim: %v", err)
+	}
+}

@@ -26,6 +26,8 @@ type AcquireRequest struct {
 	// LockDelay, when set, keeps the lock from anybody for that long after
 	// this grant ends by expiry (delay.go). At most MaxLockDelay.
 	LockDelay time.Duration
+	// Value, when set, is published with the grant (elections).
+	Value string
 }
 
 // newRequestID draws a request id for an acquire that came without one:
@@ -63,9 +65,9 @@ func (s *Service) Acquire(ctx context.Context, req AcquireRequest) (fsm.AcquireR
 		// without one, as by the members' older builds.
 		req.Principal = ""
 	}
-	if f := s.raft.EntryFormat(); req.LockDelay > 0 && f < fsm.LogFormatCoord {
+	if f := s.raft.EntryFormat(); (req.LockDelay > 0 || req.Value != "") && f < fsm.LogFormatCoord {
 		// Refused before it could queue: no entry could carry it.
-		return fsm.AcquireResult{}, fmt.Errorf("%w: a lock-delay needs log format %d, the members read %d; upgrade every member first",
+		return fsm.AcquireResult{}, fmt.Errorf("%w: a lock-delay or a value needs log format %d, the members read %d; upgrade every member first",
 			fsm.ErrFormatTooOld, fsm.LogFormatCoord, f)
 	}
 	cmd := &fsm.Acquire{
@@ -78,6 +80,7 @@ func (s *Service) Acquire(ctx context.Context, req AcquireRequest) (fsm.AcquireR
 		Principal: req.Principal,
 
 		LockDelayMillis: req.LockDelay.Milliseconds(),
+		Value:           req.Value,
 	}
 	q := s.queues.get(req.Lock)
 	defer s.queues.put(req.Lock, q)
@@ -392,4 +395,22 @@ func (s *Service) Waiters(name string) int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return q.waiters.Len()
+}
+
+// Proclaim changes the value a held lock publishes (an election leader's
+// address, say): a log write under the lock's queue; the token is
+// unchanged. A grant that is not current is fsm.ErrLeaseLost.
+func (s *Service) Proclaim(ctx context.Context, name string, token uint64, secret, value string) (fsm.Lock, error) {
+	if err := s.awaitLeader(ctx); err != nil {
+		return fsm.Lock{}, err
+	}
+	q := s.queues.get(name)
+	defer s.queues.put(name, q)
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	res, err := s.raft.Apply(&fsm.SetValue{Lock: name, Token: token, Lease: secret, Value: value})
+	if err != nil {
+		return fsm.Lock{}, err
+	}
+	return res.(*fsm.SetValueResult).Grant, nil
 }

@@ -56,6 +56,7 @@ func (s *state) grant(c *Acquire, index uint64) any {
 		GrantedAtMillis: c.NowMillis,
 		Principal:       c.Principal,
 		LockDelayMillis: max(c.LockDelayMillis, 0),
+		Value:           c.Value,
 	})
 	s.add(e)
 	if c.RequestID != "" {

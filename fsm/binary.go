@@ -37,8 +37,9 @@ const (
 	// entries that carry the caller's principal, and puts that refuse
 	// unissued tokens.
 	LogFormatPrincipal = 2
-	// LogFormatCoord also reads types 18-21 (the end of a lock-delay,
-	// semaphores) and the acquire field lock_delay_ms.
+	// LogFormatCoord also reads types 18-22 (the end of a lock-delay,
+	// semaphores, lock values) and the acquire fields lock_delay_ms and
+	// value.
 	LogFormatCoord = 3
 	// LogFormat is the newest format this build reads and writes.
 	LogFormat = LogFormatCoord

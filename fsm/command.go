@@ -39,6 +39,8 @@ const (
 	CmdSemAcquire CommandType = 19
 	CmdSemRelease CommandType = 20
 	CmdSemExpire  CommandType = 21
+	// CmdSetValue changes a held lock's published value (LogFormatCoord).
+	CmdSetValue CommandType = 22
 )
 
 // Command is one FSM operation. Everything the FSM needs is inside it: the
@@ -105,6 +107,7 @@ var commands = []commandSpec{
 	{typ: CmdSemAcquire, name: "sem-acquire", empty: func() Command { return &SemAcquire{} }, since: LogFormatCoord},
 	{typ: CmdSemRelease, name: "sem-release", empty: func() Command { return &SemRelease{} }, since: LogFormatCoord},
 	{typ: CmdSemExpire, name: "sem-expire", empty: func() Command { return &SemExpire{} }, since: LogFormatCoord},
+	{typ: CmdSetValue, name: "set-value", empty: func() Command { return &SetValue{} }, since: LogFormatCoord},
 }
 
 // entryKind is what a type byte starts: a command's JSON or binary form.
@@ -175,6 +178,9 @@ type Acquire struct {
 	// for that long after this grant ends by expiry (LogFormatCoord: such
 	// an acquire is always JSON, and its JSON carries the principal).
 	LockDelayMillis int64 `json:"lock_delay_ms,omitempty"`
+	// Value is published with the grant (elections; LogFormatCoord, JSON
+	// only, as LockDelayMillis).
+	Value string `json:"value,omitempty"`
 }
 
 // Release ends the grant of a lock with Token, if Lease is its secret. When
@@ -335,7 +341,7 @@ func fieldsFormat(cmd Command) int {
 	case *EndDelay:
 		next = c.Next
 	}
-	if next != nil && next.LockDelayMillis != 0 {
+	if next != nil && (next.LockDelayMillis != 0 || next.Value != "") {
 		return LogFormatCoord
 	}
 	return LogFormatJSON

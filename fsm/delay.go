@@ -84,7 +84,8 @@ func (f *FSM) Delays() []Delay {
 // acquireFields is Acquire without its methods, for its JSON.
 type acquireFields Acquire
 
-// acquireWithPrincipal is the JSON of an acquire with a lock-delay: only
+// acquireWithPrincipal is the JSON of an acquire with a lock-delay or a
+// value (fieldsFormat): only
 // members of LogFormatCoord are ever sent one, and they read the principal,
 // so unlike older JSON acquires it carries it.
 type acquireWithPrincipal struct {
@@ -94,7 +95,7 @@ type acquireWithPrincipal struct {
 
 // MarshalJSON writes the principal only in an acquire with a lock-delay.
 func (c *Acquire) MarshalJSON() ([]byte, error) {
-	if c.LockDelayMillis == 0 {
+	if fieldsFormat(c) < LogFormatCoord {
 		return json.Marshal((*acquireFields)(c))
 	}
 	return json.Marshal(acquireWithPrincipal{(*acquireFields)(c), c.Principal})
@@ -108,7 +109,7 @@ func (c *Acquire) UnmarshalJSON(b []byte) error {
 		return err
 	}
 	c.Principal = ""
-	if c.LockDelayMillis != 0 {
+	if fieldsFormat(c) >= LogFormatCoord {
 		c.Principal = w.Principal
 	}
 	return nil

@@ -44,6 +44,9 @@ type Lock struct {
 	Principal string `json:"principal,omitempty"`
 	// LockDelayMillis is the lock-delay this grant starts if it expires.
 	LockDelayMillis int64 `json:"lock_delay_ms,omitempty"`
+	// Value is what the holder publishes, an election's leader its address
+	// say (at most MaxLockValue bytes); SetValue changes it.
+	Value string `json:"value,omitempty"`
 }
 
 // FencedKey is a value in the cluster's fenced key-value store together with
@@ -92,6 +95,7 @@ type lockEntry struct {
 	ttlMillis int64
 	granted   int64  // GrantedAtMillis
 	delay     int64  // LockDelayMillis
+	value     string // Value
 	nameEnd   uint32 // s[:nameEnd] is the name
 	holderEnd uint32 // s[nameEnd+1:holderEnd] is the holder
 	idEnd     uint32 // s[holderEnd+1:idEnd] is the request id
@@ -117,6 +121,7 @@ func newLockEntry(l *Lock) *lockEntry {
 		ttlMillis: l.TTLMillis,
 		granted:   l.GrantedAtMillis,
 		delay:     l.LockDelayMillis,
+		value:     l.Value,
 		nameEnd:   uint32(nameEnd),
 		holderEnd: uint32(holderEnd),
 		idEnd:     uint32(idEnd),
@@ -151,6 +156,7 @@ func (e *lockEntry) lock() Lock {
 		GrantedAtMillis: e.granted,
 		Principal:       e.principal(),
 		LockDelayMillis: e.delay,
+		Value:           e.value,
 	}
 }
 

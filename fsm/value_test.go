@@ -1,0 +1,28 @@
+package fsm
+
+import (
+	"errors"
+	"testing"
+)
+
+// A grant publishes its value; SetValue changes it for the current grant
+// only, keeps the token, and never writes for members that cannot read it.
+func TestLockValue(t *testing.T) {
+	f := New(nil)
+	a := acquire("leader", "n1", "s1")
+	a.Value = "10.0.0.1:80"
+	g := mustGrant(t, f, a, 1)
+	if g.Value != "10.0.0.1:80" {
+		t.Fatalf("grant %+v", g)
+	}
+	if err, _ := f.ApplyCommand(&SetValue{Lock: "leader", Token: 1, Lease: "wrong", Value: "x"}, 2).(error); !errors.Is(err, ErrLeaseLost) {
+		t.Fatalf("set value with a wrong lease: %v", err)
+	}
+	res, _ := f.ApplyCommand(&SetValue{Lock: "leader", Token: 1, Lease: "s1", Value: "10.0.0.2:80"}, 3).(*SetValueResult)
+	if cur, _ := f.Lock("leader"); res == nil || cur.Value != "10.0.0.2:80" || cur.Token != 1 {
+		t.Fatalf("after set value: %+v %+v", res, cur)
+	}
+	if _, err := EncodeFormat(a, LogFormatPrincipal); !errors.Is(err, ErrFormatTooOld) {
+		t.Fatalf("an acquire with a value for older members: %v", err)
+	}
+}
