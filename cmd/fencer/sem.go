@@ -52,12 +52,16 @@ renewed. To hold a permit while a command runs, use "fencer exec NAME --limit N"
 	renew := &cobra.Command{
 		Use:   "renew NAME --token N --lease SECRET",
 		Short: "Renew a permit's lease for another TTL",
+		Example: `  # $token and $lease as printed by "fencer sem acquire"
+  fencer sem renew workers --token "$token" --lease "$lease"`,
 		Args:  positional("NAME"),
 		RunE:  func(cmd *cobra.Command, args []string) error { return o.renew(cmd, args[0]) },
 	}
 	release := &cobra.Command{
 		Use:   "release NAME --token N --lease SECRET",
 		Short: "Release a permit",
+		Example: `  # $token and $lease as printed by "fencer sem acquire"
+  fencer sem release workers --token "$token" --lease "$lease"`,
 		Args:  positional("NAME"),
 		RunE:  func(cmd *cobra.Command, args []string) error { return o.release(cmd, args[0]) },
 	}
@@ -68,12 +72,16 @@ renewed. To hold a permit while a command runs, use "fencer exec NAME --limit N"
 	status := &cobra.Command{
 		Use:   "status NAME",
 		Short: "Show a semaphore's limit, holders and waiters",
+		Example: `  fencer sem status workers
+  fencer sem status workers -o json | jq '.holders | length'`,
 		Args:  positional("NAME"),
 		RunE:  func(cmd *cobra.Command, args []string) error { return o.status(cmd, args[0]) },
 	}
 	list := &cobra.Command{
 		Use:   "list",
 		Short: "List semaphores with a permit held",
+		Example: `  fencer sem list
+  fencer sem list -o json | jq -r '.semaphores[].semaphore'`,
 		Args:  positional(),
 		RunE:  func(cmd *cobra.Command, _ []string) error { return o.list(cmd) },
 	}
