@@ -24,6 +24,7 @@ func (s *Server) lockRoutes() chi.Router {
 		r.Post("/acquire", s.acquire)
 		r.Post("/renew", s.renew)
 		r.Post("/release", s.release)
+		r.Post("/value", s.proclaim)
 		r.Get("/check", s.check)
 	})
 	return r
@@ -60,6 +61,7 @@ func (s *Server) acquire(w http.ResponseWriter, r *http.Request) {
 		RequestID: req.RequestID,
 		Principal: principalName(r),
 		LockDelay: time.Duration(req.LockDelayMillis) * time.Millisecond,
+		Value:     req.Value,
 	})
 	if err != nil {
 		writeErr(w, err)
@@ -76,6 +78,7 @@ func (s *Server) acquire(w http.ResponseWriter, r *http.Request) {
 		Existing:  res.Existing,
 
 		LockDelayMillis: g.LockDelayMillis,
+		Value:           g.Value,
 	})
 }
 
@@ -128,7 +131,7 @@ func lockStatus(st coord.LockStatus) wire.LockStatus {
 	out := wire.LockStatus{Lock: st.Name, Held: st.Held}
 	if st.Held {
 		out.Holder, out.Token, out.TTLMillis = st.Holder, st.Token, st.TTLMillis
-		out.LockDelayMillis = st.LockDelayMillis
+		out.LockDelayMillis, out.Value = st.LockDelayMillis, st.Value
 		if st.Known {
 			ms := st.Remaining.Milliseconds()
 			out.RemainingMillis = &ms
@@ -215,4 +218,34 @@ func (s *Server) check(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, wire.CheckResponse{Current: current, Token: cur})
+}
+
+// proclaim changes the value the holder publishes (an election's leader).
+func (s *Server) proclaim(w http.ResponseWriter, r *http.Request) {
+	name, err := lockName(r)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	var req wire.ValueRequest
+	if err := decodeJSON(w, r, &req); err != nil {
+		writeErr(w, err)
+		return
+	}
+	if err := validateLease(&wire.LeaseRequest{Lease: req.Lease, Token: req.Token}); err != nil {
+		writeErr(w, err)
+		return
+	}
+	if err := checkValue(req.Value); err != nil {
+		writeErr(w, err)
+		return
+	}
+	ctx, cancel := s.work(r, 0)
+	defer cancel()
+	l, err := s.co.Proclaim(ctx, name, req.Token, req.Lease, req.Value)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, wire.ValueResponse{Lock: name, Token: l.Token, Value: l.Value})
 }

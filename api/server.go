@@ -60,6 +60,7 @@ type Coord interface {
 	Get(ctx context.Context, key string, stale bool) (fsm.FencedKey, bool, uint64, error)
 	Watch(since int64) (*coord.Watcher, error)
 
+	Proclaim(ctx context.Context, name string, token uint64, secret, value string) (fsm.Lock, error)
 	AcquirePermit(ctx context.Context, req coord.PermitRequest) (fsm.PermitResult, error)
 	RenewPermit(ctx context.Context, name string, token uint64, secret string) (fsm.Permit, error)
 	ReleasePermit(ctx context.Context, name string, token uint64, secret string) error

@@ -82,6 +82,9 @@ func (f *fakeCluster) Watch(since int64) (*coord.Watcher, error) {
 	}
 	return f.events.Watch(since)
 }
+func (f *fakeCluster) Proclaim(_ context.Context, name string, token uint64, _, value string) (fsm.Lock, error) {
+	return fsm.Lock{Name: name, Token: token, Value: value}, f.call("proclaim")
+}
 func (f *fakeCluster) AcquirePermit(_ context.Context, req coord.PermitRequest) (fsm.PermitResult, error) {
 	return fsm.PermitResult{Permit: fsm.Permit{Semaphore: req.Semaphore, Holder: req.Holder, Token: 7, Limit: req.Limit}, Held: 1}, f.call("sem-acquire")
 }

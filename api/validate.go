@@ -104,6 +104,9 @@ func validateAcquire(r *wire.AcquireRequest) error {
 	if r.RequestID != "" && (!printable(r.RequestID, wire.MaxRequestIDLen) || utf8.RuneCountInString(r.RequestID) < wire.MinRequestIDLen) {
 		return badRequest(wire.CodeInvalidRequestID, fmt.Sprintf("request_id: want %d to %d printable characters (the Go client and the CLI send 32 random hex digits)", wire.MinRequestIDLen, wire.MaxRequestIDLen))
 	}
+	if err := checkValue(r.Value); err != nil {
+		return err
+	}
 	if r.LockDelayMillis < 0 || r.LockDelayMillis > wire.MaxLockDelay.Milliseconds() {
 		return badRequest(wire.CodeInvalidLockDelay, fmt.Sprintf("lock_delay_ms %d: want 0 to %d", r.LockDelayMillis, wire.MaxLockDelay.Milliseconds()))
 	}
@@ -167,4 +170,11 @@ func checkJSONType(h http.Header) error {
 		}
 	}
 	return &wire.Error{Code: wire.CodeUnsupportedMediaType, Message: fmt.Sprintf("Content-Type %.64q: want application/json for a JSON body", strings.Join(values, ", "))}
+}
+
+func checkValue(v string) error {
+	if len(v) > wire.MaxLockValue || !utf8.ValidString(v) {
+		return badRequest(wire.CodeInvalidValue, fmt.Sprintf("value: want at most %d bytes of UTF-8", wire.MaxLockValue))
+	}
+	return nil
 }

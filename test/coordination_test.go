@@ -146,3 +146,49 @@ func TestSemaphoreThroughTheClient(t *testing.T) {
 		t.Fatalf("semaphores after every release: %+v (%v)", list, err)
 	}
 }
+
+// An election through the client: the first campaigner leads and publishes
+// its value; a second waits; Proclaim changes the value with the token
+// unchanged; when the leader resigns the second leads with a higher token
+// (term), and the deposed leader's Proclaim is refused.
+func TestElectionThroughTheClient(t *testing.T) {
+	c := tc.New(t, 3)
+	c.WaitLeader(10 * time.Second)
+	cl := coordClient(t, c)
+	ctx := context.Background()
+	first, err := cl.Campaign(ctx, "svc.leader", "10.0.0.1:80", client.TTL(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err := cl.ElectionLeader(ctx, "svc.leader"); err != nil || st.Value != "10.0.0.1:80" || st.Token != first.Token() {
+		t.Fatalf("leader %+v (%v)", st, err)
+	}
+	second := make(chan *client.Lease, 1)
+	go func() {
+		l, err := cl.Campaign(ctx, "svc.leader", "10.0.0.2:80", client.TTL(5*time.Second))
+		if err != nil {
+			t.Error(err)
+		}
+		second <- l
+	}()
+	if err := first.Proclaim(ctx, "10.0.0.1:81"); err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := cl.ElectionLeader(ctx, "svc.leader"); st.Value != "10.0.0.1:81" || st.Token != first.Token() {
+		t.Fatalf("after proclaim: %+v", st)
+	}
+	if err := first.Resign(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s := <-second
+	if s == nil || s.Token() <= first.Token() {
+		t.Fatal("the second campaigner did not lead with a later term")
+	}
+	if st, _ := cl.ElectionLeader(ctx, "svc.leader"); st.Value != "10.0.0.2:80" {
+		t.Fatalf("new leader %+v", st)
+	}
+	if _, err := cl.RenewRaw(ctx, "svc.leader", first.Token(), first.Secret()); !errors.Is(err, client.ErrLeaseLost) {
+		t.Fatalf("the deposed leader renews: %v", err)
+	}
+	s.Resign(ctx)
+}

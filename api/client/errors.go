@@ -141,6 +141,7 @@ var codeErrors = map[string]error{
 	wire.CodeInvalidLockDelay:     ErrInvalid,
 	wire.CodeLockDelay:            ErrLockDelay,
 	wire.CodeInvalidLimit:         ErrInvalid,
+	wire.CodeInvalidValue:         ErrInvalid,
 	wire.CodeSemaphoreFull:        ErrSemaphoreFull,
 	wire.CodeLimitMismatch:        ErrLimitMismatch,
 	wire.CodeNotFound:             ErrNotFound,

@@ -25,6 +25,7 @@ type acquireOptions struct {
 	holder    string
 	keepAlive bool
 	lockDelay time.Duration
+	value     string
 }
 
 // TTL sets the lease's time to live (default wire.DefaultTTL, 10s). It is
@@ -44,6 +45,10 @@ func Holder(h string) AcquireOption { return func(o *acquireOptions) { o.holder 
 // its lease without noticing has that long to stop before anybody else
 // starts. Acquires in the delay fail with ErrLockDelay.
 func LockDelay(d time.Duration) AcquireOption { return func(o *acquireOptions) { o.lockDelay = d } }
+
+// Value publishes v (at most wire.MaxLockValue bytes) with the grant, in the
+// lock's status and list: an election's leader its address, say.
+func Value(v string) AcquireOption { return func(o *acquireOptions) { o.value = v } }
 
 // NoKeepAlive leaves renewals to the caller (Lease.Renew). The lease still
 // declares itself lost at its local deadline.
@@ -122,6 +127,7 @@ func (c *Client) Acquire(ctx context.Context, name string, opts ...AcquireOption
 		RequestID: newRequestID(),
 
 		LockDelayMillis: o.lockDelay.Milliseconds(),
+		Value:           o.value,
 	}
 	r := &request{path: lockPath(name, "acquire"), extra: o.wait}
 	var g wire.Grant

@@ -23,6 +23,7 @@ const (
 	CodeInvalidSnapshot  = "invalid_snapshot"
 	CodeInvalidEpoch     = "invalid_epoch" // a restore that would leave no token space
 	CodeInvalidLockDelay = "invalid_lock_delay"
+	CodeInvalidValue     = "invalid_value"      // a lock value over 4 KiB or not UTF-8
 	CodeInvalidIndex     = "invalid_index"      // since, Last-Event-ID, wait_index
 	CodeInvalidLimit     = "invalid_limit"      // a semaphore limit outside 1 … 10,000
 	CodeBodyTooLarge     = "body_too_large"     // 413
@@ -103,7 +104,7 @@ func Codes() []string {
 		CodeMalformedSequence, CodeEmptyKey,
 		CodeTimeout, CodeInternal,
 		CodeInvalidLockDelay, CodeLockDelay,
-		CodeInvalidLimit, CodeSemaphoreFull, CodeLimitMismatch,
+		CodeInvalidLimit, CodeSemaphoreFull, CodeLimitMismatch, CodeInvalidValue,
 	}
 }
 

@@ -124,6 +124,27 @@ type AcquireRequest struct {
 	// everybody for that long after this grant ends by expiry; release and
 	// handoff start no delay.
 	LockDelayMillis int64 `json:"lock_delay_ms,omitempty"`
+	// Value, at most MaxLockValue bytes of UTF-8, is published with the
+	// grant in the lock's status and list: an election's leader its
+	// address, say.
+	Value string `json:"value,omitempty"`
+}
+
+// MaxLockValue bounds a lock's published value.
+const MaxLockValue = 4096
+
+// ValueRequest is the body of POST /v1/locks/{name}/value.
+type ValueRequest struct {
+	Lease string `json:"lease"`
+	Token uint64 `json:"token"`
+	Value string `json:"value"`
+}
+
+// ValueResponse is the answer to a successful value change.
+type ValueResponse struct {
+	Lock  string `json:"lock"`
+	Token uint64 `json:"token"`
+	Value string `json:"value"`
 }
 
 // Grant is the answer to a successful acquire.
@@ -141,6 +162,8 @@ type Grant struct {
 	Existing bool `json:"existing,omitempty"`
 	// LockDelayMillis is the grant's lock-delay, if it asked for one.
 	LockDelayMillis int64 `json:"lock_delay_ms,omitempty"`
+	// Value is the grant's published value, if any.
+	Value string `json:"value,omitempty"`
 }
 
 // LeaseRequest is the body of renew and release: the grant's secret and
@@ -177,6 +200,8 @@ type LockStatus struct {
 	RemainingMillis *int64 `json:"remaining_ms,omitempty"`
 	// LockDelayMillis is the held grant's lock-delay, if it asked for one.
 	LockDelayMillis int64 `json:"lock_delay_ms,omitempty"`
+	// Value is the held grant's published value, if any.
+	Value string `json:"value,omitempty"`
 	// DelayRemainingMillis is the time left of a free lock's running
 	// lock-delay, during which no acquire succeeds; absent when none runs.
 	DelayRemainingMillis *int64 `json:"delay_remaining_ms,omitempty"`

@@ -89,7 +89,9 @@ func lockRoute(rest []string) Route {
 	switch rest[1] {
 	case "acquire":
 		return Route{Action: ActionAcquire, Resource: name}
-	case "renew":
+	case "renew", "value":
+		// Changing a held lock's value is, like renewing it, an act of
+		// its holder.
 		return Route{Action: ActionRenew, Resource: name}
 	case "release":
 		return Route{Action: ActionRelease, Resource: name}

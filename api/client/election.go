@@ -1,0 +1,68 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/fencer-io/fencer/api/wire"
+)
+
+// An election is a lock whose holder publishes a value. The grant's token is
+// the leader's term of office: a resource fenced on it refuses a deposed
+// leader.
+
+// Campaign blocks until this caller leads the election name (holds the lock
+// with value published) or ctx ends, queueing at the leader a minute at a
+// time and waiting out a lock-delay. The Lease's Context is cancelled when
+// leadership can no longer be trusted; Proclaim changes the value and Resign
+// steps down. The options are Acquire's (Wait is the length of each queued
+// attempt).
+func (c *Client) Campaign(ctx context.Context, name, value string, opts ...AcquireOption) (*Lease, error) {
+	opts = append([]AcquireOption{Wait(wire.MaxWait)}, opts...)
+	opts = append(opts, Value(value))
+	for {
+		l, err := c.Acquire(ctx, name, opts...)
+		var apiErr *APIError
+		switch {
+		case err == nil:
+			return l, nil
+		case ctx.Err() != nil:
+			return nil, ctx.Err()
+		case errors.Is(err, ErrLockHeld), errors.Is(err, ErrTimeout):
+			// The wait ended with somebody else leading: queue again.
+		case errors.Is(err, ErrLockDelay) && errors.As(err, &apiErr):
+			select {
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-time.After(apiErr.RetryAfter):
+			}
+		default:
+			return nil, err
+		}
+	}
+}
+
+// Proclaim changes the value this leader publishes; the token does not
+// change. ErrLeaseLost: this caller no longer leads.
+func (l *Lease) Proclaim(ctx context.Context, value string) error {
+	var out wire.ValueResponse
+	err := l.c.postJSON(ctx, &request{path: kindPath(l.kind, l.grant.Lock, "value")},
+		wire.ValueRequest{Lease: l.grant.Lease, Token: l.grant.Token, Value: value}, &out)
+	if err == nil {
+		l.mu.Lock()
+		l.grant.Value = out.Value
+		l.mu.Unlock()
+	}
+	return err
+}
+
+// Resign steps down from leading: it releases the lease.
+func (l *Lease) Resign(ctx context.Context) error { return l.Release(ctx) }
+
+// ElectionLeader returns the election's current leader: its holder, token
+// (the term of office) and value; Held is false when nobody leads. (Leader
+// is taken: it names the cluster's leader node.)
+func (c *Client) ElectionLeader(ctx context.Context, name string) (wire.LockStatus, error) {
+	return c.Lock(ctx, name)
+}
