@@ -54,16 +54,16 @@ renewed. To hold a permit while a command runs, use "fencer exec NAME --limit N"
 		Short: "Renew a permit's lease for another TTL",
 		Example: `  # $token and $lease as printed by "fencer sem acquire"
   fencer sem renew workers --token "$token" --lease "$lease"`,
-		Args:  positional("NAME"),
-		RunE:  func(cmd *cobra.Command, args []string) error { return o.renew(cmd, args[0]) },
+		Args: positional("NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error { return o.renew(cmd, args[0]) },
 	}
 	release := &cobra.Command{
 		Use:   "release NAME --token N --lease SECRET",
 		Short: "Release a permit",
 		Example: `  # $token and $lease as printed by "fencer sem acquire"
   fencer sem release workers --token "$token" --lease "$lease"`,
-		Args:  positional("NAME"),
-		RunE:  func(cmd *cobra.Command, args []string) error { return o.release(cmd, args[0]) },
+		Args: positional("NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error { return o.release(cmd, args[0]) },
 	}
 	for _, c := range []*cobra.Command{renew, release} {
 		c.Flags().Var((*tokenFlag)(&o.token), "token", "fencing token of the permit")
@@ -74,16 +74,16 @@ renewed. To hold a permit while a command runs, use "fencer exec NAME --limit N"
 		Short: "Show a semaphore's limit, holders and waiters",
 		Example: `  fencer sem status workers
   fencer sem status workers -o json | jq '.holders | length'`,
-		Args:  positional("NAME"),
-		RunE:  func(cmd *cobra.Command, args []string) error { return o.status(cmd, args[0]) },
+		Args: positional("NAME"),
+		RunE: func(cmd *cobra.Command, args []string) error { return o.status(cmd, args[0]) },
 	}
 	list := &cobra.Command{
 		Use:   "list",
 		Short: "List semaphores with a permit held",
 		Example: `  fencer sem list
   fencer sem list -o json | jq -r '.semaphores[].semaphore'`,
-		Args:  positional(),
-		RunE:  func(cmd *cobra.Command, _ []string) error { return o.list(cmd) },
+		Args: positional(),
+		RunE: func(cmd *cobra.Command, _ []string) error { return o.list(cmd) },
 	}
 	return group(cmd, acquire, renew, release, status, list)
 }
