@@ -31,6 +31,8 @@ type execOptions struct {
 	wait   time.Duration
 	delay  time.Duration
 	limit  int // > 0: hold one of limit permits of the semaphore NAME instead
+	elect  bool   // "fencer elect": campaign until elected, publishing value
+	value  string // the value an elected leader publishes
 	grace  time.Duration
 	holder string
 }
@@ -52,6 +54,17 @@ func (o *execOptions) validate() error {
 // lock and stops it when the lock can no longer be trusted.
 func newExecCmd() *cobra.Command {
 	o := &execOptions{}
+	cmd := execCommand(o)
+	fs := cmd.Flags()
+	fs.DurationVar(&o.wait, "wait", 0, "queue this long if the lock is held (0: fail at once)")
+	fs.IntVar(&o.limit, "limit", 0, "run under one of N permits of the semaphore NAME instead of the lock NAME (consul lock -n)")
+	fs.DurationVar(&o.delay, "lock-delay", 0, "if the lease is lost to expiry, nobody can acquire the lock for this long (at most 1m)")
+	return cmd
+}
+
+// execCommand is "fencer exec" and "fencer elect" without the flags only
+// one of them has.
+func execCommand(o *execOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "exec NAME [flags] -- COMMAND [ARGS...]",
 		Short: "Run a command while holding a lock; stop it if the lease is lost",
@@ -104,9 +117,6 @@ COMMAND's status.`,
 	fs := cmd.Flags()
 	o.client.bind(fs)
 	fs.DurationVar(&o.ttl, "ttl", wire.DefaultTTL, "lease time to live; renewed about every ttl/3")
-	fs.DurationVar(&o.wait, "wait", 0, "queue this long if the lock is held (0: fail at once)")
-	fs.IntVar(&o.limit, "limit", 0, "run under one of N permits of the semaphore NAME instead of the lock NAME (consul lock -n)")
-	fs.DurationVar(&o.delay, "lock-delay", 0, "if the lease is lost to expiry, nobody can acquire the lock for this long (at most 1m)")
 	fs.DurationVar(&o.grace, "grace", 5*time.Second, "time between SIGTERM and SIGKILL when the lease is lost")
 	fs.StringVar(&o.holder, "holder", "", "holder name shown in lock status (default hostname-pid)")
 	return cmd
@@ -184,9 +194,12 @@ func (o *execOptions) acquire(ctx context.Context, c *client.Client, name string
 	go func() {
 		var l *client.Lease
 		var err error
-		if o.limit > 0 {
+		switch {
+		case o.elect:
+			l, err = c.Campaign(ctx, name, o.value, client.TTL(o.ttl), client.Holder(o.holder))
+		case o.limit > 0:
 			l, err = c.AcquirePermit(ctx, name, o.limit, client.TTL(o.ttl), client.Wait(o.wait), client.Holder(o.holder))
-		} else {
+		default:
 			l, err = c.Acquire(ctx, name, client.TTL(o.ttl), client.Wait(o.wait), client.Holder(o.holder), client.LockDelay(o.delay))
 		}
 		done <- result{l, err}

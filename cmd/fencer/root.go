@@ -38,6 +38,8 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 		newDevCmd(),
 		newLockCmd(),
 		newSemCmd(),
+		newElectCmd(),
+		newLeaderCmd(),
 		newKVCmd(),
 		newExecCmd(),
 		newWatchCmd(),

@@ -58,3 +58,34 @@ func TestExecUnderSemaphorePermits(t *testing.T) {
 	mustFencer(t, "sem", "renew", "crawlers", "--token", strconv.FormatUint(g.Token, 10), "--lease", g.Lease)
 	mustFencer(t, "sem", "release", "crawlers", "--token", strconv.FormatUint(g.Token, 10), "--lease", g.Lease)
 }
+
+// "fencer elect" leads and runs the command with its term in FENCER_TOKEN;
+// "fencer leader" shows it and its value; a second campaigner waits.
+func TestElectAndLeader(t *testing.T) {
+	newTestCluster(t)
+	tc.Poll(t, 15*time.Second, "the cluster to write this build's log format", func() bool {
+		out, _, err := fencer(t, "", "cluster", "status", "-o", "json")
+		var st struct {
+			LogFormat int `json:"log_format"`
+		}
+		return err == nil && json.Unmarshal([]byte(out), &st) == nil && st.LogFormat == fsm.LogFormat
+	})
+	gate := filepath.Join(t.TempDir(), "go")
+	script := `echo "term=$FENCER_TOKEN"; while [ ! -e ` + gate + ` ]; do sleep 0.02; done`
+	out, _, done := startFencer(t, "elect", "sched", "--value", "10.0.0.7:8080", "--ttl", "5s", "--", "sh", "-c", script)
+	tc.Poll(t, 10*time.Second, "the leader's term line", func() bool { return strings.Contains(out.String(), "term=") })
+	var st wire.LockStatus
+	if err := json.Unmarshal([]byte(mustFencer(t, "leader", "sched", "-o", "json")), &st); err != nil || !st.Held || st.Value != "10.0.0.7:8080" ||
+		!strings.Contains(out.String(), "term="+strconv.FormatUint(st.Token, 10)) {
+		t.Fatalf("leader %+v (%v), child saw %q", st, err, out.String())
+	}
+	if err := os.WriteFile(gate, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := waitDone(t, done); err != nil {
+		t.Fatal(err)
+	}
+	if got := mustFencer(t, "leader", "sched"); got != "election=sched leader=none\n" {
+		t.Fatalf("after the leader exited: %q", got)
+	}
+}
