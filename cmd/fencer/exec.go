@@ -30,7 +30,7 @@ type execOptions struct {
 	ttl    time.Duration
 	wait   time.Duration
 	delay  time.Duration
-	limit  int // > 0: hold one of limit permits of the semaphore NAME instead
+	limit  int    // > 0: hold one of limit permits of the semaphore NAME instead
 	elect  bool   // "fencer elect": campaign until elected, publishing value
 	value  string // the value an elected leader publishes
 	grace  time.Duration
