@@ -60,6 +60,25 @@ func (c *Client) Watch(ctx context.Context, prefix string, since uint64) iter.Se
 	}
 }
 
+// LocksAt returns every held lock and the log index the list was read at
+// (Fencer-Index). Watch from that index then delivers every change after
+// the list and none the list already shows: list, then watch.
+func (c *Client) LocksAt(ctx context.Context) ([]wire.LockStatus, uint64, error) {
+	resp, err := c.do(ctx, &request{method: http.MethodGet, path: "/v1/locks"})
+	if err != nil {
+		return nil, 0, err
+	}
+	var list wire.LockList
+	if err := decode(resp, &list); err != nil {
+		return nil, 0, err
+	}
+	index, err := strconv.ParseUint(resp.header.Get(wire.HeaderIndex), 10, 64)
+	if err != nil {
+		return nil, 0, fmt.Errorf("GET /v1/locks: answer has no valid %s header", wire.HeaderIndex)
+	}
+	return list.Locks, index, nil
+}
+
 // watch is the state of one Watch across its connections.
 type watch struct {
 	c      *Client

@@ -307,3 +307,47 @@ func TestWatchParsesTheStream(t *testing.T) {
 		t.Fatalf("after %d requests, final error %v", calls.Load(), final)
 	}
 }
+
+// List, then watch: watching from the index a list was read at delivers
+// the changes after it, and none the list already shows.
+func TestListThenWatch(t *testing.T) {
+	c := tc.New(t, 3)
+	cl, _ := newClient(t, c)
+	ctx := context.Background()
+	for _, name := range []string{"lw.a", "lw.b"} {
+		if _, err := cl.Acquire(ctx, name, client.NoKeepAlive()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	locks, index, err := cl.LocksAt(ctx)
+	if err != nil || len(locks) != 2 {
+		t.Fatalf("list: %+v, %v", locks, err)
+	}
+	cw, err := cl.Acquire(ctx, "lw.c", client.NoKeepAlive())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// From a follower: any member serves the watch from its own log.
+	leader := c.WaitLeader(5 * time.Second)
+	var follower string
+	for _, n := range c.Running() {
+		if n != leader {
+			follower = n.HTTPAddr
+		}
+	}
+	fc, err := client.New([]string{follower})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	for ev, err := range fc.Watch(ctx, "lw.", index) {
+		if err != nil {
+			t.Fatalf("watch from %d: %v", index, err)
+		}
+		if ev.Type != wire.EventAcquired || ev.Lock != "lw.c" || ev.Token != cw.Token() {
+			t.Fatalf("first event after the list at %d: %+v", index, ev)
+		}
+		break
+	}
+}
