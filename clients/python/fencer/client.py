@@ -247,38 +247,67 @@ class Client:
             raise InvalidRequest("ttl %r: want %g to %g seconds" % (ttl, MIN_TTL, MAX_TTL))
         if not 0 <= wait <= MAX_WAIT:
             raise InvalidRequest("wait %r: want 0 to %g seconds" % (wait, MAX_WAIT))
-        body = {"holder": holder or self.holder, "ttl_ms": int(ttl * 1000),
-                "wait_ms": int(wait * 1000), "request_id": secrets.token_hex(16)}
+        body: Dict[str, Any] = {"holder": holder or self.holder, "ttl_ms": int(ttl * 1000),
+                                "wait_ms": int(wait * 1000), "request_id": secrets.token_hex(16)}
         if lock_delay:
             body["lock_delay_ms"] = int(lock_delay * 1000)
-        resp = self.request("POST", _lock_path(name, "acquire"), body, extra_timeout=wait)
+        return self._acquire("locks", name, body, wait, keep_alive)
+
+    def _acquire(self, kind: str, name: str, body: Dict[str, Any], wait: float, keep_alive: bool) -> Lease:
+        resp = self.request("POST", _path(kind, name, "acquire"), body, extra_timeout=wait)
         grant = resp.json()
         # The server starts the lease after the request that asked for it was
         # sent: the attempt answered, or for a retry answered with an earlier
         # grant, the first attempt.
         start = resp.first_sent if grant.get("existing") else resp.sent
-        lease = Lease(self, grant, start)
+        lease = Lease(self, grant, start, kind=kind)
         received = time.monotonic()
         if received - start > lease.ttl / 3:
             lease._confirm_grant(received)
         lease._start(keep_alive)
         return lease
 
+    def acquire_permit(self, name: str, limit: int, ttl: float = 10.0, wait: float = 0.0, *,
+                       holder: Optional[str] = None, keep_alive: bool = True) -> Lease:
+        """Take one of ``limit`` permits of semaphore ``name``: the same
+        rules as :meth:`acquire` (request id, deadline, late grants, keep
+        alive). Raises :class:`~fencer.errors.SemaphoreFull` when every
+        permit stays held, :class:`~fencer.errors.LimitMismatch` when the
+        held permits were taken with another limit."""
+        if not MIN_TTL <= ttl <= MAX_TTL:
+            raise InvalidRequest("ttl %r: want %g to %g seconds" % (ttl, MIN_TTL, MAX_TTL))
+        if not 0 <= wait <= MAX_WAIT:
+            raise InvalidRequest("wait %r: want 0 to %g seconds" % (wait, MAX_WAIT))
+        body = {"holder": holder or self.holder, "limit": int(limit), "ttl_ms": int(ttl * 1000),
+                "wait_ms": int(wait * 1000), "request_id": secrets.token_hex(16)}
+        return self._acquire("semaphores", name, body, wait, keep_alive)
+
+    def semaphore(self, name: str, limit: int, ttl: float = 10.0, wait: float = 0.0, **kw: Any) -> Lease:
+        """Like :meth:`acquire_permit`, for ``with client.semaphore("name",
+        limit=3, ttl=10, wait=5) as permit:``."""
+        return self.acquire_permit(name, limit, ttl, wait, **kw)
+
+    def semaphore_status(self, name: str) -> Dict[str, Any]:
+        """The semaphore's limit, holders and waiters."""
+        return self.request("GET", _path("semaphores", name, "")).json()
+
     def lock(self, name: str, ttl: float = 10.0, wait: float = 0.0, **kw: Any) -> Lease:
         """Like :meth:`acquire` (same arguments), for ``with client.lock("name",
         ttl=10, wait=5) as lease:``; leaving the block releases the lock."""
         return self.acquire(name, ttl, wait, **kw)
 
-    def renew(self, name: str, token: int, secret: str, *, deadline: Optional[float] = None) -> Response:
-        """Renew a grant (lower level than :class:`Lease`)."""
-        return self.request("POST", _lock_path(name, "renew"), {"lease": secret, "token": token}, deadline=deadline)
+    def renew(self, name: str, token: int, secret: str, *, deadline: Optional[float] = None,
+              kind: str = "locks") -> Response:
+        """Renew a grant (lower level than :class:`Lease`); ``kind`` is
+        "locks" or "semaphores"."""
+        return self.request("POST", _path(kind, name, "renew"), {"lease": secret, "token": token}, deadline=deadline)
 
-    def release(self, name: str, token: int, secret: str) -> None:
+    def release(self, name: str, token: int, secret: str, *, kind: str = "locks") -> None:
         """Release a grant. A retry that finds it gone counts as released,
         when an earlier attempt's answer was lost."""
         from .errors import LeaseLost
         try:
-            self.request("POST", _lock_path(name, "release"), {"lease": secret, "token": token})
+            self.request("POST", _path(kind, name, "release"), {"lease": secret, "token": token})
         except LeaseLost as e:
             if not getattr(e, "lost_answers", 0):
                 raise
@@ -425,9 +454,13 @@ def _quote(s: str) -> str:
     return urllib.parse.quote(s, safe="")
 
 
-def _lock_path(name: str, op: str) -> str:
-    p = "/v1/locks/" + _quote(name)
+def _path(kind: str, name: str, op: str) -> str:
+    p = "/v1/%s/%s" % (kind, _quote(name))
     return p + "/" + op if op else p
+
+
+def _lock_path(name: str, op: str) -> str:
+    return _path("locks", name, op)
 
 
 __all__ = ["Client", "Response", "EventStream", "EventsLagged"]

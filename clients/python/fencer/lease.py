@@ -36,9 +36,12 @@ class Lease:
     protects), ``lost`` (a :class:`threading.Event` set as soon as the lease
     may be lost) and :meth:`check` (raises :class:`LeaseLost` once it is)."""
 
-    def __init__(self, client: "Client", grant: Dict[str, Any], start: float) -> None:
+    def __init__(self, client: "Client", grant: Dict[str, Any], start: float, kind: str = "locks") -> None:
         self._client = client
-        self.name: str = grant["lock"]
+        #: "locks" or "semaphores" (a permit: ``limit`` is the semaphore's).
+        self.kind = kind
+        self.name: str = grant["lock"] if kind == "locks" else grant["semaphore"]
+        self.limit: int = int(grant.get("limit", 1))
         self.holder: str = grant.get("holder", "")
         self.token: int = int(grant["token"])
         self.secret: str = grant["lease"]
@@ -108,7 +111,7 @@ class Lease:
         """Renew now, bounded by the local deadline. A refusal ends the lease
         and raises LeaseLost; other failures leave it to the deadline."""
         try:
-            resp = self._client.renew(self.name, self.token, self.secret, deadline=self.deadline)
+            resp = self._client.renew(self.name, self.token, self.secret, deadline=self.deadline, kind=self.kind)
         except LeaseLost as e:
             self._lose(e)
             raise
@@ -119,13 +122,13 @@ class Lease:
         """Confirm a late grant by one renewal before handing it out (see
         Client.acquire); release it if that fails."""
         try:
-            resp = self._client.renew(self.name, self.token, self.secret, deadline=received + self.ttl)
+            resp = self._client.renew(self.name, self.token, self.secret, deadline=received + self.ttl, kind=self.kind)
             self._confirm(resp.sent)
             self.check()
         except FencerError as cause:
             self._lose(cause if isinstance(cause, LeaseLost) else LeaseLost(str(cause), code=cause.code))
             try:
-                self._client.release(self.name, self.token, self.secret)
+                self._client.release(self.name, self.token, self.secret, kind=self.kind)
                 after = "released it"
             except LeaseLost:
                 after = "it had ended already"
@@ -174,7 +177,7 @@ class Lease:
         was_lost = self.lost.is_set()
         self._lose(LeaseLost("lock %r token %d: released" % (self.name, self.token), code="lease_lost"))
         try:
-            self._client.release(self.name, self.token, self.secret)
+            self._client.release(self.name, self.token, self.secret, kind=self.kind)
         except LeaseLost:
             if not was_lost:
                 raise
@@ -189,12 +192,13 @@ class Lease:
             pass  # the body learns of a loss through check(); leaving is not the place
 
     def headers(self, headers: Optional[MutableMapping[str, str]] = None, *, lock: bool = True) -> MutableMapping[str, str]:
-        """Add ``Fencing-Token`` (and, with ``lock``, ``Fencing-Lock``) to
+        """Add ``Fencing-Token`` (and, with ``lock`` and a lock's lease,
+        ``Fencing-Lock``) to
         ``headers`` (a new dict if None) and return it: pass the result to
         ``requests`` or any HTTP call the lock protects."""
         h: MutableMapping[str, str] = {} if headers is None else headers
         h["Fencing-Token"] = str(self.token)
-        if lock:
+        if lock and self.kind == "locks":
             h["Fencing-Lock"] = self.name
         return h
 
@@ -209,7 +213,7 @@ class Lease:
         """A fenced write of ``key`` with this lease's token and lock; checks
         the lease first."""
         self.check()
-        return self._client.put(key, value, self.token, lock=self.name)
+        return self._client.put(key, value, self.token, lock=self.name if self.kind == "locks" else None)
 
     def __repr__(self) -> str:
         return "Lease(%r, token=%d, lost=%s)" % (self.name, self.token, self.lost.is_set())

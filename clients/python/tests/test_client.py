@@ -14,7 +14,7 @@ import urllib.request
 
 from fencer import (CODE_ERRORS, Client, LeaseExpired, LeaseLost, LockHeld,
                     NotLockHolder, StaleToken, Forbidden, Unauthorized)
-from fencer.errors import MissingToken
+from fencer.errors import LimitMismatch, MissingToken, SemaphoreFull
 
 from .cluster import BIN, REPO, Cluster, poll
 
@@ -176,6 +176,21 @@ class ClusterTest(unittest.TestCase):
         self.assertNotIsInstance(lease._cause, LeaseExpired)
         with self.assertRaises(LeaseLost):
             lease.check()
+
+    def test_semaphore(self) -> None:
+        c = self.client()
+        with c.semaphore("py.sem", limit=2, ttl=0.6) as a, c.semaphore("py.sem", limit=2, ttl=5) as b:
+            self.assertNotEqual(a.token, b.token)
+            with self.assertRaises(SemaphoreFull):
+                c.acquire_permit("py.sem", 2, ttl=5)
+            with self.assertRaises(LimitMismatch):
+                c.acquire_permit("py.sem", 3, ttl=5)
+            end = time.monotonic() + 1.5  # a's keep-alive outlives its TTL
+            while time.monotonic() < end:
+                a.check()
+                time.sleep(0.05)
+            self.assertEqual(sorted(h["token"] for h in c.semaphore_status("py.sem")["holders"]), sorted([a.token, b.token]))
+        self.assertEqual(c.semaphore_status("py.sem")["holders"], [])
 
     def test_events(self) -> None:
         c = self.client()
