@@ -170,6 +170,7 @@ CODE_ERRORS: Dict[str, Type[FencerError]] = {
     "invalid_key": InvalidRequest,
     "invalid_ttl": InvalidRequest,
     "invalid_wait": InvalidRequest,
+    "invalid_value": InvalidRequest,
     "invalid_holder": InvalidRequest,
     "invalid_request_id": InvalidRequest,
     "invalid_lease": InvalidRequest,
