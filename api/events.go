@@ -158,7 +158,7 @@ func wireEvent(e *fsm.Event) wire.Event {
 	out := wire.Event{
 		Index: e.Index, Type: e.Type, Lock: e.Lock, Holder: e.Holder, Token: e.Token,
 		PrevHolder: e.PrevHolder, PrevToken: e.PrevToken, Reason: e.Reason,
-		Key: e.Key, Member: e.Member, Epoch: e.Epoch,
+		Key: e.Key, Member: e.Member, Epoch: e.Epoch, Value: e.Value,
 	}
 	if e.Type == fsm.EventPut {
 		size := e.ValueSize

@@ -14,6 +14,9 @@ const (
 	EventMemberAdded   = "member_added"
 	EventMemberRemoved = "member_removed"
 	EventEpoch         = "epoch"
+	// EventValueSet: a held lock's published value changed (an election's
+	// Proclaim); the token is the grant's, unchanged.
+	EventValueSet = "value_set"
 )
 
 // Event is one change an applied entry made. Fields a type does not use are
@@ -34,6 +37,9 @@ type Event struct {
 	ValueSize  int    // put: the value's length, never the value
 	Member     string // member_added, member_removed
 	Epoch      uint64 // epoch
+	// Value is the grant's published value on acquired, handed_off and
+	// value_set (elections).
+	Value string
 }
 
 // Observer is told what each applied entry changed, in log order, on every
@@ -65,7 +71,16 @@ func eventsOf(cmd Command, result any, index uint64, memberExisted bool) []Event
 	switch c := cmd.(type) {
 	case *Acquire:
 		if r, ok := result.(*AcquireResult); ok && !r.Existing {
-			return []Event{{Index: index, Type: EventAcquired, Lock: r.Grant.Name, Holder: r.Grant.Holder, Token: r.Grant.Token}}
+			return []Event{{Index: index, Type: EventAcquired, Lock: r.Grant.Name, Holder: r.Grant.Holder, Token: r.Grant.Token, Value: r.Grant.Value}}
+		}
+	case *EndDelay:
+		// The end of a lock-delay is an event only when it grants the lock.
+		if r, ok := result.(*EndDelayResult); ok && r.Next != nil {
+			return []Event{{Index: index, Type: EventAcquired, Lock: r.Next.Name, Holder: r.Next.Holder, Token: r.Next.Token, Value: r.Next.Value}}
+		}
+	case *SetValue:
+		if r, ok := result.(*SetValueResult); ok {
+			return []Event{{Index: index, Type: EventValueSet, Lock: r.Grant.Name, Holder: r.Grant.Holder, Token: r.Grant.Token, Value: r.Grant.Value}}
 		}
 	case *Release:
 		return freedEvents(result, index, EventReleased)
@@ -102,7 +117,7 @@ func freedEvents(result any, index uint64, how string) []Event {
 	}
 	if r.Next != nil {
 		return []Event{{Index: index, Type: EventHandedOff, Lock: r.Freed.Name,
-			Holder: r.Next.Holder, Token: r.Next.Token,
+			Holder: r.Next.Holder, Token: r.Next.Token, Value: r.Next.Value,
 			PrevHolder: r.Freed.Holder, PrevToken: r.Freed.Token, Reason: how}}
 	}
 	return []Event{{Index: index, Type: how, Lock: r.Freed.Name, Holder: r.Freed.Holder, Token: r.Freed.Token}}

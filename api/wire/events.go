@@ -15,6 +15,9 @@ const (
 	EventMemberAdded   = "member_added"
 	EventMemberRemoved = "member_removed"
 	EventEpoch         = "epoch"
+	// EventValueSet: a held lock's published value changed (an election's
+	// Proclaim); Token is the grant's, unchanged.
+	EventValueSet = "value_set"
 	// EventLagged is the last message of a stream whose reader fell too
 	// far behind: Index is the last index delivered, to resume from.
 	EventLagged = "lagged"
@@ -41,4 +44,7 @@ type Event struct {
 	ValueSize *int   `json:"value_size,omitempty"`
 	Member    string `json:"member,omitempty"`
 	Epoch     uint64 `json:"epoch,omitempty"`
+	// Value is the grant's published value on acquired, handed_off and
+	// value_set (elections).
+	Value string `json:"value,omitempty"`
 }
