@@ -160,6 +160,30 @@ func TestElectionThroughTheClient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// An observer on another client sees every term and value, in order.
+	obsCtx, stopObserving := context.WithCancel(ctx)
+	defer stopObserving()
+	seen := make(chan client.Leadership, 16)
+	go func() {
+		for l, err := range coordClient(t, c).Observe(obsCtx, "svc.leader") {
+			if err != nil {
+				return
+			}
+			seen <- l
+		}
+	}()
+	expect := func(w client.Leadership) {
+		t.Helper()
+		select {
+		case got := <-seen:
+			if got != w {
+				t.Fatalf("observed %+v, want %+v", got, w)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("observed nothing, want %+v", w)
+		}
+	}
+	expect(client.Leadership{Holder: first.Holder(), Token: first.Token(), Value: "10.0.0.1:80"}) // from the list
 	if st, err := cl.ElectionLeader(ctx, "svc.leader"); err != nil || st.Value != "10.0.0.1:80" || st.Token != first.Token() {
 		t.Fatalf("leader %+v (%v)", st, err)
 	}
@@ -190,5 +214,7 @@ func TestElectionThroughTheClient(t *testing.T) {
 	if _, err := cl.RenewRaw(ctx, "svc.leader", first.Token(), first.Secret()); !errors.Is(err, client.ErrLeaseLost) {
 		t.Fatalf("the deposed leader renews: %v", err)
 	}
+	expect(client.Leadership{Holder: first.Holder(), Token: first.Token(), Value: "10.0.0.1:81"})
+	expect(client.Leadership{Holder: s.Holder(), Token: s.Token(), Value: "10.0.0.2:80"})
 	s.Resign(ctx)
 }

@@ -3,6 +3,9 @@ package client
 import (
 	"context"
 	"errors"
+	"iter"
+	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/fencer-io/fencer/api/wire"
@@ -65,4 +68,54 @@ func (l *Lease) Resign(ctx context.Context) error { return l.Release(ctx) }
 // is taken: it names the cluster's leader node.)
 func (c *Client) ElectionLeader(ctx context.Context, name string) (wire.LockStatus, error) {
 	return c.Lock(ctx, name)
+}
+
+// Leadership is one state of an election seen by Observe: who leads, with
+// which term (token) and value.
+type Leadership struct {
+	Holder string
+	Token  uint64
+	Value  string
+}
+
+// Observe yields the election's leader now (if any) and then each time the
+// leader or its value changes, in token order, built on the events stream
+// (list, then watch from the list's index: no gap, no duplicate). It ends as
+// Watch does.
+func (c *Client) Observe(ctx context.Context, name string) iter.Seq2[Leadership, error] {
+	return func(yield func(Leadership, error) bool) {
+		resp, err := c.do(ctx, &request{method: http.MethodGet, path: "/v1/locks"})
+		var list wire.LockList
+		if err == nil {
+			err = decode(resp, &list)
+		}
+		var index uint64
+		if err == nil {
+			index, err = strconv.ParseUint(resp.header.Get(wire.HeaderIndex), 10, 64)
+		}
+		if err != nil {
+			yield(Leadership{}, err)
+			return
+		}
+		for _, st := range list.Locks {
+			if st.Lock == name && st.Held && !yield(Leadership{Holder: st.Holder, Token: st.Token, Value: st.Value}, nil) {
+				return
+			}
+		}
+		for ev, err := range c.Watch(ctx, name, index) {
+			if err != nil {
+				yield(Leadership{}, err)
+				return
+			}
+			if ev.Lock != name {
+				continue // another lock with name as a prefix
+			}
+			switch ev.Type {
+			case wire.EventAcquired, wire.EventHandedOff, wire.EventValueSet:
+				if !yield(Leadership{Holder: ev.Holder, Token: ev.Token, Value: ev.Value}, nil) {
+					return
+				}
+			}
+		}
+	}
 }
