@@ -5,6 +5,8 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/fencer-io/fencer/api/client"
 )
 
 // newElectCmd returns "fencer elect": "fencer exec" for an election. It
@@ -31,11 +33,13 @@ exits. "fencer leader NAME" shows who leads.`
 // newLeaderCmd returns "fencer leader": who leads an election.
 func newLeaderCmd() *cobra.Command {
 	o := &lockOptions{}
+	var watch bool
 	cmd := &cobra.Command{
 		Use:   "leader NAME",
 		Short: "Show an election's leader, its value and term (token)",
 		Example: `  fencer leader scheduler
-  fencer leader scheduler -o json | jq -r .value`,
+  fencer leader scheduler -o json | jq -r .value
+  fencer leader scheduler --watch            # a line per new term or value`,
 		Args: positional("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := o.client.client()
@@ -43,6 +47,9 @@ func newLeaderCmd() *cobra.Command {
 				return err
 			}
 			defer c.Close()
+			if watch {
+				return watchLeader(cmd, c, args[0], o.client.json())
+			}
 			st, err := c.ElectionLeader(cmd.Context(), args[0])
 			if err != nil {
 				return fmt.Errorf("leader of %q: %w", args[0], err)
@@ -60,5 +67,30 @@ func newLeaderCmd() *cobra.Command {
 		},
 	}
 	o.client.bind(cmd.Flags())
+	cmd.Flags().BoolVar(&watch, "watch", false, "print the leader, then every new term or value until interrupted")
 	return cmd
+}
+
+// watchLeader prints each leadership Observe yields, one line (or JSON
+// object) each.
+func watchLeader(cmd *cobra.Command, c *client.Client, name string, asJSON bool) error {
+	for l, err := range c.Observe(cmd.Context(), name) {
+		if err != nil {
+			return fmt.Errorf("watch the leader of %q: %w", name, err)
+		}
+		if asJSON {
+			err = writeJSON(cmd.OutOrStdout(), struct {
+				Election string `json:"election"`
+				Holder   string `json:"holder"`
+				Term     uint64 `json:"term"`
+				Value    string `json:"value"`
+			}{name, l.Holder, l.Token, l.Value})
+		} else {
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "election=%s leader=%q term=%d value=%q\n", name, l.Holder, l.Token, l.Value)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }

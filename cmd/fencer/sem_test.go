@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -72,6 +73,13 @@ func TestElectAndLeader(t *testing.T) {
 	})
 	gate := filepath.Join(t.TempDir(), "go")
 	script := `echo "term=$FENCER_TOKEN"; while [ ! -e ` + gate + ` ]; do sleep 0.02; done`
+	watched := &syncBuffer{}
+	watcher := newRootCmd(watched, &syncBuffer{})
+	watcher.SetArgs([]string{"leader", "sched", "--watch"})
+	watchCtx, stopWatching := context.WithCancel(t.Context())
+	watchDone := make(chan error, 1)
+	go func() { watchDone <- watcher.ExecuteContext(watchCtx) }()
+	defer func() { stopWatching(); <-watchDone }()
 	out, _, done := startFencer(t, "elect", "sched", "--value", "10.0.0.7:8080", "--ttl", "5s", "--", "sh", "-c", script)
 	tc.Poll(t, 10*time.Second, "the leader's term line", func() bool { return strings.Contains(out.String(), "term=") })
 	var st wire.LockStatus
@@ -79,6 +87,8 @@ func TestElectAndLeader(t *testing.T) {
 		!strings.Contains(out.String(), "term="+strconv.FormatUint(st.Token, 10)) {
 		t.Fatalf("leader %+v (%v), child saw %q", st, err, out.String())
 	}
+	line := `value="10.0.0.7:8080"`
+	tc.Poll(t, 10*time.Second, "leader --watch to print the term", func() bool { return strings.Contains(watched.String(), "term="+strconv.FormatUint(st.Token, 10)+" "+line) })
 	if err := os.WriteFile(gate, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
