@@ -88,7 +88,9 @@ func TestElectAndLeader(t *testing.T) {
 		t.Fatalf("leader %+v (%v), child saw %q", st, err, out.String())
 	}
 	line := `value="10.0.0.7:8080"`
-	tc.Poll(t, 10*time.Second, "leader --watch to print the term", func() bool { return strings.Contains(watched.String(), "term="+strconv.FormatUint(st.Token, 10)+" "+line) })
+	tc.Poll(t, 10*time.Second, "leader --watch to print the term", func() bool {
+		return strings.Contains(watched.String(), "term="+strconv.FormatUint(st.Token, 10)+" "+line)
+	})
 	if err := os.WriteFile(gate, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
