@@ -88,6 +88,14 @@ func (s *Service) AcquirePermit(ctx context.Context, req PermitRequest) (fsm.Per
 		}
 		return fsm.PermitResult{}, refusal
 	}
+	if !retry && !full {
+		// Permits count against the cluster's limit on held locks: each
+		// is a grant the leader tracks.
+		if locks, _ := s.fsm.LockCount(req.Holder); locks+s.fsm.PermitCount() >= s.cfg.MaxLocks {
+			q.mu.Unlock()
+			return fsm.PermitResult{}, fmt.Errorf("%w: %d locks and permits held in all (limit %d)", ErrTooManyLocks, locks+s.fsm.PermitCount(), s.cfg.MaxLocks)
+		}
+	}
 	queueing := req.Wait > 0 && !retry && (full || q.waiters.Len() > 0)
 	if queueing && (q.waiters.Len() >= s.cfg.MaxWaitersPerLock || s.queues.queued.Load() >= int64(s.cfg.MaxWaiters)) {
 		q.mu.Unlock()

@@ -91,3 +91,13 @@ func TestPermitLeasesRestartedOnPromotion(t *testing.T) {
 	clock.Advance(time.Millisecond)
 	poll(t, "the expiry", func() bool { return len(f.fsm.Semaphore("s").Permits) == 0 })
 }
+
+// Permits count against MaxLocks with the held locks.
+func TestPermitsCountAgainstMaxLocks(t *testing.T) {
+	s, _, _ := newTestService(t, Config{MaxLocks: 2})
+	mustAcquire(t, s, "l", "a", time.Second)
+	mustPermit(t, s, "b", 5)
+	if _, err := s.AcquirePermit(bg, PermitRequest{Semaphore: "s", Holder: "c", Limit: 5, TTL: time.Second}); !errors.Is(err, ErrTooManyLocks) {
+		t.Fatalf("a permit past MaxLocks: %v", err)
+	}
+}

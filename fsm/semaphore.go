@@ -180,6 +180,7 @@ func (s *state) addPermit(p *Permit) {
 		s.sems[p.Semaphore] = sem
 	}
 	sem.permits[p.Token] = p
+	s.permits++
 }
 
 func (c *SemRelease) apply(s *state, index uint64) any {
@@ -205,6 +206,7 @@ func (c *SemExpire) apply(s *state, index uint64) any {
 func (s *state) freePermit(p *Permit, next *SemAcquire, index uint64) *SemReleaseResult {
 	sem := s.sems[p.Semaphore]
 	delete(sem.permits, p.Token)
+	s.permits--
 	if len(sem.permits) == 0 {
 		delete(s.sems, p.Semaphore)
 	}
@@ -277,4 +279,11 @@ func (s *state) permitList() []Permit {
 		out = append(out, semState(name, s.sems[name]).Permits...)
 	}
 	return out
+}
+
+// PermitCount returns how many permits are held across all semaphores.
+func (f *FSM) PermitCount() int {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.s.permits
 }

@@ -184,6 +184,7 @@ type state struct {
 	kvByPrincipal map[string]int64
 	delays        map[string]Delay
 	sems          map[string]*semaphore // only those with a permit held
+	permits       int                   // held in all sems; derived, not snapshotted
 }
 
 func newState() *state {
