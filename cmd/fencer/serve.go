@@ -24,6 +24,10 @@ import (
 	"github.com/fencer-io/fencer/internal/tlsutil"
 )
 
+// testConfig is set only in a build with a test tag (diskfault.go); no
+// flag reaches it.
+var testConfig func(*cluster.Config)
+
 type serveOptions struct {
 	id             string
 	dataDir        string
@@ -201,6 +205,9 @@ func (o *serveOptions) run(cmd *cobra.Command) error {
 		return err
 	}
 	cfg.Logger = logger
+	if testConfig != nil {
+		testConfig(&cfg)
+	}
 	opts, err := o.security(&cfg, logger)
 	if err != nil {
 		return err

@@ -165,13 +165,13 @@ func TestChaosShort(t *testing.T) {
 	t.Run("3-nodes", func(t *testing.T) {
 		requireOK(t, run(t, "short-3", Config{Nodes: 3, Duration: 30 * time.Second, CheckTimeout: 30 * time.Second, StackChance: 0.5, Faults: []string{
 			FaultKillLeader, FaultPauseClient, FaultPauseLeader, FaultIsolateLeader,
-			FaultOneWay, FaultWipedRefused, FaultRestartResource, FaultClientCut, FaultHTTPCut,
+			FaultOneWay, FaultWipedRefused, FaultRestartResource, FaultClientCut, FaultHTTPCut, FaultDiskStall,
 		}}))
 	})
 	t.Run("5-nodes", func(t *testing.T) {
 		requireOK(t, run(t, "short-5", Config{Nodes: 5, Duration: 30 * time.Second, CheckTimeout: 30 * time.Second, StackChance: 0.5, Faults: []string{
 			FaultKillNode, FaultSplit, FaultMembership, FaultReplace,
-			FaultKillAll, FaultDelay, FaultPauseClient, FaultClientCut, FaultHTTPCut,
+			FaultKillAll, FaultDelay, FaultPauseClient, FaultClientCut, FaultHTTPCut, FaultDiskFull,
 		}}))
 	})
 }

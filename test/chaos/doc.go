@@ -85,21 +85,26 @@
 // kills, wipes and removals, so that one process lives the whole run and
 // is judged; kill-all then kills the others. Short runs judge nothing.
 //
+// # Disk faults
+//
+// The suite builds fencer with -tags diskfault, which wraps each member's
+// log store in test/diskfault's Store, switched through a file beside its
+// data dir (harness.Cluster.SetDisk; the member acknowledges each switch,
+// so a binary without the tag makes the fault incomplete rather than
+// silently absent). disk-stall hangs the writes of the leader (or of a
+// follower, which must only fall behind); disk-full fails a member's
+// writes with ENOSPC. The members run with --stall-timeout 2s. A stalled
+// leader, and any member whose writes fail, must exit on its own within
+// harness.StallTimeout+10s, or the run has a problem; the heal makes the
+// disk healthy and restarts it on its data dir (a restart event for the
+// checker). They pull the process lever and stack like a kill.
+//
 // # Adding a fault kind
 //
 // A fault is one entry in kinds (nemesis.go) and one inject function: the
 // entry says which lever it pulls and how many members it disturbs while
 // active, which is all the stacking rules need; inject puts it in place
 // and returns how long to hold it, how to heal it and which members it
-// acts on. A stalled or failing disk, once fencer has a test-only
-// fault-injecting log store, is such an entry:
-//
-//	FaultDiskStall: {leverProcess, 1, (*nemesis).diskStall},
-//
-// with a diskStall that picks the leader (n.leader) or a free member,
-// switches its store to stall (or to fail with ENOSPC), and returns a heal
-// that switches it back and, for a node that exited as designed, restarts
-// it on its data dir (n.cl.Restart, with a checker.EventRestart). It stacks
-// like a pause: on another member, within the budget. Add its name to
-// AllFaults and to one of TestChaosShort's lists.
+// acts on (diskfaults.go is a short example). Add its name to AllFaults
+// and to one of TestChaosShort's lists.
 package chaos

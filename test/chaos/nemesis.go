@@ -31,6 +31,8 @@ const (
 	FaultWipedRefused    = "wiped-refused"    // a wiped member under its old id must be refused
 	FaultKillAll         = "kill-all"         // SIGKILL every member, restart them all
 	FaultRestartResource = "restart-resource" // SIGKILL the resource, restart it
+	FaultDiskStall       = "disk-stall"       // the leader's (or a follower's) log writes hang
+	FaultDiskFull        = "disk-full"        // a member's log writes fail with ENOSPC
 )
 
 // AllFaults lists every fault, in the order they are documented.
@@ -38,6 +40,7 @@ var AllFaults = []string{
 	FaultKillLeader, FaultKillNode, FaultPauseLeader, FaultPauseClient,
 	FaultIsolateLeader, FaultSplit, FaultOneWay, FaultDelay, FaultClientCut, FaultHTTPCut,
 	FaultMembership, FaultReplace, FaultWipedRefused, FaultKillAll, FaultRestartResource,
+	FaultDiskStall, FaultDiskFull,
 }
 
 // lever is what a fault acts through. Two faults on one lever are never
@@ -68,8 +71,8 @@ type faultKind struct {
 	inject func(n *nemesis, ctx context.Context, budget int) (*active, error)
 }
 
-// kinds describes every fault. A new kind (a stalled or failing disk, say)
-// is one entry here and its inject function: see the package doc.
+// kinds describes every fault. A new kind is one entry here and its inject
+// function: see the package doc.
 var kinds = map[string]faultKind{
 	FaultKillLeader:      {leverProcess, 1, (*nemesis).killLeader},
 	FaultKillNode:        {leverProcess, 1, (*nemesis).killNode},
@@ -86,6 +89,8 @@ var kinds = map[string]faultKind{
 	FaultWipedRefused:    {leverMembership, 1, (*nemesis).wipedRefused},
 	FaultKillAll:         {leverEverything, 0, (*nemesis).killAll}, // disturbs every member, but is never stacked
 	FaultRestartResource: {leverResource, 0, (*nemesis).restartResource},
+	FaultDiskStall:       {leverProcess, 1, (*nemesis).diskStall},
+	FaultDiskFull:        {leverProcess, 1, (*nemesis).diskFull},
 }
 
 // active is a fault in place.

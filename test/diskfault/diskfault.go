@@ -7,9 +7,12 @@ package diskfault
 
 import (
 	"fmt"
+	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/hashicorp/raft"
 )
@@ -145,5 +148,45 @@ func (d *Disks) HealAll() {
 	defer d.mu.Unlock()
 	for _, s := range d.stores {
 		s.Heal()
+	}
+}
+
+// ControlEnv names the file through which a fencer built with the diskfault
+// tag lets a harness switch its log store: "stall", "enospc", or anything
+// else (or no file) for healthy. The chaos suite writes it.
+const ControlEnv = "FENCER_DISK_FAULT_FILE"
+
+// Controlled returns a cluster.Config.WrapLogStore whose Store follows the
+// control file at path, read every pollEvery.
+func Controlled(path string) func(raft.LogStore) raft.LogStore {
+	return func(s raft.LogStore) raft.LogStore {
+		st := Wrap(s)
+		go st.follow(path)
+		return st
+	}
+}
+
+const pollEvery = 20 * time.Millisecond
+
+// follow applies the control file's mode whenever it changes, for the life
+// of the process, and acknowledges each in the file path+".ack", so that a
+// harness knows the fault is in place (and that this build has the tag).
+func (s *Store) follow(path string) {
+	last := "\x00" // apply and acknowledge the first reading too
+	for {
+		data, _ := os.ReadFile(path)
+		if mode := strings.TrimSpace(string(data)); mode != last {
+			switch mode {
+			case "stall":
+				s.Stall()
+			case "enospc":
+				s.FailNoSpace()
+			default:
+				s.Heal()
+			}
+			last = mode
+			_ = os.WriteFile(path+".ack", []byte(mode), 0o644)
+		}
+		time.Sleep(pollEvery) // polling a file: there is no state to wait for
 	}
 }

@@ -31,12 +31,15 @@ func BuildFencer(dir string) (string, error) {
 		return "", err
 	}
 	out := filepath.Join(dir, "fencer")
-	cmd := exec.Command(goTool(), "build", "-o", out, "./cmd/fencer")
+	// The diskfault tag lets the nemesis stall or fail a node's log store
+	// (test/diskfault); a binary from BinEnv may lack it, and then the
+	// disk faults do not complete.
+	cmd := exec.Command(goTool(), "build", "-tags", "diskfault", "-o", out, "./cmd/fencer")
 	cmd.Dir = root
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("go build ./cmd/fencer: %w: %s", err, stderr.String())
+		return "", fmt.Errorf("go build -tags diskfault ./cmd/fencer: %w: %s", err, stderr.String())
 	}
 	return out, nil
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/fencer-io/fencer/api/wire"
 	"github.com/fencer-io/fencer/fsm"
 	"github.com/fencer-io/fencer/test/chaos/netfault"
+	"github.com/fencer-io/fencer/test/diskfault"
 )
 
 // Options describe a Cluster.
@@ -49,6 +50,9 @@ type Node struct {
 	RaftAddr string
 	DataDir  string
 	PeerFile string
+	// DiskFile switches the node's log store (test/diskfault): the
+	// nemesis writes a mode to it, the node acknowledges it.
+	DiskFile string
 
 	member bool     // in the configuration, as far as the harness knows
 	proc   *Proc    // nil before the first start
@@ -90,6 +94,7 @@ func NewCluster(opts Options) (*Cluster, error) {
 		}
 		n.DataDir = filepath.Join(opts.Dir, n.ID)
 		n.PeerFile = filepath.Join(opts.Dir, n.ID+".peers")
+		n.DiskFile = filepath.Join(opts.Dir, n.ID+".disk")
 		c.nodes = append(c.nodes, n)
 		targets[n.ID] = n.RaftAddr
 	}
@@ -233,9 +238,10 @@ func (c *Cluster) Start(ctx context.Context) error {
 func (c *Cluster) start(n *Node, mode ...string) error {
 	args := []string{"serve", "--id", n.ID, "--data-dir", n.DataDir,
 		"--http-addr", n.HTTPAddr, "--http-advertise-addr", n.Gate,
-		"--raft-addr", n.RaftAddr, "--peer-proxy-file", n.PeerFile}
+		"--raft-addr", n.RaftAddr, "--peer-proxy-file", n.PeerFile, "--stall-timeout", StallTimeout.String()}
 	args = append(args, mode...)
-	p, err := c.opts.Group.Start(Spec{Name: n.ID, Path: c.opts.Bin, Args: args, Log: c.LogPath(n)})
+	p, err := c.opts.Group.Start(Spec{Name: n.ID, Path: c.opts.Bin, Args: args, Log: c.LogPath(n),
+		Env: []string{diskfault.ControlEnv + "=" + n.DiskFile}})
 	if err != nil {
 		return err
 	}
@@ -260,6 +266,49 @@ func (c *Cluster) Restart(n *Node) error {
 		return fmt.Errorf("%s is running", n.ID)
 	}
 	return c.start(n, n.args...)
+}
+
+// StallTimeout is the members' --stall-timeout: shorter than fencer's
+// default, so that a disk fault runs its course within a few seconds.
+const StallTimeout = 2 * time.Second
+
+// Disk modes of SetDisk.
+const (
+	DiskHealthy = ""
+	DiskStall   = "stall"  // writes hang
+	DiskFull    = "enospc" // writes fail with ENOSPC
+)
+
+// SetDisk switches the node's log store to mode. A running node must
+// acknowledge it within 2s (a fencer built without -tags diskfault does
+// not); a node that is down reads it when it starts.
+func (c *Cluster) SetDisk(n *Node, mode string) error {
+	_ = os.Remove(n.DiskFile + ".ack") // an earlier answer is no answer
+	if err := os.WriteFile(n.DiskFile, []byte(mode), 0o644); err != nil {
+		return err
+	}
+	if !n.Running() {
+		return nil
+	}
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		if ack, err := os.ReadFile(n.DiskFile + ".ack"); err == nil && string(ack) == mode {
+			return nil
+		}
+		if !n.Running() {
+			return nil // it exited meanwhile: a restart reads the file
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s did not switch its disk to %q: is fencer built with -tags diskfault?", n.ID, mode)
+		}
+		time.Sleep(20 * time.Millisecond) // polling the acknowledgement
+	}
+}
+
+// WaitExit waits up to timeout for the node's process to exit on its own,
+// reporting whether it did.
+func (c *Cluster) WaitExit(n *Node, timeout time.Duration) bool {
+	return n.proc == nil || n.proc.WaitExit(timeout)
 }
 
 // Pause SIGSTOPs the node.
