@@ -95,6 +95,8 @@ func TestReadImageRefusesAnImpossibleFloor(t *testing.T) {
 		"floor above epoch": `{"format":"fencer-snapshot","version":1,"epoch":1,"epoch_floor":2,"last_token":5,"applied_index":5,"term":1,"locks":0,"keys":0,"members":0,"requests":0}` + "\n",
 		"lock below floor": `{"format":"fencer-snapshot","version":1,"epoch":1,"epoch_floor":1,"last_token":1099511627777,"applied_index":5,"term":1,"locks":1,"keys":0,"members":0,"requests":0}` + "\n" +
 			`{"lock":{"name":"a","holder":"w","token":3,"lease":"s","ttl_ms":10}}` + "\n",
+		"permit below floor": `{"format":"fencer-snapshot","version":1,"epoch":1,"epoch_floor":1,"last_token":1099511627777,"applied_index":5,"term":1,"locks":0,"keys":0,"members":0,"requests":0,"permits":1}` + "\n" +
+			`{"permit":{"semaphore":"s","holder":"w","token":3,"lease":"x","ttl_ms":10,"limit":1}}` + "\n",
 	} {
 		if _, err := ReadImage(strings.NewReader(body)); err == nil {
 			t.Errorf("%s: accepted", name)

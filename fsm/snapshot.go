@@ -399,8 +399,9 @@ func (img *Image) check() error {
 			return fmt.Errorf("lock %q token %d exceeds last token %d", l.Name, l.Token, img.Header.LastToken)
 		}
 		if TokenEpoch(l.Token) < img.Header.EpochFloor {
-			// Restore and recovery void every grant when they set the
-			// floor, so no lock is ever held with a token below it.
+			// Restore and recovery void every grant (locks and permits)
+			// when they set the floor, so none is held with a token
+			// below it.
 			return fmt.Errorf("lock %q token %d is of an epoch below the floor %d", l.Name, l.Token, img.Header.EpochFloor)
 		}
 		if err := once("lock", l.Name); err != nil {
@@ -438,6 +439,9 @@ func (img *Image) check() error {
 	for _, p := range img.Permits {
 		if p.Semaphore == "" || p.Token == 0 || p.TTLMillis <= 0 || p.Limit < 1 || p.Token > img.Header.LastToken {
 			return fmt.Errorf("permit %d of semaphore %q with ttl %d ms and limit %d", p.Token, p.Semaphore, p.TTLMillis, p.Limit)
+		}
+		if TokenEpoch(p.Token) < img.Header.EpochFloor {
+			return fmt.Errorf("permit %d of semaphore %q is of an epoch below the floor %d", p.Token, p.Semaphore, img.Header.EpochFloor)
 		}
 		if l, ok := limits[p.Semaphore]; ok && l != p.Limit {
 			return fmt.Errorf("semaphore %q has permits of limits %d and %d", p.Semaphore, l, p.Limit)
