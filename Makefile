@@ -56,7 +56,8 @@ chaos: build
 	$(GO) test ./test/chaos/ -run '^TestChaos$$' -count=1 -timeout 0 -v \
 	  -chaos.duration=$(DURATION) -chaos.seed=$(SEED) -chaos.nodes=$(NODES) -chaos.artifacts=$(CURDIR)/artifacts/chaos
 
-## bench: fencer against a 3-member etcd on this machine (QUICK=1 for a smoke run).
+## bench: fencer against a 3-member etcd on this machine, throughput and then
+## what stopping the leader costs (failover); QUICK=1 for a smoke run.
 bench: build
 	scripts/bench-vs-etcd.sh
 

@@ -9,8 +9,10 @@
 # measures raw hashicorp/raft commits (bench/raftbench_test.go), then runs the
 # same workloads against both systems at 1, 16 and 64 clients, alternating
 # which system goes first from one run to the next, and prints one table of
-# medians with the fencer/etcd ratio per row. Everything it started is
-# stopped by pid when it exits, on error too.
+# medians with the fencer/etcd ratio per row. Then it runs the failover
+# section (scripts/bench-failover.sh: what stopping the leader costs, fencer
+# against etcd; FAILOVER=0 skips it). Everything it started is stopped by
+# pid when it exits, on error too.
 #
 # Knobs (environment): QUICK, REPS, DURATION, WARMUP, CLIENTS ("1 16 64"),
 # RAFT_BENCHTIME, PORT_BASE (default 17100: fencer HTTP +1..3, Raft +11..13,
@@ -40,8 +42,7 @@ fi
 mkdir -p "$work/results"
 
 pids=()
-cleanup() {
-	local status=$?
+stop_all() {
 	for pid in "${pids[@]}"; do
 		kill -TERM "$pid" 2>/dev/null || true
 	done
@@ -50,6 +51,11 @@ cleanup() {
 		kill -KILL "$pid" 2>/dev/null || true
 		wait "$pid" 2>/dev/null || true
 	done
+	pids=()
+}
+cleanup() {
+	local status=$?
+	stop_all
 	if [[ -z ${BENCH_DIR:-} && ${KEEP:-0} != 1 ]]; then
 		rm -rf "$work"
 	else
@@ -252,3 +258,10 @@ if big in raft and ("uncontended", big) in ratio:
     share = 2 * ratio[("uncontended", big)][2] / raft[big]
     target(f"{big} clients: ≥ 70% of raw Raft commits/s ÷ 2: {100 * share:.0f}%", share >= 0.7)
 PY
+
+# --- failover ------------------------------------------------------------
+if [[ ${FAILOVER:-1} == 1 ]]; then
+	stop_all
+	log "failover: what stopping the leader costs (scripts/bench-failover.sh)"
+	QUICK=${QUICK:-0} scripts/bench-failover.sh
+fi

@@ -11,7 +11,6 @@ require (
 	go.etcd.io/etcd/api/v3 v3.6.16 // indirect
 	go.etcd.io/etcd/client/pkg/v3 v3.6.16 // indirect
 	go.uber.org/multierr v1.11.0 // indirect
-	go.uber.org/zap v1.27.0 // indirect
 	golang.org/x/net v0.61.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
 	golang.org/x/text v0.43.0 // indirect
@@ -24,6 +23,7 @@ require (
 require (
 	github.com/fencer-io/fencer v0.0.0
 	go.etcd.io/etcd/client/v3 v3.6.16
+	go.uber.org/zap v1.27.0
 )
 
 replace github.com/fencer-io/fencer => ../..

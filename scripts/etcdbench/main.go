@@ -4,7 +4,9 @@
 // internal/bench/load). It is its own Go module so that fencer never depends on etcd.
 //
 // Like the fencer side, it talks to the leader only: it asks every endpoint
-// for its status and keeps the one that leads.
+// for its status and keeps the one that leads. The failover workload is
+// different (failover.go): its clients are given every member, and it stops
+// the leader's process part way.
 package main
 
 import (
@@ -27,6 +29,7 @@ import (
 	"go.etcd.io/etcd/client/v3/concurrency"
 
 	"github.com/fencer-io/fencer/internal/bench/load"
+	"github.com/fencer-io/fencer/internal/bench/outage"
 	"github.com/fencer-io/fencer/internal/gcfloor"
 )
 
@@ -40,12 +43,17 @@ type options struct {
 	output    string
 	ttl       time.Duration
 	load      load.Config
+	// The failover workload's.
+	pids         string
+	signal       string
+	at           time.Duration
+	failDuration time.Duration
 }
 
 func main() {
 	var o options
 	flag.StringVar(&o.endpoints, "endpoints", "127.0.0.1:2379", "comma-separated etcd client endpoints")
-	flag.StringVar(&o.workloads, "workload", "uncontended", "comma-separated: "+strings.Join(workloads, ", "))
+	flag.StringVar(&o.workloads, "workload", "uncontended", "comma-separated: "+strings.Join(workloads, ", ")+"; or failover, alone")
 	flag.StringVar(&o.output, "o", "text", "output: text or json")
 	flag.IntVar(&o.load.Clients, "clients", 16, "concurrent clients")
 	flag.DurationVar(&o.load.Duration, "duration", 10*time.Second, "measured time per workload")
@@ -53,6 +61,10 @@ func main() {
 	flag.Float64Var(&o.load.Rate, "rate", 0, "open loop: total operations per second (0: closed loop)")
 	flag.DurationVar(&o.ttl, "ttl", 10*time.Second, "lease TTL (whole seconds, at least 1s)")
 	flag.DurationVar(&o.load.OpTimeout, "wait", 30*time.Second, "time limit of one operation (a contended lock's queueing included)")
+	flag.StringVar(&o.pids, "pids", "", "failover: NAME=PID,… the members' processes (-endpoints then NAME=HOST:PORT,…)")
+	flag.StringVar(&o.signal, "signal", "TERM", "failover: what stops the leader, TERM (graceful) or KILL (crash)")
+	flag.DurationVar(&o.at, "at", 4*time.Second, "failover: when the leader is stopped")
+	flag.DurationVar(&o.failDuration, "failover-duration", 10*time.Second, "failover: the whole run, warm-up included")
 	flag.Parse()
 	// Same as "fencer bench": the measuring client keeps its collector quiet.
 	gcfloor.Start(gcfloor.DefaultFloor)
@@ -72,6 +84,9 @@ func run(o options) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	if o.workloads == "failover" {
+		return runFailover(ctx, o)
+	}
 	leader, err := findLeader(ctx, strings.Split(o.endpoints, ","))
 	if err != nil {
 		return err
@@ -235,6 +250,18 @@ func (b *etcdBench) workload(name string) (load.Client, error) {
 		}, nil
 	}
 	return nil, fmt.Errorf("workload %q: want one of %v", name, workloads)
+}
+
+// report prints one failover result.
+func report(o options, res outage.Result) error {
+	if o.output == "json" {
+		enc := json.NewEncoder(os.Stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(res)
+	}
+	fmt.Println(res.Text())
+	fmt.Println("timeline (ms after the signal):", res.Timeline)
+	return nil
 }
 
 func randomHex(n int) string {

@@ -1,0 +1,312 @@
+#!/usr/bin/env bash
+# bench-failover.sh: what stopping the leader costs, fencer against etcd.
+#
+#   scripts/bench-failover.sh            5 runs per system and mode (~6 minutes)
+#   QUICK=1 scripts/bench-failover.sh    1 run each (~1.5 minutes)
+#
+# It starts a 3-node fencer and a 3-member etcd on loopback (own ports and
+# data dirs, fsync on, every default), then, in turn: 16 clients cycle their
+# own locks (acquire, release) through every member, the leader's process is
+# sent SIGTERM (graceful: a rolling restart) or SIGKILL (a crash) 4 s in, and
+# the run reports the longest interval in which no cycle succeeded. The
+# stopped member is restarted and every member must be ready again before
+# the next run; which system goes first alternates. The table holds the
+# medians and every run's figure, and the timeline of the survivors (when a
+# new leader was first reported). Everything it started is stopped by pid
+# when it exits, on error too.
+#
+# fencer's clients are half its Go client (given every member, it follows
+# the leader) and half plain HTTP clients pinned to one member, which honour
+# Retry-After and move on only when a connection fails (internal/bench,
+# Failover); etcd's are its Go client, given every member.
+#
+# Then, with nothing stopped, 64 clients cycle locks for STABILITY (5m) and
+# the run reports whether the term moved: a leader deposed by the load or
+# the machine's noise rather than by a fault (the cost of short timeouts).
+#
+# Knobs (environment): QUICK, REPS (5), SYSTEMS ("fencer etcd"), MODES
+# ("graceful crash"), CLIENTS (16), AT (4s), RUN (10s), STABILITY (5m; 0
+# skips; QUICK: 0), FENCER_FLAGS (extra
+# flags for fencer serve, e.g. --election-timeout 1s to measure the old
+# default), PORT_BASE (default 17300: fencer HTTP +1..3, Raft +11..13, etcd
+# client +21..23, peer +31..33), BENCH_DIR (kept if given; default a temp
+# dir removed at exit), KEEP=1 keeps the temp dir.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$(pwd)
+
+if [[ ${QUICK:-0} == 1 ]]; then
+	REPS=${REPS:-1} STABILITY=${STABILITY:-0}
+fi
+STABILITY=${STABILITY:-5m}
+REPS=${REPS:-5}
+SYSTEMS=${SYSTEMS:-"fencer etcd"}
+MODES=${MODES:-"graceful crash"}
+CLIENTS=${CLIENTS:-16}
+AT=${AT:-4s}
+RUN=${RUN:-10s}
+PORT_BASE=${PORT_BASE:-17300}
+FENCER_FLAGS=${FENCER_FLAGS:-}
+
+if [[ -n ${BENCH_DIR:-} ]]; then
+	work=$BENCH_DIR
+	mkdir -p "$work"
+	rm -rf "$work"/fencer-n* "$work"/etcd-e* "$work/results"
+else
+	work=$(mktemp -d /tmp/fencer-failover.XXXXXX)
+fi
+mkdir -p "$work/results"
+
+declare -A pid
+cleanup() {
+	local status=$?
+	for p in "${pid[@]}"; do
+		kill -TERM "$p" 2>/dev/null || true
+	done
+	for p in "${pid[@]}"; do
+		for _ in $(seq 1 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+		kill -KILL "$p" 2>/dev/null || true
+	done
+	if [[ -z ${BENCH_DIR:-} && ${KEEP:-0} != 1 ]]; then
+		rm -rf "$work"
+	else
+		echo "kept $work"
+	fi
+	exit "$status"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+log() { echo "== $*" >&2; }
+
+if [[ $SYSTEMS == *etcd* ]] && ! command -v etcd >/dev/null; then
+	log "installing Debian's etcd-server"
+	policy=""
+	if [[ ! -e /usr/sbin/policy-rc.d ]]; then
+		printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d
+		chmod +x /usr/sbin/policy-rc.d
+		policy=/usr/sbin/policy-rc.d
+	fi
+	apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq etcd-server >/dev/null
+	[[ -n $policy ]] && rm -f "$policy"
+fi
+
+log "building fencer, failoverbench and etcdbench"
+go build -o "$work/fencer" ./cmd/fencer
+go build -o "$work/failoverbench" ./internal/bench/failoverbench
+if [[ $SYSTEMS == *etcd* ]]; then
+	# See bench-vs-etcd.sh: a copy whose requirements go may update.
+	rm -rf "$work/etcdbench-src"
+	cp -r scripts/etcdbench "$work/etcdbench-src"
+	(cd "$work/etcdbench-src" && go mod edit -replace "github.com/fencer-io/fencer=$root" &&
+		go build -mod=mod -o "$work/etcdbench" .)
+fi
+
+fhttp() { echo "127.0.0.1:$((PORT_BASE + $1))"; }
+fraft() { echo "127.0.0.1:$((PORT_BASE + 10 + $1))"; }
+eclient() { echo "127.0.0.1:$((PORT_BASE + 20 + $1))"; }
+epeer() { echo "127.0.0.1:$((PORT_BASE + 30 + $1))"; }
+
+finitial="" einitial="" fmembers="" emembers=""
+for i in 1 2 3; do
+	finitial+="${finitial:+,}n$i=$(fraft $i)@$(fhttp $i)"
+	einitial+="${einitial:+,}e$i=http://$(epeer $i)"
+	fmembers+="${fmembers:+,}n$i=$(fhttp $i)"
+	emembers+="${emembers:+,}e$i=$(eclient $i)"
+done
+
+# The per-client rate limit would count every benchmark client as one (they
+# share 127.0.0.1): off, as etcd has none.
+export FENCER_RATE_LIMIT=0
+start_fencer() { # i
+	# shellcheck disable=SC2086 # FENCER_FLAGS is a list of flags
+	"$work/fencer" serve --id "n$1" --data-dir "$work/fencer-n$1" \
+		--http-addr "$(fhttp "$1")" --raft-addr "$(fraft "$1")" \
+		--initial-cluster "$finitial" --log-level info $FENCER_FLAGS >>"$work/fencer-n$1.log" 2>&1 &
+	pid[n$1]=$!
+	disown # no "Killed" notices: the runs kill on purpose
+}
+start_etcd() { # i
+	etcd --name "e$1" --data-dir "$work/etcd-e$1" \
+		--listen-client-urls "http://$(eclient "$1")" --advertise-client-urls "http://$(eclient "$1")" \
+		--listen-peer-urls "http://$(epeer "$1")" --initial-advertise-peer-urls "http://$(epeer "$1")" \
+		--initial-cluster "$einitial" --initial-cluster-state new --initial-cluster-token fencer-failover \
+		--logger zap --log-level warn >>"$work/etcd-e$1.log" 2>&1 &
+	pid[e$1]=$!
+	disown
+}
+
+ready() { # url pattern
+	for _ in $(seq 1 300); do
+		if curl -fsS "$1" 2>/dev/null | grep -q "$2"; then return 0; fi
+		sleep 0.1
+	done
+	echo "not ready after 30s: $1; logs in $work" >&2
+	return 1
+}
+all_ready() { # system
+	for i in 1 2 3; do
+		if [[ $1 == fencer ]]; then
+			ready "http://$(fhttp $i)/readyz" ready
+		else
+			ready "http://$(eclient $i)/health" true
+		fi
+	done
+}
+
+log "starting a 3-node fencer and a 3-member etcd in $work"
+for sys in $SYSTEMS; do
+	for i in 1 2 3; do "start_$sys" "$i"; done
+done
+for sys in $SYSTEMS; do all_ready "$sys"; done
+
+# restart_stopped starts again the member a run stopped, and waits until
+# every member is ready.
+restart_stopped() { # system
+	local prefix=n
+	[[ $1 == etcd ]] && prefix=e
+	for i in 1 2 3; do
+		local p=${pid[$prefix$i]}
+		if ! kill -0 "$p" 2>/dev/null; then
+			"start_$1" "$i"
+		fi
+	done
+	all_ready "$1"
+	sleep 2 # let the restarted member catch up and the cluster settle
+}
+
+pids_of() { # prefix
+	local out=""
+	for i in 1 2 3; do out+="${out:+,}$1$i=${pid[$1$i]}"; done
+	echo "$out"
+}
+
+run_fencer() { # mode rep signal
+	"$work/failoverbench" -members "$fmembers" -pids "$(pids_of n)" -signal "$3" \
+		-clients "$CLIENTS" -at "$AT" -duration "$RUN" -v -o json >"$work/results/fencer-$1-r$2.json" 2>"$work/results/fencer-$1-r$2.log" ||
+		{ tail -5 "$work/results/fencer-$1-r$2.log" >&2; return 1; }
+}
+run_etcd() { # mode rep signal
+	"$work/etcdbench" -workload failover -endpoints "$emembers" -pids "$(pids_of e)" -signal "$3" \
+		-clients "$CLIENTS" -at "$AT" -failover-duration "$RUN" -warmup 1s -o json >"$work/results/etcd-$1-r$2.json"
+}
+
+turn=0
+for rep in $(seq 1 "$REPS"); do
+	for mode in $MODES; do
+		signal=TERM
+		[[ $mode == crash ]] && signal=KILL
+		order=$SYSTEMS
+		if ((turn % 2 == 1)); then order=$(echo "$SYSTEMS" | tr ' ' '\n' | tac | tr '\n' ' '); fi
+		turn=$((turn + 1))
+		for sys in $order; do
+			log "rep $rep/$REPS, $mode: $sys ($(cut -d' ' -f1-3 /proc/loadavg) load)"
+			"run_$sys" "$mode" "$rep" "$signal"
+			python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print("   at the stop %.0f ms, whole run %.0f ms, worst client %.0f ms, errors %d; %s" % (r["at_event"]["ms"], r["longest"]["ms"], r["worst_client_ms"], r["errors"], r.get("event_error") or r.get("event")))' \
+				"$work/results/$sys-$mode-r$rep.json" >&2
+			restart_stopped "$sys"
+		done
+	done
+done
+
+# --- stability under load ------------------------------------------------
+terms() {
+	for i in 1 2 3; do
+		curl -fsS "http://$(fhttp $i)/v1/cluster" | python3 -c 'import json,sys; s=json.load(sys.stdin); print(s["node"], s["term"], s["leader"])'
+	done
+}
+timeouts() { cat "$work"/fencer-n*.log | grep -c "heartbeat timeout reached" || true; }
+if [[ $STABILITY != 0 && $SYSTEMS == *fencer* ]]; then
+	log "stability: 64 clients for $STABILITY, nothing stopped ($(cut -d' ' -f1-3 /proc/loadavg) load)"
+	terms >"$work/results/stability-before.txt"
+	t0=$(timeouts)
+	"$work/fencer" bench --endpoints "$(fhttp 1),$(fhttp 2),$(fhttp 3)" -w uncontended -c 64 -d "$STABILITY" --warmup 0 -o json \
+		>"$work/results/stability-bench.txt"
+	terms >"$work/results/stability-after.txt"
+	echo "$(($(timeouts) - t0)) $(cut -d' ' -f1-3 /proc/loadavg)" >"$work/results/stability-timeouts.txt"
+fi
+
+python3 - "$work/results" "$FENCER_FLAGS" <<'PY'
+import glob, json, os, statistics, sys, time
+
+results, flags = sys.argv[1], sys.argv[2]
+runs = []
+for path in sorted(glob.glob(os.path.join(results, "*-r*.json"))):
+    with open(path) as f:
+        runs.append(json.load(f))
+
+def med(xs):
+    xs = [x for x in xs if x is not None]
+    return statistics.median(xs) if xs else float("nan")
+
+def pick(system, mode):
+    return [r for r in runs if r["system"] == system and r["mode"] == mode]
+
+load = open("/proc/loadavg").read().split()[:3]
+print()
+print(f"failover, {time.strftime('%Y-%m-%d %H:%M %Z')}, {os.cpu_count()} cores, load {' '.join(load)} at the end"
+      + (f", fencer serve {flags}" if flags else ", defaults"))
+print("3 members each on loopback; 16 clients cycle their own locks through every member; the leader stopped 4 s in.")
+print("at the stop: the longest interval with no successful cycle that ends after the stop and begins within 1 s of it")
+print("(median, then every run); whole run: the longest anywhere; before: the longest before the stop (the machine's")
+print("noise floor); worst client: the longest one client went without a cycle; new leader: when a survivor first named it.")
+print()
+hdr = f"{'stopped by':19} {'system':7} {'at the stop':>11}  {'runs':30} {'whole run':>9} {'before':>7} {'worst client':>12} {'new leader':>10}"
+print(hdr)
+print("-" * len(hdr))
+medians = {}
+for mode, label in (("graceful", "SIGTERM (graceful)"), ("crash", "SIGKILL (crash)")):
+    for system in ("fencer", "etcd"):
+        rs = pick(system, mode)
+        if not rs:
+            continue
+        gaps = [r["at_event"]["ms"] for r in rs]
+        medians[(system, mode)] = med(gaps)
+        runs_s = ", ".join(f"{g:.0f}" for g in gaps)
+        print(f"{label:19} {system:7} {med(gaps):>11.0f}  {runs_s:30} {med([r['longest']['ms'] for r in rs]):>9.0f}"
+              f" {med([r['before']['ms'] for r in rs]):>7.0f} {med([r['worst_client_ms'] for r in rs]):>12.0f}"
+              f" {med([r.get('timeline', {}).get('new_leader_known') for r in rs]):>10.0f}")
+        for r in rs:
+            if r.get("event_error"):
+                print(f"    ! {system} {mode}: {r['event_error']}")
+groups = {}
+for r in pick("fencer", "graceful") + pick("fencer", "crash"):
+    for g in r.get("groups", []):
+        groups.setdefault((r["mode"], g["name"]), []).append(g["worst_client_ms"])
+if groups:
+    print()
+    print("fencer's worst client by kind, median (ms): " +
+          ", ".join(f"{m} {n} {med(v):.0f}" for (m, n), v in sorted(groups.items())))
+stable = None
+if os.path.exists(os.path.join(results, "stability-after.txt")):
+    def terms(name):
+        with open(os.path.join(results, name)) as f:
+            return {l.split()[0]: (int(l.split()[1]), l.split()[2] if len(l.split()) > 2 else "") for l in f if l.strip()}
+    before, after = terms("stability-before.txt"), terms("stability-after.txt")
+    with open(os.path.join(results, "stability-bench.txt")) as f:
+        bench = json.load(f)[0]
+    with open(os.path.join(results, "stability-timeouts.txt")) as f:
+        hb, *la = f.read().split()
+    moved = sum(after[n][0] - before[n][0] for n in before) // max(len(before), 1)
+    stable = moved == 0
+    print()
+    print(f"under load: 64 clients, {bench['seconds']:.0f} s, {bench['ops_per_sec']:.0f} cycles/s, {bench['errors']} errors, "
+          f"load {' '.join(la)} at the end; term {min(b[0] for b in before.values())} → {max(a[0] for a in after.values())}, "
+          f"leader {sorted({b[1] for b in before.values()})} → {sorted({a[1] for a in after.values()})}; "
+          f"followers' heartbeat timeouts logged: {hb}")
+print()
+def target(name, ok):
+    print(f"  [{'PASS' if ok else 'MISS'}] {name}")
+print("targets (issue 15):")
+fg = pick("fencer", "graceful")
+if fg:
+    worst = max(r["at_event"]["ms"] for r in fg)
+    whole = max(r["longest"]["ms"] for r in fg)
+    target(f"graceful: every run ≤ 100 ms without a cycle at the stop (worst {worst:.0f} ms; whole runs {whole:.0f} ms)", worst <= 100)
+if ("fencer", "crash") in medians and ("etcd", "crash") in medians:
+    f, e = medians[("fencer", "crash")], medians[("etcd", "crash")]
+    target(f"crash: median ≤ etcd's ({f:.0f} vs {e:.0f} ms)", f <= e)
+if stable is not None:
+    target("no leader change under 64-client load", stable)
+PY
