@@ -45,8 +45,13 @@ var errorTable = []struct {
 	{context.Canceled, http.StatusGatewayTimeout, wire.CodeTimeout},
 }
 
-// writeErr writes err as the JSON error body with its status.
+// writeErr writes err as the JSON error body with its status. A request
+// that found this node no longer leads, having done nothing, goes to the
+// leader instead when it can (see rerouteWriter).
 func writeErr(w http.ResponseWriter, err error) {
+	if rw, ok := w.(*rerouteWriter); ok && errors.Is(err, cluster.ErrNotLeader) && rw.reroute() {
+		return
+	}
 	var apiErr *wire.Error
 	if errors.As(err, &apiErr) {
 		writeError(w, statusOf(apiErr.Code), apiErr)
@@ -107,9 +112,18 @@ func statusOf(code string) int {
 	return http.StatusBadRequest
 }
 
+// writeError writes body with status. A 503 says when to retry: at once
+// after outcome_unknown (the leader vanished mid-request; any member holds
+// a retry until the next leader is known, so waiting gains nothing), a
+// second later after no_leader (this node waited for a leader and found
+// none: no quorum, or an election that fails).
 func writeError(w http.ResponseWriter, status int, body *wire.Error) {
 	if status == http.StatusServiceUnavailable {
-		w.Header().Set("Retry-After", "1")
+		retry := "1"
+		if body.Code == wire.CodeOutcomeUnknown {
+			retry = "0"
+		}
+		w.Header().Set("Retry-After", retry)
 	}
 	wire.WriteError(w, status, body)
 }

@@ -1,7 +1,11 @@
 package api
 
 import (
+	"bytes"
+	"context"
 	"errors"
+	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -20,44 +24,160 @@ import (
 // this node's certificate.
 var endToEnd = []string{"Authorization", "Content-Type", wire.HeaderToken, wire.HeaderLock, wire.HeaderLogFormat}
 
+// DefaultLeaderWait is how long a request waits for a leader when none is
+// known (WithLeaderWait): long enough for an election after a crash.
+const DefaultLeaderWait = 3 * time.Second
+
+// maxReplay is the largest body kept to send a request a second time.
+// Every request but a restore is far smaller.
+const maxReplay = 64 << 10
+
 // forwarder proxies requests to the leader over kept-alive connections.
 type forwarder struct {
 	c         Cluster
 	scheme    string
 	transport *http.Transport
+	// leaderWait bounds how long a request waits for a leader to be known
+	// (in all, across its attempts).
+	leaderWait time.Duration
 }
 
 func newForwarder(c Cluster) *forwarder {
-	return &forwarder{c: c, scheme: "http", transport: &http.Transport{
-		DialContext:         (&net.Dialer{Timeout: 2 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+	return &forwarder{c: c, scheme: "http", leaderWait: DefaultLeaderWait, transport: &http.Transport{
+		// A leader that is gone (a crashed host answers nothing) should
+		// not hold a request long once another is elected.
+		DialContext:         (&net.Dialer{Timeout: time.Second, KeepAlive: 30 * time.Second}).DialContext,
 		MaxIdleConnsPerHost: 256,
 		IdleConnTimeout:     90 * time.Second,
 	}}
 }
 
 // leaderOnly serves the request here when this node leads (or is becoming
-// the leader) and forwards it to the leader otherwise. A request already
-// forwarded once is never forwarded again.
+// the leader) and forwards it to the leader otherwise, so that a failover
+// costs the caller time rather than an error:
+//
+//   - With no leader known (an election, a leader handing over), the
+//     request waits for one, up to leaderWait.
+//   - When the attempt certainly did nothing, the request goes again to
+//     the next leader: the leader could not be reached, or answered that it
+//     does not lead (wire.HeaderNotLeader), or this node, serving it, found
+//     it had lost its leadership (cluster.ErrNotLeader).
+//   - A request already forwarded once is never forwarded again; a node
+//     that does not lead refuses it at once with HeaderNotLeader, and the
+//     forwarding node sends it on when it learns of the new leader.
+//
+// Only requests with small bodies (all but a restore) are sent twice.
 func (f *forwarder) leaderOnly(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if f.c.IsLeader() || isStale(r) && r.Method == http.MethodGet {
+		if isStale(r) && r.Method == http.MethodGet {
 			next.ServeHTTP(w, r)
 			return
 		}
-		id, addr := f.c.Leader()
-		if id == f.c.ID() {
-			next.ServeHTTP(w, r) // leader, not ready yet: the handler waits
-			return
+		by := r.Header.Get(wire.HeaderForwardedBy)
+		body, replayable := bufferBody(r)
+		ctx, cancel := context.WithTimeout(r.Context(), f.leaderWait)
+		defer cancel()
+		pause := 25 * time.Millisecond
+		servedHere := false // chi's routing state allows one pass
+		for attempt := 0; ; attempt++ {
+			changed := f.c.LeaderChanged()
+			if attempt > 0 {
+				// The last attempt did nothing. Wait for a change of
+				// leader, or a pause in case the same one serves after all.
+				if wait(ctx, changed, pause) != nil {
+					f.noLeader(w)
+					return
+				}
+				changed = f.c.LeaderChanged()
+				pause = min(2*pause, 400*time.Millisecond)
+				r.Body = body()
+			}
+			here, addr := f.route()
+			for !here && addr == "" && by == "" {
+				if wait(ctx, changed, 50*time.Millisecond) != nil { // a member's address can arrive without a notice
+					f.noLeader(w)
+					return
+				}
+				changed = f.c.LeaderChanged()
+				here, addr = f.route()
+			}
+			switch {
+			case here && servedHere:
+				// This node lost its leadership and won it back meanwhile.
+				f.noLeader(w)
+				return
+			case here && !replayable:
+				next.ServeHTTP(w, r)
+				return
+			case here:
+				rw := &rerouteWriter{ResponseWriter: w, header: w.Header().Clone()}
+				next.ServeHTTP(rw, r)
+				if !rw.rerouted {
+					return
+				}
+				servedHere = true
+				if by != "" {
+					f.notLeader(w, by)
+					return
+				}
+			case by != "":
+				f.notLeader(w, by)
+				return
+			case !f.proxy(w, r, addr, replayable):
+				return
+			}
 		}
-		if id == "" || addr == "" || r.Header.Get(wire.HeaderForwardedBy) != "" {
-			writeError(w, http.StatusServiceUnavailable, &wire.Error{Code: wire.CodeNoLeader, Message: "no leader is known to " + f.c.ID() + "; retry"})
-			return
-		}
-		f.proxy(w, r, addr)
 	})
 }
 
-func (f *forwarder) proxy(w http.ResponseWriter, r *http.Request, addr string) {
+// route says where a request goes now: here, when this node leads or is
+// becoming the leader (its handlers wait until it is ready), else to the
+// leader's address, "" when none is known.
+func (f *forwarder) route() (here bool, addr string) {
+	if f.c.IsLeader() {
+		return true, ""
+	}
+	id, addr := f.c.Leader()
+	if id == f.c.ID() {
+		return true, ""
+	}
+	if id == "" {
+		return false, ""
+	}
+	return false, addr
+}
+
+func wait(ctx context.Context, changed <-chan struct{}, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-changed:
+	case <-t.C:
+	}
+	return nil
+}
+
+func (f *forwarder) noLeader(w http.ResponseWriter) {
+	writeError(w, http.StatusServiceUnavailable, &wire.Error{Code: wire.CodeNoLeader, Message: "no leader is known to " + f.c.ID() + "; retry"})
+}
+
+// notLeader refuses a request another node forwarded here, saying that it
+// did nothing, so that the forwarding node sends it to the next leader.
+func (f *forwarder) notLeader(w http.ResponseWriter, by string) {
+	w.Header().Set(wire.HeaderNotLeader, f.c.ID())
+	writeError(w, http.StatusServiceUnavailable, &wire.Error{Code: wire.CodeNoLeader,
+		Message: f.c.ID() + " does not lead; " + by + " forwarded the request here and may send it to the leader"})
+}
+
+// errNotLeader: the node a request was forwarded to does not lead.
+var errNotLeader = errors.New("the node forwarded to does not lead")
+
+// proxy forwards r to the leader at addr. It reports true, having written
+// nothing, when the request did nothing and may go to the next leader: the
+// leader could not be dialled, or refused it as not the leader.
+func (f *forwarder) proxy(w http.ResponseWriter, r *http.Request, addr string, replayable bool) (again bool) {
 	target := &url.URL{Scheme: f.scheme, Host: addr}
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
@@ -76,16 +196,96 @@ func (f *forwarder) proxy(w http.ResponseWriter, r *http.Request, addr string) {
 			}
 		},
 		Transport: f.transport,
+		ModifyResponse: func(resp *http.Response) error {
+			if resp.StatusCode == http.StatusServiceUnavailable && resp.Header.Get(wire.HeaderNotLeader) != "" {
+				return errNotLeader
+			}
+			// Tell the client where the leader is, so that it can go there
+			// directly next time.
+			resp.Header.Set(wire.HeaderLeader, addr)
+			return nil
+		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			// A request that never reached the leader certainly did nothing;
 			// one that failed afterwards may have been applied.
 			var op *net.OpError
-			if r.Method == http.MethodGet || errors.As(err, &op) && op.Op == "dial" {
+			dial := errors.As(err, &op) && op.Op == "dial"
+			switch {
+			case replayable && (dial || errors.Is(err, errNotLeader)):
+				again = true
+			case r.Method == http.MethodGet || dial || errors.Is(err, errNotLeader):
 				writeError(w, http.StatusServiceUnavailable, &wire.Error{Code: wire.CodeNoLeader, Message: "leader " + addr + " unreachable: " + err.Error()})
-				return
+			default:
+				writeError(w, http.StatusServiceUnavailable, &wire.Error{Code: wire.CodeOutcomeUnknown, Message: "connection to leader " + addr + " failed mid-request; the request may have been applied: " + err.Error()})
 			}
-			writeError(w, http.StatusServiceUnavailable, &wire.Error{Code: wire.CodeOutcomeUnknown, Message: "connection to leader " + addr + " failed mid-request; the request may have been applied: " + err.Error()})
 		},
 	}
 	rp.ServeHTTP(w, r)
+	return again
+}
+
+// bufferBody reads a small body into memory, so that the request can be
+// sent again; body returns a fresh reader of it each time. It reports false
+// (leaving the body as it was) for a large one.
+func bufferBody(r *http.Request) (body func() io.ReadCloser, ok bool) {
+	if r.Body == nil || r.Body == http.NoBody {
+		return func() io.ReadCloser { return http.NoBody }, true
+	}
+	if r.ContentLength > maxReplay {
+		return nil, false
+	}
+	b, err := io.ReadAll(io.LimitReader(r.Body, maxReplay+1))
+	if err != nil || len(b) > maxReplay {
+		r.Body = struct {
+			io.Reader
+			io.Closer
+		}{io.MultiReader(bytes.NewReader(b), r.Body), r.Body}
+		return nil, false
+	}
+	body = func() io.ReadCloser { return io.NopCloser(bytes.NewReader(b)) }
+	r.Body = body()
+	return body, true
+}
+
+// rerouteWriter is the response writer of a request served here that may
+// still go to another leader: writeErr hands it a cluster.ErrNotLeader
+// (this node found it does not lead, having done nothing) instead of
+// writing it, as long as nothing was written yet.
+type rerouteWriter struct {
+	http.ResponseWriter
+	header   http.Header // the headers before the handler ran
+	wrote    bool
+	rerouted bool
+}
+
+func (rw *rerouteWriter) WriteHeader(code int) {
+	rw.wrote = true
+	rw.ResponseWriter.WriteHeader(code)
+}
+
+func (rw *rerouteWriter) Write(b []byte) (int, error) {
+	rw.wrote = true
+	return rw.ResponseWriter.Write(b)
+}
+
+func (rw *rerouteWriter) Flush() {
+	if fl, ok := rw.ResponseWriter.(http.Flusher); ok {
+		rw.wrote = true
+		fl.Flush()
+	}
+}
+
+func (rw *rerouteWriter) Unwrap() http.ResponseWriter { return rw.ResponseWriter }
+
+// reroute takes the request back if nothing was written, undoing the
+// handler's headers.
+func (rw *rerouteWriter) reroute() bool {
+	if rw.wrote {
+		return false
+	}
+	rw.rerouted = true
+	h := rw.ResponseWriter.Header()
+	clear(h)
+	maps.Copy(h, rw.header)
+	return true
 }

@@ -1,10 +1,20 @@
 package api
 
 import (
+	"context"
+	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
+
+	"github.com/fencer-io/fencer/cluster"
+	"github.com/fencer-io/fencer/coord"
+	"github.com/fencer-io/fencer/fsm"
 
 	"github.com/fencer-io/fencer/api/wire"
 	"github.com/fencer-io/fencer/internal/acl"
@@ -89,5 +99,224 @@ func TestPrincipalReachesCoord(t *testing.T) {
 		if status, e, _ := do(t, h, c); status != 200 || f.principal != "app" {
 			t.Fatalf("%s %s: %d %s, principal %q", c.method, c.path, status, e.Code, f.principal)
 		}
+	}
+}
+
+// movingLeader is a member whose view of the leader a test moves.
+type movingLeader struct {
+	fakeCluster
+	mu      sync.Mutex
+	addr    string // the leader's address; "" when none is known
+	self    bool   // this node leads
+	changed chan struct{}
+}
+
+func newMovingLeader(addr string) *movingLeader {
+	return &movingLeader{addr: addr, changed: make(chan struct{})}
+}
+
+func (m *movingLeader) ID() string { return "n2" }
+func (m *movingLeader) IsLeader() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.self
+}
+func (m *movingLeader) Leader() (string, string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	switch {
+	case m.self:
+		return "n2", "self:1"
+	case m.addr == "":
+		return "", ""
+	}
+	return "n1", m.addr
+}
+func (m *movingLeader) LeaderChanged() <-chan struct{} {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.changed
+}
+
+// move makes addr the leader ("" none known), or this node when self.
+func (m *movingLeader) move(addr string, self bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.addr, m.self = addr, self
+	close(m.changed)
+	m.changed = make(chan struct{})
+}
+
+// fakeLeader is a leader's API that grants every acquire and counts them.
+func fakeLeader(t *testing.T) (*httptest.Server, *atomic.Int32) {
+	var n atomic.Int32
+	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n.Add(1)
+		writeJSON(w, http.StatusOK, wire.Grant{Lock: "a", Token: 7})
+	}))
+	t.Cleanup(s.Close)
+	return s, &n
+}
+
+func hostOf(s *httptest.Server) string { return strings.TrimPrefix(s.URL, "http://") }
+
+// send serves one acquire on h in the background.
+func send(h http.Handler, headers ...string) <-chan *httptest.ResponseRecorder {
+	out := make(chan *httptest.ResponseRecorder, 1)
+	go func() {
+		req := httptest.NewRequest("POST", "/v1/locks/a/acquire", strings.NewReader(`{"holder":"w"}`))
+		req.Header.Set("Content-Type", "application/json")
+		for i := 0; i+1 < len(headers); i += 2 {
+			req.Header.Set(headers[i], headers[i+1])
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		out <- rec
+	}()
+	return out
+}
+
+func answer(t *testing.T, got <-chan *httptest.ResponseRecorder) *httptest.ResponseRecorder {
+	t.Helper()
+	select {
+	case rec := <-got:
+		return rec
+	case <-time.After(10 * time.Second):
+		t.Fatal("no answer within 10s")
+		return nil
+	}
+}
+
+// A request that finds no leader waits for one and is forwarded to it, and
+// the answer names the leader for the client.
+func TestForwardWaitsForALeader(t *testing.T) {
+	leader, hits := fakeLeader(t)
+	m := newMovingLeader("")
+	got := send(NewServer(m, m, nil, WithLeaderWait(10*time.Second)).Handler())
+	select {
+	case rec := <-got:
+		t.Fatalf("answered %d %s while no leader was known", rec.Code, rec.Body)
+	case <-time.After(100 * time.Millisecond):
+	}
+	m.move(hostOf(leader), false)
+	rec := answer(t, got)
+	if rec.Code != http.StatusOK || hits.Load() != 1 {
+		t.Fatalf("after a leader appeared: %d %s, leader hit %d times", rec.Code, rec.Body, hits.Load())
+	}
+	if h := rec.Header().Get(wire.HeaderLeader); h != hostOf(leader) {
+		t.Errorf("%s %q, want %q", wire.HeaderLeader, h, hostOf(leader))
+	}
+	// Without a leader for the whole wait: 503 no_leader with Retry-After.
+	m.move("", false)
+	rec = answer(t, send(NewServer(m, m, nil, WithLeaderWait(50*time.Millisecond)).Handler()))
+	if rec.Code != http.StatusServiceUnavailable || !strings.Contains(rec.Body.String(), wire.CodeNoLeader) || rec.Header().Get("Retry-After") != "1" {
+		t.Fatalf("no leader at all: %d %s %v", rec.Code, rec.Body, rec.Header())
+	}
+}
+
+// A request that certainly did nothing at the leader it was sent to (it
+// could not connect, or the node said it does not lead) goes to the next
+// leader.
+func TestForwardGoesToTheNextLeader(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		old  func(t *testing.T, tried *atomic.Int32) string
+	}{
+		{"unreachable", func(t *testing.T, _ *atomic.Int32) string {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			addr := ln.Addr().String()
+			ln.Close() // nothing listens: connection refused
+			return addr
+		}},
+		{"not the leader", func(t *testing.T, tried *atomic.Int32) string {
+			s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				tried.Add(1)
+				w.Header().Set(wire.HeaderNotLeader, "n1")
+				writeError(w, http.StatusServiceUnavailable, &wire.Error{Code: wire.CodeNoLeader, Message: "n1 does not lead"})
+			}))
+			t.Cleanup(s.Close)
+			return hostOf(s)
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			next, hits := fakeLeader(t)
+			var tried atomic.Int32
+			old := c.old(t, &tried)
+			m := newMovingLeader(old)
+			s := NewServer(m, m, nil, WithLeaderWait(10*time.Second))
+			dial := s.fwd.transport.DialContext
+			s.fwd.transport.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+				conn, err := dial(ctx, network, addr)
+				if addr == old && err != nil {
+					tried.Add(1)
+				}
+				return conn, err
+			}
+			got := send(s.Handler())
+			poll(t, "an attempt at the old leader", func() bool { return tried.Load() > 0 })
+			m.move(hostOf(next), false)
+			rec := answer(t, got)
+			if rec.Code != http.StatusOK || hits.Load() != 1 {
+				t.Fatalf("%d %s, next leader hit %d times", rec.Code, rec.Body, hits.Load())
+			}
+		})
+	}
+}
+
+func poll(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s within 10s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// A request another node forwarded is never forwarded again: a node that
+// does not lead refuses it at once, saying so, whatever leader it knows.
+func TestForwardedRequestIsRefusedByANonLeader(t *testing.T) {
+	leader, hits := fakeLeader(t)
+	for _, addr := range []string{"", hostOf(leader)} {
+		m := newMovingLeader(addr)
+		start := time.Now()
+		rec := answer(t, send(NewServer(m, m, nil, WithLeaderWait(10*time.Second)).Handler(), wire.HeaderForwardedBy, "n3"))
+		if rec.Code != http.StatusServiceUnavailable || rec.Header().Get(wire.HeaderNotLeader) != "n2" || hits.Load() != 0 {
+			t.Fatalf("leader %q: %d %s %v, leader hit %d times", addr, rec.Code, rec.Body, rec.Header(), hits.Load())
+		}
+		if took := time.Since(start); took > 5*time.Second {
+			t.Fatalf("refused after %v: it waited for a leader", took)
+		}
+	}
+}
+
+// losingLeader leads until its first acquire, which finds it no longer
+// does (having done nothing): the leader moves to next.
+type losingLeader struct {
+	*movingLeader
+	next string
+}
+
+func (l *losingLeader) Acquire(context.Context, coord.AcquireRequest) (fsm.AcquireResult, error) {
+	l.move(l.next, false)
+	return fsm.AcquireResult{}, fmt.Errorf("%w: leadership transfer in progress", cluster.ErrNotLeader)
+}
+
+// A request this node was serving when it found it no longer leads goes to
+// the new leader instead of failing.
+func TestRequestToALeaderThatLostLeadershipIsForwarded(t *testing.T) {
+	next, hits := fakeLeader(t)
+	m := newMovingLeader("")
+	m.self = true
+	l := &losingLeader{movingLeader: m, next: hostOf(next)}
+	rec := answer(t, send(NewServer(l, l, nil, WithLeaderWait(10*time.Second)).Handler()))
+	if rec.Code != http.StatusOK || hits.Load() != 1 {
+		t.Fatalf("%d %s, new leader hit %d times", rec.Code, rec.Body, hits.Load())
+	}
+	if ct := rec.Header().Values("Content-Type"); len(ct) != 1 {
+		t.Errorf("Content-Type %q: the refused attempt's headers leaked", ct)
 	}
 }

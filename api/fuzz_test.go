@@ -155,7 +155,7 @@ func FuzzHandlers(f *testing.F) {
 		}
 		fake := &fakeCluster{leader: flags&1 == 1, err: fuzzErrs[int(flags>>1)%len(fuzzErrs)]}
 		rec := httptest.NewRecorder()
-		NewServer(fake, fake, nil, WithBrowserGuard([]string{"fencer.test"})).Handler().ServeHTTP(rec, req)
+		NewServer(fake, fake, nil, WithBrowserGuard([]string{"fencer.test"}), WithLeaderWait(0)).Handler().ServeHTTP(rec, req)
 
 		out := rec.Body.Bytes()
 		if rec.Code >= 400 {

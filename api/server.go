@@ -5,9 +5,11 @@
 // fake both).
 //
 // Any node serves any request. Writes and linearizable reads are served by
-// the leader: a follower forwards them (once; a forwarded request that lands
-// on a non-leader gets 503 no_leader with Retry-After rather than bouncing).
-// Reads with ?stale=true are answered from the local state machine.
+// the leader: a follower forwards them, and while no leader is known (an
+// election, a leader handing over) it holds them until one is, so that a
+// failover costs callers time rather than errors (forward.go). A forwarded
+// request is never forwarded again. Reads with ?stale=true are answered
+// from the local state machine.
 package api
 
 import (
@@ -34,6 +36,9 @@ type Cluster interface {
 	ID() string
 	IsLeader() bool
 	Leader() (id, httpAddr string)
+	// LeaderChanged returns a channel closed when Leader's answer may have
+	// changed.
+	LeaderChanged() <-chan struct{}
 	Ready() bool
 
 	Join(ctx context.Context, req wire.JoinRequest) error
@@ -95,6 +100,10 @@ func WithPeerTLS(cfg *tls.Config) Option {
 		s.fwd.transport.TLSClientConfig = cfg
 	}
 }
+
+// WithLeaderWait bounds how long a request waits for a leader to be known
+// (default DefaultLeaderWait); 0 answers 503 no_leader at once.
+func WithLeaderWait(d time.Duration) Option { return func(s *Server) { s.fwd.leaderWait = d } }
 
 // WithProfiling serves net/http/pprof under /debug/pprof/ (operator-only
 // when an ACL is on).

@@ -35,6 +35,7 @@ type fakeCluster struct {
 func (f *fakeCluster) ID() string                     { return "n1" }
 func (f *fakeCluster) IsLeader() bool                 { return f.leader }
 func (f *fakeCluster) Leader() (string, string)       { return "", "" }
+func (f *fakeCluster) LeaderChanged() <-chan struct{} { return nil }
 func (f *fakeCluster) Ready() bool                    { return f.leader }
 func (f *fakeCluster) Digest() (uint64, string)       { return 1, "d" }
 func (f *fakeCluster) Registry() *prometheus.Registry { return prometheus.NewRegistry() }
@@ -189,7 +190,7 @@ func TestBadInputRefusedBeforeTheCluster(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			f := &fakeCluster{leader: true}
-			status, e, _ := do(t, NewServer(f, f, nil).Handler(), tc.call)
+			status, e, _ := do(t, newFakeServer(f).Handler(), tc.call)
 			if status != http.StatusBadRequest || e.Code != tc.code {
 				t.Fatalf("got %d %q (%s), want 400 %q", status, e.Code, e.Message, tc.code)
 			}
@@ -228,7 +229,7 @@ func TestMissingTokenFailsClosed(t *testing.T) {
 			req.Header[k] = v
 		}
 		rec := httptest.NewRecorder()
-		NewServer(f, f, nil).Handler().ServeHTTP(rec, req)
+		newFakeServer(f).Handler().ServeHTTP(rec, req)
 		var e wire.Error
 		if err := json.Unmarshal(rec.Body.Bytes(), &e); err != nil || rec.Code != c.status || e.Code != c.code {
 			t.Errorf("header %v: %d %s, want %d %s", c.hdr, rec.Code, rec.Body, c.status, c.code)
@@ -238,11 +239,11 @@ func TestMissingTokenFailsClosed(t *testing.T) {
 		}
 	}
 	f := &fakeCluster{leader: true}
-	status, e, _ := do(t, NewServer(f, f, nil).Handler(), call{"PUT", "/v1/kv/k", "v", map[string]string{"Fencing-Token": "007"}})
+	status, e, _ := do(t, newFakeServer(f).Handler(), call{"PUT", "/v1/kv/k", "v", map[string]string{"Fencing-Token": "007"}})
 	if status != http.StatusBadRequest || !strings.Contains(e.Message, `"007"`) {
 		t.Fatalf("007: %d %q", status, e.Message)
 	}
-	status, _, _ = do(t, NewServer(f, f, nil).Handler(), call{"PUT", "/v1/kv/k", "v", map[string]string{"Fencing-Token": "18446744073709551615"}})
+	status, _, _ = do(t, newFakeServer(f).Handler(), call{"PUT", "/v1/kv/k", "v", map[string]string{"Fencing-Token": "18446744073709551615"}})
 	if status != http.StatusOK {
 		t.Fatalf("max token refused: %d", status)
 	}
@@ -276,7 +277,7 @@ func TestOversizedBodies(t *testing.T) {
 		{"POST", "/v1/locks/a/acquire", `{"holder":"` + big + `"}`, nil},
 	} {
 		f := &fakeCluster{leader: true}
-		status, e, _ := do(t, NewServer(f, f, nil).Handler(), c)
+		status, e, _ := do(t, newFakeServer(f).Handler(), c)
 		if status != http.StatusRequestEntityTooLarge || e.Code != wire.CodeBodyTooLarge || len(f.calls) != 0 {
 			t.Fatalf("%s %s: %d %q calls %v", c.method, c.path, status, e.Code, f.calls)
 		}
@@ -314,7 +315,7 @@ func TestClusterErrorsMapToCodes(t *testing.T) {
 	}
 	for _, tc := range cases {
 		f := &fakeCluster{leader: true, err: tc.err}
-		status, e, h := do(t, NewServer(f, f, nil).Handler(), tc.call)
+		status, e, h := do(t, newFakeServer(f).Handler(), tc.call)
 		if status != tc.status || e.Code != tc.code {
 			t.Fatalf("%s %s with %v: got %d %q, want %d %q", tc.call.method, tc.call.path, tc.err, status, e.Code, tc.status, tc.code)
 		}
@@ -348,7 +349,7 @@ func TestDeleteKey(t *testing.T) {
 
 func TestNotFoundAndNoLeader(t *testing.T) {
 	f := &fakeCluster{leader: true}
-	h := NewServer(f, f, nil).Handler()
+	h := newFakeServer(f).Handler()
 	if status, e, _ := do(t, h, call{"GET", "/v1/kv/k", "", nil}); status != 404 || e.Code != wire.CodeNotFound {
 		t.Fatalf("absent key: %d %q", status, e.Code)
 	}
@@ -357,7 +358,7 @@ func TestNotFoundAndNoLeader(t *testing.T) {
 	}
 	// A follower that knows no leader answers 503 no_leader with Retry-After.
 	f = &fakeCluster{leader: false}
-	h = NewServer(f, f, nil).Handler()
+	h = newFakeServer(f).Handler()
 	status, e, hdr := do(t, h, call{"POST", "/v1/locks/a/acquire", `{"holder":"w"}`, nil})
 	if status != 503 || e.Code != wire.CodeNoLeader || hdr.Get("Retry-After") == "" || len(f.calls) != 0 {
 		t.Fatalf("no leader: %d %q calls %v", status, e.Code, f.calls)
@@ -381,7 +382,7 @@ func TestListLocksStreams(t *testing.T) {
 	for _, locks := range [][]coord.LockStatus{nil, many[:1], many} {
 		f := &fakeCluster{leader: true, locks: locks}
 		rec := httptest.NewRecorder()
-		NewServer(f, f, nil).Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/v1/locks", nil))
+		newFakeServer(f).Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/v1/locks", nil))
 		if rec.Code != http.StatusOK || rec.Header().Get("Content-Type") != "application/json" {
 			t.Fatalf("status %d, content type %q", rec.Code, rec.Header().Get("Content-Type"))
 		}
@@ -399,11 +400,12 @@ func TestListLocksStreams(t *testing.T) {
 // RestorePath, which the server's body cap exempts, is the restore route.
 func TestRestorePathIsTheRestoreRoute(t *testing.T) {
 	f := &fakeCluster{leader: true}
-	do(t, NewServer(f, f, nil).Handler(), call{"POST", RestorePath, "", nil})
+	do(t, newFakeServer(f).Handler(), call{"POST", RestorePath, "", nil})
 	if len(f.calls) != 1 || f.calls[0] != "restore" {
 		t.Fatalf("POST %s reached %v", RestorePath, f.calls)
 	}
 }
 
 // newFakeServer is the API over f as both the node and its coordination layer.
-func newFakeServer(f *fakeCluster) *Server { return NewServer(f, f, nil) }
+// newFakeServer answers at once when no leader is known.
+func newFakeServer(f *fakeCluster) *Server { return NewServer(f, f, nil, WithLeaderWait(0)) }

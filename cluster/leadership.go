@@ -75,6 +75,7 @@ func (n *Node) watchLeadership(notify <-chan bool) {
 		case leader := <-notify:
 			n.metrics.LeaderChanges.Inc()
 			changed := n.setLeadership(leader)
+			n.leaderNotice.notify()
 			if leader {
 				n.log.Info("became leader; barrier before serving", "term", n.raft.CurrentTerm())
 				n.wg.Add(1)
@@ -146,9 +147,10 @@ func (n *Node) awaitLeader(ctx context.Context) error {
 	}
 }
 
-// IsLeader reports whether this node is the leader and ready to serve.
+// IsLeader reports whether this node is the leader and ready to serve; a
+// leader handing its leadership over is not.
 func (n *Node) IsLeader() bool {
-	if n.raft.State() != raft.Leader {
+	if n.raft.State() != raft.Leader || n.handingOver.Load() {
 		return false
 	}
 	n.lead.mu.Lock()

@@ -18,6 +18,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -50,6 +51,10 @@ type Node struct {
 	reg     *prometheus.Registry // the node's metrics; others add theirs
 	metrics *raftmetrics.Metrics
 	lead    leadership
+	// handingOver: Handover is giving this node's leadership away; the
+	// node answers as one that knows no leader meanwhile.
+	handingOver  atomic.Bool
+	leaderNotice leaderNotice
 
 	ident    datadir.Identity
 	configMu sync.Mutex // one configuration change at a time
@@ -141,10 +146,12 @@ func (n *Node) shutdown() error {
 // it on /metrics.
 func (n *Node) Registry() *prometheus.Registry { return n.reg }
 
-// Leader returns the current leader's id and HTTP address, if known.
+// Leader returns the current leader's id and HTTP address, if known. A
+// node handing its leadership over names none until it knows the next
+// leader (see Handover).
 func (n *Node) Leader() (id, httpAddr string) {
 	addr, sid := n.raft.LeaderWithID()
-	if sid == "" {
+	if sid == "" || string(sid) == n.cfg.ID && n.handingOver.Load() {
 		return "", ""
 	}
 	if m, ok := n.fsm.Member(string(sid)); ok && m.RaftAddr == string(addr) {

@@ -211,6 +211,7 @@ func (n *Node) startRaft() error {
 	}
 	n.raft = r
 	n.metrics.Watch(r, raft.ServerID(n.cfg.ID))
+	n.observeLeader()
 	n.wg.Add(2)
 	go n.watchLeadership(notify)
 	go n.watchDisk()

@@ -97,7 +97,7 @@ func (c *Client) SnapshotRestore(ctx context.Context, snapshot []byte, minEpoch 
 // non-2xx answers become *APIError. Snapshots are too large for do's
 // buffered answers, and saving or restoring is not retried blindly.
 func (c *Client) stream(ctx context.Context, method, path string, q url.Values, body []byte) (*http.Response, error) {
-	base := c.target(ctx)
+	base := c.target(ctx, "")
 	u := base + path
 	if len(q) > 0 {
 		u += "?" + q.Encode()

@@ -146,11 +146,13 @@ func (c *Client) baseURL(ep string) (string, error) {
 }
 
 // newTransport keeps connections alive: renewals every few seconds should
-// not pay for a TCP handshake each.
+// not pay for a TCP handshake each. A node that does not accept a
+// connection within a second is taken for gone (a crashed host answers
+// nothing): the request moves on to another member at once.
 func newTransport() *http.Transport {
 	return &http.Transport{
 		Proxy:               http.ProxyFromEnvironment,
-		DialContext:         (&net.Dialer{Timeout: 2 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		DialContext:         (&net.Dialer{Timeout: time.Second, KeepAlive: 30 * time.Second}).DialContext,
 		MaxIdleConnsPerHost: 64,
 		IdleConnTimeout:     90 * time.Second,
 	}

@@ -62,12 +62,17 @@ func (r *response) retryable() bool {
 }
 
 // do sends r to the leader (or, when none is known, to an endpoint, which
-// forwards), retrying connection errors and retryable answers with backoff.
-// Non-2xx answers come back as *APIError.
+// forwards), retrying connection errors and retryable answers. An attempt
+// that could not reach its node (refused, reset, timed out) goes at once to
+// another endpoint, which forwards it or holds it until a leader is known;
+// only answers that say to retry, and a round of endpoints none of which
+// answered, cost a backoff. Non-2xx answers come back as *APIError.
 func (c *Client) do(ctx context.Context, r *request) (*response, error) {
 	var last error
+	var unanswered string // the node of the last attempt, if it did not answer
+	pauses, skipped := 0, 0
 	for attempt := 1; ; attempt++ {
-		base := c.target(ctx)
+		base := c.target(ctx, unanswered)
 		sent := time.Now()
 		if attempt == 1 {
 			r.firstSent = sent
@@ -75,6 +80,9 @@ func (c *Client) do(ctx context.Context, r *request) (*response, error) {
 			r.retried = true
 		}
 		resp, err := c.send(ctx, base, r)
+		if err == nil {
+			c.follow(base, resp.header.Get(wire.HeaderLeader))
+		}
 		if err == nil && !resp.retryable() {
 			r.sent = sent
 			if resp.status/100 != 2 {
@@ -82,6 +90,7 @@ func (c *Client) do(ctx context.Context, r *request) (*response, error) {
 			}
 			return resp, nil
 		}
+		unanswered = ""
 		if err == nil {
 			// A forwarding node answers no_leader also when the leader
 			// vanished mid-request, so any 5xx may hide a landed write.
@@ -95,13 +104,20 @@ func (c *Client) do(ctx context.Context, r *request) (*response, error) {
 			if !isDialError(err) {
 				r.uncertain = true
 			}
+			unanswered = base
 		}
 		c.forget(base)
 		if !r.untilDone && attempt >= c.retry.Attempts {
 			return nil, fmt.Errorf("%s %s: %d attempts: %w", r.method, r.path, attempt, last)
 		}
 		c.log.Debug("fencer request failed; retrying", "method", r.method, "path", r.path, "endpoint", base, "attempt", attempt, "err", last)
-		if err := sleep(ctx, c.retry.backoff(attempt)); err != nil {
+		if unanswered != "" && skipped < len(c.endpoints)-1 {
+			skipped++
+			continue // no pause: another node answers now
+		}
+		skipped = 0
+		pauses++
+		if err := sleep(ctx, c.retry.backoff(pauses)); err != nil {
 			return nil, ctxErr(ctx, r, last)
 		}
 	}
@@ -187,20 +203,46 @@ func isDialError(err error) bool {
 }
 
 // target returns the base URL to send to: the cached leader, a freshly
-// discovered one, or the next endpoint.
-func (c *Client) target(ctx context.Context) string {
+// discovered one, or the next endpoint. After an attempt that did not
+// reach its node (unanswered), it returns another endpoint without asking
+// who leads: the members' own view may still name a leader that is gone,
+// and any member forwards.
+func (c *Client) target(ctx context.Context, unanswered string) string {
 	c.mu.Lock()
 	leader := c.leader
 	c.mu.Unlock()
-	if leader != "" {
+	if leader != "" && leader != unanswered {
 		return leader
 	}
-	if leader = c.discover(ctx); leader != "" {
-		return leader
+	if unanswered == "" {
+		if leader = c.discover(ctx); leader != "" {
+			return leader
+		}
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	for range c.endpoints {
+		if ep := c.endpoints[c.next%len(c.endpoints)]; ep != unanswered {
+			return ep
+		}
+		c.next++
+	}
 	return c.endpoints[c.next%len(c.endpoints)]
+}
+
+// follow caches the leader a forwarding member named (wire.HeaderLeader) in
+// an answer from base, so that the next request goes to it directly.
+func (c *Client) follow(base, leaderAddr string) {
+	if leaderAddr == "" {
+		return
+	}
+	u, err := url.Parse(base)
+	if err != nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.leader = u.Scheme + "://" + leaderAddr
 }
 
 // discover asks the endpoints, in turn, who leads, and caches the answer.

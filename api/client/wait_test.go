@@ -159,14 +159,15 @@ func TestWaitedGrantLostBeforeServerExpiry(t *testing.T) {
 func TestAcquireRetriesOutlastTTL(t *testing.T) {
 	c := tc.New(t, 3)
 	const ttl = time.Second
-	// Three retries 0.4s to 0.8s apart: 1.2s or more in all, more than the
-	// TTL, while each comes before the grant (renewed by the retry before
-	// it) could expire.
-	cl, h := newClient(t, c, client.WithRetry(client.Retry{MinBackoff: 800 * time.Millisecond, MaxBackoff: 800 * time.Millisecond}))
+	// Nine lost answers: a lost answer sends the retry to the next node at
+	// once, and a round of three costs a pause of 0.4s to 0.8s, so three
+	// pauses take 1.2s or more in all, more than the TTL, while each retry
+	// comes before the grant (renewed by the retry before it) could expire.
+	cl, h := newClient(t, c, client.WithRetry(client.Retry{Attempts: 12, MinBackoff: 800 * time.Millisecond, MaxBackoff: 800 * time.Millisecond}))
 	var attempts atomic.Int32
 	h.set(func(req *http.Request, next http.RoundTripper) (*http.Response, error) {
 		resp, err := next.RoundTrip(req)
-		if err == nil && strings.HasSuffix(req.URL.Path, "/acquire") && attempts.Add(1) <= 3 {
+		if err == nil && strings.HasSuffix(req.URL.Path, "/acquire") && attempts.Add(1) <= 9 {
 			resp.Body.Close()
 			return nil, errors.New("test: connection reset after the server answered")
 		}
@@ -178,8 +179,8 @@ func TestAcquireRetriesOutlastTTL(t *testing.T) {
 		t.Fatalf("after %v: %v", time.Since(start).Round(time.Millisecond), err)
 	}
 	defer lease.Release(context.Background())
-	if !lease.Grant().Existing || attempts.Load() != 4 {
-		t.Fatalf("grant %+v after %d attempts: want the first grant, on the fourth", lease.Grant(), attempts.Load())
+	if !lease.Grant().Existing || attempts.Load() != 10 {
+		t.Fatalf("grant %+v after %d attempts: want the first grant, on the tenth", lease.Grant(), attempts.Load())
 	}
 	if took := time.Since(start); took < ttl {
 		t.Fatalf("retries took only %v: the test needs more than the TTL", took)

@@ -50,6 +50,15 @@ const (
 	// HeaderLastEventID is the SSE header with which a watch resumes after
 	// the last index it delivered; it wins over ?since=.
 	HeaderLastEventID = "Last-Event-ID"
+	// HeaderLeader, on an answer a follower forwarded from the leader,
+	// names the leader's HTTP address (host:port), so that a client can
+	// send its next request there directly.
+	HeaderLeader = "Fencer-Leader"
+	// HeaderNotLeader, on a 503 no_leader, names a node that refused a
+	// request forwarded to it because it does not lead: the request did
+	// nothing, and the node that forwarded it may send it to the leader it
+	// learns of next.
+	HeaderNotLeader = "Fencer-Not-Leader"
 )
 
 // LeaseSecretLen is the length of a grant's secret, the "lease" field an

@@ -102,7 +102,8 @@ rejoins by itself. Every flag can also be set by its environment variable.`,
 	fs.StringVar(&o.peerProxy, "peer-proxy", os.Getenv("FENCER_PEER_PROXY"), "id=HOST:PORT,… dial these addresses to reach peers (fault-injection proxies) ($FENCER_PEER_PROXY)")
 	fs.Uint64Var(&o.snapThreshold, "snapshot-threshold", envUint("FENCER_SNAPSHOT_THRESHOLD", 8192), "take a snapshot after this many new log entries ($FENCER_SNAPSHOT_THRESHOLD)")
 	fs.Uint64Var(&o.trailingLogs, "trailing-logs", envUint("FENCER_TRAILING_LOGS", 10240), "log entries kept behind a snapshot for slow followers ($FENCER_TRAILING_LOGS)")
-	fs.DurationVar(&o.electionTO, "election-timeout", envDuration("FENCER_ELECTION_TIMEOUT", time.Second), "Raft heartbeat and election timeout ($FENCER_ELECTION_TIMEOUT)")
+	fs.DurationVar(&o.electionTO, "election-timeout", envDuration("FENCER_ELECTION_TIMEOUT", cluster.DefaultElectionTimeout),
+		"Raft heartbeat, election and leader-lease timeout: a crashed leader is replaced after one to three of them; raise it on a slow network ($FENCER_ELECTION_TIMEOUT)")
 	fs.DurationVar(&o.stallTO, "stall-timeout", envDuration("FENCER_STALL_TIMEOUT", 5*time.Second),
 		"a leader whose log store has not completed a write for this long cuts itself off and exits non-zero, so that another member leads ($FENCER_STALL_TIMEOUT)")
 	fs.StringVar(&o.peerProxyFile, "peer-proxy-file", os.Getenv("FENCER_PEER_PROXY_FILE"), "file with id=HOST:PORT lines, re-read when it changes ($FENCER_PEER_PROXY_FILE)")
@@ -149,7 +150,7 @@ func (o *serveOptions) config() (cluster.Config, error) {
 		TrailingLogs:       o.trailingLogs,
 		HeartbeatTimeout:   o.electionTO,
 		ElectionTimeout:    o.electionTO,
-		LeaderLeaseTimeout: o.electionTO / 2,
+		LeaderLeaseTimeout: o.electionTO,
 		StallTimeout:       o.stallTO,
 	}
 	if o.httpAdvertise != "" {
@@ -240,8 +241,10 @@ func (o *serveOptions) run(cmd *cobra.Command) error {
 	defer signal.Stop(sigs)
 	select {
 	case sig := <-sigs:
+		// A leader hands its leadership over first, so that a rolling
+		// restart costs clients no election.
 		logger.Info("shutting down", "signal", sig.String())
-		return in.Close()
+		return in.Stop()
 	case err := <-in.Node.Fatal():
 		closeWithin(in, fatalCloseTimeout, logger)
 		return err

@@ -35,6 +35,7 @@ type Instance struct {
 	HTTP  *http.Server
 	ln    net.Listener
 	done  chan error
+	log   *slog.Logger
 }
 
 // Options secure and limit the HTTP side. Zero values: plaintext, no ACL,
@@ -113,7 +114,7 @@ func Start(cfg cluster.Config, httpAddr string, options ...Options) (*Instance, 
 	if opts.TLS != nil {
 		ln = tls.NewListener(ln, opts.TLS)
 	}
-	in := &Instance{Node: node, Coord: svc, HTTP: srv, ln: ln, done: make(chan error, 1)}
+	in := &Instance{Node: node, Coord: svc, HTTP: srv, ln: ln, done: make(chan error, 1), log: logger.With("node", cfg.ID)}
 	go func() {
 		err := srv.Serve(ln)
 		if errors.Is(err, http.ErrServerClosed) {
@@ -137,6 +138,10 @@ func handler(node *cluster.Node, svc *coord.Service, cfg cluster.Config, opts Op
 	if opts.ACL == nil {
 		apiOpts = append(apiOpts, api.WithBrowserGuard(ownHosts(cfg, opts.AllowedHosts)))
 	}
+	// A request that finds no leader waits long enough for an election
+	// after a crash: a follower notices within one to three heartbeat
+	// timeouts, and a failed round costs up to two election timeouts.
+	apiOpts = append(apiOpts, api.WithLeaderWait(node.FailoverBound()))
 	h := api.NewServer(node, svc, logger.With("node", cfg.ID), apiOpts...).Handler()
 	h = limits.MaxBody(opts.Limits.MaxBodyBytes, api.RestorePath)(h)
 	h = limit(h)
@@ -164,9 +169,36 @@ func (in *Instance) Addr() string { return in.ln.Addr().String() }
 // Done delivers the HTTP server's exit error.
 func (in *Instance) Done() <-chan error { return in.done }
 
+// Stop stops the node gracefully, for a restart or an upgrade: a leader
+// first hands its leadership to the most up-to-date voter and waits until
+// it knows the new leader (cluster.Node.Handover), its API holding new
+// requests meanwhile and then forwarding them, so that clients see no
+// election; then it closes as Close does. A handover that fails is logged,
+// and the node stops anyway.
+func (in *Instance) Stop() error {
+	handed, err := in.Node.Handover()
+	if err != nil {
+		in.log.Warn("stopping without handing leadership over", "err", err)
+	}
+	if handed {
+		// Keep answering for a moment: members and clients that still
+		// send here, having not yet heard of the new leader, get their
+		// requests forwarded (and the leader named) rather than a
+		// connection closed under a request in flight.
+		time.Sleep(drainAfterHandover)
+	}
+	return in.Close()
+}
+
+// drainAfterHandover is how long a node that handed its leadership over
+// keeps serving before it closes: a few round trips, for whoever still
+// sends to it.
+const drainAfterHandover = 200 * time.Millisecond
+
 // Close stops serving HTTP (letting requests in flight finish for a moment),
 // then shuts the node down and, once Raft is stopped (which ends any
-// proposal in flight), the coordination layer.
+// proposal in flight), the coordination layer. A leader stops as if it
+// crashed: Stop hands leadership over first.
 func (in *Instance) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()

@@ -218,6 +218,16 @@ func (c *Cluster) Stop(n *Node) {
 	http.DefaultClient.CloseIdleConnections()
 }
 
+// StopGracefully stops a node as SIGTERM stops fencer serve: a leader hands
+// its leadership over first (server.Instance.Stop).
+func (c *Cluster) StopGracefully(n *Node) {
+	if n.Inst != nil {
+		n.Inst.Stop()
+		n.Inst = nil
+	}
+	http.DefaultClient.CloseIdleConnections()
+}
+
 // Restart starts a stopped node again on the same data dir and addresses.
 func (c *Cluster) Restart(n *Node) {
 	c.t.Helper()

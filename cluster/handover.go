@@ -1,0 +1,135 @@
+package cluster
+
+import (
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// leaderNotice is closed, and replaced, whenever the leader this node
+// reports may have changed.
+type leaderNotice struct {
+	mu sync.Mutex
+	ch chan struct{}
+}
+
+func (l *leaderNotice) changed() <-chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.ch == nil {
+		l.ch = make(chan struct{})
+	}
+	return l.ch
+}
+
+func (l *leaderNotice) notify() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.ch != nil {
+		close(l.ch)
+	}
+	l.ch = make(chan struct{})
+}
+
+// LeaderChanged returns a channel closed when the answer of Leader may have
+// changed: Raft learned of a new leader or lost the one it knew, this node's
+// leadership changed, or a handover began or ended. Whoever waits for a
+// leader takes the channel before reading Leader, so that no change slips
+// in between.
+func (n *Node) LeaderChanged() <-chan struct{} { return n.leaderNotice.changed() }
+
+// observeLeader makes Raft's leader observations notify LeaderChanged.
+func (n *Node) observeLeader() {
+	obs := make(chan raft.Observation, 16)
+	n.raft.RegisterObserver(raft.NewObserver(obs, false, func(o *raft.Observation) bool {
+		_, ok := o.Data.(raft.LeaderObservation)
+		return ok
+	}))
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		for {
+			select {
+			case <-n.stop:
+				return
+			case <-obs:
+				// An observation dropped while the channel was full is
+				// covered: waiters re-read Leader after each notice.
+				n.leaderNotice.notify()
+			}
+		}
+	}()
+}
+
+// Handover hands this node's leadership to the most up-to-date voter before
+// the node stops, so that a graceful stop costs clients no election, and
+// returns once the node knows another member leads. From the start the node
+// answers as one that knows no leader (IsLeader is false, Leader names
+// none), so that its API holds new requests and forwards them to the new
+// leader as soon as it is known; what it was already serving commits first
+// (a Barrier), and whatever Raft refuses meanwhile comes back as
+// ErrNotLeader, having done nothing. It does nothing on a follower or in a
+// cluster without another voter, and gives up after twice the election
+// timeout (the node then stops as a leader would crash). It reports
+// whether it gave leadership away.
+func (n *Node) Handover() (handed bool, err error) {
+	if n.raft.State() != raft.Leader || !n.hasOtherVoter() {
+		return false, nil
+	}
+	start := time.Now()
+	deadline := start.Add(2 * n.cfg.ElectionTimeout)
+	n.handingOver.Store(true)
+	n.leaderNotice.notify()
+	if err := n.raft.Barrier(n.cfg.ElectionTimeout).Error(); err != nil {
+		n.log.Warn("handover: barrier failed; transferring anyway", "err", err)
+	}
+	err = n.raft.LeadershipTransfer().Error()
+	n.handingOver.Store(false)
+	n.leaderNotice.notify()
+	if err != nil && n.raft.State() == raft.Leader {
+		return false, fmt.Errorf("leadership transfer: %w", translate(err))
+	}
+	for {
+		changed := n.LeaderChanged()
+		id, addr := n.Leader()
+		if id != "" && id != n.cfg.ID && addr != "" {
+			n.log.Info("handed leadership over", "to", id, "took", time.Since(start).Round(time.Millisecond))
+			return true, nil
+		}
+		wait := time.Until(deadline)
+		if wait <= 0 {
+			return true, fmt.Errorf("%w: leadership transferred, but no new leader known after %v", ErrNoLeader, time.Since(start).Round(time.Millisecond))
+		}
+		select {
+		case <-changed:
+		case <-n.stop:
+			return true, ErrNoLeader
+		case <-time.After(min(wait, 50*time.Millisecond)): // a member's address may arrive without a notice
+		}
+	}
+}
+
+// FailoverBound is how long a failover normally takes at most: a follower
+// notices a lost leader within one to three heartbeat timeouts (Raft checks
+// at random intervals of one to two), and an election round that fails
+// costs one to two election timeouts more. Requests that find no leader
+// wait this long for one.
+func (n *Node) FailoverBound() time.Duration {
+	return 3*n.cfg.HeartbeatTimeout + 2*n.cfg.ElectionTimeout
+}
+
+// hasOtherVoter reports whether another voter could take over.
+func (n *Node) hasOtherVoter() bool {
+	cf := n.raft.GetConfiguration()
+	if cf.Error() != nil {
+		return false
+	}
+	for _, s := range cf.Configuration().Servers {
+		if s.Suffrage == raft.Voter && string(s.ID) != n.cfg.ID {
+			return true
+		}
+	}
+	return false
+}
