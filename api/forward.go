@@ -10,7 +10,10 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"slices"
 	"time"
+
+	"github.com/go-chi/chi/v5"
 
 	"github.com/fencer-io/fencer/api/wire"
 	"github.com/fencer-io/fencer/internal/acl"
@@ -78,7 +81,7 @@ func (f *forwarder) leaderOnly(next http.Handler) http.Handler {
 		ctx, cancel := context.WithTimeout(r.Context(), f.leaderWait)
 		defer cancel()
 		pause := 25 * time.Millisecond
-		servedHere := false // chi's routing state allows one pass
+		restoreRoute := saveRoute(r)
 		for attempt := 0; ; attempt++ {
 			changed := f.c.LeaderChanged()
 			if attempt > 0 {
@@ -102,20 +105,18 @@ func (f *forwarder) leaderOnly(next http.Handler) http.Handler {
 				here, addr = f.route()
 			}
 			switch {
-			case here && servedHere:
-				// This node lost its leadership and won it back meanwhile.
-				f.noLeader(w)
-				return
 			case here && !replayable:
 				next.ServeHTTP(w, r)
 				return
 			case here:
+				if attempt > 0 {
+					restoreRoute() // served here before: route it below again
+				}
 				rw := &rerouteWriter{ResponseWriter: w, header: w.Header().Clone()}
 				next.ServeHTTP(rw, r)
 				if !rw.rerouted {
 					return
 				}
-				servedHere = true
 				if by != "" {
 					f.notLeader(w, by)
 					return
@@ -128,6 +129,26 @@ func (f *forwarder) leaderOnly(next http.Handler) http.Handler {
 			}
 		}
 	})
+}
+
+// saveRoute records chi's routing state of r as this middleware sees it,
+// and returns what puts it back, so that the routers below can route r a
+// second time (they consume the path and stack parameters as they go).
+func saveRoute(r *http.Request) (restore func()) {
+	rctx := chi.RouteContext(r.Context())
+	if rctx == nil {
+		return func() {}
+	}
+	saved := *rctx
+	saved.URLParams.Keys = slices.Clone(rctx.URLParams.Keys)
+	saved.URLParams.Values = slices.Clone(rctx.URLParams.Values)
+	saved.RoutePatterns = slices.Clone(rctx.RoutePatterns)
+	return func() {
+		*rctx = saved
+		rctx.URLParams.Keys = slices.Clone(saved.URLParams.Keys)
+		rctx.URLParams.Values = slices.Clone(saved.URLParams.Values)
+		rctx.RoutePatterns = slices.Clone(saved.RoutePatterns)
+	}
 }
 
 // route says where a request goes now: here, when this node leads or is

@@ -320,3 +320,31 @@ func TestRequestToALeaderThatLostLeadershipIsForwarded(t *testing.T) {
 		t.Errorf("Content-Type %q: the refused attempt's headers leaked", ct)
 	}
 }
+
+// laggingLeader has just won an election: its first acquire finds the
+// coordination layer not yet promoted (ErrNotLeader, having done nothing),
+// and after a notice of the change, the next one is served.
+type laggingLeader struct {
+	*movingLeader
+	tries atomic.Int32
+}
+
+func (l *laggingLeader) Acquire(_ context.Context, req coord.AcquireRequest) (fsm.AcquireResult, error) {
+	if l.tries.Add(1) == 1 {
+		l.move("", true)
+		return fsm.AcquireResult{}, cluster.ErrNotLeader
+	}
+	return fsm.AcquireResult{Grant: fsm.Lock{Name: req.Lock, Holder: req.Holder, Token: 9, Lease: strings.Repeat("a", 32), TTLMillis: 1000}}, nil
+}
+
+// A request a new leader refused before it was ready to serve is served
+// here again, routed anew, rather than failed.
+func TestRequestToANewLeaderIsServedOnceItIsReady(t *testing.T) {
+	m := newMovingLeader("")
+	m.self = true
+	l := &laggingLeader{movingLeader: m}
+	rec := answer(t, send(NewServer(l, l, nil, WithLeaderWait(10*time.Second)).Handler()))
+	if rec.Code != http.StatusOK || l.tries.Load() != 2 || !strings.Contains(rec.Body.String(), `"token":9`) {
+		t.Fatalf("%d %s after %d tries", rec.Code, rec.Body, l.tries.Load())
+	}
+}
