@@ -85,7 +85,9 @@ func (n *Node) Handover() (handed bool, err error) {
 	if err := n.raft.Barrier(n.cfg.ElectionTimeout).Error(); err != nil {
 		n.log.Warn("handover: barrier failed; transferring anyway", "err", err)
 	}
+	barrier := time.Since(start)
 	err = n.raft.LeadershipTransfer().Error()
+	transfer := time.Since(start) - barrier
 	n.handingOver.Store(false)
 	n.leaderNotice.notify()
 	if err != nil && n.raft.State() == raft.Leader {
@@ -95,7 +97,8 @@ func (n *Node) Handover() (handed bool, err error) {
 		changed := n.LeaderChanged()
 		id, addr := n.Leader()
 		if id != "" && id != n.cfg.ID && addr != "" {
-			n.log.Info("handed leadership over", "to", id, "took", time.Since(start).Round(time.Millisecond))
+			n.log.Info("handed leadership over", "to", id, "took", time.Since(start).Round(time.Millisecond),
+				"barrier", barrier.Round(time.Millisecond), "transfer", transfer.Round(time.Millisecond))
 			return true, nil
 		}
 		wait := time.Until(deadline)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/fencer-io/fencer/api/client"
+	"github.com/fencer-io/fencer/api/wire"
 	tc "github.com/fencer-io/fencer/test/testcluster"
 )
 
@@ -154,4 +155,36 @@ func TestGracefulStopOfASingleNode(t *testing.T) {
 		t.Fatal("a single node gave up leadership with nobody to take it")
 	}
 	mustAcquire(t, leader, "still-served", "w")
+}
+
+// A lease held across a graceful stop of the leader does not end early: the
+// new leader restarts it at its full TTL, so what remains of it afterwards
+// is at least what remained before.
+func TestLeaseOutlivesAGracefulHandover(t *testing.T) {
+	c := tc.New(t, 3)
+	leader := c.WaitLeader(10 * time.Second)
+	const ttl = 3 * time.Second
+	sent := time.Now()
+	status, g, e := acquire(t, leader, "across-handover", "w", ttl.Milliseconds(), 0)
+	if status != http.StatusOK {
+		t.Fatalf("acquire: %d %+v", status, e)
+	}
+	tc.Poll(t, 5*time.Second, "a second of the lease to pass", func() bool { return time.Since(sent) > time.Second })
+	c.StopGracefully(leader)
+	next := c.WaitNewLeader(leader.ID, 10*time.Second)
+	status, body, _ := tc.Do(t, http.MethodGet, next.URL()+"/v1/locks/across-handover", "")
+	read := time.Now()
+	var st wire.LockStatus
+	mustJSON(t, body, &st)
+	if status != http.StatusOK || !st.Held || st.Token != g.Token || st.RemainingMillis == nil {
+		t.Fatalf("after the handover: %d %s", status, body)
+	}
+	// The server's deadline was no earlier than sent+ttl before the stop.
+	left := time.Duration(*st.RemainingMillis) * time.Millisecond
+	if due := sent.Add(ttl); read.Add(left).Before(due) {
+		t.Fatalf("the lease ends %v after the read, %v before its first deadline", left, due.Sub(read.Add(left)))
+	}
+	if left < ttl-time.Second {
+		t.Errorf("%v left of a %v lease right after the handover: the new leader should restart it at its full TTL", left, ttl)
+	}
 }

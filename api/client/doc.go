@@ -24,12 +24,17 @@
 // # Leader following
 //
 // Any member answers any request (followers forward to the leader), but a
-// forwarded request costs a hop and fails while the leader changes. The client
-// therefore asks an endpoint for GET /v1/cluster, caches the leader's HTTP
-// address, and sends there. On a connection error or a 5xx (no_leader,
-// outcome_unknown) it forgets the leader, moves on to the next endpoint, asks
-// again, and retries with exponential backoff and jitter, within Retry's
-// attempts and the caller's context.
+// forwarded request costs a hop. The client therefore asks an endpoint for
+// GET /v1/cluster, caches the leader's HTTP address, and sends there; an
+// answer a follower forwarded names the leader (wire.HeaderLeader), and the
+// client sends its next request there. An attempt that could not reach its
+// node (refused, reset, timed out: a crashed leader, which the members
+// still name until they elect another) goes at once to another endpoint,
+// which forwards it, holding it while no leader is known; a round of
+// endpoints none of which answered costs a backoff. On a 5xx answer
+// (no_leader, outcome_unknown) the client forgets the leader, moves on to
+// the next endpoint, asks again, and retries with exponential backoff and
+// jitter. All of it within Retry's attempts and the caller's context.
 //
 // # What is retried
 //
