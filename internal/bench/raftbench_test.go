@@ -17,16 +17,47 @@ import (
 )
 
 // BenchmarkRaftApply measures what hashicorp/raft alone commits on this
-// machine: a 3-node group on loopback TCP with raft-boltdb stores, fsync on,
-// and the settings of cluster/node.go (BatchApplyCh, MaxAppendEntries 256,
-// bolt's NoFreelistSync, a LogCache of 1024 entries), applying entries the size of a fencer acquire to
-// an FSM that does nothing. Each writer waits for its entry to commit before
-// sending the next, as a fencer client does. The commits/s metric is the
-// ceiling for fencer, whose lock cycle costs two commits.
+// machine: a 3-node group on loopback TCP with each log store fencer offers
+// (logStores), fsync on, and the settings of cluster/node.go (BatchApplyCh,
+// MaxAppendEntries 256, bolt's NoFreelistSync, a LogCache of 1024 entries),
+// applying entries the size of a fencer acquire to an FSM that does nothing.
+// Each writer waits for its entry to commit before sending the next, as a
+// fencer client does. The commits/s metric is the ceiling for fencer, whose
+// lock cycle costs two commits.
 //
-//	go test -run '^$' -bench RaftApply -benchtime 5s ./bench/
+//	go test -run '^$' -bench RaftApply -benchtime 5s ./internal/bench/
+//	go test -run '^$' -bench 'RaftApply/store=bolt' ./internal/bench/
 func BenchmarkRaftApply(b *testing.B) {
-	leader := startRaftGroup(b, 3)
+	for _, store := range logStores {
+		b.Run("store="+store, func(b *testing.B) { benchmarkRaftApply(b, store) })
+	}
+}
+
+// logStores are the log stores the raw-Raft benchmark measures, by the
+// name of fencer's --log-store.
+var logStores = []string{"bolt"}
+
+// openLogStore opens a log store of the named kind in dir: its log and stable
+// stores, closed when b ends.
+func openLogStore(b *testing.B, kind, dir string) (raft.LogStore, raft.StableStore) {
+	switch kind {
+	case "bolt":
+		store, err := raftboltdb.New(raftboltdb.Options{
+			Path:        filepath.Join(dir, "raft.db"),
+			BoltOptions: &bbolt.Options{Timeout: time.Second, NoFreelistSync: true, FreelistType: bbolt.FreelistMapType},
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { store.Close() })
+		return store, store
+	}
+	b.Fatalf("log store %q: want one of %v", kind, logStores)
+	return nil, nil
+}
+
+func benchmarkRaftApply(b *testing.B, store string) {
+	leader := startRaftGroup(b, 3, store)
 	entry := make([]byte, 200) // about a JSON acquire with its lease secret and request id
 	for _, writers := range []int{1, 16, 64} {
 		b.Run(fmt.Sprintf("writers=%d", writers), func(b *testing.B) {
@@ -65,29 +96,24 @@ type nopSnapshot struct{}
 func (nopSnapshot) Persist(sink raft.SnapshotSink) error { return sink.Close() }
 func (nopSnapshot) Release()                             {}
 
-// startRaftGroup starts n raft nodes on 127.0.0.1 in temp dirs and returns
-// the leader once one is elected. Everything is shut down when b ends.
-func startRaftGroup(b *testing.B, n int) *raft.Raft {
+// startRaftGroup starts n raft nodes on 127.0.0.1 in temp dirs, with log
+// stores of the named kind, and returns the leader once one is elected.
+// Everything is shut down when b ends.
+func startRaftGroup(b *testing.B, n int, kind string) *raft.Raft {
 	b.Helper()
 	logger := hclog.New(&hclog.LoggerOptions{Level: hclog.Error, Output: io.Discard})
 	var (
 		nodes   []*raft.Raft
 		servers []raft.Server
 		configs []*raft.Config
-		stores  []*raftboltdb.BoltStore
+		logs    []raft.LogStore
+		stables []raft.StableStore
 		snaps   []raft.SnapshotStore
 		trans   []*raft.NetworkTransport
 	)
 	for i := range n {
 		dir := b.TempDir()
-		store, err := raftboltdb.New(raftboltdb.Options{
-			Path:        filepath.Join(dir, "raft.db"),
-			BoltOptions: &bbolt.Options{Timeout: time.Second, NoFreelistSync: true, FreelistType: bbolt.FreelistMapType},
-		})
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { store.Close() })
+		logStore, stable := openLogStore(b, kind, dir)
 		snap, err := raft.NewFileSnapshotStoreWithLogger(filepath.Join(dir, "snapshots"), 2, logger)
 		if err != nil {
 			b.Fatal(err)
@@ -114,15 +140,16 @@ func startRaftGroup(b *testing.B, n int) *raft.Raft {
 		rc.SnapshotInterval = 30 * time.Second
 		rc.BatchApplyCh = true
 		rc.MaxAppendEntries = 256
-		configs, stores, snaps, trans = append(configs, rc), append(stores, store), append(snaps, snap), append(trans, tr)
+		configs, snaps, trans = append(configs, rc), append(snaps, snap), append(trans, tr)
+		logs, stables = append(logs, logStore), append(stables, stable)
 		servers = append(servers, raft.Server{ID: rc.LocalID, Address: tr.LocalAddr()})
 	}
 	for i := range n {
-		logs, err := raft.NewLogCache(1024, stores[i])
+		cache, err := raft.NewLogCache(1024, logs[i])
 		if err != nil {
 			b.Fatal(err)
 		}
-		r, err := raft.NewRaft(configs[i], nopFSM{}, logs, stores[i], snaps[i], trans[i])
+		r, err := raft.NewRaft(configs[i], nopFSM{}, cache, stables[i], snaps[i], trans[i])
 		if err != nil {
 			b.Fatal(err)
 		}

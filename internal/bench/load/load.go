@@ -15,11 +15,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/HdrHistogram/hdrhistogram-go"
 )
 
 // Config is one run. Zero values mean the defaults.
@@ -80,15 +80,18 @@ type Result struct {
 	P50Ms     float64 `json:"p50_ms"`
 	P90Ms     float64 `json:"p90_ms"`
 	P99Ms     float64 `json:"p99_ms"`
+	P999Ms    float64 `json:"p999_ms"`
 	MaxMs     float64 `json:"max_ms"`
 	// FirstError is one error seen, to tell what kind of failures they were.
 	FirstError string `json:"first_error,omitempty"`
 }
 
 // Run prepares every client, runs the warm-up and the measured window, and
-// cleans up. An operation counts if it ends inside the window; operations
-// still running when the window closes finish (within OpTimeout) but are not
-// counted, and are never cancelled, so the end of a run is not an error.
+// cleans up. In closed loop an operation counts if it ends inside the
+// window; operations still running when the window closes finish (within
+// OpTimeout) but are not counted, and are never cancelled, so the end of a
+// run is not an error. In open loop an operation counts if it was scheduled
+// inside the window, and the run waits for the last of them.
 // ctx cancels the run early; then the result covers what was measured.
 func Run(ctx context.Context, cfg Config, newClient Client) (Result, error) {
 	if err := cfg.Validate(); err != nil {
@@ -115,24 +118,29 @@ func Run(ctx context.Context, cfg Config, newClient Client) (Result, error) {
 	start := time.Now()
 	window := start.Add(cfg.Warmup)
 	end := window.Add(cfg.Duration)
-	stopCtx, stop := context.WithDeadline(ctx, end)
+	// runCtx ends the run early (the caller, or Ops reached); stopCtx also
+	// ends with the window, which stops a closed loop. The open loop's
+	// schedule runs to the window's end whatever the clients' delay, so that
+	// the operations an overloaded system is latest to start still count.
+	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
+	stopCtx, stopWindow := context.WithDeadline(runCtx, end)
+	defer stopWindow()
 
 	var ticks <-chan time.Time // scheduled start times, open loop only
 	if cfg.Rate > 0 {
 		ch := make(chan time.Time, cfg.Clients)
 		ticks = ch
-		go schedule(stopCtx, start, cfg.Rate, ch)
+		go schedule(runCtx, start, end, cfg.Rate, ch)
 	}
 
-	recs := make([]recorder, cfg.Clients)
+	rec := newRecorder()
 	var started atomic.Int64
 	var wg sync.WaitGroup
-	for i, op := range ops {
+	for _, op := range ops {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			rec := &recs[i]
 			for {
 				var began time.Time
 				if ticks == nil {
@@ -156,7 +164,11 @@ func Run(ctx context.Context, cfg Config, newClient Client) (Result, error) {
 				err := op(opCtx)
 				cancel()
 				done := time.Now()
-				if done.Before(window) || done.After(end) {
+				counted := done // closed loop: by when it ended
+				if ticks != nil {
+					counted = began // open loop: by when it was due
+				}
+				if counted.Before(window) || counted.After(end) {
 					continue
 				}
 				rec.add(done.Sub(began), err)
@@ -165,22 +177,29 @@ func Run(ctx context.Context, cfg Config, newClient Client) (Result, error) {
 	}
 	wg.Wait()
 	measured := min(time.Since(window), cfg.Duration)
+	if ticks != nil {
+		measured = max(min(time.Since(window), cfg.Duration), 0)
+	}
 	if stopped := time.Now(); cfg.Ops > 0 && stopped.Before(end) {
 		// The run ended on its operation count: the window closed when the
 		// last operation did.
 		measured = max(stopped.Sub(window), 0)
 	}
-	return summarize(recs, cfg, measured), nil
+	return rec.summarize(cfg, measured), nil
 }
 
-// schedule sends the scheduled start time of each operation at rate per
-// second until ctx ends. A send blocks while every client is busy; the
-// schedule does not slip, so the wait shows up in the latencies.
-func schedule(ctx context.Context, start time.Time, rate float64, out chan<- time.Time) {
+// schedule sends the scheduled start time of each operation, at fixed
+// intervals for rate per second, from start until end or until ctx ends. A
+// send blocks while every client is busy; the schedule does not slip, so the
+// wait shows up in the latencies.
+func schedule(ctx context.Context, start, end time.Time, rate float64, out chan<- time.Time) {
 	defer close(out)
 	interval := time.Duration(float64(time.Second) / rate)
 	for k := int64(0); ; k++ {
 		at := start.Add(time.Duration(k) * interval)
+		if at.After(end) {
+			return
+		}
 		if d := time.Until(at); d > 0 {
 			t := time.NewTimer(d)
 			select {
@@ -198,14 +217,25 @@ func schedule(ctx context.Context, start time.Time, rate float64, out chan<- tim
 	}
 }
 
-// recorder holds one client's measurements; only that client writes it.
+// recorder holds the measurements of every client.
 type recorder struct {
-	lat      []time.Duration
+	mu       sync.Mutex
+	hist     *hdrhistogram.Histogram // microseconds
 	errors   int64
 	firstErr error
 }
 
+// maxRecorded is the largest latency the histogram tells apart; a longer one
+// is recorded as this (OpTimeout is far below it by default).
+const maxRecorded = 2 * time.Minute
+
+func newRecorder() *recorder {
+	return &recorder{hist: hdrhistogram.New(1, maxRecorded.Microseconds(), 3)}
+}
+
 func (r *recorder) add(d time.Duration, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	if err != nil {
 		r.errors++
 		if r.firstErr == nil {
@@ -213,49 +243,37 @@ func (r *recorder) add(d time.Duration, err error) {
 		}
 		return
 	}
-	r.lat = append(r.lat, d)
+	us := min(max(d.Microseconds(), 1), maxRecorded.Microseconds())
+	r.hist.RecordValue(us) // cannot fail: us is in range
 }
 
-func summarize(recs []recorder, cfg Config, measured time.Duration) Result {
-	res := Result{Clients: cfg.Clients, Rate: cfg.Rate, Seconds: measured.Seconds()}
-	var all []time.Duration
-	for i := range recs {
-		all = append(all, recs[i].lat...)
-		res.Errors += recs[i].errors
-		if res.FirstError == "" && recs[i].firstErr != nil {
-			res.FirstError = recs[i].firstErr.Error()
-		}
+func (r *recorder) summarize(cfg Config, measured time.Duration) Result {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	res := Result{Clients: cfg.Clients, Rate: cfg.Rate, Seconds: measured.Seconds(), Errors: r.errors}
+	if r.firstErr != nil {
+		res.FirstError = r.firstErr.Error()
 	}
-	res.Ops = int64(len(all))
+	res.Ops = r.hist.TotalCount()
 	if measured > 0 {
 		res.OpsPerSec = float64(res.Ops) / measured.Seconds()
 	}
-	if len(all) == 0 {
+	if res.Ops == 0 {
 		return res
 	}
-	slices.Sort(all)
-	res.P50Ms = ms(Percentile(all, 50))
-	res.P90Ms = ms(Percentile(all, 90))
-	res.P99Ms = ms(Percentile(all, 99))
-	res.MaxMs = ms(all[len(all)-1])
+	at := func(p float64) float64 { return float64(r.hist.ValueAtPercentile(p)) / 1000 }
+	res.P50Ms, res.P90Ms, res.P99Ms, res.P999Ms = at(50), at(90), at(99), at(99.9)
+	res.MaxMs = float64(r.hist.Max()) / 1000
 	return res
 }
 
-// Percentile returns the p-th percentile (nearest rank) of sorted.
-func Percentile(sorted []time.Duration, p float64) time.Duration {
-	if len(sorted) == 0 {
-		return 0
-	}
-	rank := int(math.Ceil(p/100*float64(len(sorted)))) - 1
-	return sorted[min(max(rank, 0), len(sorted)-1)]
-}
-
-func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
-
 // Text formats a result as one line for humans.
 func (r Result) Text() string {
-	s := fmt.Sprintf("%-8s %-14s clients=%-3d ops/s=%-9.1f p50=%.2fms p90=%.2fms p99=%.2fms max=%.2fms ops=%d errors=%d",
-		r.System, r.Workload, r.Clients, r.OpsPerSec, r.P50Ms, r.P90Ms, r.P99Ms, r.MaxMs, r.Ops, r.Errors)
+	s := fmt.Sprintf("%-8s %-14s clients=%-3d ops/s=%-9.1f p50=%.2fms p90=%.2fms p99=%.2fms p99.9=%.2fms max=%.2fms ops=%d errors=%d",
+		r.System, r.Workload, r.Clients, r.OpsPerSec, r.P50Ms, r.P90Ms, r.P99Ms, r.P999Ms, r.MaxMs, r.Ops, r.Errors)
+	if r.Rate > 0 {
+		s += fmt.Sprintf(" (open loop at %.0f/s)", r.Rate)
+	}
 	if r.FirstError != "" {
 		s += fmt.Sprintf(" (first error: %s)", r.FirstError)
 	}

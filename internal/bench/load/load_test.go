@@ -109,20 +109,44 @@ func TestValidate(t *testing.T) {
 	}
 }
 
-func TestPercentile(t *testing.T) {
-	var d []time.Duration
-	for i := 1; i <= 100; i++ {
-		d = append(d, time.Duration(i))
+func TestRecorderPercentiles(t *testing.T) {
+	r := newRecorder()
+	for i := 1; i <= 1000; i++ {
+		r.add(time.Duration(i)*time.Millisecond, nil)
 	}
-	for _, tc := range []struct {
-		p    float64
-		want time.Duration
-	}{{50, 50}, {90, 90}, {99, 99}, {100, 100}, {0, 1}} {
-		if got := Percentile(d, tc.p); got != tc.want {
-			t.Errorf("p%v = %v, want %v", tc.p, got, tc.want)
+	r.add(time.Second, errors.New("late"))
+	res := r.summarize(Config{Clients: 1}, time.Second)
+	for _, c := range []struct {
+		name      string
+		got, want float64
+	}{{"p50", res.P50Ms, 500}, {"p90", res.P90Ms, 900}, {"p99", res.P99Ms, 990}, {"p99.9", res.P999Ms, 999}, {"max", res.MaxMs, 1000}} {
+		// Three significant digits: within 0.1%.
+		if c.got < c.want*0.999 || c.got > c.want*1.001 {
+			t.Errorf("%s = %v ms, want %v", c.name, c.got, c.want)
 		}
 	}
-	if Percentile(nil, 50) != 0 {
-		t.Error("empty: want 0")
+	if res.Ops != 1000 || res.Errors != 1 || res.FirstError != "late" || res.OpsPerSec != 1000 {
+		t.Errorf("ops=%d errors=%d first=%q ops/s=%v", res.Ops, res.Errors, res.FirstError, res.OpsPerSec)
+	}
+}
+
+func TestOpenLoopCountsQueueingDelay(t *testing.T) {
+	// One client whose operations take 20 ms, scheduled every 10 ms: the
+	// system falls behind by 10 ms per operation. Measured from each
+	// operation's scheduled start, the latencies grow to about the whole
+	// backlog; measured from when the client got round to it they would all
+	// be 20 ms (coordinated omission). Every scheduled operation counts, the
+	// ones that start after the window closed included.
+	res, err := Run(context.Background(), Config{Clients: 1, Rate: 100, Duration: 500 * time.Millisecond}, func(context.Context, int) (Op, func(), error) {
+		return func(context.Context) error { time.Sleep(20 * time.Millisecond); return nil }, nil, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Ops < 49 || res.Ops > 51 {
+		t.Errorf("ops=%d, want the 50 or so scheduled in the window", res.Ops)
+	}
+	if res.P50Ms < 150 || res.P99Ms < 350 {
+		t.Errorf("p50=%v p99=%v ms, want the queueing delay (about 250 and 500 ms)", res.P50Ms, res.P99Ms)
 	}
 }
