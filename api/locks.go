@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"iter"
 	"net/http"
 	"strconv"
 	"time"
@@ -173,16 +174,16 @@ func (s *Server) listLocks(w http.ResponseWriter, r *http.Request) {
 }
 
 // writeLockList streams a LockList of the visible locks one lock at a time,
-// so that listing 100,000 locks does not build a second copy of them and the
+// so that listing a million locks builds neither a copy of them nor the
 // whole body in memory first.
-func writeLockList(w http.ResponseWriter, locks []coord.LockStatus, visible func(string) bool) {
+func writeLockList(w http.ResponseWriter, locks iter.Seq[coord.LockStatus], visible func(string) bool) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
 	bw := bufio.NewWriterSize(w, 32<<10)
 	bw.WriteString(`{"locks":[`)
 	var buf []byte
 	first := true
-	for _, st := range locks {
+	for st := range locks {
 		if !visible(st.Name) {
 			continue
 		}

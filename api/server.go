@@ -16,6 +16,7 @@ import (
 	"context"
 	"crypto/tls"
 	"io"
+	"iter"
 	"log/slog"
 	"net/http"
 	"time"
@@ -58,7 +59,7 @@ type Coord interface {
 	Renew(ctx context.Context, name string, token uint64, secret string) (fsm.Lock, error)
 	Release(ctx context.Context, name string, token uint64, secret string) error
 	Lock(ctx context.Context, name string, stale bool) (coord.LockStatus, error)
-	Locks(ctx context.Context, stale bool) ([]coord.LockStatus, uint64, error)
+	Locks(ctx context.Context, stale bool) (iter.Seq[coord.LockStatus], uint64, error)
 	Check(ctx context.Context, name string, token uint64, stale bool) (bool, uint64, error)
 	Put(ctx context.Context, req coord.PutRequest) (uint64, error)
 	DeleteKey(ctx context.Context, key string) (fsm.DeleteKeyResult, error)

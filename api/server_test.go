@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"iter"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -61,8 +63,8 @@ func (f *fakeCluster) Release(context.Context, string, uint64, string) error {
 func (f *fakeCluster) Lock(_ context.Context, name string, _ bool) (coord.LockStatus, error) {
 	return coord.LockStatus{Lock: fsm.Lock{Name: name}}, f.call("lock")
 }
-func (f *fakeCluster) Locks(context.Context, bool) ([]coord.LockStatus, uint64, error) {
-	return f.locks, 3, f.call("locks")
+func (f *fakeCluster) Locks(context.Context, bool) (iter.Seq[coord.LockStatus], uint64, error) {
+	return slices.Values(f.locks), 3, f.call("locks")
 }
 func (f *fakeCluster) Check(context.Context, string, uint64, bool) (bool, uint64, error) {
 	return true, 7, f.call("check")

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"iter"
 	"time"
 
 	"github.com/fencer-io/fencer/api/wire"
@@ -357,22 +358,26 @@ func (s *Service) Lock(ctx context.Context, name string, stale bool) (LockStatus
 	return st, nil
 }
 
-// Locks returns every held lock, and the log index they were read at (a
-// watch from it continues the list with no gap); linearizable unless stale.
-func (s *Service) Locks(ctx context.Context, stale bool) ([]LockStatus, uint64, error) {
+// Locks returns the log index of one moment (a watch from it continues the
+// list with no gap) and every lock held then, sorted by name, as a sequence
+// that builds each lock's status as it is read, so that a million locks can
+// be streamed without a copy of the list; linearizable unless stale.
+func (s *Service) Locks(ctx context.Context, stale bool) (iter.Seq[LockStatus], uint64, error) {
 	if !stale {
 		if err := s.linearizable(ctx); err != nil {
 			return nil, 0, err
 		}
 	}
-	// EachLock, not Locks: no intermediate copy of every lock.
-	out := make([]LockStatus, 0, s.fsm.Counts().Locks)
-	index := s.fsm.EachLockAt(func(l fsm.Lock) {
-		st := LockStatus{Lock: l, Held: true}
-		st.Remaining, st.Known = s.leases.Remaining(l.Name, l.Token)
-		out = append(out, st)
-	})
-	return out, index, nil
+	index, locks := s.fsm.LocksAt()
+	return func(yield func(LockStatus) bool) {
+		for l := range locks {
+			st := LockStatus{Lock: l, Held: true}
+			st.Remaining, st.Known = s.leases.Remaining(l.Name, l.Token)
+			if !yield(st) {
+				return
+			}
+		}
+	}, index, nil
 }
 
 // Check reports whether token is the lock's live grant, and the current

@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"iter"
 	"slices"
 	"strings"
 )
@@ -43,11 +44,26 @@ func (f *FSM) EachLock(fn func(Lock)) {
 // EachLockAt is EachLock, and returns the applied index of the moment the
 // locks were read at.
 func (f *FSM) EachLockAt(fn func(Lock)) uint64 {
-	index, entries := f.lockEntries()
-	for _, e := range entries {
-		fn(e.lock())
+	index, locks := f.LocksAt()
+	for l := range locks {
+		fn(l)
 	}
 	return index
+}
+
+// LocksAt returns the applied index of one moment and every lock held then,
+// sorted by name, as a sequence: it holds one pointer per lock, not the
+// locks, and yields without holding the FSM's lock, so a caller may stream
+// the locks out as slowly as it likes.
+func (f *FSM) LocksAt() (uint64, iter.Seq[Lock]) {
+	index, entries := f.lockEntries()
+	return index, func(yield func(Lock) bool) {
+		for _, e := range entries {
+			if !yield(e.lock()) {
+				return
+			}
+		}
+	}
 }
 
 // lockEntries returns the held locks sorted by name, and the applied index
