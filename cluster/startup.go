@@ -122,6 +122,7 @@ func (n *Node) openTransport() error {
 		TLSClient:     n.cfg.PeerTLSClient,
 		PeerAddrs:     n.cfg.PeerAddrs,
 		PeerAddrsFile: n.cfg.PeerAddrsFile,
+		LocalID:       n.cfg.ID,
 		LookupHost:    n.cfg.LookupHost,
 		RaftLogger:    n.raftLog,
 		Logger:        n.log,

@@ -38,8 +38,12 @@ type Config struct {
 	// PeerAddrsFile holds the same map, one ID=HOST:PORT per line or
 	// comma-separated; it is re-read whenever it changes.
 	PeerAddrsFile string
-	RaftLogger    hclog.Logger // hashicorp/raft's logger
-	Logger        *slog.Logger // the TLS layer's
+	// LocalID is this node's id. Raft names its own address in every
+	// request's header, through the same lookup as peers': with peer
+	// addresses given, this node's id resolves to its own address.
+	LocalID    string
+	RaftLogger hclog.Logger // hashicorp/raft's logger
+	Logger     *slog.Logger // the TLS layer's
 	// LookupHost resolves host names: this node's own in Addr (to bind),
 	// and peers' when dialling them over TCP. Nil is the system resolver.
 	// Tests give one that knows names the system does not.
@@ -73,8 +77,10 @@ func Open(cfg Config) (*Transport, error) {
 		Timeout: 5 * time.Second,
 		Logger:  newTransportLogger(cfg.RaftLogger),
 	}
+	var peers *peerAddrs
 	if len(cfg.PeerAddrs) > 0 || cfg.PeerAddrsFile != "" {
-		tcfg.ServerAddressProvider = &peerAddrs{static: cfg.PeerAddrs, file: cfg.PeerAddrsFile}
+		peers = &peerAddrs{static: cfg.PeerAddrs, file: cfg.PeerAddrsFile, self: cfg.LocalID}
+		tcfg.ServerAddressProvider = peers
 		tcfg.Timeout = time.Second // a blackholed link must fail fast
 	}
 	bind := cfg.Addr
@@ -118,6 +124,9 @@ func Open(cfg Config) (*Transport, error) {
 			return nil, fmt.Errorf("raft address %s: peers cannot dial an unspecified address; bind a specific one", advertise)
 		}
 		stream = &tcpLayer{Listener: ln, advertise: advertise, lookup: cfg.LookupHost}
+	}
+	if peers != nil {
+		peers.selfAddr = raft.ServerAddress(stream.Addr().String())
 	}
 	// Every connection goes through the layer that Sever closes.
 	sev := newSeverable(stream)
@@ -211,6 +220,10 @@ func ParsePeerAddrs(s string) (map[string]string, error) {
 type peerAddrs struct {
 	static map[string]string
 	file   string
+	// self and selfAddr: this node answers for itself without a lookup
+	// (without it, each request logged a warning: hundreds a second).
+	self     string
+	selfAddr raft.ServerAddress
 
 	mu       sync.Mutex
 	modTime  time.Time
@@ -218,6 +231,9 @@ type peerAddrs struct {
 }
 
 func (p *peerAddrs) ServerAddr(id raft.ServerID) (raft.ServerAddress, error) {
+	if p.self != "" && string(id) == p.self {
+		return p.selfAddr, nil
+	}
 	m := p.static
 	if p.file != "" {
 		p.mu.Lock()

@@ -68,7 +68,7 @@ func (n *nemesis) pauseLeader(ctx context.Context, _ int) (*active, error) {
 	if err := n.cl.Pause(l); err != nil {
 		return nil, err
 	}
-	d := n.between(1500*time.Millisecond, 3*time.Second) // election timeout is 1s
+	d := n.between(1500*time.Millisecond, 3*time.Second) // well past the 400 ms election timeout
 	n.ev.add(evFault, fmt.Sprintf("SIGSTOP leader %s for %v", l.ID, d))
 	return &active{
 		hold: d,
