@@ -10,6 +10,7 @@ import (
 	"github.com/fencer-io/fencer/cluster"
 	"github.com/fencer-io/fencer/coord"
 	"github.com/fencer-io/fencer/fsm"
+	"github.com/fencer-io/fencer/fsm/entry"
 )
 
 // errorTable maps domain and cluster errors to a status and a code. It is the
@@ -28,7 +29,7 @@ var errorTable = []struct {
 	{fsm.ErrLockDelay, http.StatusConflict, wire.CodeLockDelay},
 	{fsm.ErrSemaphoreFull, http.StatusConflict, wire.CodeSemaphoreFull},
 	{fsm.ErrLimitMismatch, http.StatusConflict, wire.CodeLimitMismatch},
-	{fsm.ErrFormatTooOld, http.StatusConflict, wire.CodeUpgradeRequired},
+	{entry.ErrFormatTooOld, http.StatusConflict, wire.CodeUpgradeRequired},
 	{fsm.ErrTokenSpaceExhausted, http.StatusServiceUnavailable, wire.CodeInternal},
 	{cluster.ErrNotLeader, http.StatusServiceUnavailable, wire.CodeNoLeader},
 	{cluster.ErrNoLeader, http.StatusServiceUnavailable, wire.CodeNoLeader},

@@ -17,6 +17,7 @@ import (
 	"github.com/fencer-io/fencer/cluster"
 	"github.com/fencer-io/fencer/coord"
 	"github.com/fencer-io/fencer/fsm"
+	"github.com/fencer-io/fencer/fsm/entry"
 )
 
 // fuzzErrs are the answers the fake cluster can give, chosen by a fuzzed byte.
@@ -35,7 +36,7 @@ var fuzzErrs = []error{
 	&fsm.UnissuedError{Key: "k", Token: 1 << 62},
 	coord.ErrKVFull,
 	fsm.ErrNoSuchKey,
-	fsm.ErrFormatTooOld,
+	entry.ErrFormatTooOld,
 	cluster.ErrInvalidEpoch,
 }
 

@@ -20,6 +20,7 @@ import (
 	"github.com/fencer-io/fencer/cluster"
 	"github.com/fencer-io/fencer/coord"
 	"github.com/fencer-io/fencer/fsm"
+	"github.com/fencer-io/fencer/fsm/entry"
 )
 
 // fakeCluster is a leader that answers every call with err (when set) and
@@ -311,7 +312,7 @@ func TestClusterErrorsMapToCodes(t *testing.T) {
 		{okPut, &fsm.UnissuedError{Key: "k", Token: 5}, 409, wire.CodeUnissuedToken},
 		{okPut, fmt.Errorf("%w: 9 keys", coord.ErrKVFull), 429, wire.CodeKVFull},
 		{okDelete, fmt.Errorf("%w: \"k\"", fsm.ErrNoSuchKey), 404, wire.CodeNotFound},
-		{okDelete, fmt.Errorf("%w: delete-key needs log format 2", fsm.ErrFormatTooOld), 409, wire.CodeUpgradeRequired},
+		{okDelete, fmt.Errorf("%w: delete-key needs log format 2", entry.ErrFormatTooOld), 409, wire.CodeUpgradeRequired},
 		{call{"POST", "/v1/cluster/restore", "", nil}, fmt.Errorf("%w: no epoch left", cluster.ErrInvalidEpoch), 400, wire.CodeInvalidEpoch},
 		{call{"POST", "/v1/cluster/join", `{"id":"n4","raft_addr":"127.0.0.1:8004","http_addr":"127.0.0.1:7004"}`, nil}, cluster.ErrMemberConflict, 409, wire.CodeMemberConflict},
 	}

@@ -7,7 +7,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/fencer-io/fencer/api/wire"
-	"github.com/fencer-io/fencer/fsm"
+	"github.com/fencer-io/fencer/fsm/entry"
 )
 
 // joinPlan is what the leader does to admit a node, in this order.
@@ -23,7 +23,7 @@ type joinPlan struct {
 	// promote: add makes a non-voter that is already there a voter.
 	promote bool
 	// record is the member record to write; nil when it is already right.
-	record *fsm.Member
+	record *entry.Member
 }
 
 // planJoin decides how to admit a node, from the Raft configuration, the
@@ -34,7 +34,7 @@ type joinPlan struct {
 // (a wiped data dir) is refused: it has forgotten votes and entries it
 // acknowledged, and taking its vote back silently is unsafe. A dry run only
 // says whether the join would be refused.
-func planJoin(conf raft.Configuration, known fsm.Member, clusterID string, req wire.JoinRequest) (joinPlan, error) {
+func planJoin(conf raft.Configuration, known entry.Member, clusterID string, req wire.JoinRequest) (joinPlan, error) {
 	var p joinPlan
 	if !wire.ValidNodeID(req.ID) || req.RaftAddr == "" || req.HTTPAddr == "" {
 		return p, fmt.Errorf("%w: join needs an id, a raft address and an http address", ErrMemberConflict)
@@ -54,7 +54,7 @@ func planJoin(conf raft.Configuration, known fsm.Member, clusterID string, req w
 	if req.Replace && known.Incarnation != "" && known.Incarnation != req.Incarnation {
 		p.replace = known.Incarnation
 		servers = withoutServer(servers, req.ID)
-		known, wiped = fsm.Member{}, false
+		known, wiped = entry.Member{}, false
 	}
 	present := false
 	for _, s := range servers {
@@ -85,8 +85,8 @@ func planJoin(conf raft.Configuration, known fsm.Member, clusterID string, req w
 
 // memberRecord is the record a join leaves for the joiner, given the one
 // known for its id.
-func memberRecord(req wire.JoinRequest, known fsm.Member) fsm.Member {
-	want := fsm.Member{ID: req.ID, RaftAddr: req.RaftAddr, HTTPAddr: req.HTTPAddr, Incarnation: req.Incarnation, LogFormat: req.LogFormat}
+func memberRecord(req wire.JoinRequest, known entry.Member) entry.Member {
+	want := entry.Member{ID: req.ID, RaftAddr: req.RaftAddr, HTTPAddr: req.HTTPAddr, Incarnation: req.Incarnation, LogFormat: req.LogFormat}
 	if req.Incarnation == "" {
 		// An operator's add (members add: not the node itself) knows
 		// nothing of the member's data dir or build: it changes addresses
@@ -113,7 +113,7 @@ func withoutServer(servers []raft.Server, id string) []raft.Server {
 	return out
 }
 
-func wipedError(req wire.JoinRequest, known fsm.Member) error {
+func wipedError(req wire.JoinRequest, known entry.Member) error {
 	return fmt.Errorf("%w: member %q is in the cluster with another data dir (incarnation %s, now %s); "+
 		"its disk was wiped or replaced, and a Raft voter must not forget what it acknowledged. "+
 		"Remove it first (fencer members remove %s) and start it again, or start it with --replace",
@@ -163,7 +163,7 @@ func (n *Node) carryOut(p joinPlan, req wire.JoinRequest) error {
 		if err := n.raft.RemoveServer(raft.ServerID(req.ID), 0, timeout).Error(); err != nil {
 			return translate(err)
 		}
-		if _, err := n.Apply(&fsm.RemoveMember{ID: req.ID}); err != nil {
+		if _, err := n.Apply(&entry.RemoveMember{ID: req.ID}); err != nil {
 			return err
 		}
 	}
@@ -186,7 +186,7 @@ func (n *Node) carryOut(p joinPlan, req wire.JoinRequest) error {
 		}
 	}
 	if p.record != nil {
-		_, err := n.Apply(&fsm.SetMember{Member: *p.record})
+		_, err := n.Apply(&entry.SetMember{Member: *p.record})
 		return err
 	}
 	return nil

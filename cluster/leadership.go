@@ -9,7 +9,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/fencer-io/fencer/cluster/datadir"
-	"github.com/fencer-io/fencer/fsm"
+	"github.com/fencer-io/fencer/fsm/entry"
 )
 
 // leadership is this node's view of its own leadership. Every change Raft
@@ -108,7 +108,7 @@ func (n *Node) establish(changed <-chan struct{}) {
 		}
 	}
 	if n.fsm.ClusterID() == "" {
-		if _, err := n.Apply(&fsm.SetClusterID{ID: datadir.NewID()}); err != nil {
+		if _, err := n.Apply(&entry.SetClusterID{ID: datadir.NewID()}); err != nil {
 			n.log.Warn("naming the cluster failed", "err", err)
 			return
 		}

@@ -5,11 +5,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/fencer-io/fencer/fsm"
+	"github.com/fencer-io/fencer/fsm/entry"
 )
 
 // The leader writes each entry in the newest format every member of the
-// configuration has recorded (fsm.Member.LogFormat), so that in a rolling
+// configuration has recorded (entry.Member.LogFormat), so that in a rolling
 // upgrade a member still running an older build is never sent an entry it
 // cannot decode (it would stop rather than diverge). A member records its
 // format when it registers; an upgraded member re-registers because its
@@ -47,13 +47,13 @@ func (n *Node) entryFormat() int {
 func (n *Node) clusterFormat() int {
 	cf := n.raft.GetConfiguration()
 	if cf.Error() != nil {
-		return fsm.LogFormatJSON
+		return entry.LogFormatJSON
 	}
-	format := fsm.LogFormat
+	format := entry.LogFormat
 	for _, s := range cf.Configuration().Servers {
 		m, ok := n.fsm.Member(string(s.ID))
 		if !ok {
-			return fsm.LogFormatJSON
+			return entry.LogFormatJSON
 		}
 		format = min(format, m.LogFormat)
 	}

@@ -11,7 +11,7 @@ import (
 
 	"github.com/fencer-io/fencer/api/client"
 	"github.com/fencer-io/fencer/api/wire"
-	"github.com/fencer-io/fencer/fsm"
+	"github.com/fencer-io/fencer/fsm/entry"
 )
 
 // registered reports whether this node is in the Raft configuration and its
@@ -19,7 +19,7 @@ import (
 func (n *Node) registered() bool {
 	m, ok := n.fsm.Member(n.cfg.ID)
 	if !ok || m.HTTPAddr != n.cfg.HTTPAddr || m.RaftAddr != n.RaftAddr() || m.Incarnation != n.ident.Incarnation ||
-		m.LogFormat != fsm.LogFormat {
+		m.LogFormat != entry.LogFormat {
 		return false
 	}
 	cf := n.raft.GetConfiguration()
@@ -117,7 +117,7 @@ func (n *Node) joinOnce(self bool) error {
 		HTTPAddr:    n.cfg.HTTPAddr,
 		Voter:       !n.cfg.NonVoter,
 		Incarnation: n.ident.Incarnation,
-		LogFormat:   fsm.LogFormat,
+		LogFormat:   entry.LogFormat,
 		ClusterID:   n.ident.ClusterID,
 		Replace:     n.cfg.Replace,
 		DryRun:      !self,
@@ -229,7 +229,7 @@ func (n *Node) RemoveMember(ctx context.Context, id string) error {
 			return translate(err)
 		}
 	}
-	_, err = n.Apply(&fsm.RemoveMember{ID: id})
+	_, err = n.Apply(&entry.RemoveMember{ID: id})
 	n.log.Info("member removed", "id", id)
 	return err
 }

@@ -32,6 +32,7 @@ import (
 	"github.com/fencer-io/fencer/cluster/raftmetrics"
 	"github.com/fencer-io/fencer/cluster/transport"
 	"github.com/fencer-io/fencer/fsm"
+	"github.com/fencer-io/fencer/fsm/entry"
 )
 
 // Node is one fencer cluster member.
@@ -163,15 +164,15 @@ func (n *Node) Leader() (id, httpAddr string) {
 // Apply proposes one command, in the entry format every member reads, and
 // returns the FSM's result. A refusal by the FSM comes back as the error;
 // Raft's errors come back as this package's.
-func (n *Node) Apply(cmd fsm.Command) (any, error) {
-	data, err := fsm.EncodeFormat(cmd, n.entryFormat())
-	if errors.Is(err, fsm.ErrFormatTooOld) {
-		if behind := n.membersBelow(fsm.LogFormat); len(behind) > 0 {
+func (n *Node) Apply(cmd entry.Command) (any, error) {
+	data, err := entry.EncodeFormat(cmd, n.entryFormat())
+	if errors.Is(err, entry.ErrFormatTooOld) {
+		if behind := n.membersBelow(entry.LogFormat); len(behind) > 0 {
 			return nil, fmt.Errorf("%w; upgrade these members to this build first: %s", err, strings.Join(behind, ", "))
 		}
 		// Every member's record reads it: the cached format is a join's
 		// hold, or predates the last registration. Wait it out, once.
-		data, err = fsm.EncodeFormat(cmd, n.freshEntryFormat())
+		data, err = entry.EncodeFormat(cmd, n.freshEntryFormat())
 	}
 	if err != nil {
 		return nil, err

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/fencer-io/fencer/fsm"
+	"github.com/fencer-io/fencer/fsm/entry"
 )
 
 // A lock-delay is timed like a lease, by the shared lease timers on the
@@ -87,12 +88,12 @@ func (s *Service) endDelay(lock string, since uint64) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	w := q.pop()
-	var next *fsm.Acquire
+	var next *entry.Acquire
 	if w != nil {
 		next = w.cmd
 		next.NowMillis = s.cfg.Clock.Now().UnixMilli()
 	}
-	res, err := s.raft.Apply(&fsm.EndDelay{Lock: lock, Since: since, Next: next})
+	res, err := s.raft.Apply(&entry.EndDelay{Lock: lock, Since: since, Next: next})
 	if err != nil {
 		if w != nil {
 			q.pushFront(w)

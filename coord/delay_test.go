@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/fencer-io/fencer/fsm"
+	"github.com/fencer-io/fencer/fsm/entry"
 )
 
 func acquireDelayed(s *Service, lock, holder string, ttl, delay time.Duration) (fsm.Lock, error) {
@@ -24,7 +25,7 @@ func TestLockDelayAfterExpiry(t *testing.T) {
 	c := enqueue(t, s, "l", "c", time.Minute, 1) // queued before the expiry
 	clock.Advance(time.Second)
 	poll(t, "the expiry", func() bool { return !isHeld(f, "l") })
-	if exp, ok := f.log()[len(f.log())-1].(*fsm.Expire); !ok || exp.Next != nil {
+	if exp, ok := f.log()[len(f.log())-1].(*entry.Expire); !ok || exp.Next != nil {
 		t.Fatalf("last entry %#v: want an expire handing off to nobody", f.log()[len(f.log())-1])
 	}
 	clock.Advance(2 * time.Second)
@@ -53,7 +54,7 @@ func TestLockDelayAfterExpiry(t *testing.T) {
 		t.Fatal(got.err)
 	}
 	log := f.log()
-	end, ok := log[len(log)-1].(*fsm.EndDelay)
+	end, ok := log[len(log)-1].(*entry.EndDelay)
 	if !ok || end.Next == nil || got.res.Grant.Token != uint64(len(log)) || got.res.Grant.Holder != "c" {
 		t.Fatalf("last entry %#v, c's grant %+v: want c granted by the entry that ends the delay", log[len(log)-1], got.res.Grant)
 	}

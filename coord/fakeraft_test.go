@@ -9,6 +9,7 @@ import (
 
 	"github.com/fencer-io/fencer/cluster"
 	"github.com/fencer-io/fencer/fsm"
+	"github.com/fencer-io/fencer/fsm/entry"
 )
 
 // fakeRaft is a Raft node in memory: each command is encoded as the log
@@ -19,12 +20,12 @@ type fakeRaft struct {
 
 	mu      sync.Mutex
 	index   uint64
-	entries []fsm.Command // applied, in log order (entries[i] is at index i+1)
+	entries []entry.Command // applied, in log order (entries[i] is at index i+1)
 	leader  bool
 	changed chan struct{}
 	// hook, when set, decides whether a command reaches the log and what
 	// Apply returns instead of its result (err nil: the result).
-	hook func(cmd fsm.Command) (commit bool, err error)
+	hook func(cmd entry.Command) (commit bool, err error)
 	// barrier, when set, holds every Barrier until it is closed.
 	barrier chan struct{}
 	// format is the log format entries are written in, as the members'
@@ -33,10 +34,10 @@ type fakeRaft struct {
 }
 
 func newFakeRaft() *fakeRaft {
-	return &fakeRaft{fsm: fsm.New(nil), leader: true, changed: make(chan struct{}), format: fsm.LogFormat}
+	return &fakeRaft{fsm: fsm.New(nil), leader: true, changed: make(chan struct{}), format: entry.LogFormat}
 }
 
-func (f *fakeRaft) Apply(cmd fsm.Command) (any, error) {
+func (f *fakeRaft) Apply(cmd entry.Command) (any, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if !f.leader {
@@ -48,7 +49,7 @@ func (f *fakeRaft) Apply(cmd fsm.Command) (any, error) {
 	}
 	var res any
 	if commit {
-		data, encErr := fsm.EncodeFormat(cmd, f.format)
+		data, encErr := entry.EncodeFormat(cmd, f.format)
 		if encErr != nil {
 			return nil, encErr
 		}
@@ -105,10 +106,10 @@ func (f *fakeRaft) setLeader(leader bool) {
 }
 
 // log returns the commands applied so far.
-func (f *fakeRaft) log() []fsm.Command {
+func (f *fakeRaft) log() []entry.Command {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return append([]fsm.Command(nil), f.entries...)
+	return append([]entry.Command(nil), f.entries...)
 }
 
 // newTestService runs a Service over a fake Raft that leads, with a fake

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/fencer-io/fencer/fsm"
+	"github.com/fencer-io/fencer/fsm/entry"
 )
 
 // PutRequest is a fenced write.
@@ -32,13 +33,13 @@ func (s *Service) Put(ctx context.Context, req PutRequest) (uint64, error) {
 	if last := s.fsm.LastToken(); req.Token > last {
 		return 0, &fsm.UnissuedError{Key: req.Key, Token: req.Token}
 	}
-	if s.raft.EntryFormat() < fsm.LogFormatPrincipal {
+	if s.raft.EntryFormat() < entry.LogFormatPrincipal {
 		req.Principal = "" // the entry carries none
 	}
 	if err := s.checkKVLimits(req); err != nil {
 		return 0, err
 	}
-	res, err := s.raft.Apply(&fsm.Put{Key: req.Key, Value: req.Value, Token: req.Token, Lock: req.Lock, Principal: req.Principal})
+	res, err := s.raft.Apply(&entry.Put{Key: req.Key, Value: req.Value, Token: req.Token, Lock: req.Lock, Principal: req.Principal})
 	if err != nil {
 		return 0, err
 	}
@@ -75,13 +76,13 @@ func (s *Service) checkKVLimits(req PutRequest) error {
 
 // DeleteKey removes a fenced key and its mark through the log, so that the
 // next write to it is accepted whatever its token. It needs every member to
-// read fsm.LogFormatPrincipal (fsm.ErrFormatTooOld otherwise); a key that
+// read entry.LogFormatPrincipal (entry.ErrFormatTooOld otherwise); a key that
 // is not stored is fsm.ErrNoSuchKey.
 func (s *Service) DeleteKey(ctx context.Context, key string) (fsm.DeleteKeyResult, error) {
 	if err := s.awaitLeader(ctx); err != nil {
 		return fsm.DeleteKeyResult{}, err
 	}
-	res, err := s.raft.Apply(&fsm.DeleteKey{Key: key})
+	res, err := s.raft.Apply(&entry.DeleteKey{Key: key})
 	if err != nil {
 		return fsm.DeleteKeyResult{}, err
 	}

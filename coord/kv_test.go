@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/fencer-io/fencer/fsm"
+	"github.com/fencer-io/fencer/fsm/entry"
 )
 
 // setFormat makes the fake cluster's members read format, as their records
@@ -23,7 +24,7 @@ func setFormat(f *fakeRaft, format int) {
 // proposes, in every log format: with members on an older build, whose put
 // entries lack the FSM's rule, this is what keeps the mark from being set.
 func TestPutRefusesUnissuedTokenWithoutAnEntry(t *testing.T) {
-	for format := fsm.LogFormatJSON; format <= fsm.LogFormat; format++ {
+	for format := entry.LogFormatJSON; format <= entry.LogFormat; format++ {
 		s, f, _ := newTestService(t, Config{})
 		setFormat(f, format)
 		g := mustAcquire(t, s, "report-lock", "a", time.Minute)
@@ -94,7 +95,7 @@ func TestKVLimits(t *testing.T) {
 }
 
 // Until every member reads LogFormatPrincipal a key delete cannot be
-// written: refused with fsm.ErrFormatTooOld (409 upgrade_required), nothing
+// written: refused with entry.ErrFormatTooOld (409 upgrade_required), nothing
 // proposed.
 func TestDeleteKeyWaitsForTheFormat(t *testing.T) {
 	s, f, _ := newTestService(t, Config{})
@@ -102,12 +103,12 @@ func TestDeleteKeyWaitsForTheFormat(t *testing.T) {
 	if _, err := s.Put(bg, PutRequest{Key: "k", Value: []byte("v"), Token: g.Token}); err != nil {
 		t.Fatal(err)
 	}
-	setFormat(f, fsm.LogFormatBinary)
+	setFormat(f, entry.LogFormatBinary)
 	entries := len(f.log())
-	if _, err := s.DeleteKey(bg, "k"); !errors.Is(err, fsm.ErrFormatTooOld) || len(f.log()) != entries {
+	if _, err := s.DeleteKey(bg, "k"); !errors.Is(err, entry.ErrFormatTooOld) || len(f.log()) != entries {
 		t.Fatalf("delete with a member on an older build: %v", err)
 	}
-	setFormat(f, fsm.LogFormat)
+	setFormat(f, entry.LogFormat)
 	res, err := s.DeleteKey(bg, "k")
 	if err != nil || res.LastToken != g.Token {
 		t.Fatalf("delete: %+v %v", res, err)
@@ -122,7 +123,7 @@ func TestDeleteKeyWaitsForTheFormat(t *testing.T) {
 // secret. Until every member reads LogFormatPrincipal the entries carry no
 // principal, and retries work as they did.
 func TestRequestIDBoundToPrincipal(t *testing.T) {
-	for _, format := range []int{fsm.LogFormatBinary, fsm.LogFormat} {
+	for _, format := range []int{entry.LogFormatBinary, entry.LogFormat} {
 		s, f, _ := newTestService(t, Config{})
 		setFormat(f, format)
 		req := AcquireRequest{Lock: "jobs.a", Holder: "w", TTL: time.Minute, RequestID: "0123456789abcdef", Principal: "alice"}
@@ -136,7 +137,7 @@ func TestRequestIDBoundToPrincipal(t *testing.T) {
 		bob := req
 		bob.Principal = "bob"
 		res, err := s.Acquire(bg, bob)
-		if format < fsm.LogFormatPrincipal {
+		if format < entry.LogFormatPrincipal {
 			if err != nil || !res.Existing {
 				t.Fatalf("format %d: entries without principals answer as before: %+v %v", format, res, err)
 			}

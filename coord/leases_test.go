@@ -8,6 +8,7 @@ import (
 	"unsafe"
 
 	"github.com/fencer-io/fencer/fsm"
+	"github.com/fencer-io/fencer/fsm/entry"
 )
 
 type expiry struct {
@@ -200,7 +201,7 @@ func TestPromoteTracksFSMLocks(t *testing.T) {
 	l, clock, fired := newTestLeases()
 	f := fsm.New(nil)
 	for i, ttl := range []int64{1000, 3000} {
-		res := f.ApplyCommand(&fsm.Acquire{Lock: fmt.Sprintf("l%d", i), Holder: "h", Lease: "s", TTLMillis: ttl}, uint64(i+1))
+		res := f.ApplyCommand(&entry.Acquire{Lock: fmt.Sprintf("l%d", i), Holder: "h", Lease: "s", TTLMillis: ttl}, uint64(i+1))
 		if _, ok := res.(*fsm.AcquireResult); !ok {
 			t.Fatal(res)
 		}
@@ -229,7 +230,7 @@ func holding(t *testing.T, grants ...grant) *fsm.FSM {
 	t.Helper()
 	f := fsm.New(nil)
 	for i, g := range grants {
-		res := f.ApplyCommand(&fsm.Acquire{Lock: g.lock, Holder: "h", Lease: "s", TTLMillis: g.ttl}, uint64(i+1))
+		res := f.ApplyCommand(&entry.Acquire{Lock: g.lock, Holder: "h", Lease: "s", TTLMillis: g.ttl}, uint64(i+1))
 		if _, ok := res.(*fsm.AcquireResult); !ok {
 			t.Fatal(res)
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/fencer-io/fencer/api/wire"
 	"github.com/fencer-io/fencer/cluster"
 	"github.com/fencer-io/fencer/fsm"
+	"github.com/fencer-io/fencer/fsm/entry"
 )
 
 // AcquireRequest asks for a lock.
@@ -61,17 +62,17 @@ func (s *Service) Acquire(ctx context.Context, req AcquireRequest) (fsm.AcquireR
 	if req.RequestID == "" {
 		req.RequestID = newRequestID()
 	}
-	if s.raft.EntryFormat() < fsm.LogFormatPrincipal {
+	if s.raft.EntryFormat() < entry.LogFormatPrincipal {
 		// The entry will carry no principal, so the request is remembered
 		// without one, as by the members' older builds.
 		req.Principal = ""
 	}
-	if f := s.raft.EntryFormat(); (req.LockDelay > 0 || req.Value != "") && f < fsm.LogFormatCoord {
+	if f := s.raft.EntryFormat(); (req.LockDelay > 0 || req.Value != "") && f < entry.LogFormatCoord {
 		// Refused before it could queue: no entry could carry it.
 		return fsm.AcquireResult{}, fmt.Errorf("%w: a lock-delay or a value needs log format %d, the members read %d; upgrade every member first",
-			fsm.ErrFormatTooOld, fsm.LogFormatCoord, f)
+			entry.ErrFormatTooOld, entry.LogFormatCoord, f)
 	}
-	cmd := &fsm.Acquire{
+	cmd := &entry.Acquire{
 		Lock:      req.Lock,
 		Holder:    req.Holder,
 		Lease:     newLeaseSecret(req.Lock),
@@ -149,7 +150,7 @@ func (s *Service) checkLimits(q *queue, req AcquireRequest, held, retry, queuein
 }
 
 // grant proposes an acquire and starts the new grant's lease.
-func (s *Service) grant(cmd *fsm.Acquire) (fsm.AcquireResult, error) {
+func (s *Service) grant(cmd *entry.Acquire) (fsm.AcquireResult, error) {
 	res, err := s.raft.Apply(cmd)
 	if err != nil {
 		return fsm.AcquireResult{}, err
@@ -246,8 +247,8 @@ func (s *Service) Release(ctx context.Context, name string, token uint64, secret
 	if err := s.awaitLeader(ctx); err != nil {
 		return err
 	}
-	err := s.free(name, token, true, func(next *fsm.Acquire) fsm.Command {
-		return &fsm.Release{Lock: name, Token: token, Lease: secret, Next: next}
+	err := s.free(name, token, true, func(next *entry.Acquire) entry.Command {
+		return &entry.Release{Lock: name, Token: token, Lease: secret, Next: next}
 	})
 	if err == nil {
 		s.metrics.releases.Inc()
@@ -264,8 +265,8 @@ func (s *Service) expire(name string, token uint64) {
 	// expires: its delay runs first (delay.go).
 	cur, held := s.fsm.Lock(name)
 	handoff := !held || cur.Token != token || cur.LockDelayMillis == 0
-	err := s.free(name, token, handoff, func(next *fsm.Acquire) fsm.Command {
-		return &fsm.Expire{Lock: name, Token: token, Next: next}
+	err := s.free(name, token, handoff, func(next *entry.Acquire) entry.Command {
+		return &entry.Expire{Lock: name, Token: token, Next: next}
 	})
 	switch {
 	case err == nil:
@@ -281,7 +282,7 @@ func (s *Service) expire(name string, token uint64) {
 
 // free proposes the command built by mk (a Release or Expire), offering the
 // lock to the head waiter in the same entry when handoff is set.
-func (s *Service) free(name string, token uint64, handoff bool, mk func(next *fsm.Acquire) fsm.Command) error {
+func (s *Service) free(name string, token uint64, handoff bool, mk func(next *entry.Acquire) entry.Command) error {
 	q := s.queues.get(name)
 	defer s.queues.put(name, q)
 	q.mu.Lock()
@@ -290,7 +291,7 @@ func (s *Service) free(name string, token uint64, handoff bool, mk func(next *fs
 	if handoff {
 		w = q.pop()
 	}
-	var next *fsm.Acquire
+	var next *entry.Acquire
 	if w != nil {
 		next = w.cmd
 		next.NowMillis = s.cfg.Clock.Now().UnixMilli()
@@ -413,7 +414,7 @@ func (s *Service) Proclaim(ctx context.Context, name string, token uint64, secre
 	defer s.queues.put(name, q)
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	res, err := s.raft.Apply(&fsm.SetValue{Lock: name, Token: token, Lease: secret, Value: value})
+	res, err := s.raft.Apply(&entry.SetValue{Lock: name, Token: token, Lease: secret, Value: value})
 	if err != nil {
 		return fsm.Lock{}, err
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/fencer-io/fencer/cluster"
 	"github.com/fencer-io/fencer/fsm"
+	"github.com/fencer-io/fencer/fsm/entry"
 )
 
 // These tests run the lock service over a fake Raft (fakeraft_test.go) and
@@ -84,7 +85,7 @@ func TestHandoffInTheReleasingEntry(t *testing.T) {
 		t.Fatal(got.err)
 	}
 	log := f.log()
-	rel, ok := log[len(log)-1].(*fsm.Release)
+	rel, ok := log[len(log)-1].(*entry.Release)
 	if !ok || rel.Next == nil || rel.Next.Holder != "b" {
 		t.Fatalf("last entry %#v: want the release carrying b's acquire", log[len(log)-1])
 	}
@@ -136,7 +137,7 @@ func TestExpiryHandsOffInTheExpireEntry(t *testing.T) {
 		t.Fatal(got.err)
 	}
 	log := f.log()
-	exp, ok := log[len(log)-1].(*fsm.Expire)
+	exp, ok := log[len(log)-1].(*entry.Expire)
 	if !ok || exp.Next == nil || got.res.Grant.Token != uint64(len(log)) {
 		t.Fatalf("last entry %#v, b's grant %+v: want b granted by the expire entry", log[len(log)-1], got.res.Grant)
 	}
@@ -159,7 +160,7 @@ func TestFailoverRestartsLeasesAtFullTTL(t *testing.T) {
 	}
 	clock.Advance(time.Millisecond)
 	poll(t, "the expiry", func() bool { return !isHeld(f, "l") })
-	if _, ok := f.log()[len(f.log())-1].(*fsm.Expire); !ok {
+	if _, ok := f.log()[len(f.log())-1].(*entry.Expire); !ok {
 		t.Fatal("the lock was freed by something other than an expire entry")
 	}
 }
@@ -190,7 +191,7 @@ func TestDemotionDropsTimersAndWaiters(t *testing.T) {
 func TestRetryWithRequestIDGetsTheSameGrant(t *testing.T) {
 	s, f, _ := newTestService(t, Config{})
 	f.mu.Lock()
-	f.hook = func(fsm.Command) (bool, error) { return true, cluster.ErrOutcomeUnknown } // committed, answer lost
+	f.hook = func(entry.Command) (bool, error) { return true, cluster.ErrOutcomeUnknown } // committed, answer lost
 	f.mu.Unlock()
 	req := AcquireRequest{Lock: "l", Holder: "a", TTL: 10 * time.Second, RequestID: "r1"}
 	if _, err := s.Acquire(bg, req); !errors.Is(err, cluster.ErrOutcomeUnknown) {

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 
 	"github.com/fencer-io/fencer/fsm"
+	"github.com/fencer-io/fencer/fsm/entry"
 )
 
 // queues holds, on the leader, a queue per name: a mutex that serializes the
@@ -29,9 +30,9 @@ type queue struct {
 // waiter is a caller queued for a lock, with the acquire to propose for it
 // when its turn comes.
 type waiter struct {
-	cmd    *fsm.Acquire
-	sem    *fsm.SemAcquire // instead of cmd, for a semaphore's permit
-	result chan waitResult // buffered: a grant is never blocked on delivery
+	cmd    *entry.Acquire
+	sem    *entry.SemAcquire // instead of cmd, for a semaphore's permit
+	result chan waitResult   // buffered: a grant is never blocked on delivery
 	elem   *list.Element
 	taken  bool // popped by a proposal; the result will arrive
 }

@@ -4,7 +4,7 @@ import (
 	"testing"
 
 	"github.com/fencer-io/fencer/cluster"
-	"github.com/fencer-io/fencer/fsm"
+	"github.com/fencer-io/fencer/fsm/entry"
 )
 
 // The table's count of waiters (MaxWaiters) follows every way in and out of
@@ -17,7 +17,7 @@ func TestQueuesCountWaiters(t *testing.T) {
 	defer tab.put("a", q)
 	ws := make([]*waiter, 4)
 	for i := range ws {
-		ws[i] = &waiter{cmd: &fsm.Acquire{Lock: "a"}, result: make(chan waitResult, 1)}
+		ws[i] = &waiter{cmd: &entry.Acquire{Lock: "a"}, result: make(chan waitResult, 1)}
 		q.mu.Lock()
 		q.pushBack(ws[i])
 		q.mu.Unlock()

@@ -1,6 +1,6 @@
 package coord
 
-import "github.com/fencer-io/fencer/fsm"
+import "github.com/fencer-io/fencer/fsm/entry"
 
 // Raft is what the coordination layer needs of the Raft node: cluster.Node,
 // or in tests a fake that applies commands in order to a real fsm.FSM. Its
@@ -8,7 +8,7 @@ import "github.com/fencer-io/fencer/fsm"
 // command the FSM refuses comes back as the FSM's error.
 type Raft interface {
 	// Apply proposes cmd and returns the FSM's result once it is applied.
-	Apply(cmd fsm.Command) (any, error)
+	Apply(cmd entry.Command) (any, error)
 	// VerifyLeader confirms with a quorum round that this node still leads.
 	VerifyLeader() error
 	// Barrier returns once the FSM has applied every entry committed before
@@ -19,7 +19,7 @@ type Raft interface {
 	// restore). Leader-only work belongs to one view.
 	Leadership() (leader bool, changed <-chan struct{})
 	// EntryFormat is the log format Apply writes now: the newest every
-	// member has recorded (fsm.LogFormat*). Below fsm.LogFormatPrincipal
+	// member has recorded (entry.LogFormat*). Below entry.LogFormatPrincipal
 	// entries carry no principal and key deletes cannot be written.
 	EntryFormat() int
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/fencer-io/fencer/cluster"
 	"github.com/fencer-io/fencer/fsm"
+	"github.com/fencer-io/fencer/fsm/entry"
 )
 
 // Semaphores share what locks have on the leader: each permit's lease is in
@@ -47,14 +48,14 @@ func (s *Service) AcquirePermit(ctx context.Context, req PermitRequest) (fsm.Per
 	if err := s.awaitLeader(ctx); err != nil {
 		return fsm.PermitResult{}, err
 	}
-	if f := s.raft.EntryFormat(); f < fsm.LogFormatCoord {
+	if f := s.raft.EntryFormat(); f < entry.LogFormatCoord {
 		return fsm.PermitResult{}, fmt.Errorf("%w: semaphores need log format %d, the members read %d; upgrade every member first",
-			fsm.ErrFormatTooOld, fsm.LogFormatCoord, f)
+			entry.ErrFormatTooOld, entry.LogFormatCoord, f)
 	}
 	if req.RequestID == "" {
 		req.RequestID = newRequestID()
 	}
-	cmd := &fsm.SemAcquire{
+	cmd := &entry.SemAcquire{
 		Semaphore: req.Semaphore,
 		Holder:    req.Holder,
 		Lease:     newLeaseSecret(req.Semaphore),
@@ -117,7 +118,7 @@ func (s *Service) AcquirePermit(ctx context.Context, req PermitRequest) (fsm.Per
 }
 
 // grantPermit proposes a permit and starts its lease.
-func (s *Service) grantPermit(cmd *fsm.SemAcquire) (fsm.PermitResult, error) {
+func (s *Service) grantPermit(cmd *entry.SemAcquire) (fsm.PermitResult, error) {
 	res, err := s.raft.Apply(cmd)
 	if err != nil {
 		return fsm.PermitResult{}, err
@@ -215,8 +216,8 @@ func (s *Service) ReleasePermit(ctx context.Context, name string, token uint64, 
 	if err := s.awaitLeader(ctx); err != nil {
 		return err
 	}
-	err := s.freePermit(name, token, func(next *fsm.SemAcquire) fsm.Command {
-		return &fsm.SemRelease{Semaphore: name, Token: token, Lease: secret, Next: next}
+	err := s.freePermit(name, token, func(next *entry.SemAcquire) entry.Command {
+		return &entry.SemRelease{Semaphore: name, Token: token, Lease: secret, Next: next}
 	})
 	if err == nil {
 		s.metrics.releases.Inc()
@@ -230,8 +231,8 @@ func (s *Service) expirePermit(name string, token uint64) {
 	if s.awaitLeader(context.Background()) != nil {
 		return
 	}
-	err := s.freePermit(name, token, func(next *fsm.SemAcquire) fsm.Command {
-		return &fsm.SemExpire{Semaphore: name, Token: token, Next: next}
+	err := s.freePermit(name, token, func(next *entry.SemAcquire) entry.Command {
+		return &entry.SemExpire{Semaphore: name, Token: token, Next: next}
 	})
 	switch {
 	case err == nil:
@@ -243,14 +244,14 @@ func (s *Service) expirePermit(name string, token uint64) {
 	}
 }
 
-func (s *Service) freePermit(name string, token uint64, mk func(next *fsm.SemAcquire) fsm.Command) error {
+func (s *Service) freePermit(name string, token uint64, mk func(next *entry.SemAcquire) entry.Command) error {
 	qname := semQueue(name)
 	q := s.queues.get(qname)
 	defer s.queues.put(qname, q)
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	w := q.pop()
-	var next *fsm.SemAcquire
+	var next *entry.SemAcquire
 	if w != nil {
 		next = w.sem
 		next.NowMillis = s.cfg.Clock.Now().UnixMilli()

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/fencer-io/fencer/fsm"
+	"github.com/fencer-io/fencer/fsm/entry"
 )
 
 func mustPermit(t *testing.T, s *Service, holder string, limit int) fsm.PermitResult {
@@ -40,14 +41,14 @@ func TestPermitHandoffInOneEntry(t *testing.T) {
 	}
 	got := <-queued
 	log := f.log()
-	rel, ok := log[len(log)-1].(*fsm.SemRelease)
+	rel, ok := log[len(log)-1].(*entry.SemRelease)
 	if got.err != nil || !ok || rel.Next == nil || got.permit.Permit.Holder != "c" || got.permit.Permit.Token != uint64(len(log)) {
 		t.Fatalf("c got %+v (%v) after entry %#v: want the release's own entry", got.permit, got.err, log[len(log)-1])
 	}
 	clock.Advance(time.Second) // b's permit expires: d gets it in the expiry
 	got = <-queued
 	log = f.log()
-	exp, ok := log[len(log)-1].(*fsm.SemExpire)
+	exp, ok := log[len(log)-1].(*entry.SemExpire)
 	if got.err != nil || !ok || exp.Next == nil || got.permit.Permit.Holder != "d" || got.permit.Permit.Token != uint64(len(log)) {
 		t.Fatalf("d got %+v (%v) after entry %#v: want the expiry's own entry", got.permit, got.err, log[len(log)-1])
 	}

@@ -2,13 +2,45 @@ package fsm
 
 import (
 	"fmt"
+
+	"github.com/fencer-io/fencer/fsm/entry"
 )
 
-// One apply method per command (see Command). Each runs under FSM.mu with the
-// index of the entry that carries it; a refusal is returned, not panicked,
-// and changes nothing.
+// appliers holds the one apply function of each command type (entry's
+// commands table has its name and encodings). Each runs under FSM.mu with
+// the index of the entry that carries it and returns the Apply result: one
+// of the *Result types, nil, or a refusal (an error), which changes nothing.
+var appliers = map[entry.CommandType]applier{
+	entry.CmdAcquire:      applierOf(applyAcquire),
+	entry.CmdRelease:      applierOf(applyRelease),
+	entry.CmdExpire:       applierOf(applyExpire),
+	entry.CmdPut:          applierOf(applyPut),
+	entry.CmdSetMember:    applierOf(applySetMember),
+	entry.CmdRemoveMember: applierOf(applyRemoveMember),
+	entry.CmdBumpEpoch:    applierOf(applyBumpEpoch),
+	entry.CmdSetClusterID: applierOf(applySetClusterID),
+	entry.CmdDeleteKey:    applierOf(applyDeleteKey),
+	entry.CmdEndDelay:     applierOf(applyEndDelay),
+	entry.CmdSemAcquire:   applierOf(applySemAcquire),
+	entry.CmdSemRelease:   applierOf(applySemRelease),
+	entry.CmdSemExpire:    applierOf(applySemExpire),
+	entry.CmdSetValue:     applierOf(applySetValue),
+}
 
-func (c *Acquire) apply(s *state, index uint64) any {
+type applier func(s *state, cmd entry.Command, index uint64) any
+
+// applierOf adapts an apply function of one command type to the table.
+func applierOf[C entry.Command](apply func(*state, C, uint64) any) applier {
+	return func(s *state, cmd entry.Command, index uint64) any { return apply(s, cmd.(C), index) }
+}
+
+// applyCommand carries out a decoded command. Decode only returns commands
+// of the table, and TestEveryCommandHasAnApplier keeps appliers complete.
+func applyCommand(s *state, cmd entry.Command, index uint64) any {
+	return appliers[cmd.Type()](s, cmd, index)
+}
+
+func applyAcquire(s *state, c *entry.Acquire, index uint64) any {
 	if c.RequestID != "" {
 		// Keyed by principal too: another principal replaying this request
 		// id is a new request, refused as anyone's while the lock is held.
@@ -30,11 +62,11 @@ func (c *Acquire) apply(s *state, index uint64) any {
 	return s.grant(c, index)
 }
 
-func (s *state) grant(c *Acquire, index uint64) any {
+func (s *state) grant(c *entry.Acquire, index uint64) any {
 	if c.Lock == "" || c.TTLMillis <= 0 {
 		// The API never proposes these; a lock without a name or TTL could
 		// not be written to a snapshot and read back (Image.check).
-		return fmt.Errorf("%w: acquire of lock %q with ttl %d ms", ErrMalformedCommand, c.Lock, c.TTLMillis)
+		return fmt.Errorf("%w: acquire of lock %q with ttl %d ms", entry.ErrMalformedCommand, c.Lock, c.TTLMillis)
 	}
 	if index > MaxIndex || s.epoch >= MaxEpoch {
 		return ErrTokenSpaceExhausted
@@ -65,7 +97,7 @@ func (s *state) grant(c *Acquire, index uint64) any {
 	return &AcquireResult{Grant: e.lock()}
 }
 
-func (c *Release) apply(s *state, index uint64) any {
+func applyRelease(s *state, c *entry.Release, index uint64) any {
 	cur, held := s.locks[c.Lock]
 	if !held {
 		return LeaseRefused(c.Lock, 0, c.Token, c.Lease)
@@ -76,7 +108,7 @@ func (c *Release) apply(s *state, index uint64) any {
 	return s.free(cur, c.Next, index)
 }
 
-func (c *Expire) apply(s *state, index uint64) any {
+func applyExpire(s *state, c *entry.Expire, index uint64) any {
 	cur, held := s.locks[c.Lock]
 	if !held || cur.token != c.Token {
 		return fmt.Errorf("%w: lock %q token %d already ended", ErrLeaseLost, c.Lock, c.Token)
@@ -90,7 +122,7 @@ func (c *Expire) apply(s *state, index uint64) any {
 	return s.free(cur, c.Next, index)
 }
 
-func (s *state) free(cur *lockEntry, next *Acquire, index uint64) *ReleaseResult {
+func (s *state) free(cur *lockEntry, next *entry.Acquire, index uint64) *ReleaseResult {
 	res := &ReleaseResult{Freed: cur.lock()}
 	name, holder := cur.name(), cur.holder()
 	delete(s.locks, name)
@@ -104,7 +136,7 @@ func (s *state) free(cur *lockEntry, next *Acquire, index uint64) *ReleaseResult
 		return res
 	}
 	next.Lock = name
-	switch r := next.apply(s, index).(type) {
+	switch r := applyAcquire(s, next, index).(type) {
 	case *AcquireResult:
 		res.Next = &r.Grant
 	case error:
@@ -119,9 +151,9 @@ func (s *state) add(e *lockEntry) {
 	s.byHolder[e.holder()]++
 }
 
-func (c *Put) apply(s *state, _ uint64) any {
+func applyPut(s *state, c *entry.Put, _ uint64) any {
 	if c.Key == "" {
-		return fmt.Errorf("%w: put without a key", ErrMalformedCommand)
+		return fmt.Errorf("%w: put without a key", entry.ErrMalformedCommand)
 	}
 	if c.Token == 0 {
 		return fmt.Errorf("%w: token 0 is never issued", ErrStaleToken)
@@ -131,7 +163,7 @@ func (c *Put) apply(s *state, _ uint64) any {
 		// even above a mark that the restore took back (see DESIGN.md).
 		return &StaleError{Key: c.Key, Token: c.Token, LastToken: s.mark(c.Key)}
 	}
-	if c.issuedOnly && c.Token > s.lastToken {
+	if c.IssuedOnly() && c.Token > s.lastToken {
 		// A mark above every token issued would refuse every real holder
 		// until tokens caught up with it, for good at 2^64-1.
 		return &UnissuedError{Key: c.Key, Token: c.Token}
@@ -159,7 +191,7 @@ func (s *state) mark(key string) uint64 {
 
 // apply removes the key and its mark; a key that does not exist is
 // ErrNoSuchKey.
-func (c *DeleteKey) apply(s *state, _ uint64) any {
+func applyDeleteKey(s *state, c *entry.DeleteKey, _ uint64) any {
 	old, ok := s.deleteKey(c.Key)
 	if !ok {
 		return fmt.Errorf("%w: %q", ErrNoSuchKey, c.Key)
@@ -167,24 +199,24 @@ func (c *DeleteKey) apply(s *state, _ uint64) any {
 	return &DeleteKeyResult{Key: old.Key, LastToken: old.Token}
 }
 
-func (c *SetMember) apply(s *state, _ uint64) any {
+func applySetMember(s *state, c *entry.SetMember, _ uint64) any {
 	s.members[c.ID] = c.Member
 	return nil
 }
 
-func (c *RemoveMember) apply(s *state, _ uint64) any {
+func applyRemoveMember(s *state, c *entry.RemoveMember, _ uint64) any {
 	delete(s.members, c.ID)
 	return nil
 }
 
 // apply returns the new epoch.
-func (c *BumpEpoch) apply(s *state, _ uint64) any {
+func applyBumpEpoch(s *state, c *entry.BumpEpoch, _ uint64) any {
 	s.epoch++
 	return s.epoch
 }
 
 // apply returns the cluster's id, which only the first SetClusterID sets.
-func (c *SetClusterID) apply(s *state, _ uint64) any {
+func applySetClusterID(s *state, c *entry.SetClusterID, _ uint64) any {
 	if s.clusterID == "" {
 		s.clusterID = c.ID
 	}

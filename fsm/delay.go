@@ -1,8 +1,9 @@
 package fsm
 
 import (
-	"encoding/json"
 	"fmt"
+
+	"github.com/fencer-io/fencer/fsm/entry"
 )
 
 // A lock-delay (Chubby's, Consul's) protects resources that cannot check a
@@ -24,15 +25,6 @@ type Delay struct {
 	Millis int64  `json:"ms"`
 }
 
-// EndDelay ends the lock-delay started at index Since, and when Next is set
-// grants the lock to it in the same entry, so a waiter that waited through
-// the delay gets the lock with no gap in which anybody else could.
-type EndDelay struct {
-	Lock  string   `json:"lock"`
-	Since uint64   `json:"since"`
-	Next  *Acquire `json:"next,omitempty"`
-}
-
 // EndDelayResult is the Apply result of an effective EndDelay.
 type EndDelayResult struct {
 	Ended Delay
@@ -42,7 +34,7 @@ type EndDelayResult struct {
 	NextErr error
 }
 
-func (c *EndDelay) apply(s *state, index uint64) any {
+func applyEndDelay(s *state, c *entry.EndDelay, index uint64) any {
 	d, ok := s.delays[c.Lock]
 	if !ok || d.Since != c.Since {
 		return fmt.Errorf("%w: lock %q has no lock-delay since index %d", ErrLeaseLost, c.Lock, c.Since)
@@ -53,7 +45,7 @@ func (c *EndDelay) apply(s *state, index uint64) any {
 		return res
 	}
 	c.Next.Lock = c.Lock
-	switch r := c.Next.apply(s, index).(type) {
+	switch r := applyAcquire(s, c.Next, index).(type) {
 	case *AcquireResult:
 		res.Next = &r.Grant
 	case error:
@@ -79,38 +71,4 @@ func (f *FSM) Delays() []Delay {
 		out = append(out, f.s.delays[name])
 	}
 	return out
-}
-
-// acquireFields is Acquire without its methods, for its JSON.
-type acquireFields Acquire
-
-// acquireWithPrincipal is the JSON of an acquire with a lock-delay or a
-// value (fieldsFormat): only
-// members of LogFormatCoord are ever sent one, and they read the principal,
-// so unlike older JSON acquires it carries it.
-type acquireWithPrincipal struct {
-	*acquireFields
-	Principal string `json:"principal,omitempty"`
-}
-
-// MarshalJSON writes the principal only in an acquire with a lock-delay.
-func (c *Acquire) MarshalJSON() ([]byte, error) {
-	if fieldsFormat(c) < LogFormatCoord {
-		return json.Marshal((*acquireFields)(c))
-	}
-	return json.Marshal(acquireWithPrincipal{(*acquireFields)(c), c.Principal})
-}
-
-// UnmarshalJSON reads the principal only in an acquire with a lock-delay:
-// in any other JSON acquire it would be something no build wrote.
-func (c *Acquire) UnmarshalJSON(b []byte) error {
-	w := acquireWithPrincipal{acquireFields: (*acquireFields)(c)}
-	if err := json.Unmarshal(b, &w); err != nil {
-		return err
-	}
-	c.Principal = ""
-	if fieldsFormat(c) >= LogFormatCoord {
-		c.Principal = w.Principal
-	}
-	return nil
 }

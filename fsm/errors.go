@@ -25,19 +25,12 @@ var (
 	ErrUnissuedToken = errors.New("fencing token was never issued")
 	// ErrNoSuchKey: a key delete named a key that is not stored.
 	ErrNoSuchKey = errors.New("no such key")
-	// ErrFormatTooOld: a command was encoded for members whose log format
-	// cannot read it.
-	ErrFormatTooOld = errors.New("the members' log format cannot carry this command")
 	// ErrLockDelay: the lock's last grant expired and its lock-delay is
 	// still running; nobody can acquire it until the delay ends.
 	ErrLockDelay = errors.New("lock is in its lock-delay")
 	// ErrTokenSpaceExhausted: the log index no longer fits below the epoch
 	// bits, so no token could be ordered after the previous ones. Fail closed.
 	ErrTokenSpaceExhausted = errors.New("token space exhausted for this epoch")
-	// ErrMalformedCommand: a committed entry could not be decoded. Every
-	// replica decodes the same bytes the same way, so each one skips it
-	// identically; see FSM.Apply.
-	ErrMalformedCommand = errors.New("malformed command")
 )
 
 // HeldError reports who holds a lock; it matches ErrLockHeld.

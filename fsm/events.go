@@ -1,5 +1,7 @@
 package fsm
 
+import "github.com/fencer-io/fencer/fsm/entry"
+
 // Event types. Events are derived from applied entries only, so every replica
 // that applies the same log produces the same events; an event's index is
 // the log index of the entry that produced it.
@@ -67,42 +69,42 @@ func (f *FSM) Observe(o Observer) {
 
 // eventsOf returns the events of cmd applied at index with result. before
 // is what the state looked like where it matters (see memberExisted).
-func eventsOf(cmd Command, result any, index uint64, memberExisted bool) []Event {
+func eventsOf(cmd entry.Command, result any, index uint64, memberExisted bool) []Event {
 	switch c := cmd.(type) {
-	case *Acquire:
+	case *entry.Acquire:
 		if r, ok := result.(*AcquireResult); ok && !r.Existing {
 			return []Event{{Index: index, Type: EventAcquired, Lock: r.Grant.Name, Holder: r.Grant.Holder, Token: r.Grant.Token, Value: r.Grant.Value}}
 		}
-	case *EndDelay:
+	case *entry.EndDelay:
 		// The end of a lock-delay is an event only when it grants the lock.
 		if r, ok := result.(*EndDelayResult); ok && r.Next != nil {
 			return []Event{{Index: index, Type: EventAcquired, Lock: r.Next.Name, Holder: r.Next.Holder, Token: r.Next.Token, Value: r.Next.Value}}
 		}
-	case *SetValue:
+	case *entry.SetValue:
 		if r, ok := result.(*SetValueResult); ok {
 			return []Event{{Index: index, Type: EventValueSet, Lock: r.Grant.Name, Holder: r.Grant.Holder, Token: r.Grant.Token, Value: r.Grant.Value}}
 		}
-	case *Release:
+	case *entry.Release:
 		return freedEvents(result, index, EventReleased)
-	case *Expire:
+	case *entry.Expire:
 		return freedEvents(result, index, EventExpired)
-	case *Put:
+	case *entry.Put:
 		if r, ok := result.(*PutResult); ok {
 			return []Event{{Index: index, Type: EventPut, Key: r.Key, Token: r.Token, ValueSize: len(c.Value)}}
 		}
-	case *DeleteKey:
+	case *entry.DeleteKey:
 		if r, ok := result.(*DeleteKeyResult); ok {
 			return []Event{{Index: index, Type: EventKeyDeleted, Key: r.Key, Token: r.LastToken}}
 		}
-	case *SetMember:
+	case *entry.SetMember:
 		if !memberExisted {
 			return []Event{{Index: index, Type: EventMemberAdded, Member: c.ID}}
 		}
-	case *RemoveMember:
+	case *entry.RemoveMember:
 		if memberExisted {
 			return []Event{{Index: index, Type: EventMemberRemoved, Member: c.ID}}
 		}
-	case *BumpEpoch:
+	case *entry.BumpEpoch:
 		if e, ok := result.(uint64); ok {
 			return []Event{{Index: index, Type: EventEpoch, Epoch: e}}
 		}
@@ -124,11 +126,11 @@ func freedEvents(result any, index uint64, how string) []Event {
 }
 
 // memberID returns the id a membership command names, if it is one.
-func memberID(cmd Command) (string, bool) {
+func memberID(cmd entry.Command) (string, bool) {
 	switch c := cmd.(type) {
-	case *SetMember:
+	case *entry.SetMember:
 		return c.ID, true
-	case *RemoveMember:
+	case *entry.RemoveMember:
 		return c.ID, true
 	}
 	return "", false

@@ -6,6 +6,8 @@ import (
 	"io"
 	"strings"
 	"testing"
+
+	"github.com/fencer-io/fencer/fsm/entry"
 )
 
 // restoreImage restores img into a fresh FSM through the snapshot format.
@@ -30,7 +32,7 @@ func TestEpochFloorRefusesEveryTokenOfAnEarlierEpoch(t *testing.T) {
 	const t0, k = 40, 25
 	old := New(nil)
 	mustGrant(t, old, acquire("a", "w", "s"), t0)
-	if _, ok := old.ApplyCommand(&Put{Key: "k", Value: []byte("at T0"), Token: t0}, t0+1).(*PutResult); !ok {
+	if _, ok := old.ApplyCommand(&entry.Put{Key: "k", Value: []byte("at T0"), Token: t0}, t0+1).(*PutResult); !ok {
 		t.Fatal("put at T0 refused")
 	}
 	backup := old.Image()
@@ -41,7 +43,7 @@ func TestEpochFloorRefusesEveryTokenOfAnEarlierEpoch(t *testing.T) {
 	img.Header.Locks, img.Header.Requests = 0, 0
 	f := restoreImage(t, img)
 
-	stale := func(p *Put, wantMark uint64) {
+	stale := func(p *entry.Put, wantMark uint64) {
 		t.Helper()
 		err, _ := f.ApplyCommand(p, t0+10).(error)
 		var se *StaleError
@@ -49,10 +51,10 @@ func TestEpochFloorRefusesEveryTokenOfAnEarlierEpoch(t *testing.T) {
 			t.Fatalf("put %+v after restore: %v, want stale with last token %d", p, err, wantMark)
 		}
 	}
-	stale(&Put{Key: "k", Value: []byte("zombie"), Token: t0 + k}, t0)
-	stale(&Put{Key: "new-key", Value: []byte("zombie"), Token: t0 + k}, 0)
-	stale(&Put{Key: "k", Value: []byte("zombie"), Token: t0 + k, Lock: "a"}, t0)
-	stale(&Put{Key: "k", Value: []byte("zombie"), Token: MaxIndex}, t0)
+	stale(&entry.Put{Key: "k", Value: []byte("zombie"), Token: t0 + k}, t0)
+	stale(&entry.Put{Key: "new-key", Value: []byte("zombie"), Token: t0 + k}, 0)
+	stale(&entry.Put{Key: "k", Value: []byte("zombie"), Token: t0 + k, Lock: "a"}, t0)
+	stale(&entry.Put{Key: "k", Value: []byte("zombie"), Token: MaxIndex}, t0)
 	if k, _ := f.Key("k"); string(k.Value) != "at T0" {
 		t.Fatalf("key after refused writes: %+v", k)
 	}
@@ -61,13 +63,13 @@ func TestEpochFloorRefusesEveryTokenOfAnEarlierEpoch(t *testing.T) {
 	if TokenEpoch(g.Token) != 1 {
 		t.Fatalf("new grant %d not in epoch 1", g.Token)
 	}
-	if _, ok := f.ApplyCommand(&Put{Key: "k", Value: []byte("new"), Token: g.Token, Lock: "a"}, t0+12).(*PutResult); !ok {
+	if _, ok := f.ApplyCommand(&entry.Put{Key: "k", Value: []byte("new"), Token: g.Token, Lock: "a"}, t0+12).(*PutResult); !ok {
 		t.Fatal("the new grant's write was refused")
 	}
 
 	// The floor survives a snapshot of its own.
 	again := restoreImage(t, f.Image())
-	if err, _ := again.ApplyCommand(&Put{Key: "other", Value: []byte("zombie"), Token: t0 + k}, t0+13).(error); !errors.Is(err, ErrStaleToken) {
+	if err, _ := again.ApplyCommand(&entry.Put{Key: "other", Value: []byte("zombie"), Token: t0 + k}, t0+13).(error); !errors.Is(err, ErrStaleToken) {
 		t.Fatalf("after a second snapshot: %v", err)
 	}
 	if again.Digest() != f.Digest() {
@@ -80,7 +82,7 @@ func TestEpochFloorRefusesEveryTokenOfAnEarlierEpoch(t *testing.T) {
 // existing log gives what it gave before.
 func TestNoFloorKeepsTheMarkRule(t *testing.T) {
 	f := restoreImage(t, &Image{Header: Header{Format: SnapshotFormat, Version: SnapshotVersion, Epoch: 1, LastToken: 50}})
-	if _, ok := f.ApplyCommand(&Put{Key: "k", Value: []byte("v"), Token: 40}, 2).(*PutResult); !ok {
+	if _, ok := f.ApplyCommand(&entry.Put{Key: "k", Value: []byte("v"), Token: 40}, 2).(*PutResult); !ok {
 		t.Fatal("put refused without a floor")
 	}
 	var buf bytes.Buffer

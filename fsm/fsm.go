@@ -1,7 +1,9 @@
-// Package fsm is fencer's replicated state machine: locks, fenced keys and
-// member addresses. It is pure: no clock, no randomness, no raft handle.
-// Everything a decision needs arrives in the command, so every replica that
-// applies the same log reaches the same state.
+// Package fsm is fencer's replicated state machine: it applies the commands
+// of fsm/entry to the state (locks, semaphores, lock-delays, fenced keys and
+// member addresses) and writes and restores its snapshots. It is pure: no
+// clock, no randomness, no raft handle. Everything a decision needs arrives
+// in the command, so every replica that applies the same log reaches the
+// same state.
 //
 // The fencing token of a grant is the log index of the entry that granted it
 // (plus the epoch in the high bits, see EpochShift). Only a Raft leader can
@@ -18,6 +20,8 @@ import (
 	"sync"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/fencer-io/fencer/fsm/entry"
 )
 
 // FSM implements raft.FSM.
@@ -90,8 +94,8 @@ func (f *FSM) Apply(l *raft.Log) any {
 		f.mu.Unlock()
 		return nil
 	}
-	cmd, err := Decode(l.Data)
-	var unknown *UnknownCommandError
+	cmd, err := entry.Decode(l.Data)
+	var unknown *entry.UnknownCommandError
 	if errors.As(err, &unknown) {
 		panic(fmt.Sprintf("fencer fsm: entry %d: %v", l.Index, err))
 	}
@@ -106,7 +110,7 @@ func (f *FSM) Apply(l *raft.Log) any {
 		if id, ok := memberID(cmd); ok {
 			_, existed = f.s.members[id]
 		}
-		result = cmd.apply(f.s, l.Index)
+		result = applyCommand(f.s, cmd, l.Index)
 		if f.obs != nil {
 			events = eventsOf(cmd, result, l.Index, existed)
 		}
@@ -121,8 +125,8 @@ func (f *FSM) Apply(l *raft.Log) any {
 
 // ApplyCommand applies cmd as if committed at index. It is for tests and
 // tools that replay commands without raft.
-func (f *FSM) ApplyCommand(cmd Command, index uint64) any {
-	data, err := Encode(cmd)
+func (f *FSM) ApplyCommand(cmd entry.Command, index uint64) any {
+	data, err := entry.Encode(cmd)
 	if err != nil {
 		return err
 	}

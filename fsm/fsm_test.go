@@ -9,13 +9,15 @@ import (
 	"testing"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/fencer-io/fencer/fsm/entry"
 )
 
-func acquire(lock, holder, lease string) *Acquire {
-	return &Acquire{Lock: lock, Holder: holder, Lease: lease, TTLMillis: 1000}
+func acquire(lock, holder, lease string) *entry.Acquire {
+	return &entry.Acquire{Lock: lock, Holder: holder, Lease: lease, TTLMillis: 1000}
 }
 
-func mustGrant(t *testing.T, f *FSM, cmd *Acquire, index uint64) Lock {
+func mustGrant(t *testing.T, f *FSM, cmd *entry.Acquire, index uint64) Lock {
 	t.Helper()
 	res, ok := f.ApplyCommand(cmd, index).(*AcquireResult)
 	if !ok {
@@ -46,7 +48,7 @@ func TestAcquireTokenIsLogIndex(t *testing.T) {
 func TestReleaseNeedsCurrentTokenAndLease(t *testing.T) {
 	f := New(nil)
 	g := mustGrant(t, f, acquire("a", "w1", "s1"), 3)
-	for _, bad := range []*Release{
+	for _, bad := range []*entry.Release{
 		{Lock: "a", Token: g.Token, Lease: "wrong"},
 		{Lock: "a", Token: g.Token + 1, Lease: "s1"},
 		{Lock: "nope", Token: g.Token, Lease: "s1"},
@@ -55,14 +57,14 @@ func TestReleaseNeedsCurrentTokenAndLease(t *testing.T) {
 			t.Fatalf("release %+v: %v, want lease lost", bad, err)
 		}
 	}
-	res, ok := f.ApplyCommand(&Release{Lock: "a", Token: g.Token, Lease: "s1"}, 5).(*ReleaseResult)
+	res, ok := f.ApplyCommand(&entry.Release{Lock: "a", Token: g.Token, Lease: "s1"}, 5).(*ReleaseResult)
 	if !ok || res.Freed.Token != 3 || res.Next != nil {
 		t.Fatalf("release: %+v", res)
 	}
 	if _, held := f.Lock("a"); held {
 		t.Fatal("lock still held after release")
 	}
-	if err, _ := f.ApplyCommand(&Release{Lock: "a", Token: g.Token, Lease: "s1"}, 6).(error); !errors.Is(err, ErrLeaseLost) {
+	if err, _ := f.ApplyCommand(&entry.Release{Lock: "a", Token: g.Token, Lease: "s1"}, 6).(error); !errors.Is(err, ErrLeaseLost) {
 		t.Fatalf("second release: %v", err)
 	}
 	if g2 := mustGrant(t, f, acquire("a", "w2", "s2"), 7); g2.Token != 7 {
@@ -75,7 +77,7 @@ func TestReleaseHandsOffInSameEntry(t *testing.T) {
 	g := mustGrant(t, f, acquire("a", "w1", "s1"), 3)
 	next := acquire("", "w2", "s2")
 	next.RequestID = "r2"
-	res := f.ApplyCommand(&Release{Lock: "a", Token: g.Token, Lease: "s1", Next: next}, 4).(*ReleaseResult)
+	res := f.ApplyCommand(&entry.Release{Lock: "a", Token: g.Token, Lease: "s1", Next: next}, 4).(*ReleaseResult)
 	if res.Next == nil || res.Next.Token != 4 || res.Next.Holder != "w2" || res.Next.Name != "a" {
 		t.Fatalf("handoff = %+v (err %v)", res.Next, res.NextErr)
 	}
@@ -87,10 +89,10 @@ func TestReleaseHandsOffInSameEntry(t *testing.T) {
 func TestExpireForSupersededTokenDoesNothing(t *testing.T) {
 	f := New(nil)
 	g := mustGrant(t, f, acquire("a", "w1", "s1"), 3)
-	f.ApplyCommand(&Release{Lock: "a", Token: g.Token, Lease: "s1"}, 4)
+	f.ApplyCommand(&entry.Release{Lock: "a", Token: g.Token, Lease: "s1"}, 4)
 	g2 := mustGrant(t, f, acquire("a", "w2", "s2"), 5)
 	before := f.Digest()
-	if err, _ := f.ApplyCommand(&Expire{Lock: "a", Token: g.Token}, 6).(error); !errors.Is(err, ErrLeaseLost) {
+	if err, _ := f.ApplyCommand(&entry.Expire{Lock: "a", Token: g.Token}, 6).(error); !errors.Is(err, ErrLeaseLost) {
 		t.Fatalf("stale expire: %v", err)
 	}
 	if f.Digest() != before {
@@ -99,7 +101,7 @@ func TestExpireForSupersededTokenDoesNothing(t *testing.T) {
 	if cur, _ := f.Lock("a"); cur.Token != g2.Token {
 		t.Fatalf("current = %d, want %d", cur.Token, g2.Token)
 	}
-	if _, ok := f.ApplyCommand(&Expire{Lock: "a", Token: g2.Token}, 7).(*ReleaseResult); !ok {
+	if _, ok := f.ApplyCommand(&entry.Expire{Lock: "a", Token: g2.Token}, 7).(*ReleaseResult); !ok {
 		t.Fatal("expire of current token refused")
 	}
 	if _, held := f.Lock("a"); held {
@@ -118,7 +120,7 @@ func TestRequestIDNeverMintsSecondToken(t *testing.T) {
 	if !res.Existing || res.Grant.Token != g.Token || res.Grant.Lease != "s1" {
 		t.Fatalf("retry = %+v, want the first grant", res)
 	}
-	f.ApplyCommand(&Release{Lock: "a", Token: g.Token, Lease: "s1"}, 10)
+	f.ApplyCommand(&entry.Release{Lock: "a", Token: g.Token, Lease: "s1"}, 10)
 	if err, _ := f.ApplyCommand(&retry, 11).(error); !errors.Is(err, ErrLeaseLost) {
 		t.Fatalf("retry after release: %v, want lease lost", err)
 	}
@@ -133,7 +135,7 @@ func TestRequestIDNeverMintsSecondToken(t *testing.T) {
 // binding survives a snapshot.
 func TestRequestIDIsBoundToItsPrincipal(t *testing.T) {
 	f := New(nil)
-	mine := &Acquire{Lock: "jobs.a", Holder: "w", Lease: "secret-of-a", TTLMillis: 1000, RequestID: "0123456789abcdef", Principal: "alice"}
+	mine := &entry.Acquire{Lock: "jobs.a", Holder: "w", Lease: "secret-of-a", TTLMillis: 1000, RequestID: "0123456789abcdef", Principal: "alice"}
 	g := mustGrant(t, f, mine, 3)
 	if g.Principal != "alice" {
 		t.Fatalf("grant %+v does not record its principal", g)
@@ -167,7 +169,7 @@ func TestRequestIDIsBoundToItsPrincipal(t *testing.T) {
 		t.Fatal("RequestGranted ignores the principal")
 	}
 	// Once the lock is free, the replay is a request of its own.
-	f.ApplyCommand(&Release{Lock: "jobs.a", Token: g.Token, Lease: "secret-of-a"}, 8)
+	f.ApplyCommand(&entry.Release{Lock: "jobs.a", Token: g.Token, Lease: "secret-of-a"}, 8)
 	if res, ok := f.ApplyCommand(&replay, 9).(*AcquireResult); !ok || res.Existing || res.Grant.Token != 9 {
 		t.Fatalf("replay once free: %+v", res)
 	}
@@ -179,7 +181,7 @@ func TestRequestTableIsBounded(t *testing.T) {
 		c := acquire("a", "w", "s")
 		c.RequestID = fmt.Sprint(i)
 		mustGrant(t, f, c, uint64(2*i+1))
-		f.ApplyCommand(&Release{Lock: "a", Token: uint64(2*i + 1), Lease: "s"}, uint64(2*i+2))
+		f.ApplyCommand(&entry.Release{Lock: "a", Token: uint64(2*i + 1), Lease: "s"}, uint64(2*i+2))
 	}
 	if n := len(f.Image().Requests); n != MaxRequestIDs {
 		t.Fatalf("request table holds %d, want %d", n, MaxRequestIDs)
@@ -189,25 +191,25 @@ func TestRequestTableIsBounded(t *testing.T) {
 func TestPutFencing(t *testing.T) {
 	f := New(nil)
 	mustGrant(t, f, acquire("a", "w", "s"), 40) // tokens up to 40 are issued
-	ok := func(p *Put, idx uint64) {
+	ok := func(p *entry.Put, idx uint64) {
 		t.Helper()
 		if _, good := f.ApplyCommand(p, idx).(*PutResult); !good {
 			t.Fatalf("put %+v refused: %v", p, f.ApplyCommand(p, idx))
 		}
 	}
-	ok(&Put{Key: "k", Value: []byte("new"), Token: 34}, 41)
-	err, _ := f.ApplyCommand(&Put{Key: "k", Value: []byte("old"), Token: 33}, 42).(error)
+	ok(&entry.Put{Key: "k", Value: []byte("new"), Token: 34}, 41)
+	err, _ := f.ApplyCommand(&entry.Put{Key: "k", Value: []byte("old"), Token: 33}, 42).(error)
 	var stale *StaleError
 	if !errors.As(err, &stale) || stale.LastToken != 34 {
 		t.Fatalf("older token: %v", err)
 	}
-	if err, _ := f.ApplyCommand(&Put{Key: "k", Value: []byte("replay"), Token: 34}, 43).(error); !errors.Is(err, ErrStaleToken) {
+	if err, _ := f.ApplyCommand(&entry.Put{Key: "k", Value: []byte("replay"), Token: 34}, 43).(error); !errors.Is(err, ErrStaleToken) {
 		t.Fatalf("equal token: %v", err)
 	}
-	if err, _ := f.ApplyCommand(&Put{Key: "k2", Value: []byte("zero"), Token: 0}, 44).(error); !errors.Is(err, ErrStaleToken) {
+	if err, _ := f.ApplyCommand(&entry.Put{Key: "k2", Value: []byte("zero"), Token: 0}, 44).(error); !errors.Is(err, ErrStaleToken) {
 		t.Fatalf("zero token: %v", err)
 	}
-	ok(&Put{Key: "k", Value: []byte("newer"), Token: 35}, 45)
+	ok(&entry.Put{Key: "k", Value: []byte("newer"), Token: 35}, 45)
 	if k, _ := f.Key("k"); string(k.Value) != "newer" || k.Token != 35 {
 		t.Fatalf("key = %+v", k)
 	}
@@ -216,13 +218,13 @@ func TestPutFencing(t *testing.T) {
 func TestPutWithLockRequiresCurrentGrant(t *testing.T) {
 	f := New(nil)
 	g := mustGrant(t, f, acquire("a", "w1", "s1"), 10)
-	if _, ok := f.ApplyCommand(&Put{Key: "k", Value: []byte("x"), Token: g.Token, Lock: "a"}, 11).(*PutResult); !ok {
+	if _, ok := f.ApplyCommand(&entry.Put{Key: "k", Value: []byte("x"), Token: g.Token, Lock: "a"}, 11).(*PutResult); !ok {
 		t.Fatal("holder's write refused")
 	}
-	f.ApplyCommand(&Expire{Lock: "a", Token: g.Token}, 12)
+	f.ApplyCommand(&entry.Expire{Lock: "a", Token: g.Token}, 12)
 	// Nobody newer has written yet, so the token alone would pass; the lock
 	// check refuses it because the lease is gone.
-	err, _ := f.ApplyCommand(&Put{Key: "k2", Value: []byte("x"), Token: g.Token, Lock: "a"}, 13).(error)
+	err, _ := f.ApplyCommand(&entry.Put{Key: "k2", Value: []byte("x"), Token: g.Token, Lock: "a"}, 13).(error)
 	// The message says it once, not "token is not the lock's current grant:
 	// token 10 is not the current grant of lock "a"".
 	if !errors.Is(err, ErrNotLockHolder) || err.Error() != `token 10 is not the current grant of lock "a"` {
@@ -233,7 +235,7 @@ func TestPutWithLockRequiresCurrentGrant(t *testing.T) {
 func TestBumpEpochMovesTokensAboveOldEpoch(t *testing.T) {
 	f := New(nil)
 	g := mustGrant(t, f, acquire("a", "w1", "s1"), MaxIndex)
-	f.ApplyCommand(&BumpEpoch{Reason: "restore"}, 5)
+	f.ApplyCommand(&entry.BumpEpoch{Reason: "restore"}, 5)
 	g2 := mustGrant(t, f, acquire("b", "w1", "s1"), 6)
 	if g2.Token <= g.Token || g2.Token != 1<<EpochShift|6 {
 		t.Fatalf("token after bump = %d, want > %d", g2.Token, g.Token)
@@ -245,44 +247,44 @@ func TestBumpEpochMovesTokensAboveOldEpoch(t *testing.T) {
 
 func TestMembers(t *testing.T) {
 	f := New(nil)
-	f.ApplyCommand(&SetMember{Member{ID: "n2", RaftAddr: "r2", HTTPAddr: "h2"}}, 1)
-	f.ApplyCommand(&SetMember{Member{ID: "n1", RaftAddr: "r1", HTTPAddr: "h1"}}, 2)
+	f.ApplyCommand(&entry.SetMember{Member: entry.Member{ID: "n2", RaftAddr: "r2", HTTPAddr: "h2"}}, 1)
+	f.ApplyCommand(&entry.SetMember{Member: entry.Member{ID: "n1", RaftAddr: "r1", HTTPAddr: "h1"}}, 2)
 	if got := f.Members(); len(got) != 2 || got[0].ID != "n1" {
 		t.Fatalf("members = %+v", got)
 	}
-	f.ApplyCommand(&RemoveMember{ID: "n1"}, 3)
+	f.ApplyCommand(&entry.RemoveMember{ID: "n1"}, 3)
 	if _, ok := f.Member("n1"); ok {
 		t.Fatal("n1 not removed")
 	}
-	f.ApplyCommand(&SetClusterID{ID: "first"}, 4)
-	f.ApplyCommand(&SetClusterID{ID: "second"}, 5)
+	f.ApplyCommand(&entry.SetClusterID{ID: "first"}, 4)
+	f.ApplyCommand(&entry.SetClusterID{ID: "second"}, 5)
 	if f.ClusterID() != "first" {
 		t.Fatalf("cluster id %q, want the first one", f.ClusterID())
 	}
 }
 
 // history is a log touching every command type.
-func history() []Command {
+func history() []entry.Command {
 	next := acquire("", "w3", "s3")
 	next.RequestID = "q3"
-	return []Command{
-		&SetMember{Member{ID: "n1", RaftAddr: "r1", HTTPAddr: "h1"}},
+	return []entry.Command{
+		&entry.SetMember{Member: entry.Member{ID: "n1", RaftAddr: "r1", HTTPAddr: "h1"}},
 		acquire("a", "w1", "s1"),
-		&Put{Key: "k", Value: []byte("v1"), Token: 2, Lock: "a"},
+		&entry.Put{Key: "k", Value: []byte("v1"), Token: 2, Lock: "a"},
 		acquire("a", "w2", "s2"),
-		&Release{Lock: "a", Token: 2, Lease: "s1", Next: next},
+		&entry.Release{Lock: "a", Token: 2, Lease: "s1", Next: next},
 		acquire("b", "w1", "s4"),
-		&Expire{Lock: "b", Token: 6},
-		&Put{Key: "k", Value: []byte("v0"), Token: 1},
-		&BumpEpoch{Reason: "test"},
+		&entry.Expire{Lock: "b", Token: 6},
+		&entry.Put{Key: "k", Value: []byte("v0"), Token: 1},
+		&entry.BumpEpoch{Reason: "test"},
 		acquire("c", "w9", "s9"),
-		&RemoveMember{ID: "n1"},
-		&SetClusterID{ID: "c1"},
-		&SetClusterID{ID: "c2"},
+		&entry.RemoveMember{ID: "n1"},
+		&entry.SetClusterID{ID: "c1"},
+		&entry.SetClusterID{ID: "c2"},
 	}
 }
 
-func replay(t *testing.T, cmds []Command) (*FSM, []any) {
+func replay(t *testing.T, cmds []entry.Command) (*FSM, []any) {
 	t.Helper()
 	f := New(nil)
 	var results []any
@@ -344,7 +346,7 @@ func TestSnapshotRestoreRoundTrip(t *testing.T) {
 	}
 	// The idempotency table survives: a retried request gets its grant.
 	g, _ := dst.Lock("a")
-	retry := &Acquire{Lock: "a", Holder: "w3", Lease: "other", RequestID: "q3"}
+	retry := &entry.Acquire{Lock: "a", Holder: "w3", Lease: "other", RequestID: "q3"}
 	if res, ok := dst.ApplyCommand(retry, 100).(*AcquireResult); !ok || res.Grant.Token != g.Token {
 		t.Fatalf("retry after restore: %v", dst.ApplyCommand(retry, 101))
 	}
@@ -368,8 +370,8 @@ func TestRestoreRefusesTruncatedSnapshotAndKeepsState(t *testing.T) {
 
 func TestMalformedEntryIsSkippedAlike(t *testing.T) {
 	f := New(nil)
-	res := f.Apply(&raft.Log{Index: 1, Type: raft.LogCommand, Data: []byte{byte(CmdAcquire), '{', 'x'}})
-	if err, _ := res.(error); !errors.Is(err, ErrMalformedCommand) {
+	res := f.Apply(&raft.Log{Index: 1, Type: raft.LogCommand, Data: []byte{byte(entry.CmdAcquire), '{', 'x'}})
+	if err, _ := res.(error); !errors.Is(err, entry.ErrMalformedCommand) {
 		t.Fatalf("malformed: %v", res)
 	}
 	if f.AppliedIndex() != 1 {

@@ -8,13 +8,15 @@ import (
 	"testing"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/fencer-io/fencer/fsm/entry"
 )
 
 // applyFormat applies cmd as the entry the leader writes for members that
 // read format.
-func applyFormat(t *testing.T, f *FSM, cmd Command, format int, index uint64) any {
+func applyFormat(t *testing.T, f *FSM, cmd entry.Command, format int, index uint64) any {
 	t.Helper()
-	data, err := EncodeFormat(cmd, format)
+	data, err := entry.EncodeFormat(cmd, format)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -27,7 +29,7 @@ func TestPutRefusesUnissuedToken(t *testing.T) {
 	f := New(nil)
 	g := mustGrant(t, f, acquire("a", "w", "s"), 5)
 	for _, token := range []uint64{g.Token + 1, math.MaxUint64} {
-		err, _ := f.ApplyCommand(&Put{Key: "report", Value: []byte("x"), Token: token}, 6).(error)
+		err, _ := f.ApplyCommand(&entry.Put{Key: "report", Value: []byte("x"), Token: token}, 6).(error)
 		var unissued *UnissuedError
 		if !errors.Is(err, ErrUnissuedToken) || !errors.As(err, &unissued) || unissued.Token != token {
 			t.Fatalf("put with token %d, the last granted %d: %v, want unissued", token, g.Token, err)
@@ -36,7 +38,7 @@ func TestPutRefusesUnissuedToken(t *testing.T) {
 	if _, ok := f.Key("report"); ok {
 		t.Fatal("a refused put stored the key")
 	}
-	if _, ok := f.ApplyCommand(&Put{Key: "report", Value: []byte("x"), Token: g.Token}, 7).(*PutResult); !ok {
+	if _, ok := f.ApplyCommand(&entry.Put{Key: "report", Value: []byte("x"), Token: g.Token}, 7).(*PutResult); !ok {
 		t.Fatal("the holder's own token was refused")
 	}
 }
@@ -46,11 +48,11 @@ func TestPutRefusesUnissuedToken(t *testing.T) {
 // never splits over it. (The leader refuses unissued tokens before it
 // proposes, in every format.)
 func TestUnissuedRuleOnlyInItsOwnForm(t *testing.T) {
-	for format := LogFormatJSON; format <= LogFormat; format++ {
+	for format := entry.LogFormatJSON; format <= entry.LogFormat; format++ {
 		f := New(nil)
-		res := applyFormat(t, f, &Put{Key: "k", Value: []byte("x"), Token: math.MaxUint64}, format, 1)
+		res := applyFormat(t, f, &entry.Put{Key: "k", Value: []byte("x"), Token: math.MaxUint64}, format, 1)
 		_, stored := res.(*PutResult)
-		if want := format < LogFormatPrincipal; stored != want {
+		if want := format < entry.LogFormatPrincipal; stored != want {
 			t.Errorf("format %d: unissued put stored %v (%v), want %v", format, stored, res, want)
 		}
 	}
@@ -59,8 +61,8 @@ func TestUnissuedRuleOnlyInItsOwnForm(t *testing.T) {
 func TestDeleteKeyRemovesTheMark(t *testing.T) {
 	f := New(nil)
 	mustGrant(t, f, acquire("a", "w", "s"), 9)
-	f.ApplyCommand(&Put{Key: "k", Value: []byte("v"), Token: 9}, 10)
-	res, ok := f.ApplyCommand(&DeleteKey{Key: "k"}, 11).(*DeleteKeyResult)
+	f.ApplyCommand(&entry.Put{Key: "k", Value: []byte("v"), Token: 9}, 10)
+	res, ok := f.ApplyCommand(&entry.DeleteKey{Key: "k"}, 11).(*DeleteKeyResult)
 	if !ok || res.Key != "k" || res.LastToken != 9 {
 		t.Fatalf("delete: %+v", res)
 	}
@@ -68,11 +70,11 @@ func TestDeleteKeyRemovesTheMark(t *testing.T) {
 		t.Fatal("key still stored")
 	}
 	// Its mark went with it: an older token writes again.
-	if _, ok := f.ApplyCommand(&Put{Key: "k", Value: []byte("w"), Token: 3}, 12).(*PutResult); !ok {
+	if _, ok := f.ApplyCommand(&entry.Put{Key: "k", Value: []byte("w"), Token: 3}, 12).(*PutResult); !ok {
 		t.Fatal("put after delete refused")
 	}
-	f.ApplyCommand(&DeleteKey{Key: "k"}, 13)
-	if err, _ := f.ApplyCommand(&DeleteKey{Key: "k"}, 14).(error); !errors.Is(err, ErrNoSuchKey) {
+	f.ApplyCommand(&entry.DeleteKey{Key: "k"}, 13)
+	if err, _ := f.ApplyCommand(&entry.DeleteKey{Key: "k"}, 14).(error); !errors.Is(err, ErrNoSuchKey) {
 		t.Fatalf("delete of a missing key: %v", err)
 	}
 	if c := f.Counts(); c.Keys != 0 || c.KVBytes != 0 {
@@ -89,7 +91,7 @@ func TestKVUsage(t *testing.T) {
 	put := func(key, value, principal string) {
 		t.Helper()
 		index++
-		if _, ok := f.ApplyCommand(&Put{Key: key, Value: []byte(value), Token: index - 50, Principal: principal}, index).(*PutResult); !ok {
+		if _, ok := f.ApplyCommand(&entry.Put{Key: key, Value: []byte(value), Token: index - 50, Principal: principal}, index).(*PutResult); !ok {
 			t.Fatalf("put %s by %s refused", key, principal)
 		}
 	}
@@ -118,7 +120,7 @@ func TestKVUsage(t *testing.T) {
 		t.Fatalf("restored usage %+v, want %+v", b, a)
 	}
 	index++
-	f.ApplyCommand(&DeleteKey{Key: "b"}, index)
+	f.ApplyCommand(&entry.DeleteKey{Key: "b"}, index)
 	check("b", "ci", KVUsage{Keys: 1, Bytes: 1, Principal: 1})
 	if c := f.Counts(); c.KVBytes != 1 || c.Keys != 1 {
 		t.Fatalf("counts: %+v", c)

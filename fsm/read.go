@@ -4,6 +4,8 @@ import (
 	"iter"
 	"slices"
 	"strings"
+
+	"github.com/fencer-io/fencer/fsm/entry"
 )
 
 // Lock returns the current grant of a lock, if it is held.
@@ -103,10 +105,10 @@ func (f *FSM) KeyAt(key string) (FencedKey, bool, uint64) {
 }
 
 // Members returns the recorded member addresses, sorted by id.
-func (f *FSM) Members() []Member {
+func (f *FSM) Members() []entry.Member {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	out := make([]Member, 0, len(f.s.members))
+	out := make([]entry.Member, 0, len(f.s.members))
 	for _, id := range sortedKeys(f.s.members) {
 		out = append(out, f.s.members[id])
 	}
@@ -114,7 +116,7 @@ func (f *FSM) Members() []Member {
 }
 
 // Member returns one member's recorded addresses.
-func (f *FSM) Member(id string) (Member, bool) {
+func (f *FSM) Member(id string) (entry.Member, bool) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	m, ok := f.s.members[id]

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/fencer-io/fencer/fsm/entry"
 )
 
 func secretFor(name string, seed byte) string {
@@ -48,23 +50,23 @@ func TestReleaseRefusalsSayWhy(t *testing.T) {
 	sa, sb, sa2 := secretFor("a", 1), secretFor("b", 2), secretFor("a", 3)
 	ga := mustGrant(t, f, acquire("a", "w1", sa), 3)
 	gb := mustGrant(t, f, acquire("b", "w2", sb), 4)
-	if _, ok := f.ApplyCommand(&Release{Lock: "a", Token: ga.Token, Lease: sa}, 5).(*ReleaseResult); !ok {
+	if _, ok := f.ApplyCommand(&entry.Release{Lock: "a", Token: ga.Token, Lease: sa}, 5).(*ReleaseResult); !ok {
 		t.Fatal("release of a")
 	}
 	ga2 := mustGrant(t, f, acquire("a", "w1", sa2), 6)
 
 	for _, c := range []struct {
-		rel  *Release
+		rel  *entry.Release
 		why  LeaseRefusal
 		text string
 	}{
-		{&Release{Lock: "a", Token: gb.Token, Lease: sb}, LeaseOtherLock, `lease does not belong to lock "a": its secret was issued for another lock`},
-		{&Release{Lock: "b", Token: ga2.Token, Lease: sa2}, LeaseOtherLock, `lease does not belong to lock "b"`},
-		{&Release{Lock: "a", Token: ga2.Token, Lease: sa}, LeaseWrongSecret, `the secret is not that of lock "a"'s grant with token 6`},
-		{&Release{Lock: "b", Token: 9, Lease: sb}, LeaseNeverGranted, `token 9 was never a grant of lock "b": its current grant is token 4`},
-		{&Release{Lock: "a", Token: ga.Token, Lease: sa}, LeaseEnded, `lock "a"'s grant with token 3 is no longer current (its lease expired, or it was released or superseded); its current grant is token 6`},
-		{&Release{Lock: "c", Token: 2, Lease: secretFor("c", 9)}, LeaseEnded, `lock "c"'s grant with token 2 is no longer current (its lease expired, or it was released or superseded); the lock is free`},
-		{&Release{Lock: "c", Token: 2, Lease: "0123456789abcdef0123456789abcdef"}, LeaseUnknown, `lock "c" has no current grant with token 2 and this secret`},
+		{&entry.Release{Lock: "a", Token: gb.Token, Lease: sb}, LeaseOtherLock, `lease does not belong to lock "a": its secret was issued for another lock`},
+		{&entry.Release{Lock: "b", Token: ga2.Token, Lease: sa2}, LeaseOtherLock, `lease does not belong to lock "b"`},
+		{&entry.Release{Lock: "a", Token: ga2.Token, Lease: sa}, LeaseWrongSecret, `the secret is not that of lock "a"'s grant with token 6`},
+		{&entry.Release{Lock: "b", Token: 9, Lease: sb}, LeaseNeverGranted, `token 9 was never a grant of lock "b": its current grant is token 4`},
+		{&entry.Release{Lock: "a", Token: ga.Token, Lease: sa}, LeaseEnded, `lock "a"'s grant with token 3 is no longer current (its lease expired, or it was released or superseded); its current grant is token 6`},
+		{&entry.Release{Lock: "c", Token: 2, Lease: secretFor("c", 9)}, LeaseEnded, `lock "c"'s grant with token 2 is no longer current (its lease expired, or it was released or superseded); the lock is free`},
+		{&entry.Release{Lock: "c", Token: 2, Lease: "0123456789abcdef0123456789abcdef"}, LeaseUnknown, `lock "c" has no current grant with token 2 and this secret`},
 	} {
 		err, _ := f.ApplyCommand(c.rel, 7).(error)
 		var le *LeaseError

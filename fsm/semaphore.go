@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+
+	"github.com/fencer-io/fencer/fsm/entry"
 )
 
 // A semaphore is N permits under one name, each granted by its own entry
@@ -77,35 +79,6 @@ type semaphore struct {
 	permits map[uint64]*Permit
 }
 
-// SemAcquire grants a permit if the semaphore has one free.
-type SemAcquire struct {
-	Semaphore string `json:"semaphore"`
-	Holder    string `json:"holder"`
-	Lease     string `json:"lease"`
-	TTLMillis int64  `json:"ttl_ms"`
-	Limit     int    `json:"limit"`
-	RequestID string `json:"request_id,omitempty"`
-	NowMillis int64  `json:"now_ms,omitempty"`
-	Principal string `json:"principal,omitempty"`
-}
-
-// SemRelease ends a permit, if Lease is its secret, and hands a permit to
-// Next in the same entry.
-type SemRelease struct {
-	Semaphore string      `json:"semaphore"`
-	Token     uint64      `json:"token"`
-	Lease     string      `json:"lease"`
-	Next      *SemAcquire `json:"next,omitempty"`
-}
-
-// SemExpire ends a permit whose lease ran out on the leader; it does nothing
-// when the permit is no longer held.
-type SemExpire struct {
-	Semaphore string      `json:"semaphore"`
-	Token     uint64      `json:"token"`
-	Next      *SemAcquire `json:"next,omitempty"`
-}
-
 // PermitResult is the Apply result of a granted SemAcquire.
 type PermitResult struct {
 	Permit Permit
@@ -123,17 +96,13 @@ type SemReleaseResult struct {
 	NextErr error
 }
 
-func (SemAcquire) Type() CommandType { return CmdSemAcquire }
-func (SemRelease) Type() CommandType { return CmdSemRelease }
-func (SemExpire) Type() CommandType  { return CmdSemExpire }
-
 // semRequestKey keeps semaphores' request ids apart from locks' in the one
 // request table (names never hold a NUL).
 func semRequestKey(name, holder, id, principal string) string {
 	return requestKey("\x00sem\x00"+name, holder, id, principal)
 }
 
-func (c *SemAcquire) apply(s *state, index uint64) any {
+func applySemAcquire(s *state, c *entry.SemAcquire, index uint64) any {
 	if c.RequestID != "" {
 		if token, ok := s.requests[semRequestKey(c.Semaphore, c.Holder, c.RequestID, c.Principal)]; ok {
 			if sem := s.sems[c.Semaphore]; sem != nil && sem.permits[token] != nil {
@@ -143,7 +112,7 @@ func (c *SemAcquire) apply(s *state, index uint64) any {
 		}
 	}
 	if c.Semaphore == "" || c.TTLMillis <= 0 || c.Limit < 1 || c.Limit > MaxSemaphoreLimit {
-		return fmt.Errorf("%w: acquire of semaphore %q with ttl %d ms and limit %d", ErrMalformedCommand, c.Semaphore, c.TTLMillis, c.Limit)
+		return fmt.Errorf("%w: acquire of semaphore %q with ttl %d ms and limit %d", entry.ErrMalformedCommand, c.Semaphore, c.TTLMillis, c.Limit)
 	}
 	sem := s.sems[c.Semaphore]
 	if sem != nil {
@@ -183,7 +152,7 @@ func (s *state) addPermit(p *Permit) {
 	s.permits++
 }
 
-func (c *SemRelease) apply(s *state, index uint64) any {
+func applySemRelease(s *state, c *entry.SemRelease, index uint64) any {
 	sem := s.sems[c.Semaphore]
 	var p *Permit
 	if sem != nil {
@@ -195,7 +164,7 @@ func (c *SemRelease) apply(s *state, index uint64) any {
 	return s.freePermit(p, c.Next, index)
 }
 
-func (c *SemExpire) apply(s *state, index uint64) any {
+func applySemExpire(s *state, c *entry.SemExpire, index uint64) any {
 	sem := s.sems[c.Semaphore]
 	if sem == nil || sem.permits[c.Token] == nil {
 		return fmt.Errorf("%w: semaphore %q permit %d already ended", ErrLeaseLost, c.Semaphore, c.Token)
@@ -203,7 +172,7 @@ func (c *SemExpire) apply(s *state, index uint64) any {
 	return s.freePermit(sem.permits[c.Token], c.Next, index)
 }
 
-func (s *state) freePermit(p *Permit, next *SemAcquire, index uint64) *SemReleaseResult {
+func (s *state) freePermit(p *Permit, next *entry.SemAcquire, index uint64) *SemReleaseResult {
 	sem := s.sems[p.Semaphore]
 	delete(sem.permits, p.Token)
 	s.permits--
@@ -215,7 +184,7 @@ func (s *state) freePermit(p *Permit, next *SemAcquire, index uint64) *SemReleas
 		return res
 	}
 	next.Semaphore = p.Semaphore
-	switch r := next.apply(s, index).(type) {
+	switch r := applySemAcquire(s, next, index).(type) {
 	case *PermitResult:
 		res.Next = r
 	case error:

@@ -6,10 +6,12 @@ import (
 	"io"
 	"reflect"
 	"testing"
+
+	"github.com/fencer-io/fencer/fsm/entry"
 )
 
-func semAcquire(holder string, limit int) *SemAcquire {
-	return &SemAcquire{Semaphore: "s", Holder: holder, Lease: "l-" + holder, TTLMillis: 1000, Limit: limit, RequestID: "r-" + holder}
+func semAcquire(holder string, limit int) *entry.SemAcquire {
+	return &entry.SemAcquire{Semaphore: "s", Holder: holder, Lease: "l-" + holder, TTLMillis: 1000, Limit: limit, RequestID: "r-" + holder}
 }
 
 // Permits up to the limit, each with its own token; then full; a limit
@@ -34,7 +36,7 @@ func TestSemaphorePermits(t *testing.T) {
 	if again, _ := f.ApplyCommand(semAcquire("a", 2), 5).(*PermitResult); again == nil || !again.Existing || again.Permit.Token != 1 {
 		t.Fatalf("retry of a's request: %+v", again)
 	}
-	rel, _ := f.ApplyCommand(&SemRelease{Semaphore: "s", Token: 1, Lease: "l-a", Next: semAcquire("c", 2)}, 6).(*SemReleaseResult)
+	rel, _ := f.ApplyCommand(&entry.SemRelease{Semaphore: "s", Token: 1, Lease: "l-a", Next: semAcquire("c", 2)}, 6).(*SemReleaseResult)
 	if rel == nil || rel.Next == nil || rel.Next.Permit.Token != 6 || rel.Next.Permit.Holder != "c" {
 		t.Fatalf("release with a handoff: %+v", rel)
 	}
@@ -46,8 +48,8 @@ func TestSemaphorePermits(t *testing.T) {
 	if err := g.Restore(io.NopCloser(&buf)); err != nil || !reflect.DeepEqual(g.Semaphore("s"), f.Semaphore("s")) || g.Digest() != f.Digest() {
 		t.Fatalf("snapshot round trip: %v\n%+v\n%+v", err, g.Semaphore("s"), f.Semaphore("s"))
 	}
-	f.ApplyCommand(&SemExpire{Semaphore: "s", Token: 2}, 7)
-	f.ApplyCommand(&SemExpire{Semaphore: "s", Token: 6}, 8)
+	f.ApplyCommand(&entry.SemExpire{Semaphore: "s", Token: 2}, 7)
+	f.ApplyCommand(&entry.SemExpire{Semaphore: "s", Token: 6}, 8)
 	if st := f.Semaphore("s"); st.Limit != 0 || len(st.Permits) != 0 {
 		t.Fatalf("after every permit ended: %+v", st)
 	}

@@ -12,6 +12,8 @@ import (
 	"strings"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/fencer-io/fencer/fsm/entry"
 )
 
 // SnapshotFormat names fencer's snapshot format in its header.
@@ -48,7 +50,7 @@ type Image struct {
 	Header   Header
 	Locks    []Lock
 	Keys     []FencedKey
-	Members  []Member
+	Members  []entry.Member
 	Requests []requestRecord
 	Delays   []Delay
 	Permits  []Permit
@@ -58,7 +60,7 @@ type Image struct {
 type record struct {
 	Lock    *Lock          `json:"lock,omitempty"`
 	Key     *FencedKey     `json:"key,omitempty"`
-	Member  *Member        `json:"member,omitempty"`
+	Member  *entry.Member  `json:"member,omitempty"`
 	Request *requestRecord `json:"request,omitempty"`
 	Delay   *Delay         `json:"delay,omitempty"`
 	Permit  *Permit        `json:"permit,omitempty"`
@@ -72,9 +74,9 @@ type record struct {
 // second copy of the state nor its encoding in memory.
 type View struct {
 	Header   Header
-	locks    []*lockEntry // sorted by name (sorted outside the FSM's lock)
-	keys     []*FencedKey // sorted by key
-	members  []Member     // sorted by id
+	locks    []*lockEntry   // sorted by name (sorted outside the FSM's lock)
+	keys     []*FencedKey   // sorted by key
+	members  []entry.Member // sorted by id
 	requests []requestRecord
 	delays   []Delay  // sorted by lock
 	permits  []Permit // sorted by semaphore and token
@@ -116,7 +118,7 @@ func (f *FSM) viewLocked() *View {
 	for _, k := range s.keys {
 		v.keys = append(v.keys, k)
 	}
-	v.members = make([]Member, 0, len(s.members))
+	v.members = make([]entry.Member, 0, len(s.members))
 	for _, id := range sortedKeys(s.members) {
 		v.members = append(v.members, s.members[id])
 	}

@@ -7,18 +7,20 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/fencer-io/fencer/fsm/entry"
 )
 
 // goldenHistory is the log behind testdata/snapshot-v1.golden, which was
 // written by the fencer before locks were stored as lockEntry and snapshots
 // streamed from a View (commit 2ed2429).
-func goldenHistory() []Command {
+func goldenHistory() []entry.Command {
 	cmds := history()
 	for i := range 20 {
-		cmds = append(cmds, &Acquire{Lock: fmt.Sprintf("g-%02d", i), Holder: fmt.Sprintf("h%d", i%3),
+		cmds = append(cmds, &entry.Acquire{Lock: fmt.Sprintf("g-%02d", i), Holder: fmt.Sprintf("h%d", i%3),
 			Lease: fmt.Sprintf("%032x", i), TTLMillis: int64(1000 + i), RequestID: fmt.Sprintf("req-%d", i), NowMillis: int64(1700000000000 + i)})
 	}
-	return append(cmds, &Release{Lock: "g-03", Token: 17, Lease: fmt.Sprintf("%032x", 3)})
+	return append(cmds, &entry.Release{Lock: "g-03", Token: 17, Lease: fmt.Sprintf("%032x", 3)})
 }
 
 // A snapshot (or backup) written by the earlier binary restores to the
@@ -55,7 +57,7 @@ func TestSnapshotFromEarlierBinaryRestores(t *testing.T) {
 	if !ok {
 		t.Fatal("g-05 not held after restore")
 	}
-	retry := &Acquire{Lock: "g-05", Holder: "h2", Lease: "x", TTLMillis: 5, RequestID: "req-5"}
+	retry := &entry.Acquire{Lock: "g-05", Holder: "h2", Lease: "x", TTLMillis: 5, RequestID: "req-5"}
 	if res, ok := f.ApplyCommand(retry, 100).(*AcquireResult); !ok || !res.Existing || res.Grant != g {
 		t.Fatalf("retry after restore: %+v", res)
 	}
@@ -68,9 +70,9 @@ func TestSnapshotIsUnaffectedByLaterApplies(t *testing.T) {
 	index := uint64(0)
 	next := func() uint64 { index++; return index }
 	for i := range 50 {
-		mustGrant(t, f, &Acquire{Lock: fmt.Sprintf("l%02d", i), Holder: "h", Lease: "s", TTLMillis: 10, RequestID: fmt.Sprint(i)}, next())
+		mustGrant(t, f, &entry.Acquire{Lock: fmt.Sprintf("l%02d", i), Holder: "h", Lease: "s", TTLMillis: 10, RequestID: fmt.Sprint(i)}, next())
 	}
-	f.ApplyCommand(&Put{Key: "k", Value: []byte("v1"), Token: 3}, next())
+	f.ApplyCommand(&entry.Put{Key: "k", Value: []byte("v1"), Token: 3}, next())
 	var want bytes.Buffer
 	f.Image().WriteTo(&want)
 	snap, _ := f.Snapshot()
@@ -78,12 +80,12 @@ func TestSnapshotIsUnaffectedByLaterApplies(t *testing.T) {
 
 	for i := range 50 {
 		l, _ := f.Lock(fmt.Sprintf("l%02d", i))
-		f.ApplyCommand(&Release{Lock: l.Name, Token: l.Token, Lease: "s"}, next())
+		f.ApplyCommand(&entry.Release{Lock: l.Name, Token: l.Token, Lease: "s"}, next())
 	}
 	for i := range MaxRequestIDs + 10 { // evicts every request id the snapshot saw
-		mustGrant(t, f, &Acquire{Lock: fmt.Sprintf("m%d", i), Holder: "h", Lease: "s", TTLMillis: 10, RequestID: "r"}, next())
+		mustGrant(t, f, &entry.Acquire{Lock: fmt.Sprintf("m%d", i), Holder: "h", Lease: "s", TTLMillis: 10, RequestID: "r"}, next())
 	}
-	f.ApplyCommand(&Put{Key: "k", Value: []byte("v2"), Token: 1 << 30}, next())
+	f.ApplyCommand(&entry.Put{Key: "k", Value: []byte("v2"), Token: 1 << 30}, next())
 
 	var sink memSink
 	if err := snap.Persist(&sink); err != nil {

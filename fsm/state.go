@@ -1,6 +1,10 @@
 package fsm
 
-import "sort"
+import (
+	"sort"
+
+	"github.com/fencer-io/fencer/fsm/entry"
+)
 
 // EpochShift is where the epoch starts in a token: token = epoch<<EpochShift |
 // log index. In normal running the epoch is 0 and the token is the log index.
@@ -58,19 +62,6 @@ type FencedKey struct {
 	// Principal is the last writer, whose share of the store the value
 	// counts in ("" without an ACL).
 	Principal string `json:"principal,omitempty"`
-}
-
-// Member is a cluster member's identity and addresses.
-type Member struct {
-	ID       string `json:"id"`
-	RaftAddr string `json:"raft_addr"`
-	HTTPAddr string `json:"http_addr"`
-	// Incarnation identifies one life of the member's data dir: a new one
-	// is drawn when the dir is created, so a wiped disk is recognized.
-	Incarnation string `json:"incarnation,omitempty"`
-	// LogFormat is the newest entry encoding the member's build reads
-	// (LogFormatJSON when it registered before formats were recorded).
-	LogFormat int `json:"log_format,omitempty"`
 }
 
 // requestRecord remembers the token an acquire request id produced.
@@ -171,7 +162,7 @@ type state struct {
 	lastToken uint64 // highest token ever granted
 	locks     map[string]*lockEntry
 	keys      map[string]*FencedKey // a *FencedKey is never modified once stored
-	members   map[string]Member
+	members   map[string]entry.Member
 	requests  map[string]uint64 // requestKey(lock, holder, request id, principal) → token
 	// reqOrder is the request table in log order, oldest first. It only
 	// grows at the end and is cut at the front, never written in place, so
@@ -191,7 +182,7 @@ func newState() *state {
 	return &state{
 		locks:         map[string]*lockEntry{},
 		keys:          map[string]*FencedKey{},
-		members:       map[string]Member{},
+		members:       map[string]entry.Member{},
 		requests:      map[string]uint64{},
 		byHolder:      map[string]int{},
 		kvByPrincipal: map[string]int64{},

@@ -1,28 +1,20 @@
 package fsm
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/fencer-io/fencer/fsm/entry"
+)
 
 // MaxLockValue bounds the value a lock's holder publishes.
 const MaxLockValue = 4096
-
-// SetValue changes the value a held lock's grant publishes (an election's
-// Proclaim), if Token and Lease are its current grant's; the token does not
-// change.
-type SetValue struct {
-	Lock  string `json:"lock"`
-	Token uint64 `json:"token"`
-	Lease string `json:"lease"`
-	Value string `json:"value"`
-}
-
-func (SetValue) Type() CommandType { return CmdSetValue }
 
 // SetValueResult is the Apply result of an effective SetValue.
 type SetValueResult struct {
 	Grant Lock
 }
 
-func (c *SetValue) apply(s *state, _ uint64) any {
+func applySetValue(s *state, c *entry.SetValue, _ uint64) any {
 	cur, held := s.locks[c.Lock]
 	if !held {
 		return LeaseRefused(c.Lock, 0, c.Token, c.Lease)
@@ -31,7 +23,7 @@ func (c *SetValue) apply(s *state, _ uint64) any {
 		return LeaseRefused(c.Lock, cur.token, c.Token, c.Lease)
 	}
 	if len(c.Value) > MaxLockValue {
-		return fmt.Errorf("%w: value of %d bytes for lock %q", ErrMalformedCommand, len(c.Value), c.Lock)
+		return fmt.Errorf("%w: value of %d bytes for lock %q", entry.ErrMalformedCommand, len(c.Value), c.Lock)
 	}
 	// Entries are immutable (a snapshot may hold this one): replace it.
 	l := cur.lock()

@@ -3,6 +3,8 @@ package fsm
 import (
 	"errors"
 	"testing"
+
+	"github.com/fencer-io/fencer/fsm/entry"
 )
 
 // A grant publishes its value; SetValue changes it for the current grant
@@ -15,14 +17,14 @@ func TestLockValue(t *testing.T) {
 	if g.Value != "10.0.0.1:80" {
 		t.Fatalf("grant %+v", g)
 	}
-	if err, _ := f.ApplyCommand(&SetValue{Lock: "leader", Token: 1, Lease: "wrong", Value: "x"}, 2).(error); !errors.Is(err, ErrLeaseLost) {
+	if err, _ := f.ApplyCommand(&entry.SetValue{Lock: "leader", Token: 1, Lease: "wrong", Value: "x"}, 2).(error); !errors.Is(err, ErrLeaseLost) {
 		t.Fatalf("set value with a wrong lease: %v", err)
 	}
-	res, _ := f.ApplyCommand(&SetValue{Lock: "leader", Token: 1, Lease: "s1", Value: "10.0.0.2:80"}, 3).(*SetValueResult)
+	res, _ := f.ApplyCommand(&entry.SetValue{Lock: "leader", Token: 1, Lease: "s1", Value: "10.0.0.2:80"}, 3).(*SetValueResult)
 	if cur, _ := f.Lock("leader"); res == nil || cur.Value != "10.0.0.2:80" || cur.Token != 1 {
 		t.Fatalf("after set value: %+v %+v", res, cur)
 	}
-	if _, err := EncodeFormat(a, LogFormatPrincipal); !errors.Is(err, ErrFormatTooOld) {
+	if _, err := entry.EncodeFormat(a, entry.LogFormatPrincipal); !errors.Is(err, entry.ErrFormatTooOld) {
 		t.Fatalf("an acquire with a value for older members: %v", err)
 	}
 }
@@ -30,15 +32,15 @@ func TestLockValue(t *testing.T) {
 // The events carry an election's value, and a lock granted by the end of a
 // lock-delay is an acquired event like any other grant.
 func TestValueAndDelayEvents(t *testing.T) {
-	set := eventsOf(&SetValue{}, &SetValueResult{Grant: Lock{Name: "l", Holder: "h", Token: 3, Value: "v2"}}, 9, false)
+	set := eventsOf(&entry.SetValue{}, &SetValueResult{Grant: Lock{Name: "l", Holder: "h", Token: 3, Value: "v2"}}, 9, false)
 	if len(set) != 1 || set[0].Type != EventValueSet || set[0].Value != "v2" || set[0].Token != 3 {
 		t.Fatalf("set value events %+v", set)
 	}
-	got := eventsOf(&EndDelay{}, &EndDelayResult{Next: &Lock{Name: "l", Holder: "w", Token: 10, Value: "v"}}, 10, false)
+	got := eventsOf(&entry.EndDelay{}, &EndDelayResult{Next: &Lock{Name: "l", Holder: "w", Token: 10, Value: "v"}}, 10, false)
 	if len(got) != 1 || got[0].Type != EventAcquired || got[0].Token != 10 || got[0].Value != "v" {
 		t.Fatalf("end of delay events %+v", got)
 	}
-	if none := eventsOf(&EndDelay{}, &EndDelayResult{}, 11, false); len(none) != 0 {
+	if none := eventsOf(&entry.EndDelay{}, &EndDelayResult{}, 11, false); len(none) != 0 {
 		t.Fatalf("an end of delay granting nothing: %+v", none)
 	}
 }

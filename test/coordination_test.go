@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/fencer-io/fencer/api/client"
-	"github.com/fencer-io/fencer/fsm"
+	"github.com/fencer-io/fencer/fsm/entry"
 	tc "github.com/fencer-io/fencer/test/testcluster"
 )
 
@@ -22,9 +22,9 @@ func coordClient(t *testing.T, c *tc.Cluster) *client.Client {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tc.Poll(t, 10*time.Second, "the leader to write log format "+strconv.Itoa(fsm.LogFormat), func() bool {
+	tc.Poll(t, 10*time.Second, "the leader to write log format "+strconv.Itoa(entry.LogFormat), func() bool {
 		st, err := cl.Cluster(context.Background())
-		return err == nil && st.LogFormat == fsm.LogFormat
+		return err == nil && st.LogFormat == entry.LogFormat
 	})
 	return cl
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/fencer-io/fencer/api/wire"
 	"github.com/fencer-io/fencer/fsm"
+	"github.com/fencer-io/fencer/fsm/entry"
 	tc "github.com/fencer-io/fencer/test/testcluster"
 )
 
@@ -83,7 +84,7 @@ func lastToken(n *tc.Node) uint64 {
 
 // memberRecord is the replicated record of member id (its addresses,
 // incarnation and log format), read from a backup the leader takes.
-func memberRecord(t *testing.T, leader *tc.Node, id string) fsm.Member {
+func memberRecord(t *testing.T, leader *tc.Node, id string) entry.Member {
 	t.Helper()
 	var buf bytes.Buffer
 	if _, err := leader.Inst.Node.Backup(context.Background(), &buf); err != nil {
@@ -98,7 +99,7 @@ func memberRecord(t *testing.T, leader *tc.Node, id string) fsm.Member {
 			return m
 		}
 	}
-	return fsm.Member{}
+	return entry.Member{}
 }
 
 // epoch is the token epoch of a node's state machine.

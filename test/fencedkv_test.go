@@ -17,6 +17,7 @@ import (
 	"github.com/fencer-io/fencer/cluster"
 	"github.com/fencer-io/fencer/coord"
 	"github.com/fencer-io/fencer/fsm"
+	"github.com/fencer-io/fencer/fsm/entry"
 	"github.com/fencer-io/fencer/internal/acl"
 	"github.com/fencer-io/fencer/internal/server"
 	tc "github.com/fencer-io/fencer/test/testcluster"
@@ -147,7 +148,7 @@ func TestRequestIDReplayByAnotherPrincipal(t *testing.T) {
 	// Request ids are bound once every member reads LogFormatPrincipal.
 	tc.Poll(t, 15*time.Second, "every member recorded this build's format", func() bool {
 		st, _ := n.Inst.Node.Status()
-		return st.LogFormat == fsm.LogFormat
+		return st.LogFormat == entry.LogFormat
 	})
 	body := `{"holder":"w","ttl_ms":30000,"request_id":"alice-0123456789abcdef"}`
 	as := func(secret string) (int, wire.Grant, wire.Error) {
@@ -270,7 +271,7 @@ func TestKeyDeleteWaitsForEveryMember(t *testing.T) {
 		st, _ := leader.Inst.Node.Status()
 		return st.LogFormat
 	}
-	tc.Poll(t, 15*time.Second, "every member recorded this build's format", func() bool { return format() == fsm.LogFormat })
+	tc.Poll(t, 15*time.Second, "every member recorded this build's format", func() bool { return format() == entry.LogFormat })
 	status, g, e := acquire(t, leader, "l", "w", 120_000, 0) // no expiry entry during the test
 	if status != 200 {
 		t.Fatalf("acquire: %d %+v", status, e)
@@ -296,7 +297,7 @@ func TestKeyDeleteWaitsForEveryMember(t *testing.T) {
 	if s, body, _ := tc.Do(t, "POST", leader.URL()+"/v1/cluster/join", join, wire.HeaderLogFormat, "1", "Content-Type", "application/json"); s != 200 {
 		t.Fatalf("older build's join: %d %s", s, body)
 	}
-	tc.Poll(t, 10*time.Second, "the leader writes LogFormatBinary", func() bool { return format() == fsm.LogFormatBinary })
+	tc.Poll(t, 10*time.Second, "the leader writes LogFormatBinary", func() bool { return format() == entry.LogFormatBinary })
 	lastIndex := func() uint64 {
 		st, _ := leader.Inst.Node.Status()
 		return st.LastIndex
@@ -318,7 +319,7 @@ func TestKeyDeleteWaitsForEveryMember(t *testing.T) {
 	// The member comes back on this build and registers its format.
 	c.Stop(old)
 	c.Restart(old)
-	tc.Poll(t, 15*time.Second, "the upgraded member re-registered", func() bool { return format() == fsm.LogFormat })
+	tc.Poll(t, 15*time.Second, "the upgraded member re-registered", func() bool { return format() == entry.LogFormat })
 	if s, body, _ := tc.Do(t, "DELETE", leader.URL()+"/v1/kv/k", ""); s != 200 {
 		t.Fatalf("delete once every member reads it: %d %s", s, body)
 	}

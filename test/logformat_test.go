@@ -12,7 +12,7 @@ import (
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 
 	"github.com/fencer-io/fencer/api/wire"
-	"github.com/fencer-io/fencer/fsm"
+	"github.com/fencer-io/fencer/fsm/entry"
 	tc "github.com/fencer-io/fencer/test/testcluster"
 )
 
@@ -34,7 +34,7 @@ func TestLogFormatFollowsTheOldestMember(t *testing.T) {
 		}
 		return st.LogFormat
 	}
-	tc.Poll(t, 15*time.Second, "every member recorded this build's format", func() bool { return format() == fsm.LogFormat })
+	tc.Poll(t, 15*time.Second, "every member recorded this build's format", func() bool { return format() == entry.LogFormat })
 	cycle := func(name string) {
 		t.Helper()
 		code, body, _ := tc.Do(t, "POST", leader.URL()+"/v1/locks/"+name+"/acquire", `{"holder":"upgrade","ttl_ms":5000}`)
@@ -72,7 +72,7 @@ func TestLogFormatFollowsTheOldestMember(t *testing.T) {
 		t.Fatalf("old-style join: %d %s", code, body)
 	}
 	joined := time.Now()
-	tc.Poll(t, 10*time.Second, "the leader falls back to JSON", func() bool { return format() == fsm.LogFormatJSON })
+	tc.Poll(t, 10*time.Second, "the leader falls back to JSON", func() bool { return format() == entry.LogFormatJSON })
 	// Keep cycling past the leader's cached answer (a join holds JSON for a
 	// while by itself): the member's record alone must keep it JSON.
 	var jsonLocks []string
@@ -95,7 +95,7 @@ func TestLogFormatFollowsTheOldestMember(t *testing.T) {
 		}
 	}
 	c.Restart(old)
-	tc.Poll(t, 15*time.Second, "the upgraded member re-registered", func() bool { return format() == fsm.LogFormat })
+	tc.Poll(t, 15*time.Second, "the upgraded member re-registered", func() bool { return format() == entry.LogFormat })
 	cycle("binary-2")
 	c.Stop(old)
 	if got := lockCycleTypes(t, old.DataDir)["binary-2"]; got != "binary" {
@@ -120,12 +120,12 @@ func lockCycleTypes(t *testing.T, dir string) map[string]string {
 		if store.GetLog(i, &l) != nil || l.Type != raft.LogCommand || len(l.Data) == 0 {
 			continue
 		}
-		cmd, err := fsm.Decode(l.Data)
+		cmd, err := entry.Decode(l.Data)
 		if err != nil {
 			continue
 		}
-		if a, ok := cmd.(*fsm.Acquire); ok {
-			out[a.Lock] = map[bool]string{true: "binary", false: "json"}[fsm.CommandType(l.Data[0]) != fsm.CmdAcquire]
+		if a, ok := cmd.(*entry.Acquire); ok {
+			out[a.Lock] = map[bool]string{true: "binary", false: "json"}[entry.CommandType(l.Data[0]) != entry.CmdAcquire]
 		}
 	}
 	return out

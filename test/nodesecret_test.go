@@ -14,7 +14,7 @@ import (
 
 	"github.com/fencer-io/fencer/api/wire"
 	"github.com/fencer-io/fencer/cluster"
-	"github.com/fencer-io/fencer/fsm"
+	"github.com/fencer-io/fencer/fsm/entry"
 	"github.com/fencer-io/fencer/internal/acl"
 	"github.com/fencer-io/fencer/internal/server"
 	tc "github.com/fencer-io/fencer/test/testcluster"
@@ -66,10 +66,10 @@ func TestACLWithoutTLSMembersUseTheClusterSecret(t *testing.T) {
 	tc.Poll(t, 15*time.Second, "the leader writes this build's entries", func() bool {
 		var st wire.ClusterStatus
 		code, body, _ := tc.Do(t, "GET", leader.URL()+"/v1/cluster", "", "Authorization", readerAuthorization)
-		return code == 200 && json.Unmarshal([]byte(body), &st) == nil && st.LogFormat == fsm.LogFormat
+		return code == 200 && json.Unmarshal([]byte(body), &st) == nil && st.LogFormat == entry.LogFormat
 	})
 	for _, n := range c.Nodes {
-		if m := memberRecord(t, leader, n.ID); m.Incarnation == "" || m.LogFormat != fsm.LogFormat {
+		if m := memberRecord(t, leader, n.ID); m.Incarnation == "" || m.LogFormat != entry.LogFormat {
 			t.Fatalf("member %s recorded as %+v", n.ID, m)
 		}
 	}
@@ -178,7 +178,7 @@ func TestACLWithoutTLSInitialClusterProbesWithTheSecret(t *testing.T) {
 	var leader *server.Instance
 	tc.Poll(t, 30*time.Second, "every member registered (this build's entries)", func() bool {
 		for _, in := range nodes {
-			if st, err := in.Node.Status(); err == nil && in.Node.IsLeader() && st.LogFormat == fsm.LogFormat {
+			if st, err := in.Node.Status(); err == nil && in.Node.IsLeader() && st.LogFormat == entry.LogFormat {
 				leader = in
 				return true
 			}

@@ -22,6 +22,7 @@ import (
 	"github.com/fencer-io/fencer/cluster"
 	"github.com/fencer-io/fencer/cluster/datadir"
 	"github.com/fencer-io/fencer/fsm"
+	"github.com/fencer-io/fencer/fsm/entry"
 )
 
 // Options describe a forced recovery of a cluster that lost its quorum for
@@ -124,7 +125,7 @@ type recoveryFSM struct {
 
 func (r *recoveryFSM) Snapshot() (raft.FSMSnapshot, error) {
 	img := r.FSM.Image()
-	known := map[string]fsm.Member{}
+	known := map[string]entry.Member{}
 	for _, m := range img.Members {
 		known[m.ID] = m
 	}
@@ -134,7 +135,7 @@ func (r *recoveryFSM) Snapshot() (raft.FSMSnapshot, error) {
 		m.ID, m.RaftAddr, m.HTTPAddr = p.ID, p.RaftAddr, p.HTTPAddr
 		img.Members = append(img.Members, m)
 	}
-	slices.SortFunc(img.Members, func(a, b fsm.Member) int { return strings.Compare(a.ID, b.ID) })
+	slices.SortFunc(img.Members, func(a, b entry.Member) int { return strings.Compare(a.ID, b.ID) })
 	img.Locks, img.Requests, img.Delays, img.Permits = nil, nil, nil, nil
 	epoch, err := fsm.RecoveryEpoch(img.Header.Epoch, r.bump)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/fencer-io/fencer/cluster"
 	"github.com/fencer-io/fencer/fsm"
+	"github.com/fencer-io/fencer/fsm/entry"
 )
 
 type sink struct{ bytes.Buffer }
@@ -23,17 +24,17 @@ func (*sink) Close() error  { return nil }
 // remembered requests; fenced keys and the last token stay.
 func TestRecoverySnapshot(t *testing.T) {
 	f := fsm.New(nil)
-	apply := func(i uint64, cmd fsm.Command) {
+	apply := func(i uint64, cmd entry.Command) {
 		t.Helper()
 		if err, ok := f.ApplyCommand(cmd, i).(error); ok {
 			t.Fatal(err)
 		}
 	}
-	apply(1, &fsm.SetMember{Member: fsm.Member{ID: "n2", RaftAddr: "old2", HTTPAddr: "oldh2", Incarnation: "i2", LogFormat: 1}})
-	apply(2, &fsm.SetMember{Member: fsm.Member{ID: "n1", RaftAddr: "r1", HTTPAddr: "h1", Incarnation: "i1", LogFormat: 1}})
-	apply(3, &fsm.SetMember{Member: fsm.Member{ID: "n3", RaftAddr: "r3", HTTPAddr: "h3"}})
-	apply(4, &fsm.Acquire{Lock: "l", Holder: "h", Lease: "s", TTLMillis: 1000, RequestID: "r"})
-	apply(5, &fsm.Put{Key: "k", Value: []byte("v"), Token: 4})
+	apply(1, &entry.SetMember{Member: entry.Member{ID: "n2", RaftAddr: "old2", HTTPAddr: "oldh2", Incarnation: "i2", LogFormat: 1}})
+	apply(2, &entry.SetMember{Member: entry.Member{ID: "n1", RaftAddr: "r1", HTTPAddr: "h1", Incarnation: "i1", LogFormat: 1}})
+	apply(3, &entry.SetMember{Member: entry.Member{ID: "n3", RaftAddr: "r3", HTTPAddr: "h3"}})
+	apply(4, &entry.Acquire{Lock: "l", Holder: "h", Lease: "s", TTLMillis: 1000, RequestID: "r"})
+	apply(5, &entry.Put{Key: "k", Value: []byte("v"), Token: 4})
 
 	r := &recoveryFSM{FSM: f, bump: 2, members: []cluster.Peer{{ID: "n2", RaftAddr: "r2", HTTPAddr: "h2"}, {ID: "n1", RaftAddr: "r1", HTTPAddr: "h1"}}}
 	snap, err := r.Snapshot()
@@ -52,7 +53,7 @@ func TestRecoverySnapshot(t *testing.T) {
 	if h.Epoch != 2 || h.LastToken != 4 || h.AppliedIndex != 5 || len(img.Locks) != 0 || len(img.Requests) != 0 || len(img.Keys) != 1 {
 		t.Fatalf("header %+v, %d locks, %d requests, %d keys", h, len(img.Locks), len(img.Requests), len(img.Keys))
 	}
-	want := []fsm.Member{
+	want := []entry.Member{
 		{ID: "n1", RaftAddr: "r1", HTTPAddr: "h1", Incarnation: "i1", LogFormat: 1},
 		{ID: "n2", RaftAddr: "r2", HTTPAddr: "h2", Incarnation: "i2", LogFormat: 1},
 	}

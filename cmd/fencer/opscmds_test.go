@@ -14,6 +14,7 @@ import (
 
 	"github.com/fencer-io/fencer/api/wire"
 	"github.com/fencer-io/fencer/fsm"
+	"github.com/fencer-io/fencer/fsm/entry"
 	tc "github.com/fencer-io/fencer/test/testcluster"
 )
 
@@ -67,8 +68,8 @@ func TestOperatorCommands(t *testing.T) {
 		}
 	}
 	for _, m := range st.Members {
-		if m.LogFormat != fsm.LogFormat {
-			t.Fatalf("member %s recorded log format %d, want this build's %d", m.ID, m.LogFormat, fsm.LogFormat)
+		if m.LogFormat != entry.LogFormat {
+			t.Fatalf("member %s recorded log format %d, want this build's %d", m.ID, m.LogFormat, entry.LogFormat)
 		}
 	}
 	if out, _, err = fencer(t, "", "cluster", "status"); err != nil || !strings.Contains(out, "LAST CONTACT") {

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/fencer-io/fencer/api/wire"
-	"github.com/fencer-io/fencer/fsm"
+	"github.com/fencer-io/fencer/fsm/entry"
 	tc "github.com/fencer-io/fencer/test/testcluster"
 )
 
@@ -25,7 +25,7 @@ func TestExecUnderSemaphorePermits(t *testing.T) {
 		var st struct {
 			LogFormat int `json:"log_format"`
 		}
-		return err == nil && json.Unmarshal([]byte(out), &st) == nil && st.LogFormat == fsm.LogFormat
+		return err == nil && json.Unmarshal([]byte(out), &st) == nil && st.LogFormat == entry.LogFormat
 	})
 	gate := filepath.Join(t.TempDir(), "go")
 	script := `echo "sem=$FENCER_SEMAPHORE token=$FENCER_TOKEN"; while [ ! -e ` + gate + ` ]; do sleep 0.02; done`
@@ -69,7 +69,7 @@ func TestElectAndLeader(t *testing.T) {
 		var st struct {
 			LogFormat int `json:"log_format"`
 		}
-		return err == nil && json.Unmarshal([]byte(out), &st) == nil && st.LogFormat == fsm.LogFormat
+		return err == nil && json.Unmarshal([]byte(out), &st) == nil && st.LogFormat == entry.LogFormat
 	})
 	gate := filepath.Join(t.TempDir(), "go")
 	script := `echo "term=$FENCER_TOKEN"; while [ ! -e ` + gate + ` ]; do sleep 0.02; done`

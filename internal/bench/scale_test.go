@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/fencer-io/fencer/fsm"
+	"github.com/fencer-io/fencer/fsm/entry"
 )
 
 // BenchmarkSnapshot100k measures the state machine at scale: 100,000 held
@@ -30,7 +31,7 @@ func BenchmarkSnapshot100k(b *testing.B) {
 	runtime.ReadMemStats(&before)
 	f := fsm.New(logger)
 	for i := range leases {
-		res := f.ApplyCommand(&fsm.Acquire{
+		res := f.ApplyCommand(&entry.Acquire{
 			Lock:      fmt.Sprintf("scale-%06d", i),
 			Holder:    "bench-holder",
 			Lease:     randomHex(16),

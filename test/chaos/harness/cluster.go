@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/fencer-io/fencer/api/wire"
-	"github.com/fencer-io/fencer/fsm"
+	"github.com/fencer-io/fencer/fsm/entry"
 	"github.com/fencer-io/fencer/test/chaos/netfault"
 	"github.com/fencer-io/fencer/test/diskfault"
 )
@@ -436,7 +436,7 @@ func (c *Cluster) WaitHealthy(ctx context.Context) error {
 		var have, want []string
 		for _, m := range st.Members {
 			have = append(have, m.ID)
-			if m.LogFormat != fsm.LogFormat {
+			if m.LogFormat != entry.LogFormat {
 				return false, fmt.Errorf("%s has not registered itself yet", m.ID)
 			}
 		}

@@ -1,4 +1,4 @@
-package fsm
+package entry
 
 import (
 	"encoding/json"
@@ -48,9 +48,6 @@ const (
 type Command interface {
 	// Type is the command's row in the commands table.
 	Type() CommandType
-	// apply carries the command out as the entry at index and returns the
-	// Apply result: one of the *Result types, nil, or a refusal (error).
-	apply(s *state, index uint64) any
 }
 
 // commandSpec is one row of the commands table.
@@ -110,6 +107,23 @@ var commands = []commandSpec{
 	{typ: CmdSetValue, name: "set-value", empty: func() Command { return &SetValue{} }, since: LogFormatCoord},
 }
 
+// Types returns the Type of every command this build knows, in table order.
+func Types() []CommandType {
+	out := make([]CommandType, len(commands))
+	for i := range commands {
+		out[i] = commands[i].typ
+	}
+	return out
+}
+
+// New returns a zero command of Type t, nil if t is not a command's Type.
+func New(t CommandType) Command {
+	if k := kinds[t]; k.spec != nil && k.form == nil {
+		return k.spec.empty()
+	}
+	return nil
+}
+
 // entryKind is what a type byte starts: a command's JSON or binary form.
 type entryKind struct {
 	spec *commandSpec // nil: a type byte this build does not know
@@ -123,7 +137,7 @@ func indexCommands(specs []commandSpec) *[256]entryKind {
 	var idx [256]entryKind
 	claim := func(t CommandType, k entryKind) {
 		if idx[t].spec != nil {
-			panic(fmt.Sprintf("fsm: type byte %d is in the commands table twice", t))
+			panic(fmt.Sprintf("fsm/entry: type byte %d is in the commands table twice", t))
 		}
 		idx[t] = k
 	}
@@ -148,8 +162,8 @@ func (t CommandType) String() string {
 	}
 }
 
-// logical maps a type byte to the Type of the command its entry carries.
-func (t CommandType) logical() CommandType {
+// Logical maps a type byte to the Type of the command its entry carries.
+func (t CommandType) Logical() CommandType {
 	if k := kinds[t]; k.spec != nil {
 		return k.spec.typ
 	}
@@ -205,7 +219,7 @@ type Expire struct {
 // Put stores a value under a fenced key if Token is greater than the key's
 // last token, and, when Lock is set, only while Token is that lock's current
 // grant. In its LogFormatPrincipal form it also refuses a token above the
-// last one ever granted (ErrUnissuedToken) and records its principal as the
+// last one ever granted (fsm.ErrUnissuedToken) and records its principal as the
 // key's writer.
 type Put struct {
 	Key   string `json:"key"`
@@ -213,13 +227,17 @@ type Put struct {
 	Token uint64 `json:"token"`
 	Lock  string `json:"lock,omitempty"`
 	// Principal is the authenticated writer ("" without an ACL), whose
-	// share of the store the key counts in (see FSM.KVUsage).
+	// share of the store the key counts in (see fsm.FSM.KVUsage).
 	Principal string `json:"-"`
 	// issuedOnly is set by the decoder of the LogFormatPrincipal form: only
 	// entries of that form apply the unissued-token rule, so that an entry
 	// an older leader wrote applies alike on members old and new.
 	issuedOnly bool
 }
+
+// IssuedOnly reports whether the put applies the unissued-token rule: only
+// a put decoded from its LogFormatPrincipal form does.
+func (c *Put) IssuedOnly() bool { return c.issuedOnly }
 
 // DeleteKey removes a fenced key and its high-water mark, so that the next
 // fenced write to it is accepted whatever its token: an operator's way out
@@ -253,16 +271,16 @@ type SetClusterID struct {
 	ID string `json:"id"`
 }
 
-func (Acquire) Type() CommandType      { return CmdAcquire }
-func (EndDelay) Type() CommandType     { return CmdEndDelay }
-func (Release) Type() CommandType      { return CmdRelease }
-func (Expire) Type() CommandType       { return CmdExpire }
-func (Put) Type() CommandType          { return CmdPut }
-func (SetMember) Type() CommandType    { return CmdSetMember }
-func (RemoveMember) Type() CommandType { return CmdRemoveMember }
-func (BumpEpoch) Type() CommandType    { return CmdBumpEpoch }
-func (SetClusterID) Type() CommandType { return CmdSetClusterID }
-func (DeleteKey) Type() CommandType    { return CmdDeleteKey }
+func (*Acquire) Type() CommandType      { return CmdAcquire }
+func (*EndDelay) Type() CommandType     { return CmdEndDelay }
+func (*Release) Type() CommandType      { return CmdRelease }
+func (*Expire) Type() CommandType       { return CmdExpire }
+func (*Put) Type() CommandType          { return CmdPut }
+func (*SetMember) Type() CommandType    { return CmdSetMember }
+func (*RemoveMember) Type() CommandType { return CmdRemoveMember }
+func (*BumpEpoch) Type() CommandType    { return CmdBumpEpoch }
+func (*SetClusterID) Type() CommandType { return CmdSetClusterID }
+func (*DeleteKey) Type() CommandType    { return CmdDeleteKey }
 
 // Encode returns the log entry for cmd: its type byte, then its payload
 // (binary for the commands of a lock cycle, see binary.go; JSON for the
