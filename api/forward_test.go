@@ -15,6 +15,7 @@ import (
 	"github.com/fencer-io/fencer/cluster"
 	"github.com/fencer-io/fencer/coord"
 	"github.com/fencer-io/fencer/fsm"
+	"github.com/fencer-io/fencer/fsm/entry"
 
 	"github.com/fencer-io/fencer/api/wire"
 	"github.com/fencer-io/fencer/internal/acl"
@@ -334,7 +335,7 @@ func (l *laggingLeader) Acquire(_ context.Context, req coord.AcquireRequest) (fs
 		l.move("", true)
 		return fsm.AcquireResult{}, cluster.ErrNotLeader
 	}
-	return fsm.AcquireResult{Grant: fsm.Lock{Name: req.Lock, Holder: req.Holder, Token: 9, Lease: strings.Repeat("a", 32), TTLMillis: 1000}}, nil
+	return fsm.AcquireResult{Grant: entry.Lock{Name: req.Lock, Holder: req.Holder, Token: 9, Lease: strings.Repeat("a", 32), TTLMillis: 1000}}, nil
 }
 
 // A request a new leader refused before it was ready to serve is served

@@ -9,7 +9,7 @@ import (
 
 	"github.com/fencer-io/fencer/api/wire"
 	"github.com/fencer-io/fencer/coord"
-	"github.com/fencer-io/fencer/fsm"
+	"github.com/fencer-io/fencer/fsm/entry"
 	"github.com/fencer-io/fencer/internal/acl"
 )
 
@@ -24,7 +24,7 @@ func TestListLocksFilteredByPrefix(t *testing.T) {
 	}
 	var locks []coord.LockStatus
 	for _, name := range []string{"billing.x", "jobs.a", "jobsx", "jobs.b", "other"} {
-		locks = append(locks, coord.LockStatus{Lock: fsm.Lock{Name: name, Holder: "w-" + name, Token: 3}, Held: true})
+		locks = append(locks, coord.LockStatus{Lock: entry.Lock{Name: name, Holder: "w-" + name, Token: 3}, Held: true})
 	}
 	list := func(h http.Handler, secret string) []string {
 		req := httptest.NewRequest("GET", "/v1/locks", nil)

@@ -29,6 +29,8 @@ import (
 	"github.com/fencer-io/fencer/cluster"
 	"github.com/fencer-io/fencer/coord"
 	"github.com/fencer-io/fencer/fsm"
+	"github.com/fencer-io/fencer/fsm/entry"
+	"github.com/fencer-io/fencer/fsm/snapshot"
 )
 
 // Cluster is what the HTTP layer needs of the Raft node: who leads,
@@ -46,8 +48,8 @@ type Cluster interface {
 	RemoveMember(ctx context.Context, id string) error
 	TransferLeadership(ctx context.Context, id string) error
 	Status() (wire.ClusterStatus, error)
-	Backup(ctx context.Context, w io.Writer) (fsm.Header, error)
-	Restore(ctx context.Context, r io.Reader, opts cluster.RestoreOptions) (fsm.Header, error)
+	Backup(ctx context.Context, w io.Writer) (snapshot.Header, error)
+	Restore(ctx context.Context, r io.Reader, opts cluster.RestoreOptions) (snapshot.Header, error)
 	Digest() (appliedIndex uint64, digest string)
 	Registry() *prometheus.Registry
 }
@@ -56,19 +58,19 @@ type Cluster interface {
 // fenced keys.
 type Coord interface {
 	Acquire(ctx context.Context, req coord.AcquireRequest) (fsm.AcquireResult, error)
-	Renew(ctx context.Context, name string, token uint64, secret string) (fsm.Lock, error)
+	Renew(ctx context.Context, name string, token uint64, secret string) (entry.Lock, error)
 	Release(ctx context.Context, name string, token uint64, secret string) error
 	Lock(ctx context.Context, name string, stale bool) (coord.LockStatus, error)
 	Locks(ctx context.Context, stale bool) (iter.Seq[coord.LockStatus], uint64, error)
 	Check(ctx context.Context, name string, token uint64, stale bool) (bool, uint64, error)
 	Put(ctx context.Context, req coord.PutRequest) (uint64, error)
 	DeleteKey(ctx context.Context, key string) (fsm.DeleteKeyResult, error)
-	Get(ctx context.Context, key string, stale bool) (fsm.FencedKey, bool, uint64, error)
+	Get(ctx context.Context, key string, stale bool) (entry.FencedKey, bool, uint64, error)
 	Watch(since int64) (*coord.Watcher, error)
 
-	Proclaim(ctx context.Context, name string, token uint64, secret, value string) (fsm.Lock, error)
+	Proclaim(ctx context.Context, name string, token uint64, secret, value string) (entry.Lock, error)
 	AcquirePermit(ctx context.Context, req coord.PermitRequest) (fsm.PermitResult, error)
-	RenewPermit(ctx context.Context, name string, token uint64, secret string) (fsm.Permit, error)
+	RenewPermit(ctx context.Context, name string, token uint64, secret string) (entry.Permit, error)
 	ReleasePermit(ctx context.Context, name string, token uint64, secret string) error
 	Semaphore(ctx context.Context, name string, stale bool) (coord.SemaphoreStatus, error)
 	Semaphores(ctx context.Context, stale bool) ([]coord.SemaphoreStatus, error)

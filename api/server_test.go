@@ -21,6 +21,7 @@ import (
 	"github.com/fencer-io/fencer/coord"
 	"github.com/fencer-io/fencer/fsm"
 	"github.com/fencer-io/fencer/fsm/entry"
+	"github.com/fencer-io/fencer/fsm/snapshot"
 )
 
 // fakeCluster is a leader that answers every call with err (when set) and
@@ -53,16 +54,16 @@ func (f *fakeCluster) call(name string) error {
 
 func (f *fakeCluster) Acquire(_ context.Context, req coord.AcquireRequest) (fsm.AcquireResult, error) {
 	f.principal = req.Principal
-	return fsm.AcquireResult{Grant: fsm.Lock{Name: req.Lock, Holder: req.Holder, Token: 7, Lease: strings.Repeat("a", 32), TTLMillis: req.TTL.Milliseconds()}}, f.call("acquire")
+	return fsm.AcquireResult{Grant: entry.Lock{Name: req.Lock, Holder: req.Holder, Token: 7, Lease: strings.Repeat("a", 32), TTLMillis: req.TTL.Milliseconds()}}, f.call("acquire")
 }
-func (f *fakeCluster) Renew(_ context.Context, name string, token uint64, _ string) (fsm.Lock, error) {
-	return fsm.Lock{Name: name, Token: token, TTLMillis: 1000}, f.call("renew")
+func (f *fakeCluster) Renew(_ context.Context, name string, token uint64, _ string) (entry.Lock, error) {
+	return entry.Lock{Name: name, Token: token, TTLMillis: 1000}, f.call("renew")
 }
 func (f *fakeCluster) Release(context.Context, string, uint64, string) error {
 	return f.call("release")
 }
 func (f *fakeCluster) Lock(_ context.Context, name string, _ bool) (coord.LockStatus, error) {
-	return coord.LockStatus{Lock: fsm.Lock{Name: name}}, f.call("lock")
+	return coord.LockStatus{Lock: entry.Lock{Name: name}}, f.call("lock")
 }
 func (f *fakeCluster) Locks(context.Context, bool) (iter.Seq[coord.LockStatus], uint64, error) {
 	return slices.Values(f.locks), 3, f.call("locks")
@@ -77,8 +78,8 @@ func (f *fakeCluster) Put(_ context.Context, req coord.PutRequest) (uint64, erro
 func (f *fakeCluster) DeleteKey(_ context.Context, key string) (fsm.DeleteKeyResult, error) {
 	return fsm.DeleteKeyResult{Key: key, LastToken: 9}, f.call("delete-key")
 }
-func (f *fakeCluster) Get(context.Context, string, bool) (fsm.FencedKey, bool, uint64, error) {
-	return fsm.FencedKey{}, false, 3, f.call("get")
+func (f *fakeCluster) Get(context.Context, string, bool) (entry.FencedKey, bool, uint64, error) {
+	return entry.FencedKey{}, false, 3, f.call("get")
 }
 func (f *fakeCluster) Watch(since int64) (*coord.Watcher, error) {
 	if f.events == nil {
@@ -86,14 +87,14 @@ func (f *fakeCluster) Watch(since int64) (*coord.Watcher, error) {
 	}
 	return f.events.Watch(since)
 }
-func (f *fakeCluster) Proclaim(_ context.Context, name string, token uint64, _, value string) (fsm.Lock, error) {
-	return fsm.Lock{Name: name, Token: token, Value: value}, f.call("proclaim")
+func (f *fakeCluster) Proclaim(_ context.Context, name string, token uint64, _, value string) (entry.Lock, error) {
+	return entry.Lock{Name: name, Token: token, Value: value}, f.call("proclaim")
 }
 func (f *fakeCluster) AcquirePermit(_ context.Context, req coord.PermitRequest) (fsm.PermitResult, error) {
-	return fsm.PermitResult{Permit: fsm.Permit{Semaphore: req.Semaphore, Holder: req.Holder, Token: 7, Limit: req.Limit}, Held: 1}, f.call("sem-acquire")
+	return fsm.PermitResult{Permit: entry.Permit{Semaphore: req.Semaphore, Holder: req.Holder, Token: 7, Limit: req.Limit}, Held: 1}, f.call("sem-acquire")
 }
-func (f *fakeCluster) RenewPermit(context.Context, string, uint64, string) (fsm.Permit, error) {
-	return fsm.Permit{}, f.call("sem-renew")
+func (f *fakeCluster) RenewPermit(context.Context, string, uint64, string) (entry.Permit, error) {
+	return entry.Permit{}, f.call("sem-renew")
 }
 func (f *fakeCluster) ReleasePermit(context.Context, string, uint64, string) error {
 	return f.call("sem-release")
@@ -108,11 +109,11 @@ func (f *fakeCluster) CheckPermit(context.Context, string, uint64, bool) (bool, 
 	return true, f.call("sem-check")
 }
 func (f *fakeCluster) Join(context.Context, wire.JoinRequest) error { return f.call("join") }
-func (f *fakeCluster) Backup(context.Context, io.Writer) (fsm.Header, error) {
-	return fsm.Header{}, f.call("backup")
+func (f *fakeCluster) Backup(context.Context, io.Writer) (snapshot.Header, error) {
+	return snapshot.Header{}, f.call("backup")
 }
-func (f *fakeCluster) Restore(context.Context, io.Reader, cluster.RestoreOptions) (fsm.Header, error) {
-	return fsm.Header{}, f.call("restore")
+func (f *fakeCluster) Restore(context.Context, io.Reader, cluster.RestoreOptions) (snapshot.Header, error) {
+	return snapshot.Header{}, f.call("restore")
 }
 func (f *fakeCluster) RemoveMember(context.Context, string) error { return f.call("remove") }
 func (f *fakeCluster) TransferLeadership(context.Context, string) error {
@@ -380,7 +381,7 @@ func TestNotFoundAndNoLeader(t *testing.T) {
 func TestListLocksStreams(t *testing.T) {
 	many := make([]coord.LockStatus, 1000)
 	for i := range many {
-		many[i] = coord.LockStatus{Lock: fsm.Lock{Name: fmt.Sprintf("l%04d", i), Holder: "w", Token: uint64(i + 1), TTLMillis: 1000}, Held: i%3 != 0, Known: i%2 == 0, Remaining: time.Duration(i) * time.Millisecond}
+		many[i] = coord.LockStatus{Lock: entry.Lock{Name: fmt.Sprintf("l%04d", i), Holder: "w", Token: uint64(i + 1), TTLMillis: 1000}, Held: i%3 != 0, Known: i%2 == 0, Remaining: time.Duration(i) * time.Millisecond}
 	}
 	for _, locks := range [][]coord.LockStatus{nil, many[:1], many} {
 		f := &fakeCluster{leader: true, locks: locks}

@@ -11,14 +11,15 @@ import (
 
 	"github.com/hashicorp/raft"
 
-	"github.com/fencer-io/fencer/fsm"
+	"github.com/fencer-io/fencer/fsm/entry"
+	"github.com/fencer-io/fencer/fsm/snapshot"
 )
 
 // Backup writes a consistent copy of the replicated state, read on a leader
 // that has confirmed its leadership, in fencer's snapshot format.
-func (n *Node) Backup(ctx context.Context, w io.Writer) (fsm.Header, error) {
+func (n *Node) Backup(ctx context.Context, w io.Writer) (snapshot.Header, error) {
 	if err := n.linearizable(ctx); err != nil {
-		return fsm.Header{}, err
+		return snapshot.Header{}, err
 	}
 	// A View streams the state out record by record, without a copy of it.
 	v := n.fsm.View()
@@ -42,7 +43,7 @@ type RestoreOptions struct {
 //
 //   - the epoch becomes max(backup epoch + 1, current epoch + 1, MinEpoch),
 //     so new tokens (epoch<<40 | index) exceed every token of the backup's
-//     epoch whatever its log index was; never more than fsm.LastEpoch
+//     epoch whatever its log index was; never more than entry.LastEpoch
 //     (16,777,215), the last epoch whose tokens fit in 64 bits: a restore
 //     that would move past it is refused (ErrInvalidEpoch), as is a backup
 //     whose epoch leaves no room above it (ErrInvalidSnapshot);
@@ -59,13 +60,13 @@ type RestoreOptions struct {
 //
 // The limit: if the old cluster's epoch had moved past the backup's (it was
 // itself restored or recovered after the backup), pass MinEpoch above it.
-func (n *Node) Restore(ctx context.Context, r io.Reader, opts RestoreOptions) (fsm.Header, error) {
+func (n *Node) Restore(ctx context.Context, r io.Reader, opts RestoreOptions) (snapshot.Header, error) {
 	if err := n.awaitLeader(ctx); err != nil {
-		return fsm.Header{}, err
+		return snapshot.Header{}, err
 	}
-	backup, err := fsm.ReadImage(r)
+	backup, err := snapshot.ReadImage(r)
 	if err != nil {
-		return fsm.Header{}, fmt.Errorf("%w: %v", ErrInvalidSnapshot, err)
+		return snapshot.Header{}, fmt.Errorf("%w: %v", ErrInvalidSnapshot, err)
 	}
 	n.configMu.Lock()
 	defer n.configMu.Unlock()
@@ -74,17 +75,17 @@ func (n *Node) Restore(ctx context.Context, r io.Reader, opts RestoreOptions) (f
 	index := max(n.raft.LastIndex(), backup.Header.AppliedIndex) + 1
 	img, err := planRestore(backup, n.fsm.Image(), opts, index, n.raft.CurrentTerm())
 	if err != nil {
-		return fsm.Header{}, err
+		return snapshot.Header{}, err
 	}
 
 	var buf bytes.Buffer
 	if _, err := img.WriteTo(&buf); err != nil {
-		return fsm.Header{}, err
+		return snapshot.Header{}, err
 	}
 	meta := &raft.SnapshotMeta{Version: raft.SnapshotVersionMax, Index: index - 1, Term: img.Header.Term, Size: int64(buf.Len())}
 	start := time.Now()
 	if err := n.raft.Restore(meta, &buf, 2*time.Minute); err != nil {
-		return fsm.Header{}, translate(err)
+		return snapshot.Header{}, translate(err)
 	}
 	// Leader-only work (lease timers, waiters) starts over from the new
 	// state.
@@ -98,18 +99,18 @@ func (n *Node) Restore(ctx context.Context, r io.Reader, opts RestoreOptions) (f
 // planRestore builds the state a restore installs (see Restore) from the
 // backup and the current state, to be applied at index in term. A backup
 // that leaves the epoch no room above it is ErrInvalidSnapshot; a restore
-// that would move the epoch past fsm.LastEpoch is ErrInvalidEpoch. Either
+// that would move the epoch past entry.LastEpoch is ErrInvalidEpoch. Either
 // way nothing is installed, where before the epoch wrapped to 0 or moved
 // past the token space and every later acquire failed.
-func planRestore(backup, cur *fsm.Image, opts RestoreOptions, index, term uint64) (*fsm.Image, error) {
-	if err := fsm.CheckBackupHeader(backup.Header); err != nil {
+func planRestore(backup, cur *snapshot.Image, opts RestoreOptions, index, term uint64) (*snapshot.Image, error) {
+	if err := snapshot.CheckBackupHeader(backup.Header); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidSnapshot, err)
 	}
-	epoch, err := fsm.RestoreEpoch(backup.Header.Epoch, cur.Header.Epoch, opts.MinEpoch)
+	epoch, err := snapshot.RestoreEpoch(backup.Header.Epoch, cur.Header.Epoch, opts.MinEpoch)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidEpoch, err)
 	}
-	img := &fsm.Image{Header: backup.Header}
+	img := &snapshot.Image{Header: backup.Header}
 	img.Header.Epoch = epoch
 	// Every grant of an earlier epoch is void from here on, and fenced
 	// writes with its tokens are refused whatever the key's mark.
@@ -124,16 +125,16 @@ func planRestore(backup, cur *fsm.Image, opts RestoreOptions, index, term uint64
 }
 
 // mergeKeys keeps, for every key, the entry with the higher token, sorted.
-func mergeKeys(a, b []fsm.FencedKey) []fsm.FencedKey {
-	byKey := map[string]fsm.FencedKey{}
-	for _, list := range [][]fsm.FencedKey{a, b} {
+func mergeKeys(a, b []entry.FencedKey) []entry.FencedKey {
+	byKey := map[string]entry.FencedKey{}
+	for _, list := range [][]entry.FencedKey{a, b} {
 		for _, k := range list {
 			if old, ok := byKey[k.Key]; !ok || k.Token > old.Token {
 				byKey[k.Key] = k
 			}
 		}
 	}
-	out := make([]fsm.FencedKey, 0, len(byKey))
+	out := make([]entry.FencedKey, 0, len(byKey))
 	for _, k := range slices.Sorted(maps.Keys(byKey)) {
 		out = append(out, byKey[k])
 	}

@@ -26,7 +26,7 @@ var (
 	// have written it.
 	ErrInvalidSnapshot = errors.New("invalid snapshot")
 	// ErrInvalidEpoch: a restore or recovery would move the token epoch
-	// past fsm.LastEpoch, leaving no token to issue.
+	// past entry.LastEpoch, leaving no token to issue.
 	ErrInvalidEpoch = errors.New("invalid epoch")
 	// ErrTooManyWaiters: the lock's wait queue, or all queues together, are
 	// full.

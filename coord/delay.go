@@ -12,7 +12,7 @@ import (
 )
 
 // A lock-delay is timed like a lease, by the shared lease timers on the
-// leader: the FSM records that it started (fsm.Delay: the expiry's index and
+// leader: the FSM records that it started (entry.Delay: the expiry's index and
 // the length) and refuses acquires until an EndDelay entry, which the leader
 // proposes when the delay's timer fires, handing the lock to the head waiter
 // in the same entry. Waiters keep waiting through the delay. A new leader

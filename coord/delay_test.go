@@ -9,7 +9,7 @@ import (
 	"github.com/fencer-io/fencer/fsm/entry"
 )
 
-func acquireDelayed(s *Service, lock, holder string, ttl, delay time.Duration) (fsm.Lock, error) {
+func acquireDelayed(s *Service, lock, holder string, ttl, delay time.Duration) (entry.Lock, error) {
 	res, err := s.Acquire(bg, AcquireRequest{Lock: lock, Holder: holder, TTL: ttl, LockDelay: delay})
 	return res.Grant, err
 }

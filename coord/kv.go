@@ -91,10 +91,10 @@ func (s *Service) DeleteKey(ctx context.Context, key string) (fsm.DeleteKeyResul
 
 // Get reads a fenced key, and the log index it was read at; linearizable
 // unless stale.
-func (s *Service) Get(ctx context.Context, key string, stale bool) (fsm.FencedKey, bool, uint64, error) {
+func (s *Service) Get(ctx context.Context, key string, stale bool) (entry.FencedKey, bool, uint64, error) {
 	if !stale {
 		if err := s.linearizable(ctx); err != nil {
-			return fsm.FencedKey{}, false, 0, err
+			return entry.FencedKey{}, false, 0, err
 		}
 	}
 	k, ok, index := s.fsm.KeyAt(key)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/fencer-io/fencer/fsm"
+	"github.com/fencer-io/fencer/fsm/entry"
 )
 
 // leaseTimers tracks the deadline of every held lock, on the leader only,
@@ -71,7 +72,7 @@ func (l *leaseTimers) Promote(f *fsm.FSM) int {
 	l.clearLocked()
 	l.active = true
 	n := 0
-	f.EachLock(func(lk fsm.Lock) {
+	f.EachLock(func(lk entry.Lock) {
 		l.trackLocked(lk.Name, lk.Token, time.Duration(lk.TTLMillis)*time.Millisecond)
 		n++
 	})

@@ -224,19 +224,19 @@ func (s *Service) serveWaiters(q *queue, name string) {
 
 // Renew confirms leadership with a quorum round and extends the lease's
 // deadline on the leader. It writes nothing to the log.
-func (s *Service) Renew(ctx context.Context, name string, token uint64, secret string) (fsm.Lock, error) {
+func (s *Service) Renew(ctx context.Context, name string, token uint64, secret string) (entry.Lock, error) {
 	if err := s.awaitLeader(ctx); err != nil {
-		return fsm.Lock{}, err
+		return entry.Lock{}, err
 	}
 	if err := s.raft.VerifyLeader(); err != nil {
-		return fsm.Lock{}, err
+		return entry.Lock{}, err
 	}
 	cur, held := s.fsm.Lock(name)
 	if !held || cur.Token != token || !fsm.LeaseEqual(cur.Lease, secret) {
-		return fsm.Lock{}, fsm.LeaseRefused(name, cur.Token, token, secret)
+		return entry.Lock{}, fsm.LeaseRefused(name, cur.Token, token, secret)
 	}
 	if !s.leases.Renew(name, token) {
-		return fsm.Lock{}, fmt.Errorf("%w: lock %q's grant with token %d: its lease expired", fsm.ErrLeaseLost, name, token)
+		return entry.Lock{}, fmt.Errorf("%w: lock %q's grant with token %d: its lease expired", fsm.ErrLeaseLost, name, token)
 	}
 	s.metrics.renewals.Inc()
 	return cur, nil
@@ -317,7 +317,7 @@ func (s *Service) free(name string, token uint64, handoff bool, mk func(next *en
 
 // handoff answers a popped waiter with the grant an entry handed it (and
 // starts its lease), or with why it did not get one.
-func (s *Service) handoff(name string, w *waiter, next *fsm.Lock, nextErr error) {
+func (s *Service) handoff(name string, w *waiter, next *entry.Lock, nextErr error) {
 	if next == nil {
 		w.result <- waitResult{err: nextErr}
 		return
@@ -329,7 +329,7 @@ func (s *Service) handoff(name string, w *waiter, next *fsm.Lock, nextErr error)
 
 // LockStatus is a lock as reported to clients (never the grant's secret).
 type LockStatus struct {
-	fsm.Lock
+	entry.Lock
 	Held bool
 	// Remaining is the leader's view of the lease's time left; Known is
 	// false on a stale read from a follower.
@@ -406,9 +406,9 @@ func (s *Service) Waiters(name string) int {
 // Proclaim changes the value a held lock publishes (an election leader's
 // address, say): a log write under the lock's queue; the token is
 // unchanged. A grant that is not current is fsm.ErrLeaseLost.
-func (s *Service) Proclaim(ctx context.Context, name string, token uint64, secret, value string) (fsm.Lock, error) {
+func (s *Service) Proclaim(ctx context.Context, name string, token uint64, secret, value string) (entry.Lock, error) {
 	if err := s.awaitLeader(ctx); err != nil {
-		return fsm.Lock{}, err
+		return entry.Lock{}, err
 	}
 	q := s.queues.get(name)
 	defer s.queues.put(name, q)
@@ -416,7 +416,7 @@ func (s *Service) Proclaim(ctx context.Context, name string, token uint64, secre
 	defer q.mu.Unlock()
 	res, err := s.raft.Apply(&entry.SetValue{Lock: name, Token: token, Lease: secret, Value: value})
 	if err != nil {
-		return fsm.Lock{}, err
+		return entry.Lock{}, err
 	}
 	return res.(*fsm.SetValueResult).Grant, nil
 }

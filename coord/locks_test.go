@@ -19,7 +19,7 @@ import (
 
 var bg = context.Background()
 
-func mustAcquire(t *testing.T, s *Service, lock, holder string, ttl time.Duration) fsm.Lock {
+func mustAcquire(t *testing.T, s *Service, lock, holder string, ttl time.Duration) entry.Lock {
 	t.Helper()
 	res, err := s.Acquire(bg, AcquireRequest{Lock: lock, Holder: holder, TTL: ttl})
 	if err != nil {

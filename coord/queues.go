@@ -38,7 +38,7 @@ type waiter struct {
 }
 
 type waitResult struct {
-	grant  fsm.Lock
+	grant  entry.Lock
 	permit fsm.PermitResult // a semaphore waiter's
 	err    error
 }

@@ -131,7 +131,7 @@ func (s *Service) grantPermit(cmd *entry.SemAcquire) (fsm.PermitResult, error) {
 	return *r, nil
 }
 
-func (s *Service) trackPermit(p fsm.Permit) {
+func (s *Service) trackPermit(p entry.Permit) {
 	s.leases.Track(permitKey(p.Semaphore, p.Token), p.Token, time.Duration(p.TTLMillis)*time.Millisecond)
 }
 
@@ -183,31 +183,31 @@ func (s *Service) serveSemWaiters(q *queue, name string) {
 }
 
 // RenewPermit extends a permit's lease on the leader, as Renew a lock's.
-func (s *Service) RenewPermit(ctx context.Context, name string, token uint64, secret string) (fsm.Permit, error) {
+func (s *Service) RenewPermit(ctx context.Context, name string, token uint64, secret string) (entry.Permit, error) {
 	if err := s.awaitLeader(ctx); err != nil {
-		return fsm.Permit{}, err
+		return entry.Permit{}, err
 	}
 	if err := s.raft.VerifyLeader(); err != nil {
-		return fsm.Permit{}, err
+		return entry.Permit{}, err
 	}
 	p, ok := heldPermit(s.fsm.Semaphore(name), token)
 	if !ok || !fsm.LeaseEqual(p.Lease, secret) {
-		return fsm.Permit{}, fmt.Errorf("%w: semaphore %q has no permit with token %d and that lease", fsm.ErrLeaseLost, name, token)
+		return entry.Permit{}, fmt.Errorf("%w: semaphore %q has no permit with token %d and that lease", fsm.ErrLeaseLost, name, token)
 	}
 	if !s.leases.Renew(permitKey(name, token), token) {
-		return fsm.Permit{}, fmt.Errorf("%w: semaphore %q's permit %d: its lease expired", fsm.ErrLeaseLost, name, token)
+		return entry.Permit{}, fmt.Errorf("%w: semaphore %q's permit %d: its lease expired", fsm.ErrLeaseLost, name, token)
 	}
 	s.metrics.renewals.Inc()
 	return p, nil
 }
 
-func heldPermit(st fsm.SemaphoreState, token uint64) (fsm.Permit, bool) {
+func heldPermit(st fsm.SemaphoreState, token uint64) (entry.Permit, bool) {
 	for _, p := range st.Permits {
 		if p.Token == token {
 			return p, true
 		}
 	}
-	return fsm.Permit{}, false
+	return entry.Permit{}, false
 }
 
 // ReleasePermit ends a permit and hands it to the head waiter in the same
@@ -280,7 +280,7 @@ func (s *Service) freePermit(name string, token uint64, mk func(next *entry.SemA
 
 // PermitStatus is a held permit as reported to clients (never its secret).
 type PermitStatus struct {
-	fsm.Permit
+	entry.Permit
 	Remaining time.Duration
 	Known     bool // false on a stale read from a follower
 }

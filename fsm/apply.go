@@ -68,17 +68,17 @@ func (s *state) grant(c *entry.Acquire, index uint64) any {
 		// not be written to a snapshot and read back (Image.check).
 		return fmt.Errorf("%w: acquire of lock %q with ttl %d ms", entry.ErrMalformedCommand, c.Lock, c.TTLMillis)
 	}
-	if index > MaxIndex || s.epoch >= MaxEpoch {
+	if index > entry.MaxIndex || s.epoch >= entry.MaxEpoch {
 		return ErrTokenSpaceExhausted
 	}
-	token := MakeToken(s.epoch, index)
+	token := entry.MakeToken(s.epoch, index)
 	if token <= s.lastToken {
 		// Cannot happen while log indexes increase; refuse rather than
 		// issue a token that does not move forward.
 		return fmt.Errorf("%w: token %d would not exceed %d", ErrTokenSpaceExhausted, token, s.lastToken)
 	}
 	s.lastToken = token
-	e := newLockEntry(&Lock{
+	e := newLockEntry(&entry.Lock{
 		Name:            c.Lock,
 		Holder:          c.Holder,
 		Token:           token,
@@ -117,7 +117,7 @@ func applyExpire(s *state, c *entry.Expire, index uint64) any {
 		// The grant asked for a lock-delay: nobody gets the lock until an
 		// EndDelay, not even a waiter offered in this entry (the leader
 		// offers none; a handoff here would be refused by the delay).
-		s.delays[c.Lock] = Delay{Lock: c.Lock, Since: index, Millis: cur.delay}
+		s.delays[c.Lock] = entry.Delay{Lock: c.Lock, Since: index, Millis: cur.delay}
 	}
 	return s.free(cur, c.Next, index)
 }
@@ -158,7 +158,7 @@ func applyPut(s *state, c *entry.Put, _ uint64) any {
 	if c.Token == 0 {
 		return fmt.Errorf("%w: token 0 is never issued", ErrStaleToken)
 	}
-	if TokenEpoch(c.Token) < s.floor {
+	if entry.TokenEpoch(c.Token) < s.floor {
 		// A grant of an epoch before the last restore or recovery: void,
 		// even above a mark that the restore took back (see DESIGN.md).
 		return &StaleError{Key: c.Key, Token: c.Token, LastToken: s.mark(c.Key)}
@@ -177,7 +177,7 @@ func applyPut(s *state, c *entry.Put, _ uint64) any {
 	if k, ok := s.keys[c.Key]; ok && c.Token <= k.Token {
 		return &StaleError{Key: c.Key, Token: c.Token, LastToken: k.Token}
 	}
-	s.setKey(&FencedKey{Key: c.Key, Value: c.Value, Token: c.Token, Principal: c.Principal})
+	s.setKey(&entry.FencedKey{Key: c.Key, Value: c.Value, Token: c.Token, Principal: c.Principal})
 	return &PutResult{Key: c.Key, Token: c.Token}
 }
 

@@ -18,18 +18,11 @@ import (
 // the delay again at full length: a delay may last longer across a
 // failover, never shorter.
 
-// Delay is a running lock-delay.
-type Delay struct {
-	Lock   string `json:"lock"`
-	Since  uint64 `json:"since"` // index of the expiry that started it
-	Millis int64  `json:"ms"`
-}
-
 // EndDelayResult is the Apply result of an effective EndDelay.
 type EndDelayResult struct {
-	Ended Delay
+	Ended entry.Delay
 	// Next is the grant handed to the queued waiter, if any.
-	Next *Lock
+	Next *entry.Lock
 	// NextErr is why the handoff did not happen (the lock is then free).
 	NextErr error
 }
@@ -55,7 +48,7 @@ func applyEndDelay(s *state, c *entry.EndDelay, index uint64) any {
 }
 
 // Delay returns a lock's running lock-delay, if any.
-func (f *FSM) Delay(lock string) (Delay, bool) {
+func (f *FSM) Delay(lock string) (entry.Delay, bool) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	d, ok := f.s.delays[lock]
@@ -63,10 +56,10 @@ func (f *FSM) Delay(lock string) (Delay, bool) {
 }
 
 // Delays returns every running lock-delay, sorted by lock.
-func (f *FSM) Delays() []Delay {
+func (f *FSM) Delays() []entry.Delay {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	out := make([]Delay, 0, len(f.s.delays))
+	out := make([]entry.Delay, 0, len(f.s.delays))
 	for _, name := range sortedKeys(f.s.delays) {
 		out = append(out, f.s.delays[name])
 	}

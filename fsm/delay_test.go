@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/fencer-io/fencer/fsm/entry"
+	"github.com/fencer-io/fencer/fsm/snapshot"
 )
 
 // An expiry of a grant that asked for a lock-delay records the delay and
@@ -39,8 +40,8 @@ func TestLockDelayAfterExpiryOnly(t *testing.T) {
 	if _, err := f.View().WriteTo(&buf); err != nil {
 		t.Fatal(err)
 	}
-	img, err := ReadImage(&buf)
-	if err != nil || !reflect.DeepEqual(img.Delays, []Delay{{Lock: "a", Since: 2, Millis: 5000}}) {
+	img, err := snapshot.ReadImage(&buf)
+	if err != nil || !reflect.DeepEqual(img.Delays, []entry.Delay{{Lock: "a", Since: 2, Millis: 5000}}) {
 		t.Fatalf("snapshot delays: %+v (%v)", img, err)
 	}
 	end, ok := f.ApplyCommand(&entry.EndDelay{Lock: "a", Since: 2, Next: acquire("", "w3", "s3")}, 5).(*EndDelayResult)

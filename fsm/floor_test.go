@@ -8,10 +8,11 @@ import (
 	"testing"
 
 	"github.com/fencer-io/fencer/fsm/entry"
+	"github.com/fencer-io/fencer/fsm/snapshot"
 )
 
 // restoreImage restores img into a fresh FSM through the snapshot format.
-func restoreImage(t *testing.T, img *Image) *FSM {
+func restoreImage(t *testing.T, img *snapshot.Image) *FSM {
 	t.Helper()
 	var buf bytes.Buffer
 	if _, err := img.WriteTo(&buf); err != nil {
@@ -38,7 +39,7 @@ func TestEpochFloorRefusesEveryTokenOfAnEarlierEpoch(t *testing.T) {
 	backup := old.Image()
 	// What cluster.Restore writes: epoch and floor past the backup's, no
 	// held locks.
-	img := &Image{Header: backup.Header, Keys: backup.Keys}
+	img := &snapshot.Image{Header: backup.Header, Keys: backup.Keys}
 	img.Header.Epoch, img.Header.EpochFloor = 1, 1
 	img.Header.Locks, img.Header.Requests = 0, 0
 	f := restoreImage(t, img)
@@ -54,13 +55,13 @@ func TestEpochFloorRefusesEveryTokenOfAnEarlierEpoch(t *testing.T) {
 	stale(&entry.Put{Key: "k", Value: []byte("zombie"), Token: t0 + k}, t0)
 	stale(&entry.Put{Key: "new-key", Value: []byte("zombie"), Token: t0 + k}, 0)
 	stale(&entry.Put{Key: "k", Value: []byte("zombie"), Token: t0 + k, Lock: "a"}, t0)
-	stale(&entry.Put{Key: "k", Value: []byte("zombie"), Token: MaxIndex}, t0)
+	stale(&entry.Put{Key: "k", Value: []byte("zombie"), Token: entry.MaxIndex}, t0)
 	if k, _ := f.Key("k"); string(k.Value) != "at T0" {
 		t.Fatalf("key after refused writes: %+v", k)
 	}
 
 	g := mustGrant(t, f, acquire("a", "w2", "s2"), t0+11)
-	if TokenEpoch(g.Token) != 1 {
+	if entry.TokenEpoch(g.Token) != 1 {
 		t.Fatalf("new grant %d not in epoch 1", g.Token)
 	}
 	if _, ok := f.ApplyCommand(&entry.Put{Key: "k", Value: []byte("new"), Token: g.Token, Lock: "a"}, t0+12).(*PutResult); !ok {
@@ -81,7 +82,7 @@ func TestEpochFloorRefusesEveryTokenOfAnEarlierEpoch(t *testing.T) {
 // and a restore by an older build) keeps the old rule, so replaying an
 // existing log gives what it gave before.
 func TestNoFloorKeepsTheMarkRule(t *testing.T) {
-	f := restoreImage(t, &Image{Header: Header{Format: SnapshotFormat, Version: SnapshotVersion, Epoch: 1, LastToken: 50}})
+	f := restoreImage(t, &snapshot.Image{Header: snapshot.Header{Format: snapshot.Format, Version: snapshot.Version, Epoch: 1, LastToken: 50}})
 	if _, ok := f.ApplyCommand(&entry.Put{Key: "k", Value: []byte("v"), Token: 40}, 2).(*PutResult); !ok {
 		t.Fatal("put refused without a floor")
 	}
@@ -100,7 +101,7 @@ func TestReadImageRefusesAnImpossibleFloor(t *testing.T) {
 		"permit below floor": `{"format":"fencer-snapshot","version":1,"epoch":1,"epoch_floor":1,"last_token":1099511627777,"applied_index":5,"term":1,"locks":0,"keys":0,"members":0,"requests":0,"permits":1}` + "\n" +
 			`{"permit":{"semaphore":"s","holder":"w","token":3,"lease":"x","ttl_ms":10,"limit":1}}` + "\n",
 	} {
-		if _, err := ReadImage(strings.NewReader(body)); err == nil {
+		if _, err := snapshot.ReadImage(strings.NewReader(body)); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
 	}

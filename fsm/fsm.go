@@ -1,12 +1,13 @@
 // Package fsm is fencer's replicated state machine: it applies the commands
 // of fsm/entry to the state (locks, semaphores, lock-delays, fenced keys and
-// member addresses) and writes and restores its snapshots. It is pure: no
+// member addresses), answers reads of it, emits its events, and captures and
+// restores it as snapshots (in fsm/snapshot's format). It is pure: no
 // clock, no randomness, no raft handle. Everything a decision needs arrives
 // in the command, so every replica that applies the same log reaches the
 // same state.
 //
 // The fencing token of a grant is the log index of the entry that granted it
-// (plus the epoch in the high bits, see EpochShift). Only a Raft leader can
+// (plus the epoch in the high bits, see entry.EpochShift). Only a Raft leader can
 // commit an entry, so only the leader of a majority can mint a token, and all
 // tokens of all locks share one strictly increasing sequence.
 package fsm
@@ -22,6 +23,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/fencer-io/fencer/fsm/entry"
+	"github.com/fencer-io/fencer/fsm/snapshot"
 )
 
 // FSM implements raft.FSM.
@@ -45,7 +47,7 @@ func New(logger *slog.Logger) *FSM {
 
 // AcquireResult is the Apply result of a successful Acquire.
 type AcquireResult struct {
-	Grant Lock
+	Grant entry.Lock
 	// Existing is true when the request id had already been granted and this
 	// is that same grant returned again.
 	Existing bool
@@ -53,13 +55,13 @@ type AcquireResult struct {
 
 // ReleaseResult is the Apply result of a Release or an effective Expire.
 type ReleaseResult struct {
-	Freed Lock
+	Freed entry.Lock
 	// Next is the grant handed to the queued waiter in the same entry, if any.
-	Next *Lock
+	Next *entry.Lock
 	// NextErr is why the handoff did not happen (the lock is then free).
 	NextErr error
 	// Delay is the lock-delay an expiry started, if the grant asked for one.
-	Delay *Delay
+	Delay *entry.Delay
 }
 
 // PutResult is the Apply result of a successful Put.
@@ -148,18 +150,18 @@ func LeaseEqual(a, b string) bool {
 // Snapshot captures the state for raft: a View, whose pointers are taken
 // under the lock; sorting and writing it out happen outside.
 func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
-	return &snapshot{v: f.View()}, nil
+	return &raftSnapshot{v: f.View()}, nil
 }
 
 // Restore replaces the whole state with the snapshot's, atomically: the new
 // state is built aside and swapped in only when it decoded completely.
 func (f *FSM) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
-	img, err := ReadImage(rc)
+	img, err := snapshot.ReadImage(rc)
 	if err != nil {
 		return err
 	}
-	s := img.state()
+	s := stateOf(img)
 	f.mu.Lock()
 	old, boot := f.s, f.applied == 0
 	f.s = s

@@ -11,13 +11,14 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/fencer-io/fencer/fsm/entry"
+	"github.com/fencer-io/fencer/fsm/snapshot"
 )
 
 func acquire(lock, holder, lease string) *entry.Acquire {
 	return &entry.Acquire{Lock: lock, Holder: holder, Lease: lease, TTLMillis: 1000}
 }
 
-func mustGrant(t *testing.T, f *FSM, cmd *entry.Acquire, index uint64) Lock {
+func mustGrant(t *testing.T, f *FSM, cmd *entry.Acquire, index uint64) entry.Lock {
 	t.Helper()
 	res, ok := f.ApplyCommand(cmd, index).(*AcquireResult)
 	if !ok {
@@ -234,13 +235,13 @@ func TestPutWithLockRequiresCurrentGrant(t *testing.T) {
 
 func TestBumpEpochMovesTokensAboveOldEpoch(t *testing.T) {
 	f := New(nil)
-	g := mustGrant(t, f, acquire("a", "w1", "s1"), MaxIndex)
+	g := mustGrant(t, f, acquire("a", "w1", "s1"), entry.MaxIndex)
 	f.ApplyCommand(&entry.BumpEpoch{Reason: "restore"}, 5)
 	g2 := mustGrant(t, f, acquire("b", "w1", "s1"), 6)
-	if g2.Token <= g.Token || g2.Token != 1<<EpochShift|6 {
+	if g2.Token <= g.Token || g2.Token != 1<<entry.EpochShift|6 {
 		t.Fatalf("token after bump = %d, want > %d", g2.Token, g.Token)
 	}
-	if err, _ := f.ApplyCommand(acquire("c", "w", "s"), MaxIndex+1).(error); !errors.Is(err, ErrTokenSpaceExhausted) {
+	if err, _ := f.ApplyCommand(acquire("c", "w", "s"), entry.MaxIndex+1).(error); !errors.Is(err, ErrTokenSpaceExhausted) {
 		t.Fatalf("index past epoch: %v", err)
 	}
 }
@@ -395,7 +396,7 @@ func TestReadImageRefusesImpossibleRecords(t *testing.T) {
 		"token above last":   fmt.Sprintf(good, 1, 0) + `{"lock":{"name":"a","holder":"w","token":9,"lease":"s","ttl_ms":10}}` + "\n",
 		"duplicate key":      fmt.Sprintf(good, 0, 2) + `{"key":{"key":"k","value":null,"token":3}}` + "\n" + `{"key":{"key":"k","value":null,"token":4}}` + "\n",
 	} {
-		if _, err := ReadImage(bytes.NewReader([]byte(body))); err == nil {
+		if _, err := snapshot.ReadImage(bytes.NewReader([]byte(body))); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
 	}

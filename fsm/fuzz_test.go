@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/fencer-io/fencer/fsm/entry"
+	"github.com/fencer-io/fencer/fsm/snapshot"
 )
 
 // fuzzBase returns an FSM with some of everything in it, so that fuzzed
@@ -233,7 +234,7 @@ func FuzzRestore(f *testing.F) {
 			}
 			return
 		}
-		_, readErr := ReadImage(bytes.NewReader(data))
+		_, readErr := snapshot.ReadImage(bytes.NewReader(data))
 		if readErr != nil {
 			t.Fatalf("Restore accepted what ReadImage refuses: %v", readErr)
 		}
@@ -263,29 +264,29 @@ func TestFuzzBaseIsConsistent(t *testing.T) {
 // it onto a fresh cluster is accepted and its tokens are of its epoch.
 func FuzzEpochs(f *testing.F) {
 	f.Add(uint64(0), uint64(0), uint64(0), uint64(7), uint64(3))
-	f.Add(uint64(LastEpoch), uint64(0), uint64(LastEpoch), uint64(0), uint64(MaxIndex))
+	f.Add(uint64(entry.LastEpoch), uint64(0), uint64(entry.LastEpoch), uint64(0), uint64(entry.MaxIndex))
 	f.Add(uint64(1<<64-1), uint64(1<<64-1), uint64(1<<64-1), uint64(1<<64-1), uint64(1<<64-1))
 	f.Fuzz(func(t *testing.T, backup, current, minEpoch, lastToken, applied uint64) {
-		if e, err := RestoreEpoch(backup, current, minEpoch); err == nil {
-			if e > LastEpoch || e <= backup || e <= current || e < minEpoch {
+		if e, err := snapshot.RestoreEpoch(backup, current, minEpoch); err == nil {
+			if e > entry.LastEpoch || e <= backup || e <= current || e < minEpoch {
 				t.Fatalf("restore of %d onto %d, min %d: epoch %d", backup, current, minEpoch, e)
 			}
-		} else if !errors.Is(err, ErrNoEpochLeft) {
+		} else if !errors.Is(err, snapshot.ErrNoEpochLeft) {
 			t.Fatalf("restore refused with %v", err)
 		}
-		if e, err := RecoveryEpoch(current, minEpoch); err == nil {
-			if e > LastEpoch || e <= current || e-current != minEpoch {
+		if e, err := snapshot.RecoveryEpoch(current, minEpoch); err == nil {
+			if e > entry.LastEpoch || e <= current || e-current != minEpoch {
 				t.Fatalf("recovery of %d by %d: epoch %d", current, minEpoch, e)
 			}
-		} else if minEpoch != 0 && !errors.Is(err, ErrNoEpochLeft) {
+		} else if minEpoch != 0 && !errors.Is(err, snapshot.ErrNoEpochLeft) {
 			t.Fatalf("recovery refused with %v", err)
 		}
-		h := Header{Epoch: backup, LastToken: lastToken, AppliedIndex: applied}
-		if CheckBackupHeader(h) == nil {
-			if _, err := RestoreEpoch(backup, 0, 0); err != nil {
+		h := snapshot.Header{Epoch: backup, LastToken: lastToken, AppliedIndex: applied}
+		if snapshot.CheckBackupHeader(h) == nil {
+			if _, err := snapshot.RestoreEpoch(backup, 0, 0); err != nil {
 				t.Fatalf("header %+v passes, its restore does not: %v", h, err)
 			}
-			if TokenEpoch(lastToken) > backup || applied >= MaxIndex {
+			if entry.TokenEpoch(lastToken) > backup || applied >= entry.MaxIndex {
 				t.Fatalf("header %+v passes", h)
 			}
 		}

@@ -9,12 +9,12 @@ import (
 )
 
 // Lock returns the current grant of a lock, if it is held.
-func (f *FSM) Lock(name string) (Lock, bool) {
+func (f *FSM) Lock(name string) (entry.Lock, bool) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	e, ok := f.s.locks[name]
 	if !ok {
-		return Lock{}, false
+		return entry.Lock{}, false
 	}
 	return e.lock(), true
 }
@@ -27,9 +27,9 @@ func (f *FSM) LockCount(holder string) (total, byHolder int) {
 }
 
 // Locks returns every held lock, sorted by name.
-func (f *FSM) Locks() []Lock {
+func (f *FSM) Locks() []entry.Lock {
 	_, entries := f.lockEntries()
-	out := make([]Lock, len(entries))
+	out := make([]entry.Lock, len(entries))
 	for i, e := range entries {
 		out[i] = e.lock()
 	}
@@ -39,13 +39,13 @@ func (f *FSM) Locks() []Lock {
 // EachLock calls fn with every held lock, sorted by name, as of one moment.
 // It copies one pointer per lock, not the locks, and runs fn without holding
 // the FSM's lock, so fn may be slow or call back into the FSM.
-func (f *FSM) EachLock(fn func(Lock)) {
+func (f *FSM) EachLock(fn func(entry.Lock)) {
 	f.EachLockAt(fn)
 }
 
 // EachLockAt is EachLock, and returns the applied index of the moment the
 // locks were read at.
-func (f *FSM) EachLockAt(fn func(Lock)) uint64 {
+func (f *FSM) EachLockAt(fn func(entry.Lock)) uint64 {
 	index, locks := f.LocksAt()
 	for l := range locks {
 		fn(l)
@@ -57,9 +57,9 @@ func (f *FSM) EachLockAt(fn func(Lock)) uint64 {
 // sorted by name, as a sequence: it holds one pointer per lock, not the
 // locks, and yields without holding the FSM's lock, so a caller may stream
 // the locks out as slowly as it likes.
-func (f *FSM) LocksAt() (uint64, iter.Seq[Lock]) {
+func (f *FSM) LocksAt() (uint64, iter.Seq[entry.Lock]) {
 	index, entries := f.lockEntries()
-	return index, func(yield func(Lock) bool) {
+	return index, func(yield func(entry.Lock) bool) {
 		for _, e := range entries {
 			if !yield(e.lock()) {
 				return
@@ -88,18 +88,18 @@ func sortEntries(entries []*lockEntry) {
 }
 
 // Key returns a fenced key's value and last token.
-func (f *FSM) Key(key string) (FencedKey, bool) {
+func (f *FSM) Key(key string) (entry.FencedKey, bool) {
 	k, ok, _ := f.KeyAt(key)
 	return k, ok
 }
 
 // KeyAt is Key, and returns the applied index it was read at.
-func (f *FSM) KeyAt(key string) (FencedKey, bool, uint64) {
+func (f *FSM) KeyAt(key string) (entry.FencedKey, bool, uint64) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	k, ok := f.s.keys[key]
 	if !ok {
-		return FencedKey{}, false, f.applied
+		return entry.FencedKey{}, false, f.applied
 	}
 	return *k, true, f.applied
 }

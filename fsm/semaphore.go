@@ -57,31 +57,16 @@ func (e *LimitError) Error() string {
 // Is makes errors.Is(err, ErrLimitMismatch) true.
 func (e *LimitError) Is(target error) bool { return target == ErrLimitMismatch }
 
-// Permit is one held permit of a semaphore.
-type Permit struct {
-	Semaphore string `json:"semaphore"`
-	Holder    string `json:"holder"`
-	Token     uint64 `json:"token"`
-	Lease     string `json:"lease"` // the permit's secret
-	TTLMillis int64  `json:"ttl_ms"`
-	// Limit is the semaphore's limit when the permit was granted, which is
-	// its limit for as long as the permit is held.
-	Limit           int    `json:"limit"`
-	RequestID       string `json:"request_id,omitempty"`
-	GrantedAtMillis int64  `json:"granted_at_ms,omitempty"`
-	Principal       string `json:"principal,omitempty"`
-}
-
 // semaphore is a semaphore with at least one permit held; an empty one is
 // not kept. Permits are immutable once stored.
 type semaphore struct {
 	limit   int
-	permits map[uint64]*Permit
+	permits map[uint64]*entry.Permit
 }
 
 // PermitResult is the Apply result of a granted SemAcquire.
 type PermitResult struct {
-	Permit Permit
+	Permit entry.Permit
 	// Held counts the permits held once this one is.
 	Held int
 	// Existing: the request id had been granted and this is that permit.
@@ -91,7 +76,7 @@ type PermitResult struct {
 // SemReleaseResult is the Apply result of an effective SemRelease or
 // SemExpire.
 type SemReleaseResult struct {
-	Freed   Permit
+	Freed   entry.Permit
 	Next    *PermitResult
 	NextErr error
 }
@@ -123,15 +108,15 @@ func applySemAcquire(s *state, c *entry.SemAcquire, index uint64) any {
 			return &FullError{Semaphore: c.Semaphore, Held: len(sem.permits), Limit: sem.limit}
 		}
 	}
-	if index > MaxIndex || s.epoch >= MaxEpoch {
+	if index > entry.MaxIndex || s.epoch >= entry.MaxEpoch {
 		return ErrTokenSpaceExhausted
 	}
-	token := MakeToken(s.epoch, index)
+	token := entry.MakeToken(s.epoch, index)
 	if token <= s.lastToken {
 		return fmt.Errorf("%w: token %d would not exceed %d", ErrTokenSpaceExhausted, token, s.lastToken)
 	}
 	s.lastToken = token
-	p := &Permit{
+	p := &entry.Permit{
 		Semaphore: c.Semaphore, Holder: c.Holder, Token: token, Lease: c.Lease, TTLMillis: c.TTLMillis,
 		Limit: c.Limit, RequestID: c.RequestID, GrantedAtMillis: c.NowMillis, Principal: c.Principal,
 	}
@@ -142,10 +127,10 @@ func applySemAcquire(s *state, c *entry.SemAcquire, index uint64) any {
 	return &PermitResult{Permit: *p, Held: len(s.sems[c.Semaphore].permits)}
 }
 
-func (s *state) addPermit(p *Permit) {
+func (s *state) addPermit(p *entry.Permit) {
 	sem := s.sems[p.Semaphore]
 	if sem == nil {
-		sem = &semaphore{limit: p.Limit, permits: map[uint64]*Permit{}}
+		sem = &semaphore{limit: p.Limit, permits: map[uint64]*entry.Permit{}}
 		s.sems[p.Semaphore] = sem
 	}
 	sem.permits[p.Token] = p
@@ -154,7 +139,7 @@ func (s *state) addPermit(p *Permit) {
 
 func applySemRelease(s *state, c *entry.SemRelease, index uint64) any {
 	sem := s.sems[c.Semaphore]
-	var p *Permit
+	var p *entry.Permit
 	if sem != nil {
 		p = sem.permits[c.Token]
 	}
@@ -172,7 +157,7 @@ func applySemExpire(s *state, c *entry.SemExpire, index uint64) any {
 	return s.freePermit(sem.permits[c.Token], c.Next, index)
 }
 
-func (s *state) freePermit(p *Permit, next *entry.SemAcquire, index uint64) *SemReleaseResult {
+func (s *state) freePermit(p *entry.Permit, next *entry.SemAcquire, index uint64) *SemReleaseResult {
 	sem := s.sems[p.Semaphore]
 	delete(sem.permits, p.Token)
 	s.permits--
@@ -198,7 +183,7 @@ func (s *state) freePermit(p *Permit, next *entry.SemAcquire, index uint64) *Sem
 type SemaphoreState struct {
 	Name    string
 	Limit   int
-	Permits []Permit
+	Permits []entry.Permit
 }
 
 // Semaphore returns a semaphore's permits.
@@ -242,8 +227,8 @@ func (f *FSM) SemRequestGranted(name, holder, requestID, principal string) bool 
 }
 
 // permitList returns every held permit, sorted by semaphore and token.
-func (s *state) permitList() []Permit {
-	var out []Permit
+func (s *state) permitList() []entry.Permit {
+	var out []entry.Permit
 	for _, name := range sortedKeys(s.sems) {
 		out = append(out, semState(name, s.sems[name]).Permits...)
 	}

@@ -103,7 +103,7 @@ func TestSnapshotIsUnaffectedByLaterApplies(t *testing.T) {
 // lockEntry packs a lock's strings into one; every field comes back, with
 // empty and NUL-containing strings too.
 func TestLockEntryRoundTrip(t *testing.T) {
-	for _, l := range []Lock{
+	for _, l := range []entry.Lock{
 		{Name: "a", Holder: "w", Token: 1, Lease: "s", TTLMillis: 2},
 		{Name: "a\x00b", Holder: "\x00", Token: 1 << 50, Lease: strings.Repeat("f", 32), TTLMillis: 1 << 40, RequestID: "r\x00", GrantedAtMillis: -3},
 		{Name: "n", Token: 9, TTLMillis: 1},
@@ -122,8 +122,8 @@ func TestLockEntryRoundTrip(t *testing.T) {
 
 func TestEachLockIsSortedAndMatchesLocks(t *testing.T) {
 	f, _ := replay(t, goldenHistory())
-	var each []Lock
-	f.EachLock(func(l Lock) { each = append(each, l) })
+	var each []entry.Lock
+	f.EachLock(func(l entry.Lock) { each = append(each, l) })
 	locks := f.Locks()
 	if len(each) != len(locks) || len(locks) != 22 {
 		t.Fatalf("EachLock gave %d, Locks %d", len(each), len(locks))

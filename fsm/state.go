@@ -6,69 +6,10 @@ import (
 	"github.com/fencer-io/fencer/fsm/entry"
 )
 
-// EpochShift is where the epoch starts in a token: token = epoch<<EpochShift |
-// log index. In normal running the epoch is 0 and the token is the log index.
-// A restore or forced recovery bumps the epoch, so every later token is above
-// every token of the old cluster whatever its log index was. An epoch holds
-// 2^40 (about 10^12) log entries.
-const EpochShift = 40
-
-// MaxEpoch bounds the epoch so that a token fits in 64 bits.
-const MaxEpoch = 1 << (64 - EpochShift)
-
-// MaxIndex is the largest log index that can carry a token in one epoch.
-const MaxIndex = 1<<EpochShift - 1
-
 // MaxRequestIDs bounds the idempotency table of acquire request ids; the
 // oldest entries are forgotten first, in log order, so every replica forgets
 // the same ones.
 const MaxRequestIDs = 1 << 16
-
-// MakeToken returns the fencing token of a grant at a log index.
-func MakeToken(epoch, index uint64) uint64 { return epoch<<EpochShift | index }
-
-// TokenEpoch returns the epoch a token was granted in.
-func TokenEpoch(token uint64) uint64 { return token >> EpochShift }
-
-// Lock is a grant: the current holder of a held lock, its token, its secret
-// and the length of its lease. A free lock has no grant.
-type Lock struct {
-	Name   string `json:"name"`
-	Holder string `json:"holder"`
-	Token  uint64 `json:"token"`
-	// Lease is the grant's secret ("lease" in JSON, as in the API).
-	Lease string `json:"lease"`
-	// TTLMillis is the lease: how long the grant stays valid unrenewed.
-	TTLMillis int64  `json:"ttl_ms"`
-	RequestID string `json:"request_id,omitempty"`
-	// GrantedAtMillis is the granting leader's wall clock; informational only.
-	GrantedAtMillis int64 `json:"granted_at_ms,omitempty"`
-	// Principal is the caller whose request id the grant answers ("" without
-	// an ACL, and for grants of entries older than LogFormatPrincipal).
-	Principal string `json:"principal,omitempty"`
-	// LockDelayMillis is the lock-delay this grant starts if it expires.
-	LockDelayMillis int64 `json:"lock_delay_ms,omitempty"`
-	// Value is what the holder publishes, an election's leader its address
-	// say (at most MaxLockValue bytes); SetValue changes it.
-	Value string `json:"value,omitempty"`
-}
-
-// FencedKey is a value in the cluster's fenced key-value store together with
-// the token of the write that stored it, its high-water mark.
-type FencedKey struct {
-	Key   string `json:"key"`
-	Value []byte `json:"value"`
-	Token uint64 `json:"token"`
-	// Principal is the last writer, whose share of the store the value
-	// counts in ("" without an ACL).
-	Principal string `json:"principal,omitempty"`
-}
-
-// requestRecord remembers the token an acquire request id produced.
-type requestRecord struct {
-	Key   string `json:"key"`
-	Token uint64 `json:"token"`
-}
 
 // lockEntry is a grant as the state keeps it: 56 bytes and one string,
 // where a Lock is 104 bytes and five strings. The string holds, in order,
@@ -93,7 +34,7 @@ type lockEntry struct {
 	keyEnd    uint32 // s[idEnd+1:keyEnd] is the principal, if keyEnd > idEnd; s[keyEnd:] the secret
 }
 
-func newLockEntry(l *Lock) *lockEntry {
+func newLockEntry(l *entry.Lock) *lockEntry {
 	b := make([]byte, 0, len(l.Name)+len(l.Holder)+len(l.RequestID)+len(l.Principal)+len(l.Lease)+3)
 	b = append(b, l.Name...)
 	nameEnd := len(b)
@@ -136,8 +77,8 @@ func (e *lockEntry) principal() string {
 }
 
 // lock returns the entry as a Lock; its strings share the entry's.
-func (e *lockEntry) lock() Lock {
-	return Lock{
+func (e *lockEntry) lock() entry.Lock {
+	return entry.Lock{
 		Name:            e.name(),
 		Holder:          e.holder(),
 		Token:           e.token,
@@ -161,19 +102,19 @@ type state struct {
 	floor     uint64
 	lastToken uint64 // highest token ever granted
 	locks     map[string]*lockEntry
-	keys      map[string]*FencedKey // a *FencedKey is never modified once stored
+	keys      map[string]*entry.FencedKey // a *FencedKey is never modified once stored
 	members   map[string]entry.Member
 	requests  map[string]uint64 // requestKey(lock, holder, request id, principal) → token
 	// reqOrder is the request table in log order, oldest first. It only
 	// grows at the end and is cut at the front, never written in place, so
 	// a snapshot keeps the slice as it was without copying it.
-	reqOrder []requestRecord
+	reqOrder []entry.RequestRecord
 	byHolder map[string]int // held locks per holder; derived, not snapshotted
 	// kvBytes and kvByPrincipal are the value bytes stored, in all and per
 	// writer; derived from keys, not snapshotted.
 	kvBytes       int64
 	kvByPrincipal map[string]int64
-	delays        map[string]Delay
+	delays        map[string]entry.Delay
 	sems          map[string]*semaphore // only those with a permit held
 	permits       int                   // held in all sems; derived, not snapshotted
 }
@@ -181,12 +122,12 @@ type state struct {
 func newState() *state {
 	return &state{
 		locks:         map[string]*lockEntry{},
-		keys:          map[string]*FencedKey{},
+		keys:          map[string]*entry.FencedKey{},
 		members:       map[string]entry.Member{},
 		requests:      map[string]uint64{},
 		byHolder:      map[string]int{},
 		kvByPrincipal: map[string]int64{},
-		delays:        map[string]Delay{},
+		delays:        map[string]entry.Delay{},
 		sems:          map[string]*semaphore{},
 	}
 }
@@ -205,14 +146,14 @@ func requestKey(lock, holder, id, principal string) string {
 
 // setKey stores k, replacing the key of that name, and keeps the byte
 // counts.
-func (s *state) setKey(k *FencedKey) {
+func (s *state) setKey(k *entry.FencedKey) {
 	s.deleteKey(k.Key)
 	s.keys[k.Key] = k
 	s.charge(k.Principal, int64(len(k.Value)))
 }
 
 // deleteKey removes a key, if any, and returns it.
-func (s *state) deleteKey(name string) (*FencedKey, bool) {
+func (s *state) deleteKey(name string) (*entry.FencedKey, bool) {
 	old, ok := s.keys[name]
 	if ok {
 		delete(s.keys, name)
@@ -233,7 +174,7 @@ func (s *state) remember(key string, token uint64) {
 		return
 	}
 	s.requests[key] = token
-	s.reqOrder = append(s.reqOrder, requestRecord{Key: key, Token: token})
+	s.reqOrder = append(s.reqOrder, entry.RequestRecord{Key: key, Token: token})
 	if len(s.reqOrder) > MaxRequestIDs {
 		// Not zeroed: a snapshot may share the slot. The backing array is
 		// replaced, with only the live records, when append outgrows it.

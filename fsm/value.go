@@ -11,7 +11,7 @@ const MaxLockValue = 4096
 
 // SetValueResult is the Apply result of an effective SetValue.
 type SetValueResult struct {
-	Grant Lock
+	Grant entry.Lock
 }
 
 func applySetValue(s *state, c *entry.SetValue, _ uint64) any {

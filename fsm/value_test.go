@@ -32,11 +32,11 @@ func TestLockValue(t *testing.T) {
 // The events carry an election's value, and a lock granted by the end of a
 // lock-delay is an acquired event like any other grant.
 func TestValueAndDelayEvents(t *testing.T) {
-	set := eventsOf(&entry.SetValue{}, &SetValueResult{Grant: Lock{Name: "l", Holder: "h", Token: 3, Value: "v2"}}, 9, false)
+	set := eventsOf(&entry.SetValue{}, &SetValueResult{Grant: entry.Lock{Name: "l", Holder: "h", Token: 3, Value: "v2"}}, 9, false)
 	if len(set) != 1 || set[0].Type != EventValueSet || set[0].Value != "v2" || set[0].Token != 3 {
 		t.Fatalf("set value events %+v", set)
 	}
-	got := eventsOf(&entry.EndDelay{}, &EndDelayResult{Next: &Lock{Name: "l", Holder: "w", Token: 10, Value: "v"}}, 10, false)
+	got := eventsOf(&entry.EndDelay{}, &EndDelayResult{Next: &entry.Lock{Name: "l", Holder: "w", Token: 10, Value: "v"}}, 10, false)
 	if len(got) != 1 || got[0].Type != EventAcquired || got[0].Token != 10 || got[0].Value != "v" {
 		t.Fatalf("end of delay events %+v", got)
 	}

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/fencer-io/fencer/api/wire"
-	"github.com/fencer-io/fencer/fsm"
 	"github.com/fencer-io/fencer/fsm/entry"
+	"github.com/fencer-io/fencer/fsm/snapshot"
 	tc "github.com/fencer-io/fencer/test/testcluster"
 )
 
@@ -90,7 +90,7 @@ func memberRecord(t *testing.T, leader *tc.Node, id string) entry.Member {
 	if _, err := leader.Inst.Node.Backup(context.Background(), &buf); err != nil {
 		t.Fatalf("backup: %v", err)
 	}
-	img, err := fsm.ReadImage(&buf)
+	img, err := snapshot.ReadImage(&buf)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,17 +16,17 @@ import (
 	"github.com/fencer-io/fencer/api/wire"
 	"github.com/fencer-io/fencer/cluster"
 	"github.com/fencer-io/fencer/coord"
-	"github.com/fencer-io/fencer/fsm"
 	"github.com/fencer-io/fencer/fsm/entry"
+	"github.com/fencer-io/fencer/fsm/snapshot"
 	"github.com/fencer-io/fencer/internal/acl"
 	"github.com/fencer-io/fencer/internal/server"
 	tc "github.com/fencer-io/fencer/test/testcluster"
 )
 
 // backupWith is a backup holding keys, taken at epoch with last token last.
-func backupWith(t *testing.T, epoch, last uint64, keys ...fsm.FencedKey) []byte {
+func backupWith(t *testing.T, epoch, last uint64, keys ...entry.FencedKey) []byte {
 	t.Helper()
-	img := &fsm.Image{Header: fsm.Header{Format: fsm.SnapshotFormat, Version: fsm.SnapshotVersion, Epoch: epoch, LastToken: last, AppliedIndex: 3, Term: 1, Keys: len(keys)}, Keys: keys}
+	img := &snapshot.Image{Header: snapshot.Header{Format: snapshot.Format, Version: snapshot.Version, Epoch: epoch, LastToken: last, AppliedIndex: 3, Term: 1, Keys: len(keys)}, Keys: keys}
 	var buf bytes.Buffer
 	if _, err := img.WriteTo(&buf); err != nil {
 		t.Fatal(err)
@@ -78,7 +78,7 @@ func TestUnissuedTokenAndKeyDelete(t *testing.T) {
 	}
 
 	// A mark set before the rule: restored from a backup, which keeps marks.
-	backup := backupWith(t, 0, 5, fsm.FencedKey{Key: "jobs.report", Value: []byte("blocked"), Token: math.MaxUint64})
+	backup := backupWith(t, 0, 5, entry.FencedKey{Key: "jobs.report", Value: []byte("blocked"), Token: math.MaxUint64})
 	if s, code := restore(t, leader, backup, "", auth(operator)...); s != 200 {
 		t.Fatalf("restore: %d %s", s, code)
 	}
@@ -243,7 +243,7 @@ func TestRestoreRefusesImpossibleEpochs(t *testing.T) {
 	}
 	n = c.WaitLeader(10 * time.Second)
 	g := mustAcquire(t, n, "after-first", "w")
-	if g.Token>>fsm.EpochShift != fsm.LastEpoch {
+	if g.Token>>entry.EpochShift != entry.LastEpoch {
 		t.Fatalf("token %d is not of the last epoch", g.Token)
 	}
 	s, code := restore(t, n, backup, "")
@@ -253,7 +253,7 @@ func TestRestoreRefusesImpossibleEpochs(t *testing.T) {
 	if g2 := mustAcquire(t, n, "after-second", "w"); g2.Token <= g.Token {
 		t.Fatalf("token %d after the refused restore, not above %d", g2.Token, g.Token)
 	}
-	if st, _ := n.Inst.Node.Status(); st.Epoch != fsm.LastEpoch {
+	if st, _ := n.Inst.Node.Status(); st.Epoch != entry.LastEpoch {
 		t.Fatalf("epoch %d after the refused restore", st.Epoch)
 	}
 }

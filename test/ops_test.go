@@ -19,7 +19,7 @@ import (
 	"github.com/fencer-io/fencer/api/wire"
 	"github.com/fencer-io/fencer/cluster"
 	"github.com/fencer-io/fencer/cluster/recovery"
-	"github.com/fencer-io/fencer/fsm"
+	"github.com/fencer-io/fencer/fsm/entry"
 	tc "github.com/fencer-io/fencer/test/testcluster"
 )
 
@@ -353,7 +353,7 @@ func TestRecoverAfterPermanentQuorumLoss(t *testing.T) {
 	// refused as stale.
 	refusesOldEpoch(t, l, "k", last, mark)
 	g := mustAcquire(t, l, "l0", "w")
-	if g.Token <= last || g.Token < 1<<fsm.EpochShift {
+	if g.Token <= last || g.Token < 1<<entry.EpochShift {
 		t.Fatalf("token after recovery %d, want above %d and in epoch 1", g.Token, last)
 	}
 	if s, e := put(t, l, "k", "new", "Fencing-Token", tok(g.Token)); s != http.StatusOK {

@@ -101,7 +101,7 @@ func ParseToken(s string) (uint64, bool) {
 	return v, true
 }
 
-// SnapshotHeader is the first record of a snapshot file (fsm.Header on the
+// SnapshotHeader is the first record of a snapshot file (fsm/snapshot.Header on the
 // server side), as returned by snapshot save and restore.
 type SnapshotHeader struct {
 	Format    string `json:"format"`

@@ -6,19 +6,19 @@ import (
 	"testing"
 
 	"github.com/fencer-io/fencer/api/wire"
-	"github.com/fencer-io/fencer/fsm"
+	"github.com/fencer-io/fencer/fsm/snapshot"
 )
 
-// wire.SnapshotHeader mirrors fsm.Header so that the client need not import
+// wire.SnapshotHeader mirrors snapshot.Header so that the client need not import
 // the server's state machine; this keeps the two from drifting apart.
 func TestSnapshotHeaderMirrorsFSMHeader(t *testing.T) {
-	h := fsm.Header{Format: "f", Version: 1, ClusterID: "c", Epoch: 2, EpochFloor: 2, LastToken: 3, AppliedIndex: 4, Term: 5, Locks: 6, Keys: 7, Members: 8, Requests: 9}
+	h := snapshot.Header{Format: "f", Version: 1, ClusterID: "c", Epoch: 2, EpochFloor: 2, LastToken: 3, AppliedIndex: 4, Term: 5, Locks: 6, Keys: 7, Members: 8, Requests: 9}
 	data, _ := json.Marshal(h)
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	var w wire.SnapshotHeader
 	if err := dec.Decode(&w); err != nil {
-		t.Fatalf("fsm.Header has a field wire.SnapshotHeader lacks: %v", err)
+		t.Fatalf("snapshot.Header has a field wire.SnapshotHeader lacks: %v", err)
 	}
 	back, _ := json.Marshal(w)
 	if !bytes.Equal(back, data) {

@@ -23,6 +23,7 @@ import (
 	"github.com/fencer-io/fencer/cluster/datadir"
 	"github.com/fencer-io/fencer/fsm"
 	"github.com/fencer-io/fencer/fsm/entry"
+	"github.com/fencer-io/fencer/fsm/snapshot"
 )
 
 // Options describe a forced recovery of a cluster that lost its quorum for
@@ -43,53 +44,53 @@ type Options struct {
 // of the given membership (hashicorp/raft's RecoverCluster), with the token
 // epoch bumped. Run it on every survivor, with the same member list, while
 // the nodes are stopped; then start them normally.
-func Recover(o Options) (fsm.Header, error) {
+func Recover(o Options) (snapshot.Header, error) {
 	if o.EpochBump == 0 {
 		o.EpochBump = 1
 	}
-	if _, err := fsm.RecoveryEpoch(0, o.EpochBump); err != nil {
+	if _, err := snapshot.RecoveryEpoch(0, o.EpochBump); err != nil {
 		// Refused before the data dir is opened; the bump from the
 		// survivor's epoch is checked again when it is known.
-		return fsm.Header{}, fmt.Errorf("%w: %v", cluster.ErrInvalidEpoch, err)
+		return snapshot.Header{}, fmt.Errorf("%w: %v", cluster.ErrInvalidEpoch, err)
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	if len(o.Members) == 0 {
-		return fsm.Header{}, errors.New("recover needs the explicit list of surviving members")
+		return snapshot.Header{}, errors.New("recover needs the explicit list of surviving members")
 	}
 	found := false
 	for _, m := range o.Members {
 		found = found || m.ID == o.ID
 	}
 	if !found {
-		return fsm.Header{}, fmt.Errorf("the member list does not include this node %q", o.ID)
+		return snapshot.Header{}, fmt.Errorf("the member list does not include this node %q", o.ID)
 	}
 	if _, err := datadir.LoadIdentity(o.DataDir, o.ID); err != nil {
-		return fsm.Header{}, err
+		return snapshot.Header{}, err
 	}
 	if err := datadir.MakePrivate(o.DataDir, o.Logger); err != nil {
-		return fsm.Header{}, err
+		return snapshot.Header{}, err
 	}
 	store, err := raftboltdb.New(raftboltdb.Options{
 		Path:        filepath.Join(o.DataDir, "raft.db"),
 		BoltOptions: &bbolt.Options{Timeout: time.Second},
 	})
 	if err != nil {
-		return fsm.Header{}, fmt.Errorf("open raft store (is the node still running?): %w", err)
+		return snapshot.Header{}, fmt.Errorf("open raft store (is the node still running?): %w", err)
 	}
 	defer store.Close()
 	logger := hclog.New(&hclog.LoggerOptions{Name: "raft-recover", Level: hclog.Warn, Output: os.Stderr})
 	snaps, err := datadir.OpenSnapshots(o.DataDir, logger)
 	if err != nil {
-		return fsm.Header{}, err
+		return snapshot.Header{}, err
 	}
 	has, err := raft.HasExistingState(store, store, snaps)
 	if err != nil {
-		return fsm.Header{}, err
+		return snapshot.Header{}, err
 	}
 	if !has {
-		return fsm.Header{}, fmt.Errorf("data dir %s has no Raft state to recover", o.DataDir)
+		return snapshot.Header{}, fmt.Errorf("data dir %s has no Raft state to recover", o.DataDir)
 	}
 	var conf raft.Configuration
 	for _, m := range o.Members {
@@ -101,7 +102,7 @@ func Recover(o Options) (fsm.Header, error) {
 	f := &recoveryFSM{FSM: fsm.New(o.Logger), bump: o.EpochBump, members: o.Members}
 	_, trans := raft.NewInmemTransport("")
 	if err := raft.RecoverCluster(rc, f, store, store, snaps, trans, conf); err != nil {
-		return fsm.Header{}, fmt.Errorf("recover: %w", err)
+		return snapshot.Header{}, fmt.Errorf("recover: %w", err)
 	}
 	h := f.written
 	o.Logger.Info("recovered data dir with a new membership", "node", o.ID, "members", len(o.Members), "epoch", h.Epoch, "last_token", h.LastToken, "applied_index", h.AppliedIndex)
@@ -120,7 +121,7 @@ type recoveryFSM struct {
 	*fsm.FSM
 	bump    uint64
 	members []cluster.Peer
-	written fsm.Header // of the snapshot written
+	written snapshot.Header // of the snapshot written
 }
 
 func (r *recoveryFSM) Snapshot() (raft.FSMSnapshot, error) {
@@ -137,7 +138,7 @@ func (r *recoveryFSM) Snapshot() (raft.FSMSnapshot, error) {
 	}
 	slices.SortFunc(img.Members, func(a, b entry.Member) int { return strings.Compare(a.ID, b.ID) })
 	img.Locks, img.Requests, img.Delays, img.Permits = nil, nil, nil, nil
-	epoch, err := fsm.RecoveryEpoch(img.Header.Epoch, r.bump)
+	epoch, err := snapshot.RecoveryEpoch(img.Header.Epoch, r.bump)
 	if err != nil {
 		// RecoverCluster stops here, before it writes anything.
 		return nil, fmt.Errorf("%w: %v", cluster.ErrInvalidEpoch, err)
@@ -152,7 +153,7 @@ func (r *recoveryFSM) Snapshot() (raft.FSMSnapshot, error) {
 }
 
 // imageSnapshot persists an image in fencer's snapshot format.
-type imageSnapshot struct{ img *fsm.Image }
+type imageSnapshot struct{ img *snapshot.Image }
 
 func (s imageSnapshot) Persist(sink raft.SnapshotSink) error {
 	if _, err := s.img.WriteTo(sink); err != nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/fencer-io/fencer/cluster"
 	"github.com/fencer-io/fencer/fsm"
 	"github.com/fencer-io/fencer/fsm/entry"
+	"github.com/fencer-io/fencer/fsm/snapshot"
 )
 
 type sink struct{ bytes.Buffer }
@@ -45,7 +46,7 @@ func TestRecoverySnapshot(t *testing.T) {
 	if err := snap.Persist(&s); err != nil {
 		t.Fatal(err)
 	}
-	img, err := fsm.ReadImage(&s.Buffer)
+	img, err := snapshot.ReadImage(&s.Buffer)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,12 +73,12 @@ func TestRecoverySnapshot(t *testing.T) {
 	}
 }
 
-// A bump past fsm.LastEpoch is refused before anything is written: the
+// A bump past entry.LastEpoch is refused before anything is written: the
 // recovered cluster would issue no token, ever.
 func TestRecoveryRefusesEpochPastTheLast(t *testing.T) {
 	f := fsm.New(nil)
 	members := []cluster.Peer{{ID: "n1", RaftAddr: "r1", HTTPAddr: "h1"}}
-	for _, bump := range []uint64{fsm.LastEpoch + 1, math.MaxUint64} {
+	for _, bump := range []uint64{entry.LastEpoch + 1, math.MaxUint64} {
 		r := &recoveryFSM{FSM: f, bump: bump, members: members}
 		if _, err := r.Snapshot(); !errors.Is(err, cluster.ErrInvalidEpoch) {
 			t.Fatalf("bump %d: %v, want invalid epoch", bump, err)
@@ -86,7 +87,7 @@ func TestRecoveryRefusesEpochPastTheLast(t *testing.T) {
 			t.Fatalf("Recover with bump %d: %v, want invalid epoch", bump, err)
 		}
 	}
-	r := &recoveryFSM{FSM: f, bump: fsm.LastEpoch, members: members}
+	r := &recoveryFSM{FSM: f, bump: entry.LastEpoch, members: members}
 	if _, err := r.Snapshot(); err != nil {
 		t.Fatalf("a bump to the last epoch: %v", err)
 	}

@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/fencer-io/fencer/api/wire"
-	"github.com/fencer-io/fencer/fsm"
 	"github.com/fencer-io/fencer/fsm/entry"
+	"github.com/fencer-io/fencer/fsm/snapshot"
 	tc "github.com/fencer-io/fencer/test/testcluster"
 )
 
@@ -89,9 +89,9 @@ func TestOperatorCommands(t *testing.T) {
 		t.Fatalf("snapshot inspect: %v", err)
 	}
 	var img struct {
-		Header fsm.Header
-		Locks  []fsm.Lock
-		Keys   []fsm.FencedKey
+		Header snapshot.Header
+		Locks  []entry.Lock
+		Keys   []entry.FencedKey
 	}
 	if err := json.Unmarshal([]byte(out), &img); err != nil || len(img.Locks) != 1 || img.Locks[0].Lease != "" || len(img.Keys) != 1 {
 		t.Fatalf("inspect (lease secrets must be redacted): %v\n%s", err, out)
@@ -142,7 +142,7 @@ func tokenOf(t *testing.T, out string) string {
 // a --min-epoch past the last epoch.
 func TestSnapshotRestoreRefusesImpossibleEpochs(t *testing.T) {
 	var buf bytes.Buffer
-	img := &fsm.Image{Header: fsm.Header{Format: fsm.SnapshotFormat, Version: fsm.SnapshotVersion, Epoch: math.MaxUint64}}
+	img := &snapshot.Image{Header: snapshot.Header{Format: snapshot.Format, Version: snapshot.Version, Epoch: math.MaxUint64}}
 	if _, err := img.WriteTo(&buf); err != nil {
 		t.Fatal(err)
 	}

@@ -11,7 +11,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/fencer-io/fencer/fsm"
+	"github.com/fencer-io/fencer/fsm/entry"
+	"github.com/fencer-io/fencer/fsm/snapshot"
 )
 
 type snapshotOptions struct {
@@ -106,13 +107,13 @@ func (o *snapshotOptions) save(cmd *cobra.Command, path string) error {
 	return nil
 }
 
-func readImage(path string) (*fsm.Image, error) {
+func readImage(path string) (*snapshot.Image, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	img, err := fsm.ReadImage(f)
+	img, err := snapshot.ReadImage(f)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
@@ -127,9 +128,9 @@ func (o *snapshotOptions) inspect(cmd *cobra.Command, path string) error {
 	out := cmd.OutOrStdout()
 	if o.client.json() {
 		return writeJSON(out, struct {
-			Header fsm.Header      `json:"header"`
-			Locks  []fsm.Lock      `json:"locks"`
-			Keys   []fsm.FencedKey `json:"keys"`
+			Header snapshot.Header   `json:"header"`
+			Locks  []entry.Lock      `json:"locks"`
+			Keys   []entry.FencedKey `json:"keys"`
 		}{img.Header, redact(img.Locks), img.Keys})
 	}
 	h := img.Header
@@ -152,8 +153,8 @@ func (o *snapshotOptions) inspect(cmd *cobra.Command, path string) error {
 }
 
 // redact drops lease secrets from locks that are about to be printed.
-func redact(locks []fsm.Lock) []fsm.Lock {
-	out := make([]fsm.Lock, len(locks))
+func redact(locks []entry.Lock) []entry.Lock {
+	out := make([]entry.Lock, len(locks))
 	for i, l := range locks {
 		l.Lease = ""
 		out[i] = l
@@ -166,15 +167,15 @@ func (o *snapshotOptions) restore(cmd *cobra.Command, path string) error {
 	if err != nil {
 		return err
 	}
-	img, err := fsm.ReadImage(bytes.NewReader(data))
+	img, err := snapshot.ReadImage(bytes.NewReader(data))
 	if err == nil {
-		err = fsm.CheckBackupHeader(img.Header)
+		err = snapshot.CheckBackupHeader(img.Header)
 	}
 	if err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
-	if o.minEpoch > fsm.LastEpoch {
-		return usagef("--min-epoch %d: the last epoch that issues tokens is %d", o.minEpoch, uint64(fsm.LastEpoch))
+	if o.minEpoch > entry.LastEpoch {
+		return usagef("--min-epoch %d: the last epoch that issues tokens is %d", o.minEpoch, uint64(entry.LastEpoch))
 	}
 	c, err := o.client.client()
 	if err != nil {
@@ -189,6 +190,6 @@ func (o *snapshotOptions) restore(cmd *cobra.Command, path string) error {
 	if o.client.json() {
 		return writeJSON(cmd.OutOrStdout(), h)
 	}
-	fmt.Fprintf(cmd.OutOrStdout(), "restored %s: epoch %d, %d keys; the next token will exceed %d, and fenced writes with tokens below it are refused\n", path, h.Epoch, h.Keys, h.Epoch<<fsm.EpochShift)
+	fmt.Fprintf(cmd.OutOrStdout(), "restored %s: epoch %d, %d keys; the next token will exceed %d, and fenced writes with tokens below it are refused\n", path, h.Epoch, h.Keys, h.Epoch<<entry.EpochShift)
 	return nil
 }

@@ -1,0 +1,211 @@
+package fsm
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/fencer-io/fencer/fsm/entry"
+	"github.com/fencer-io/fencer/fsm/snapshot"
+)
+
+// View is a consistent, read-only capture of the state, taken in time
+// proportional to the number of locks and keys but without copying them:
+// locks and keys are immutable once stored, so the view keeps pointers to
+// them, and the request table is append-only, so the view keeps its slice.
+// Writing a view streams it record by record, so a snapshot never holds a
+// second copy of the state nor its encoding in memory.
+type View struct {
+	Header   snapshot.Header
+	locks    []*lockEntry       // sorted by name (sorted outside the FSM's lock)
+	keys     []*entry.FencedKey // sorted by key
+	members  []entry.Member     // sorted by id
+	requests []entry.RequestRecord
+	delays   []entry.Delay  // sorted by lock
+	permits  []entry.Permit // sorted by semaphore and token
+}
+
+// View captures the state; see View.
+func (f *FSM) View() *View {
+	f.mu.RLock()
+	v := f.viewLocked()
+	f.mu.RUnlock()
+	sortEntries(v.locks)
+	slices.SortFunc(v.keys, func(a, b *entry.FencedKey) int { return strings.Compare(a.Key, b.Key) })
+	return v
+}
+
+// viewLocked takes the pointers; View sorts them after releasing the lock.
+func (f *FSM) viewLocked() *View {
+	s := f.s
+	v := &View{Header: snapshot.Header{
+		Format:       snapshot.Format,
+		Version:      snapshot.Version,
+		ClusterID:    s.clusterID,
+		Epoch:        s.epoch,
+		EpochFloor:   s.floor,
+		LastToken:    s.lastToken,
+		AppliedIndex: f.applied,
+		Term:         f.term,
+		Locks:        len(s.locks),
+		Keys:         len(s.keys),
+		Members:      len(s.members),
+		Requests:     len(s.reqOrder),
+		Delays:       len(s.delays),
+	}}
+	v.locks = make([]*lockEntry, 0, len(s.locks))
+	for _, e := range s.locks {
+		v.locks = append(v.locks, e)
+	}
+	v.keys = make([]*entry.FencedKey, 0, len(s.keys))
+	for _, k := range s.keys {
+		v.keys = append(v.keys, k)
+	}
+	v.members = make([]entry.Member, 0, len(s.members))
+	for _, id := range sortedKeys(s.members) {
+		v.members = append(v.members, s.members[id])
+	}
+	// Log order, as eviction order must survive. The full slice expression
+	// keeps a later append from ever writing into what the view shares.
+	v.requests = s.reqOrder[:len(s.reqOrder):len(s.reqOrder)]
+	for _, name := range sortedKeys(s.delays) {
+		v.delays = append(v.delays, s.delays[name])
+	}
+	// Copied: permits are few next to locks (a semaphore's limit bounds
+	// them), and copying keeps the view simple.
+	v.permits = s.permitList()
+	v.Header.Permits = len(v.permits)
+	return v
+}
+
+// Image returns a copy of the view's state.
+func (v *View) Image() *snapshot.Image {
+	img := &snapshot.Image{Header: v.Header}
+	if len(v.locks) > 0 {
+		img.Locks = make([]entry.Lock, len(v.locks))
+		for i, e := range v.locks {
+			img.Locks[i] = e.lock()
+		}
+	}
+	for _, k := range v.keys {
+		img.Keys = append(img.Keys, *k)
+	}
+	if len(v.members) > 0 {
+		img.Members = slices.Clone(v.members)
+	}
+	if len(v.requests) > 0 {
+		img.Requests = slices.Clone(v.requests)
+	}
+	img.Delays = slices.Clone(v.delays)
+	img.Permits = slices.Clone(v.permits)
+	return img
+}
+
+// WriteTo writes the view in snapshot format, the same bytes as its Image's
+// WriteTo, one record at a time.
+func (v *View) WriteTo(w io.Writer) (int64, error) {
+	sw := snapshot.NewWriter(w)
+	sw.Encode(v.Header)
+	for _, e := range v.locks {
+		l := e.lock()
+		sw.Encode(snapshot.Record{Lock: &l})
+	}
+	for _, k := range v.keys {
+		sw.Encode(snapshot.Record{Key: k})
+	}
+	for i := range v.members {
+		sw.Encode(snapshot.Record{Member: &v.members[i]})
+	}
+	for i := range v.requests {
+		sw.Encode(snapshot.Record{Request: &v.requests[i]})
+	}
+	for i := range v.delays {
+		sw.Encode(snapshot.Record{Delay: &v.delays[i]})
+	}
+	for i := range v.permits {
+		sw.Encode(snapshot.Record{Permit: &v.permits[i]})
+	}
+	return sw.Close()
+}
+
+func stateOf(img *snapshot.Image) *state {
+	s := newState()
+	s.clusterID = img.Header.ClusterID
+	s.epoch = img.Header.Epoch
+	s.floor = img.Header.EpochFloor
+	s.lastToken = img.Header.LastToken
+	for i := range img.Locks {
+		s.add(newLockEntry(&img.Locks[i]))
+	}
+	for i := range img.Keys {
+		k := img.Keys[i]
+		s.setKey(&k)
+	}
+	for _, m := range img.Members {
+		s.members[m.ID] = m
+	}
+	for _, r := range img.Requests {
+		s.remember(s.shareKey(r.Key), r.Token)
+	}
+	for _, d := range img.Delays {
+		s.delays[d.Lock] = d
+	}
+	for i := range img.Permits {
+		p := img.Permits[i]
+		s.addPermit(&p)
+	}
+	return s
+}
+
+// shareKey returns key, or the same string inside the held lock it belongs
+// to, so a restored request table costs no string per held lock.
+func (s *state) shareKey(key string) string {
+	if i := strings.IndexByte(key, 0); i >= 0 {
+		if e, ok := s.locks[key[:i]]; ok && e.requestKey() == key {
+			return e.requestKey()
+		}
+	}
+	return key
+}
+
+// Image returns a copy of the whole state.
+func (f *FSM) Image() *snapshot.Image { return f.View().Image() }
+
+// Digest is a hash of the replicated state, equal on replicas that applied
+// the same log. The applied index is left out: replicas compare state, not
+// progress.
+func (f *FSM) Digest() string {
+	_, d := f.DigestAt()
+	return d
+}
+
+// DigestAt returns the applied index and the digest of the same state.
+func (f *FSM) DigestAt() (uint64, string) {
+	v := f.View()
+	applied := v.Header.AppliedIndex
+	v.Header.AppliedIndex, v.Header.Term = 0, 0
+	h := sha256.New()
+	if _, err := v.WriteTo(h); err != nil {
+		panic(err) // hashing never fails
+	}
+	return applied, hex.EncodeToString(h.Sum(nil))
+}
+
+type raftSnapshot struct{ v *View }
+
+// Persist writes the snapshot; on any error the sink is cancelled so raft
+// never keeps half a snapshot.
+func (s *raftSnapshot) Persist(sink raft.SnapshotSink) error {
+	if _, err := s.v.WriteTo(sink); err != nil {
+		sink.Cancel()
+		return fmt.Errorf("persist snapshot: %w", err)
+	}
+	return sink.Close()
+}
+
+func (s *raftSnapshot) Release() {}
