@@ -16,6 +16,7 @@ import (
 func (s *Server) clusterRoutes() chi.Router {
 	r := chi.NewRouter()
 	r.Get("/", s.clusterStatus)
+	r.Get("/members", s.memberStatuses)
 	r.Group(func(r chi.Router) {
 		r.Use(s.fwd.leaderOnly)
 		r.Post("/join", s.join)
@@ -30,6 +31,19 @@ func (s *Server) clusterRoutes() chi.Router {
 
 func (s *Server) clusterStatus(w http.ResponseWriter, r *http.Request) {
 	st, err := s.c.Status()
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, st)
+}
+
+// memberStatuses answers every member's own view, which this node gathers
+// (any node answers; nothing is forwarded).
+func (s *Server) memberStatuses(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := s.work(r, 0)
+	defer cancel()
+	st, err := s.c.MemberStatuses(ctx)
 	if err != nil {
 		writeErr(w, err)
 		return

@@ -129,7 +129,7 @@ func (s *Server) release(w http.ResponseWriter, r *http.Request) {
 }
 
 func lockStatus(st coord.LockStatus) wire.LockStatus {
-	out := wire.LockStatus{Lock: st.Name, Held: st.Held}
+	out := wire.LockStatus{Lock: st.Name, Held: st.Held, Waiters: st.Waiters}
 	if st.Held {
 		out.Holder, out.Token, out.TTLMillis = st.Holder, st.Token, st.TTLMillis
 		out.LockDelayMillis, out.Value = st.LockDelayMillis, st.Value

@@ -31,6 +31,7 @@ import (
 	"github.com/fencer-io/fencer/fsm"
 	"github.com/fencer-io/fencer/fsm/entry"
 	"github.com/fencer-io/fencer/fsm/snapshot"
+	"github.com/fencer-io/fencer/internal/ui"
 )
 
 // Cluster is what the HTTP layer needs of the Raft node: who leads,
@@ -48,6 +49,8 @@ type Cluster interface {
 	RemoveMember(ctx context.Context, id string) error
 	TransferLeadership(ctx context.Context, id string) error
 	Status() (wire.ClusterStatus, error)
+	// MemberStatuses asks every member for its own view.
+	MemberStatuses(ctx context.Context) (wire.MemberStatusList, error)
 	Backup(ctx context.Context, w io.Writer) (snapshot.Header, error)
 	Restore(ctx context.Context, r io.Reader, opts cluster.RestoreOptions) (snapshot.Header, error)
 	Digest() (appliedIndex uint64, digest string)
@@ -147,9 +150,13 @@ func (s *Server) Handler() http.Handler {
 		r.Mount("/kv", s.kvRoutes())
 		r.Mount("/cluster", s.clusterRoutes())
 		r.Get("/events", s.events)
+		r.Get("/whoami", s.whoami)
 		r.Get("/debug/state", s.debugState)
 		r.Get("/openapi.yaml", s.openapi)
 	})
+	// The dashboard: static files, not part of the API's contract.
+	r.Handle("/ui", ui.Handler("/ui"))
+	r.Mount("/ui/", ui.Handler("/ui"))
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, &wire.Error{Code: wire.CodeNotFound, Message: "no route for " + r.Method + " " + r.URL.Path})
 	})

@@ -47,6 +47,10 @@ func (f *fakeCluster) Status() (wire.ClusterStatus, error) {
 	return wire.ClusterStatus{Node: "n1"}, f.err
 }
 
+func (f *fakeCluster) MemberStatuses(context.Context) (wire.MemberStatusList, error) {
+	return wire.MemberStatusList{Node: "n1", Members: []wire.MemberStatus{{Member: wire.Member{ID: "n1", Voter: true, Leader: true}, State: "Leader", Term: 2, SeesLeader: "n1"}}}, f.err
+}
+
 func (f *fakeCluster) call(name string) error {
 	f.calls = append(f.calls, name)
 	return f.err

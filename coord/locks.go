@@ -339,6 +339,9 @@ type LockStatus struct {
 	// (Delayed), as the leader times it.
 	Delayed        bool
 	DelayRemaining time.Duration
+	// Waiters counts the acquires queued for the lock on this node (the
+	// leader queues them).
+	Waiters int
 }
 
 // Lock returns a lock's state; linearizable unless stale.
@@ -349,7 +352,7 @@ func (s *Service) Lock(ctx context.Context, name string, stale bool) (LockStatus
 		}
 	}
 	cur, held := s.fsm.Lock(name)
-	st := LockStatus{Lock: cur, Held: held}
+	st := LockStatus{Lock: cur, Held: held, Waiters: s.queues.queuedFor(name)}
 	st.Name = name
 	if held {
 		st.Remaining, st.Known = s.leases.Remaining(name, cur.Token)
@@ -372,7 +375,7 @@ func (s *Service) Locks(ctx context.Context, stale bool) (iter.Seq[LockStatus], 
 	index, locks := s.fsm.LocksAt()
 	return func(yield func(LockStatus) bool) {
 		for l := range locks {
-			st := LockStatus{Lock: l, Held: true}
+			st := LockStatus{Lock: l, Held: true, Waiters: s.queues.queuedFor(l.Name)}
 			st.Remaining, st.Known = s.leases.Remaining(l.Name, l.Token)
 			if !yield(st) {
 				return

@@ -329,3 +329,45 @@ func TestLocksStreamsWithoutCopyingTheList(t *testing.T) {
 		t.Errorf("%d locks listed, want %d", i, n)
 	}
 }
+
+// A lock's status and the lock list count the acquires queued for it, and
+// stop counting one that was served or gave up.
+func TestLockStatusCountsWaiters(t *testing.T) {
+	s, _, clock := newTestService(t, Config{})
+	g := mustAcquire(t, s, "l", "a", time.Minute)
+	b := enqueue(t, s, "l", "b", time.Minute, 1)
+	c := enqueue(t, s, "l", "c", 5*time.Second, 2)
+	waiters := func() (one, listed int) {
+		st, err := s.Lock(bg, "l", false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		locks, _, err := s.Locks(bg, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var all []LockStatus
+		for st := range locks {
+			all = append(all, st)
+		}
+		if len(all) != 1 {
+			t.Fatalf("locks: %+v", all)
+		}
+		return st.Waiters, all[0].Waiters
+	}
+	if one, listed := waiters(); one != 2 || listed != 2 {
+		t.Fatalf("waiters with two queued: status %d, list %d", one, listed)
+	}
+	clock.Advance(5 * time.Second)
+	receive(t, c)
+	if one, listed := waiters(); one != 1 || listed != 1 {
+		t.Fatalf("waiters after one gave up: status %d, list %d", one, listed)
+	}
+	if err := s.Release(bg, "l", g.Token, g.Lease); err != nil {
+		t.Fatal(err)
+	}
+	receive(t, b)
+	if one, listed := waiters(); one != 0 || listed != 0 {
+		t.Fatalf("waiters after the last was served: status %d, list %d", one, listed)
+	}
+}

@@ -25,6 +25,9 @@ type queue struct {
 	mu      sync.Mutex    // serializes proposals for this name
 	refs    int           // guarded by queues.mu
 	waiters list.List     // of *waiter, guarded by mu
+	// n is waiters.Len(), readable without mu, which is held across
+	// proposals: a status read must not wait for one.
+	n atomic.Int64
 }
 
 // waiter is a caller queued for a lock, with the acquire to propose for it
@@ -78,6 +81,17 @@ func (t *queues) all() []*queue {
 	return out
 }
 
+// queuedFor counts the callers queued for name without taking its queue's
+// mutex (held across proposals) or creating a queue.
+func (t *queues) queuedFor(name string) int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if q, ok := t.byName[name]; ok {
+		return int(q.n.Load())
+	}
+	return 0
+}
+
 // waiting counts queued callers across all names. It reads the count, not
 // the queues: a queue's mutex is held across its proposals, and a scrape of
 // /metrics must not wait for a proposal (on a leader whose disk stalled, it
@@ -104,6 +118,7 @@ func (q *queue) pop() *waiter {
 	w := q.waiters.Remove(e).(*waiter)
 	w.taken = true
 	q.queued.Add(-1)
+	q.n.Add(-1)
 	return w
 }
 
@@ -112,15 +127,18 @@ func (q *queue) pushFront(w *waiter) {
 	w.taken = false
 	w.elem = q.waiters.PushFront(w)
 	q.queued.Add(1)
+	q.n.Add(1)
 }
 
 func (q *queue) pushBack(w *waiter) {
 	w.elem = q.waiters.PushBack(w)
 	q.queued.Add(1)
+	q.n.Add(1)
 }
 
 // remove takes a waiter that gave up out of the queue.
 func (q *queue) remove(w *waiter) {
 	q.waiters.Remove(w.elem)
 	q.queued.Add(-1)
+	q.n.Add(-1)
 }

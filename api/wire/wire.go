@@ -214,6 +214,9 @@ type LockStatus struct {
 	// DelayRemainingMillis is the time left of a free lock's running
 	// lock-delay, during which no acquire succeeds; absent when none runs.
 	DelayRemainingMillis *int64 `json:"delay_remaining_ms,omitempty"`
+	// Waiters counts the acquires queued for the lock on the answering
+	// node (the leader, unless the read was stale); absent when none.
+	Waiters int `json:"waiters,omitempty"`
 }
 
 // LockList is the answer to GET /v1/locks.
@@ -273,6 +276,48 @@ type Member struct {
 	// LogFormat is the newest entry format the member's build reads, as it
 	// recorded when it registered (in status answers only).
 	LogFormat int `json:"log_format,omitempty"`
+}
+
+// MemberStatus is one member in GET /v1/cluster/members: the member as the
+// answering node records it, and what the member says of itself when asked
+// (State "unreachable" and Error when it did not answer).
+type MemberStatus struct {
+	Member
+	State        string `json:"state"`
+	Term         uint64 `json:"term,omitempty"`
+	CommitIndex  uint64 `json:"commit_index,omitempty"`
+	AppliedIndex uint64 `json:"applied_index,omitempty"`
+	LastIndex    uint64 `json:"last_index,omitempty"`
+	LastContact  string `json:"last_contact,omitempty"`
+	Epoch        uint64 `json:"epoch,omitempty"`
+	// Leader is who the member believes leads (its own ClusterStatus's
+	// leader), beside Member.Leader, the answering node's belief.
+	SeesLeader string `json:"sees_leader,omitempty"`
+	Error      string `json:"error,omitempty"`
+}
+
+// Fill copies a member's own ClusterStatus into s.
+func (s *MemberStatus) Fill(st ClusterStatus) {
+	s.State, s.Term, s.CommitIndex, s.AppliedIndex, s.LastIndex = st.State, st.Term, st.CommitIndex, st.AppliedIndex, st.LastIndex
+	s.LastContact, s.Epoch, s.SeesLeader = st.LastContact, st.Epoch, st.Leader
+}
+
+// MemberStatusList is the answer to GET /v1/cluster/members: every member's
+// own view, gathered by the answering node (Node).
+type MemberStatusList struct {
+	Node    string         `json:"node"`
+	Members []MemberStatus `json:"members"`
+}
+
+// WhoAmI is the answer to GET /v1/whoami: the caller as the node's access
+// control sees it. Without an ACL (ACL false) every caller may do
+// everything, and Role is "operator".
+type WhoAmI struct {
+	ACL   bool     `json:"acl"`
+	Name  string   `json:"name,omitempty"`
+	Role  string   `json:"role"`
+	Locks []string `json:"locks,omitempty"`
+	Keys  []string `json:"keys,omitempty"`
 }
 
 // StateDigest is the answer to GET /v1/debug/state: a hash of the replicated

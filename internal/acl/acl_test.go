@@ -85,6 +85,9 @@ func TestEachRoleAgainstEachEndpoint(t *testing.T) {
 		{"GET", "/v1/debug/state", r | c | o},
 		{"GET", "/v1/cluster", r | c | o},
 		{"GET", "/v1/cluster/", r | c | o},
+		{"GET", "/v1/cluster/members", r | c | o},
+		{"GET", "/v1/whoami", r | c | o},
+		{"POST", "/v1/whoami", o},
 		{"GET", "/v1/locks", r | c | o},
 		{"GET", "/v1/locks/", r | c | o},
 		{"GET", "/v1/locks/a", r | c | o},
@@ -129,7 +132,7 @@ func TestEachRoleAgainstEachEndpoint(t *testing.T) {
 			}
 		}
 	}
-	for _, open := range []string{"/healthz", "/readyz", "/v1/openapi.yaml"} {
+	for _, open := range []string{"/healthz", "/readyz", "/v1/openapi.yaml", "/ui", "/ui/", "/ui/app.js"} {
 		if status, _, reached, _ := serve(t, mw, "GET", open, ""); status != 200 || !reached {
 			t.Errorf("%s is not open: %d", open, status)
 		}

@@ -36,6 +36,11 @@ func Classify(r *http.Request) Route {
 	case "/metrics":
 		return Route{Action: ActionStatus}
 	}
+	if path == "/ui" || strings.HasPrefix(path, "/ui/") {
+		// The dashboard's files are the same for every build and hold no
+		// data: the page asks for a token and then reads the API with it.
+		return Route{Open: true}
+	}
 	seg := strings.Split(path, "/")
 	if len(seg) < 3 || seg[0] != "" || seg[1] != "v1" {
 		return Route{Action: ActionAdmin}
@@ -60,7 +65,12 @@ func Classify(r *http.Request) Route {
 			return Route{Action: ActionWrite, Resource: seg[3], FencingLocks: r.Header.Values(wire.HeaderLock)}
 		}
 	case "cluster":
-		return clusterRoute(rest)
+		return clusterRoute(r.Method, rest)
+	case "whoami":
+		// Every role may learn what it is.
+		if len(rest) == 0 && r.Method == http.MethodGet {
+			return Route{Action: ActionStatus}
+		}
 	case "events":
 		// Any reader may watch; the stream leaves out what the principal
 		// may not read (api's events handler asks Allow for each event).
@@ -101,13 +111,16 @@ func lockRoute(rest []string) Route {
 	return Route{Action: ActionAdmin}
 }
 
-func clusterRoute(rest []string) Route {
+func clusterRoute(method string, rest []string) Route {
 	switch strings.Join(rest, "/") {
 	case "":
 		return Route{Action: ActionStatus}
 	case "join":
 		return Route{Action: ActionJoin}
 	case "members":
+		if method == http.MethodGet {
+			return Route{Action: ActionStatus} // each member's own status
+		}
 		return Route{Action: ActionMembership}
 	case "leader/transfer":
 		return Route{Action: ActionTransfer}

@@ -1,0 +1,698 @@
+// app.js: the dashboard. It reads the node it was loaded from:
+//   GET /v1/whoami              who the token is (what to offer)
+//   GET /v1/cluster             this node's view: leader, term, indexes, epoch
+//   GET /v1/cluster/members     every member's own view, gathered by the node
+//   GET /v1/locks, /v1/semaphores, then /v1/events from the list's index
+//   GET /v1/locks/{name}/history, /v1/tokens/{token} on request
+// The cluster is polled every second (leadership changes are not events);
+// locks and semaphores are re-read when an event says they changed, and
+// every few seconds for what no event reports (waiters, time left).
+
+import { api, APIError, token, setToken, clearToken, notServed, enc } from "./api.js";
+import { EventStream } from "./sse.js";
+import { $, h, text, message, duration } from "./dom.js";
+
+const CLUSTER_EVERY = 1000;
+const LOCKS_EVERY = 3000;
+const FEED_MAX = 150;
+
+const state = {
+  gen: 0, // bumped on sign-out: loops of an older generation stop
+  who: null,
+  cluster: null,
+  membersKey: "",
+  locks: [],
+  sems: [],
+  seen: new Set(), // lock:token pairs already shown, to flash new grants
+  stream: null,
+  locksTimer: 0,
+  filter: "",
+};
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const isOperator = () => state.who && state.who.role === "operator";
+
+// ---------- signing in ----------
+
+function showLogin(msg) {
+  $("#dash").hidden = true;
+  $("#who").hidden = true;
+  $("#login").hidden = false;
+  $("#login-error").textContent = msg || "";
+  setConn("down", "Sign in to see this cluster");
+  $("#token-input").focus();
+}
+
+async function signIn() {
+  const gen = state.gen;
+  for (;;) {
+    try {
+      const { data } = await api("/v1/whoami");
+      state.who = data;
+      break;
+    } catch (err) {
+      if (gen !== state.gen) return;
+      if (err instanceof APIError && err.status === 401) {
+        const had = token() !== "";
+        clearToken();
+        showLogin(had ? `The node refused this token (401 ${err.code}): ${err.message}` : "");
+        return;
+      }
+      if (notServed(err)) {
+        // A node from before /v1/whoami: offer nothing but reading.
+        state.who = { acl: token() !== "", role: "reader", name: "" };
+        break;
+      }
+      setConn("down", `This node does not answer: ${err.message}`);
+      await sleep(2000);
+    }
+  }
+  startDashboard(gen);
+}
+
+function signOut(msg) {
+  state.gen++;
+  if (state.stream) state.stream.stop();
+  clearTimeout(state.locksTimer);
+  clearToken();
+  state.who = null;
+  showLogin(msg);
+}
+
+// authLost handles a 401 after signing in (the token was taken out of the
+// ACL file): back to the prompt, saying why.
+function authLost(err) {
+  signOut(`The node no longer accepts this token (401 ${err.code}): ${err.message}`);
+}
+
+// ---------- the page ----------
+
+function startDashboard(gen) {
+  $("#login").hidden = true;
+  $("#dash").hidden = false;
+  const who = state.who;
+  $("#who").hidden = false;
+  text("#who-name", who.acl ? who.name || "token" : "no access control");
+  text("#who-role", who.acl ? who.role : "open");
+  $("#sign-out").hidden = !who.acl;
+  $("#who-role").title = who.acl
+    ? `role ${who.role}` + (who.locks ? `, locks ${who.locks.join(", ")}` : "") + (who.keys ? `, keys ${who.keys.join(", ")}` : "")
+    : "This cluster has no ACL: anyone who reaches it may do anything.";
+  document.querySelector(".op-col").hidden = !isOperator();
+  renderClusterOps();
+  clusterLoop(gen);
+  listLocks(gen, true);
+}
+
+function setConn(s, msg) {
+  const el = $("#conn");
+  el.dataset.state = s;
+  text(el, msg);
+}
+
+function banner(msg, kind = "error") {
+  const el = $("#banner");
+  el.hidden = !msg;
+  el.dataset.kind = kind;
+  el.textContent = msg || "";
+}
+
+// refusal words a 403 for a section.
+function refusal(err, what) {
+  if (err instanceof APIError && err.status === 403) {
+    return `Your token (role ${state.who ? state.who.role : "?"}) may not read ${what}: ${err.message}`;
+  }
+  if (err instanceof APIError) return `${what}: ${err.status} ${err.code}: ${err.message}`;
+  return `${what}: ${err.message || err}`;
+}
+
+// ---------- cluster ----------
+
+async function clusterLoop(gen) {
+  while (gen === state.gen) {
+    await pollCluster(gen);
+    await sleep(CLUSTER_EVERY);
+  }
+}
+
+async function pollCluster(gen) {
+  const [st, ms] = await Promise.allSettled([api("/v1/cluster", { timeout: 4000 }), api("/v1/cluster/members", { timeout: 4000 })]);
+  if (gen !== state.gen) return;
+  for (const r of [st, ms]) {
+    if (r.status === "rejected" && r.reason instanceof APIError && r.reason.status === 401) {
+      authLost(r.reason);
+      return;
+    }
+  }
+  if (st.status === "fulfilled") {
+    state.cluster = st.value.data;
+    renderCluster(state.cluster);
+    message("#cluster-msg", "");
+    const c = state.cluster;
+    setConn("live", `Live · from ${c.node} (${c.state.toLowerCase()})`);
+  } else {
+    const err = st.reason;
+    if (err instanceof APIError) {
+      message("#cluster-msg", refusal(err, "the cluster's status"));
+    } else {
+      setConn("down", `This node does not answer (${err.name === "AbortError" ? "timed out" : err.message}); retrying`);
+    }
+  }
+  if (ms.status === "fulfilled") {
+    renderMembers(ms.value.data.members);
+    message("#members-msg", "");
+  } else if (notServed(ms.reason) && state.cluster) {
+    // A node from before /v1/cluster/members: its own record of each.
+    renderMembers(state.cluster.members.map((m) => ({ ...m, state: m.leader ? "Leader" : "" })));
+    message("#members-msg", "This node does not gather the members' own views (its fencer predates GET /v1/cluster/members).");
+  } else if (ms.status === "rejected" && ms.reason instanceof APIError) {
+    message("#members-msg", refusal(ms.reason, "the members' status"));
+  }
+}
+
+function renderCluster(c) {
+  text("#leader", c.leader || "none: electing");
+  $("#leader").dataset.leader = c.leader || "";
+  text("#term", c.term);
+  text("#commit", c.commit_index);
+  text("#applied", c.applied_index);
+  text("#epoch", c.epoch);
+  text("#last-token", c.last_token);
+  text("#log-format", c.log_format);
+  $("#node").replaceChildren(c.node, " ", h("small", {}, c.state.toLowerCase()));
+}
+
+function renderClusterOps() {
+  const ops = $("#cluster-ops");
+  ops.replaceChildren();
+  if (!isOperator()) return;
+  ops.append(
+    h("button", { type: "button", id: "transfer-leader", class: "op", onclick: () => transfer("") }, "Transfer leadership…"),
+  );
+}
+
+// parseGoDuration reads Go's time.Duration strings ("7.4ms", "1m2.5s",
+// "0", "never") as milliseconds; null when it cannot.
+function parseGoDuration(s) {
+  if (!s) return null;
+  if (s === "0") return 0;
+  const units = { h: 3600e3, m: 60e3, s: 1e3, ms: 1, us: 1e-3, "µs": 1e-3, ns: 1e-6 };
+  let total = 0;
+  let matched = false;
+  for (const [, num, unit] of s.matchAll(/([0-9.]+)(h|ms|m|s|us|µs|ns)/g)) {
+    total += parseFloat(num) * units[unit];
+    matched = true;
+  }
+  return matched ? total : null;
+}
+
+function health(m, maxCommit) {
+  switch (m.state) {
+    case "unreachable":
+      return ["unreachable", "bad", m.error];
+    case "unknown":
+      return ["unknown", "warn", m.error];
+    case "Candidate":
+      return ["electing", "warn", "standing for election"];
+    case "Shutdown":
+      return ["stopped", "bad", ""];
+    case "":
+      return ["not asked", "warn", ""];
+  }
+  if (!m.sees_leader) return ["no leader", "bad", "knows no leader"];
+  const contact = parseGoDuration(m.last_contact);
+  if (m.state === "Follower" && contact != null && contact > 5000) return ["lagging", "warn", `last heard from the leader ${duration(contact)} ago`];
+  if (maxCommit - (m.applied_index || 0) > 1000) return ["behind", "warn", `${maxCommit - m.applied_index} entries behind`];
+  return ["healthy", "ok", ""];
+}
+
+function contactText(m) {
+  if (m.state === "Leader") return "leads";
+  if (m.last_contact === "never") return "never";
+  const ms = parseGoDuration(m.last_contact);
+  return ms == null ? m.last_contact || "–" : `${duration(ms)} ago`;
+}
+
+function renderMembers(members) {
+  const op = isOperator();
+  const key = JSON.stringify([members, op]);
+  if (key === state.membersKey) return;
+  state.membersKey = key;
+  const maxCommit = Math.max(0, ...members.map((m) => m.commit_index || 0));
+  const rows = members.map((m) => {
+    const [hl, cls, why] = health(m, maxCommit);
+    const leader = m.leader || m.state === "Leader";
+    return h(
+      "tr",
+      { dataset: { member: m.id } },
+      h(
+        "td",
+        {},
+        h("strong", { class: "member-id" }, m.id),
+        " ",
+        leader ? h("span", { class: "badge leader" }, "leader") : null,
+        h("span", { class: "addr", title: "HTTP address" }, m.http_addr || "?"),
+        h("span", { class: "addr", title: "Raft address" }, m.raft_addr),
+      ),
+      h("td", {}, h("span", { class: `badge ${cls}`, title: why || null }, hl)),
+      h("td", {}, `${m.state ? m.state.toLowerCase() : "–"} · ${m.voter ? "voter" : "non-voter"}`),
+      h("td", { class: "num" }, m.term ?? "–"),
+      h("td", { class: "num" }, `${m.commit_index ?? "–"} / ${m.applied_index ?? "–"}`),
+      h("td", { title: m.error || m.last_contact || null }, contactText(m)),
+      h("td", { class: "num" }, m.log_format ?? "–"),
+      op ? h("td", {}, memberActions(m, leader)) : null,
+    );
+  });
+  $("#members tbody").replaceChildren(...rows);
+  text("#members-count", `${members.length} member${members.length === 1 ? "" : "s"}`);
+}
+
+function memberActions(m, leader) {
+  return h(
+    "div",
+    { class: "actions" },
+    !leader && m.voter
+      ? h("button", { type: "button", class: "small op", "aria-label": `Make ${m.id} the leader`, onclick: () => transfer(m.id) }, "Make leader")
+      : null,
+    h("button", { type: "button", class: "small op", "aria-label": `Remove member ${m.id}`, onclick: () => removeMember(m.id) }, "Remove"),
+  );
+}
+
+// ---------- operator actions ----------
+
+function confirmAction(title, body, ok) {
+  const dlg = $("#confirm");
+  text("#confirm-title", title);
+  text("#confirm-text", body);
+  text("#confirm-ok", ok);
+  dlg.returnValue = "";
+  dlg.showModal();
+  return new Promise((resolve) => dlg.addEventListener("close", () => resolve(dlg.returnValue === "ok"), { once: true }));
+}
+
+async function transfer(id) {
+  const cur = state.cluster ? state.cluster.leader : "?";
+  const to = id || "the most up-to-date follower";
+  const yes = await confirmAction(
+    "Transfer leadership?",
+    `Leadership moves from ${cur} to ${to}. Requests pause for a moment while the new leader takes over; leases are kept.`,
+    "Transfer leadership",
+  );
+  if (!yes) return;
+  banner(`Transferring leadership to ${to}…`, "info");
+  try {
+    const { data } = await api("/v1/cluster/leader/transfer", { method: "POST", body: id ? { id } : {}, timeout: 20000 });
+    banner(`Leadership transferred${data && data.to ? " to " + data.to : ""}.`, "info");
+  } catch (err) {
+    if (err instanceof APIError && err.status === 401) return authLost(err);
+    banner(`Transfer refused: ${err instanceof APIError ? `${err.status} ${err.code}: ` : ""}${err.message}`);
+  }
+  pollCluster(state.gen);
+}
+
+async function removeMember(id) {
+  const yes = await confirmAction(
+    `Remove member ${id}?`,
+    `${id} leaves the cluster's configuration and stops voting. To bring it back, wipe its data dir and join it again. Removing a voter of a 3-member cluster leaves no room for another failure.`,
+    `Remove ${id}`,
+  );
+  if (!yes) return;
+  try {
+    await api(`/v1/cluster/members/${enc(id)}`, { method: "DELETE", timeout: 20000 });
+    banner(`Member ${id} removed.`, "info");
+  } catch (err) {
+    if (err instanceof APIError && err.status === 401) return authLost(err);
+    banner(`Removing ${id} refused: ${err instanceof APIError ? `${err.status} ${err.code}: ` : ""}${err.message}`);
+  }
+  pollCluster(state.gen);
+}
+
+// ---------- locks, elections and semaphores ----------
+
+// listLocks reads the locks and semaphores; the first time (start) it then
+// follows the events from the index the list was read at, so that nothing
+// between the list and the stream is missed.
+async function listLocks(gen, start) {
+  clearTimeout(state.locksTimer);
+  let index = null;
+  const [locks, sems] = await Promise.allSettled([api("/v1/locks", { timeout: 6000 }), api("/v1/semaphores", { timeout: 6000 })]);
+  if (gen !== state.gen) return;
+  const now = performance.now();
+  if (locks.status === "fulfilled") {
+    state.locks = locks.value.data.locks.map((l) => ({ ...l, at: now }));
+    index = locks.value.headers.get("Fencer-Index");
+    renderLocks();
+    message("#locks-msg", "");
+  } else if (locks.reason instanceof APIError && locks.reason.status === 401) {
+    return authLost(locks.reason);
+  } else {
+    message("#locks-msg", refusal(locks.reason, "the locks") + (state.locks.length ? " (showing the last list read)" : ""));
+  }
+  if (sems.status === "fulfilled") {
+    state.sems = sems.value.data.semaphores.map((s) => ({ ...s, at: now }));
+    renderSems();
+    message("#sems-msg", "");
+  } else if (!notServed(sems.reason)) {
+    message("#sems-msg", refusal(sems.reason, "the semaphores"));
+  }
+  if (start) {
+    if (index == null && locks.status === "rejected") {
+      // Retry the list before watching: a watch needs its index.
+      state.locksTimer = setTimeout(() => listLocks(gen, true), 2000);
+      return;
+    }
+    startEvents(gen, index);
+  }
+  state.locksTimer = setTimeout(() => listLocks(gen, false), LOCKS_EVERY);
+}
+
+let relistSoon = 0;
+function scheduleList() {
+  if (relistSoon) return;
+  const gen = state.gen;
+  relistSoon = setTimeout(() => {
+    relistSoon = 0;
+    listLocks(gen, false);
+  }, 60);
+}
+
+function lockRowMatches(name) {
+  const f = state.filter;
+  return !f || name.toLowerCase().includes(f);
+}
+
+function renderLocks() {
+  const rows = [];
+  const locks = state.locks.filter((l) => l.held && lockRowMatches(l.lock));
+  locks.sort((a, b) => a.lock.localeCompare(b.lock));
+  for (const l of locks) {
+    const key = `${l.lock}:${l.token}`;
+    const fresh = !state.seen.has(key);
+    state.seen.add(key);
+    const until = l.remaining_ms != null ? l.at + l.remaining_ms : null;
+    rows.push(
+      h(
+        "tr",
+        { dataset: { lock: l.lock, token: l.token }, class: fresh ? "fresh" : null },
+        h(
+          "td",
+          { class: "wrap" },
+          h("button", { type: "button", class: "link lock-name", title: `Show the history of ${l.lock}`, onclick: () => showHistory(l.lock) }, l.lock),
+          l.value ? [" ", h("span", { class: "badge", title: "This lock publishes a value: an election" }, "election")] : null,
+        ),
+        h("td", { class: "wrap holder" }, l.holder),
+        h("td", { class: "num" }, h("button", { type: "button", class: "link token", title: `Whose token is ${l.token}?`, onclick: () => lookupToken(l.token) }, l.token)),
+        h("td", { class: "wrap value" }, l.value || "–"),
+        h("td", {}, ttlCell(until, l.ttl_ms)),
+        h("td", { class: "num waiters" }, l.waiters || 0),
+        h("td", {}, l.lock_delay_ms ? `${duration(l.lock_delay_ms)} after release` : "–"),
+      ),
+    );
+  }
+  $("#locks tbody").replaceChildren(...rows);
+  const held = state.locks.filter((l) => l.held).length;
+  $("#locks-empty").hidden = rows.length > 0;
+  text("#locks-empty", held && !rows.length ? "No held lock matches the filter." : "No lock is held.");
+  text("#locks-count", `${held} held`);
+  tick();
+}
+
+function ttlCell(until, ttl) {
+  if (until == null) return h("span", { class: "note", title: "a stale read: only the leader times leases" }, "unknown");
+  return h("span", { class: "ttl", dataset: { until, ttl: ttl || 0 } }, h("span", { class: "ttl-text" }, ""), h("span", { class: "bar", "aria-hidden": "true" }, h("span", {})));
+}
+
+function renderSems() {
+  const rows = state.sems
+    .filter((s) => s.holders.length > 0 || s.waiters > 0)
+    .sort((a, b) => a.semaphore.localeCompare(b.semaphore))
+    .map((s) =>
+      h(
+        "tr",
+        { dataset: { semaphore: s.semaphore } },
+        h("td", { class: "wrap" }, h("strong", {}, s.semaphore)),
+        h("td", { class: "num" }, `${s.holders.length} / ${s.limit}`),
+        h(
+          "td",
+          {},
+          h(
+            "div",
+            { class: "permits" },
+            s.holders.map((p) =>
+              h(
+                "span",
+                { class: "permit" },
+                `${p.holder} · `,
+                h("button", { type: "button", class: "link token", onclick: () => lookupToken(p.token) }, `t${p.token}`),
+                " · ",
+                p.remaining_ms != null ? h("span", { class: "ttl", dataset: { until: s.at + p.remaining_ms, ttl: 0 } }, h("span", { class: "ttl-text" }, "")) : "?",
+              ),
+            ),
+          ),
+        ),
+        h("td", { class: "num" }, s.waiters),
+      ),
+    );
+  $("#semaphores tbody").replaceChildren(...rows);
+  $("#sems-empty").hidden = rows.length > 0;
+  text("#sems-count", `${rows.length} in use`);
+  tick();
+}
+
+// tick counts every lease's time left down between reads.
+function tick() {
+  const now = performance.now();
+  for (const el of document.querySelectorAll(".ttl[data-until]")) {
+    const left = Math.max(0, Number(el.dataset.until) - now);
+    const ttl = Number(el.dataset.ttl);
+    text(el.querySelector(".ttl-text"), left > 0 ? duration(left) : "expiring…");
+    if (left < 1000) el.dataset.low = "";
+    else delete el.dataset.low;
+    const bar = el.querySelector(".bar > span");
+    if (bar && ttl > 0) bar.style.width = `${Math.min(100, (100 * left) / ttl).toFixed(1)}%`;
+  }
+}
+
+// ---------- events ----------
+
+function startEvents(gen, index) {
+  if (state.stream) state.stream.stop();
+  state.stream = new EventStream({
+    onEvent: (ev) => {
+      if (gen === state.gen) onEvent(ev);
+    },
+    onState: (s, detail) => {
+      if (gen !== state.gen) return;
+      const el = $("#events-state");
+      el.dataset.state = s;
+      text(el, s === "live" ? "live" : s === "connecting" ? "connecting" : "disconnected");
+      el.title = detail || "";
+    },
+    onCompacted: () => {
+      // The node no longer has the events after our index: list again and
+      // follow from the new list's index.
+      if (gen === state.gen) listLocks(gen, true);
+    },
+    onAuth: (err) => {
+      if (gen !== state.gen) return;
+      if (err.status === 401) authLost(err);
+      else addFeed(h("li", {}, h("span", { class: "idx" }, ""), h("span", { class: "what error" }, refusal(err, "the events"))));
+    },
+  });
+  state.stream.start(index);
+}
+
+const LOCK_EVENTS = new Set(["acquired", "released", "expired", "handed_off", "voided", "value_set", "epoch"]);
+
+function onEvent(ev) {
+  addFeed(feedItem(ev));
+  if (LOCK_EVENTS.has(ev.type) || ev.lock) scheduleList();
+}
+
+function addFeed(li) {
+  const feed = $("#feed");
+  feed.prepend(li);
+  while (feed.children.length > FEED_MAX) feed.lastElementChild.remove();
+  $("#feed-empty").hidden = true;
+}
+
+function lockLink(name) {
+  return h("button", { type: "button", class: "link", onclick: () => showHistory(name) }, name);
+}
+
+function tokenLink(t) {
+  return h("button", { type: "button", class: "link", onclick: () => lookupToken(t) }, `t${t}`);
+}
+
+function feedItem(ev) {
+  let what;
+  switch (ev.type) {
+    case "acquired":
+      what = [lockLink(ev.lock), ` → ${ev.holder} `, tokenLink(ev.token), ev.value ? ` value "${ev.value}"` : ""];
+      break;
+    case "released":
+      what = [lockLink(ev.lock), ` released by ${ev.holder} `, tokenLink(ev.token)];
+      break;
+    case "expired":
+      what = [lockLink(ev.lock), `: ${ev.holder}'s lease ran out `, tokenLink(ev.token)];
+      break;
+    case "handed_off":
+      what = [lockLink(ev.lock), `: ${ev.prev_holder} `, tokenLink(ev.prev_token), ` ${ev.reason || "ended"} → ${ev.holder} `, tokenLink(ev.token)];
+      break;
+    case "voided":
+      what = [lockLink(ev.lock), `: ${ev.holder}'s grant `, tokenLink(ev.token), " voided by a restore"];
+      break;
+    case "value_set":
+      what = [lockLink(ev.lock), ` value → "${ev.value || ""}" by `, tokenLink(ev.token)];
+      break;
+    case "put":
+      what = [`key ${ev.key} written with `, tokenLink(ev.token), ev.value_size != null ? ` (${ev.value_size} bytes)` : ""];
+      break;
+    case "key_deleted":
+      what = [`key ${ev.key} deleted`];
+      break;
+    case "member_added":
+      what = [`member ${ev.member} added`];
+      break;
+    case "member_removed":
+      what = [`member ${ev.member} removed`];
+      break;
+    case "epoch":
+      what = [`token epoch moved to ${ev.epoch}`];
+      break;
+    default:
+      what = [JSON.stringify(ev)];
+  }
+  return h(
+    "li",
+    { dataset: { type: ev.type, index: ev.index } },
+    h("span", { class: "idx", title: "log index" }, ev.index ?? ""),
+    h("span", { class: "what" }, h("span", { class: `badge type ${ev.type}` }, ev.type.replace("_", " ")), ...what),
+  );
+}
+
+// ---------- history and token lookup ----------
+
+async function showHistory(name) {
+  $("#history-lock").value = name;
+  const out = $("#history-answer");
+  out.replaceChildren(h("p", { class: "note" }, `Reading the history of ${name}…`));
+  $("#history").scrollIntoView({ block: "nearest", behavior: "smooth" });
+  try {
+    const { data } = await api(`/v1/locks/${enc(name)}/history?limit=20`);
+    const grants = data.grants || [];
+    if (!grants.length) {
+      out.replaceChildren(h("p", { class: "note" }, `No grant of ${name} is kept.`));
+      return;
+    }
+    out.replaceChildren(
+      h("p", { class: "note" }, `The last ${grants.length} grant${grants.length === 1 ? "" : "s"} of `, h("strong", {}, data.lock || name), ", newest first:"),
+      h(
+        "div",
+        { class: "table-wrap" },
+        h(
+          "table",
+          { id: "history-table" },
+          h("thead", {}, h("tr", {}, h("th", { scope: "col", class: "num" }, "Token"), h("th", { scope: "col" }, "Holder"), h("th", { scope: "col" }, "Ended"), h("th", { scope: "col", class: "num" }, "Indexes"))),
+          h(
+            "tbody",
+            {},
+            grants.map((g) =>
+              h(
+                "tr",
+                { dataset: { token: g.token } },
+                h("td", { class: "num" }, tokenLink(g.token)),
+                h("td", { class: "wrap" }, g.holder),
+                h("td", {}, g.ended ? h("span", { class: `badge ${g.ended === "released" || g.ended === "handed_off" ? "" : "warn"}` }, g.ended.replace("_", " ")) : h("span", { class: "badge ok" }, "held")),
+                h("td", { class: "num", title: "granted at / ended at log index" }, g.ended_index ? `${g.granted_index}–${g.ended_index}` : `${g.granted_index}–`),
+              ),
+            ),
+          ),
+        ),
+      ),
+    );
+  } catch (err) {
+    out.replaceChildren(h("p", { class: "error", role: "alert" }, historyError(err, name)));
+  }
+}
+
+function historyError(err, name) {
+  if (notServed(err)) return "This node does not keep lock histories: its fencer predates GET /v1/locks/{name}/history.";
+  if (err instanceof APIError && err.status === 401) {
+    authLost(err);
+    return err.message;
+  }
+  return refusal(err, `the history of ${name}`);
+}
+
+async function lookupToken(t) {
+  const input = $("#token-lookup");
+  input.value = String(t);
+  const out = $("#token-answer");
+  if (!/^[0-9]+$/.test(String(t).trim())) {
+    out.replaceChildren(h("p", { class: "error", role: "alert" }, "A fencing token is a whole number, like 1234."));
+    return;
+  }
+  out.replaceChildren(h("p", { class: "note" }, `Looking up token ${t}…`));
+  try {
+    const { data: g } = await api(`/v1/tokens/${enc(String(t).trim())}`);
+    out.replaceChildren(
+      h(
+        "dl",
+        { id: "token-result" },
+        h("dt", {}, "Token"),
+        h("dd", {}, String(g.token)),
+        h("dt", {}, "Lock"),
+        h("dd", {}, lockLink(g.lock)),
+        h("dt", {}, "Holder"),
+        h("dd", {}, g.holder),
+        h("dt", {}, "Granted at"),
+        h("dd", {}, `log index ${g.granted_index}`),
+        h("dt", {}, "Ended"),
+        h("dd", {}, g.ended ? `${g.ended.replace("_", " ")} at log index ${g.ended_index}` : "not yet: still held"),
+      ),
+    );
+  } catch (err) {
+    let msg;
+    if (notServed(err)) msg = "This node does not answer token lookups: its fencer predates GET /v1/tokens/{token}.";
+    else if (err instanceof APIError && err.code === "unknown_token") msg = `No grant with token ${t} is known: ${err.message}`;
+    else if (err instanceof APIError && err.status === 401) {
+      authLost(err);
+      return;
+    } else msg = refusal(err, `token ${t}`);
+    out.replaceChildren(h("p", { class: "error", role: "alert" }, msg));
+  }
+}
+
+// ---------- wiring ----------
+
+function wire() {
+  $("#login-form").addEventListener("submit", (e) => {
+    e.preventDefault();
+    const t = $("#token-input").value.trim();
+    if (!t) return;
+    setToken(t);
+    $("#token-input").value = "";
+    $("#login-error").textContent = "";
+    state.gen++;
+    signIn();
+  });
+  $("#sign-out").addEventListener("click", () => signOut(""));
+  $("#token-form").addEventListener("submit", (e) => {
+    e.preventDefault();
+    lookupToken($("#token-lookup").value.trim());
+  });
+  $("#history-form").addEventListener("submit", (e) => {
+    e.preventDefault();
+    const name = $("#history-lock").value.trim();
+    if (name) showHistory(name);
+  });
+  $("#lock-filter").addEventListener("input", (e) => {
+    state.filter = e.target.value.trim().toLowerCase();
+    renderLocks();
+  });
+  setInterval(tick, 200);
+}
+
+wire();
+signIn();
