@@ -31,8 +31,11 @@ run: build
 ## of its own so that fencer's go.mod has no Kubernetes dependencies.
 ## The Python client's tests (clients/python, with python3-psycopg2 for its
 ## PostgreSQL example) run in the same PostgreSQL session, after Go's.
+## The dashboard's browser tests (test/ui) drive Debian's chromium, installed
+## if missing; they fail without it (FENCER_SKIP_BROWSER_TESTS=1 skips them).
 test: vet build
 	@scripts/ensure-prometheus.sh
+	@scripts/ensure-chromium.sh
 	@PYTHON=$(PYTHON) scripts/ensure-python.sh
 	@scripts/with-postgres.sh env FENCER_REQUIRE_PG=1 FENCER_REQUIRE_PROMETHEUS=1 sh -c '$(GO) test -count=1 -timeout 15m $(PKGS) && $(MAKE) --no-print-directory test-python'
 	cd deploy/kubernetes/manifesttest && $(GO) vet ./... && $(GO) test -count=1 ./...

@@ -10,7 +10,7 @@
 
 import { api, APIError, token, setToken, clearToken, notServed, enc } from "./api.js";
 import { EventStream } from "./sse.js";
-import { $, h, text, message, duration } from "./dom.js";
+import { $, h, text, message, duration, reconcile } from "./dom.js";
 
 const CLUSTER_EVERY = 1000;
 const LOCKS_EVERY = 3000;
@@ -20,7 +20,6 @@ const state = {
   gen: 0, // bumped on sign-out: loops of an older generation stop
   who: null,
   cluster: null,
-  membersKey: "",
   locks: [],
   sems: [],
   seen: new Set(), // lock:token pairs already shown, to flash new grants
@@ -235,43 +234,60 @@ function contactText(m) {
 
 function renderMembers(members) {
   const op = isOperator();
-  const key = JSON.stringify([members, op]);
-  if (key === state.membersKey) return;
-  state.membersKey = key;
   const maxCommit = Math.max(0, ...members.map((m) => m.commit_index || 0));
-  const rows = members.map((m) => {
-    const [hl, cls, why] = health(m, maxCommit);
-    const leader = m.leader || m.state === "Leader";
-    return h(
-      "tr",
-      { dataset: { member: m.id } },
-      h(
-        "td",
-        {},
-        h("strong", { class: "member-id" }, m.id),
-        " ",
-        leader ? h("span", { class: "badge leader" }, "leader") : null,
-        h("span", { class: "addr", title: "HTTP address" }, m.http_addr || "?"),
-        h("span", { class: "addr", title: "Raft address" }, m.raft_addr),
-      ),
-      h("td", {}, h("span", { class: `badge ${cls}`, title: why || null }, hl)),
-      h("td", {}, `${m.state ? m.state.toLowerCase() : "–"} · ${m.voter ? "voter" : "non-voter"}`),
-      h("td", { class: "num" }, m.term ?? "–"),
-      h("td", { class: "num" }, `${m.commit_index ?? "–"} / ${m.applied_index ?? "–"}`),
-      h("td", { title: m.error || m.last_contact || null }, contactText(m)),
-      h("td", { class: "num" }, m.log_format ?? "–"),
-      op ? h("td", {}, memberActions(m, leader)) : null,
-    );
-  });
-  $("#members tbody").replaceChildren(...rows);
+  const rows = members.map((m) => ({ ...m, health: health(m, maxCommit), isLeader: m.leader || m.state === "Leader" }));
+  // A row is rebuilt only when what it offers changes; the counters are
+  // updated in place, so a focused button is not replaced every second.
+  const key = (m) => JSON.stringify([m.id, m.http_addr, m.raft_addr, m.voter, m.isLeader, m.state === "unreachable", op]);
+  reconcile($("#members tbody"), rows, key, (m) => memberRow(m, op), updateMember);
   text("#members-count", `${members.length} member${members.length === 1 ? "" : "s"}`);
+}
+
+function memberRow(m, op) {
+  const row = h(
+    "tr",
+    { dataset: { member: m.id } },
+    h(
+      "td",
+      {},
+      h("strong", { class: "member-id" }, m.id),
+      " ",
+      m.isLeader ? h("span", { class: "badge leader" }, "leader") : null,
+      h("span", { class: "addr", title: "HTTP address" }, m.http_addr || "?"),
+      h("span", { class: "addr", title: "Raft address" }, m.raft_addr),
+    ),
+    h("td", { class: "health" }, h("span", { class: "badge" })),
+    h("td", { class: "state" }),
+    h("td", { class: "num term" }),
+    h("td", { class: "num indexes" }),
+    h("td", { class: "contact" }),
+    h("td", { class: "num format" }),
+    op ? h("td", {}, memberActions(m, m.isLeader)) : null,
+  );
+  updateMember(row, m);
+  return row;
+}
+
+function updateMember(row, m) {
+  const [hl, cls, why] = m.health;
+  const badge = row.querySelector(".health .badge");
+  badge.className = `badge ${cls}`;
+  badge.title = why || "";
+  text(badge, hl);
+  text(row.querySelector(".state"), `${m.state ? m.state.toLowerCase() : "–"} · ${m.voter ? "voter" : "non-voter"}`);
+  text(row.querySelector(".term"), m.term);
+  text(row.querySelector(".indexes"), `${m.commit_index ?? "–"} / ${m.applied_index ?? "–"}`);
+  const contact = row.querySelector(".contact");
+  text(contact, contactText(m));
+  contact.title = m.error || m.last_contact || "";
+  text(row.querySelector(".format"), m.log_format);
 }
 
 function memberActions(m, leader) {
   return h(
     "div",
     { class: "actions" },
-    !leader && m.voter
+    !leader && m.voter && m.state !== "unreachable"
       ? h("button", { type: "button", class: "small op", "aria-label": `Make ${m.id} the leader`, onclick: () => transfer(m.id) }, "Make leader")
       : null,
     h("button", { type: "button", class: "small op", "aria-label": `Remove member ${m.id}`, onclick: () => removeMember(m.id) }, "Remove"),
@@ -382,39 +398,45 @@ function lockRowMatches(name) {
 }
 
 function renderLocks() {
-  const rows = [];
   const locks = state.locks.filter((l) => l.held && lockRowMatches(l.lock));
   locks.sort((a, b) => a.lock.localeCompare(b.lock));
-  for (const l of locks) {
-    const key = `${l.lock}:${l.token}`;
-    const fresh = !state.seen.has(key);
-    state.seen.add(key);
-    const until = l.remaining_ms != null ? l.at + l.remaining_ms : null;
-    rows.push(
-      h(
-        "tr",
-        { dataset: { lock: l.lock, token: l.token }, class: fresh ? "fresh" : null },
-        h(
-          "td",
-          { class: "wrap" },
-          h("button", { type: "button", class: "link lock-name", title: `Show the history of ${l.lock}`, onclick: () => showHistory(l.lock) }, l.lock),
-          l.value ? [" ", h("span", { class: "badge", title: "This lock publishes a value: an election" }, "election")] : null,
-        ),
-        h("td", { class: "wrap holder" }, l.holder),
-        h("td", { class: "num" }, h("button", { type: "button", class: "link token", title: `Whose token is ${l.token}?`, onclick: () => lookupToken(l.token) }, l.token)),
-        h("td", { class: "wrap value" }, l.value || "–"),
-        h("td", {}, ttlCell(until, l.ttl_ms)),
-        h("td", { class: "num waiters" }, l.waiters || 0),
-        h("td", {}, l.lock_delay_ms ? `${duration(l.lock_delay_ms)} after release` : "–"),
-      ),
-    );
-  }
-  $("#locks tbody").replaceChildren(...rows);
+  const key = (l) => JSON.stringify([l.lock, l.token, l.holder, l.value || "", l.lock_delay_ms || 0]);
+  reconcile($("#locks tbody"), locks, key, lockRow, (row, l) => {
+    text(row.querySelector(".waiters"), l.waiters || 0);
+    setUntil(row.querySelector(".ttl"), l.remaining_ms != null ? l.at + l.remaining_ms : null);
+  });
   const held = state.locks.filter((l) => l.held).length;
-  $("#locks-empty").hidden = rows.length > 0;
-  text("#locks-empty", held && !rows.length ? "No held lock matches the filter." : "No lock is held.");
+  $("#locks-empty").hidden = locks.length > 0;
+  text("#locks-empty", held && !locks.length ? "No held lock matches the filter." : "No lock is held.");
   text("#locks-count", `${held} held`);
   tick();
+}
+
+function lockRow(l) {
+  const fresh = !state.seen.has(`${l.lock}:${l.token}`);
+  state.seen.add(`${l.lock}:${l.token}`);
+  const until = l.remaining_ms != null ? l.at + l.remaining_ms : null;
+  return h(
+    "tr",
+    { dataset: { lock: l.lock, token: l.token }, class: fresh ? "fresh" : null },
+    h(
+      "td",
+      { class: "wrap" },
+      h("button", { type: "button", class: "link lock-name", title: `Show the history of ${l.lock}`, onclick: () => showHistory(l.lock) }, l.lock),
+      l.value ? [" ", h("span", { class: "badge", title: "This lock publishes a value: an election" }, "election")] : null,
+    ),
+    h("td", { class: "wrap holder" }, l.holder),
+    h("td", { class: "num" }, h("button", { type: "button", class: "link token", title: `Whose token is ${l.token}?`, onclick: () => lookupToken(l.token) }, l.token)),
+    h("td", { class: "wrap value" }, l.value || "–"),
+    h("td", {}, ttlCell(until, l.ttl_ms)),
+    h("td", { class: "num waiters" }, l.waiters || 0),
+    h("td", {}, l.lock_delay_ms ? `${duration(l.lock_delay_ms)} after release` : "–"),
+  );
+}
+
+// setUntil moves a countdown's deadline after a new read.
+function setUntil(el, until) {
+  if (el && until != null) el.dataset.until = until;
 }
 
 function ttlCell(until, ttl) {
@@ -612,7 +634,7 @@ async function showHistory(name) {
       ),
     );
   } catch (err) {
-    out.replaceChildren(h("p", { class: "error", role: "alert" }, historyError(err, name)));
+    out.replaceChildren(h("p", { class: "section-msg", role: "alert" }, historyError(err, name)));
   }
 }
 
@@ -660,7 +682,7 @@ async function lookupToken(t) {
       authLost(err);
       return;
     } else msg = refusal(err, `token ${t}`);
-    out.replaceChildren(h("p", { class: "error", role: "alert" }, msg));
+    out.replaceChildren(h("p", { class: "section-msg", role: "alert" }, msg));
   }
 }
 

@@ -48,3 +48,28 @@ export function duration(ms) {
   const hr = Math.floor(m / 60);
   return `${hr} h ${m % 60} min`;
 }
+
+// reconcile makes tbody's rows those of items, in order, keeping the row of
+// an item whose key did not change (so focus and selection survive a
+// refresh) and building the others; update(row, item) then refreshes a kept
+// row's changing cells.
+export function reconcile(tbody, items, key, build, update) {
+  const old = new Map();
+  for (const row of tbody.children) old.set(row.dataset.key, row);
+  const rows = items.map((item) => {
+    const k = key(item);
+    let row = old.get(k);
+    if (row) {
+      old.delete(k);
+      if (update) update(row, item);
+    } else {
+      row = build(item);
+      row.dataset.key = k;
+    }
+    return row;
+  });
+  rows.forEach((row, i) => {
+    if (tbody.children[i] !== row) tbody.insertBefore(row, tbody.children[i] || null);
+  });
+  for (const row of old.values()) row.remove();
+}
