@@ -230,4 +230,6 @@ func request(p *proc, method, path, token, body string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
-func get(p *proc, path, token string) (int, string) { return request(p, http.MethodGet, path, token, "") }
+func get(p *proc, path, token string) (int, string) {
+	return request(p, http.MethodGet, path, token, "")
+}
