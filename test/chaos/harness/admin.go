@@ -92,7 +92,9 @@ func poll(ctx context.Context, interval time.Duration, cond func() (bool, error)
 		if ok {
 			return nil
 		}
-		if err != nil {
+		// An attempt cut short by the deadline says less than the one
+		// before it: keep that one's reason.
+		if err != nil && (last == nil || ctx.Err() == nil) {
 			last = err
 		}
 		select {
