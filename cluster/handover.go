@@ -91,7 +91,7 @@ func (n *Node) Handover() (handed bool, err error) {
 	n.handingOver.Store(false)
 	n.leaderNotice.notify()
 	if err != nil && n.raft.State() == raft.Leader {
-		return false, fmt.Errorf("leadership transfer: %w", translate(err))
+		return false, fmt.Errorf("leadership transfer (barrier %v, transfer %v): %w", barrier.Round(time.Millisecond), transfer.Round(time.Millisecond), translate(err))
 	}
 	for {
 		changed := n.LeaderChanged()
@@ -103,7 +103,8 @@ func (n *Node) Handover() (handed bool, err error) {
 		}
 		wait := time.Until(deadline)
 		if wait <= 0 {
-			return true, fmt.Errorf("%w: leadership transferred, but no new leader known after %v", ErrNoLeader, time.Since(start).Round(time.Millisecond))
+			return true, fmt.Errorf("%w: leadership transferred (barrier %v, transfer %v), but no new leader known after %v", ErrNoLeader,
+				barrier.Round(time.Millisecond), transfer.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
 		}
 		select {
 		case <-changed:
