@@ -72,9 +72,12 @@ func (n *Node) observeLeader() {
 // (a Barrier), and whatever Raft refuses meanwhile comes back as
 // ErrNotLeader, having done nothing. It does nothing on a follower or in a
 // cluster without another voter, and gives up after twice the election
-// timeout (the node then stops as a leader would crash). It reports
-// whether it gave leadership away.
+// timeout (the node then stops as a leader would crash). A node standing
+// for election waits for the outcome first (up to twice the election
+// timeout): one stopped as it is being elected would otherwise win and
+// then stop as a crash does. It reports whether it gave leadership away.
 func (n *Node) Handover() (handed bool, err error) {
+	awaitElection(n.raft.State, n.LeaderChanged, n.stop, 2*n.cfg.ElectionTimeout)
 	if n.raft.State() != raft.Leader || !n.hasOtherVoter() {
 		return false, nil
 	}
@@ -111,6 +114,25 @@ func (n *Node) Handover() (handed bool, err error) {
 		case <-n.stop:
 			return true, ErrNoLeader
 		case <-time.After(min(wait, 50*time.Millisecond)): // a member's address may arrive without a notice
+		}
+	}
+}
+
+// awaitElection waits while state says this node is a candidate, up to d,
+// waking on each change of leader (changed) and otherwise every 10 ms.
+func awaitElection(state func() raft.RaftState, changed func() <-chan struct{}, stop <-chan struct{}, d time.Duration) {
+	deadline := time.Now().Add(d)
+	for {
+		ch := changed()
+		wait := time.Until(deadline)
+		if state() != raft.Candidate || wait <= 0 {
+			return
+		}
+		select {
+		case <-ch:
+		case <-stop:
+			return
+		case <-time.After(min(wait, 10*time.Millisecond)):
 		}
 	}
 }
