@@ -9,6 +9,7 @@ import (
 	"github.com/fencer-io/fencer/api/wire"
 	"github.com/fencer-io/fencer/cluster"
 	"github.com/fencer-io/fencer/coord"
+	"github.com/fencer-io/fencer/coord/events"
 	"github.com/fencer-io/fencer/fsm"
 	"github.com/fencer-io/fencer/fsm/entry"
 )
@@ -41,7 +42,7 @@ var errorTable = []struct {
 	{coord.ErrTooManyWaiters, http.StatusTooManyRequests, wire.CodeTooManyWaiters},
 	{coord.ErrTooManyLocks, http.StatusTooManyRequests, wire.CodeTooManyLocks},
 	{coord.ErrKVFull, http.StatusTooManyRequests, wire.CodeKVFull},
-	{coord.ErrEventsCompacted, http.StatusGone, wire.CodeEventsCompacted},
+	{events.ErrCompacted, http.StatusGone, wire.CodeEventsCompacted},
 	{context.DeadlineExceeded, http.StatusGatewayTimeout, wire.CodeTimeout},
 	{context.Canceled, http.StatusGatewayTimeout, wire.CodeTimeout},
 }
@@ -86,7 +87,7 @@ func writeErr(w http.ResponseWriter, err error) {
 	if errors.As(err, &delayed) {
 		body.RetryAfterMillis = max(delayed.Remaining.Milliseconds(), 1)
 	}
-	var compacted *coord.CompactedError
+	var compacted *events.CompactedError
 	if errors.As(err, &compacted) {
 		body.Oldest, body.Index = compacted.Oldest, compacted.Index
 	}

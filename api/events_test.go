@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/fencer-io/fencer/api/wire"
-	"github.com/fencer-io/fencer/coord"
+	"github.com/fencer-io/fencer/coord/events"
 	"github.com/fencer-io/fencer/fsm"
 	"github.com/fencer-io/fencer/internal/acl"
 )
@@ -75,7 +75,7 @@ func TestEventStreamFilteredByACLAndPrefix(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &fakeCluster{leader: true, events: coord.NewEvents(coord.EventsConfig{})}
+	f := &fakeCluster{leader: true, events: events.New(events.Config{})}
 	f.events.Applied(1, []fsm.Event{{Index: 1, Type: fsm.EventMemberAdded, Member: "n1"}})
 	f.events.Applied(2, []fsm.Event{{Index: 2, Type: fsm.EventAcquired, Lock: "jobs.a", Holder: "w", Token: 2}})
 	f.events.Applied(3, []fsm.Event{{Index: 3, Type: fsm.EventAcquired, Lock: "billing.x", Holder: "w", Token: 3}})
@@ -114,7 +114,7 @@ func TestEventStreamFilteredByACLAndPrefix(t *testing.T) {
 // Asking for events older than the node keeps is 410 events_compacted with
 // where to re-list from; a malformed since is 400.
 func TestEventStreamCompacted(t *testing.T) {
-	f := &fakeCluster{leader: true, events: coord.NewEvents(coord.EventsConfig{History: 3})}
+	f := &fakeCluster{leader: true, events: events.New(events.Config{History: 3})}
 	for i := uint64(1); i <= 10; i++ {
 		f.events.Applied(i, []fsm.Event{{Index: i, Type: fsm.EventAcquired, Lock: "l", Token: i}})
 	}
@@ -146,7 +146,7 @@ func TestEventStreamCompacted(t *testing.T) {
 // naming the last index it was sent; everything before it arrived, in
 // order, with no gap, and apply never waited for it.
 func TestEventStreamLaggedReader(t *testing.T) {
-	f := &fakeCluster{leader: true, events: coord.NewEvents(coord.EventsConfig{Buffer: 8})}
+	f := &fakeCluster{leader: true, events: events.New(events.Config{Buffer: 8})}
 	srv := httptest.NewServer(newFakeServer(f).Handler())
 	t.Cleanup(srv.Close) // after the streams close (cleanups run last first)
 	resp := watchReq(t, srv.URL+"/v1/events?since=0", "")

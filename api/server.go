@@ -28,6 +28,7 @@ import (
 	"github.com/fencer-io/fencer/api/wire"
 	"github.com/fencer-io/fencer/cluster"
 	"github.com/fencer-io/fencer/coord"
+	"github.com/fencer-io/fencer/coord/events"
 	"github.com/fencer-io/fencer/fsm"
 	"github.com/fencer-io/fencer/fsm/entry"
 	"github.com/fencer-io/fencer/fsm/snapshot"
@@ -69,7 +70,7 @@ type Coord interface {
 	Put(ctx context.Context, req coord.PutRequest) (uint64, error)
 	DeleteKey(ctx context.Context, key string) (fsm.DeleteKeyResult, error)
 	Get(ctx context.Context, key string, stale bool) (entry.FencedKey, bool, uint64, error)
-	Watch(since int64) (*coord.Watcher, error)
+	Watch(since int64) (*events.Watcher, error)
 
 	Proclaim(ctx context.Context, name string, token uint64, secret, value string) (entry.Lock, error)
 	AcquirePermit(ctx context.Context, req coord.PermitRequest) (fsm.PermitResult, error)

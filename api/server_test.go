@@ -19,6 +19,7 @@ import (
 	"github.com/fencer-io/fencer/api/wire"
 	"github.com/fencer-io/fencer/cluster"
 	"github.com/fencer-io/fencer/coord"
+	"github.com/fencer-io/fencer/coord/events"
 	"github.com/fencer-io/fencer/fsm"
 	"github.com/fencer-io/fencer/fsm/entry"
 	"github.com/fencer-io/fencer/fsm/snapshot"
@@ -33,7 +34,7 @@ type fakeCluster struct {
 	locks  []coord.LockStatus
 	// principal is the one the last acquire or put carried.
 	principal string
-	events    *coord.Events // fed directly by tests of the event stream
+	events    *events.History // fed directly by tests of the event stream
 }
 
 func (f *fakeCluster) ID() string                     { return "n1" }
@@ -85,9 +86,9 @@ func (f *fakeCluster) DeleteKey(_ context.Context, key string) (fsm.DeleteKeyRes
 func (f *fakeCluster) Get(context.Context, string, bool) (entry.FencedKey, bool, uint64, error) {
 	return entry.FencedKey{}, false, 3, f.call("get")
 }
-func (f *fakeCluster) Watch(since int64) (*coord.Watcher, error) {
+func (f *fakeCluster) Watch(since int64) (*events.Watcher, error) {
 	if f.events == nil {
-		f.events = coord.NewEvents(coord.EventsConfig{})
+		f.events = events.New(events.Config{})
 	}
 	return f.events.Watch(since)
 }

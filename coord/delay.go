@@ -16,7 +16,7 @@ import (
 // the length) and refuses acquires until an EndDelay entry, which the leader
 // proposes when the delay's timer fires, handing the lock to the head waiter
 // in the same entry. Waiters keep waiting through the delay. A new leader
-// finds the record and restarts the delay at full length (leaseTimers.Promote).
+// finds the record and restarts the delay at full length (timedLeases).
 
 // delayPrefix starts the timer key of a lock's delay; lock names never hold
 // a NUL (wire.ValidName), so it cannot clash with a lock's own key.

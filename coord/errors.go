@@ -15,7 +15,4 @@ var (
 	// ErrKVFull: the fenced store holds as many keys or value bytes as it
 	// may, in all or from this principal.
 	ErrKVFull = errors.New("fenced store full")
-	// ErrEventsCompacted: a watch asked for events older than the node
-	// keeps (see CompactedError).
-	ErrEventsCompacted = errors.New("events compacted")
 )

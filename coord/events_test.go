@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fencer-io/fencer/coord/events"
 	"github.com/fencer-io/fencer/fsm"
 )
 
@@ -28,7 +29,7 @@ func describe(events []fsm.Event) string {
 
 // drain reads what a watcher has now: its backlog and whatever its channel
 // holds.
-func drain(w *Watcher) []fsm.Event {
+func drain(w *events.Watcher) []fsm.Event {
 	out := w.Backlog()
 	for {
 		select {
@@ -82,7 +83,7 @@ func TestEventsOfALockCycle(t *testing.T) {
 
 func TestEventsCompactedAndLagged(t *testing.T) {
 	f := newFakeRaft()
-	ev := NewEvents(EventsConfig{History: 5, Buffer: 2})
+	ev := events.New(events.Config{History: 5, Buffer: 2})
 	f.fsm.Observe(ev)
 	s, _, _ := newTestServiceOver(t, f, Config{Events: ev})
 	slow, err := s.Watch(-1)
@@ -98,8 +99,8 @@ func TestEventsCompactedAndLagged(t *testing.T) {
 	}
 	last := s.fsm.AppliedIndex()
 	_, err = s.Watch(int64(last - 6))
-	var compacted *CompactedError
-	if !errors.As(err, &compacted) || !errors.Is(err, ErrEventsCompacted) || compacted.Oldest != last-5 || compacted.Index != last {
+	var compacted *events.CompactedError
+	if !errors.As(err, &compacted) || !errors.Is(err, events.ErrCompacted) || compacted.Oldest != last-5 || compacted.Index != last {
 		t.Fatalf("watch since %d with 5 entries kept up to %d: %v", last-6, last, err)
 	}
 	w, err := s.Watch(int64(last - 5))

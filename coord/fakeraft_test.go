@@ -8,6 +8,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/fencer-io/fencer/cluster"
+	"github.com/fencer-io/fencer/coord/internal/fakeclock"
 	"github.com/fencer-io/fencer/fsm"
 	"github.com/fencer-io/fencer/fsm/entry"
 )
@@ -114,15 +115,15 @@ func (f *fakeRaft) log() []entry.Command {
 
 // newTestService runs a Service over a fake Raft that leads, with a fake
 // clock, and waits until it serves.
-func newTestService(t *testing.T, cfg Config) (*Service, *fakeRaft, *fakeClock) {
+func newTestService(t *testing.T, cfg Config) (*Service, *fakeRaft, *fakeclock.Clock) {
 	t.Helper()
 	return newTestServiceOver(t, newFakeRaft(), cfg)
 }
 
 // newTestServiceOver is newTestService over a given fake Raft.
-func newTestServiceOver(t *testing.T, f *fakeRaft, cfg Config) (*Service, *fakeRaft, *fakeClock) {
+func newTestServiceOver(t *testing.T, f *fakeRaft, cfg Config) (*Service, *fakeRaft, *fakeclock.Clock) {
 	t.Helper()
-	clock := newFakeClock()
+	clock := fakeclock.New()
 	cfg.Clock = clock
 	s := New(f, f.fsm, cfg)
 	t.Cleanup(s.Close)

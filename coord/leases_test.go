@@ -1,239 +1,37 @@
 package coord
 
 import (
-	"fmt"
 	"slices"
 	"testing"
 	"time"
-	"unsafe"
 
+	"github.com/fencer-io/fencer/coord/lease"
 	"github.com/fencer-io/fencer/fsm"
 	"github.com/fencer-io/fencer/fsm/entry"
 )
 
-type expiry struct {
-	lock  string
-	token uint64
-}
-
-func newTestLeases() (*leaseTimers, *fakeClock, chan expiry) {
-	clock := newFakeClock()
-	fired := make(chan expiry, 16)
-	l := newLeaseTimers(clock, func(lock string, token uint64) { fired <- expiry{lock, token} })
-	return l, clock, fired
-}
-
-func expectExpiry(t *testing.T, fired chan expiry, want expiry) {
-	t.Helper()
-	select {
-	case got := <-fired:
-		if got != want {
-			t.Fatalf("expired %+v, want %+v", got, want)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatalf("no expiry of %+v", want)
-	}
-}
-
-// expectNoExpiry fails if any lease but those already seen to expire has
-// been handed to expire. The hand-off runs on a goroutine, so the channel
-// alone could miss one in flight; the expiring mark is set synchronously by
-// the (fake) timer, so it cannot.
-func expectNoExpiry(t *testing.T, l *leaseTimers, fired chan expiry, expired ...string) {
-	t.Helper()
-	l.mu.Lock()
-	for name, ls := range l.leases {
-		if ls.expiring && !slices.Contains(expired, name) {
-			l.mu.Unlock()
-			t.Fatalf("lease of %s (token %d) expired early", name, ls.token)
-		}
-	}
-	l.mu.Unlock()
-	select {
-	case got := <-fired:
-		t.Fatalf("unexpected expiry %+v", got)
-	default:
-	}
-}
-
-func TestLeaseExpires(t *testing.T) {
-	l, clock, fired := newTestLeases()
-	l.Promote(fsm.New(nil))
-	l.Track("a", 5, time.Second)
-	clock.Advance(999 * time.Millisecond)
-	expectNoExpiry(t, l, fired)
-	clock.Advance(time.Millisecond)
-	expectExpiry(t, fired, expiry{"a", 5})
-	if l.Renew("a", 5) {
-		t.Fatal("renewed an expiring lease")
-	}
-}
-
-func TestRenewalPushesDeadline(t *testing.T) {
-	l, clock, fired := newTestLeases()
-	l.Promote(fsm.New(nil))
-	l.Track("a", 5, time.Second)
-	clock.Advance(800 * time.Millisecond)
-	if !l.Renew("a", 5) {
-		t.Fatal("renewal refused")
-	}
-	clock.Advance(800 * time.Millisecond) // 1.6 s after grant, 0.8 s after renewal
-	expectNoExpiry(t, l, fired)
-	if left, ok := l.Remaining("a", 5); !ok || left != 200*time.Millisecond {
-		t.Fatalf("remaining %v %v, want 200ms", left, ok)
-	}
-	if l.Renew("a", 4) {
-		t.Fatal("renewed with a superseded token")
-	}
-	clock.Advance(200 * time.Millisecond)
-	expectExpiry(t, fired, expiry{"a", 5})
-}
-
-func TestPromotionRestartsLeasesAtFullTTL(t *testing.T) {
-	l, clock, fired := newTestLeases()
-	l.Promote(holding(t, grant{"a", 1000}, grant{"b", 3000}))
-	clock.Advance(999 * time.Millisecond)
-	expectNoExpiry(t, l, fired)
-	clock.Advance(time.Millisecond)
-	expectExpiry(t, fired, expiry{"a", 1})
-	clock.Advance(2 * time.Second)
-	expectExpiry(t, fired, expiry{"b", 2})
-}
-
-func TestDemotionDropsTimers(t *testing.T) {
-	l, clock, fired := newTestLeases()
-	l.Promote(holding(t, grant{"a", 1000}))
-	l.Track("b", 9, time.Second)
-	l.Demote()
-	if l.Len() != 0 || clock.pending() != 0 {
-		t.Fatalf("after demotion: %d leases, %d timers", l.Len(), clock.pending())
-	}
-	l.Track("c", 10, time.Second) // a follower tracks nothing
-	clock.Advance(time.Hour)
-	expectNoExpiry(t, l, fired)
-	if l.Renew("a", 1) {
-		t.Fatal("a follower renewed")
-	}
-}
-
-func TestForgetAndRetry(t *testing.T) {
-	l, clock, fired := newTestLeases()
-	l.Promote(fsm.New(nil))
-	l.Track("a", 5, time.Second)
-	l.Forget("a", 5)
-	clock.Advance(2 * time.Second)
-	expectNoExpiry(t, l, fired)
-
-	l.Track("b", 6, time.Second)
-	clock.Advance(time.Second)
-	expectExpiry(t, fired, expiry{"b", 6})
-	l.Retry("b", 6, 100*time.Millisecond) // the Expire proposal failed
-	clock.Advance(100 * time.Millisecond)
-	expectExpiry(t, fired, expiry{"b", 6})
-}
-
-func TestOlderGrantDoesNotReplaceNewer(t *testing.T) {
-	l, clock, fired := newTestLeases()
-	l.Promote(fsm.New(nil))
-	l.Track("a", 8, time.Second)
-	l.Track("a", 7, time.Hour)
-	clock.Advance(time.Second)
-	expectExpiry(t, fired, expiry{"a", 8})
-}
-
-// Many leases share one timer, and expire in deadline order whatever order
-// they were granted and renewed in.
-func TestManyLeasesShareOneTimer(t *testing.T) {
-	clock := newFakeClock()
-	fired := make(chan expiry, 2000)
-	l := newLeaseTimers(clock, func(lock string, token uint64) { fired <- expiry{lock, token} })
-	l.Promote(fsm.New(nil))
-	for i := range 1000 {
-		l.Track(fmt.Sprintf("l%d", i), uint64(i+1), time.Duration(1000-i)*time.Millisecond+time.Second)
-	}
-	if n := clock.pending(); n != 1 {
-		t.Fatalf("%d timers pending for 1000 leases, want 1", n)
-	}
-	// l999 has the shortest TTL (1.001 s); renew it at 0.5 s so l998 goes first.
-	clock.Advance(500 * time.Millisecond)
-	if !l.Renew("l999", 1000) {
-		t.Fatal("renewal refused")
-	}
-	clock.Advance(502 * time.Millisecond) // t = 1.002 s
-	expectExpiry(t, fired, expiry{"l998", 999})
-	expectNoExpiry(t, l, fired, "l998")
-	// Up to just before l999's renewed deadline, the leases granted with
-	// deadlines 1.003 s … 1.500 s (l997 … l500) expire, and l999 does not.
-	drain := func(n int) map[string]bool {
-		got := map[string]bool{}
-		for range n {
-			select {
-			case e := <-fired:
-				got[e.lock] = true
-			case <-time.After(5 * time.Second):
-				t.Fatalf("only %d of %d expiries", len(got), n)
-			}
-		}
-		return got
-	}
-	clock.Advance(498 * time.Millisecond) // t = 1.500 s
-	if got := drain(498); got["l999"] {
-		t.Fatal("a renewed lease expired at its old deadline")
-	}
-	clock.Advance(time.Millisecond) // t = 1.501 s: l999 and l499
-	if got := drain(2); !got["l999"] || !got["l499"] {
-		t.Fatalf("expired %v, want l999 and l499", got)
-	}
-	if l.Len() != 1000 {
-		t.Fatalf("expiring leases stay tracked until forgotten: %d", l.Len())
-	}
-}
-
-// 100,000 leases are tracked on the leader: a lease must stay 64 bytes.
-func TestLeaseIsSmall(t *testing.T) {
-	if size := unsafe.Sizeof(lease{}); size > 64 {
-		t.Fatalf("lease is %d bytes", size)
-	}
-}
-
-// Promote tracks every lock the FSM holds at its full TTL from now.
-func TestPromoteTracksFSMLocks(t *testing.T) {
-	l, clock, fired := newTestLeases()
+// A promoted leader times every held lock, running lock-delay and held
+// permit at its full length, each under its own key.
+func TestTimedLeasesCoverEveryPrimitive(t *testing.T) {
 	f := fsm.New(nil)
-	for i, ttl := range []int64{1000, 3000} {
-		res := f.ApplyCommand(&entry.Acquire{Lock: fmt.Sprintf("l%d", i), Holder: "h", Lease: "s", TTLMillis: ttl}, uint64(i+1))
-		if _, ok := res.(*fsm.AcquireResult); !ok {
-			t.Fatal(res)
+	for i, cmd := range []entry.Command{
+		&entry.Acquire{Lock: "a", Holder: "h", Lease: "s", TTLMillis: 1000},
+		&entry.Acquire{Lock: "d", Holder: "h", Lease: "s", TTLMillis: 2000, LockDelayMillis: 500},
+		&entry.Expire{Lock: "d", Token: 2},
+		&entry.SemAcquire{Semaphore: "sem", Holder: "h", Lease: "s", TTLMillis: 3000, Limit: 2},
+	} {
+		if err, _ := f.ApplyCommand(cmd, uint64(i+1)).(error); err != nil {
+			t.Fatal(err)
 		}
 	}
-	clock.Advance(time.Hour) // the grants' age does not matter
-	if n := l.Promote(f); n != 2 || l.Len() != 2 {
-		t.Fatalf("promoted %d, tracking %d", n, l.Len())
+	held := 0
+	got := slices.Collect(timedLeases(f, &held))
+	want := []lease.Lease{
+		{Key: "a", Token: 1, TTL: time.Second},
+		{Key: delayKey("d"), Token: 3, TTL: 500 * time.Millisecond},
+		{Key: permitKey("sem", 4), Token: 4, TTL: 3 * time.Second},
 	}
-	if rem, ok := l.Remaining("l1", 2); !ok || rem != 3*time.Second {
-		t.Fatalf("l1 remaining %v %v", rem, ok)
+	if !slices.Equal(got, want) || held != 2 {
+		t.Fatalf("timed %+v (%d grants), want %+v (2)", got, held, want)
 	}
-	clock.Advance(time.Second)
-	expectExpiry(t, fired, expiry{"l0", 1})
-	clock.Advance(2 * time.Second)
-	expectExpiry(t, fired, expiry{"l1", 2})
-}
-
-type grant struct {
-	lock string
-	ttl  int64 // ms
-}
-
-// holding returns an FSM in which each lock is granted, in order, at index
-// 1, 2, … (so with that token).
-func holding(t *testing.T, grants ...grant) *fsm.FSM {
-	t.Helper()
-	f := fsm.New(nil)
-	for i, g := range grants {
-		res := f.ApplyCommand(&entry.Acquire{Lock: g.lock, Holder: "h", Lease: "s", TTLMillis: g.ttl}, uint64(i+1))
-		if _, ok := res.(*fsm.AcquireResult); !ok {
-			t.Fatal(res)
-		}
-	}
-	return f
 }

@@ -57,13 +57,16 @@ func receive(t *testing.T, ch <-chan acquired) acquired {
 	}
 }
 
-// expiring reports whether the lease timer has handed the lock's lease to
-// expire; the fake clock sets the mark synchronously in Advance.
-func expiring(s *Service, lock string) bool {
-	s.leases.mu.Lock()
-	defer s.leases.mu.Unlock()
-	ls, ok := s.leases.leases[lock]
-	return ok && ls.expiring
+// expiring reports whether the lock's lease has run out on the leader's
+// timers: no time left (the fake clock fires due timers synchronously in
+// Advance, so the expiry is under way by then).
+func expiring(s *Service, f *fakeRaft, lock string) bool {
+	cur, held := f.fsm.Lock(lock)
+	if !held {
+		return false
+	}
+	left, known := s.leases.Remaining(lock, cur.Token)
+	return known && left == 0
 }
 
 func isHeld(f *fakeRaft, lock string) bool {
@@ -128,7 +131,7 @@ func TestExpiryHandsOffInTheExpireEntry(t *testing.T) {
 	mustAcquire(t, s, "l", "a", time.Second)
 	b := enqueue(t, s, "l", "b", time.Minute, 1)
 	clock.Advance(999 * time.Millisecond)
-	if expiring(s, "l") {
+	if expiring(s, f, "l") {
 		t.Fatal("expired before its TTL")
 	}
 	clock.Advance(time.Millisecond)
@@ -155,7 +158,7 @@ func TestFailoverRestartsLeasesAtFullTTL(t *testing.T) {
 	f.setLeader(true)
 	waitReady(t, s)
 	clock.Advance(9999 * time.Millisecond) // 17.999 s after the grant
-	if expiring(s, "l") || !isHeld(f, "l") {
+	if expiring(s, f, "l") || !isHeld(f, "l") {
 		t.Fatal("a lease ended before a full TTL after the promotion")
 	}
 	clock.Advance(time.Millisecond)
@@ -175,7 +178,7 @@ func TestDemotionDropsTimersAndWaiters(t *testing.T) {
 	if got := receive(t, b); !errors.Is(got.err, cluster.ErrNotLeader) {
 		t.Fatalf("waiter after demotion: %v", got.err)
 	}
-	poll(t, "timers dropped", func() bool { return s.leases.Len() == 0 && clock.pending() == 0 })
+	poll(t, "timers dropped", func() bool { return s.leases.Len() == 0 && clock.Pending() == 0 })
 	entries := len(f.log())
 	clock.Advance(time.Hour)
 	if len(f.log()) != entries || !isHeld(f, "l") {

@@ -10,6 +10,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/fencer-io/fencer/cluster"
+	"github.com/fencer-io/fencer/coord/events"
+	"github.com/fencer-io/fencer/coord/lease"
 	"github.com/fencer-io/fencer/fsm"
 )
 
@@ -33,12 +35,12 @@ type Config struct {
 	MaxKVBytesPerPrincipal int64
 
 	// Events is the node's event history, observing the FSM since before
-	// Raft started (NewEvents, fsm.FSM.Observe). Nil: New makes one, which
+	// Raft started (events.New, fsm.FSM.Observe). Nil: New makes one, which
 	// sees only what is applied after it.
-	Events *Events
+	Events *events.History
 
 	// Clock is the leader's time for lease deadlines and wait limits.
-	Clock  Clock
+	Clock  lease.Clock
 	Logger *slog.Logger
 	// Registry, when set, gets the service's metrics.
 	Registry prometheus.Registerer
@@ -68,7 +70,7 @@ func (c Config) withDefaults() Config {
 		c.MaxKVBytesPerPrincipal = DefaultMaxKVBytesPerPrincipal
 	}
 	if c.Clock == nil {
-		c.Clock = RealClock
+		c.Clock = lease.RealClock
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -84,9 +86,9 @@ type Service struct {
 	fsm     *fsm.FSM
 	cfg     Config
 	log     *slog.Logger
-	leases  *leaseTimers
+	leases  *lease.Timers
 	queues  *queues
-	events  *Events
+	events  *events.History
 	metrics *metrics
 
 	mu   sync.Mutex
@@ -119,10 +121,10 @@ func New(r Raft, state *fsm.FSM, cfg Config) *Service {
 	}
 	s.events = cfg.Events
 	if s.events == nil {
-		s.events = NewEvents(EventsConfig{})
+		s.events = events.New(events.Config{})
 		state.Observe(s.events)
 	}
-	s.leases = newLeaseTimers(cfg.Clock, s.expireTimer)
+	s.leases = lease.New(cfg.Clock, s.expireTimer)
 	s.metrics = newMetrics(s, cfg.Registry)
 	leader, changed := r.Leadership()
 	s.begin(leader, changed)
@@ -201,7 +203,8 @@ func (s *Service) promote(changed <-chan struct{}) {
 		return // a newer view began meanwhile
 	default:
 	}
-	held := s.leases.Promote(s.fsm)
+	held := 0
+	s.leases.Promote(timedLeases(s.fsm, &held))
 	s.view.ready = true
 	close(s.view.readyCh)
 	s.log.Info("lock service ready", "held_locks", held, "applied_index", s.fsm.AppliedIndex())

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fencer-io/fencer/coord"
+	"github.com/fencer-io/fencer/coord/events"
 	"github.com/fencer-io/fencer/fsm"
 	tc "github.com/fencer-io/fencer/test/testcluster"
 )
@@ -96,7 +96,7 @@ func oldestEvent(t *testing.T, n *tc.Node) int64 {
 			w.Close()
 			return since
 		}
-		var compacted *coord.CompactedError
+		var compacted *events.CompactedError
 		if !errors.As(err, &compacted) || int64(compacted.Oldest) <= since {
 			t.Fatalf("%s: %v", n.ID, err)
 		}

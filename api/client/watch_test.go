@@ -15,7 +15,7 @@ import (
 
 	"github.com/fencer-io/fencer/api/client"
 	"github.com/fencer-io/fencer/api/wire"
-	"github.com/fencer-io/fencer/coord"
+	"github.com/fencer-io/fencer/coord/events"
 	"github.com/fencer-io/fencer/internal/server"
 	tc "github.com/fencer-io/fencer/test/testcluster"
 )
@@ -209,7 +209,7 @@ func TestWatchFollowerStoppedMidStream(t *testing.T) {
 // carrying the index to re-list at; watching from there works.
 func TestWatchCompacted(t *testing.T) {
 	c := tc.New(t, 1, tc.Options{Server: func(string) server.Options {
-		return server.Options{Events: coord.EventsConfig{History: 4}}
+		return server.Options{Events: events.Config{History: 4}}
 	}})
 	cl, _ := newClient(t, c)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -18,6 +18,7 @@ import (
 	"github.com/fencer-io/fencer/cluster"
 	"github.com/fencer-io/fencer/cluster/transport"
 	"github.com/fencer-io/fencer/coord"
+	"github.com/fencer-io/fencer/coord/events"
 	"github.com/fencer-io/fencer/internal/acl"
 	"github.com/fencer-io/fencer/internal/gcfloor"
 	"github.com/fencer-io/fencer/internal/server"
@@ -127,7 +128,7 @@ rejoins by itself. Every flag can also be set by its environment variable.`,
 	fs.IntVar(&o.maxKeys, "max-keys", int(envUint("FENCER_MAX_KEYS", 1_000_000)), "keys in the fenced key-value store ($FENCER_MAX_KEYS)")
 	fs.Int64Var(&o.maxKVBytesPer, "max-kv-bytes-per-principal", int64(envUint("FENCER_MAX_KV_BYTES_PER_PRINCIPAL", coord.DefaultMaxKVBytesPerPrincipal)),
 		"value bytes last written by one ACL principal (with --acl-file); a quarter of the default total, so no one token fills the store ($FENCER_MAX_KV_BYTES_PER_PRINCIPAL)")
-	fs.IntVar(&o.eventHistory, "event-history", int(envUint("FENCER_EVENT_HISTORY", coord.DefaultEventHistory)),
+	fs.IntVar(&o.eventHistory, "event-history", int(envUint("FENCER_EVENT_HISTORY", events.DefaultHistory)),
 		"log entries whose events this node keeps in memory for GET /v1/events ($FENCER_EVENT_HISTORY)")
 	fs.BoolVar(&o.pprof, "pprof", envBool("FENCER_PPROF"), "serve Go profiles on /debug/pprof/ ($FENCER_PPROF)")
 	fs.IntVar(&o.gcFloorMB, "gc-heap-floor-mb", int(envUint("FENCER_GC_HEAP_FLOOR_MB", gcfloor.DefaultFloor>>20)),
@@ -223,7 +224,7 @@ func (o *serveOptions) run(cmd *cobra.Command) error {
 		MaxKeys:                o.maxKeys,
 		MaxKVBytesPerPrincipal: o.maxKVBytesPer,
 	}
-	opts.Events = coord.EventsConfig{History: o.eventHistory}
+	opts.Events = events.Config{History: o.eventHistory}
 	if o.gcFloorMB > 0 {
 		gcfloor.Start(uint64(o.gcFloorMB) << 20)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/fencer-io/fencer/api"
 	"github.com/fencer-io/fencer/cluster"
 	"github.com/fencer-io/fencer/coord"
+	"github.com/fencer-io/fencer/coord/events"
 	"github.com/fencer-io/fencer/fsm"
 	"github.com/fencer-io/fencer/internal/acl"
 	"github.com/fencer-io/fencer/internal/limits"
@@ -61,7 +62,7 @@ type Options struct {
 	// no ACL (api.WithBrowserGuard).
 	AllowedHosts []string
 	// Events sizes the node's event history (GET /v1/events).
-	Events coord.EventsConfig
+	Events events.Config
 }
 
 // Start listens on httpAddr (port 0 picks one; the real address is then the
@@ -98,7 +99,7 @@ func Start(cfg cluster.Config, httpAddr string, options ...Options) (*Instance, 
 	}
 	state := fsm.New(logger.With("node", cfg.ID))
 	// The history observes the FSM before Raft replays anything into it.
-	events := coord.NewEvents(opts.Events)
+	events := events.New(opts.Events)
 	state.Observe(events)
 	node, err := cluster.Open(cfg, state)
 	if err != nil {

@@ -1,4 +1,7 @@
-package coord
+// Package fakeclock is a clock for tests (a lease.Clock): its time moves only when
+// Advance is called, and timers that fall due then run synchronously, in
+// deadline order.
+package fakeclock
 
 import (
 	"sort"
@@ -6,30 +9,31 @@ import (
 	"time"
 )
 
-// fakeClock is a Clock whose time moves only when Advance is called; due
+// Clock is a lease.Clock whose time moves only when Advance is called; due
 // timers then run synchronously, in deadline order.
-type fakeClock struct {
+type Clock struct {
 	mu     sync.Mutex
 	now    time.Time
 	timers []*fakeTimer
 }
 
 type fakeTimer struct {
-	c       *fakeClock
+	c       *Clock
 	at      time.Time
 	f       func()
 	stopped bool
 }
 
-func newFakeClock() *fakeClock { return &fakeClock{now: time.Unix(1_000_000, 0)} }
+// New returns a clock at a fixed time.
+func New() *Clock { return &Clock{now: time.Unix(1_000_000, 0)} }
 
-func (c *fakeClock) Now() time.Time {
+func (c *Clock) Now() time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.now
 }
 
-func (c *fakeClock) AfterFunc(d time.Duration, f func()) Timer {
+func (c *Clock) AfterFunc(d time.Duration, f func()) interface{ Stop() bool } {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	t := &fakeTimer{c: c, at: c.now.Add(d), f: f}
@@ -46,7 +50,7 @@ func (t *fakeTimer) Stop() bool {
 }
 
 // Advance moves time forward by d, running every timer that falls due.
-func (c *fakeClock) Advance(d time.Duration) {
+func (c *Clock) Advance(d time.Duration) {
 	c.mu.Lock()
 	target := c.now.Add(d)
 	c.mu.Unlock()
@@ -76,8 +80,8 @@ func (c *fakeClock) Advance(d time.Duration) {
 	}
 }
 
-// pending counts timers that have not fired or been stopped.
-func (c *fakeClock) pending() int {
+// Pending counts timers that have not fired or been stopped.
+func (c *Clock) Pending() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	n := 0

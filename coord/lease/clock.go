@@ -1,4 +1,4 @@
-package coord
+package lease
 
 import "time"
 
@@ -10,8 +10,10 @@ type Clock interface {
 	AfterFunc(d time.Duration, f func()) Timer
 }
 
-// Timer is a pending call made by Clock.AfterFunc.
-type Timer interface {
+// Timer is a pending call made by Clock.AfterFunc. It is an alias of the
+// interface literal so that a clock can implement Clock without importing
+// this package (coord/internal/fakeclock, which these tests use).
+type Timer = interface {
 	Stop() bool
 }
 

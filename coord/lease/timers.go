@@ -1,0 +1,267 @@
+// Package lease times the leader's leases: one timer over a heap of
+// deadlines, a full-length restart of every lease when a node is promoted,
+// and the expiring mark that refuses a renewal once an expiry is under way.
+// Deadlines are the leader's alone and never replicated; coord decides what
+// is timed and proposes the expiries.
+package lease
+
+import (
+	"container/heap"
+	"iter"
+	"sync"
+	"time"
+)
+
+// Timers tracks the deadline of every lease the leader times, on the
+// leader only, each under a key (a lock's name; coord gives lock-delays and
+// permits keys of their own) with the token of its grant.
+//
+// Deadlines are not replicated: a renewal extends the leader's deadline
+// without writing the log. A new leader therefore cannot know how much of a
+// lease was left and restarts every lease at its full TTL (Promote), so a
+// lease may outlive its TTL across a failover but never ends early. When a
+// deadline passes, expire is called with the lock and token; the caller
+// proposes an Expire command, which the FSM ignores if the token is no longer
+// current.
+//
+// All deadlines share one timer and a min-heap (as etcd's lessor does), so
+// 100,000 leases cost 100,000 small structs, not 100,000 runtime timers. A
+// renewal only moves a lease's deadline; the heap keeps the time it was
+// last scheduled for, and a lease found renewed when it comes due is simply
+// scheduled again.
+type Timers struct {
+	clock  Clock
+	base   time.Time // lease times are durations since base: 8 bytes, not 24
+	expire func(lock string, token uint64)
+
+	mu      sync.Mutex
+	active  bool
+	leases  map[string]*tracked
+	due     leaseHeap
+	timer   Timer
+	timerAt time.Duration
+}
+
+// tracked is one tracked deadline, 64 bytes (it was 96 with time.Time
+// fields); times are since Timers.base, read from the clock's monotonic
+// reading.
+type tracked struct {
+	name     string
+	token    uint64
+	ttl      time.Duration
+	deadline time.Duration // moved by renewals
+	at       time.Duration // when the heap expects it due (≤ deadline)
+	index    int32         // position in the heap; -1 when not in it
+	expiring bool          // an Expire is being proposed; renewals are refused
+}
+
+// New returns an inactive tracker; expire runs in its own goroutine.
+func New(clock Clock, expire func(lock string, token uint64)) *Timers {
+	if clock == nil {
+		clock = RealClock
+	}
+	return &Timers{clock: clock, base: clock.Now(), expire: expire, leases: map[string]*tracked{}}
+}
+
+// now is the clock's time as a lease time.
+func (l *Timers) now() time.Duration { return l.clock.Now().Sub(l.base) }
+
+// Lease is a deadline to time: its key, the token of its grant and its full
+// length.
+type Lease struct {
+	Key   string
+	Token uint64
+	TTL   time.Duration
+}
+
+// Promote starts timing every lease of leases at its full length from now,
+// forgetting any earlier ones: a new leader cannot know how much of a lease
+// was left, so a lease may outlive its TTL across a failover, never end
+// early. leases is read under the tracker's lock, without a copy.
+func (l *Timers) Promote(leases iter.Seq[Lease]) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.clearLocked()
+	l.active = true
+	for ls := range leases {
+		l.trackLocked(ls.Key, ls.Token, ls.TTL)
+	}
+	l.armLocked()
+}
+
+// Demote stops the timer and forgets every lease; a follower tracks nothing.
+func (l *Timers) Demote() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.active = false
+	l.clearLocked()
+}
+
+func (l *Timers) clearLocked() {
+	if l.timer != nil {
+		l.timer.Stop()
+		l.timer = nil
+	}
+	l.leases = map[string]*tracked{}
+	l.due = nil
+}
+
+// Track starts the lease of a new grant, replacing any earlier one of the lock.
+func (l *Timers) Track(lock string, token uint64, ttl time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.active {
+		return
+	}
+	l.trackLocked(lock, token, ttl)
+	l.armLocked()
+}
+
+func (l *Timers) trackLocked(name string, token uint64, ttl time.Duration) {
+	if old, ok := l.leases[name]; ok {
+		if old.token > token {
+			return // a newer grant is already tracked
+		}
+		l.unscheduleLocked(old)
+	}
+	deadline := l.now() + ttl
+	ls := &tracked{name: name, token: token, ttl: ttl, deadline: deadline, index: -1}
+	l.leases[name] = ls
+	l.scheduleLocked(ls, deadline)
+}
+
+func (l *Timers) scheduleLocked(ls *tracked, at time.Duration) {
+	ls.at = at
+	heap.Push(&l.due, ls)
+}
+
+func (l *Timers) unscheduleLocked(ls *tracked) {
+	if ls.index >= 0 {
+		heap.Remove(&l.due, int(ls.index))
+	}
+}
+
+// armLocked points the one timer at the earliest scheduled lease.
+func (l *Timers) armLocked() {
+	if !l.active || len(l.due) == 0 {
+		return
+	}
+	next := l.due[0].at
+	if l.timer != nil && next >= l.timerAt {
+		return // already armed early enough
+	}
+	if l.timer != nil {
+		l.timer.Stop()
+	}
+	l.timerAt = next
+	l.timer = l.clock.AfterFunc(max(next-l.now(), 0), l.fire)
+}
+
+// fire runs when the timer goes off: every lease whose deadline has passed
+// is marked expiring and handed to expire; renewed ones are rescheduled.
+func (l *Timers) fire() {
+	l.mu.Lock()
+	if !l.active {
+		l.mu.Unlock()
+		return
+	}
+	l.timer = nil
+	now := l.now()
+	var ended []*tracked
+	for len(l.due) > 0 && l.due[0].at <= now {
+		ls := heap.Pop(&l.due).(*tracked)
+		if ls.deadline > now {
+			l.scheduleLocked(ls, ls.deadline) // renewed meanwhile
+			continue
+		}
+		ls.expiring = true
+		ended = append(ended, ls)
+	}
+	l.armLocked()
+	l.mu.Unlock()
+	for _, ls := range ended {
+		go l.expire(ls.name, ls.token)
+	}
+}
+
+// Renew extends a lease to a full TTL from now. It reports false when the
+// lease is not tracked (not leader, superseded) or is already expiring.
+func (l *Timers) Renew(lock string, token uint64) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	ls, ok := l.leases[lock]
+	if !l.active || !ok || ls.token != token || ls.expiring {
+		return false
+	}
+	ls.deadline = l.now() + ls.ttl
+	return true
+}
+
+// Forget stops tracking a lease that ended (released or expired).
+func (l *Timers) Forget(lock string, token uint64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if ls, ok := l.leases[lock]; ok && ls.token == token {
+		l.unscheduleLocked(ls)
+		delete(l.leases, lock)
+	}
+}
+
+// Retry re-arms an expiring lease after a failed Expire proposal, so that it
+// is proposed again after delay unless the lease ended meanwhile.
+func (l *Timers) Retry(lock string, token uint64, delay time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	ls, ok := l.leases[lock]
+	if !l.active || !ok || ls.token != token {
+		return
+	}
+	ls.expiring = false
+	ls.deadline = l.now() + delay
+	l.unscheduleLocked(ls)
+	l.scheduleLocked(ls, ls.deadline)
+	l.armLocked()
+}
+
+// Remaining returns how long the tracked lease of a lock has left.
+func (l *Timers) Remaining(lock string, token uint64) (time.Duration, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	ls, ok := l.leases[lock]
+	if !l.active || !ok || ls.token != token {
+		return 0, false
+	}
+	return max(ls.deadline-l.now(), 0), true
+}
+
+// Len returns how many leases are tracked.
+func (l *Timers) Len() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.leases)
+}
+
+// leaseHeap orders leases by the time they are scheduled to come due.
+type leaseHeap []*tracked
+
+func (h leaseHeap) Len() int           { return len(h) }
+func (h leaseHeap) Less(i, j int) bool { return h[i].at < h[j].at }
+func (h leaseHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].index, h[j].index = int32(i), int32(j)
+}
+
+func (h *leaseHeap) Push(x any) {
+	ls := x.(*tracked)
+	ls.index = int32(len(*h))
+	*h = append(*h, ls)
+}
+
+func (h *leaseHeap) Pop() any {
+	old := *h
+	ls := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	ls.index = -1
+	return ls
+}
