@@ -30,6 +30,7 @@ import (
 	"github.com/fencer-io/fencer/api/wire"
 	"github.com/fencer-io/fencer/cluster/datadir"
 	"github.com/fencer-io/fencer/cluster/raftmetrics"
+	"github.com/fencer-io/fencer/cluster/stall"
 	"github.com/fencer-io/fencer/cluster/transport"
 	"github.com/fencer-io/fencer/fsm"
 	"github.com/fencer-io/fencer/fsm/entry"
@@ -45,7 +46,7 @@ type Node struct {
 	store   *raftboltdb.BoltStore // the log and stable store
 	logs    raft.LogStore         // logWatch behind a cache of the newest entries
 	// logWatch is the store as a log store, its writes timed and watched.
-	logWatch *watchedLog
+	logWatch *stall.Log
 	snaps    raft.SnapshotStore
 	trans    *transport.Transport
 
@@ -179,7 +180,7 @@ func (n *Node) Apply(cmd entry.Command) (any, error) {
 	}
 	f := n.raft.Apply(data, n.cfg.ApplyTimeout)
 	if err := f.Error(); err != nil {
-		if failed := n.logWatch.failure(); failed != nil && translate(err) == err {
+		if failed := n.logWatch.Failure(); failed != nil && translate(err) == err {
 			// The leader's own write failed before it replicated the
 			// entry: not committed, and the node is stopping.
 			return nil, fmt.Errorf("%w: this node's log store failed a write: %v", ErrNoLeader, failed)

@@ -13,6 +13,7 @@ import (
 	"go.etcd.io/bbolt"
 
 	"github.com/fencer-io/fencer/cluster/datadir"
+	"github.com/fencer-io/fencer/cluster/stall"
 	"github.com/fencer-io/fencer/cluster/transport"
 )
 
@@ -98,7 +99,7 @@ func (n *Node) openStores() error {
 	if n.cfg.WrapLogStore != nil {
 		logs = n.cfg.WrapLogStore(logs)
 	}
-	n.logWatch = &watchedLog{LogStore: logs, latency: n.metrics.LogWrites, failed: n.diskFailed}
+	n.logWatch = stall.NewLog(logs, n.metrics.LogWrites, n.diskFailed)
 	if n.logs, err = raft.NewLogCache(logCacheSize, n.logWatch); err != nil {
 		return fmt.Errorf("raft log cache: %w", err)
 	}

@@ -1,0 +1,136 @@
+// Package stall times a node's log-store writes, so that a node whose disk
+// stalls or fails stops leading: Log wraps the store and Watch acts on a
+// write that takes too long.
+//
+// A node whose disk stalls or fails must not keep leading. hashicorp/raft's
+// leader writes its own log on its main loop before it replicates, while its
+// heartbeats go out from goroutines of their own: a write that hangs stops
+// every commit, yet the followers keep hearing from a leader and never elect
+// another (hashicorp/raft issues 503, 612; see cluster/DESIGN.md). So the
+// node times its own log writes and acts on what it sees:
+//
+//   - a write pending for longer than the stall timeout on the leader: it
+//     tells the most up-to-date follower to stand for election now
+//     (handOff), severs its Raft transport (no more heartbeats, so the
+//     followers elect a leader within an election timeout or two even if
+//     the hand-off failed) and reports a fatal error; `fencer serve` exits
+//     non-zero for a supervisor to restart it. Raft's own leadership
+//     transfer and shutdown both wait for the stuck main loop, so neither
+//     can do it.
+//   - a write that fails (EIO, ENOSPC), on any member: it reports a fatal
+//     error and stops, handing leadership off first if it led. Raft has
+//     already stepped a leader down and answered its proposals with the
+//     error, so the entries were never replicated and no token was handed
+//     out; retrying writes after a failed fsync is not safe, and a node left
+//     running would fail again and again.
+//
+// A follower whose write hangs only falls behind (the leader needs a
+// quorum, not every member); it logs it and waits.
+package stall
+
+import (
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Log is the node's log store as Raft sees it below the cache: every write
+// timed, the one in flight visible to Watch, and a failure reported.
+type Log struct {
+	raft.LogStore
+	latency prometheus.Observer
+	failed  func(error)
+
+	mu       sync.Mutex
+	inflight int       // writes in flight (Raft makes them one at a time)
+	began    time.Time // when the oldest write in flight began
+	err      error     // the first failed write's error
+}
+
+func (w *Log) StoreLog(l *raft.Log) error {
+	return w.write(func() error { return w.LogStore.StoreLog(l) })
+}
+
+func (w *Log) StoreLogs(logs []*raft.Log) error {
+	return w.write(func() error { return w.LogStore.StoreLogs(logs) })
+}
+
+func (w *Log) write(store func() error) error {
+	start := time.Now()
+	w.mu.Lock()
+	if w.inflight == 0 {
+		w.began = start
+	}
+	w.inflight++
+	w.mu.Unlock()
+
+	err := store()
+	w.latency.Observe(time.Since(start).Seconds())
+
+	w.mu.Lock()
+	if w.inflight--; w.inflight == 0 {
+		w.began = time.Time{}
+	}
+	first := err != nil && w.err == nil
+	if first {
+		w.err = err
+	}
+	w.mu.Unlock()
+	if err != nil {
+		w.failed(err)
+	}
+	return err
+}
+
+// Pending returns how long the write in flight has taken by now, 0 if none.
+func (w *Log) Pending(now time.Time) time.Duration {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.inflight == 0 {
+		return 0
+	}
+	return now.Sub(w.began)
+}
+
+// Failure returns the first failed write's error, if any.
+func (w *Log) Failure() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.err
+}
+
+// NewLog wraps store: latency observes every write's duration, and failed
+// is called with the error of every failed write.
+func NewLog(store raft.LogStore, latency prometheus.Observer, failed func(error)) *Log {
+	return &Log{LogStore: store, latency: latency, failed: failed}
+}
+
+// Watch checks the write in flight every quarter of timeout until stop is
+// closed. A write pending for timeout while leading() calls stalled, once,
+// and ends the watch; on a follower it calls warn, once per stall (a
+// follower only falls behind).
+func Watch(w *Log, timeout time.Duration, stop <-chan struct{}, leading func() bool, stalled, warn func(pending time.Duration)) {
+	tick := time.NewTicker(timeout / 4)
+	defer tick.Stop()
+	warned := false
+	for {
+		select {
+		case <-stop:
+			return
+		case <-tick.C:
+		}
+		pending := w.Pending(time.Now())
+		switch {
+		case pending < timeout:
+			warned = false
+		case leading():
+			stalled(pending)
+			return
+		case !warned:
+			warn(pending)
+			warned = true
+		}
+	}
+}
