@@ -10,6 +10,8 @@ PYTHON  ?= /usr/bin/python3
 DURATION ?= 3m
 SEED     ?= 0
 NODES    ?= 3
+# The members' log store in make chaos: bolt, wal, or mixed.
+LOG_STORE ?= bolt
 # The version "fencer version" prints: the nearest tag or the commit.
 VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null)
 
@@ -52,12 +54,13 @@ test-unit:
 ## chaos: real nodes, clients and a fenced resource under kills, pauses,
 ## partitions (Raft and HTTP), membership changes and stacked faults; every
 ## history checked. NODES initial members. SEED=0 picks one and prints it;
-## pass it back to replay. From DURATION=5m it is a soak: member n1 is never
+## pass it back to replay. LOG_STORE=wal (or mixed) runs the members on
+## raft-wal. From DURATION=5m it is a soak: member n1 is never
 ## killed or wiped, and each node's RSS, open fds and goroutines must not
 ## grow beyond the bounds the report states.
 chaos: build
 	$(GO) test ./test/chaos/ -run '^TestChaos$$' -count=1 -timeout 0 -v \
-	  -chaos.duration=$(DURATION) -chaos.seed=$(SEED) -chaos.nodes=$(NODES) -chaos.artifacts=$(CURDIR)/artifacts/chaos
+	  -chaos.duration=$(DURATION) -chaos.seed=$(SEED) -chaos.nodes=$(NODES) -chaos.log-store=$(LOG_STORE) -chaos.artifacts=$(CURDIR)/artifacts/chaos
 
 ## bench: fencer against a 3-member etcd on this machine, throughput and then
 ## what stopping the leader costs (failover); QUICK=1 for a smoke run.

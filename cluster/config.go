@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/fencer-io/fencer/api/wire"
+	"github.com/fencer-io/fencer/cluster/logstore"
 )
 
 // Peer is one member of an initial cluster.
@@ -124,8 +125,11 @@ type Config struct {
 	// above the slowest fsync the disk is expected to take, below what
 	// clients would wait for (see disk.go).
 	StallTimeout time.Duration
-	// WrapLogStore, when set, wraps the bolt log store under the node's
-	// own timing of it. Tests inject disk faults through it
+	// LogStore is the kind of Raft log store a new data dir gets (default
+	// bolt); an existing dir must hold this kind (logstore.Choose).
+	LogStore logstore.Kind
+	// WrapLogStore, when set, wraps the log store under the node's own
+	// timing of it. Tests inject disk faults through it
 	// (test/diskfault); no flag sets it.
 	WrapLogStore func(raft.LogStore) raft.LogStore
 	// Snapshots: take one after this many new entries (default 8192), keep
@@ -189,6 +193,11 @@ func (c *Config) Validate() error {
 	def(&c.StallTimeout, 5*time.Second)
 	def(&c.SnapshotInterval, 30*time.Second)
 	def(&c.JoinTimeout, 2*time.Minute)
+	kind, err := logstore.ParseKind(string(c.LogStore))
+	if err != nil {
+		return err
+	}
+	c.LogStore = kind
 	if c.StallTimeout < MinStallTimeout {
 		return fmt.Errorf("stall timeout %v: want at least %v, or a healthy leader's slower fsyncs would depose it", c.StallTimeout, MinStallTimeout)
 	}

@@ -23,12 +23,12 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
-	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/fencer-io/fencer/api/wire"
 	"github.com/fencer-io/fencer/cluster/datadir"
+	"github.com/fencer-io/fencer/cluster/logstore"
 	"github.com/fencer-io/fencer/cluster/raftmetrics"
 	"github.com/fencer-io/fencer/cluster/stall"
 	"github.com/fencer-io/fencer/cluster/transport"
@@ -43,8 +43,9 @@ type Node struct {
 	raftLog hclog.Logger // hashicorp/raft's own
 	fsm     *fsm.FSM
 	raft    *raft.Raft
-	store   *raftboltdb.BoltStore // the log and stable store
-	logs    raft.LogStore         // logWatch behind a cache of the newest entries
+	dirLock *datadir.Lock  // held while the node runs
+	store   logstore.Store // the log and stable store
+	logs    raft.LogStore  // logWatch behind a cache of the newest entries
 	// logWatch is the store as a log store, its writes timed and watched.
 	logWatch *stall.Log
 	snaps    raft.SnapshotStore
@@ -139,6 +140,7 @@ func (n *Node) shutdown() error {
 		if n.store != nil {
 			n.store.Close()
 		}
+		n.dirLock.Release()
 	})
 	return err
 }

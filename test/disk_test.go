@@ -14,6 +14,7 @@ import (
 
 	"github.com/fencer-io/fencer/api/wire"
 	"github.com/fencer-io/fencer/cluster"
+	"github.com/fencer-io/fencer/cluster/logstore"
 	"github.com/fencer-io/fencer/test/diskfault"
 	tc "github.com/fencer-io/fencer/test/testcluster"
 )
@@ -26,10 +27,10 @@ const (
 )
 
 // diskCluster starts n nodes whose log stores a test can stall or fail.
-func diskCluster(t *testing.T, n int, stall time.Duration) (*tc.Cluster, *diskfault.Disks) {
+func diskCluster(t *testing.T, n int, stall time.Duration, kind logstore.Kind) (*tc.Cluster, *diskfault.Disks) {
 	t.Helper()
 	disks := diskfault.NewDisks()
-	c := tc.New(t, n, tc.Options{Configure: func(cfg *cluster.Config) {
+	c := tc.New(t, n, tc.Options{LogStore: kind, Configure: func(cfg *cluster.Config) {
 		cfg.WrapLogStore = disks.Wrap(cfg.ID)
 		cfg.StallTimeout = stall
 	}})
@@ -120,8 +121,8 @@ func caughtUp(t *testing.T, c *tc.Cluster, n *tc.Node) {
 // step-down and from that to the first acquire another leader granted,
 // checking on the way that the grant's token is above every earlier one and
 // that the old leader catches up once its disk answers and it restarts.
-func stalledLeaderFailover(t *testing.T, stall time.Duration) (detect, serve time.Duration) {
-	c, disks := diskCluster(t, 3, stall)
+func stalledLeaderFailover(t *testing.T, stall time.Duration, kind logstore.Kind) (detect, serve time.Duration) {
+	c, disks := diskCluster(t, 3, stall, kind)
 	leader := c.WaitLeader(10 * time.Second)
 	mustAcquire(t, leader, "before", "w")
 	seen := lastToken(leader)
@@ -177,7 +178,11 @@ func stalledLeaderFailover(t *testing.T, stall time.Duration) (detect, serve tim
 // election timeouts with tokens above all earlier ones, and the old leader
 // catches up once its disk answers and it restarts.
 func TestStalledLeaderDiskIsReplaced(t *testing.T) {
-	detect, serve := stalledLeaderFailover(t, testStall)
+	eachLogStore(t, stalledLeaderDiskIsReplaced)
+}
+
+func stalledLeaderDiskIsReplaced(t *testing.T, kind logstore.Kind) {
+	detect, serve := stalledLeaderFailover(t, testStall, kind)
 	if detect > testStall+testStall/2+time.Second {
 		t.Fatalf("the stall was seen after %v, stall timeout %v", detect, testStall)
 	}
@@ -228,19 +233,23 @@ func failingDisk(t *testing.T, c *tc.Cluster, disks *diskfault.Disks, node *tc.N
 }
 
 func TestFullDiskOnTheLeader(t *testing.T) {
-	c, disks := diskCluster(t, 3, testStall)
-	failingDisk(t, c, disks, c.WaitLeader(10*time.Second))
+	eachLogStore(t, func(t *testing.T, kind logstore.Kind) {
+		c, disks := diskCluster(t, 3, testStall, kind)
+		failingDisk(t, c, disks, c.WaitLeader(10*time.Second))
+	})
 }
 
 func TestFullDiskOnAFollower(t *testing.T) {
-	c, disks := diskCluster(t, 3, testStall)
-	leader := c.WaitLeader(10 * time.Second)
-	for _, n := range c.Nodes {
-		if n != leader {
-			failingDisk(t, c, disks, n)
-			return
+	eachLogStore(t, func(t *testing.T, kind logstore.Kind) {
+		c, disks := diskCluster(t, 3, testStall, kind)
+		leader := c.WaitLeader(10 * time.Second)
+		for _, n := range c.Nodes {
+			if n != leader {
+				failingDisk(t, c, disks, n)
+				return
+			}
 		}
-	}
+	})
 }
 
 // The time from a stalled leader disk to the first acquire a new leader
@@ -254,7 +263,7 @@ func TestMeasureStallFailover(t *testing.T) {
 	var total, after []time.Duration
 	for i := range 5 {
 		t.Run(fmt.Sprint(i), func(t *testing.T) {
-			detect, serve := stalledLeaderFailover(t, 5*time.Second)
+			detect, serve := stalledLeaderFailover(t, 5*time.Second, logstore.Default)
 			total, after = append(total, detect+serve), append(after, serve)
 		})
 	}

@@ -9,13 +9,18 @@ import (
 	"time"
 
 	"github.com/fencer-io/fencer/api/wire"
+	"github.com/fencer-io/fencer/cluster/logstore"
 	tc "github.com/fencer-io/fencer/test/testcluster"
 )
 
 // Tokens share one strictly increasing sequence across locks and across a
 // leader failover; the old leader, once back, issues nothing stale.
 func TestTokensIncreaseAcrossLocksAndFailover(t *testing.T) {
-	c := tc.New(t, 3)
+	eachLogStore(t, tokensIncreaseAcrossLocksAndFailover)
+}
+
+func tokensIncreaseAcrossLocksAndFailover(t *testing.T, kind logstore.Kind) {
+	c := tc.New(t, 3, tc.Options{LogStore: kind})
 	leader := c.WaitLeader(10 * time.Second)
 	var last uint64
 	next := func(n *tc.Node, lock string) wire.Grant {
@@ -58,7 +63,11 @@ func TestTokensIncreaseAcrossLocksAndFailover(t *testing.T) {
 // A full stop and restart of every node keeps the sequence: the next token is
 // larger than every token issued before.
 func TestFullRestartKeepsTokensIncreasing(t *testing.T) {
-	c := tc.New(t, 3)
+	eachLogStore(t, fullRestartKeepsTokensIncreasing)
+}
+
+func fullRestartKeepsTokensIncreasing(t *testing.T, kind logstore.Kind) {
+	c := tc.New(t, 3, tc.Options{LogStore: kind})
 	leader := c.WaitLeader(10 * time.Second)
 	var last uint64
 	for i := range 10 {

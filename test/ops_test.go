@@ -18,6 +18,7 @@ import (
 	"github.com/fencer-io/fencer/api/client"
 	"github.com/fencer-io/fencer/api/wire"
 	"github.com/fencer-io/fencer/cluster"
+	"github.com/fencer-io/fencer/cluster/logstore"
 	"github.com/fencer-io/fencer/cluster/recovery"
 	"github.com/fencer-io/fencer/fsm/entry"
 	tc "github.com/fencer-io/fencer/test/testcluster"
@@ -253,7 +254,11 @@ func TestDataDirOfAnotherClusterRefused(t *testing.T) {
 // restore into a new one: the next token exceeds T+K, and fenced keys still
 // refuse their old tokens.
 func TestRestoreMovesTokensPastTheOldCluster(t *testing.T) {
-	old := tc.New(t, 3)
+	eachLogStore(t, restoreMovesTokensPastTheOldCluster)
+}
+
+func restoreMovesTokensPastTheOldCluster(t *testing.T, kind logstore.Kind) {
+	old := tc.New(t, 3, tc.Options{LogStore: kind})
 	leader := old.WaitLeader(10 * time.Second)
 	tokenT := mustAcquire(t, leader, "a", "w").Token
 	if s, e := put(t, leader, "k", "at-T", "Fencing-Token", tok(tokenT)); s != http.StatusOK {
@@ -274,7 +279,7 @@ func TestRestoreMovesTokensPastTheOldCluster(t *testing.T) {
 	}
 	old.Close()
 
-	fresh := tc.New(t, 3)
+	fresh := tc.New(t, 3, tc.Options{LogStore: kind})
 	fadmin, _ := client.New(endpoints(fresh))
 	rh, err := fadmin.SnapshotRestore(context.Background(), backup.Bytes(), 0)
 	if err != nil {
@@ -319,7 +324,11 @@ func TestRestoreMovesTokensPastTheOldCluster(t *testing.T) {
 // After losing 2 of 3 nodes for good, the survivor is recovered alone: the
 // epoch moves, so its next token exceeds every earlier one.
 func TestRecoverAfterPermanentQuorumLoss(t *testing.T) {
-	c := tc.New(t, 3)
+	eachLogStore(t, recoverAfterPermanentQuorumLoss)
+}
+
+func recoverAfterPermanentQuorumLoss(t *testing.T, kind logstore.Kind) {
+	c := tc.New(t, 3, tc.Options{LogStore: kind})
 	leader := c.WaitLeader(10 * time.Second)
 	mark := mustAcquire(t, leader, "writer", "w").Token
 	if s, e := put(t, leader, "k", "v", "Fencing-Token", tok(mark)); s != http.StatusOK {
@@ -383,7 +392,11 @@ func refusesOldEpoch(t *testing.T, n *tc.Node, key string, token, mark uint64) {
 
 // A member that fell far behind catches up from a snapshot.
 func TestLaggingMemberCatchesUpFromSnapshot(t *testing.T) {
-	c := tc.New(t, 3, tc.Options{Configure: func(cfg *cluster.Config) {
+	eachLogStore(t, laggingMemberCatchesUpFromSnapshot)
+}
+
+func laggingMemberCatchesUpFromSnapshot(t *testing.T, kind logstore.Kind) {
+	c := tc.New(t, 3, tc.Options{LogStore: kind, Configure: func(cfg *cluster.Config) {
 		cfg.SnapshotThreshold = 32
 		cfg.TrailingLogs = 8
 		cfg.SnapshotInterval = 100 * time.Millisecond
@@ -408,6 +421,17 @@ func TestLaggingMemberCatchesUpFromSnapshot(t *testing.T) {
 	_, a := lagger.Inst.Node.Digest()
 	if _, b := leader.Inst.Node.Digest(); a != b {
 		t.Fatal("caught-up member's state differs from the leader's")
+	}
+	// It goes on taking entries after the snapshot (a store that refused
+	// them would stop the member while its restored state looked right).
+	next := mustAcquire(t, leader, "after-catch-up", "w").Token
+	tc.Poll(t, 10*time.Second, "lagger applied an entry after the snapshot", func() bool {
+		return lastToken(lagger) == next
+	})
+	select {
+	case err := <-lagger.Inst.Node.Fatal():
+		t.Fatalf("the caught-up member stopped: %v", err)
+	default:
 	}
 }
 

@@ -1,7 +1,8 @@
 // Package datadir is a node's data dir on disk: whose it is (node.json: the
 // node's id, an incarnation drawn when the dir was created, the cluster's id
-// once learned), that nobody else can read it, and the snapshot store Raft
-// keeps in it.
+// once learned, the kind of its log store), that nobody else can read it,
+// that one process uses it at a time, and the snapshot store Raft keeps in
+// it.
 package datadir
 
 import (
@@ -26,6 +27,11 @@ type Identity struct {
 	// ClusterID is the id of the cluster this dir's state belongs to,
 	// recorded once the node has learned it.
 	ClusterID string `json:"cluster_id,omitempty"`
+	// LogStore is the kind of Raft log store the dir holds ("bolt" or
+	// "wal", package logstore), recorded when the store is created and
+	// changed only by fencer migrate-log-store. Empty in a dir from before
+	// the choice existed, which holds bolt.
+	LogStore string `json:"log_store,omitempty"`
 }
 
 // IdentityFile is the identity's file in the data dir.
@@ -34,21 +40,31 @@ const IdentityFile = "node.json"
 // LoadIdentity reads the data dir's identity, creating it for a new dir, and
 // refuses a dir that belongs to another node.
 func LoadIdentity(dir, id string) (Identity, error) {
-	path := filepath.Join(dir, IdentityFile)
-	data, err := os.ReadFile(path)
+	ident, err := ReadIdentity(dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		ident := Identity{NodeID: id, Incarnation: NewID()}
 		return ident, ident.Save(dir)
 	}
+	if err != nil {
+		return Identity{}, err
+	}
+	if ident.NodeID != id {
+		return Identity{}, fmt.Errorf("data dir %s belongs to node %q, not %q: use that id or another data dir", dir, ident.NodeID, id)
+	}
+	return ident, nil
+}
+
+// ReadIdentity reads the data dir's identity; the error wraps
+// fs.ErrNotExist when the dir has none.
+func ReadIdentity(dir string) (Identity, error) {
+	path := filepath.Join(dir, IdentityFile)
+	data, err := os.ReadFile(path)
 	if err != nil {
 		return Identity{}, fmt.Errorf("read %s: %w", path, err)
 	}
 	var ident Identity
 	if err := json.Unmarshal(data, &ident); err != nil {
 		return Identity{}, fmt.Errorf("%s is corrupt: %w", path, err)
-	}
-	if ident.NodeID != id {
-		return Identity{}, fmt.Errorf("data dir %s belongs to node %q, not %q: use that id or another data dir", dir, ident.NodeID, id)
 	}
 	return ident, nil
 }
@@ -89,7 +105,13 @@ func writeFileSync(path string, data []byte) error {
 	if err := os.Rename(tmp, path); err != nil {
 		return err
 	}
-	d, err := os.Open(filepath.Dir(path))
+	return SyncDir(filepath.Dir(path))
+}
+
+// SyncDir makes the entries of dir (files created, renamed or removed in
+// it) durable.
+func SyncDir(dir string) error {
+	d, err := os.Open(dir)
 	if err != nil {
 		return err
 	}

@@ -9,18 +9,15 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
-	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
-	"go.etcd.io/bbolt"
 
 	"github.com/fencer-io/fencer/cluster"
 	"github.com/fencer-io/fencer/cluster/datadir"
+	"github.com/fencer-io/fencer/cluster/logstore"
 	"github.com/fencer-io/fencer/fsm"
 	"github.com/fencer-io/fencer/fsm/entry"
 	"github.com/fencer-io/fencer/fsm/snapshot"
@@ -66,21 +63,24 @@ func Recover(o Options) (snapshot.Header, error) {
 	if !found {
 		return snapshot.Header{}, fmt.Errorf("the member list does not include this node %q", o.ID)
 	}
-	if _, err := datadir.LoadIdentity(o.DataDir, o.ID); err != nil {
+	lock, err := datadir.TryLock(o.DataDir)
+	if err != nil {
+		return snapshot.Header{}, err
+	}
+	defer lock.Release()
+	ident, err := datadir.LoadIdentity(o.DataDir, o.ID)
+	if err != nil {
 		return snapshot.Header{}, err
 	}
 	if err := datadir.MakePrivate(o.DataDir, o.Logger); err != nil {
 		return snapshot.Header{}, err
 	}
-	store, err := raftboltdb.New(raftboltdb.Options{
-		Path:        filepath.Join(o.DataDir, "raft.db"),
-		BoltOptions: &bbolt.Options{Timeout: time.Second},
-	})
+	logger := hclog.New(&hclog.LoggerOptions{Name: "raft-recover", Level: hclog.Warn, Output: os.Stderr})
+	store, _, err := logstore.OpenExisting(o.DataDir, ident, logger)
 	if err != nil {
-		return snapshot.Header{}, fmt.Errorf("open raft store (is the node still running?): %w", err)
+		return snapshot.Header{}, fmt.Errorf("open raft store: %w", err)
 	}
 	defer store.Close()
-	logger := hclog.New(&hclog.LoggerOptions{Name: "raft-recover", Level: hclog.Warn, Output: os.Stderr})
 	snaps, err := datadir.OpenSnapshots(o.DataDir, logger)
 	if err != nil {
 		return snapshot.Header{}, err

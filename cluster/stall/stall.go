@@ -84,6 +84,16 @@ func (w *Log) write(store func() error) error {
 	return err
 }
 
+// IsMonotonic passes on whether the store below refuses gaps in the log
+// (raft.MonotonicLogStore; wal does). Raft asks the log cache, which asks
+// this: told yes, it clears the whole log after installing or restoring a
+// snapshot; told no, it keeps the old entries and leaves a gap before the
+// next one, and a wal store then refuses every entry after the snapshot.
+func (w *Log) IsMonotonic() bool {
+	m, ok := w.LogStore.(raft.MonotonicLogStore)
+	return ok && m.IsMonotonic()
+}
+
 // Pending returns how long the write in flight has taken by now, 0 if none.
 func (w *Log) Pending(now time.Time) time.Duration {
 	w.mu.Lock()

@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fencer-io/fencer/cluster"
+	"github.com/fencer-io/fencer/cluster/logstore"
 	"github.com/fencer-io/fencer/cluster/transport"
 	"github.com/fencer-io/fencer/coord"
 	"github.com/fencer-io/fencer/coord/events"
@@ -46,6 +47,7 @@ type serveOptions struct {
 	trailingLogs   uint64
 	electionTO     time.Duration
 	stallTO        time.Duration
+	logStore       string
 	tlsCert        string
 	tlsKey         string
 	tlsCA          string
@@ -107,6 +109,8 @@ rejoins by itself. Every flag can also be set by its environment variable.`,
 		"Raft heartbeat, election and leader-lease timeout: a crashed leader is replaced after one to three of them; raise it on a slow network ($FENCER_ELECTION_TIMEOUT)")
 	fs.DurationVar(&o.stallTO, "stall-timeout", envDuration("FENCER_STALL_TIMEOUT", 5*time.Second),
 		"a leader whose log store has not completed a write for this long cuts itself off and exits non-zero, so that another member leads ($FENCER_STALL_TIMEOUT)")
+	fs.StringVar(&o.logStore, "log-store", envOr("FENCER_LOG_STORE", string(logstore.Default)),
+		"Raft log store of a new data dir: bolt, or wal (one fsync per write instead of two); an existing dir must hold this kind (fencer migrate-log-store converts one) ($FENCER_LOG_STORE)")
 	fs.StringVar(&o.peerProxyFile, "peer-proxy-file", os.Getenv("FENCER_PEER_PROXY_FILE"), "file with id=HOST:PORT lines, re-read when it changes ($FENCER_PEER_PROXY_FILE)")
 	fs.StringVar(&o.tlsCert, "tls-cert", os.Getenv("FENCER_TLS_CERT"), "this node's certificate: TLS on the API and mutual TLS between nodes ($FENCER_TLS_CERT)")
 	fs.StringVar(&o.tlsKey, "tls-key", os.Getenv("FENCER_TLS_KEY"), "this node's key ($FENCER_TLS_KEY)")
@@ -153,6 +157,7 @@ func (o *serveOptions) config() (cluster.Config, error) {
 		ElectionTimeout:    o.electionTO,
 		LeaderLeaseTimeout: o.electionTO,
 		StallTimeout:       o.stallTO,
+		LogStore:           logstore.Kind(o.logStore),
 	}
 	if o.httpAdvertise != "" {
 		if err := checkAdvertise(o.httpAdvertise); err != nil {
@@ -174,6 +179,9 @@ func (o *serveOptions) config() (cluster.Config, error) {
 	if o.dataDir == "" {
 		return cfg, usagef("--data-dir is required")
 	}
+	if _, err := logstore.ParseKind(o.logStore); err != nil {
+		return cfg, usagef("--log-store %q: want bolt or wal", o.logStore)
+	}
 	if o.maxKVBytes < 0 || o.maxKeys < 0 || o.maxKVBytesPer < 0 {
 		return cfg, usagef("--max-kv-bytes, --max-keys and --max-kv-bytes-per-principal: want a positive number (0: the default)")
 	}
@@ -190,7 +198,7 @@ func (o *serveOptions) config() (cluster.Config, error) {
 		cfg.InitialCluster = peers
 	}
 	if !cfg.Bootstrap && len(cfg.Join) == 0 && len(cfg.InitialCluster) == 0 {
-		if _, err := os.Stat(o.dataDir + "/raft.db"); err != nil {
+		if !logstore.Exists(o.dataDir) {
 			return cfg, usagef("a new node needs --bootstrap, --join or --initial-cluster")
 		}
 	}

@@ -28,6 +28,7 @@ var (
 	flagFaults    = flag.String("chaos.faults", os.Getenv("CHAOS_FAULTS"), "comma-separated faults of TestChaos (default all) ($CHAOS_FAULTS)")
 	flagBroken    = flag.String("chaos.broken-fence", os.Getenv("CHAOS_BROKEN_FENCE"), "run TestChaos against a deliberately broken resource (missing-as-zero,forget-on-restart): it must fail ($CHAOS_BROKEN_FENCE)")
 	flagWitness   = flag.String("chaos.witness", os.Getenv("CHAOS_WITNESS"), "initial member spared from kills, wipes and removals, so a soak can judge one process over the whole run; default n1 for runs of 5m or more, none below; \"none\" for none ($CHAOS_WITNESS)")
+	flagLogStore  = flag.String("chaos.log-store", os.Getenv("CHAOS_LOG_STORE"), "the members' --log-store: bolt (default), wal, or mixed (odd-numbered nodes bolt, even ones wal) ($CHAOS_LOG_STORE)")
 	flagArtifacts = flag.String("chaos.artifacts", os.Getenv("CHAOS_ARTIFACTS"), "directory for logs and failure artifacts (default a temp dir, removed when the run passes) ($CHAOS_ARTIFACTS)")
 )
 
@@ -136,7 +137,7 @@ func TestChaos(t *testing.T) {
 	if *flagDuration == 0 {
 		t.Skip("long run: set -chaos.duration (or CHAOS_DURATION)")
 	}
-	cfg := Config{Nodes: *flagNodes, Clients: *flagClients, Duration: *flagDuration, Broken: *flagBroken, Witness: *flagWitness}
+	cfg := Config{Nodes: *flagNodes, Clients: *flagClients, Duration: *flagDuration, Broken: *flagBroken, Witness: *flagWitness, LogStore: *flagLogStore}
 	if *flagFaults != "" && *flagFaults != "all" {
 		cfg.Faults = strings.Split(*flagFaults, ",")
 	}
@@ -168,8 +169,9 @@ func TestChaosShort(t *testing.T) {
 			FaultOneWay, FaultWipedRefused, FaultRestartResource, FaultClientCut, FaultHTTPCut, FaultDiskStall,
 		}}))
 	})
+	// The 5 members mix the log stores (n2 and n4 wal, the others bolt).
 	t.Run("5-nodes", func(t *testing.T) {
-		requireOK(t, run(t, "short-5", Config{Nodes: 5, Duration: 30 * time.Second, CheckTimeout: 30 * time.Second, StackChance: 0.5, Faults: []string{
+		requireOK(t, run(t, "short-5", Config{Nodes: 5, LogStore: "mixed", Duration: 30 * time.Second, CheckTimeout: 30 * time.Second, StackChance: 0.5, Faults: []string{
 			FaultKillNode, FaultSplit, FaultMembership, FaultReplace,
 			FaultKillAll, FaultDelay, FaultPauseClient, FaultClientCut, FaultHTTPCut, FaultDiskFull,
 		}}))

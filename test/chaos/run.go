@@ -39,6 +39,8 @@ type Config struct {
 	Witness string
 	// Broken lists the resource's brokenfence modes: the negative control.
 	Broken string
+	// LogStore is the members' log store: bolt (default), wal, or mixed.
+	LogStore string
 
 	Bin        string   // fencer binary
 	ClientBin  string   // binary that runs workload.Main when ConfigEnv is set
@@ -165,7 +167,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 
 	cl, err := harness.NewCluster(harness.Options{
 		Bin: cfg.Bin, Dir: filepath.Join(cfg.WorkDir, "nodes"), LogDir: logs,
-		Nodes: cfg.Nodes, Spares: 1, Clients: cfg.Clients, Group: group,
+		Nodes: cfg.Nodes, Spares: 1, Clients: cfg.Clients, Group: group, LogStore: cfg.LogStore,
 	})
 	if err != nil {
 		return nil, err

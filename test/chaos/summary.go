@@ -15,6 +15,9 @@ func (r *Result) Summary() string {
 	c := r.Config
 	fmt.Fprintf(&b, "chaos run: seed %d, %d nodes, %d clients, %v of faults (%v in all)\n",
 		c.Seed, c.Nodes, c.Clients, c.Duration, r.Elapsed.Round(1e6))
+	if c.LogStore != "" {
+		fmt.Fprintf(&b, "log store: %s\n", c.LogStore)
+	}
 	if c.Broken != "" {
 		fmt.Fprintf(&b, "resource: deliberately broken (%s)\n", c.Broken)
 	}

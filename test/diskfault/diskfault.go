@@ -1,6 +1,7 @@
 // Package diskfault is a Raft log store that tests can make stall or fail:
-// it wraps a node's real bolt store (cluster.Config.WrapLogStore), and
-// passes every call through until a test switches it. Only test code and the
+// it wraps a node's real log store, bolt or wal
+// (cluster.Config.WrapLogStore), and passes every call through until a test
+// switches it. Only test code and the
 // chaos suite's build of fencer (build tag diskfault) use it; no flag of
 // fencer reaches it.
 package diskfault
@@ -82,7 +83,7 @@ func (s *Store) gate() error {
 		fail, stalled, release := s.fail, s.stalled, s.release
 		s.mu.Unlock()
 		if fail != nil {
-			return fmt.Errorf("write raft.db: %w", fail)
+			return fmt.Errorf("write to the log store: %w", fail)
 		}
 		if !stalled {
 			return nil
@@ -112,6 +113,13 @@ func (s *Store) DeleteRange(lo, hi uint64) error {
 		return err
 	}
 	return s.LogStore.DeleteRange(lo, hi)
+}
+
+// IsMonotonic passes on whether the store below refuses gaps in the log,
+// as the node's own wrapper does (cluster/disk.go).
+func (s *Store) IsMonotonic() bool {
+	m, ok := s.LogStore.(raft.MonotonicLogStore)
+	return ok && m.IsMonotonic()
 }
 
 // Disks keeps the Store of each node of a test cluster, by node id; a

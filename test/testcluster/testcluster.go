@@ -1,5 +1,5 @@
 // Package testcluster starts real fencer clusters inside a test process: real
-// Raft over TCP on 127.0.0.1:0, real bolt files in temp dirs, and each node's
+// Raft over TCP on 127.0.0.1:0, real log stores (bolt, or wal) in temp dirs, and each node's
 // HTTP API. Helpers poll with deadlines; none sleeps to wait for a state.
 package testcluster
 
@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/fencer-io/fencer/cluster"
+	"github.com/fencer-io/fencer/cluster/logstore"
 	"github.com/fencer-io/fencer/internal/server"
 )
 
@@ -44,6 +45,9 @@ type Options struct {
 	Configure func(*cluster.Config)
 	// Server gives each node's HTTP options (TLS, ACL, limits).
 	Server func(id string) server.Options
+	// LogStore is every node's log store kind, nodes added later included
+	// (default bolt).
+	LogStore logstore.Kind
 }
 
 // Raft timings for loopback tests: faster than production, yet generous
@@ -91,6 +95,7 @@ func New(t testing.TB, n int, opts ...Options) *Cluster {
 			Logger:   Logger(t),
 		}
 		fastConfig(&cfg)
+		cfg.LogStore = o.LogStore
 		if i == 0 {
 			cfg.Bootstrap = true
 		} else {
@@ -139,6 +144,7 @@ func (c *Cluster) TryAdd(id string, mod ...func(*cluster.Config)) (*Node, error)
 		Logger:   Logger(c.t),
 	}
 	fastConfig(&cfg)
+	cfg.LogStore = c.opts.LogStore
 	cfg.JoinTimeout = 30 * time.Second
 	for _, r := range c.Running() {
 		cfg.Join = append(cfg.Join, r.HTTPAddr)

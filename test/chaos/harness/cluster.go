@@ -30,6 +30,9 @@ type Options struct {
 	// ClientName(0..Clients-1): each gets links of its own into every node.
 	Clients int
 	Group   *Group
+	// LogStore is the members' --log-store: bolt (default), wal, or mixed
+	// (odd-numbered slots bolt, even ones wal).
+	LogStore string
 }
 
 // ClientName is the process name of client i, by which the HTTP mesh knows
@@ -53,6 +56,8 @@ type Node struct {
 	// DiskFile switches the node's log store (test/diskfault): the
 	// nemesis writes a mode to it, the node acknowledges it.
 	DiskFile string
+	// LogStore is the kind of log store the node runs.
+	LogStore string
 
 	member bool     // in the configuration, as far as the harness knows
 	proc   *Proc    // nil before the first start
@@ -95,6 +100,9 @@ func NewCluster(opts Options) (*Cluster, error) {
 		n.DataDir = filepath.Join(opts.Dir, n.ID)
 		n.PeerFile = filepath.Join(opts.Dir, n.ID+".peers")
 		n.DiskFile = filepath.Join(opts.Dir, n.ID+".disk")
+		if n.LogStore, err = slotLogStore(opts.LogStore, i); err != nil {
+			return nil, err
+		}
 		c.nodes = append(c.nodes, n)
 		targets[n.ID] = n.RaftAddr
 	}
@@ -238,7 +246,8 @@ func (c *Cluster) Start(ctx context.Context) error {
 func (c *Cluster) start(n *Node, mode ...string) error {
 	args := []string{"serve", "--id", n.ID, "--data-dir", n.DataDir,
 		"--http-addr", n.HTTPAddr, "--http-advertise-addr", n.Gate,
-		"--raft-addr", n.RaftAddr, "--peer-proxy-file", n.PeerFile, "--stall-timeout", StallTimeout.String()}
+		"--raft-addr", n.RaftAddr, "--peer-proxy-file", n.PeerFile, "--stall-timeout", StallTimeout.String(),
+		"--log-store", n.LogStore}
 	args = append(args, mode...)
 	p, err := c.opts.Group.Start(Spec{Name: n.ID, Path: c.opts.Bin, Args: args, Log: c.LogPath(n),
 		Env: []string{diskfault.ControlEnv + "=" + n.DiskFile}})
@@ -247,6 +256,20 @@ func (c *Cluster) start(n *Node, mode ...string) error {
 	}
 	n.proc, n.args = p, mode
 	return nil
+}
+
+// slotLogStore is the log store of slot i (from 1) for the cluster's
+// LogStore option.
+func slotLogStore(opt string, i int) (string, error) {
+	switch opt {
+	case "", "bolt":
+		return "bolt", nil
+	case "wal":
+		return "wal", nil
+	case "mixed":
+		return map[bool]string{true: "bolt", false: "wal"}[i%2 == 1], nil
+	}
+	return "", fmt.Errorf("harness: log store %q: want bolt, wal or mixed", opt)
 }
 
 // LogPath is the node's log file.
