@@ -131,3 +131,23 @@ func TestServeAllowedHosts(t *testing.T) {
 		}
 	}
 }
+
+// --log-store defaults to bolt, reads FENCER_LOG_STORE, reaches the node's
+// configuration, and refuses a kind that does not exist.
+func TestServeLogStoreFlag(t *testing.T) {
+	if got := newServeCmd().Flags().Lookup("log-store").DefValue; got != "bolt" {
+		t.Errorf("--log-store defaults to %s", got)
+	}
+	t.Setenv("FENCER_LOG_STORE", "wal")
+	if got := newServeCmd().Flags().Lookup("log-store").Value.String(); got != "wal" {
+		t.Errorf("--log-store from the environment is %s", got)
+	}
+	o := &serveOptions{id: "n1", dataDir: t.TempDir(), bootstrap: true, httpAddr: "127.0.0.1:7001", raftAddr: "127.0.0.1:8001", logStore: "wal"}
+	if cfg, err := o.config(); err != nil || cfg.LogStore != "wal" {
+		t.Fatalf("--log-store wal: %v %v", cfg.LogStore, err)
+	}
+	o.logStore = "rocks"
+	if _, err := o.config(); err == nil || !strings.Contains(err.Error(), "--log-store") || !strings.Contains(err.Error(), "want bolt or wal") {
+		t.Fatalf("--log-store rocks: %v", err)
+	}
+}
