@@ -9,6 +9,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/fencer-io/fencer/api/internal/request"
 	"github.com/fencer-io/fencer/api/wire"
 	"github.com/fencer-io/fencer/cluster"
 )
@@ -18,7 +19,7 @@ func (s *Server) clusterRoutes() chi.Router {
 	r.Get("/", s.clusterStatus)
 	r.Get("/members", s.memberStatuses)
 	r.Group(func(r chi.Router) {
-		r.Use(s.fwd.leaderOnly)
+		r.Use(s.fwd.LeaderOnly)
 		r.Post("/join", s.join)
 		r.Post("/members", s.addMember)
 		r.Delete("/members/{id}", s.removeMember)
@@ -53,7 +54,7 @@ func (s *Server) memberStatuses(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) join(w http.ResponseWriter, r *http.Request) {
 	var req wire.JoinRequest
-	if err := decodeJSON(w, r, &req); err != nil {
+	if err := request.DecodeJSON(w, r, &req); err != nil {
 		writeErr(w, err)
 		return
 	}
@@ -61,7 +62,7 @@ func (s *Server) join(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, badRequest(wire.CodeInvalidMember, "join needs id, raft_addr and http_addr"))
 		return
 	}
-	if err := checkMemberAddrs(req.RaftAddr, req.HTTPAddr); err != nil {
+	if err := request.CheckMemberAddrs(req.RaftAddr, req.HTTPAddr); err != nil {
 		writeErr(w, err)
 		return
 	}
@@ -85,7 +86,7 @@ func (s *Server) join(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) addMember(w http.ResponseWriter, r *http.Request) {
 	var req wire.AddMemberRequest
-	if err := decodeJSON(w, r, &req); err != nil {
+	if err := request.DecodeJSON(w, r, &req); err != nil {
 		writeErr(w, err)
 		return
 	}
@@ -93,7 +94,7 @@ func (s *Server) addMember(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, badRequest(wire.CodeInvalidMember, "want id ("+wire.NodeIDRule+"), raft_addr and http_addr"))
 		return
 	}
-	if err := checkMemberAddrs(req.RaftAddr, req.HTTPAddr); err != nil {
+	if err := request.CheckMemberAddrs(req.RaftAddr, req.HTTPAddr); err != nil {
 		writeErr(w, err)
 		return
 	}
@@ -128,7 +129,7 @@ func (s *Server) removeMember(w http.ResponseWriter, r *http.Request) {
 func (s *Server) transferLeader(w http.ResponseWriter, r *http.Request) {
 	var req wire.TransferRequest
 	if r.ContentLength != 0 {
-		if err := decodeJSON(w, r, &req); err != nil {
+		if err := request.DecodeJSON(w, r, &req); err != nil {
 			writeErr(w, err)
 			return
 		}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 
+	"github.com/fencer-io/fencer/api/forward"
 	"github.com/fencer-io/fencer/api/wire"
 	"github.com/fencer-io/fencer/cluster"
 	"github.com/fencer-io/fencer/coord"
@@ -49,9 +50,9 @@ var errorTable = []struct {
 
 // writeErr writes err as the JSON error body with its status. A request
 // that found this node no longer leads, having done nothing, goes to the
-// leader instead when it can (see rerouteWriter).
+// leader instead when it can (see forward.Reroute).
 func writeErr(w http.ResponseWriter, err error) {
-	if rw, ok := w.(*rerouteWriter); ok && errors.Is(err, cluster.ErrNotLeader) && rw.reroute() {
+	if errors.Is(err, cluster.ErrNotLeader) && forward.Reroute(w) {
 		return
 	}
 	var apiErr *wire.Error

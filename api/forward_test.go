@@ -248,8 +248,8 @@ func TestForwardGoesToTheNextLeader(t *testing.T) {
 			old := c.old(t, &tried)
 			m := newMovingLeader(old)
 			s := NewServer(m, m, nil, WithLeaderWait(10*time.Second))
-			dial := s.fwd.transport.DialContext
-			s.fwd.transport.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			dial := s.fwd.Transport.DialContext
+			s.fwd.Transport.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
 				conn, err := dial(ctx, network, addr)
 				if addr == old && err != nil {
 					tried.Add(1)

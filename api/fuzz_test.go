@@ -13,6 +13,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"github.com/fencer-io/fencer/api/internal/request"
 	"github.com/fencer-io/fencer/api/wire"
 	"github.com/fencer-io/fencer/cluster"
 	"github.com/fencer-io/fencer/coord"
@@ -216,7 +217,7 @@ func FuzzHandlers(f *testing.F) {
 			t.Fatalf("acquire with ttl_ms %d granted a lease of %d ms", asked.TTLMillis, got.TTLMillis)
 		}
 		if strings.HasSuffix(req.URL.Path, "/acquire") && json.Unmarshal(out, &got) == nil && got.Lock != "" {
-			if !utf8.Valid(body) || !printable(got.Holder, maxHolderLen) {
+			if !utf8.Valid(body) || !request.Printable(got.Holder, request.MaxHolderLen) {
 				t.Fatalf("acquire granted to holder %q from body %q", got.Holder, body)
 			}
 			if n := utf8.RuneCountInString(asked.RequestID); asked.RequestID != "" && (n < wire.MinRequestIDLen || len(asked.RequestID) > wire.MaxRequestIDLen) {
@@ -242,7 +243,7 @@ func FuzzDecodeJSON(f *testing.F) {
 		req := httptest.NewRequest("POST", "/v1/locks/a/acquire", bytes.NewReader(body))
 		req.Header.Set("Content-Type", "application/json")
 		var got wire.AcquireRequest
-		if err := decodeJSON(httptest.NewRecorder(), req, &got); err != nil {
+		if err := request.DecodeJSON(httptest.NewRecorder(), req, &got); err != nil {
 			var e *wire.Error
 			if !errors.As(err, &e) || e.Code == "" || e.Message == "" {
 				t.Fatalf("error without a code: %v", err)

@@ -9,6 +9,8 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/fencer-io/fencer/api/forward"
+	"github.com/fencer-io/fencer/api/internal/request"
 	"github.com/fencer-io/fencer/api/wire"
 	"github.com/fencer-io/fencer/coord"
 	"github.com/fencer-io/fencer/internal/acl"
@@ -16,7 +18,7 @@ import (
 
 func (s *Server) kvRoutes() chi.Router {
 	r := chi.NewRouter()
-	r.Use(s.fwd.leaderOnly)
+	r.Use(s.fwd.LeaderOnly)
 	r.Put("/{key}", s.putKey)
 	r.Get("/{key}", s.getKey)
 	r.Delete("/{key}", s.deleteKey)
@@ -39,7 +41,7 @@ func principalName(r *http.Request) string {
 // ("007", "-3", two headers) with 400 invalid_token, the code and status of
 // every other malformed token.
 func (s *Server) putKey(w http.ResponseWriter, r *http.Request) {
-	key, err := keyName(r)
+	key, err := request.KeyName(r)
 	if err != nil {
 		writeErr(w, err)
 		return
@@ -51,7 +53,7 @@ func (s *Server) putKey(w http.ResponseWriter, r *http.Request) {
 	}
 	lock := r.Header.Get(wire.HeaderLock)
 	if lock != "" {
-		if err := checkName(lock); err != nil {
+		if err := request.CheckName(lock); err != nil {
 			writeErr(w, err)
 			return
 		}
@@ -96,7 +98,7 @@ func fencingToken(h http.Header) (uint64, error) {
 // there is an ACL, which audits it), so that the next fenced write to it is
 // accepted whatever its token: the way out of a mark no holder can pass.
 func (s *Server) deleteKey(w http.ResponseWriter, r *http.Request) {
-	key, err := keyName(r)
+	key, err := request.KeyName(r)
 	if err != nil {
 		writeErr(w, err)
 		return
@@ -113,14 +115,14 @@ func (s *Server) deleteKey(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) getKey(w http.ResponseWriter, r *http.Request) {
-	key, err := keyName(r)
+	key, err := request.KeyName(r)
 	if err != nil {
 		writeErr(w, err)
 		return
 	}
 	ctx, cancel := s.work(r, 0)
 	defer cancel()
-	k, found, index, err := s.co.Get(ctx, key, isStale(r))
+	k, found, index, err := s.co.Get(ctx, key, forward.IsStale(r))
 	if err != nil {
 		writeErr(w, err)
 		return

@@ -11,6 +11,8 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/fencer-io/fencer/api/forward"
+	"github.com/fencer-io/fencer/api/internal/request"
 	"github.com/fencer-io/fencer/api/wire"
 	"github.com/fencer-io/fencer/coord"
 	"github.com/fencer-io/fencer/internal/acl"
@@ -18,7 +20,7 @@ import (
 
 func (s *Server) lockRoutes() chi.Router {
 	r := chi.NewRouter()
-	r.Use(s.fwd.leaderOnly)
+	r.Use(s.fwd.LeaderOnly)
 	r.Get("/", s.listLocks)
 	r.Route("/{name}", func(r chi.Router) {
 		r.Get("/", s.getLock)
@@ -37,17 +39,17 @@ func (s *Server) work(r *http.Request, extra time.Duration) (context.Context, co
 }
 
 func (s *Server) acquire(w http.ResponseWriter, r *http.Request) {
-	name, err := lockName(r)
+	name, err := request.LockName(r)
 	if err != nil {
 		writeErr(w, err)
 		return
 	}
 	var req wire.AcquireRequest
-	if err := decodeJSON(w, r, &req); err != nil {
+	if err := request.DecodeJSON(w, r, &req); err != nil {
 		writeErr(w, err)
 		return
 	}
-	if err := validateAcquire(&req); err != nil {
+	if err := request.ValidateAcquire(&req); err != nil {
 		writeErr(w, err)
 		return
 	}
@@ -85,12 +87,12 @@ func (s *Server) acquire(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) leaseRequest(w http.ResponseWriter, r *http.Request) (string, wire.LeaseRequest, bool) {
 	var req wire.LeaseRequest
-	name, err := lockName(r)
+	name, err := request.LockName(r)
 	if err == nil {
-		err = decodeJSON(w, r, &req)
+		err = request.DecodeJSON(w, r, &req)
 	}
 	if err == nil {
-		err = validateLease(&req)
+		err = request.ValidateLease(&req)
 	}
 	if err != nil {
 		writeErr(w, err)
@@ -146,14 +148,14 @@ func lockStatus(st coord.LockStatus) wire.LockStatus {
 }
 
 func (s *Server) getLock(w http.ResponseWriter, r *http.Request) {
-	name, err := lockName(r)
+	name, err := request.LockName(r)
 	if err != nil {
 		writeErr(w, err)
 		return
 	}
 	ctx, cancel := s.work(r, 0)
 	defer cancel()
-	st, err := s.co.Lock(ctx, name, isStale(r))
+	st, err := s.co.Lock(ctx, name, forward.IsStale(r))
 	if err != nil {
 		writeErr(w, err)
 		return
@@ -164,7 +166,7 @@ func (s *Server) getLock(w http.ResponseWriter, r *http.Request) {
 func (s *Server) listLocks(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := s.work(r, 0)
 	defer cancel()
-	locks, index, err := s.co.Locks(ctx, isStale(r))
+	locks, index, err := s.co.Locks(ctx, forward.IsStale(r))
 	if err != nil {
 		writeErr(w, err)
 		return
@@ -201,7 +203,7 @@ func writeLockList(w http.ResponseWriter, locks iter.Seq[coord.LockStatus], visi
 }
 
 func (s *Server) check(w http.ResponseWriter, r *http.Request) {
-	name, err := lockName(r)
+	name, err := request.LockName(r)
 	if err != nil {
 		writeErr(w, err)
 		return
@@ -213,7 +215,7 @@ func (s *Server) check(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := s.work(r, 0)
 	defer cancel()
-	current, cur, err := s.co.Check(ctx, name, token, isStale(r))
+	current, cur, err := s.co.Check(ctx, name, token, forward.IsStale(r))
 	if err != nil {
 		writeErr(w, err)
 		return
@@ -223,21 +225,21 @@ func (s *Server) check(w http.ResponseWriter, r *http.Request) {
 
 // proclaim changes the value the holder publishes (an election's leader).
 func (s *Server) proclaim(w http.ResponseWriter, r *http.Request) {
-	name, err := lockName(r)
+	name, err := request.LockName(r)
 	if err != nil {
 		writeErr(w, err)
 		return
 	}
 	var req wire.ValueRequest
-	if err := decodeJSON(w, r, &req); err != nil {
+	if err := request.DecodeJSON(w, r, &req); err != nil {
 		writeErr(w, err)
 		return
 	}
-	if err := validateLease(&wire.LeaseRequest{Lease: req.Lease, Token: req.Token}); err != nil {
+	if err := request.ValidateLease(&wire.LeaseRequest{Lease: req.Lease, Token: req.Token}); err != nil {
 		writeErr(w, err)
 		return
 	}
-	if err := checkValue(req.Value); err != nil {
+	if err := request.CheckValue(req.Value); err != nil {
 		writeErr(w, err)
 		return
 	}

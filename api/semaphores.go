@@ -7,6 +7,8 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/fencer-io/fencer/api/forward"
+	"github.com/fencer-io/fencer/api/internal/request"
 	"github.com/fencer-io/fencer/api/wire"
 	"github.com/fencer-io/fencer/coord"
 	"github.com/fencer-io/fencer/internal/acl"
@@ -16,7 +18,7 @@ import (
 // their own.
 func (s *Server) semaphoreRoutes() chi.Router {
 	r := chi.NewRouter()
-	r.Use(s.fwd.leaderOnly)
+	r.Use(s.fwd.LeaderOnly)
 	r.Get("/", s.listSemaphores)
 	r.Route("/{name}", func(r chi.Router) {
 		r.Get("/", s.getSemaphore)
@@ -30,7 +32,7 @@ func (s *Server) semaphoreRoutes() chi.Router {
 
 func validateSemAcquire(r *wire.SemAcquireRequest) error {
 	lock := wire.AcquireRequest{Holder: r.Holder, TTLMillis: r.TTLMillis, WaitMs: r.WaitMs, RequestID: r.RequestID}
-	if err := validateAcquire(&lock); err != nil {
+	if err := request.ValidateAcquire(&lock); err != nil {
 		return err
 	}
 	r.TTLMillis = lock.TTLMillis
@@ -41,13 +43,13 @@ func validateSemAcquire(r *wire.SemAcquireRequest) error {
 }
 
 func (s *Server) acquirePermit(w http.ResponseWriter, r *http.Request) {
-	name, err := lockName(r)
+	name, err := request.LockName(r)
 	if err != nil {
 		writeErr(w, err)
 		return
 	}
 	var req wire.SemAcquireRequest
-	if err := decodeJSON(w, r, &req); err != nil {
+	if err := request.DecodeJSON(w, r, &req); err != nil {
 		writeErr(w, err)
 		return
 	}
@@ -121,14 +123,14 @@ func semaphoreStatus(st coord.SemaphoreStatus) wire.SemaphoreStatus {
 }
 
 func (s *Server) getSemaphore(w http.ResponseWriter, r *http.Request) {
-	name, err := lockName(r)
+	name, err := request.LockName(r)
 	if err != nil {
 		writeErr(w, err)
 		return
 	}
 	ctx, cancel := s.work(r, 0)
 	defer cancel()
-	st, err := s.co.Semaphore(ctx, name, isStale(r))
+	st, err := s.co.Semaphore(ctx, name, forward.IsStale(r))
 	if err != nil {
 		writeErr(w, err)
 		return
@@ -139,7 +141,7 @@ func (s *Server) getSemaphore(w http.ResponseWriter, r *http.Request) {
 func (s *Server) listSemaphores(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := s.work(r, 0)
 	defer cancel()
-	sems, err := s.co.Semaphores(ctx, isStale(r))
+	sems, err := s.co.Semaphores(ctx, forward.IsStale(r))
 	if err != nil {
 		writeErr(w, err)
 		return
@@ -154,7 +156,7 @@ func (s *Server) listSemaphores(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) checkPermit(w http.ResponseWriter, r *http.Request) {
-	name, err := lockName(r)
+	name, err := request.LockName(r)
 	if err != nil {
 		writeErr(w, err)
 		return
@@ -166,7 +168,7 @@ func (s *Server) checkPermit(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := s.work(r, 0)
 	defer cancel()
-	current, err := s.co.CheckPermit(ctx, name, token, isStale(r))
+	current, err := s.co.CheckPermit(ctx, name, token, forward.IsStale(r))
 	if err != nil {
 		writeErr(w, err)
 		return

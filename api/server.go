@@ -1,5 +1,6 @@
 // Package api is fencer's HTTP edge: chi routes, handlers, forwarding to the
-// leader, and the one table that maps errors to statuses. Handlers reach the
+// leader (api/forward), reading requests (api/internal/request), and the one
+// table that maps errors to statuses. Handlers reach the
 // coordination layer through the Coord interface and the Raft node through
 // the Cluster interface (coord.Service and cluster.Node satisfy them; tests
 // fake both).
@@ -7,7 +8,7 @@
 // Any node serves any request. Writes and linearizable reads are served by
 // the leader: a follower forwards them, and while no leader is known (an
 // election, a leader handing over) it holds them until one is, so that a
-// failover costs callers time rather than errors (forward.go). A forwarded
+// failover costs callers time rather than errors (api/forward). A forwarded
 // request is never forwarded again. Reads with ?stale=true are answered
 // from the local state machine.
 package api
@@ -25,6 +26,7 @@ import (
 	"github.com/go-chi/chi/v5/middleware"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/fencer-io/fencer/api/forward"
 	"github.com/fencer-io/fencer/api/wire"
 	"github.com/fencer-io/fencer/cluster"
 	"github.com/fencer-io/fencer/coord"
@@ -86,7 +88,7 @@ type Server struct {
 	c     Cluster
 	co    Coord
 	log   *slog.Logger
-	fwd   *forwarder
+	fwd   *forward.Forwarder
 	met   *requestMetrics
 	pprof bool
 	guard *browserGuard // nil: no Host or origin checks (an ACL is on)
@@ -103,14 +105,13 @@ type Option func(*Server)
 // client configuration (the node's certificate, the cluster CA).
 func WithPeerTLS(cfg *tls.Config) Option {
 	return func(s *Server) {
-		s.fwd.scheme = "https"
-		s.fwd.transport.TLSClientConfig = cfg
+		s.fwd.UseTLS(cfg)
 	}
 }
 
 // WithLeaderWait bounds how long a request waits for a leader to be known
-// (default DefaultLeaderWait); 0 answers 503 no_leader at once.
-func WithLeaderWait(d time.Duration) Option { return func(s *Server) { s.fwd.leaderWait = d } }
+// (default forward.DefaultLeaderWait); 0 answers 503 no_leader at once.
+func WithLeaderWait(d time.Duration) Option { return func(s *Server) { s.fwd.SetLeaderWait(d) } }
 
 // WithProfiling serves net/http/pprof under /debug/pprof/ (operator-only
 // when an ACL is on).
@@ -122,7 +123,7 @@ func NewServer(c Cluster, co Coord, logger *slog.Logger, opts ...Option) *Server
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{c: c, co: co, log: logger, fwd: newForwarder(c), met: newRequestMetrics(c.Registry()), requestTimeout: 10 * time.Second, keepAlive: 15 * time.Second}
+	s := &Server{c: c, co: co, log: logger, fwd: forward.New(c, writeError), met: newRequestMetrics(c.Registry()), requestTimeout: 10 * time.Second, keepAlive: 15 * time.Second}
 	for _, o := range opts {
 		o(s)
 	}
@@ -183,5 +184,3 @@ func (s *Server) debugState(w http.ResponseWriter, r *http.Request) {
 	idx, digest := s.c.Digest()
 	writeJSON(w, http.StatusOK, wire.StateDigest{Node: s.c.ID(), AppliedIndex: idx, Digest: digest})
 }
-
-func isStale(r *http.Request) bool { return r.URL.Query().Get("stale") == "true" }

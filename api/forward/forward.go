@@ -1,8 +1,13 @@
-package api
+// Package forward is the edge's "try locally, on not-leader ask the
+// leader": middleware that serves a request here when this node leads and
+// otherwise proxies it to the leader, holding it while no leader is known
+// and sending it again when the attempt certainly did nothing.
+package forward
 
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"io"
 	"maps"
@@ -28,25 +33,43 @@ import (
 var endToEnd = []string{"Authorization", "Content-Type", wire.HeaderToken, wire.HeaderLock, wire.HeaderLogFormat}
 
 // DefaultLeaderWait is how long a request waits for a leader when none is
-// known (WithLeaderWait): long enough for an election after a crash.
+// known (SetLeaderWait): long enough for an election after a crash.
 const DefaultLeaderWait = 3 * time.Second
 
 // maxReplay is the largest body kept to send a request a second time.
 // Every request but a restore is far smaller.
 const maxReplay = 64 << 10
 
-// forwarder proxies requests to the leader over kept-alive connections.
-type forwarder struct {
-	c         Cluster
-	scheme    string
-	transport *http.Transport
+// Leadership is what forwarding needs to know of this node.
+type Leadership interface {
+	ID() string
+	IsLeader() bool
+	Leader() (id, httpAddr string)
+	// LeaderChanged returns a channel closed when Leader's answer may have
+	// changed.
+	LeaderChanged() <-chan struct{}
+}
+
+// ErrorWriter writes an error answer; the edge's sets Retry-After on a 503.
+type ErrorWriter func(w http.ResponseWriter, status int, body *wire.Error)
+
+// Forwarder proxies requests to the leader over kept-alive connections.
+type Forwarder struct {
+	c          Leadership
+	writeError ErrorWriter
+	scheme     string
+	// Transport carries requests to the leader over kept-alive
+	// connections (with the cluster's TLS once UseTLS is called).
+	Transport *http.Transport
 	// leaderWait bounds how long a request waits for a leader to be known
 	// (in all, across its attempts).
 	leaderWait time.Duration
 }
 
-func newForwarder(c Cluster) *forwarder {
-	return &forwarder{c: c, scheme: "http", leaderWait: DefaultLeaderWait, transport: &http.Transport{
+// New returns a forwarder over plain http that waits DefaultLeaderWait for
+// a leader.
+func New(c Leadership, writeError ErrorWriter) *Forwarder {
+	return &Forwarder{c: c, writeError: writeError, scheme: "http", leaderWait: DefaultLeaderWait, Transport: &http.Transport{
 		// A leader that is gone (a crashed host answers nothing) should
 		// not hold a request long once another is elected.
 		DialContext:         (&net.Dialer{Timeout: time.Second, KeepAlive: 30 * time.Second}).DialContext,
@@ -55,7 +78,21 @@ func newForwarder(c Cluster) *forwarder {
 	}}
 }
 
-// leaderOnly serves the request here when this node leads (or is becoming
+// UseTLS makes the forwarder reach the leader over https with cfg.
+func (f *Forwarder) UseTLS(cfg *tls.Config) {
+	f.scheme = "https"
+	f.Transport.TLSClientConfig = cfg
+}
+
+// SetLeaderWait bounds how long a request waits for a leader to be known;
+// 0 answers 503 no_leader at once.
+func (f *Forwarder) SetLeaderWait(d time.Duration) { f.leaderWait = d }
+
+// IsStale reports whether the request asks for a read of this node's own
+// state (?stale=true), which any node answers and nothing forwards.
+func IsStale(r *http.Request) bool { return r.URL.Query().Get("stale") == "true" }
+
+// LeaderOnly serves the request here when this node leads (or is becoming
 // the leader) and forwards it to the leader otherwise, so that a failover
 // costs the caller time rather than an error:
 //
@@ -70,9 +107,9 @@ func newForwarder(c Cluster) *forwarder {
 //     forwarding node sends it on when it learns of the new leader.
 //
 // Only requests with small bodies (all but a restore) are sent twice.
-func (f *forwarder) leaderOnly(next http.Handler) http.Handler {
+func (f *Forwarder) LeaderOnly(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if isStale(r) && r.Method == http.MethodGet {
+		if IsStale(r) && r.Method == http.MethodGet {
 			next.ServeHTTP(w, r)
 			return
 		}
@@ -154,7 +191,7 @@ func saveRoute(r *http.Request) (restore func()) {
 // route says where a request goes now: here, when this node leads or is
 // becoming the leader (its handlers wait until it is ready), else to the
 // leader's address, "" when none is known.
-func (f *forwarder) route() (here bool, addr string) {
+func (f *Forwarder) route() (here bool, addr string) {
 	if f.c.IsLeader() {
 		return true, ""
 	}
@@ -180,15 +217,15 @@ func wait(ctx context.Context, changed <-chan struct{}, d time.Duration) error {
 	return nil
 }
 
-func (f *forwarder) noLeader(w http.ResponseWriter) {
-	writeError(w, http.StatusServiceUnavailable, &wire.Error{Code: wire.CodeNoLeader, Message: "no leader is known to " + f.c.ID() + "; retry"})
+func (f *Forwarder) noLeader(w http.ResponseWriter) {
+	f.writeError(w, http.StatusServiceUnavailable, &wire.Error{Code: wire.CodeNoLeader, Message: "no leader is known to " + f.c.ID() + "; retry"})
 }
 
 // notLeader refuses a request another node forwarded here, saying that it
 // did nothing, so that the forwarding node sends it to the next leader.
-func (f *forwarder) notLeader(w http.ResponseWriter, by string) {
+func (f *Forwarder) notLeader(w http.ResponseWriter, by string) {
 	w.Header().Set(wire.HeaderNotLeader, f.c.ID())
-	writeError(w, http.StatusServiceUnavailable, &wire.Error{Code: wire.CodeNoLeader,
+	f.writeError(w, http.StatusServiceUnavailable, &wire.Error{Code: wire.CodeNoLeader,
 		Message: f.c.ID() + " does not lead; " + by + " forwarded the request here and may send it to the leader"})
 }
 
@@ -198,7 +235,7 @@ var errNotLeader = errors.New("the node forwarded to does not lead")
 // proxy forwards r to the leader at addr. It reports true, having written
 // nothing, when the request did nothing and may go to the next leader: the
 // leader could not be dialled, or refused it as not the leader.
-func (f *forwarder) proxy(w http.ResponseWriter, r *http.Request, addr string, replayable bool) (again bool) {
+func (f *Forwarder) proxy(w http.ResponseWriter, r *http.Request, addr string, replayable bool) (again bool) {
 	target := &url.URL{Scheme: f.scheme, Host: addr}
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
@@ -216,7 +253,7 @@ func (f *forwarder) proxy(w http.ResponseWriter, r *http.Request, addr string, r
 				pr.Out.Header.Set(wire.HeaderForwardedPrincipal, p.Name)
 			}
 		},
-		Transport: f.transport,
+		Transport: f.Transport,
 		ModifyResponse: func(resp *http.Response) error {
 			if resp.StatusCode == http.StatusServiceUnavailable && resp.Header.Get(wire.HeaderNotLeader) != "" {
 				return errNotLeader
@@ -235,9 +272,9 @@ func (f *forwarder) proxy(w http.ResponseWriter, r *http.Request, addr string, r
 			case replayable && (dial || errors.Is(err, errNotLeader)):
 				again = true
 			case r.Method == http.MethodGet || dial || errors.Is(err, errNotLeader):
-				writeError(w, http.StatusServiceUnavailable, &wire.Error{Code: wire.CodeNoLeader, Message: "leader " + addr + " unreachable: " + err.Error()})
+				f.writeError(w, http.StatusServiceUnavailable, &wire.Error{Code: wire.CodeNoLeader, Message: "leader " + addr + " unreachable: " + err.Error()})
 			default:
-				writeError(w, http.StatusServiceUnavailable, &wire.Error{Code: wire.CodeOutcomeUnknown, Message: "connection to leader " + addr + " failed mid-request; the request may have been applied: " + err.Error()})
+				f.writeError(w, http.StatusServiceUnavailable, &wire.Error{Code: wire.CodeOutcomeUnknown, Message: "connection to leader " + addr + " failed mid-request; the request may have been applied: " + err.Error()})
 			}
 		},
 	}
@@ -268,10 +305,18 @@ func bufferBody(r *http.Request) (body func() io.ReadCloser, ok bool) {
 	return body, true
 }
 
+// Reroute takes a request served here back to the forwarder, to go to the
+// leader, when its handler found that this node does not lead having done
+// nothing (cluster.ErrNotLeader): it reports true, and the handler writes
+// nothing, when w may still reroute (the forwarder serves the request, and
+// nothing was written yet).
+func Reroute(w http.ResponseWriter) bool {
+	rw, ok := w.(*rerouteWriter)
+	return ok && rw.reroute()
+}
+
 // rerouteWriter is the response writer of a request served here that may
-// still go to another leader: writeErr hands it a cluster.ErrNotLeader
-// (this node found it does not lead, having done nothing) instead of
-// writing it, as long as nothing was written yet.
+// still go to another leader (see Reroute).
 type rerouteWriter struct {
 	http.ResponseWriter
 	header   http.Header // the headers before the handler ran

@@ -1,4 +1,4 @@
-package api
+package request
 
 import (
 	"fmt"
@@ -10,12 +10,12 @@ import (
 	"github.com/fencer-io/fencer/api/wire"
 )
 
-// checkMemberAddrs refuses member addresses Raft or a peer could never dial:
+// CheckMemberAddrs refuses member addresses Raft or a peer could never dial:
 // raft_addr is HOST:PORT, http_addr is [http[s]://][HOST]:PORT (the scheme
 // and an empty host are what peers accept from a node's own --http-addr).
 // A member added with a bad address would sit in the configuration,
 // counting towards the quorum, until an operator removed it.
-func checkMemberAddrs(raftAddr, httpAddr string) error {
+func CheckMemberAddrs(raftAddr, httpAddr string) error {
 	if !validHostPort(raftAddr, true) {
 		return badRequest(wire.CodeInvalidMember, fmt.Sprintf("raft_addr %.64q: want HOST:PORT", raftAddr))
 	}

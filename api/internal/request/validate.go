@@ -1,4 +1,8 @@
-package api
+// Package request reads what a client sends the API: a JSON body decoded
+// strictly (refusing what encoding/json would quietly accept), the route's
+// name and key parameters, and the checks of each body's fields and of a
+// member's addresses. Each refusal is a *wire.Error with its code.
+package request
 
 import (
 	"bytes"
@@ -17,10 +21,12 @@ import (
 	"github.com/fencer-io/fencer/api/wire"
 )
 
-// Limits on input. Names and keys share one alphabet (wire.ValidName).
-const maxHolderLen = 200
+// MaxHolderLen bounds a holder, in bytes. Names and keys share one alphabet
+// (wire.ValidName).
+const MaxHolderLen = 200
 
-func checkName(s string) error {
+// CheckName refuses a lock, semaphore or key name outside wire.ValidName.
+func CheckName(s string) error {
 	if !wire.ValidName(s) {
 		return nameError(s)
 	}
@@ -35,12 +41,12 @@ func keyError(shown string) error {
 	return badRequest(wire.CodeInvalidKey, fmt.Sprintf("key %.64q: want %s", shown, wire.NameRule))
 }
 
-// lockName and keyName return the {name} and {key} route parameters,
+// LockName and KeyName return the {name} and {key} route parameters,
 // checked. chi matches the escaped path when the request had escapes, so an
 // invalid name is checked as sent but shown unescaped, as its sender wrote
 // it: "a/b", not "a%2Fb".
-func lockName(r *http.Request) (string, error) { return routeParam(r, "name", nameError) }
-func keyName(r *http.Request) (string, error)  { return routeParam(r, "key", keyError) }
+func LockName(r *http.Request) (string, error) { return routeParam(r, "name", nameError) }
+func KeyName(r *http.Request) (string, error)  { return routeParam(r, "key", keyError) }
 
 func routeParam(r *http.Request, param string, invalid func(shown string) error) (string, error) {
 	s := chi.URLParam(r, param)
@@ -55,10 +61,10 @@ func routeParam(r *http.Request, param string, invalid func(shown string) error)
 	return "", invalid(s)
 }
 
-// printable reports whether s is non-empty, at most max bytes, valid UTF-8,
+// Printable reports whether s is non-empty, at most max bytes, valid UTF-8,
 // and free of characters that do not show: two holders that print alike
 // must be the same holder.
-func printable(s string, max int) bool {
+func Printable(s string, max int) bool {
 	if s == "" || len(s) > max || !utf8.ValidString(s) {
 		return false
 	}
@@ -86,9 +92,10 @@ func invisible(r rune) bool {
 	return true
 }
 
-func validateAcquire(r *wire.AcquireRequest) error {
-	if !printable(r.Holder, maxHolderLen) {
-		return badRequest(wire.CodeInvalidHolder, "holder: want 1-200 bytes of printable UTF-8 (no control, bidi, separator or zero-width characters)")
+// ValidateAcquire checks an acquire body, filling in the default TTL.
+func ValidateAcquire(r *wire.AcquireRequest) error {
+	if !Printable(r.Holder, MaxHolderLen) {
+		return badRequest(wire.CodeInvalidHolder, "holder: want 1-200 bytes of Printable UTF-8 (no control, bidi, separator or zero-width characters)")
 	}
 	if r.TTLMillis == 0 {
 		r.TTLMillis = wire.DefaultTTL.Milliseconds()
@@ -101,10 +108,10 @@ func validateAcquire(r *wire.AcquireRequest) error {
 		return badRequest(wire.CodeInvalidWait, fmt.Sprintf("wait_ms %d: want 0 to %d", r.WaitMs, wire.MaxWait.Milliseconds()))
 	}
 	// At least 16 characters, so that one caller cannot guess another's.
-	if r.RequestID != "" && (!printable(r.RequestID, wire.MaxRequestIDLen) || utf8.RuneCountInString(r.RequestID) < wire.MinRequestIDLen) {
-		return badRequest(wire.CodeInvalidRequestID, fmt.Sprintf("request_id: want %d to %d printable characters (the Go client and the CLI send 32 random hex digits)", wire.MinRequestIDLen, wire.MaxRequestIDLen))
+	if r.RequestID != "" && (!Printable(r.RequestID, wire.MaxRequestIDLen) || utf8.RuneCountInString(r.RequestID) < wire.MinRequestIDLen) {
+		return badRequest(wire.CodeInvalidRequestID, fmt.Sprintf("request_id: want %d to %d Printable characters (the Go client and the CLI send 32 random hex digits)", wire.MinRequestIDLen, wire.MaxRequestIDLen))
 	}
-	if err := checkValue(r.Value); err != nil {
+	if err := CheckValue(r.Value); err != nil {
 		return err
 	}
 	if r.LockDelayMillis < 0 || r.LockDelayMillis > wire.MaxLockDelay.Milliseconds() {
@@ -113,7 +120,8 @@ func validateAcquire(r *wire.AcquireRequest) error {
 	return nil
 }
 
-func validateLease(r *wire.LeaseRequest) error {
+// ValidateLease checks a renew or release body: the secret and token of a grant.
+func ValidateLease(r *wire.LeaseRequest) error {
 	if len(r.Lease) != wire.LeaseSecretLen {
 		return badRequest(wire.CodeInvalidLease, fmt.Sprintf("lease: want the %d-character secret returned by acquire", wire.LeaseSecretLen))
 	}
@@ -123,11 +131,11 @@ func validateLease(r *wire.LeaseRequest) error {
 	return nil
 }
 
-// decodeJSON reads a JSON body strictly: sent as application/json, then
+// DecodeJSON reads a JSON body strictly: sent as application/json, then
 // size-capped, then checked by
 // strictJSON (one object, exact field names, no duplicate keys, valid UTF-8),
 // then decoded with unknown fields and trailing data refused.
-func decodeJSON(w http.ResponseWriter, r *http.Request, v any) error {
+func DecodeJSON(w http.ResponseWriter, r *http.Request, v any) error {
 	if err := checkJSONType(r.Header); err != nil {
 		return err
 	}
@@ -172,9 +180,12 @@ func checkJSONType(h http.Header) error {
 	return &wire.Error{Code: wire.CodeUnsupportedMediaType, Message: fmt.Sprintf("Content-Type %.64q: want application/json for a JSON body", strings.Join(values, ", "))}
 }
 
-func checkValue(v string) error {
+// CheckValue refuses a lock value over wire.MaxLockValue bytes or not UTF-8.
+func CheckValue(v string) error {
 	if len(v) > wire.MaxLockValue || !utf8.ValidString(v) {
 		return badRequest(wire.CodeInvalidValue, fmt.Sprintf("value: want at most %d bytes of UTF-8", wire.MaxLockValue))
 	}
 	return nil
 }
+
+func badRequest(code, msg string) *wire.Error { return &wire.Error{Code: code, Message: msg} }
