@@ -1,23 +1,32 @@
 #!/usr/bin/env bash
-# bench-scale.sh: a 3-node fencer holding 100,000 leases at once.
+# bench-scale.sh: a 3-node fencer holding LEASES leases at once.
 #
-#   scripts/bench-scale.sh             LEASES=100000 by default
+#   scripts/bench-scale.sh                   LEASES=1000000 by default
+#   LEASES=10000 scripts/bench-scale.sh      one point of the cost curve
 #
-# It starts 3 `fencer serve` processes on loopback (own ports and data dirs),
-# acquires LEASES locks with a long TTL and keeps them all held, then reports:
-# the acquire rate, each node's resident memory (VmRSS) before and after, the
-# size and time of a full snapshot download (GET /v1/cluster/snapshot, the
-# same format raft snapshots use), the raft snapshots the nodes took
-# (fencer_snapshot_persist_seconds), and the time a restarted follower and a
-# restarted leader take until /readyz answers. The FSM-only numbers (heap,
-# snapshot persist and restore) are `go test -bench Snapshot100k ./internal/bench/`.
+# It starts 3 `fencer serve` processes on loopback (own ports and data dirs,
+# every default but --pprof), acquires LEASES locks with a long TTL and keeps
+# them all held, then reports: the acquire rate, each node's resident memory
+# (VmRSS) before and after every node snapshotted them, the leader's Go heap
+# (a pprof heap profile, kept as heap.pprof, its top printed), the time and
+# bytes of GET /v1/locks (streamed) and of a full snapshot download (GET
+# /v1/cluster/snapshot, the format raft snapshots use), the raft snapshots the
+# nodes took (fencer_snapshot_persist_seconds), the time a restarted follower
+# and a restarted leader take until /readyz answers, and a lagging follower:
+# stopped while LAG more leases are taken and the leader snapshots and
+# compacts its log past it, then started again and timed until it has
+# applied what the leader had (it needs the leader's snapshot to get there).
+# The FSM-only numbers (heap per lease, snapshot persist and restore) are
+# `go test -run '^$' -bench Snapshot -benchtime 1x ./internal/bench/`.
 # Everything it started is stopped by pid when it exits, on error too.
 #
-# Knobs: LEASES, CLIENTS (64), PORT_BASE (17500), BENCH_DIR, KEEP=1.
+# Knobs: LEASES (1000000), CLIENTS (64), LAG (20000; 0 skips), PORT_BASE
+# (17500), BENCH_DIR, KEEP=1.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-LEASES=${LEASES:-100000}
+LEASES=${LEASES:-1000000}
 CLIENTS=${CLIENTS:-64}
+LAG=${LAG:-20000}
 PORT_BASE=${PORT_BASE:-17500}
 
 if [[ -n ${BENCH_DIR:-} ]]; then
@@ -53,7 +62,7 @@ for i in 1 2 3; do
 done
 
 start() { # node
-	FENCER_RATE_LIMIT=0 "$work/fencer" serve --id "n$1" --data-dir "$work/n$1" --http-addr "$(http "$1")" \
+	FENCER_RATE_LIMIT=0 FENCER_PPROF=1 "$work/fencer" serve --id "n$1" --data-dir "$work/n$1" --http-addr "$(http "$1")" \
 		--raft-addr "$(raft "$1")" --initial-cluster "$initial" --log-level warn >>"$work/n$1.log" 2>&1 &
 	pid[$1]=$!
 }
@@ -62,21 +71,24 @@ stop() { # node
 	wait "${pid[$1]}" 2>/dev/null || true
 	unset "pid[$1]"
 }
-# wait_ready NODE: seconds until /readyz answers 200, at most 60.
+# wait_ready NODE: seconds until /readyz answers 200, at most 120.
 wait_ready() {
 	local t0=$EPOCHREALTIME
-	for _ in $(seq 1 1200); do
+	for _ in $(seq 1 2400); do
 		if curl -fsS -o /dev/null "http://$(http "$1")/readyz" 2>/dev/null; then
 			echo "$EPOCHREALTIME - $t0" | bc
 			return 0
 		fi
 		sleep 0.05
 	done
-	echo "n$1 not ready after 60s; see $work/n$1.log" >&2
+	echo "n$1 not ready after 120s; see $work/n$1.log" >&2
 	return 1
 }
 rss() { awk '/VmRSS/ {printf "%.0f", $2 / 1024}' "/proc/${pid[$1]}/status"; }
-leader() { curl -fsS "http://$(http 1)/v1/cluster" | sed -n 's/.*"leader":"n\([0-9]\)".*/\1/p'; }
+leader() { # asks NODE (default 1)
+	curl -fsS "http://$(http "${1:-1}")/v1/cluster" | sed -n 's/.*"leader":"n\([0-9]\)".*/\1/p'
+}
+applied() { curl -fsS "http://$(http "$1")/v1/cluster" 2>/dev/null | sed -n 's/.*"applied_index":\([0-9]*\).*/\1/p'; }
 metric() { # node name
 	curl -fsS "http://$(http "$1")/metrics" 2>/dev/null | awk -v m="$2" '$1 == m {print $2}'
 }
@@ -87,10 +99,11 @@ echo "3 nodes ready in $work; RSS MB before: n1 $(rss 1), n2 $(rss 2), n3 $(rss 
 
 echo "acquiring $LEASES leases with $CLIENTS clients (TTL 2h, kept held)"
 "$work/fencer" bench --endpoints "$endpoints" -w hold -c "$CLIENTS" --ops "$LEASES" \
-	--ttl 2h -d 30m --warmup 0s
+	--ttl 2h -d 2h --warmup 0s
 l=$(leader)
-held=$(curl -fsS "http://$(http "$l")/v1/locks" | grep -o '"lock"' | wc -l)
-echo "locks held (the leader's view): $held"
+t0=$EPOCHREALTIME
+held=$(curl -fsS "http://$(http "$l")/v1/locks" | tee >(wc -c >"$work/list.bytes") | grep -o '"lock":' | wc -l)
+echo "locks held (the leader's view): $held; GET /v1/locks: $(cat "$work/list.bytes") bytes in $(echo "$EPOCHREALTIME - $t0" | bc | cut -c1-5) s"
 echo "RSS MB with $held leases held, before any snapshot of them (leader n$l): n1 $(rss 1), n2 $(rss 2), n3 $(rss 3)"
 
 # Raft snapshots every 8,192 entries, checked every 30-60 s: wait (at most
@@ -106,6 +119,9 @@ for _ in $(seq 1 180); do
 	sleep 0.5
 done
 echo "RSS MB after every node snapshotted the leases: n1 $(rss 1), n2 $(rss 2), n3 $(rss 3)"
+curl -fsS -o "$work/heap.pprof" "http://$(http "$l")/debug/pprof/heap"
+echo "the leader's Go heap in use (kept as $work/heap.pprof):"
+go tool pprof -sample_index=inuse_space -top -nodecount 12 "$work/fencer" "$work/heap.pprof" 2>/dev/null | sed -n '/^Showing nodes/,$p'
 
 t0=$EPOCHREALTIME
 bytes=$(curl -fsS -o "$work/backup.snap" -w '%{size_download}' "http://$(http "$l")/v1/cluster/snapshot" || echo failed)
@@ -123,3 +139,32 @@ echo "restarted follower n$f: ready in $(wait_ready "$f" | cut -c1-5) s, RSS $(r
 stop "$l"
 start "$l"
 echo "restarted leader n$l: ready in $(wait_ready "$l" | cut -c1-5) s (includes an election), RSS $(rss "$l") MB"
+
+# A lagging follower: stopped while the leader takes LAG more leases and
+# compacts its log past the follower, so that it can only catch up by the
+# leader's snapshot.
+if ((LAG > 0)); then
+	l=$(leader "$f")
+	f=$((l % 3 + 1))
+	stop "$f"
+	echo "follower n$f stopped; taking $LAG more leases"
+	"$work/fencer" bench --endpoints "$endpoints" -w hold -c "$CLIENTS" --ops "$LAG" --ttl 2h -d 2h --warmup 0s -o json >/dev/null
+	target=$(applied "$l")
+	# The leader snapshots when 8,192 entries are new, checked every
+	# 30-60 s; it keeps 10,240 entries behind the snapshot. Wait (at most
+	# 150 s) until what it kept starts after where the follower stopped.
+	for _ in $(seq 1 300); do
+		idx=$(metric "$l" fencer_raft_last_snapshot_index)
+		[[ -n $idx ]] && (($(printf '%.0f' "$idx") >= target - 8192)) && break
+		sleep 0.5
+	done
+	start "$f"
+	t0=$EPOCHREALTIME
+	for _ in $(seq 1 2400); do
+		a=$(applied "$f")
+		[[ -n $a ]] && ((a >= target)) && break
+		sleep 0.05
+	done
+	echo "lagging follower n$f ($LAG leases behind, the leader's log compacted past it): caught up to index $target in $(echo "$EPOCHREALTIME - $t0" | bc | cut -c1-5) s, RSS $(rss "$f") MB"
+	grep -i "snapshot" "$work/n$f.log" | tail -3
+fi

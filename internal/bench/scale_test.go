@@ -3,7 +3,9 @@ package bench
 import (
 	"fmt"
 	"log/slog"
+	"os"
 	"runtime"
+	"runtime/pprof"
 	"testing"
 	"time"
 
@@ -14,25 +16,38 @@ import (
 	"github.com/fencer-io/fencer/fsm/entry"
 )
 
-// BenchmarkSnapshot100k measures the state machine at scale: 100,000 held
-// leases (each with its remembered request id, as a real acquire leaves),
-// then a raft snapshot of it written to a file snapshot store, and a restore
-// into a fresh FSM, as a restarted or lagging node does. Metrics: heap of
-// the state, snapshot bytes, persist and restore time. The cluster-level
-// part (RSS per node, a restarted node's time to ready) is
-// scripts/bench-scale.sh.
+// BenchmarkSnapshot measures the state machine at scale, 10,000, 100,000
+// and 1,000,000 held leases (each with its remembered request id, as a real
+// acquire leaves): the heap the state takes, then a raft snapshot of it
+// written to a file snapshot store, and a restore into a fresh FSM, as a
+// restarted or lagging node does. Metrics: heap of the state (and per
+// lease), snapshot bytes, persist and restore time. With
+// FENCER_HEAP_PROFILE=DIR it writes DIR/heap-LEASES.pprof, a heap profile
+// of the state (every allocation sampled). The cluster-level part (RSS per
+// node, a restarted node's time to ready) is scripts/bench-scale.sh.
 //
-//	go test -run '^$' -bench Snapshot100k -benchtime 1x ./bench/
-func BenchmarkSnapshot100k(b *testing.B) {
-	const leases = 100_000
+//	go test -run '^$' -bench Snapshot -benchtime 1x ./internal/bench/
+//	go test -run '^$' -bench 'Snapshot/leases=1000000$' -benchtime 1x ./internal/bench/
+func BenchmarkSnapshot(b *testing.B) {
+	for _, n := range []int{10_000, 100_000, 1_000_000} {
+		b.Run(fmt.Sprintf("leases=%d", n), func(b *testing.B) { benchmarkSnapshot(b, n) })
+	}
+}
+
+func benchmarkSnapshot(b *testing.B, leases int) {
 	logger := slog.New(slog.DiscardHandler)
+	profile := os.Getenv("FENCER_HEAP_PROFILE")
+	if profile != "" {
+		defer func(rate int) { runtime.MemProfileRate = rate }(runtime.MemProfileRate)
+		runtime.MemProfileRate = 1
+	}
 	var before runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
 	f := fsm.New(logger)
 	for i := range leases {
 		res := f.ApplyCommand(&entry.Acquire{
-			Lock:      fmt.Sprintf("scale-%06d", i),
+			Lock:      fmt.Sprintf("scale-%07d", i),
 			Holder:    "bench-holder",
 			Lease:     randomHex(16),
 			TTLMillis: 3_600_000,
@@ -46,7 +61,17 @@ func BenchmarkSnapshot100k(b *testing.B) {
 	var after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&after)
-	heap := float64(after.HeapAlloc-before.HeapAlloc) / (1 << 20)
+	heap := float64(after.HeapAlloc - before.HeapAlloc)
+	if profile != "" {
+		pf, err := os.Create(fmt.Sprintf("%s/heap-%d.pprof", profile, leases))
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := pprof.Lookup("heap").WriteTo(pf, 0); err != nil {
+			b.Fatal(err)
+		}
+		pf.Close()
+	}
 
 	dir := b.TempDir()
 	store, err := raft.NewFileSnapshotStoreWithLogger(dir, 1, hclog.NewNullLogger())
@@ -62,7 +87,7 @@ func BenchmarkSnapshot100k(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		sink, err := store.Create(raft.SnapshotVersionMax, leases, 1, raft.Configuration{}, 1, nil)
+		sink, err := store.Create(raft.SnapshotVersionMax, uint64(leases), 1, raft.Configuration{}, 1, nil)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -83,11 +108,12 @@ func BenchmarkSnapshot100k(b *testing.B) {
 			b.Fatal(err)
 		}
 		restore += time.Since(start)
-		if n := len(fresh.Locks()); n != leases {
+		if n, _ := fresh.LockCount(""); n != leases {
 			b.Fatalf("restored %d locks, want %d", n, leases)
 		}
 	}
-	b.ReportMetric(heap, "state-heap-MB")
+	b.ReportMetric(heap/(1<<20), "state-heap-MB")
+	b.ReportMetric(heap/float64(leases), "heap-B/lease")
 	b.ReportMetric(float64(size)/(1<<20), "snapshot-MB")
 	b.ReportMetric(float64(persist.Milliseconds())/float64(b.N), "persist-ms")
 	b.ReportMetric(float64(restore.Milliseconds())/float64(b.N), "restore-ms")
