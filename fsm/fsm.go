@@ -23,7 +23,6 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/fencer-io/fencer/fsm/entry"
-	"github.com/fencer-io/fencer/fsm/snapshot"
 )
 
 // FSM implements raft.FSM.
@@ -157,15 +156,14 @@ func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 // state is built aside and swapped in only when it decoded completely.
 func (f *FSM) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
-	img, err := snapshot.ReadImage(rc)
+	s, h, err := readState(rc)
 	if err != nil {
 		return err
 	}
-	s := stateOf(img)
 	f.mu.Lock()
 	old, boot := f.s, f.applied == 0
 	f.s = s
-	f.applied, f.term = img.Header.AppliedIndex, img.Header.Term
+	f.applied, f.term = h.AppliedIndex, h.Term
 	if f.obs != nil {
 		var events []Event
 		if !boot {

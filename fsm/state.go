@@ -2,8 +2,10 @@ package fsm
 
 import (
 	"sort"
+	"strings"
 
 	"github.com/fencer-io/fencer/fsm/entry"
+	"github.com/fencer-io/fencer/fsm/snapshot"
 )
 
 // MaxRequestIDs bounds the idempotency table of acquire request ids; the
@@ -35,20 +37,24 @@ type lockEntry struct {
 }
 
 func newLockEntry(l *entry.Lock) *lockEntry {
-	b := make([]byte, 0, len(l.Name)+len(l.Holder)+len(l.RequestID)+len(l.Principal)+len(l.Lease)+3)
-	b = append(b, l.Name...)
-	nameEnd := len(b)
-	b = append(append(b, 0), l.Holder...)
-	holderEnd := len(b)
-	b = append(append(b, 0), l.RequestID...)
-	idEnd := len(b)
+	var sb strings.Builder // one allocation: String() shares its buffer
+	sb.Grow(len(l.Name) + len(l.Holder) + len(l.RequestID) + len(l.Principal) + len(l.Lease) + 3)
+	sb.WriteString(l.Name)
+	nameEnd := sb.Len()
+	sb.WriteByte(0)
+	sb.WriteString(l.Holder)
+	holderEnd := sb.Len()
+	sb.WriteByte(0)
+	sb.WriteString(l.RequestID)
+	idEnd := sb.Len()
 	if l.Principal != "" {
-		b = append(append(b, 0), l.Principal...)
+		sb.WriteByte(0)
+		sb.WriteString(l.Principal)
 	}
-	keyEnd := len(b)
-	b = append(b, l.Lease...)
+	keyEnd := sb.Len()
+	sb.WriteString(l.Lease)
 	return &lockEntry{
-		s:         string(b),
+		s:         sb.String(),
 		token:     l.Token,
 		ttlMillis: l.TTLMillis,
 		granted:   l.GrantedAtMillis,
@@ -59,6 +65,42 @@ func newLockEntry(l *entry.Lock) *lockEntry {
 		idEnd:     uint32(idEnd),
 		keyEnd:    uint32(keyEnd),
 	}
+}
+
+// lockEntryOf is newLockEntry of a snapshot's lock record, copying its
+// bytes once, into the entry's string.
+func lockEntryOf(r *snapshot.LockRecord) *lockEntry {
+	var sb strings.Builder
+	sb.Grow(len(r.Name) + len(r.Holder) + len(r.RequestID) + len(r.Principal) + len(r.Lease) + 3)
+	sb.Write(r.Name)
+	nameEnd := sb.Len()
+	sb.WriteByte(0)
+	sb.Write(r.Holder)
+	holderEnd := sb.Len()
+	sb.WriteByte(0)
+	sb.Write(r.RequestID)
+	idEnd := sb.Len()
+	if len(r.Principal) > 0 {
+		sb.WriteByte(0)
+		sb.Write(r.Principal)
+	}
+	keyEnd := sb.Len()
+	sb.Write(r.Lease)
+	e := &lockEntry{
+		s:         sb.String(),
+		token:     r.Token,
+		ttlMillis: r.TTLMillis,
+		granted:   r.GrantedAtMillis,
+		delay:     r.LockDelayMillis,
+		nameEnd:   uint32(nameEnd),
+		holderEnd: uint32(holderEnd),
+		idEnd:     uint32(idEnd),
+		keyEnd:    uint32(keyEnd),
+	}
+	if len(r.Value) > 0 {
+		e.value = string(r.Value)
+	}
+	return e
 }
 
 func (e *lockEntry) name() string   { return e.s[:e.nameEnd] }

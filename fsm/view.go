@@ -113,7 +113,7 @@ func (v *View) WriteTo(w io.Writer) (int64, error) {
 	sw.Encode(v.Header)
 	for _, e := range v.locks {
 		l := e.lock()
-		sw.Encode(snapshot.Record{Lock: &l})
+		sw.Lock(&l)
 	}
 	for _, k := range v.keys {
 		sw.Encode(snapshot.Record{Key: k})
@@ -122,7 +122,7 @@ func (v *View) WriteTo(w io.Writer) (int64, error) {
 		sw.Encode(snapshot.Record{Member: &v.members[i]})
 	}
 	for i := range v.requests {
-		sw.Encode(snapshot.Record{Request: &v.requests[i]})
+		sw.Request(&v.requests[i])
 	}
 	for i := range v.delays {
 		sw.Encode(snapshot.Record{Delay: &v.delays[i]})
@@ -133,15 +133,65 @@ func (v *View) WriteTo(w io.Writer) (int64, error) {
 	return sw.Close()
 }
 
-func stateOf(img *snapshot.Image) *state {
-	s := newState()
-	s.clusterID = img.Header.ClusterID
-	s.epoch = img.Header.Epoch
-	s.floor = img.Header.EpochFloor
-	s.lastToken = img.Header.LastToken
-	for i := range img.Locks {
-		s.add(newLockEntry(&img.Locks[i]))
+// readState decodes a snapshot straight into a new state, each lock record
+// into its grant with no Image in between (a million locks would be a
+// million entry.Locks and five million strings to collect and then copy),
+// with the checks snapshot.ReadImage makes.
+func readState(r io.Reader) (*state, *snapshot.Header, error) {
+	rest := &snapshot.Image{} // everything but the locks
+	var s *state
+	locks := 0
+	err := snapshot.Decode(r, rest, func(l *snapshot.LockRecord) error {
+		if s == nil {
+			s = headerState(&rest.Header)
+		}
+		locks++
+		e := lockEntryOf(l)
+		if err := rest.Header.CheckLock(e.name(), e.token, e.ttlMillis); err != nil {
+			return err
+		}
+		if _, dup := s.locks[e.name()]; dup {
+			return fmt.Errorf("snapshot is inconsistent: duplicate lock %q", e.name())
+		}
+		s.add(e)
+		return nil
+	})
+	if err != nil {
+		return nil, nil, err
 	}
+	if err := rest.CheckCounts(locks); err != nil {
+		return nil, nil, err
+	}
+	if err := rest.Check(); err != nil {
+		return nil, nil, err
+	}
+	if s == nil {
+		s = headerState(&rest.Header)
+	}
+	fill(s, rest)
+	return s, &rest.Header, nil
+}
+
+// maxLocksHint bounds the lock table sized from a header's count, so that a
+// header that lies costs little before the count check refuses it.
+const maxLocksHint = 1 << 21
+
+// headerState is a state with the header's fields and nothing else, its
+// lock table sized for the header's count.
+func headerState(h *snapshot.Header) *state {
+	s := newState()
+	s.clusterID = h.ClusterID
+	s.epoch = h.Epoch
+	s.floor = h.EpochFloor
+	s.lastToken = h.LastToken
+	if h.Locks > 0 {
+		s.locks = make(map[string]*lockEntry, min(h.Locks, maxLocksHint))
+	}
+	return s
+}
+
+// fill adds everything but the locks of img to s.
+func fill(s *state, img *snapshot.Image) {
 	for i := range img.Keys {
 		k := img.Keys[i]
 		s.setKey(&k)
@@ -159,7 +209,6 @@ func stateOf(img *snapshot.Image) *state {
 		p := img.Permits[i]
 		s.addPermit(&p)
 	}
-	return s
 }
 
 // shareKey returns key, or the same string inside the held lock it belongs

@@ -2,6 +2,7 @@ package snapshot
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -66,7 +67,7 @@ func (img *Image) WriteTo(w io.Writer) (int64, error) {
 	sw := NewWriter(w)
 	sw.Encode(img.Header)
 	for i := range img.Locks {
-		sw.Encode(Record{Lock: &img.Locks[i]})
+		sw.Lock(&img.Locks[i])
 	}
 	for i := range img.Keys {
 		sw.Encode(Record{Key: &img.Keys[i]})
@@ -75,7 +76,7 @@ func (img *Image) WriteTo(w io.Writer) (int64, error) {
 		sw.Encode(Record{Member: &img.Members[i]})
 	}
 	for i := range img.Requests {
-		sw.Encode(Record{Request: &img.Requests[i]})
+		sw.Request(&img.Requests[i])
 	}
 	for i := range img.Delays {
 		sw.Encode(Record{Delay: &img.Delays[i]})
@@ -89,10 +90,11 @@ func (img *Image) WriteTo(w io.Writer) (int64, error) {
 // Writer encodes snapshot lines through a buffer; the first error
 // stops it and is returned by close.
 type Writer struct {
-	bw  *bufio.Writer
-	cw  *countingWriter
-	enc *json.Encoder
-	err error
+	bw   *bufio.Writer
+	cw   *countingWriter
+	enc  *json.Encoder
+	line []byte // the fast paths' buffer
+	err  error
 }
 
 func NewWriter(w io.Writer) *Writer {
@@ -104,6 +106,33 @@ func NewWriter(w io.Writer) *Writer {
 func (sw *Writer) Encode(v any) {
 	if sw.err == nil {
 		sw.err = sw.enc.Encode(v)
+	}
+}
+
+// Lock writes a lock record: the bytes Encode(Record{Lock: l}) writes.
+func (sw *Writer) Lock(l *entry.Lock) {
+	var ok bool
+	if sw.line, ok = appendLockRecord(sw.line[:0], l); ok {
+		sw.write(sw.line)
+		return
+	}
+	sw.Encode(Record{Lock: l})
+}
+
+// Request writes a request record: the bytes Encode(Record{Request: r})
+// writes.
+func (sw *Writer) Request(r *entry.RequestRecord) {
+	var ok bool
+	if sw.line, ok = appendRequestRecord(sw.line[:0], r); ok {
+		sw.write(sw.line)
+		return
+	}
+	sw.Encode(Record{Request: r})
+}
+
+func (sw *Writer) write(line []byte) {
+	if sw.err == nil {
+		_, sw.err = sw.bw.Write(line)
 	}
 }
 
@@ -128,30 +157,73 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 // ReadImage decodes a snapshot and checks that its counts match its header,
 // so a truncated file is refused rather than restored as a smaller state.
 func ReadImage(r io.Reader) (*Image, error) {
-	dec := json.NewDecoder(bufio.NewReader(r))
-	dec.DisallowUnknownFields()
 	img := &Image{}
-	if err := dec.Decode(&img.Header); err != nil {
-		return nil, fmt.Errorf("snapshot header: %w", err)
+	err := Decode(r, img, func(l *LockRecord) error {
+		img.Locks = append(img.Locks, l.Lock())
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := img.CheckCounts(len(img.Locks)); err != nil {
+		return nil, err
+	}
+	if err := img.Check(); err != nil {
+		return nil, err
+	}
+	return img, nil
+}
+
+// Decode reads a snapshot: its header into img.Header, each lock record to
+// lock (whose fields are valid only until it returns) in order, and every
+// other record into img. It checks the header's format and version; the
+// caller checks the rest (CheckLock, CheckCounts, Check). A restore decodes
+// straight into its state this way, without an Image of a million locks in
+// between. A snapshot is one JSON value per line, as Writer makes it; lock
+// and request lines take the fast paths when they can.
+func Decode(r io.Reader, img *Image, lock func(*LockRecord) error) error {
+	lr := lineReader{r: bufio.NewReaderSize(r, 256<<10)}
+	line, err := lr.next()
+	if err != nil {
+		return fmt.Errorf("snapshot header: %w", err)
+	}
+	if err := decodeLine(line, &img.Header); err != nil {
+		return fmt.Errorf("snapshot header: %w", err)
 	}
 	if img.Header.Format != Format {
-		return nil, fmt.Errorf("not a fencer snapshot (format %q)", img.Header.Format)
+		return fmt.Errorf("not a fencer snapshot (format %q)", img.Header.Format)
 	}
 	if img.Header.Version != Version {
-		return nil, fmt.Errorf("snapshot version %d is not supported (want %d)", img.Header.Version, Version)
+		return fmt.Errorf("snapshot version %d is not supported (want %d)", img.Header.Version, Version)
 	}
+	var lr0 LockRecord
 	for {
-		var rec Record
-		err := dec.Decode(&rec)
+		line, err := lr.next()
 		if errors.Is(err, io.EOF) {
-			break
+			return nil
 		}
 		if err != nil {
-			return nil, fmt.Errorf("snapshot record: %w", err)
+			return fmt.Errorf("snapshot record: %w", err)
+		}
+		if parseLockRecord(line, &lr0) {
+			if err := lock(&lr0); err != nil {
+				return err
+			}
+			continue
+		}
+		if r, ok := parseRequestRecord(line); ok {
+			img.Requests = append(img.Requests, r)
+			continue
+		}
+		var rec Record
+		if err := decodeLine(line, &rec); err != nil {
+			return fmt.Errorf("snapshot record: %w", err)
 		}
 		switch {
 		case rec.Lock != nil:
-			img.Locks = append(img.Locks, *rec.Lock)
+			if err := lock(recordOf(rec.Lock)); err != nil {
+				return err
+			}
 		case rec.Key != nil:
 			img.Keys = append(img.Keys, *rec.Key)
 		case rec.Member != nil:
@@ -163,18 +235,97 @@ func ReadImage(r io.Reader) (*Image, error) {
 		case rec.Permit != nil:
 			img.Permits = append(img.Permits, *rec.Permit)
 		default:
-			return nil, errors.New("snapshot record: empty record")
+			return errors.New("snapshot record: empty record")
 		}
 	}
+}
+
+// decodeLine decodes one line holding exactly one JSON value, strictly.
+func decodeLine(line []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(line))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return errors.New("more than one value on a line")
+	}
+	return nil
+}
+
+// lineReader returns a snapshot's lines, without their newline, skipping
+// blank ones; a line is valid until the next call.
+type lineReader struct {
+	r    *bufio.Reader
+	long []byte
+}
+
+func (lr *lineReader) next() ([]byte, error) {
+	for {
+		line, err := lr.r.ReadSlice('\n')
+		if errors.Is(err, bufio.ErrBufferFull) {
+			lr.long = append(lr.long[:0], line...)
+			for errors.Is(err, bufio.ErrBufferFull) {
+				line, err = lr.r.ReadSlice('\n')
+				lr.long = append(lr.long, line...)
+			}
+			line = lr.long
+		}
+		if err != nil && !errors.Is(err, io.EOF) {
+			return nil, err
+		}
+		if t := bytes.TrimSpace(line); len(t) > 0 {
+			return t, nil
+		}
+		if err != nil {
+			return nil, err // io.EOF
+		}
+	}
+}
+
+// CheckCounts refuses a snapshot whose records are fewer or more than its
+// header says; locks is how many lock records there were.
+func (img *Image) CheckCounts(locks int) error {
 	h := img.Header
-	if len(img.Locks) != h.Locks || len(img.Keys) != h.Keys || len(img.Members) != h.Members || len(img.Requests) != h.Requests || len(img.Delays) != h.Delays || len(img.Permits) != h.Permits {
-		return nil, fmt.Errorf("snapshot is incomplete: header says %d locks, %d keys, %d members, %d requests, %d delays; found %d, %d, %d, %d, %d",
-			h.Locks, h.Keys, h.Members, h.Requests, h.Delays, len(img.Locks), len(img.Keys), len(img.Members), len(img.Requests), len(img.Delays))
+	if locks != h.Locks || len(img.Keys) != h.Keys || len(img.Members) != h.Members || len(img.Requests) != h.Requests || len(img.Delays) != h.Delays || len(img.Permits) != h.Permits {
+		return fmt.Errorf("snapshot is incomplete: header says %d locks, %d keys, %d members, %d requests, %d delays, %d permits; found %d, %d, %d, %d, %d, %d",
+			h.Locks, h.Keys, h.Members, h.Requests, h.Delays, h.Permits, locks, len(img.Keys), len(img.Members), len(img.Requests), len(img.Delays), len(img.Permits))
 	}
+	return nil
+}
+
+// Check refuses records that no log could have produced (see check), as
+// "snapshot is inconsistent".
+func (img *Image) Check() error {
 	if err := img.check(); err != nil {
-		return nil, fmt.Errorf("snapshot is inconsistent: %w", err)
+		return fmt.Errorf("snapshot is inconsistent: %w", err)
 	}
-	return img, nil
+	return nil
+}
+
+// CheckLock refuses a lock record that no log could have produced under
+// this header: without a name, token or TTL, or a token above the last or
+// of an epoch below the floor. (Duplicates are the caller's to find.)
+func (h *Header) CheckLock(name string, token uint64, ttlMillis int64) error {
+	if err := h.checkLock(name, token, ttlMillis); err != nil {
+		return fmt.Errorf("snapshot is inconsistent: %w", err)
+	}
+	return nil
+}
+
+func (h *Header) checkLock(name string, token uint64, ttlMillis int64) error {
+	if name == "" || token == 0 || ttlMillis <= 0 {
+		return fmt.Errorf("lock %q with token %d and ttl %d ms", name, token, ttlMillis)
+	}
+	if token > h.LastToken {
+		return fmt.Errorf("lock %q token %d exceeds last token %d", name, token, h.LastToken)
+	}
+	if entry.TokenEpoch(token) < h.EpochFloor {
+		// Restore and recovery void every grant (locks and permits) when
+		// they set the floor, so none is held with a token below it.
+		return fmt.Errorf("lock %q token %d is of an epoch below the floor %d", name, token, h.EpochFloor)
+	}
+	return nil
 }
 
 // check refuses records that no log could have produced: duplicates, locks
@@ -183,26 +334,17 @@ func (img *Image) check() error {
 	if img.Header.EpochFloor > img.Header.Epoch {
 		return fmt.Errorf("epoch floor %d above epoch %d", img.Header.EpochFloor, img.Header.Epoch)
 	}
-	seen := map[string]bool{}
+	seen := map[[2]string]bool{}
 	once := func(kind, id string) error {
-		if seen[kind+"\x00"+id] {
+		if seen[[2]string{kind, id}] {
 			return fmt.Errorf("duplicate %s %q", kind, id)
 		}
-		seen[kind+"\x00"+id] = true
+		seen[[2]string{kind, id}] = true
 		return nil
 	}
 	for _, l := range img.Locks {
-		if l.Name == "" || l.Token == 0 || l.TTLMillis <= 0 {
-			return fmt.Errorf("lock %q with token %d and ttl %d ms", l.Name, l.Token, l.TTLMillis)
-		}
-		if l.Token > img.Header.LastToken {
-			return fmt.Errorf("lock %q token %d exceeds last token %d", l.Name, l.Token, img.Header.LastToken)
-		}
-		if entry.TokenEpoch(l.Token) < img.Header.EpochFloor {
-			// Restore and recovery void every grant (locks and permits)
-			// when they set the floor, so none is held with a token
-			// below it.
-			return fmt.Errorf("lock %q token %d is of an epoch below the floor %d", l.Name, l.Token, img.Header.EpochFloor)
+		if err := img.Header.checkLock(l.Name, l.Token, l.TTLMillis); err != nil {
+			return err
 		}
 		if err := once("lock", l.Name); err != nil {
 			return err
