@@ -5,7 +5,7 @@
 #   LEASES=10000 scripts/bench-scale.sh      one point of the cost curve
 #
 # It starts 3 `fencer serve` processes on loopback (own ports and data dirs,
-# every default but --pprof), acquires LEASES locks with a long TTL and keeps
+# every default but --pprof and --max-locks), acquires LEASES locks with a long TTL and keeps
 # them all held, then reports: the acquire rate, each node's resident memory
 # (VmRSS) before and after every node snapshotted them, the leader's Go heap
 # (a pprof heap profile, kept as heap.pprof, its top printed), the time and
@@ -62,7 +62,10 @@ for i in 1 2 3; do
 done
 
 start() { # node
-	FENCER_RATE_LIMIT=0 FENCER_PPROF=1 "$work/fencer" serve --id "n$1" --data-dir "$work/n$1" --http-addr "$(http "$1")" \
+	# Every default but the profiles, and room for the locks: --max-locks
+	# is 1,000,000 by default (the hold workload's 64 holders stay under
+	# --max-locks-per-holder).
+	FENCER_RATE_LIMIT=0 FENCER_PPROF=1 FENCER_MAX_LOCKS=$((LEASES + LAG + 1000)) "$work/fencer" serve --id "n$1" --data-dir "$work/n$1" --http-addr "$(http "$1")" \
 		--raft-addr "$(raft "$1")" --initial-cluster "$initial" --log-level warn >>"$work/n$1.log" 2>&1 &
 	pid[$1]=$!
 }

@@ -81,7 +81,9 @@ func NewFencer(ctx context.Context, endpoints []string, clients int, ttl, wait, 
 //   - fenced-write: each client its own lock and key; one op is acquire,
 //     a fenced PUT that also names the lock, and release.
 //   - hold: one op acquires a fresh lock and keeps it until its TTL ends
-//     (for the scale benchmark: run it with a long TTL and Config.Ops).
+//     (for the scale benchmark: run it with a long TTL and Config.Ops);
+//     each client is its own holder, as the servers limit the locks one
+//     holder may keep (--max-locks-per-holder).
 func (f *Fencer) Workload(name string) (load.Client, error) {
 	switch name {
 	case "uncontended":
@@ -134,9 +136,10 @@ func (f *Fencer) Workload(name string) (load.Client, error) {
 	case "hold":
 		return func(_ context.Context, i int) (load.Op, func(), error) {
 			k := 0
+			holder := f.name("holder", i)
 			return func(ctx context.Context) error {
 				k++
-				_, err := f.acquire(ctx, f.name("h", i)+"-"+strconv.Itoa(k), 0)
+				_, err := f.acquireAs(ctx, holder, f.name("h", i)+"-"+strconv.Itoa(k), 0)
 				return err
 			}, nil, nil
 		}, nil
@@ -152,6 +155,11 @@ func (f *Fencer) name(kind string, i int) string {
 // leader up again for the next operation and reports the error: a benchmark
 // counts failures rather than hiding them behind retries.
 func (f *Fencer) acquire(ctx context.Context, lock string, wait time.Duration) (wire.Grant, error) {
+	return f.acquireAs(ctx, f.Prefix, lock, wait)
+}
+
+// acquireAs is acquire by a named holder.
+func (f *Fencer) acquireAs(ctx context.Context, holder, lock string, wait time.Duration) (wire.Grant, error) {
 	var g wire.Grant
 	leader := f.Client.Leader()
 	if leader == "" {
@@ -161,7 +169,7 @@ func (f *Fencer) acquire(ctx context.Context, lock string, wait time.Duration) (
 		}
 	}
 	body, err := json.Marshal(wire.AcquireRequest{
-		Holder:    f.Prefix,
+		Holder:    holder,
 		TTLMillis: f.TTL.Milliseconds(),
 		WaitMs:    wait.Milliseconds(),
 		RequestID: randomHex(16),
