@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
+	"sync"
 	"unicode/utf16"
 	"unicode/utf8"
 
@@ -32,6 +33,16 @@ var badStringCodes = map[string]string{
 // U+FFFD, so that two different holders would become one. Unknown fields and
 // syntax errors are left to the decoder that runs next.
 func strictJSON(body []byte, v any) error {
+	fields := jsonFields(v)
+	if done, err := strictFlatJSON(body, fields); done {
+		return err
+	}
+	return strictJSONWalk(body, fields)
+}
+
+// strictJSONWalk is strictJSON for any document, through encoding/json's
+// tokenizer.
+func strictJSONWalk(body []byte, fields map[string]bool) error {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
 	tok, err := dec.Token()
@@ -41,19 +52,14 @@ func strictJSON(body []byte, v any) error {
 	if d, ok := tok.(json.Delim); !ok || d != '{' {
 		return badRequest(wire.CodeInvalidJSON, "request body: want a JSON object")
 	}
-	fields := jsonFields(v)
 	seen := map[string]bool{}
 	for dec.More() {
 		key, err := objectKey(dec, seen)
 		if err != nil {
 			return err
 		}
-		if !fields[key] {
-			for f := range fields {
-				if strings.EqualFold(f, key) {
-					return badRequest(wire.CodeInvalidJSON, fmt.Sprintf("request body: field %q: names are case-sensitive; want %q", key, f))
-				}
-			}
+		if err := exactName(key, fields); err != nil {
+			return err
 		}
 		start := dec.InputOffset()
 		if err := skipValue(dec, 1); err != nil {
@@ -70,6 +76,160 @@ func strictJSON(body []byte, v any) error {
 	return nil
 }
 
+// exactName refuses a key that names one of fields only case-insensitively.
+func exactName(key string, fields map[string]bool) error {
+	if !fields[key] {
+		for f := range fields {
+			if strings.EqualFold(f, key) {
+				return badRequest(wire.CodeInvalidJSON, fmt.Sprintf("request body: field %q: names are case-sensitive; want %q", key, f))
+			}
+		}
+	}
+	return nil
+}
+
+// duplicateKey is objectKey's error for a key seen before.
+func duplicateKey(key string) error {
+	return badRequest(wire.CodeInvalidJSON, fmt.Sprintf("request body: field %q appears twice", key))
+}
+
+// strictFlatJSON is strictJSON's fast path for what clients send: one flat
+// object, valid JSON, whose keys and strings hold no escapes and whose
+// strings are valid UTF-8. It decides such a body exactly as the walk would
+// (done true, and its error), in a single pass without allocating; anything
+// else (nesting, an escape, invalid UTF-8, a syntax error, more than 16
+// keys, trailing data) it leaves to the walk (done false).
+func strictFlatJSON(body []byte, fields map[string]bool) (done bool, err error) {
+	i := skipSpace(body, 0)
+	if i >= len(body) || body[i] != '{' {
+		return false, nil
+	}
+	var seenKeys [16][]byte
+	seen := seenKeys[:0]
+	if i = skipSpace(body, i+1); i < len(body) && body[i] == '}' {
+		return skipSpace(body, i+1) == len(body), nil
+	}
+	for {
+		key, j, ok := plainString(body, i)
+		if !ok || len(seen) == len(seenKeys) {
+			return false, nil
+		}
+		if i = skipSpace(body, j); i >= len(body) || body[i] != ':' {
+			return false, nil
+		}
+		if i = skipSpace(body, i+1); i >= len(body) {
+			return false, nil
+		}
+		if body[i] == '"' {
+			_, j, ok = plainString(body, i)
+		} else {
+			j, ok = plainLiteral(body, i)
+		}
+		if !ok {
+			return false, nil
+		}
+		// Errors in key order, as the walk finds them; the values are
+		// known valid, so the walk would reach this key too.
+		for _, k := range seen {
+			if string(k) == string(key) {
+				return true, duplicateKey(string(key))
+			}
+		}
+		if !fields[string(key)] {
+			if err := exactName(string(key), fields); err != nil {
+				return true, err
+			}
+		}
+		seen = append(seen, key)
+		if i = skipSpace(body, j); i >= len(body) {
+			return false, nil
+		}
+		switch body[i] {
+		case ',':
+			i = skipSpace(body, i+1)
+		case '}':
+			return skipSpace(body, i+1) == len(body), nil
+		default:
+			return false, nil
+		}
+	}
+}
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// plainString reads the string at b[i] if it has no escape and is valid
+// UTF-8: its contents, and the index after its closing quote.
+func plainString(b []byte, i int) ([]byte, int, bool) {
+	if i >= len(b) || b[i] != '"' {
+		return nil, 0, false
+	}
+	ascii := true
+	for j := i + 1; j < len(b); j++ {
+		switch c := b[j]; {
+		case c == '"':
+			s := b[i+1 : j]
+			return s, j + 1, ascii || utf8.Valid(s)
+		case c == '\\' || c < 0x20:
+			return nil, 0, false
+		case c >= 0x80:
+			ascii = false
+		}
+	}
+	return nil, 0, false
+}
+
+// plainLiteral reads the number, true, false or null at b[i], if it is
+// valid JSON: the index after it.
+func plainLiteral(b []byte, i int) (int, bool) {
+	for _, lit := range []string{"true", "false", "null"} {
+		if bytes.HasPrefix(b[i:], []byte(lit)) {
+			return i + len(lit), true
+		}
+	}
+	digits := func(j int) int {
+		for j < len(b) && b[j] >= '0' && b[j] <= '9' {
+			j++
+		}
+		return j
+	}
+	j := i
+	if j < len(b) && b[j] == '-' {
+		j++
+	}
+	switch {
+	case j < len(b) && b[j] == '0':
+		j++
+	case j < len(b) && b[j] >= '1' && b[j] <= '9':
+		j = digits(j)
+	default:
+		return 0, false
+	}
+	if j < len(b) && b[j] == '.' {
+		k := digits(j + 1)
+		if k == j+1 {
+			return 0, false
+		}
+		j = k
+	}
+	if j < len(b) && (b[j] == 'e' || b[j] == 'E') {
+		j++
+		if j < len(b) && (b[j] == '+' || b[j] == '-') {
+			j++
+		}
+		k := digits(j)
+		if k == j {
+			return 0, false
+		}
+		j = k
+	}
+	return j, true
+}
+
 // objectKey reads the next key of an object and refuses one already seen.
 func objectKey(dec *json.Decoder, seen map[string]bool) (string, error) {
 	tok, err := dec.Token()
@@ -78,7 +238,7 @@ func objectKey(dec *json.Decoder, seen map[string]bool) (string, error) {
 	}
 	key, _ := tok.(string) // inside an object, Token returns only string keys
 	if seen[key] {
-		return "", badRequest(wire.CodeInvalidJSON, fmt.Sprintf("request body: field %q appears twice", key))
+		return "", duplicateKey(key)
 	}
 	seen[key] = true
 	return key, nil
@@ -114,9 +274,24 @@ func skipValue(dec *json.Decoder, depth int) error {
 	return nil
 }
 
-// jsonFields returns the JSON names of the fields of the struct v points to.
+// fieldsByType caches jsonFields per type: a request body's type is one of
+// a few, and reflection on every request costs more than the rest of the
+// check.
+var fieldsByType sync.Map // reflect.Type → map[string]bool
+
+// jsonFields returns the JSON names of the fields of the struct v points
+// to. The map is shared: never modify it.
 func jsonFields(v any) map[string]bool {
 	t := reflect.TypeOf(v)
+	if m, ok := fieldsByType.Load(t); ok {
+		return m.(map[string]bool)
+	}
+	m := structFields(t)
+	fieldsByType.Store(t, m)
+	return m
+}
+
+func structFields(t reflect.Type) map[string]bool {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
