@@ -8,11 +8,14 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/fencer-io/fencer/api/wire"
+	"github.com/fencer-io/fencer/cluster"
+	"github.com/fencer-io/fencer/cluster/logstore"
 	"github.com/fencer-io/fencer/fsm/entry"
 	"github.com/fencer-io/fencer/fsm/snapshot"
 	tc "github.com/fencer-io/fencer/test/testcluster"
@@ -183,4 +186,44 @@ func TestRecoverCommand(t *testing.T) {
 	if st.Epoch != 1 {
 		t.Fatalf("epoch after recovery %d", st.Epoch)
 	}
+}
+
+// fencer migrate-log-store refuses a running node, converts a stopped one
+// (which then starts only with the new --log-store) and back, and says
+// when there is nothing to do.
+func TestMigrateLogStoreCommand(t *testing.T) {
+	c := tc.New(t, 1)
+	n := c.Nodes[0]
+	last := mustAcquireCLI(t, c, "before")
+	if _, _, err := fencer(t, "", "migrate-log-store", "--data-dir", n.DataDir, "--to", "wal"); err == nil || !strings.Contains(err.Error(), "in use") {
+		t.Fatalf("migrate a running node: %v", err)
+	}
+	if _, _, err := fencer(t, "", "migrate-log-store", "--data-dir", n.DataDir, "--to", "rocks"); err == nil || !strings.Contains(err.Error(), "want wal or bolt") {
+		t.Fatalf("--to rocks: %v", err)
+	}
+	c.Stop(n)
+	out, _, err := fencer(t, "", "migrate-log-store", "--data-dir", n.DataDir, "--to", "wal")
+	if err != nil || !strings.Contains(out, "converted "+n.DataDir+" from bolt to wal") || !strings.Contains(out, "--log-store wal") {
+		t.Fatalf("migrate to wal: %v\n%s", err, out)
+	}
+	if out, _, err := fencer(t, "", "migrate-log-store", "--data-dir", n.DataDir, "--to", "wal"); err != nil || !strings.Contains(out, "nothing to do") {
+		t.Fatalf("migrate to wal again: %v\n%s", err, out)
+	}
+	c.Restart(n, func(cfg *cluster.Config) { cfg.LogStore = logstore.WAL })
+	if next := mustAcquireCLI(t, c, "on-wal"); next <= last {
+		t.Fatalf("token %d on wal, not above %d", next, last)
+	}
+}
+
+// mustAcquireCLI takes a lock through the running node with fencer lock
+// acquire and returns its token.
+func mustAcquireCLI(t *testing.T, c *tc.Cluster, name string) uint64 {
+	t.Helper()
+	out := mustFencer(t, "lock", "acquire", name, "--ttl", "30s", "--endpoints", c.WaitLeader(20*time.Second).HTTPAddr)
+	m := grantLine.FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("acquire output %q", out)
+	}
+	token, _ := strconv.ParseUint(m[1], 10, 64)
+	return token
 }

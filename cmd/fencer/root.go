@@ -47,6 +47,7 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 		newClusterCmd(),
 		newSnapshotCmd(),
 		newRecoverCmd(),
+		newMigrateLogCmd(),
 		newTLSCmd(),
 		newResourceCmd(),
 		newBenchCmd(),

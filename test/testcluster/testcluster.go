@@ -1,6 +1,6 @@
 // Package testcluster starts real fencer clusters inside a test process: real
-// Raft over TCP on 127.0.0.1:0, real log stores (bolt, or wal) in temp dirs, and each node's
-// HTTP API. Helpers poll with deadlines; none sleeps to wait for a state.
+// Raft over TCP on 127.0.0.1:0, real log stores (bolt or wal) in temp dirs,
+// and each node's HTTP API. Helpers poll with deadlines; none sleeps to wait for a state.
 package testcluster
 
 import (
@@ -234,10 +234,14 @@ func (c *Cluster) StopGracefully(n *Node) {
 	http.DefaultClient.CloseIdleConnections()
 }
 
-// Restart starts a stopped node again on the same data dir and addresses.
-func (c *Cluster) Restart(n *Node) {
+// Restart starts a stopped node again on the same data dir and addresses,
+// its configuration changed by mod (which later restarts keep).
+func (c *Cluster) Restart(n *Node, mod ...func(*cluster.Config)) {
 	c.t.Helper()
 	n.reap()
+	for _, m := range mod {
+		m(&n.cfg)
+	}
 	cfg := n.cfg
 	cfg.RaftAddr = n.RaftAddr
 	cfg.Bootstrap, cfg.Join = false, nil
