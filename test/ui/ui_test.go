@@ -20,6 +20,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
+
 	"github.com/fencer-io/fencer/api/wire"
 	tc "github.com/fencer-io/fencer/test/testcluster"
 )
@@ -87,7 +89,19 @@ func TestDashboardFollowsTheCluster(t *testing.T) {
 	if pg.visible("#login") {
 		t.Error("an open cluster's page asks for a token")
 	}
+	// Every control has a name a screen reader can say.
+	if unnamed := eval[[]string](pg, `[...document.querySelectorAll("input, button")].filter(e =>
+		!(e.labels && e.labels.length) && !e.getAttribute("aria-label") && !e.textContent.trim()).map(e => e.outerHTML)`); len(unnamed) > 0 {
+		t.Errorf("controls without a label: %v", unnamed)
+	}
 	pg.shot("cluster")
+
+	// On a phone the page fits the screen's width (tables scroll inside
+	// their cards).
+	pg.do(chromedp.EmulateViewport(390, 844, chromedp.EmulateScale(2), chromedp.EmulateMobile, chromedp.EmulateTouch))
+	pg.waitFor(5*time.Second, "the page to fit a phone's width", `document.documentElement.clientWidth === 390 && document.documentElement.scrollWidth <= 390`)
+	pg.shot("phone")
+	pg.do(chromedp.EmulateReset())
 
 	// A lock acquired through the API appears with its holder and token.
 	g := acquire(t, f, "", "ui.demo", `{"holder":"ui-test","ttl_ms":30000}`)
