@@ -145,7 +145,18 @@ func (p *page) waitFor(timeout time.Duration, what, cond string) {
 	tc.Poll(p.t, timeout, what, func() bool { return eval[bool](p, cond) })
 }
 
-func (p *page) click(sel string) { p.t.Helper(); p.do(chromedp.Click(chromedp.CSS(sel))) }
+// click clicks the element sel matches, as a mouse does. A row the page
+// rebuilt between finding and clicking is found again.
+func (p *page) click(sel string) {
+	p.t.Helper()
+	var err error
+	tc.Poll(p.t, 10*time.Second, "a click on "+sel, func() bool {
+		ctx, cancel := context.WithTimeout(p.ctx, 5*time.Second)
+		defer cancel()
+		err = chromedp.Do(ctx, chromedp.Click(chromedp.CSS(sel)))
+		return err == nil
+	})
+}
 
 func (p *page) typeInto(sel, s string) {
 	p.t.Helper()
@@ -173,3 +184,35 @@ func (p *page) shotTo(path string) {
 		p.t.Fatal(err)
 	}
 }
+
+// lowContrast lists the visible text whose colour has less than WCAG AA's
+// contrast with the background behind it: 4.5:1, or 3:1 for large text
+// (24px, or 18.66px bold). The background is the first opaque one among the
+// element and its ancestors.
+const lowContrast = `(() => {
+  const rgb = (c) => (c.match(/[\d.]+/g) || []).map(Number);
+  const lum = ([r, g, b]) => {
+    const f = (v) => { v /= 255; return v <= 0.03928 ? v / 12.92 : Math.pow((v + 0.055) / 1.055, 2.4); };
+    return 0.2126 * f(r) + 0.7152 * f(g) + 0.0722 * f(b);
+  };
+  const background = (el) => {
+    for (let e = el; e; e = e.parentElement) {
+      const c = rgb(getComputedStyle(e).backgroundColor);
+      if (c.length === 3 || (c.length === 4 && c[3] === 1)) return c.slice(0, 3);
+    }
+    return [255, 255, 255];
+  };
+  const out = [];
+  const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+  for (let n = walker.nextNode(); n; n = walker.nextNode()) {
+    const el = n.parentElement;
+    if (!n.textContent.trim() || !el || !el.checkVisibility() || el.closest(".sr-only")) continue;
+    const st = getComputedStyle(el);
+    const fg = lum(rgb(st.color).slice(0, 3)), bg = lum(background(el));
+    const ratio = (Math.max(fg, bg) + 0.05) / (Math.min(fg, bg) + 0.05);
+    const size = parseFloat(st.fontSize), bold = Number(st.fontWeight) >= 700;
+    const need = size >= 24 || (bold && size >= 18.66) ? 3 : 4.5;
+    if (ratio < need) out.push(n.textContent.trim().slice(0, 30) + " " + ratio.toFixed(2) + " < " + need);
+  }
+  return out;
+})()`

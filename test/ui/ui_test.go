@@ -10,16 +10,25 @@
 package uitest
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
+	"image"
+	"image/color"
+	"image/draw"
+	"image/png"
 	"net/http"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
 
 	"github.com/fencer-io/fencer/api/wire"
@@ -95,6 +104,22 @@ func TestDashboardFollowsTheCluster(t *testing.T) {
 		t.Errorf("controls without a label: %v", unnamed)
 	}
 	pg.shot("cluster")
+	if low := eval[[]string](pg, lowContrast); len(low) > 0 {
+		t.Errorf("text below WCAG AA contrast in the light scheme: %q", low)
+	}
+	pg.do(chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		_, err := cdp.Call(ctx, tg, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{Features: []*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: "dark"}}})
+		return err
+	}))
+	pg.waitFor(5*time.Second, "the dark scheme", `matchMedia("(prefers-color-scheme: dark)").matches`)
+	if low := eval[[]string](pg, lowContrast); len(low) > 0 {
+		t.Errorf("text below WCAG AA contrast in the dark scheme: %q", low)
+	}
+	pg.shot("dark")
+	pg.do(chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		_, err := cdp.Call(ctx, tg, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{})
+		return err
+	}))
 
 	// On a phone the page fits the screen's width (tables scroll inside
 	// their cards).
@@ -138,15 +163,15 @@ func TestDashboardFollowsTheCluster(t *testing.T) {
 	}
 	pg.shot("lookups")
 
-	if *readmeShot {
-		readmeScreenshot(t, c, f, pg)
-	}
-
 	// Released, it is gone.
 	release(t, f, "", "ui.demo", g)
 	released := time.Now()
 	pg.waitFor(2*time.Second, "the released lock's row to go", fmt.Sprintf(`!document.querySelector(%q)`, row))
 	t.Logf("the released lock was gone after %v", time.Since(released).Round(time.Millisecond))
+
+	if *readmeShot {
+		readmeScreenshot(t, f)
+	}
 
 	// The leader is killed; the page, not reloaded, shows its successor.
 	if !eval[bool](pg, `(window.fencerTestMark = true)`) {
@@ -168,11 +193,14 @@ func TestDashboardFollowsTheCluster(t *testing.T) {
 	pg.shot("new-leader")
 }
 
-// readmeScreenshot writes docs/img/dashboard.png: the page with a few locks,
-// an election, a semaphore and their events (go test ./test/ui -run
-// TestDashboardFollowsTheCluster -ui.readme).
-func readmeScreenshot(t *testing.T, c *procCluster, f *proc, pg *page) {
+// readmeScreenshot writes docs/img/dashboard.png: a page opened on f that
+// watched a few locks, an election and a semaphore being taken (go test
+// ./test/ui -run TestDashboardFollowsTheCluster -ui.readme).
+func readmeScreenshot(t *testing.T, f *proc) {
 	t.Helper()
+	pg := openPage(t, f.url()+"/ui/")
+	pg.do(chromedp.EmulateViewport(1280, 900))
+	pg.waitFor(5*time.Second, "the page", `document.querySelectorAll("#members tbody tr").length === 3 && document.querySelector("#events-state").dataset.state === "live"`)
 	var grants []wire.Grant
 	for i, h := range []string{"builder-1", "builder-2"} {
 		grants = append(grants, acquire(t, f, "", fmt.Sprintf("jobs.build-%d", i+1), fmt.Sprintf(`{"holder":%q,"ttl_ms":60000,"lock_delay_ms":2000}`, h)))
@@ -187,13 +215,31 @@ func readmeScreenshot(t *testing.T, c *procCluster, f *proc, pg *page) {
 		}
 	}
 	release(t, f, "", "jobs.build-2", grants[1])
-	grants[1] = acquire(t, f, "", "jobs.build-2", `{"holder":"builder-3","ttl_ms":60000}`)
-	pg.waitFor(5*time.Second, "every lock shown", `document.querySelectorAll("#locks tbody tr").length === 4 && document.querySelectorAll("#semaphores tbody tr").length === 1`)
-	pg.do()
-	pg.shotTo(filepath.Join("..", "..", "docs", "img", "dashboard.png"))
-	if _, err := os.Stat(filepath.Join("..", "..", "docs", "img", "dashboard.png")); err != nil {
+	acquire(t, f, "", "jobs.build-2", `{"holder":"builder-3","ttl_ms":60000}`)
+	pg.waitFor(5*time.Second, "every lock shown", `document.querySelectorAll("#locks tbody tr").length === 3 && document.querySelectorAll("#semaphores tbody tr").length === 1`)
+	pg.click(`#locks tr[data-lock="jobs.build-2"] .lock-name`)
+	pg.waitFor(5*time.Second, "the new rows' highlight to fade", `document.getAnimations().length === 0`)
+	pg.waitFor(5*time.Second, "the history answered", `document.querySelector("#history-answer").textContent.trim() !== "" && !document.querySelector("#history-answer").textContent.includes("Reading")`)
+	path := filepath.Join("..", "..", "docs", "img", "dashboard.png")
+	pg.shotTo(path)
+	// Committed: kept small as a PNG of the 256 commonest colours (a flat
+	// page has few; anti-aliased text loses nothing a reader sees).
+	b, err := os.ReadFile(path)
+	if err != nil {
 		t.Fatal(err)
 	}
+	img, err := png.Decode(bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := (&png.Encoder{CompressionLevel: png.BestCompression}).Encode(&out, commonestColours(img, 256)); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, out.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("wrote %s (%d KiB)", path, out.Len()>>10)
 }
 
 const (
@@ -295,6 +341,12 @@ func TestDashboardWithACL(t *testing.T) {
 	pg.waitFor(5*time.Second, "the confirmation", fmt.Sprintf(`document.querySelector("#confirm").open && document.querySelector("#confirm-text").textContent.includes(%q)`, target.id))
 	pg.shot("acl-confirm")
 	pg.click("#confirm-ok")
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the page's banner: %q", pg.text("#banner"))
+			pg.shot("acl-failed")
+		}
+	})
 	moved := c.agreedLeader(f, operatorSecret, st.Leader, 10*time.Second)
 	if moved.Leader != target.id {
 		t.Fatalf("leadership went to %s, want %s", moved.Leader, target.id)
@@ -302,4 +354,28 @@ func TestDashboardWithACL(t *testing.T) {
 	pg.waitFor(5*time.Second, "the page to show the new leader", showsLeader(moved.Leader, moved.Term))
 	pg.waitFor(5*time.Second, "the page to say it was done", `document.querySelector("#banner").textContent.includes("Leadership transferred")`)
 	pg.shot("acl-transferred")
+}
+
+// commonestColours redraws img with a palette of its n commonest colours,
+// each pixel the nearest of them.
+func commonestColours(img image.Image, n int) *image.Paletted {
+	counts := map[color.RGBA]int{}
+	r := img.Bounds()
+	for y := r.Min.Y; y < r.Max.Y; y++ {
+		for x := r.Min.X; x < r.Max.X; x++ {
+			counts[color.RGBAModel.Convert(img.At(x, y)).(color.RGBA)]++
+		}
+	}
+	colours := make([]color.RGBA, 0, len(counts))
+	for c := range counts {
+		colours = append(colours, c)
+	}
+	sort.Slice(colours, func(i, j int) bool { return counts[colours[i]] > counts[colours[j]] })
+	var pal color.Palette
+	for _, c := range colours[:min(n, len(colours))] {
+		pal = append(pal, c)
+	}
+	out := image.NewPaletted(r, pal)
+	draw.Draw(out, r, img, r.Min, draw.Src)
+	return out
 }

@@ -20,6 +20,8 @@ const state = {
   gen: 0, // bumped on sign-out: loops of an older generation stop
   who: null,
   cluster: null,
+  clusterSeq: 0,
+  clusterShown: 0,
   locks: [],
   sems: [],
   seen: new Set(), // lock:token pairs already shown, to flash new grants
@@ -135,8 +137,12 @@ async function clusterLoop(gen) {
 }
 
 async function pollCluster(gen) {
+  // Polls overlap (the loop, and after events): an answer older than one
+  // already shown is dropped.
+  const seq = ++state.clusterSeq;
   const [st, ms] = await Promise.allSettled([api("/v1/cluster", { timeout: 4000 }), api("/v1/cluster/members", { timeout: 4000 })]);
-  if (gen !== state.gen) return;
+  if (gen !== state.gen || seq < state.clusterShown) return;
+  state.clusterShown = seq;
   for (const r of [st, ms]) {
     if (r.status === "rejected" && r.reason instanceof APIError && r.reason.status === 401) {
       authLost(r.reason);
@@ -529,6 +535,17 @@ const LOCK_EVENTS = new Set(["acquired", "released", "expired", "handed_off", "v
 function onEvent(ev) {
   addFeed(feedItem(ev));
   if (LOCK_EVENTS.has(ev.type) || ev.lock) scheduleList();
+  scheduleCluster(); // the indexes and the last token moved
+}
+
+let clusterSoon = 0;
+function scheduleCluster() {
+  if (clusterSoon) return;
+  const gen = state.gen;
+  clusterSoon = setTimeout(() => {
+    clusterSoon = 0;
+    pollCluster(gen);
+  }, 150);
 }
 
 function addFeed(li) {
