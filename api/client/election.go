@@ -97,8 +97,18 @@ func (c *Client) Observe(ctx context.Context, name string) iter.Seq2[Leadership,
 			yield(Leadership{}, err)
 			return
 		}
+		// A value_set that changes nothing (a Proclaim retried after a lost
+		// answer applies twice) is no change to report.
+		var last Leadership
+		next := func(l Leadership) bool {
+			if l == last {
+				return true
+			}
+			last = l
+			return yield(l, nil)
+		}
 		for _, st := range list.Locks {
-			if st.Lock == name && st.Held && !yield(Leadership{Holder: st.Holder, Token: st.Token, Value: st.Value}, nil) {
+			if st.Lock == name && st.Held && !next(Leadership{Holder: st.Holder, Token: st.Token, Value: st.Value}) {
 				return
 			}
 		}
@@ -112,7 +122,7 @@ func (c *Client) Observe(ctx context.Context, name string) iter.Seq2[Leadership,
 			}
 			switch ev.Type {
 			case wire.EventAcquired, wire.EventHandedOff, wire.EventValueSet:
-				if !yield(Leadership{Holder: ev.Holder, Token: ev.Token, Value: ev.Value}, nil) {
+				if !next(Leadership{Holder: ev.Holder, Token: ev.Token, Value: ev.Value}) {
 					return
 				}
 			}

@@ -21,10 +21,16 @@ import (
 
 // Config describes one chaos run. Zero values mean the defaults.
 type Config struct {
-	Seed     uint64
-	Nodes    int           // initial members (default 3)
-	Clients  int           // client processes (default Nodes+1)
-	Duration time.Duration // of faults under load (default 1m)
+	Seed    uint64
+	Nodes   int // initial members (default 3)
+	Clients int // lock client processes (default Nodes+1)
+	// SemClients take permits of one semaphore of limit SemLimit (default
+	// 3 clients, limit 2); Campaigners campaign in one election and
+	// observe it (default 2). Negative: none.
+	SemClients  int
+	SemLimit    int
+	Campaigners int
+	Duration    time.Duration // of faults under load (default 1m)
 	// Faults lists the faults to inject (default AllFaults).
 	Faults []string
 	// PauseRestartsResource is the chance that a client pause also
@@ -61,6 +67,15 @@ func (c *Config) defaults() error {
 	}
 	if c.Clients == 0 {
 		c.Clients = c.Nodes + 1
+	}
+	if c.SemClients == 0 {
+		c.SemClients = 3
+	}
+	if c.SemLimit == 0 {
+		c.SemLimit = 2
+	}
+	if c.Campaigners == 0 {
+		c.Campaigners = 2
 	}
 	if c.Duration == 0 {
 		c.Duration = time.Minute
@@ -141,6 +156,32 @@ func initialIDs(nodes int) []string {
 // locks are the locks the clients compete for: few, so that they collide.
 var locks = []string{"a", "b", "c"}
 
+// semaphore and election are the semaphore and the election the other
+// clients compete for.
+const (
+	semaphore = "s"
+	election  = "e"
+)
+
+// workloads returns every client process's part, in client order: the lock
+// clients, then the semaphore clients, then the campaigners.
+func (c Config) workloads() []workload.Config {
+	var out []workload.Config
+	for range c.Clients {
+		out = append(out, workload.Config{Locks: locks, Replays: true, MissingToken: true})
+	}
+	for range max(c.SemClients, 0) {
+		out = append(out, workload.Config{Role: workload.RoleSemaphore, Semaphore: semaphore, Limit: c.SemLimit})
+	}
+	for range max(c.Campaigners, 0) {
+		out = append(out, workload.Config{Role: workload.RoleElection, Election: election})
+	}
+	for i := range out {
+		out[i].Client, out[i].Seed, out[i].MinTTL, out[i].MaxTTL = i, c.Seed, minTTL, maxTTL
+	}
+	return out
+}
+
 // Lock TTLs: short, so that pauses and partitions outlive them.
 const (
 	minTTL = 500 * time.Millisecond
@@ -167,7 +208,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 
 	cl, err := harness.NewCluster(harness.Options{
 		Bin: cfg.Bin, Dir: filepath.Join(cfg.WorkDir, "nodes"), LogDir: logs,
-		Nodes: cfg.Nodes, Spares: 1, Clients: cfg.Clients, Group: group, LogStore: cfg.LogStore,
+		Nodes: cfg.Nodes, Spares: 1, Clients: len(cfg.workloads()), Group: group, LogStore: cfg.LogStore,
 	})
 	if err != nil {
 		return nil, err
@@ -215,7 +256,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	stopClients(clients, res)
 	end := workload.Now()
 	ev.add(checker.EventKind("stop"), "workload stopped")
-	h := checker.History{Ops: rec.Ops(end), Events: ev.list(), Accepted: rs.Accepted()}
+	h := checker.History{Ops: rec.Ops(end), Events: ev.list(), Accepted: rs.Accepted(), Observations: rec.Observations()}
 	if h.FinalReads, err = finalReads(ctx, cl, rs); err != nil {
 		res.problem("final reads: %v", err)
 	}
@@ -270,11 +311,8 @@ func (e *eventLog) list() []checker.Event {
 func startClients(cfg Config, group *harness.Group, cl *harness.Cluster, rs *harness.Resource,
 	rec *workload.Recorder, logs string, res *Result) ([]*harness.Proc, error) {
 	var procs []*harness.Proc
-	for i := range cfg.Clients {
-		wc := workload.Config{
-			Client: i, Endpoints: cl.ClientEndpoints(i), Resource: rs.URL(), Locks: locks,
-			Seed: cfg.Seed, MinTTL: minTTL, MaxTTL: maxTTL, Replays: true, MissingToken: true,
-		}
+	for i, wc := range cfg.workloads() {
+		wc.Endpoints, wc.Resource = cl.ClientEndpoints(i), rs.URL()
 		b, err := json.Marshal(wc)
 		if err != nil {
 			return nil, err
@@ -330,6 +368,11 @@ func finalReads(ctx context.Context, cl *harness.Cluster, rs *harness.Resource) 
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	reads := []checker.FinalRead{}
+	r, err := finalResourceRead(ctx, rs, workload.ResourceKey(election))
+	if err != nil {
+		return nil, err
+	}
+	reads = append(reads, r)
 	for _, lock := range locks {
 		key := workload.KVKey(lock)
 		var r checker.FinalRead
@@ -349,20 +392,28 @@ func finalReads(ctx context.Context, cl *harness.Cluster, rs *harness.Resource) 
 			return nil, fmt.Errorf("%s: %w", key, err)
 		}
 		reads = append(reads, r)
-		key = workload.ResourceKey(lock)
-		err = retry(ctx, func() error {
-			r, err = rs.FinalRead(ctx, key)
-			return err
-		})
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", key, err)
+		if r, err = finalResourceRead(ctx, rs, workload.ResourceKey(lock)); err != nil {
+			return nil, err
 		}
 		reads = append(reads, r)
 	}
 	return reads, nil
 }
 
-// memberHashes waits until no lease is left (an expiry is a log entry, so
+func finalResourceRead(ctx context.Context, rs *harness.Resource, key string) (checker.FinalRead, error) {
+	var r checker.FinalRead
+	err := retry(ctx, func() error {
+		var err error
+		r, err = rs.FinalRead(ctx, key)
+		return err
+	})
+	if err != nil {
+		return r, fmt.Errorf("%s: %w", key, err)
+	}
+	return r, nil
+}
+
+// memberHashes waits until no lease is left (locks and permits) (an expiry is a log entry, so
 // the applied index moves until then) and every member has applied the
 // same log, then returns each member's state digest.
 func memberHashes(ctx context.Context, cl *harness.Cluster) (map[string]string, error) {
@@ -377,6 +428,13 @@ func memberHashes(ctx context.Context, cl *harness.Cluster) (map[string]string, 
 		held, err := c.Locks(ctx)
 		if err == nil && len(held) > 0 {
 			return fmt.Errorf("%d locks still held", len(held))
+		}
+		if err != nil {
+			return err
+		}
+		sems, err := c.Semaphores(ctx)
+		if err == nil && len(sems) > 0 {
+			return fmt.Errorf("%d semaphores still have permits held", len(sems))
 		}
 		return err
 	})

@@ -13,8 +13,9 @@ import (
 func (r *Result) Summary() string {
 	var b strings.Builder
 	c := r.Config
-	fmt.Fprintf(&b, "chaos run: seed %d, %d nodes, %d clients, %v of faults (%v in all)\n",
-		c.Seed, c.Nodes, c.Clients, c.Duration, r.Elapsed.Round(1e6))
+	fmt.Fprintf(&b, "chaos run: seed %d, %d nodes, %d clients (%d on locks, %d on semaphore %s of limit %d, %d campaigning in election %s), %v of faults (%v in all)\n",
+		c.Seed, c.Nodes, len(c.workloads()), c.Clients, max(c.SemClients, 0), semaphore, c.SemLimit, max(c.Campaigners, 0), election,
+		c.Duration, r.Elapsed.Round(1e6))
 	if c.LogStore != "" {
 		fmt.Fprintf(&b, "log store: %s\n", c.LogStore)
 	}
@@ -39,24 +40,26 @@ func (r *Result) Summary() string {
 		byKind[op.Kind][op.Outcome]++
 	}
 	fmt.Fprintf(&b, "operations: %d\n", len(h.Ops))
-	for _, kind := range []checker.OpKind{checker.Acquire, checker.Renew, checker.Release, checker.Read, checker.Put, checker.Get} {
+	for _, kind := range []checker.OpKind{checker.Acquire, checker.Renew, checker.Release, checker.Read, checker.Put, checker.Get,
+		checker.SemAcquire, checker.SemRenew, checker.SemRelease, checker.Campaign, checker.Proclaim, checker.Resign} {
 		var parts []string
 		n := 0
-		for _, o := range []checker.Outcome{checker.OK, checker.LockHeld, checker.LeaseLost, checker.StaleToken,
+		for _, o := range []checker.Outcome{checker.OK, checker.LockHeld, checker.SemaphoreFull, checker.LeaseLost, checker.StaleToken,
 			checker.NotLockHolder, checker.Unknown, checker.OtherError} {
 			if k := byKind[kind][o]; k > 0 {
 				parts = append(parts, fmt.Sprintf("%s %d", o, k))
 				n += k
 			}
 		}
-		fmt.Fprintf(&b, "  %-8s %6d: %s\n", kind, n, strings.Join(parts, ", "))
+		fmt.Fprintf(&b, "  %-11s %6d: %s\n", kind, n, strings.Join(parts, ", "))
 	}
+	b.WriteString(r.observations())
 
 	b.WriteString(r.otherErrors())
 
 	var tokens []uint64
 	for _, op := range h.Ops {
-		if op.Kind == checker.Acquire && op.Outcome == checker.OK {
+		if (op.Kind == checker.Acquire || op.Kind == checker.SemAcquire || op.Kind == checker.Campaign) && op.Outcome == checker.OK {
 			tokens = append(tokens, op.Token)
 		}
 	}
@@ -198,4 +201,20 @@ func truncate(s string, n int) string {
 		return s
 	}
 	return s[:n] + "…"
+}
+
+// observations summarizes what the election observers saw: how many
+// sightings, of how many terms, over how many watch sessions.
+func (r *Result) observations() string {
+	obs := r.History.Observations
+	if len(obs) == 0 {
+		return "election observers: nothing seen\n"
+	}
+	terms := map[uint64]bool{}
+	sessions := map[[2]int]bool{}
+	for _, o := range obs {
+		terms[o.Token] = true
+		sessions[[2]int{o.Observer, o.Session}] = true
+	}
+	return fmt.Sprintf("election observers: %d sightings of %d terms in %d watch sessions\n", len(obs), len(terms), len(sessions))
 }

@@ -22,6 +22,9 @@ const (
 	CheckFenceOrder   = "fence order"
 	CheckNoLostWrite  = "no lost write"
 	CheckMemberHashes = "member state hashes"
+	CheckPermits      = "semaphore limits"
+	CheckLeaders      = "one leader per term"
+	CheckObservers    = "observers in term order"
 )
 
 // DefaultTimeout bounds each linearizability search when Options.Timeout is
@@ -61,9 +64,10 @@ const (
 
 // Violation is one broken rule with the evidence for it.
 type Violation struct {
-	Message string  `json:"message"`
-	Ops     []Op    `json:"ops,omitempty"`
-	Events  []Event `json:"events,omitempty"`
+	Message      string        `json:"message"`
+	Ops          []Op          `json:"ops,omitempty"`
+	Events       []Event       `json:"events,omitempty"`
+	Observations []Observation `json:"observations,omitempty"`
 }
 
 // Verdict is the result of one check.
@@ -117,6 +121,9 @@ func Check(h History, opts Options) Report {
 		invariant(CheckFenceOrder, FenceOrder(h), ""),
 		invariant(CheckNoLostWrite, NoLostWrite(h), skipIf(h.FinalReads == nil, "no final reads")),
 		invariant(CheckMemberHashes, MemberHashes(h), skipIf(len(h.MemberHashes) == 0, "no member hashes")),
+		invariant(CheckPermits, PermitLimits(h), skipIf(!hasKind(h, SemAcquire), "no semaphore permits")),
+		invariant(CheckLeaders, OneLeaderPerTerm(h), skipIf(!hasKind(h, Campaign) && len(h.Observations) == 0, "no election")),
+		invariant(CheckObservers, ObserverOrder(h), skipIf(len(h.Observations) == 0, "no observations")),
 	)
 	return r
 }
@@ -136,6 +143,15 @@ func skipIf(cond bool, why string) string {
 		return why
 	}
 	return ""
+}
+
+func hasKind(h History, kind OpKind) bool {
+	for _, op := range h.Ops {
+		if op.Kind == kind {
+			return true
+		}
+	}
+	return false
 }
 
 func hasEpoch(events []Event) bool {
@@ -203,6 +219,9 @@ func (r Report) String() string {
 			}
 			for _, op := range vi.Ops {
 				fmt.Fprintf(&b, "        %s\n", op)
+			}
+			for _, o := range vi.Observations {
+				fmt.Fprintf(&b, "        %s\n", o)
 			}
 		}
 	}

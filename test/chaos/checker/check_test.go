@@ -23,6 +23,9 @@ func validRun() History {
 			renew(0, "a", 5, LeaseLost, 60, 70),
 			put(1, "k", "v3", 8, Unknown, 60, 70),
 			acquireUnknown(2, "b", "h3", 80, 90),
+			{Kind: SemAcquire, Target: "s", Client: 1, Holder: "h2", Limit: 2, TTL: 1000, Token: 9, Outcome: OK, Call: 95, Return: 100},
+			{Kind: SemRelease, Target: "s", Client: 1, Token: 9, Outcome: OK, Call: 102, Return: 104},
+			campaignOK(0, "e", "h1", "h1.v1", 10, 105, 110),
 			readHeld(2, "b", 1<<32|2, 200, 210),
 			acquireOK(0, "c", "h1", 1<<32|4, 220, 230),
 			put(0, "j", "w1", 1<<32|4, OK, 240, 250),
@@ -41,6 +44,7 @@ func validRun() History {
 			"j": {{Token: 1<<32 | 4}},
 		},
 		MemberHashes: map[string]string{"n1": "c0ffee", "n2": "c0ffee", "n3": "c0ffee"},
+		Observations: []Observation{seen(3, 0, "e", "h1", 10, "h1.v1", 107)},
 	}
 }
 
@@ -54,7 +58,7 @@ func TestCheckPassesAValidRun(t *testing.T) {
 			t.Errorf("%s: %s, want every check to run and pass", v.Name, v.Status)
 		}
 	}
-	if !strings.Contains(r.String(), "all 10 checks passed") {
+	if !strings.Contains(r.String(), "all 13 checks passed") {
 		t.Errorf("summary:\n%s", r)
 	}
 }
@@ -88,7 +92,7 @@ func TestReportSummarizesFailures(t *testing.T) {
 	}
 	s := r.String()
 	for _, want := range []string{
-		"2 of 10 checks not OK",
+		"2 of 13 checks not OK",
 		"FAIL          lock linearizability",
 		"renew(a, t5) -> ok [300, 310]",
 		"FAIL          member state hashes",

@@ -6,15 +6,30 @@ import (
 	"slices"
 )
 
-// grants returns the acquire ok ops of h, in history order.
+// grants returns the ops of h that were granted a token (acquire,
+// sem_acquire and campaign ok), in history order. Every token comes from
+// one sequence, whatever it was granted for.
 func grants(h History) []Op {
 	var out []Op
 	for _, op := range h.Ops {
-		if op.Kind == Acquire && op.Outcome == OK {
+		if isGrant(op) {
 			out = append(out, op)
 		}
 	}
 	return out
+}
+
+func isGrant(op Op) bool {
+	return op.Outcome == OK && (op.Kind == Acquire || op.Kind == SemAcquire || op.Kind == Campaign)
+}
+
+// grantScope names what a grant is of: an election is a lock, so a
+// campaign shares its lock's scope; a semaphore's names are its own.
+func grantScope(op Op) string {
+	if op.Kind == SemAcquire {
+		return "semaphore " + op.Target
+	}
+	return op.Target
 }
 
 // UniqueGrants finds tokens granted more than once, on any locks: a token is
@@ -37,12 +52,13 @@ func UniqueGrants(h History) []Violation {
 	return out
 }
 
-// GrantOrder finds grants of a lock that do not follow real time: if grant A
-// returned before grant B was called, B must carry the greater token.
+// GrantOrder finds grants of a lock (or an election, or a semaphore's
+// permits) that do not follow real time: if grant A returned before grant B
+// was called, B must carry the greater token.
 func GrantOrder(h History) []Violation {
 	byLock := map[string][]Op{}
 	for _, g := range grants(h) {
-		byLock[g.Target] = append(byLock[g.Target], g)
+		byLock[grantScope(g)] = append(byLock[grantScope(g)], g)
 	}
 	var out []Violation
 	for _, lock := range sortedKeys(byLock) {
@@ -96,7 +112,7 @@ func acknowledgesToken(op Op) bool {
 		return false
 	}
 	switch op.Kind {
-	case Acquire, Renew, Release:
+	case Acquire, Renew, Release, SemAcquire, SemRenew, SemRelease, Campaign, Proclaim, Resign:
 		return true
 	case Read:
 		return op.Held

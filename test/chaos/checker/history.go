@@ -12,7 +12,9 @@ import (
 type OpKind string
 
 // The operations a chaos client performs. Acquire, Renew, Release and Read
-// act on a lock; Put and Get act on a fenced key.
+// act on a lock; Put and Get act on a fenced key; SemAcquire, SemRenew and
+// SemRelease on a semaphore's permits; Campaign, Proclaim and Resign on an
+// election (a lock whose holder publishes a value).
 const (
 	Acquire OpKind = "acquire"
 	Renew   OpKind = "renew"
@@ -20,6 +22,14 @@ const (
 	Read    OpKind = "read"
 	Put     OpKind = "put"
 	Get     OpKind = "get"
+
+	SemAcquire OpKind = "sem_acquire"
+	SemRenew   OpKind = "sem_renew"
+	SemRelease OpKind = "sem_release"
+
+	Campaign OpKind = "campaign"
+	Proclaim OpKind = "proclaim"
+	Resign   OpKind = "resign"
 )
 
 // onLock reports whether k acts on a lock rather than a fenced key.
@@ -41,6 +51,7 @@ const (
 	LeaseLost     Outcome = "lease_lost"
 	StaleToken    Outcome = "stale_token"
 	NotLockHolder Outcome = "not_lock_holder"
+	SemaphoreFull Outcome = "semaphore_full"
 	Unknown       Outcome = "unknown"
 	OtherError    Outcome = "error"
 )
@@ -58,6 +69,14 @@ var outcomesByKind = map[OpKind][]Outcome{
 	Read:    {OK, Unknown, OtherError},
 	Put:     {OK, StaleToken, NotLockHolder, Unknown, OtherError},
 	Get:     {OK, Unknown, OtherError},
+
+	SemAcquire: {OK, SemaphoreFull, Unknown, OtherError},
+	SemRenew:   {OK, LeaseLost, Unknown, OtherError},
+	SemRelease: {OK, LeaseLost, Unknown, OtherError},
+
+	Campaign: {OK, Unknown, OtherError},
+	Proclaim: {OK, LeaseLost, Unknown, OtherError},
+	Resign:   {OK, LeaseLost, Unknown, OtherError},
 }
 
 // Op is one client operation: what was asked, what came back, and when.
@@ -66,7 +85,9 @@ var outcomesByKind = map[OpKind][]Outcome{
 // client of the run (any origin will do). The meaning of Token depends on the
 // kind and outcome: the granted token for acquire ok, the current holder's
 // token for acquire lock_held, the token presented for renew, release and put,
-// and the token observed for read and get.
+// and the token observed for read and get. Semaphore and election ops read
+// like their lock counterparts: the granted token for sem_acquire and
+// campaign ok, the token presented for the others.
 type Op struct {
 	Kind   OpKind `json:"kind"`
 	Target string `json:"target"` // lock name, or key for put and get
@@ -82,6 +103,10 @@ type Op struct {
 	Value string `json:"value,omitempty"`
 	Held  bool   `json:"held,omitempty"`  // read ok: the lock is held
 	Found bool   `json:"found,omitempty"` // get ok: the key has a value
+	// Limit is the semaphore's limit a sem_acquire asked for, and TTL the
+	// lease it asked for, in milliseconds (sem_acquire and campaign).
+	Limit int   `json:"limit,omitempty"`
+	TTL   int64 `json:"ttl_ms,omitempty"`
 
 	Call    int64   `json:"call"`
 	Return  int64   `json:"return"`
@@ -103,12 +128,20 @@ func (op Op) String() string {
 		in = fmt.Sprintf("put(%s, %q, %s)", op.Target, op.Value, op.stamp())
 	case Get:
 		in = fmt.Sprintf("get(%s)", op.Target)
+	case SemAcquire:
+		in = fmt.Sprintf("sem_acquire(%s, %s, limit %d, ttl %dms)", op.Target, op.Holder, op.Limit, op.TTL)
+	case SemRenew, SemRelease, Resign:
+		in = fmt.Sprintf("%s(%s, t%d)", op.Kind, op.Target, op.Token)
+	case Campaign:
+		in = fmt.Sprintf("campaign(%s, %s, %q)", op.Target, op.Holder, op.Value)
+	case Proclaim:
+		in = fmt.Sprintf("proclaim(%s, t%d, %q)", op.Target, op.Token, op.Value)
 	default:
 		in = fmt.Sprintf("%s(%s)", op.Kind, op.Target)
 	}
 	var out string
 	switch {
-	case op.Kind == Acquire && op.Outcome == OK:
+	case (op.Kind == Acquire || op.Kind == SemAcquire || op.Kind == Campaign) && op.Outcome == OK:
 		out = fmt.Sprintf("ok t%d", op.Token)
 	case op.Kind == Acquire && op.Outcome == LockHeld:
 		out = fmt.Sprintf("lock_held by %s t%d", orDash(op.HeldBy), op.Token)
@@ -216,6 +249,28 @@ type History struct {
 	// MemberHashes maps each member to a hash of its state machine taken
 	// after the run, once every member had applied the same log.
 	MemberHashes map[string]string `json:"member_hashes,omitempty"`
+	// Observations are what the election observers saw, each observer's
+	// in the order it saw them.
+	Observations []Observation `json:"observations,omitempty"`
+}
+
+// Observation is one leadership an election observer was told of: who
+// leads, in which term (token), publishing which value. An observer
+// watches in sessions: when its stream ends (a node died, a link was cut)
+// it starts another, which first reports the leader as it is then.
+type Observation struct {
+	Observer int    `json:"observer"`
+	Session  int    `json:"session"`
+	Election string `json:"election"`
+	Holder   string `json:"holder"`
+	Token    uint64 `json:"token"`
+	Value    string `json:"value"`
+	Time     int64  `json:"time"`
+}
+
+func (o Observation) String() string {
+	return fmt.Sprintf("observer %d session %d saw %s led by %s in t%d with %q at %d",
+		o.Observer, o.Session, o.Election, o.Holder, o.Token, o.Value, o.Time)
 }
 
 // Validate reports every op that cannot be checked: an unknown kind, an
@@ -234,9 +289,16 @@ func (h History) Validate() error {
 			problems = append(problems, fmt.Sprintf("op %d: returns at %d before its call at %d", i, op.Return, op.Call))
 		case op.Client < 0:
 			problems = append(problems, fmt.Sprintf("op %d: negative client %d", i, op.Client))
+		case op.Kind == SemAcquire && (op.Limit < 1 || op.TTL < 1):
+			problems = append(problems, fmt.Sprintf("op %d: sem_acquire without a limit and a TTL", i))
 		}
 		if !slices.Contains(allowed, op.Outcome) {
 			problems = append(problems, fmt.Sprintf("op %d: %s cannot have outcome %q", i, op.Kind, op.Outcome))
+		}
+	}
+	for i, o := range h.Observations {
+		if o.Election == "" || o.Token == 0 {
+			problems = append(problems, fmt.Sprintf("observation %d: no election or no token", i))
 		}
 	}
 	if len(problems) > 0 {

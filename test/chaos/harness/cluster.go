@@ -456,6 +456,9 @@ func (c *Cluster) WaitHealthy(ctx context.Context) error {
 		if err != nil {
 			return false, err
 		}
+		if st.LogFormat != entry.LogFormat {
+			return false, fmt.Errorf("the leader writes log format %d, not yet %d", st.LogFormat, entry.LogFormat)
+		}
 		var have, want []string
 		for _, m := range st.Members {
 			have = append(have, m.ID)

@@ -20,6 +20,8 @@ type Line struct {
 	Lock      string `json:"lock,omitempty"`
 	Token     uint64 `json:"token,omitempty"`
 	TTLMillis int64  `json:"ttl_ms,omitempty"`
+	// Obs is what an observe line reports.
+	Obs *checker.Observation `json:"obs,omitempty"`
 }
 
 // LineKind names a Line.
@@ -32,6 +34,8 @@ const (
 	Complete LineKind = "complete"
 	Hold     LineKind = "hold"
 	Unhold   LineKind = "unhold"
+	// Observe reports a leadership an election observer was told of.
+	Observe LineKind = "observe"
 )
 
 // Holding is a client's current hold, as the recorder last heard it.
@@ -48,6 +52,7 @@ type Recorder struct {
 	done    []checker.Op
 	pending map[[2]int]checker.Op // (client, id) → invoked op
 	holding map[int]Holding
+	seen    []checker.Observation
 }
 
 // NewRecorder returns an empty recorder.
@@ -81,6 +86,13 @@ func (r *Recorder) Feed(client int, raw []byte) error {
 		r.holding[client] = Holding{Lock: l.Lock, Token: l.Token, TTL: l.TTLMillis}
 	case Unhold:
 		delete(r.holding, client)
+	case Observe:
+		if l.Obs == nil {
+			return fmt.Errorf("client %d: observe line without obs", client)
+		}
+		o := *l.Obs
+		o.Observer = client
+		r.seen = append(r.seen, o)
 	default:
 		return fmt.Errorf("client %d: unknown line kind %q", client, l.Ev)
 	}
@@ -100,6 +112,14 @@ func (r *Recorder) ClientGone(client int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	delete(r.holding, client)
+}
+
+// Observations returns what the election observers saw, each observer's
+// in the order it reported them.
+func (r *Recorder) Observations() []checker.Observation {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.seen)
 }
 
 // Ops returns every operation recorded, ordered by call time. An operation

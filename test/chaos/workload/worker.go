@@ -24,8 +24,16 @@ type Config struct {
 	Client    int      `json:"client"`
 	Endpoints []string `json:"endpoints"` // fencer nodes' HTTP addresses
 	Resource  string   `json:"resource"`  // base URL of the external resource
-	Locks     []string `json:"locks"`
-	Seed      uint64   `json:"seed"`
+	// Role is what the client does: RoleLocks (the default), RoleSemaphore
+	// or RoleElection.
+	Role  Role     `json:"role,omitempty"`
+	Locks []string `json:"locks,omitempty"`
+	// Semaphore and Limit are a semaphore client's semaphore and the limit
+	// it asks for; Election is an election client's election.
+	Semaphore string `json:"semaphore,omitempty"`
+	Limit     int    `json:"limit,omitempty"`
+	Election  string `json:"election,omitempty"`
+	Seed      uint64 `json:"seed"`
 	// MinTTL and MaxTTL bound the leases the client asks for.
 	MinTTL time.Duration `json:"min_ttl"`
 	MaxTTL time.Duration `json:"max_ttl"`
@@ -38,15 +46,35 @@ type Config struct {
 	MissingToken bool `json:"missing_token,omitempty"`
 }
 
+// Role is what a client process does.
+type Role string
+
+// The roles. A locks client takes locks and writes under them; a semaphore
+// client takes permits of one semaphore and holds them; an election client
+// campaigns in one election, writes to the resource with its term while it
+// leads, proclaims new values and resigns, and meanwhile observes the
+// election.
+const (
+	RoleLocks     Role = ""
+	RoleSemaphore Role = "semaphore"
+	RoleElection  Role = "election"
+)
+
 // Validate reports a configuration the client cannot run.
 func (c Config) Validate() error {
 	switch {
 	case len(c.Endpoints) == 0:
 		return errors.New("workload: no endpoints")
-	case c.Resource == "":
+	case c.Resource == "" && c.Role != RoleSemaphore:
 		return errors.New("workload: no resource")
-	case len(c.Locks) == 0:
+	case c.Role == RoleLocks && len(c.Locks) == 0:
 		return errors.New("workload: no locks")
+	case c.Role == RoleSemaphore && (c.Semaphore == "" || c.Limit < 1):
+		return errors.New("workload: a semaphore client needs a semaphore and a limit")
+	case c.Role == RoleElection && c.Election == "":
+		return errors.New("workload: an election client needs an election")
+	case c.Role != RoleLocks && c.Role != RoleSemaphore && c.Role != RoleElection:
+		return fmt.Errorf("workload: unknown role %q", c.Role)
 	case c.MinTTL <= 0 || c.MaxTTL < c.MinTTL:
 		return fmt.Errorf("workload: bad TTL range %v..%v", c.MinTTL, c.MaxTTL)
 	}
@@ -75,6 +103,7 @@ type worker struct {
 	mu   sync.Mutex // serializes lines on out
 	id   int
 	old  map[string][]uint64 // tokens of earlier grants, per lock
+	vals int                 // values published so far (elections)
 }
 
 // Run runs the client loop until ctx is done, writing its lines to out. The
@@ -102,11 +131,30 @@ func Run(ctx context.Context, cfg Config, out io.Writer, log *slog.Logger) error
 		out:  out,
 		old:  map[string][]uint64{},
 	}
+	iteration := w.iteration
+	switch cfg.Role {
+	case RoleSemaphore:
+		iteration = w.permitIteration
+	case RoleElection:
+		iteration = w.campaignIteration
+		done := make(chan struct{})
+		defer func() { <-done }()
+		go func() {
+			defer close(done)
+			w.observe(ctx)
+		}()
+	}
 	for ctx.Err() == nil {
-		w.iteration(ctx)
+		iteration(ctx)
 		w.sleep(ctx, time.Duration(w.rng.IntN(100))*time.Millisecond)
 	}
 	return nil
+}
+
+// leaseTTL picks a lease's TTL in the configured range.
+func (w *worker) leaseTTL() time.Duration {
+	ttl := w.cfg.MinTTL + time.Duration(w.rng.Int64N(int64(w.cfg.MaxTTL-w.cfg.MinTTL)+1))
+	return ttl.Truncate(time.Millisecond)
 }
 
 // iteration is one pass: maybe read, acquire, write, hold, write again,
@@ -120,8 +168,7 @@ func (w *worker) iteration(ctx context.Context) {
 		w.putResource(lock, 0, 0)
 		w.putKV(lock, 0, false)
 	}
-	ttl := w.cfg.MinTTL + time.Duration(w.rng.Int64N(int64(w.cfg.MaxTTL-w.cfg.MinTTL)+1))
-	ttl = ttl.Truncate(time.Millisecond)
+	ttl := w.leaseTTL()
 	var wait time.Duration
 	if w.chance(0.5) {
 		wait = time.Duration(w.rng.IntN(1000)) * time.Millisecond
@@ -413,11 +460,17 @@ func outcomeOf(kind checker.OpKind, err error) checker.Outcome {
 	if errors.Is(err, client.ErrOutcomeUnknown) {
 		return checker.Unknown
 	}
+	switch kind {
+	case checker.Renew, checker.Release, checker.SemRenew, checker.SemRelease, checker.Proclaim, checker.Resign:
+		if errors.Is(err, client.ErrLeaseLost) {
+			return checker.LeaseLost
+		}
+	}
 	switch {
 	case kind == checker.Acquire && errors.Is(err, client.ErrLockHeld):
 		return checker.LockHeld
-	case (kind == checker.Renew || kind == checker.Release) && errors.Is(err, client.ErrLeaseLost):
-		return checker.LeaseLost
+	case kind == checker.SemAcquire && errors.Is(err, client.ErrSemaphoreFull):
+		return checker.SemaphoreFull
 	case kind == checker.Put && (errors.Is(err, client.ErrStaleToken) || errors.Is(err, client.ErrMissingToken)):
 		// A write with no token is refused like a stale one: the model's
 		// stamp 0 is admitted by no fence.

@@ -1,0 +1,71 @@
+package workload
+
+import (
+	"context"
+	"time"
+
+	"github.com/fencer-io/fencer/api/client"
+	"github.com/fencer-io/fencer/test/chaos/checker"
+)
+
+// permitIteration is one pass of a semaphore client: take a permit
+// (sometimes waiting for one), hold it, maybe renew it, release it. The
+// checker judges from these records that no more than the limit were
+// held at once.
+func (w *worker) permitIteration(ctx context.Context) {
+	ttl := w.leaseTTL()
+	var wait time.Duration
+	if w.chance(0.6) {
+		wait = time.Duration(w.rng.IntN(1500)) * time.Millisecond
+	}
+	lease := w.acquirePermit(ttl, wait)
+	if lease == nil {
+		return
+	}
+	w.emit(Line{Ev: Hold, Lock: "semaphore " + w.cfg.Semaphore, Token: lease.Token(), TTLMillis: ttl.Milliseconds()})
+	w.sleep(ctx, w.holdTime(ttl))
+	w.emit(Line{Ev: Unhold})
+	if w.chance(0.5) {
+		w.renewPermit(lease)
+	}
+	w.releasePermit(lease)
+}
+
+func (w *worker) acquirePermit(ttl, wait time.Duration) *client.Lease {
+	var lease *client.Lease
+	op := checker.Op{Kind: checker.SemAcquire, Target: w.cfg.Semaphore, Holder: w.holder(),
+		Limit: w.cfg.Limit, TTL: ttl.Milliseconds()}
+	w.record(op, func(ctx context.Context, op *checker.Op) {
+		ctx, cancel := context.WithTimeout(ctx, opTimeout+wait)
+		defer cancel()
+		l, err := w.c.AcquirePermit(ctx, w.cfg.Semaphore, w.cfg.Limit, client.TTL(ttl), client.Wait(wait), client.Holder(w.holder()))
+		w.settle(op, err)
+		if err == nil {
+			lease = l
+			op.Token, op.Lease = l.Token(), l.Secret()
+		}
+	})
+	return lease
+}
+
+func (w *worker) renewPermit(l *client.Lease) {
+	op := checker.Op{Kind: checker.SemRenew, Target: l.Name(), Token: l.Token(), Lease: l.Secret()}
+	w.record(op, func(ctx context.Context, op *checker.Op) {
+		_, err := w.c.RenewPermitRaw(ctx, l.Name(), l.Token(), l.Secret())
+		w.settle(op, err)
+	})
+}
+
+// releasePermit makes a single attempt, as release does, for the same
+// reason, and stops the keep-alive unrecorded if it went astray.
+func (w *worker) releasePermit(l *client.Lease) {
+	op := checker.Op{Kind: checker.SemRelease, Target: l.Name(), Token: l.Token(), Lease: l.Secret()}
+	got := w.record(op, func(ctx context.Context, op *checker.Op) {
+		w.settle(op, w.once.ReleasePermitRaw(ctx, l.Name(), l.Token(), l.Secret()))
+	})
+	if got.Outcome != checker.OK && got.Outcome != checker.LeaseLost {
+		ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+		defer cancel()
+		_ = l.Release(ctx)
+	}
+}
