@@ -25,6 +25,18 @@
 // (TestMain); fencer is built from the tree once per test binary, or taken
 // from FENCER_BIN.
 //
+// # Clients
+//
+// Besides the lock clients (Config.Clients, default nodes+1), every run
+// has semaphore clients (Config.SemClients, default 3) taking permits of
+// one semaphore of limit 2, and campaigners (Config.Campaigners, default
+// 2) that campaign in one election, write to the resource with their term
+// while they lead, proclaim new values, resign, and observe the election
+// all along. A client pause may catch any of them holding: a paused
+// leader's writes on waking must be refused like a paused lock holder's.
+// The checker judges the permits against the limit, each term's leader,
+// and the observers' order (see package checker).
+//
 // # How a run goes
 //
 // Run starts the cluster, the resource and the clients, lets the nemesis

@@ -69,6 +69,12 @@
 //   - NoLostWrite: each key's final read returns the newest acknowledged
 //     write, or a newer write that was acknowledged or indeterminate.
 //   - MemberHashes: all members end with the same state.
+//   - PermitLimits: no semaphore ever had more permits certainly live at
+//     once than its limit (permits.go says what certainly live means).
+//   - OneLeaderPerTerm: a term (an election's token) has one leader
+//     wherever it is seen, and shows only values its leader published.
+//   - ObserverOrder: each election observer saw the terms in token order,
+//     each once.
 //
 // # Limits
 //

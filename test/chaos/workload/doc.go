@@ -2,6 +2,12 @@
 // writes through the external resource and the cluster's fenced key-value
 // store with the token, reads, and releases, recording every call.
 //
+// A client has one role (Config.Role): locks as above; a semaphore's
+// permits (acquire, hold, maybe renew, release); or an election, where it
+// campaigns, writes with its term while it leads, proclaims, resigns, and
+// meanwhile observes the election, reporting each leadership it is told of
+// as an observe line.
+//
 // # Why clients are processes
 //
 // A client paused past its lease is the scenario fencing exists for, and
