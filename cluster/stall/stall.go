@@ -122,16 +122,19 @@ func NewLog(store raft.LogStore, latency prometheus.Observer, failed func(error)
 // and ends the watch; on a follower it calls warn, once per stall (a
 // follower only falls behind).
 func Watch(w *Log, timeout time.Duration, stop <-chan struct{}, leading func() bool, stalled, warn func(pending time.Duration)) {
-	tick := time.NewTicker(timeout / 4)
+	interval := timeout / 4
+	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	warned := false
+	clock := runClock{interval: interval, last: time.Now()}
 	for {
 		select {
 		case <-stop:
 			return
 		case <-tick.C:
 		}
-		pending := w.Pending(time.Now())
+		now := time.Now()
+		pending := clock.judge(now, w.Pending(now))
 		switch {
 		case pending < timeout:
 			warned = false
@@ -143,4 +146,31 @@ func Watch(w *Log, timeout time.Duration, stop <-chan struct{}, leading func() b
 			warned = true
 		}
 	}
+}
+
+// runClock tells a write that hangs from a process that did not run. A
+// node that was stopped (SIGSTOP, a frozen VM) or starved of CPU finds, on
+// waking, its write in flight as old as the pause, though the write had
+// no more chance to complete than the node had to run; a leader paused past
+// the stall timeout exited on resuming (the chaos soak's pause-leader did
+// it to its witness twice). So a tick that comes more than twice its
+// interval late restarts the count: a write is judged on the time the node
+// has run since, and one that really hangs is still caught a stall timeout
+// after the node resumed.
+type runClock struct {
+	interval time.Duration
+	last     time.Time // the previous tick
+	resumed  time.Time // the last tick that came late, zero if none yet
+}
+
+// judge returns how long the write in flight (pending by now) counts for.
+func (c *runClock) judge(now time.Time, pending time.Duration) time.Duration {
+	if now.Sub(c.last) > 2*c.interval {
+		c.resumed = now
+	}
+	c.last = now
+	if !c.resumed.IsZero() {
+		pending = min(pending, now.Sub(c.resumed))
+	}
+	return pending
 }
