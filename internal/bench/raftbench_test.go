@@ -12,14 +12,14 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
-	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
-	"go.etcd.io/bbolt"
+
+	"github.com/fencer-io/fencer/cluster/logstore"
 )
 
 // BenchmarkRaftApply measures what hashicorp/raft alone commits on this
 // machine: a 3-node group on loopback TCP with each log store fencer offers
-// (logStores), fsync on, and the settings of cluster/node.go (BatchApplyCh,
-// MaxAppendEntries 256, bolt's NoFreelistSync, a LogCache of 1024 entries),
+// (logStores, opened as fencer opens them), fsync on, and the settings of
+// cluster (BatchApplyCh, MaxAppendEntries 256, a LogCache of 1024 entries),
 // applying entries the size of a fencer acquire to an FSM that does nothing.
 // Each writer waits for its entry to commit before sending the next, as a
 // fencer client does. The commits/s metric is the ceiling for fencer, whose
@@ -29,34 +29,26 @@ import (
 //	go test -run '^$' -bench 'RaftApply/store=bolt' ./internal/bench/
 func BenchmarkRaftApply(b *testing.B) {
 	for _, store := range logStores {
-		b.Run("store="+store, func(b *testing.B) { benchmarkRaftApply(b, store) })
+		b.Run("store="+string(store), func(b *testing.B) { benchmarkRaftApply(b, store) })
 	}
 }
 
-// logStores are the log stores the raw-Raft benchmark measures, by the
-// name of fencer's --log-store.
-var logStores = []string{"bolt"}
+// logStores are the log stores the raw-Raft benchmark measures: every kind
+// fencer offers (--log-store).
+var logStores = logstore.Kinds
 
-// openLogStore opens a log store of the named kind in dir: its log and stable
-// stores, closed when b ends.
-func openLogStore(b *testing.B, kind, dir string) (raft.LogStore, raft.StableStore) {
-	switch kind {
-	case "bolt":
-		store, err := raftboltdb.New(raftboltdb.Options{
-			Path:        filepath.Join(dir, "raft.db"),
-			BoltOptions: &bbolt.Options{Timeout: time.Second, NoFreelistSync: true, FreelistType: bbolt.FreelistMapType},
-		})
-		if err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { store.Close() })
-		return store, store
+// openLogStore opens a log store of the given kind in dir as a fencer node
+// does (logstore.Open), closed when b ends.
+func openLogStore(b *testing.B, kind logstore.Kind, dir string) logstore.Store {
+	store, err := logstore.Open(dir, kind, hclog.NewNullLogger())
+	if err != nil {
+		b.Fatal(err)
 	}
-	b.Fatalf("log store %q: want one of %v", kind, logStores)
-	return nil, nil
+	b.Cleanup(func() { store.Close() })
+	return store
 }
 
-func benchmarkRaftApply(b *testing.B, store string) {
+func benchmarkRaftApply(b *testing.B, store logstore.Kind) {
 	leader := startRaftGroup(b, 3, store)
 	entry := make([]byte, 200) // about a JSON acquire with its lease secret and request id
 	for _, writers := range []int{1, 16, 64} {
@@ -99,7 +91,7 @@ func (nopSnapshot) Release()                             {}
 // startRaftGroup starts n raft nodes on 127.0.0.1 in temp dirs, with log
 // stores of the named kind, and returns the leader once one is elected.
 // Everything is shut down when b ends.
-func startRaftGroup(b *testing.B, n int, kind string) *raft.Raft {
+func startRaftGroup(b *testing.B, n int, kind logstore.Kind) *raft.Raft {
 	b.Helper()
 	logger := hclog.New(&hclog.LoggerOptions{Level: hclog.Error, Output: io.Discard})
 	var (
@@ -113,7 +105,7 @@ func startRaftGroup(b *testing.B, n int, kind string) *raft.Raft {
 	)
 	for i := range n {
 		dir := b.TempDir()
-		logStore, stable := openLogStore(b, kind, dir)
+		store := openLogStore(b, kind, dir)
 		snap, err := raft.NewFileSnapshotStoreWithLogger(filepath.Join(dir, "snapshots"), 2, logger)
 		if err != nil {
 			b.Fatal(err)
@@ -141,7 +133,7 @@ func startRaftGroup(b *testing.B, n int, kind string) *raft.Raft {
 		rc.BatchApplyCh = true
 		rc.MaxAppendEntries = 256
 		configs, snaps, trans = append(configs, rc), append(snaps, snap), append(trans, tr)
-		logs, stables = append(logs, logStore), append(stables, stable)
+		logs, stables = append(logs, store), append(stables, store)
 		servers = append(servers, raft.Server{ID: rc.LocalID, Address: tr.LocalAddr()})
 	}
 	for i := range n {
