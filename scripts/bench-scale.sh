@@ -66,7 +66,7 @@ start() { # node
 	# is 1,000,000 by default (the hold workload's 64 holders stay under
 	# --max-locks-per-holder).
 	FENCER_RATE_LIMIT=0 FENCER_PPROF=1 FENCER_MAX_LOCKS=$((LEASES + LAG + 1000)) "$work/fencer" serve --id "n$1" --data-dir "$work/n$1" --http-addr "$(http "$1")" \
-		--raft-addr "$(raft "$1")" --initial-cluster "$initial" --log-level warn >>"$work/n$1.log" 2>&1 &
+		--raft-addr "$(raft "$1")" --initial-cluster "$initial" --log-level info >>"$work/n$1.log" 2>&1 &
 	pid[$1]=$!
 }
 stop() { # node
@@ -104,9 +104,10 @@ echo "acquiring $LEASES leases with $CLIENTS clients (TTL 2h, kept held)"
 "$work/fencer" bench --endpoints "$endpoints" -w hold -c "$CLIENTS" --ops "$LEASES" \
 	--ttl 2h -d 2h --warmup 0s
 l=$(leader)
-t0=$EPOCHREALTIME
-held=$(curl -fsS "http://$(http "$l")/v1/locks" | tee >(wc -c >"$work/list.bytes") | grep -o '"lock":' | wc -l)
-echo "locks held (the leader's view): $held; GET /v1/locks: $(cat "$work/list.bytes") bytes in $(echo "$EPOCHREALTIME - $t0" | bc | cut -c1-5) s"
+list=$(curl -fsS -o "$work/locks.json" -w '%{size_download} bytes in %{time_total} s' "http://$(http "$l")/v1/locks")
+held=$(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["locks"]))' "$work/locks.json")
+rm -f "$work/locks.json"
+echo "locks held (the leader's view): $held; GET /v1/locks: $list"
 echo "RSS MB with $held leases held, before any snapshot of them (leader n$l): n1 $(rss 1), n2 $(rss 2), n3 $(rss 3)"
 
 # Raft snapshots every 8,192 entries, checked every 30-60 s: wait (at most
@@ -161,6 +162,7 @@ if ((LAG > 0)); then
 		[[ -n $idx ]] && (($(printf '%.0f' "$idx") >= target - 8192)) && break
 		sleep 0.5
 	done
+	started=$(date -u +%H:%M:%S.%3N)
 	start "$f"
 	t0=$EPOCHREALTIME
 	for _ in $(seq 1 2400); do
@@ -169,5 +171,9 @@ if ((LAG > 0)); then
 		sleep 0.05
 	done
 	echo "lagging follower n$f ($LAG leases behind, the leader's log compacted past it): caught up to index $target in $(echo "$EPOCHREALTIME - $t0" | bc | cut -c1-5) s, RSS $(rss "$f") MB"
-	grep -i "snapshot" "$work/n$f.log" | tail -3
+	# Where the time went: Raft's own log lines (the leader retries a
+	# follower that failed after a backoff of up to 10 s).
+	echo "  started $started; the leader's retries and the snapshot it sent, the follower's install:"
+	grep -h -E "failed to appendEntries to.*n$f|installing snapshot on|failed to send snapshot" "$work/n$l.log" | tail -4 | cut -c12-23,24-140 | sed 's/^/    leader   /'
+	grep -h -E "copied to local snapshot|Installed remote snapshot|restored from snapshot|entering follower state" "$work/n$f.log" | tail -4 | cut -c12-23,24-140 | sed 's/^/    follower /'
 fi

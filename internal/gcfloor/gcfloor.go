@@ -7,10 +7,14 @@
 // costs a tenth of the CPU of a busy 2-core machine (by profile). The Go
 // runtime has a ceiling (GOMEMLIMIT) but no floor, so this package adds
 // one: after each collection it sets GOGC so that the next one comes when
-// the heap reaches about Floor bytes, and never below GOGC=100, so a large
-// live heap (100,000 leases) is collected exactly as by default and memory
-// stays proportional to what is held. An explicit GOGC in the environment
-// wins: then the package does nothing.
+// the heap reaches about Floor bytes, and never below GOGC=100 while the
+// live heap is under MaxHeadroom, so a live heap of 100,000 leases is
+// collected exactly as by default. Above it the headroom stays at
+// MaxHeadroom (GOGC below 100, never below MinPercent): a million leases
+// are about 450 MB live on a leader, which the default would let grow to
+// 900 MB of heap between collections, and a node's memory should stay
+// proportional to what it holds. An explicit GOGC in the environment wins:
+// then the package does nothing.
 package gcfloor
 
 import (
@@ -24,6 +28,16 @@ import (
 
 // DefaultFloor is the heap size below which fencer processes do not collect.
 const DefaultFloor = 64 << 20
+
+// MaxHeadroom is the most the heap may grow past the live heap between two
+// collections once the live heap is that large: then GOGC falls below 100,
+// to MinPercent at the lowest.
+const MaxHeadroom = 256 << 20
+
+// MinPercent is the lowest GOGC set: the collector's CPU grows as GOGC
+// falls, and at 25 a collection comes after a quarter of the live heap is
+// allocated anew.
+const MinPercent = 25
 
 // maxPercent bounds GOGC so that a nearly empty heap does not make the next
 // collection wait for an absurd multiple of it.
@@ -104,11 +118,15 @@ func tune() {
 }
 
 // PercentFor is the GOGC that puts the next collection at about floor bytes
-// of heap when live bytes survived the last one: never below the default of
-// 100 and never above maxPercent.
+// of heap when live bytes survived the last one: never above maxPercent,
+// the default of 100 from a live heap of half the floor, and below it only
+// when the live heap exceeds MaxHeadroom, to keep the headroom there.
 func PercentFor(live, floor uint64) int {
 	if live == 0 {
 		return maxPercent
+	}
+	if live > MaxHeadroom {
+		return int(max(MaxHeadroom*100/live, MinPercent))
 	}
 	if floor <= 2*live {
 		return 100

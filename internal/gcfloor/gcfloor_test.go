@@ -16,6 +16,9 @@ func TestPercentFor(t *testing.T) {
 		{8 << 20, 64 << 20, 700},        // next GC at 8 MiB × 8 = 64 MiB
 		{32 << 20, 64 << 20, 100},       // floor reached at 2 × live: default
 		{200 << 20, 64 << 20, 100},      // large heaps collect as by default
+		{256 << 20, 64 << 20, 100},      // up to MaxHeadroom
+		{512 << 20, 64 << 20, 50},       // then the headroom stays at 256 MiB
+		{4 << 30, 64 << 20, MinPercent}, // down to MinPercent
 		{16 << 20, 64 << 20, 300},
 	} {
 		if got := PercentFor(c.live, c.floor); got != c.want {
