@@ -25,6 +25,8 @@ var appliers = map[entry.CommandType]applier{
 	entry.CmdSemRelease:   applierOf(applySemRelease),
 	entry.CmdSemExpire:    applierOf(applySemExpire),
 	entry.CmdSetValue:     applierOf(applySetValue),
+
+	entry.CmdSetGrantHistory: applierOf(applySetGrantHistory),
 }
 
 type applier func(s *state, cmd entry.Command, index uint64) any
@@ -91,6 +93,9 @@ func (s *state) grant(c *entry.Acquire, index uint64) any {
 		Value:           c.Value,
 	})
 	s.add(e)
+	if s.history != nil {
+		s.history.granted(grantRec{token: token, granted: index, lock: e.name(), holder: e.holder()})
+	}
 	if c.RequestID != "" {
 		s.remember(e.requestKey(), token)
 	}
@@ -105,7 +110,7 @@ func applyRelease(s *state, c *entry.Release, index uint64) any {
 	if cur.token != c.Token || !LeaseEqual(cur.secret(), c.Lease) {
 		return LeaseRefused(c.Lock, cur.token, c.Token, c.Lease)
 	}
-	return s.free(cur, c.Next, index)
+	return s.free(cur, c.Next, index, wayReleased)
 }
 
 func applyExpire(s *state, c *entry.Expire, index uint64) any {
@@ -119,10 +124,12 @@ func applyExpire(s *state, c *entry.Expire, index uint64) any {
 		// offers none; a handoff here would be refused by the delay).
 		s.delays[c.Lock] = entry.Delay{Lock: c.Lock, Since: index, Millis: cur.delay}
 	}
-	return s.free(cur, c.Next, index)
+	return s.free(cur, c.Next, index, wayExpired)
 }
 
-func (s *state) free(cur *lockEntry, next *entry.Acquire, index uint64) *ReleaseResult {
+// free ends cur at index, the way says how (released or expired), and
+// grants the lock to next in the same entry, if any (a hand-off).
+func (s *state) free(cur *lockEntry, next *entry.Acquire, index uint64, way uint8) *ReleaseResult {
 	res := &ReleaseResult{Freed: cur.lock()}
 	name, holder := cur.name(), cur.holder()
 	delete(s.locks, name)
@@ -132,15 +139,18 @@ func (s *state) free(cur *lockEntry, next *entry.Acquire, index uint64) *Release
 	if d, delayed := s.delays[name]; delayed && d.Since == index {
 		res.Delay = &d
 	}
-	if next == nil {
-		return res
+	if next != nil {
+		next.Lock = name
+		switch r := applyAcquire(s, next, index).(type) {
+		case *AcquireResult:
+			res.Next = &r.Grant
+			way = wayHandedOff
+		case error:
+			res.NextErr = r
+		}
 	}
-	next.Lock = name
-	switch r := applyAcquire(s, next, index).(type) {
-	case *AcquireResult:
-		res.Next = &r.Grant
-	case error:
-		res.NextErr = r
+	if s.history != nil {
+		s.history.ended(name, cur.token, index, way)
 	}
 	return res
 }

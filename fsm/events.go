@@ -136,31 +136,22 @@ func memberID(cmd entry.Command) (string, bool) {
 	return "", false
 }
 
-// restoreEvents are the events of replacing old by new at index. A restore
-// or a forced recovery moves the epoch and drops the held grants: every grant
-// old held that new does not is voided, and the new epoch is reported. A
-// snapshot that does not move the epoch is a follower catching up from its
-// leader's: it changes nothing the log did not, so it has no events of its
-// own (what the follower skipped is simply not in its history).
-func restoreEvents(old, new *state, index uint64) []Event {
-	if new.epoch == old.epoch {
+// restoreEvents are the events of installing s, read from a snapshot at
+// index applied: those of the restore or recovery that wrote it, when s is
+// that state itself (applied is the restore's index), and none otherwise.
+// They come from the snapshot alone, never
+// from what the member held before, so every member that installs the same
+// state reports the same events: one that lagged at the restore too (it
+// held less), and one that catches up later from a newer snapshot of its
+// leader (which reports nothing, its history starting after it; see
+// coord.Events.Restored).
+func restoreEvents(s *state, applied uint64) []Event {
+	if s.restoredAt == 0 || s.restoredAt != applied {
 		return nil
 	}
-	var out []Event
-	for _, e := range sortedEntries(old.locks) {
-		if cur, ok := new.locks[e.name()]; ok && cur.token == e.token {
-			continue
-		}
-		out = append(out, Event{Index: index, Type: EventVoided, Lock: e.name(), Holder: e.holder(), Token: e.token})
+	out := make([]Event, 0, len(s.voided)+1)
+	for _, v := range s.voided {
+		out = append(out, Event{Index: applied, Type: EventVoided, Lock: v.Lock, Holder: v.Holder, Token: v.Token})
 	}
-	return append(out, Event{Index: index, Type: EventEpoch, Epoch: new.epoch})
-}
-
-func sortedEntries(m map[string]*lockEntry) []*lockEntry {
-	out := make([]*lockEntry, 0, len(m))
-	for _, e := range m {
-		out = append(out, e)
-	}
-	sortEntries(out)
-	return out
+	return append(out, Event{Index: applied, Type: EventEpoch, Epoch: s.epoch})
 }

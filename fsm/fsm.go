@@ -138,6 +138,11 @@ func (f *FSM) advanceLocked(index, term uint64) {
 	if index > f.applied {
 		f.applied, f.term = index, term
 	}
+	if f.s.voided != nil && index > f.s.restoredAt {
+		// Reported by every member that installed the restore's state;
+		// a later state has nothing more to report.
+		f.s.voided = nil
+	}
 }
 
 // LeaseEqual compares two grant secrets (the "lease" field of the API) in
@@ -161,13 +166,13 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 		return err
 	}
 	f.mu.Lock()
-	old, boot := f.s, f.applied == 0
+	boot := f.applied == 0
 	f.s = s
 	f.applied, f.term = h.AppliedIndex, h.Term
 	if f.obs != nil {
 		var events []Event
 		if !boot {
-			events = restoreEvents(old, s, f.applied)
+			events = restoreEvents(s, f.applied)
 		}
 		f.obs.Restored(f.applied, boot, events)
 	}

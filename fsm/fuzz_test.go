@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"os"
 	"reflect"
 	"strings"
 	"testing"
@@ -220,6 +221,9 @@ func FuzzRestore(f *testing.F) {
 	f.Add([]byte(`{"format":"fencer-snapshot","version":1,"epoch":0,"last_token":1,"applied_index":1,"term":1,"locks":1,"keys":0,"members":0,"requests":0}` + "\n" +
 		`{"lock":{"name":"a","holder":"h","token":2,"lease":"x","ttl_ms":1}}` + "\n")) // token above last token
 	f.Add([]byte(`{"format":"fencer-snapshot","version":2}`))
+	if golden, err := os.ReadFile("testdata/snapshot-v2.golden"); err == nil {
+		f.Add(golden) // a grant history and a restore's voided grants
+	}
 	f.Add([]byte(`{"format":"fencer-snapshot","version":1}` + "\n{}\n"))
 	f.Add([]byte(`not json`))
 

@@ -159,6 +159,14 @@ type state struct {
 	delays        map[string]entry.Delay
 	sems          map[string]*semaphore // only those with a permit held
 	permits       int                   // held in all sems; derived, not snapshotted
+	// history is the grant history, nil until SetGrantHistory (history.go).
+	history *grantHistory
+	// restoredAt is the index at which a restore or recovery installed
+	// this state (0: none), and voided the grants it dropped there, which
+	// every member that installs it reports as events (events.go); voided
+	// is forgotten once a later entry is applied.
+	restoredAt uint64
+	voided     []entry.VoidedGrant
 }
 
 func newState() *state {

@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -28,6 +29,10 @@ type View struct {
 	requests []entry.RequestRecord
 	delays   []entry.Delay  // sorted by lock
 	permits  []entry.Permit // sorted by semaphore and token
+	voided   []entry.VoidedGrant
+	// The grant history as captured: the per-lock grants older than the
+	// ring (sorted outside the FSM's lock), then the ring.
+	grantsOlder, grantRing []grantRec
 }
 
 // View captures the state; see View.
@@ -36,6 +41,7 @@ func (f *FSM) View() *View {
 	v := f.viewLocked()
 	f.mu.RUnlock()
 	sortEntries(v.locks)
+	slices.SortFunc(v.grantsOlder, func(a, b grantRec) int { return cmp.Compare(a.token, b.token) })
 	slices.SortFunc(v.keys, func(a, b *entry.FencedKey) int { return strings.Compare(a.Key, b.Key) })
 	return v
 }
@@ -80,6 +86,16 @@ func (f *FSM) viewLocked() *View {
 	// them), and copying keeps the view simple.
 	v.permits = s.permitList()
 	v.Header.Permits = len(v.permits)
+	if h := s.history; h != nil {
+		cfg := h.cfg
+		v.Header.GrantHistory, v.Header.GrantsFrom = &cfg, h.from
+		v.grantsOlder, v.grantRing = h.capture()
+		v.Header.Grants, v.Header.GrantRing = len(v.grantsOlder)+len(v.grantRing), len(v.grantRing)
+	}
+	// Never written in place: a restore replaces the slice.
+	v.voided = s.voided
+	v.Header.RestoredAt, v.Header.Voided = s.restoredAt, len(s.voided)
+	v.Header = v.Header.Written()
 	return v
 }
 
@@ -103,6 +119,10 @@ func (v *View) Image() *snapshot.Image {
 	}
 	img.Delays = slices.Clone(v.delays)
 	img.Permits = slices.Clone(v.permits)
+	img.Voided = slices.Clone(v.voided)
+	if len(v.grantsOlder)+len(v.grantRing) > 0 {
+		img.Grants = records(v.grantsOlder, v.grantRing)
+	}
 	return img
 }
 
@@ -110,7 +130,7 @@ func (v *View) Image() *snapshot.Image {
 // WriteTo, one record at a time.
 func (v *View) WriteTo(w io.Writer) (int64, error) {
 	sw := snapshot.NewWriter(w)
-	sw.Encode(v.Header)
+	sw.Encode(v.Header.Written())
 	for _, e := range v.locks {
 		l := e.lock()
 		sw.Lock(&l)
@@ -129,6 +149,15 @@ func (v *View) WriteTo(w io.Writer) (int64, error) {
 	}
 	for i := range v.permits {
 		sw.Encode(snapshot.Record{Permit: &v.permits[i]})
+	}
+	for i := range v.voided {
+		sw.Encode(snapshot.Record{Voided: &v.voided[i]})
+	}
+	for _, part := range [][]grantRec{v.grantsOlder, v.grantRing} {
+		for i := range part {
+			r := part[i].record()
+			sw.Encode(snapshot.Record{Grant: &r})
+		}
 	}
 	return sw.Close()
 }
@@ -167,6 +196,15 @@ func readState(r io.Reader) (*state, *snapshot.Header, error) {
 	}
 	if s == nil {
 		s = headerState(&rest.Header)
+	}
+	err = rest.CheckHeldGrants(func(lock string) uint64 {
+		if e, ok := s.locks[lock]; ok {
+			return e.token
+		}
+		return 0
+	})
+	if err != nil {
+		return nil, nil, err
 	}
 	fill(s, rest)
 	return s, &rest.Header, nil
@@ -209,6 +247,11 @@ func fill(s *state, img *snapshot.Image) {
 		p := img.Permits[i]
 		s.addPermit(&p)
 	}
+	if h := img.Header.GrantHistory; h != nil {
+		s.history = rebuildHistory(*h, img.Header.GrantsFrom, img.Grants, img.Header.GrantRing)
+	}
+	s.restoredAt = img.Header.RestoredAt
+	s.voided = slices.Clone(img.Voided)
 }
 
 // shareKey returns key, or the same string inside the held lock it belongs

@@ -41,8 +41,10 @@ const (
 	// semaphores, lock values) and the acquire fields lock_delay_ms and
 	// value.
 	LogFormatCoord = 3
+	// LogFormatHistory also reads type 23 (the grant history's settings).
+	LogFormatHistory = 4
 	// LogFormat is the newest format this build reads and writes.
-	LogFormat = LogFormatCoord
+	LogFormat = LogFormatHistory
 )
 
 // binaryForm is a command's compact form: its type byte, the log format

@@ -279,6 +279,7 @@ func TestEntryBytesGolden(t *testing.T) {
 		{&BumpEpoch{Reason: "restore"}, LogFormat, "\x07" + `{"reason":"restore"}`},
 		{&SetClusterID{ID: "c1"}, LogFormat, "\x08" + `{"id":"c1"}`},
 		{&DeleteKey{Key: "k"}, LogFormat, "\x0d" + `{"key":"k"}`},
+		{&SetGrantHistory{GrantHistorySettings{PerLock: 16, Global: 100_000}}, LogFormatHistory, "\x17" + `{"per_lock":16,"global":100000}`},
 	} {
 		got, err := EncodeFormat(c.cmd, c.format)
 		if err != nil {

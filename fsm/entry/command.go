@@ -41,6 +41,9 @@ const (
 	CmdSemExpire  CommandType = 21
 	// CmdSetValue changes a held lock's published value (LogFormatCoord).
 	CmdSetValue CommandType = 22
+	// CmdSetGrantHistory fixes (or changes) the cluster's grant history
+	// settings (history.go; LogFormatHistory).
+	CmdSetGrantHistory CommandType = 23
 )
 
 // Command is one FSM operation. Everything the FSM needs is inside it: the
@@ -105,6 +108,7 @@ var commands = []commandSpec{
 	{typ: CmdSemRelease, name: "sem-release", empty: func() Command { return &SemRelease{} }, since: LogFormatCoord},
 	{typ: CmdSemExpire, name: "sem-expire", empty: func() Command { return &SemExpire{} }, since: LogFormatCoord},
 	{typ: CmdSetValue, name: "set-value", empty: func() Command { return &SetValue{} }, since: LogFormatCoord},
+	{typ: CmdSetGrantHistory, name: "set-grant-history", empty: func() Command { return &SetGrantHistory{} }, since: LogFormatHistory},
 }
 
 // Types returns the Type of every command this build knows, in table order.

@@ -14,8 +14,17 @@ import (
 // Format names fencer's snapshot format in its header.
 const Format = "fencer-snapshot"
 
-// Version is the current snapshot format version.
-const Version = 1
+// Snapshot format versions. Version 2 adds the grant history and the
+// grants a restore voided; a state that has neither (its cluster never set
+// the history's settings, nor was restored by a build that keeps one) is
+// written as version 1, byte for byte as before, so that during a rolling
+// upgrade the members still on an older build can install it.
+const (
+	Version1 = 1
+	Version2 = 2
+	// Version is the newest version this build writes and reads.
+	Version = Version2
+)
 
 // Header is the first record of a snapshot.
 type Header struct {
@@ -37,6 +46,34 @@ type Header struct {
 	Requests     int    `json:"requests"`
 	Delays       int    `json:"delays,omitempty"`
 	Permits      int    `json:"permits,omitempty"`
+
+	// Version 2: the grant history's settings (nil: the cluster keeps none
+	// yet), the lowest token its ring accounts for, how many grant records
+	// follow and how many of the newest are the ring (fsm/history.go); the
+	// index of the restore or recovery that installed this state and how
+	// many grants it voided there (Void).
+	GrantHistory *entry.GrantHistorySettings `json:"grant_history,omitempty"`
+	GrantsFrom   uint64                      `json:"grants_from,omitempty"`
+	Grants       int                         `json:"grants,omitempty"`
+	GrantRing    int                         `json:"grant_ring,omitempty"`
+	RestoredAt   uint64                      `json:"restored_at,omitempty"`
+	Voided       int                         `json:"voided,omitempty"`
+}
+
+// needsVersion2 reports whether the header describes anything version 1
+// cannot hold.
+func (h *Header) needsVersion2() bool {
+	return h.GrantHistory != nil || h.GrantsFrom != 0 || h.Grants != 0 || h.GrantRing != 0 || h.RestoredAt != 0 || h.Voided != 0
+}
+
+// Written is the header as a snapshot writes it: with the lowest version
+// that holds its state.
+func (h Header) Written() Header {
+	h.Version = Version1
+	if h.needsVersion2() {
+		h.Version = Version2
+	}
+	return h
 }
 
 // Image is a decoded snapshot: the whole replicated state, sorted so that two
@@ -49,6 +86,10 @@ type Image struct {
 	Requests []entry.RequestRecord
 	Delays   []entry.Delay
 	Permits  []entry.Permit
+	Voided   []entry.VoidedGrant
+	// Grants is the grant history, in token order; the last
+	// Header.GrantRing of them are the ring.
+	Grants []entry.GrantRecord
 }
 
 // Record is one line of a snapshot after the header. Exactly one field is set.
@@ -59,13 +100,15 @@ type Record struct {
 	Request *entry.RequestRecord `json:"request,omitempty"`
 	Delay   *entry.Delay         `json:"delay,omitempty"`
 	Permit  *entry.Permit        `json:"permit,omitempty"`
+	Voided  *entry.VoidedGrant   `json:"voided,omitempty"`
+	Grant   *entry.GrantRecord   `json:"grant,omitempty"`
 }
 
 // WriteTo writes the image in snapshot format: a header line, then one JSON
 // record per line.
 func (img *Image) WriteTo(w io.Writer) (int64, error) {
 	sw := NewWriter(w)
-	sw.Encode(img.Header)
+	sw.Encode(img.Header.Written())
 	for i := range img.Locks {
 		sw.Lock(&img.Locks[i])
 	}
@@ -83,6 +126,12 @@ func (img *Image) WriteTo(w io.Writer) (int64, error) {
 	}
 	for i := range img.Permits {
 		sw.Encode(Record{Permit: &img.Permits[i]})
+	}
+	for i := range img.Voided {
+		sw.Encode(Record{Voided: &img.Voided[i]})
+	}
+	for i := range img.Grants {
+		sw.Encode(Record{Grant: &img.Grants[i]})
 	}
 	return sw.Close()
 }
@@ -171,6 +220,13 @@ func ReadImage(r io.Reader) (*Image, error) {
 	if err := img.Check(); err != nil {
 		return nil, err
 	}
+	held := make(map[string]uint64, len(img.Locks))
+	for _, l := range img.Locks {
+		held[l.Name] = l.Token
+	}
+	if err := img.CheckHeldGrants(func(lock string) uint64 { return held[lock] }); err != nil {
+		return nil, err
+	}
 	return img, nil
 }
 
@@ -193,8 +249,11 @@ func Decode(r io.Reader, img *Image, lock func(*LockRecord) error) error {
 	if img.Header.Format != Format {
 		return fmt.Errorf("not a fencer snapshot (format %q)", img.Header.Format)
 	}
-	if img.Header.Version != Version {
-		return fmt.Errorf("snapshot version %d is not supported (want %d)", img.Header.Version, Version)
+	switch v := img.Header.Version; {
+	case v == Version1 && img.Header.needsVersion2():
+		return errors.New("snapshot version 1 with fields of version 2")
+	case v != Version1 && v != Version2:
+		return fmt.Errorf("snapshot version %d is not supported (this build reads %d and %d)", v, Version1, Version2)
 	}
 	var lr0 LockRecord
 	for {
@@ -234,6 +293,10 @@ func Decode(r io.Reader, img *Image, lock func(*LockRecord) error) error {
 			img.Delays = append(img.Delays, *rec.Delay)
 		case rec.Permit != nil:
 			img.Permits = append(img.Permits, *rec.Permit)
+		case rec.Voided != nil:
+			img.Voided = append(img.Voided, *rec.Voided)
+		case rec.Grant != nil:
+			img.Grants = append(img.Grants, *rec.Grant)
 		default:
 			return errors.New("snapshot record: empty record")
 		}
@@ -287,9 +350,10 @@ func (lr *lineReader) next() ([]byte, error) {
 // header says; locks is how many lock records there were.
 func (img *Image) CheckCounts(locks int) error {
 	h := img.Header
-	if locks != h.Locks || len(img.Keys) != h.Keys || len(img.Members) != h.Members || len(img.Requests) != h.Requests || len(img.Delays) != h.Delays || len(img.Permits) != h.Permits {
-		return fmt.Errorf("snapshot is incomplete: header says %d locks, %d keys, %d members, %d requests, %d delays, %d permits; found %d, %d, %d, %d, %d, %d",
-			h.Locks, h.Keys, h.Members, h.Requests, h.Delays, h.Permits, locks, len(img.Keys), len(img.Members), len(img.Requests), len(img.Delays), len(img.Permits))
+	if locks != h.Locks || len(img.Keys) != h.Keys || len(img.Members) != h.Members || len(img.Requests) != h.Requests || len(img.Delays) != h.Delays || len(img.Permits) != h.Permits ||
+		len(img.Voided) != h.Voided || len(img.Grants) != h.Grants {
+		return fmt.Errorf("snapshot is incomplete: header says %d locks, %d keys, %d members, %d requests, %d delays, %d permits, %d voided, %d grants; found %d, %d, %d, %d, %d, %d, %d, %d",
+			h.Locks, h.Keys, h.Members, h.Requests, h.Delays, h.Permits, h.Voided, h.Grants, locks, len(img.Keys), len(img.Members), len(img.Requests), len(img.Delays), len(img.Permits), len(img.Voided), len(img.Grants))
 	}
 	return nil
 }
@@ -396,5 +460,5 @@ func (img *Image) check() error {
 			return err
 		}
 	}
-	return nil
+	return img.checkGrants()
 }

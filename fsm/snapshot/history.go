@@ -1,0 +1,79 @@
+package snapshot
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/fencer-io/fencer/fsm/entry"
+)
+
+// Void makes img the state that a restore or recovery installs at index,
+// dropping every grant of cur, the state it replaces (img itself for a
+// recovery): cur's held locks become img's voided grants, reported as
+// events by every member that installs img (whatever each held before),
+// and cur's grant history carries over with them ended as voided at index.
+// img's own locks, requests, delays and permits are the caller's to clear.
+func (img *Image) Void(cur *Image, index uint64) {
+	voided := make([]entry.VoidedGrant, 0, len(cur.Locks))
+	for _, l := range cur.Locks {
+		voided = append(voided, entry.VoidedGrant{Lock: l.Name, Holder: l.Holder, Token: l.Token})
+	}
+	grants := append([]entry.GrantRecord(nil), cur.Grants...)
+	for i := range grants {
+		if grants[i].Ended == "" {
+			grants[i].Ended, grants[i].EndedIndex = entry.EndVoided, index
+		}
+	}
+	img.Voided, img.Grants = voided, grants
+	img.Header.RestoredAt = index
+	img.Header.GrantHistory, img.Header.GrantsFrom, img.Header.GrantRing = cur.Header.GrantHistory, cur.Header.GrantsFrom, cur.Header.GrantRing
+	img.Header.Voided, img.Header.Grants = len(voided), len(grants)
+}
+
+// checkGrants refuses a grant history no log could have written: grants out
+// of token order, above the last token or with an unknown way; a ring
+// longer than the records or than the settings allow. (CheckHeldGrants
+// checks them against the locks, which a restore does not collect here.)
+func (img *Image) checkGrants() error {
+	h := img.Header
+	if h.GrantHistory == nil {
+		if len(img.Grants) > 0 || h.GrantsFrom != 0 || h.GrantRing != 0 {
+			return errors.New("grant records without grant history settings")
+		}
+		return nil
+	}
+	if err := h.GrantHistory.Validate(); err != nil {
+		return err
+	}
+	if h.GrantRing > len(img.Grants) || h.GrantRing > h.GrantHistory.Global {
+		return fmt.Errorf("grant ring of %d of %d grants, at most %d kept", h.GrantRing, len(img.Grants), h.GrantHistory.Global)
+	}
+	var last uint64
+	for i, g := range img.Grants {
+		if g.Token <= last || g.Token > h.LastToken || g.Lock == "" {
+			return fmt.Errorf("grant %d of lock %q out of order or above the last token %d", g.Token, g.Lock, h.LastToken)
+		}
+		last = g.Token
+		switch g.Ended {
+		case "", entry.EndReleased, entry.EndExpired, entry.EndHandedOff, entry.EndVoided:
+		default:
+			return fmt.Errorf("grant %d ended %q", g.Token, g.Ended)
+		}
+		if i >= len(img.Grants)-h.GrantRing && g.Token < h.GrantsFrom {
+			return fmt.Errorf("grant %d is in the ring, below its first token %d", g.Token, h.GrantsFrom)
+		}
+	}
+	return nil
+}
+
+// CheckHeldGrants refuses a grant history in which a grant is still held
+// although its lock is not held with that token (held returns a lock's
+// current token, 0 when it is free).
+func (img *Image) CheckHeldGrants(held func(lock string) uint64) error {
+	for _, g := range img.Grants {
+		if g.Ended == "" && held(g.Lock) != g.Token {
+			return fmt.Errorf("snapshot is inconsistent: grant %d of lock %q is still held, and the lock is not held with it", g.Token, g.Lock)
+		}
+	}
+	return nil
+}
