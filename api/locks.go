@@ -20,15 +20,19 @@ import (
 
 func (s *Server) lockRoutes() chi.Router {
 	r := chi.NewRouter()
-	r.Use(s.fwd.LeaderOnly)
-	r.Get("/", s.listLocks)
-	r.Route("/{name}", func(r chi.Router) {
-		r.Get("/", s.getLock)
-		r.Post("/acquire", s.acquire)
-		r.Post("/renew", s.renew)
-		r.Post("/release", s.release)
-		r.Post("/value", s.proclaim)
-		r.Get("/check", s.check)
+	// Answered from this node's applied state (history.go).
+	r.Get("/{name}/history", s.lockHistory)
+	r.Group(func(r chi.Router) {
+		r.Use(blockingDeadline, s.fwd.LeaderOnly)
+		r.Get("/", s.listLocks)
+		r.Route("/{name}", func(r chi.Router) {
+			r.Get("/", s.getLock)
+			r.Post("/acquire", s.acquire)
+			r.Post("/renew", s.renew)
+			r.Post("/release", s.release)
+			r.Post("/value", s.proclaim)
+			r.Get("/check", s.check)
+		})
 	})
 	return r
 }
@@ -153,13 +157,32 @@ func (s *Server) getLock(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, err)
 		return
 	}
+	index, wait, blocking, err := blockingWait(r)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	if blocking {
+		// A blocking read (Consul's): wait for an event of this lock
+		// after index, then read. A node that stops leading meanwhile
+		// still answers when the wait ends; the read then says where to go.
+		if _, err := s.co.WaitLock(r.Context(), name, index, wait); err != nil {
+			writeErr(w, err)
+			return
+		}
+	}
 	ctx, cancel := s.work(r, 0)
 	defer cancel()
+	// Read before the lock: an entry applied between the two is then
+	// above the index a client waits from next, so it wakes it (at worst
+	// spuriously) rather than being missed.
+	at := s.co.AppliedIndex()
 	st, err := s.co.Lock(ctx, name, forward.IsStale(r))
 	if err != nil {
 		writeErr(w, err)
 		return
 	}
+	w.Header().Set(wire.HeaderIndex, strconv.FormatUint(at, 10))
 	writeJSON(w, http.StatusOK, lockStatus(st))
 }
 

@@ -73,6 +73,12 @@ type Coord interface {
 	DeleteKey(ctx context.Context, key string) (fsm.DeleteKeyResult, error)
 	Get(ctx context.Context, key string, stale bool) (entry.FencedKey, bool, uint64, error)
 	Watch(since int64) (*events.Watcher, error)
+	// The grant history and blocking reads (history.go), from this
+	// node's applied state.
+	History(lock string, n int) ([]entry.GrantRecord, uint64)
+	Grant(token uint64) (entry.GrantRecord, uint64, error)
+	WaitLock(ctx context.Context, lock string, index uint64, wait time.Duration) (bool, error)
+	AppliedIndex() uint64
 
 	Proclaim(ctx context.Context, name string, token uint64, secret, value string) (entry.Lock, error)
 	AcquirePermit(ctx context.Context, req coord.PermitRequest) (fsm.PermitResult, error)
@@ -153,6 +159,7 @@ func (s *Server) Handler() http.Handler {
 		r.Mount("/cluster", s.clusterRoutes())
 		r.Get("/events", s.events)
 		r.Get("/whoami", s.whoami)
+		r.Get("/tokens/{token}", s.token)
 		r.Get("/debug/state", s.debugState)
 		r.Get("/openapi.yaml", s.openapi)
 	})

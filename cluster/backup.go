@@ -121,6 +121,12 @@ func planRestore(backup, cur *snapshot.Image, opts RestoreOptions, index, term u
 	img.Keys = mergeKeys(backup.Keys, cur.Keys)
 	img.Header.AppliedIndex, img.Header.Term = index, term
 	img.Header.Locks, img.Header.Keys, img.Header.Members, img.Header.Requests, img.Header.Delays, img.Header.Permits = 0, len(img.Keys), len(img.Members), 0, 0, 0
+	// The grants held now are void from index on: every member reports
+	// them from the snapshot (not from what it held), and the grant
+	// history (this cluster's, not the backup's) says so. A grant applied
+	// between reading cur and installing the snapshot is in neither
+	// (docs/operations.md).
+	img.Void(cur, index)
 	return img, nil
 }
 

@@ -15,4 +15,7 @@ var (
 	// ErrKVFull: the fenced store holds as many keys or value bytes as it
 	// may, in all or from this principal.
 	ErrKVFull = errors.New("fenced store full")
+	// ErrUnknownToken: no grant with that token is in the grant history
+	// (see TokenError).
+	ErrUnknownToken = errors.New("unknown token")
 )

@@ -13,6 +13,7 @@ import (
 	"github.com/fencer-io/fencer/coord/events"
 	"github.com/fencer-io/fencer/coord/lease"
 	"github.com/fencer-io/fencer/fsm"
+	"github.com/fencer-io/fencer/fsm/entry"
 )
 
 // Config configures a Service. Zero values mean the defaults.
@@ -38,6 +39,12 @@ type Config struct {
 	// Raft started (events.New, fsm.FSM.Observe). Nil: New makes one, which
 	// sees only what is applied after it.
 	Events *events.History
+
+	// GrantHistory is the grant history this node proposes when it leads
+	// a cluster that has none yet (history.go); a cluster's settings are
+	// fixed by the first such leader and changed only through the log.
+	// Nil: propose none (tests of other things, tools).
+	GrantHistory *entry.GrantHistorySettings
 
 	// Clock is the leader's time for lease deadlines and wait limits.
 	Clock  lease.Clock
@@ -130,6 +137,10 @@ func New(r Raft, state *fsm.FSM, cfg Config) *Service {
 	s.begin(leader, changed)
 	s.wg.Add(1)
 	go s.follow(changed)
+	if cfg.GrantHistory != nil {
+		s.wg.Add(1)
+		go s.settleHistory(*cfg.GrantHistory)
+	}
 	return s
 }
 

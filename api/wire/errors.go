@@ -25,7 +25,7 @@ const (
 	CodeInvalidLockDelay = "invalid_lock_delay"
 	CodeInvalidValue     = "invalid_value"      // a lock value over 4 KiB or not UTF-8
 	CodeInvalidIndex     = "invalid_index"      // since, Last-Event-ID, wait_index
-	CodeInvalidLimit     = "invalid_limit"      // a semaphore limit outside 1 … 10,000
+	CodeInvalidLimit     = "invalid_limit"      // a semaphore limit outside 1 … 10,000, a history limit outside 1 … 1,024
 	CodeBodyTooLarge     = "body_too_large"     // 413
 	CodeMissingToken     = "missing_token"      // 428
 	CodeMethodNotAllowed = "method_not_allowed" // 405
@@ -131,6 +131,9 @@ type Error struct {
 	// semaphore_full and limit_mismatch.
 	Held  int `json:"held,omitempty"`
 	Limit int `json:"limit,omitempty"`
+	// Reason says why on unknown_token: ReasonNotKept, ReasonNeverGranted
+	// or ReasonNoHistory.
+	Reason string `json:"reason,omitempty"`
 }
 
 func (e *Error) Error() string { return e.Code + ": " + e.Message }

@@ -137,6 +137,11 @@ func (r *recoveryFSM) Snapshot() (raft.FSMSnapshot, error) {
 		img.Members = append(img.Members, m)
 	}
 	slices.SortFunc(img.Members, func(a, b entry.Member) int { return strings.Compare(a.ID, b.ID) })
+	// The grant history ends the held grants as voided here. No voided
+	// events: every member starts from a recovered state (boot), so none
+	// would report them.
+	img.Void(img, img.Header.AppliedIndex)
+	img.Voided, img.Header.Voided, img.Header.RestoredAt = nil, 0, 0
 	img.Locks, img.Requests, img.Delays, img.Permits = nil, nil, nil, nil
 	epoch, err := snapshot.RecoveryEpoch(img.Header.Epoch, r.bump)
 	if err != nil {

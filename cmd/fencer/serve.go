@@ -20,6 +20,7 @@ import (
 	"github.com/fencer-io/fencer/cluster/transport"
 	"github.com/fencer-io/fencer/coord"
 	"github.com/fencer-io/fencer/coord/events"
+	"github.com/fencer-io/fencer/fsm/entry"
 	"github.com/fencer-io/fencer/internal/acl"
 	"github.com/fencer-io/fencer/internal/gcfloor"
 	"github.com/fencer-io/fencer/internal/server"
@@ -65,6 +66,8 @@ type serveOptions struct {
 	maxKeys        int
 	maxKVBytesPer  int64
 	eventHistory   int
+	grantHistory   int
+	grantPerLock   int
 	pprof          bool
 	gcFloorMB      int
 	log            logFlags
@@ -134,6 +137,10 @@ rejoins by itself. Every flag can also be set by its environment variable.`,
 		"value bytes last written by one ACL principal (with --acl-file); a quarter of the default total, so no one token fills the store ($FENCER_MAX_KV_BYTES_PER_PRINCIPAL)")
 	fs.IntVar(&o.eventHistory, "event-history", int(envUint("FENCER_EVENT_HISTORY", events.DefaultHistory)),
 		"log entries whose events this node keeps in memory for GET /v1/events ($FENCER_EVENT_HISTORY)")
+	fs.IntVar(&o.grantHistory, "grant-history", int(envUint("FENCER_GRANT_HISTORY", entry.DefaultGrantHistory)),
+		"grants the cluster keeps for GET /v1/tokens/{token}, and locks that keep a history; 0 keeps none. Fixed when the cluster first keeps a history: a node whose value differs logs a warning and follows the cluster's ($FENCER_GRANT_HISTORY)")
+	fs.IntVar(&o.grantPerLock, "grant-history-per-lock", int(envUint("FENCER_GRANT_HISTORY_PER_LOCK", entry.DefaultGrantHistoryPerLock)),
+		"grants each lock keeps for GET /v1/locks/{name}/history; fixed with --grant-history ($FENCER_GRANT_HISTORY_PER_LOCK)")
 	fs.BoolVar(&o.pprof, "pprof", envBool("FENCER_PPROF"), "serve Go profiles on /debug/pprof/ ($FENCER_PPROF)")
 	fs.IntVar(&o.gcFloorMB, "gc-heap-floor-mb", int(envUint("FENCER_GC_HEAP_FLOOR_MB", gcfloor.DefaultFloor>>20)),
 		"MiB of heap below which Go's garbage collector does not run; 0 leaves GOGC alone; an explicit GOGC wins ($FENCER_GC_HEAP_FLOOR_MB)")
@@ -185,6 +192,9 @@ func (o *serveOptions) config() (cluster.Config, error) {
 	if o.maxKVBytes < 0 || o.maxKeys < 0 || o.maxKVBytesPer < 0 {
 		return cfg, usagef("--max-kv-bytes, --max-keys and --max-kv-bytes-per-principal: want a positive number (0: the default)")
 	}
+	if err := o.grantSettings().Validate(); err != nil {
+		return cfg, usagef("--grant-history, --grant-history-per-lock: %v", err)
+	}
 	for _, a := range strings.Split(o.join, ",") {
 		if a = strings.TrimSpace(a); a != "" {
 			cfg.Join = append(cfg.Join, a)
@@ -233,6 +243,8 @@ func (o *serveOptions) run(cmd *cobra.Command) error {
 		MaxKVBytesPerPrincipal: o.maxKVBytesPer,
 	}
 	opts.Events = events.Config{History: o.eventHistory}
+	grants := o.grantSettings()
+	opts.Coord.GrantHistory = &grants
 	if o.gcFloorMB > 0 {
 		gcfloor.Start(uint64(o.gcFloorMB) << 20)
 	}
@@ -388,4 +400,8 @@ func closeWithin(in *server.Instance, d time.Duration, logger *slog.Logger) {
 	case <-time.After(d):
 		logger.Error("the node did not stop within the time allowed; exiting anyway (its data is crash-safe)", "waited", d)
 	}
+}
+
+func (o *serveOptions) grantSettings() entry.GrantHistorySettings {
+	return entry.GrantHistorySettings{PerLock: o.grantPerLock, Global: o.grantHistory}
 }

@@ -77,6 +77,13 @@ func Classify(r *http.Request) Route {
 		if len(rest) == 0 && r.Method == http.MethodGet {
 			return Route{Action: ActionReadLock}
 		}
+	case "tokens":
+		// Any reader may look a token up; a grant of a lock the
+		// principal may not read is refused by api's token handler,
+		// which alone knows the lock.
+		if len(rest) == 1 && r.Method == http.MethodGet {
+			return Route{Action: ActionReadLock}
+		}
 	case "debug":
 		if len(seg) == 4 && seg[3] == "state" {
 			return Route{Action: ActionStatus}
@@ -105,7 +112,7 @@ func lockRoute(rest []string) Route {
 		return Route{Action: ActionRenew, Resource: name}
 	case "release":
 		return Route{Action: ActionRelease, Resource: name}
-	case "check":
+	case "check", "history":
 		return Route{Action: ActionReadLock, Resource: name}
 	}
 	return Route{Action: ActionAdmin}

@@ -19,6 +19,7 @@ import (
 	"github.com/fencer-io/fencer/coord"
 	"github.com/fencer-io/fencer/coord/events"
 	"github.com/fencer-io/fencer/fsm"
+	"github.com/fencer-io/fencer/fsm/entry"
 	"github.com/fencer-io/fencer/internal/acl"
 	"github.com/fencer-io/fencer/internal/limits"
 )
@@ -108,6 +109,9 @@ func Start(cfg cluster.Config, httpAddr string, options ...Options) (*Instance, 
 	}
 	ccfg := opts.Coord
 	ccfg.Logger, ccfg.Registry, ccfg.Events = logger.With("node", cfg.ID), node.Registry(), events
+	if ccfg.GrantHistory == nil {
+		ccfg.GrantHistory = &entry.GrantHistorySettings{PerLock: entry.DefaultGrantHistoryPerLock, Global: entry.DefaultGrantHistory}
+	}
 	svc := coord.New(node, state, ccfg)
 	h := handler(node, svc, cfg, opts, logger, limit)
 	srv := &http.Server{Handler: h, TLSConfig: opts.TLS}

@@ -1,0 +1,133 @@
+package api
+
+import (
+	"errors"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/fencer-io/fencer/api/internal/request"
+	"github.com/fencer-io/fencer/api/wire"
+	"github.com/fencer-io/fencer/coord"
+	"github.com/fencer-io/fencer/fsm"
+	"github.com/fencer-io/fencer/fsm/entry"
+	"github.com/fencer-io/fencer/internal/acl"
+)
+
+// The grant history is replicated state: any node answers from its own
+// applied state (never forwarded), with the index it read at in
+// Fencer-Index, as the events stream does.
+
+// lockHistory answers GET /v1/locks/{name}/history?limit=N: the lock's last
+// grants, newest first (all that are kept without a limit).
+func (s *Server) lockHistory(w http.ResponseWriter, r *http.Request) {
+	name, err := request.LockName(r)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	limit := wire.MaxHistoryLimit
+	if raw := r.URL.Query().Get("limit"); raw != "" {
+		n, err := strconv.Atoi(raw)
+		if err != nil || n < 1 || n > wire.MaxHistoryLimit {
+			writeErr(w, badRequest(wire.CodeInvalidLimit, "limit: want a number of grants from 1 to "+strconv.Itoa(wire.MaxHistoryLimit)))
+			return
+		}
+		limit = n
+	}
+	grants, index := s.co.History(name, limit)
+	out := wire.LockHistory{Lock: name, Grants: make([]wire.GrantRecord, 0, len(grants))}
+	for _, g := range grants {
+		out.Grants = append(out.Grants, wireGrant(g))
+	}
+	w.Header().Set(wire.HeaderIndex, strconv.FormatUint(index, 10))
+	writeJSON(w, http.StatusOK, out)
+}
+
+// token answers GET /v1/tokens/{token}: which lock and holder had the
+// token, and how the grant ended. An ACL principal sees only grants of
+// locks it may read: another's is 403 forbidden (the token's existence is
+// no secret, tokens being log indexes; its lock and holder are).
+func (s *Server) token(w http.ResponseWriter, r *http.Request) {
+	token, ok := wire.ParseToken(chi.URLParam(r, "token"))
+	if !ok {
+		writeErr(w, badRequest(wire.CodeInvalidToken, "token: want /v1/tokens/N with N a positive decimal integer"))
+		return
+	}
+	g, index, err := s.co.Grant(token)
+	w.Header().Set(wire.HeaderIndex, strconv.FormatUint(index, 10))
+	var unknown *coord.TokenError
+	if errors.As(err, &unknown) {
+		writeError(w, http.StatusNotFound, &wire.Error{Code: wire.CodeUnknownToken, Message: err.Error(), Reason: tokenReason(unknown.Lookup)})
+		return
+	}
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	if p, authenticated := acl.PrincipalFrom(r.Context()); authenticated && !acl.Allow(p, acl.ActionReadLock, g.Lock) {
+		writeError(w, http.StatusForbidden, &wire.Error{Code: wire.CodeForbidden,
+			Message: "token " + p.Name + " (" + string(p.Role) + ") may not read the lock of token " + strconv.FormatUint(token, 10)})
+		return
+	}
+	writeJSON(w, http.StatusOK, wireGrant(g))
+}
+
+func tokenReason(l fsm.TokenLookup) string {
+	switch l {
+	case fsm.TokenNotKept:
+		return wire.ReasonNotKept
+	case fsm.TokenNoHistory:
+		return wire.ReasonNoHistory
+	}
+	return wire.ReasonNeverGranted
+}
+
+func wireGrant(g entry.GrantRecord) wire.GrantRecord {
+	out := wire.GrantRecord{Token: g.Token, Lock: g.Lock, Holder: g.Holder, GrantedIndex: g.GrantedIndex, Ended: g.Ended, EndedIndex: g.EndedIndex}
+	if out.Ended == "" {
+		out.Ended = wire.GrantHeld
+	}
+	return out
+}
+
+// blockingWait parses a blocking read's ?wait_index=N&wait=D: ok false
+// when there is none. D is a duration ("30s", "2m"), at most wire.MaxBlockingWait,
+// which is also its default.
+func blockingWait(r *http.Request) (index uint64, wait time.Duration, ok bool, err error) {
+	q := r.URL.Query()
+	rawIndex, rawWait := q.Get("wait_index"), q.Get("wait")
+	if rawIndex == "" {
+		if rawWait != "" {
+			return 0, 0, false, badRequest(wire.CodeInvalidWait, "wait: a blocking read needs wait_index too (the Fencer-Index of the last answer)")
+		}
+		return 0, 0, false, nil
+	}
+	index, perr := strconv.ParseUint(rawIndex, 10, 64)
+	if perr != nil {
+		return 0, 0, false, badRequest(wire.CodeInvalidIndex, "wait_index: want a log index, a decimal integer ≥ 0")
+	}
+	wait = wire.MaxBlockingWait
+	if rawWait != "" {
+		d, perr := time.ParseDuration(rawWait)
+		if perr != nil || d < 0 || d > wire.MaxBlockingWait {
+			return 0, 0, false, badRequest(wire.CodeInvalidWait, "wait: want a duration from 0s to "+wire.MaxBlockingWait.String()+" (e.g. 30s)")
+		}
+		wait = d
+	}
+	return index, wait, true, nil
+}
+
+// blockingDeadline lets a blocking read outlast the server's write timeout
+// (which bounds ordinary requests) by its wait, here and on a follower
+// forwarding it to the leader alike.
+func blockingDeadline(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, wait, ok, err := blockingWait(r); ok && err == nil {
+			http.NewResponseController(w).SetWriteDeadline(time.Now().Add(wait + time.Minute))
+		}
+		next.ServeHTTP(w, r)
+	})
+}

@@ -1,0 +1,50 @@
+package wire
+
+import "time"
+
+// GrantHeld is GrantRecord.Ended while the grant is still held.
+const GrantHeld = "held"
+
+// Why a token lookup answered 404 unknown_token (Error.Reason).
+const (
+	// ReasonNotKept: the token may have been a grant, older than the
+	// grant history the cluster keeps (or from before it kept one).
+	ReasonNotKept = "not_kept"
+	// ReasonNeverGranted: no lock was granted with this token (above the
+	// last token issued, or within the history and not a lock's grant).
+	ReasonNeverGranted = "never_granted"
+	// ReasonNoHistory: the cluster keeps no grant history (--grant-history
+	// 0, or not every member runs a build that keeps one yet).
+	ReasonNoHistory = "no_history"
+)
+
+// GrantRecord is one grant of the cluster's grant history: the answer to
+// GET /v1/tokens/{token}, and each entry of a lock's history.
+type GrantRecord struct {
+	Token        uint64 `json:"token"`
+	Lock         string `json:"lock"`
+	Holder       string `json:"holder"`
+	GrantedIndex uint64 `json:"granted_index"`
+	// Ended is how the grant ended: released, expired, handed_off (to a
+	// waiter, in the same entry), voided (a restore or recovery dropped
+	// it), or held (not ended yet).
+	Ended string `json:"ended"`
+	// EndedIndex is the log index of the entry that ended it (absent
+	// while held).
+	EndedIndex uint64 `json:"ended_index,omitempty"`
+}
+
+// LockHistory is the answer to GET /v1/locks/{name}/history: the lock's
+// last grants, newest first.
+type LockHistory struct {
+	Lock   string        `json:"lock"`
+	Grants []GrantRecord `json:"grants"`
+}
+
+// MaxBlockingWait bounds the wait of a blocking read (GET
+// /v1/locks/{name}?wait_index=N&wait=D); it is also the wait when wait is
+// left out.
+const MaxBlockingWait = 5 * time.Minute
+
+// MaxHistoryLimit is the largest ?limit= of a lock's history.
+const MaxHistoryLimit = 1024

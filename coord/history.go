@@ -1,0 +1,155 @@
+package coord
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/fencer-io/fencer/coord/events"
+	"github.com/fencer-io/fencer/fsm"
+	"github.com/fencer-io/fencer/fsm/entry"
+)
+
+// The grant history is replicated state (fsm/history.go): any node answers
+// from its own applied state, as for events, so reads here are never
+// forwarded and never linearizable; each returns the applied index it was
+// read at.
+
+// historySettle is how often a node looks whether the cluster's history
+// settings are applied yet, and whether, as its leader, it can propose them.
+const historySettle = time.Second
+
+// TokenError is a token lookup the history cannot answer: why (never
+// issued, older than kept, or no history) is Lookup.
+type TokenError struct {
+	Token  uint64
+	Lookup fsm.TokenLookup
+	// Settings are the cluster's history settings (zero without any).
+	Settings entry.GrantHistorySettings
+}
+
+func (e *TokenError) Error() string {
+	switch e.Lookup {
+	case fsm.TokenNotKept:
+		return fmt.Sprintf("%v: token %d is older than the grant history this cluster keeps (its last %d grants)", ErrUnknownToken, e.Token, e.Settings.Global)
+	case fsm.TokenNoHistory:
+		return fmt.Sprintf("%v: this cluster keeps no grant history (--grant-history 0, or not every member runs a build that keeps one yet)", ErrUnknownToken)
+	}
+	return fmt.Sprintf("%v: no lock was granted with token %d", ErrUnknownToken, e.Token)
+}
+
+func (e *TokenError) Unwrap() error { return ErrUnknownToken }
+
+// History returns up to n of lock's last grants, newest first, and the
+// applied index they were read at.
+func (s *Service) History(lock string, n int) ([]entry.GrantRecord, uint64) {
+	return s.fsm.GrantHistory(lock, n)
+}
+
+// AppliedIndex is the index of the last entry this node applied.
+func (s *Service) AppliedIndex() uint64 { return s.fsm.AppliedIndex() }
+
+// Grant returns the grant that had token, or a *TokenError, and the
+// applied index it was read at.
+func (s *Service) Grant(token uint64) (entry.GrantRecord, uint64, error) {
+	index := s.fsm.AppliedIndex()
+	g, why := s.fsm.GrantOf(token)
+	if why == fsm.TokenFound {
+		return g, index, nil
+	}
+	cfg, _ := s.fsm.GrantHistorySettings()
+	return g, index, &TokenError{Token: token, Lookup: why, Settings: cfg}
+}
+
+// settleHistory runs on every node until the cluster's history settings
+// are applied. Its leader proposes this node's (Config.GrantHistory) as soon
+// as every member reads the entry (entry.LogFormatHistory), so a cluster's
+// settings are those of its first leader of a build that keeps a history.
+// Afterwards a node whose own differ says so in its log, once: they are
+// the cluster's, changed only through the log, never by a node's flags.
+func (s *Service) settleHistory(want entry.GrantHistorySettings) {
+	defer s.wg.Done()
+	tick := time.NewTicker(historySettle)
+	defer tick.Stop()
+	for {
+		if cfg, ok := s.fsm.GrantHistorySettings(); ok {
+			if cfg != want {
+				s.log.Warn("this node's grant history settings are not the cluster's, which stay in force (they were fixed when the cluster first kept a history)",
+					"grant_history", want.Global, "grant_history_per_lock", want.PerLock,
+					"cluster_grant_history", cfg.Global, "cluster_grant_history_per_lock", cfg.PerLock)
+			}
+			return
+		}
+		if s.raft.EntryFormat() >= entry.LogFormatHistory && s.ready() {
+			_, err := s.raft.Apply(&entry.SetGrantHistory{GrantHistorySettings: want})
+			if err == nil {
+				s.log.Info("the cluster keeps a grant history", "grant_history", want.Global, "grant_history_per_lock", want.PerLock)
+				continue
+			}
+			if !errors.Is(err, entry.ErrFormatTooOld) {
+				s.log.Warn("proposing the grant history settings failed; retrying", "err", err)
+			}
+		}
+		select {
+		case <-s.stop:
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// ready reports whether this node leads and is promoted in its current
+// view.
+func (s *Service) ready() bool {
+	leader, changed := s.raft.Leadership()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return leader && s.view.ready && s.view.changed == changed
+}
+
+// WaitLock returns once lock's state changed after index (an event of
+// the lock with a higher index), when wait ends, or at once when the
+// node's events after index are no longer kept (the state may have
+// changed: a spurious wake-up, as Consul's blocking queries allow). It
+// says whether it saw a change.
+func (s *Service) WaitLock(ctx context.Context, lock string, index uint64, wait time.Duration) (bool, error) {
+	w, err := s.events.Watch(int64(min(index, 1<<62)))
+	var compacted *events.CompactedError
+	if errors.As(err, &compacted) {
+		return true, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	defer w.Close()
+	ofLock := func(entry []fsm.Event) bool {
+		for i := range entry {
+			if entry[i].Lock == lock {
+				return true
+			}
+		}
+		return false
+	}
+	if ofLock(w.Backlog()) {
+		return true, nil
+	}
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	for {
+		select {
+		case entry := <-w.C():
+			if ofLock(entry) {
+				return true, nil
+			}
+		case <-w.Lagged():
+			return true, nil
+		case <-timer.C:
+			return false, nil
+		case <-ctx.Done():
+			return false, ctx.Err()
+		case <-s.stop:
+			return false, nil
+		}
+	}
+}
