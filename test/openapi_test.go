@@ -149,6 +149,7 @@ func TestResponsesMatchOpenAPI(t *testing.T) {
 
 	c := tc.New(t, 3)
 	leader := c.WaitLeader(10 * time.Second)
+	c.WaitHistory(15 * time.Second)
 	var follower *tc.Node
 	for _, n := range c.Nodes {
 		if n != leader {
@@ -238,6 +239,20 @@ func TestResponsesMatchOpenAPI(t *testing.T) {
 	want(200, status, body)
 	status, body = send("POST", f+"/v1/locks/jobs.a/release", lease)
 	want(410, status, body)
+	status, body = send("GET", f+"/v1/locks/jobs.a/history?limit=5", "")
+	want(200, status, body)
+	status, body = send("GET", f+"/v1/locks/jobs.a/history?limit=0", "")
+	want(400, status, body)
+	status, body = send("GET", f+"/v1/tokens/"+tok, "")
+	want(200, status, body)
+	status, body = send("GET", f+"/v1/tokens/1", "")
+	want(404, status, body)
+	status, body = send("GET", f+"/v1/tokens/x", "")
+	want(400, status, body)
+	status, body = send("GET", f+"/v1/locks/jobs.a?wait_index=1&wait=10ms", "")
+	want(200, status, body)
+	status, body = send("GET", f+"/v1/locks/jobs.a?wait_index=1&wait=6m", "")
+	want(400, status, body)
 	status, body = send("GET", f+"/v1/cluster/snapshot", "")
 	want(200, status, body)
 	status, body = send("DELETE", f+"/v1/cluster/members/n9", "")

@@ -330,6 +330,21 @@ func (c *Cluster) WaitMembers(n int, timeout time.Duration) {
 	})
 }
 
+// WaitHistory polls until every running node has applied the cluster's
+// grant history settings, which its leader proposes once every member reads
+// them: grants before are not in the history.
+func (c *Cluster) WaitHistory(timeout time.Duration) {
+	c.t.Helper()
+	Poll(c.t, timeout, "the grant history settings on every member", func() bool {
+		for _, n := range c.Running() {
+			if _, ok := n.Inst.Coord.GrantHistorySettings(); !ok {
+				return false
+			}
+		}
+		return true
+	})
+}
+
 // URL returns the base URL of a node's API.
 func (n *Node) URL() string {
 	if n.cfg.PeerTLSClient != nil {
