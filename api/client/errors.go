@@ -178,6 +178,9 @@ type APIError struct {
 	// Held and Limit are a semaphore's permits held and its limit, on
 	// semaphore_full and limit_mismatch.
 	Held, Limit int
+	// Reason says why on unknown_token: wire.ReasonNotKept (older than
+	// the history kept), wire.ReasonNeverGranted or wire.ReasonNoHistory.
+	Reason string
 }
 
 func (e *APIError) Error() string {
@@ -222,5 +225,6 @@ func newAPIError(status int, body []byte) *APIError {
 		Index:      wire.Index,
 		Held:       wire.Held,
 		Limit:      wire.Limit,
+		Reason:     wire.Reason,
 	}
 }
