@@ -42,6 +42,7 @@ func newLockCmd() *cobra.Command {
 		Short: "Acquire, renew, release and inspect locks",
 		Example: `  fencer lock acquire job --ttl 30s
   fencer lock status job
+  fencer lock history job
   fencer lock list -o json`,
 	}
 	o.client.bind(cmd.PersistentFlags())
@@ -104,7 +105,7 @@ the lifetime of a command, use "fencer exec".`,
 		Args: positional(),
 		RunE: func(cmd *cobra.Command, _ []string) error { return o.list(cmd) },
 	}
-	return group(cmd, acquire, renew, release, status, list)
+	return group(cmd, acquire, renew, release, status, list, newLockHistoryCmd(o))
 }
 
 func (o *lockOptions) acquire(cmd *cobra.Command, name string) error {

@@ -43,6 +43,7 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 		newKVCmd(),
 		newExecCmd(),
 		newWatchCmd(),
+		newTokenCmd(),
 		newMembersCmd(),
 		newClusterCmd(),
 		newSnapshotCmd(),
