@@ -324,6 +324,30 @@ class Client:
         """Whether ``token`` is the lock's current grant."""
         return bool(self.request("GET", _lock_path(name, "check") + "?token=%d" % token).json().get("current"))
 
+    def history(self, name: str, limit: Optional[int] = None) -> List[Dict[str, Any]]:
+        """The lock's last grants, newest first (``GET /v1/locks/{name}/history``):
+        dicts with ``token``, ``lock``, ``holder``, ``granted_index``, ``ended``
+        (released, expired, handed_off, voided, or held) and ``ended_index``.
+        The cluster keeps each lock's last --grant-history-per-lock grants."""
+        q = "?limit=%d" % limit if limit is not None else ""
+        return list(self.request("GET", _lock_path(name, "history") + q).json().get("grants", []))
+
+    def token(self, token: int) -> Dict[str, Any]:
+        """Which lock and holder got ``token``, and how the grant ended
+        (``GET /v1/tokens/{token}``). Raises UnknownToken, whose ``reason`` is
+        ``not_kept`` (older than the history kept), ``never_granted`` or
+        ``no_history``."""
+        return self.request("GET", "/v1/tokens/%d" % token).json()
+
+    def wait_lock(self, name: str, index: int, wait: float = 300.0) -> Tuple[Dict[str, Any], int]:
+        """A blocking read: the lock's status once an entry after ``index``
+        changed it, or after ``wait`` seconds (at most 300), and the index it
+        was read at (the next call's ``index``). A wake-up may be spurious."""
+        wait = min(max(wait, 0.0), 300.0)
+        path = _lock_path(name, "") + "?wait_index=%d&wait=%dms" % (index, int(wait * 1000))
+        resp = self.request("GET", path, extra_timeout=wait)
+        return resp.json(), int(resp.headers.get("fencer-index", "0"))
+
     def cluster(self) -> Dict[str, Any]:
         """GET /v1/cluster: the answering node's view of the cluster."""
         return self.request("GET", "/v1/cluster").json()

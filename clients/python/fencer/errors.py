@@ -141,7 +141,13 @@ class EventsCompacted(FencerError):
 
 
 class UnknownToken(FencerError):
-    """404 unknown_token: no grant with that token is in the history."""
+    """404 unknown_token: no grant with that token is in the history.
+    ``reason`` says why: ``not_kept`` (older than the history the cluster
+    keeps), ``never_granted`` or ``no_history``."""
+
+    @property
+    def reason(self) -> str:
+        return str(self.body.get("reason", ""))
 
 
 class SemaphoreFull(FencerError):

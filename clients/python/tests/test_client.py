@@ -14,7 +14,7 @@ import urllib.request
 
 from fencer import (CODE_ERRORS, Client, LeaseExpired, LeaseLost, LockHeld,
                     NotLockHolder, StaleToken, Forbidden, Unauthorized)
-from fencer.errors import LimitMismatch, MissingToken, SemaphoreFull
+from fencer.errors import InvalidRequest, LimitMismatch, MissingToken, SemaphoreFull, UnknownToken
 
 from .cluster import BIN, REPO, Cluster, poll
 
@@ -203,6 +203,41 @@ class ClusterTest(unittest.TestCase):
                 if ev["type"] == "released":
                     break
         self.assertEqual(seen, [("acquired", "py.events.a", lease.token), ("released", "py.events.a", lease.token)])
+
+    def test_history_token_and_wait_lock(self) -> None:
+        c = self.client()
+        # The leader sets the cluster's history once every member reads it.
+        deadline = time.monotonic() + 15
+        while True:
+            with c.lock("py.hist.probe", ttl=5) as probe:
+                pass
+            try:
+                c.token(probe.token)
+                break
+            except UnknownToken:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+        with c.lock("py.hist", ttl=5) as first:
+            pass
+        status, index = c.wait_lock("py.hist", 0, wait=1)
+        self.assertFalse(status["held"])
+        self.assertGreater(index, first.token)
+        second = c.acquire("py.hist", ttl=30, keep_alive=False)
+        status, _ = c.wait_lock("py.hist", index, wait=10)
+        self.assertTrue(status["held"])
+        self.assertEqual(status["token"], second.token)
+        hist = c.history("py.hist")
+        self.assertEqual([(g["token"], g["ended"]) for g in hist], [(second.token, "held"), (first.token, "released")])
+        self.assertEqual(len(c.history("py.hist", limit=1)), 1)
+        got = c.token(first.token)
+        self.assertEqual((got["lock"], got["ended"]), ("py.hist", "released"))
+        with self.assertRaises(UnknownToken) as cm:
+            c.token(second.token + 10**9)
+        self.assertEqual(cm.exception.reason, "never_granted")
+        with self.assertRaises(InvalidRequest):
+            c.history("py.hist", limit=0)
+        second.release()
 
     def test_readme_example_runs(self) -> None:
         """The README's Python block, as written, against this cluster."""
