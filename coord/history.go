@@ -156,6 +156,6 @@ func (s *Service) WaitLock(ctx context.Context, lock string, index uint64, wait 
 
 // GrantHistorySettings returns the cluster's grant history settings, false
 // while it has none.
-func (s *Service) GrantHistorySettings() (fsm.GrantHistorySettings, bool) {
+func (s *Service) GrantHistorySettings() (entry.GrantHistorySettings, bool) {
 	return s.fsm.GrantHistorySettings()
 }

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fencer-io/fencer/fsm"
+	"github.com/fencer-io/fencer/fsm/entry"
 )
 
 // The leader proposes its settings once every member reads the entry, and
@@ -18,8 +18,8 @@ import (
 // the cluster's.
 func TestHistorySettingsProposedOnceMembersReadThem(t *testing.T) {
 	f := newFakeRaft()
-	f.format = fsm.LogFormatCoord
-	want := fsm.GrantHistorySettings{PerLock: 4, Global: 50}
+	f.format = entry.LogFormatCoord
+	want := entry.GrantHistorySettings{PerLock: 4, Global: 50}
 	s, _, _ := newTestServiceOver(t, f, Config{GrantHistory: &want})
 	g := mustAcquire(t, s, "a", "w", time.Minute)
 	time.Sleep(historySettle + 200*time.Millisecond) // a settle round: nothing to see, so nothing to poll
@@ -27,7 +27,7 @@ func TestHistorySettingsProposedOnceMembersReadThem(t *testing.T) {
 		t.Fatal("settings proposed while a member reads log format 3")
 	}
 	f.mu.Lock()
-	f.format = fsm.LogFormat
+	f.format = entry.LogFormat
 	f.mu.Unlock()
 	poll(t, "the settings", func() bool { _, ok := s.GrantHistorySettings(); return ok })
 	if cfg, _ := s.GrantHistorySettings(); cfg != want {
@@ -46,7 +46,7 @@ func TestHistorySettingsProposedOnceMembersReadThem(t *testing.T) {
 
 	// Another node of the same cluster, with other flags.
 	var logs syncBuffer
-	other := fsm.GrantHistorySettings{PerLock: 2, Global: 10}
+	other := entry.GrantHistorySettings{PerLock: 2, Global: 10}
 	s2 := New(&followerOf{f}, f.fsm, Config{GrantHistory: &other, Clock: newFakeClock(),
 		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	defer s2.Close()

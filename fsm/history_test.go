@@ -59,11 +59,11 @@ func TestGrantHistoryRecordsHowEachGrantEnded(t *testing.T) {
 	c := l.grant("a", "w3") // 6
 	next := acquire("", "w4", "s4")
 	l.apply(&entry.Release{Lock: "a", Token: c.Token, Lease: c.Lease, Next: next}) // 7: hands a to w4
-	d := l.grant("d", "w5")                                                  // 8, held
+	d := l.grant("d", "w5")                                                        // 8, held
 	delayed := acquire("e", "w6", "s6")
 	delayed.LockDelayMillis = 50
-	e := l.apply(delayed).(*AcquireResult).Grant // 9
-	l.apply(&entry.Expire{Lock: "e", Token: e.Token})  // 10: a lock-delay starts
+	e := l.apply(delayed).(*AcquireResult).Grant      // 9
+	l.apply(&entry.Expire{Lock: "e", Token: e.Token}) // 10: a lock-delay starts
 	l.apply(&entry.EndDelay{Lock: "e", Since: 10, Next: acquire("", "w7", "s7")})
 
 	want := map[uint64]entry.GrantRecord{
