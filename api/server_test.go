@@ -35,7 +35,7 @@ type fakeCluster struct {
 	// principal is the one the last acquire or put carried.
 	principal string
 	events    *events.History // fed directly by tests of the event stream
-	state     *fsm.FSM      // answers the grant history (history_test.go)
+	state     *fsm.FSM        // answers the grant history (history_test.go)
 }
 
 func (f *fakeCluster) ID() string                     { return "n1" }

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fencer-io/fencer/coord/internal/fakeclock"
 	"github.com/fencer-io/fencer/fsm/entry"
 )
 
@@ -47,7 +48,7 @@ func TestHistorySettingsProposedOnceMembersReadThem(t *testing.T) {
 	// Another node of the same cluster, with other flags.
 	var logs syncBuffer
 	other := entry.GrantHistorySettings{PerLock: 2, Global: 10}
-	s2 := New(&followerOf{f}, f.fsm, Config{GrantHistory: &other, Clock: newFakeClock(),
+	s2 := New(&followerOf{f}, f.fsm, Config{GrantHistory: &other, Clock: fakeclock.New(),
 		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	defer s2.Close()
 	poll(t, "the warning", func() bool { return strings.Contains(logs.String(), "not the cluster's") })
