@@ -24,6 +24,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -127,6 +128,13 @@ func TestDashboardFollowsTheCluster(t *testing.T) {
 	pg.waitFor(5*time.Second, "the page to fit a phone's width", `document.documentElement.clientWidth === 390 && document.documentElement.scrollWidth <= 390`)
 	pg.shot("phone")
 	pg.do(chromedp.EmulateReset())
+
+	// The cluster keeps a grant history from when its leader sets it, once
+	// every member has registered: the grant below must come after.
+	tc.Poll(t, 15*time.Second, "the cluster's grant history", func() bool {
+		code, body := get(f, "/v1/tokens/1", "")
+		return code != http.StatusNotFound || !strings.Contains(body, `"no_history"`)
+	})
 
 	// A lock acquired through the API appears with its holder and token.
 	g := acquire(t, f, "", "ui.demo", `{"holder":"ui-test","ttl_ms":30000}`)

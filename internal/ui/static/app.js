@@ -636,7 +636,7 @@ async function showHistory(name) {
           h(
             "tbody",
             {},
-            grants.map((g) =>
+            grants.map((g) => ({ ...g, ended: ended(g) })).map((g) =>
               h(
                 "tr",
                 { dataset: { token: g.token } },
@@ -653,6 +653,11 @@ async function showHistory(name) {
   } catch (err) {
     out.replaceChildren(h("p", { class: "section-msg", role: "alert" }, historyError(err, name)));
   }
+}
+
+// ended is how a grant ended, "" while it is held ("held" on the wire).
+function ended(g) {
+  return g.ended && g.ended !== "held" ? g.ended : "";
 }
 
 function historyError(err, name) {
@@ -674,7 +679,8 @@ async function lookupToken(t) {
   }
   out.replaceChildren(h("p", { class: "note" }, `Looking up token ${t}…`));
   try {
-    const { data: g } = await api(`/v1/tokens/${enc(String(t).trim())}`);
+    const { data } = await api(`/v1/tokens/${enc(String(t).trim())}`);
+    const g = { ...data, ended: ended(data) };
     out.replaceChildren(
       h(
         "dl",
