@@ -45,6 +45,9 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 			return strings.HasPrefix(e.Lock, prefix) && (!authenticated || acl.Allow(p, acl.ActionReadLock, e.Lock))
 		case e.Key != "":
 			return strings.HasPrefix(e.Key, prefix) && (!authenticated || acl.Allow(p, acl.ActionReadKey, e.Key))
+		case e.Semaphore != "":
+			// Semaphores follow a token's lock prefixes.
+			return strings.HasPrefix(e.Semaphore, prefix) && (!authenticated || acl.Allow(p, acl.ActionReadLock, e.Semaphore))
 		}
 		return prefix == "" && (!authenticated || acl.Allow(p, acl.ActionStatus, ""))
 	}
@@ -163,6 +166,10 @@ func wireEvent(e *fsm.Event) wire.Event {
 	if e.Type == fsm.EventPut {
 		size := e.ValueSize
 		out.ValueSize = &size
+	}
+	if e.Semaphore != "" {
+		held := e.Held
+		out.Semaphore, out.Limit, out.Held = e.Semaphore, e.Limit, &held
 	}
 	return out
 }

@@ -18,6 +18,10 @@ func describe(events []fsm.Event) string {
 		switch e.Type {
 		case fsm.EventHandedOff:
 			fmt.Fprintf(&b, "%d %s %s %s:%d->%s:%d (%s)\n", e.Index, e.Type, e.Lock, e.PrevHolder, e.PrevToken, e.Holder, e.Token, e.Reason)
+		case fsm.EventPermitHandedOff:
+			fmt.Fprintf(&b, "%d %s %s %s:%d->%s:%d (%s) %d/%d\n", e.Index, e.Type, e.Semaphore, e.PrevHolder, e.PrevToken, e.Holder, e.Token, e.Reason, e.Held, e.Limit)
+		case fsm.EventPermitAcquired, fsm.EventPermitReleased, fsm.EventPermitExpired:
+			fmt.Fprintf(&b, "%d %s %s %s %d %d/%d\n", e.Index, e.Type, e.Semaphore, e.Holder, e.Token, e.Held, e.Limit)
 		case fsm.EventPut:
 			fmt.Fprintf(&b, "%d %s %s %d %dB\n", e.Index, e.Type, e.Key, e.Token, e.ValueSize)
 		default:
@@ -78,6 +82,49 @@ func TestEventsOfALockCycle(t *testing.T) {
 	defer from.Close()
 	if got, want := describe(drain(from)), strings.SplitN(want, "\n", 3)[2]; got != want {
 		t.Fatalf("since %d: got\n%swant\n%s", b.Token, got, want)
+	}
+}
+
+// Every permit's grant, release, expiry and handoff is an event naming the
+// semaphore, with its limit and the permits held after the entry.
+func TestEventsOfPermits(t *testing.T) {
+	s, _, clock := newTestService(t, Config{})
+	live, err := s.Watch(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer live.Close()
+	a := mustPermit(t, s, "a", 2)
+	b := mustPermit(t, s, "b", 2)
+	queued := make(chan waitResult, 1)
+	go func() {
+		r, err := s.AcquirePermit(bg, PermitRequest{Semaphore: "s", Holder: "c", Limit: 2, TTL: 10 * time.Second, Wait: time.Minute})
+		queued <- waitResult{permit: r, err: err}
+	}()
+	poll(t, "c queued", func() bool { return s.Waiters(semQueue("s")) == 1 })
+	clock.Advance(time.Second) // a and b expire: c gets a's permit in its expiry
+	c := <-queued
+	if c.err != nil {
+		t.Fatal(c.err)
+	}
+	poll(t, "both expiries", func() bool { return len(s.fsm.Semaphore("s").Permits) == 1 })
+	if err := s.ReleasePermit(bg, "s", c.permit.Permit.Token, c.permit.Permit.Lease); err != nil {
+		t.Fatal(err)
+	}
+	got := describe(drain(live))
+	// The expiries' order is the timers'; c follows the first.
+	first, second := a.Permit, b.Permit
+	if !strings.Contains(got, fmt.Sprintf("handed_off s a:%d", a.Permit.Token)) {
+		first, second = b.Permit, a.Permit
+	}
+	want := fmt.Sprintf("%d permit_acquired s a %d 1/2\n%d permit_acquired s b %d 2/2\n"+
+		"%d permit_handed_off s %s:%d->c:%d (expired) 2/2\n%d permit_expired s %s %d 1/2\n%d permit_released s c %d 0/2\n",
+		a.Permit.Token, a.Permit.Token, b.Permit.Token, b.Permit.Token,
+		c.permit.Permit.Token, first.Holder, first.Token, c.permit.Permit.Token,
+		c.permit.Permit.Token+1, second.Holder, second.Token,
+		c.permit.Permit.Token+2, c.permit.Permit.Token)
+	if got != want {
+		t.Fatalf("live watcher saw\n%swant\n%s", got, want)
 	}
 }
 

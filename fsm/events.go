@@ -19,6 +19,14 @@ const (
 	// EventValueSet: a held lock's published value changed (an election's
 	// Proclaim); the token is the grant's, unchanged.
 	EventValueSet = "value_set"
+	// Semaphore permits: a permit granted, released, expired, or freed and
+	// handed to the head waiter in the same entry. They name the semaphore
+	// (never a lock) and carry its limit and the permits held once the entry
+	// is applied.
+	EventPermitAcquired  = "permit_acquired"
+	EventPermitReleased  = "permit_released"
+	EventPermitExpired   = "permit_expired"
+	EventPermitHandedOff = "permit_handed_off"
 )
 
 // Event is one change an applied entry made. Fields a type does not use are
@@ -42,6 +50,11 @@ type Event struct {
 	// Value is the grant's published value on acquired, handed_off and
 	// value_set (elections).
 	Value string
+	// Semaphore, Limit and Held are a permit event's semaphore, its limit
+	// and the permits held after the entry.
+	Semaphore string
+	Limit     int
+	Held      int
 }
 
 // Observer is told what each applied entry changed, in log order, on every
@@ -84,6 +97,16 @@ func eventsOf(cmd entry.Command, result any, index uint64, memberExisted bool) [
 		if r, ok := result.(*SetValueResult); ok {
 			return []Event{{Index: index, Type: EventValueSet, Lock: r.Grant.Name, Holder: r.Grant.Holder, Token: r.Grant.Token, Value: r.Grant.Value}}
 		}
+	case *entry.SemAcquire:
+		if r, ok := result.(*PermitResult); ok && !r.Existing {
+			p := r.Permit
+			return []Event{{Index: index, Type: EventPermitAcquired, Semaphore: p.Semaphore, Holder: p.Holder, Token: p.Token,
+				Limit: p.Limit, Held: r.Held}}
+		}
+	case *entry.SemRelease:
+		return freedPermitEvents(result, index, EventPermitReleased, EventReleased)
+	case *entry.SemExpire:
+		return freedPermitEvents(result, index, EventPermitExpired, EventExpired)
 	case *entry.Release:
 		return freedEvents(result, index, EventReleased)
 	case *entry.Expire:
@@ -123,6 +146,22 @@ func freedEvents(result any, index uint64, how string) []Event {
 			PrevHolder: r.Freed.Holder, PrevToken: r.Freed.Token, Reason: how}}
 	}
 	return []Event{{Index: index, Type: how, Lock: r.Freed.Name, Holder: r.Freed.Holder, Token: r.Freed.Token}}
+}
+
+// freedPermitEvents are a permit's release or expiry (typ), or its handoff
+// with reason how.
+func freedPermitEvents(result any, index uint64, typ, how string) []Event {
+	r, ok := result.(*SemReleaseResult)
+	if !ok {
+		return nil
+	}
+	f := r.Freed
+	if r.Next != nil {
+		n := r.Next.Permit
+		return []Event{{Index: index, Type: EventPermitHandedOff, Semaphore: f.Semaphore, Holder: n.Holder, Token: n.Token,
+			PrevHolder: f.Holder, PrevToken: f.Token, Reason: how, Limit: n.Limit, Held: r.Held}}
+	}
+	return []Event{{Index: index, Type: typ, Semaphore: f.Semaphore, Holder: f.Holder, Token: f.Token, Limit: f.Limit, Held: r.Held}}
 }
 
 // memberID returns the id a membership command names, if it is one.

@@ -79,6 +79,9 @@ type SemReleaseResult struct {
 	Freed   entry.Permit
 	Next    *PermitResult
 	NextErr error
+	// Held counts the permits held once the entry is applied (the handoff
+	// included).
+	Held int
 }
 
 // semRequestKey keeps semaphores' request ids apart from locks' in the one
@@ -165,15 +168,17 @@ func (s *state) freePermit(p *entry.Permit, next *entry.SemAcquire, index uint64
 		delete(s.sems, p.Semaphore)
 	}
 	res := &SemReleaseResult{Freed: *p}
-	if next == nil {
-		return res
+	if next != nil {
+		next.Semaphore = p.Semaphore
+		switch r := applySemAcquire(s, next, index).(type) {
+		case *PermitResult:
+			res.Next = r
+		case error:
+			res.NextErr = r
+		}
 	}
-	next.Semaphore = p.Semaphore
-	switch r := applySemAcquire(s, next, index).(type) {
-	case *PermitResult:
-		res.Next = r
-	case error:
-		res.NextErr = r
+	if sem := s.sems[p.Semaphore]; sem != nil {
+		res.Held = len(sem.permits)
 	}
 	return res
 }

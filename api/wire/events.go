@@ -18,6 +18,14 @@ const (
 	// EventValueSet: a held lock's published value changed (an election's
 	// Proclaim); Token is the grant's, unchanged.
 	EventValueSet = "value_set"
+	// Semaphore permits: granted, released, expired, or freed and handed
+	// to the head waiter in the same entry (Reason says how the previous
+	// one ended). They carry Semaphore (never Lock), Limit and Held, the
+	// permits held once the entry was applied.
+	EventPermitAcquired  = "permit_acquired"
+	EventPermitReleased  = "permit_released"
+	EventPermitExpired   = "permit_expired"
+	EventPermitHandedOff = "permit_handed_off"
 	// EventLagged is the last message of a stream whose reader fell too
 	// far behind: Index is the last index delivered, to resume from.
 	EventLagged = "lagged"
@@ -47,4 +55,9 @@ type Event struct {
 	// Value is the grant's published value on acquired, handed_off and
 	// value_set (elections).
 	Value string `json:"value,omitempty"`
+	// Semaphore, Limit and Held are a permit event's semaphore, its limit
+	// and the permits held after the change.
+	Semaphore string `json:"semaphore,omitempty"`
+	Limit     int    `json:"limit,omitempty"`
+	Held      *int   `json:"held,omitempty"`
 }
