@@ -66,8 +66,8 @@ func watchReq(t *testing.T, url, secret string) *http.Response {
 	return resp
 }
 
-// A principal limited to prefixes sees only the events of its locks and
-// keys; ?prefix narrows further, and drops the events without a name.
+// A principal limited to prefixes sees only the events of its locks (and
+// semaphores) and keys; ?prefix narrows further, and drops the events without a name.
 func TestEventStreamFilteredByACLAndPrefix(t *testing.T) {
 	a, err := acl.Parse([]byte(`{"tokens":[
 	 {"name":"ci","secret":"scoped-secret-0123456789","role":"reader","locks":["jobs."],"keys":["cfg."]},
@@ -81,7 +81,7 @@ func TestEventStreamFilteredByACLAndPrefix(t *testing.T) {
 	f.events.Applied(3, []fsm.Event{{Index: 3, Type: fsm.EventAcquired, Lock: "billing.x", Holder: "w", Token: 3}})
 	f.events.Applied(4, []fsm.Event{{Index: 4, Type: fsm.EventPut, Key: "cfg.db", Token: 2, ValueSize: 5}})
 	f.events.Applied(5, []fsm.Event{{Index: 5, Type: fsm.EventPut, Key: "jobs.k", Token: 3}})
-	f.events.Applied(6, nil)
+	f.events.Applied(6, []fsm.Event{{Index: 6, Type: fsm.EventPermitAcquired, Semaphore: "billing.s", Holder: "w", Token: 6, Limit: 2, Held: 1}})
 	f.events.Applied(7, []fsm.Event{{Index: 7, Type: fsm.EventReleased, Lock: "jobs.a", Holder: "w", Token: 2}})
 	srv := httptest.NewServer(acl.Middleware(acl.NewStore(a))(newFakeServer(f).Handler()))
 	t.Cleanup(srv.Close) // after the streams close (cleanups run last first)
@@ -96,14 +96,14 @@ func TestEventStreamFilteredByACLAndPrefix(t *testing.T) {
 			if e.id != fmt.Sprint(e.data.Index) || e.typ != e.data.Type {
 				t.Fatalf("event %+v: id and type disagree with its data", e)
 			}
-			got = append(got, e.id+":"+e.typ+":"+e.data.Lock+e.data.Key+e.data.Member)
+			got = append(got, e.id+":"+e.typ+":"+e.data.Lock+e.data.Key+e.data.Member+e.data.Semaphore)
 		}
 		return strings.Join(got, " ")
 	}
 	if got, want := names("scoped-secret-0123456789", ""), "1:member_added:n1 2:acquired:jobs.a 4:put:cfg.db 7:released:jobs.a"; got != want {
 		t.Errorf("scoped reader saw %s, want %s", got, want)
 	}
-	if got, want := names("operator-secret-0123456789", ""), "1:member_added:n1 2:acquired:jobs.a 3:acquired:billing.x 4:put:cfg.db 5:put:jobs.k 7:released:jobs.a"; got != want {
+	if got, want := names("operator-secret-0123456789", ""), "1:member_added:n1 2:acquired:jobs.a 3:acquired:billing.x 4:put:cfg.db 5:put:jobs.k 6:permit_acquired:billing.s 7:released:jobs.a"; got != want {
 		t.Errorf("operator saw %s, want %s", got, want)
 	}
 	if got, want := names("operator-secret-0123456789", "&prefix=jobs."), "2:acquired:jobs.a 5:put:jobs.k 7:released:jobs.a"; got != want {
