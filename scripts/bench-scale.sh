@@ -99,6 +99,14 @@ metric() { # node name
 for i in 1 2 3; do start "$i"; done
 for i in 1 2 3; do wait_ready "$i" >/dev/null; done
 echo "3 nodes ready in $work; RSS MB before: n1 $(rss 1), n2 $(rss 2), n3 $(rss 3)"
+# The grant history starts when the leader sets the cluster's settings, a
+# second or so after the members register: wait (at most 30 s), so that
+# every lease below is in it (--grant-history 0 answers no_history for good).
+for _ in $(seq 1 600); do
+	curl -sS "http://$(http 1)/v1/tokens/1" 2>/dev/null | grep -q '"no_history"' || break
+	[[ ${FENCER_GRANT_HISTORY:-} == 0 ]] && break
+	sleep 0.05
+done
 
 echo "acquiring $LEASES leases with $CLIENTS clients (TTL 2h, kept held)"
 "$work/fencer" bench --endpoints "$endpoints" -w hold -c "$CLIENTS" --ops "$LEASES" \

@@ -230,6 +230,10 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	cfg.Logf("cluster of %d up, resource at %s; logs in %s", cfg.Nodes, rs.URL(), logs)
 
+	watch, err := startWatcher(ctx, cl)
+	if err != nil {
+		return nil, err
+	}
 	rec := workload.NewRecorder()
 	ev := &eventLog{}
 	clients, err := startClients(cfg, group, cl, rs, rec, logs, res)
@@ -262,6 +266,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	if h.MemberHashes, err = memberHashes(ctx, cl); err != nil {
 		res.problem("member digests: %v", err)
+	}
+	if h.Watch, err = watch.finish(ctx); err != nil {
+		res.problem("watcher: %v", err)
 	}
 	res.History = h
 	cfg.Logf("checking %d operations", len(h.Ops))

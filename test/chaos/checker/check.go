@@ -25,6 +25,7 @@ const (
 	CheckPermits      = "semaphore limits"
 	CheckLeaders      = "one leader per term"
 	CheckObservers    = "observers in term order"
+	CheckWatch        = "watched grants"
 )
 
 // DefaultTimeout bounds each linearizability search when Options.Timeout is
@@ -124,6 +125,7 @@ func Check(h History, opts Options) Report {
 		invariant(CheckPermits, PermitLimits(h), skipIf(!hasKind(h, SemAcquire), "no semaphore permits")),
 		invariant(CheckLeaders, OneLeaderPerTerm(h), skipIf(!hasKind(h, Campaign) && len(h.Observations) == 0, "no election")),
 		invariant(CheckObservers, ObserverOrder(h), skipIf(len(h.Observations) == 0, "no observations")),
+		invariant(CheckWatch, WatchedGrants(h), skipIf(h.Watch == nil, "no watcher")),
 	)
 	return r
 }

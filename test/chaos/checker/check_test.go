@@ -45,6 +45,12 @@ func validRun() History {
 		},
 		MemberHashes: map[string]string{"n1": "c0ffee", "n2": "c0ffee", "n3": "c0ffee"},
 		Observations: []Observation{seen(3, 0, "e", "h1", 10, "h1.v1", 107)},
+		// The restore's entries were not seen: a gap up to the new epoch.
+		Watch: &Watch{
+			Grants: []WatchedGrant{watched("acquired", "a", 5), watched("acquired", "a", 8), watched("acquired", "e", 10), watched("acquired", "c", 1<<32|4)},
+			Gaps:   []WatchGap{{After: 10, Until: 1 << 32}},
+			Until:  1<<32 | 4,
+		},
 	}
 }
 
@@ -58,7 +64,7 @@ func TestCheckPassesAValidRun(t *testing.T) {
 			t.Errorf("%s: %s, want every check to run and pass", v.Name, v.Status)
 		}
 	}
-	if !strings.Contains(r.String(), "all 13 checks passed") {
+	if !strings.Contains(r.String(), "all 14 checks passed") {
 		t.Errorf("summary:\n%s", r)
 	}
 }
@@ -92,7 +98,7 @@ func TestReportSummarizesFailures(t *testing.T) {
 	}
 	s := r.String()
 	for _, want := range []string{
-		"2 of 13 checks not OK",
+		"2 of 14 checks not OK",
 		"FAIL          lock linearizability",
 		"renew(a, t5) -> ok [300, 310]",
 		"FAIL          member state hashes",

@@ -252,6 +252,9 @@ type History struct {
 	// Observations are what the election observers saw, each observer's
 	// in the order it saw them.
 	Observations []Observation `json:"observations,omitempty"`
+	// Watch is what a watcher of the event stream saw through the run
+	// (nil: none watched).
+	Watch *Watch `json:"watch,omitempty"`
 }
 
 // Observation is one leadership an election observer was told of: who
