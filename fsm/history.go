@@ -227,7 +227,10 @@ func records(older, ring []grantRec) []entry.GrantRecord {
 // than the ones recs were kept under, it is what those settings keep of
 // them. A lock's history is its last cfg.PerLock grants among recs, and
 // the cfg.Global locks granted last keep one.
-func rebuildHistory(cfg entry.GrantHistorySettings, from uint64, recs []entry.GrantRecord, ring int) *grantHistory {
+//
+// held, when not nil, returns the held grant of a lock, whose strings a
+// record of that grant shares instead of keeping its own.
+func rebuildHistory(cfg entry.GrantHistorySettings, from uint64, recs []entry.GrantRecord, ring int, held func(lock string) *lockEntry) *grantHistory {
 	h := newGrantHistory(cfg, from)
 	if cfg.Global == 0 {
 		return h
@@ -242,6 +245,11 @@ func rebuildHistory(cfg entry.GrantHistorySettings, from uint64, recs []entry.Gr
 		r := recs[i]
 		way, _ := wayOf(r.Ended)
 		g := grantRec{token: r.Token, granted: r.GrantedIndex, ended: r.EndedIndex, lock: r.Lock, holder: r.Holder, way: way}
+		if held != nil {
+			if e := held(r.Lock); e != nil && e.token == r.Token {
+				g.lock, g.holder = e.name(), e.holder()
+			}
+		}
 		if i >= start {
 			h.ring = append(h.ring, g)
 		}
@@ -348,7 +356,7 @@ func applySetGrantHistory(s *state, c *entry.SetGrantHistory, index uint64) any 
 	if s.history.cfg != c.GrantHistorySettings {
 		h := s.history
 		older, ring := h.capture()
-		s.history = rebuildHistory(c.GrantHistorySettings, h.from, records(older, ring), len(ring))
+		s.history = rebuildHistory(c.GrantHistorySettings, h.from, records(older, ring), len(ring), nil)
 	}
 	return c.GrantHistorySettings
 }

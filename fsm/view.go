@@ -156,7 +156,7 @@ func (v *View) WriteTo(w io.Writer) (int64, error) {
 	for _, part := range [][]grantRec{v.grantsOlder, v.grantRing} {
 		for i := range part {
 			r := part[i].record()
-			sw.Encode(snapshot.Record{Grant: &r})
+			sw.Grant(&r)
 		}
 	}
 	return sw.Close()
@@ -248,7 +248,7 @@ func fill(s *state, img *snapshot.Image) {
 		s.addPermit(&p)
 	}
 	if h := img.Header.GrantHistory; h != nil {
-		s.history = rebuildHistory(*h, img.Header.GrantsFrom, img.Grants, img.Header.GrantRing)
+		s.history = rebuildHistory(*h, img.Header.GrantsFrom, img.Grants, img.Header.GrantRing, func(lock string) *lockEntry { return s.locks[lock] })
 	}
 	s.restoredAt = img.Header.RestoredAt
 	s.voided = slices.Clone(img.Voided)

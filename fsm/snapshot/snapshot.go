@@ -131,7 +131,7 @@ func (img *Image) WriteTo(w io.Writer) (int64, error) {
 		sw.Encode(Record{Voided: &img.Voided[i]})
 	}
 	for i := range img.Grants {
-		sw.Encode(Record{Grant: &img.Grants[i]})
+		sw.Grant(&img.Grants[i])
 	}
 	return sw.Close()
 }
