@@ -54,6 +54,7 @@ func (r *Result) Summary() string {
 		fmt.Fprintf(&b, "  %-11s %6d: %s\n", kind, n, strings.Join(parts, ", "))
 	}
 	b.WriteString(r.observations())
+	b.WriteString(r.watched())
 
 	b.WriteString(r.otherErrors())
 
@@ -201,6 +202,20 @@ func truncate(s string, n int) string {
 		return s
 	}
 	return s[:n] + "…"
+}
+
+// watched summarizes what the events watcher saw: the grants, up to which
+// index, and the ranges it could not see.
+func (r *Result) watched() string {
+	w := r.History.Watch
+	if w == nil {
+		return "events watcher: none\n"
+	}
+	var unseen uint64
+	for _, g := range w.Gaps {
+		unseen += g.Until - g.After
+	}
+	return fmt.Sprintf("events watcher: %d grants through index %d, %d gaps (%d indexes) the members no longer kept\n", len(w.Grants), w.Until, len(w.Gaps), unseen)
 }
 
 // observations summarizes what the election observers saw: how many
