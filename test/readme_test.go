@@ -88,8 +88,63 @@ func TestReadmeQuickStart(t *testing.T) {
 	}
 
 	t.Run("GoProgram", func(t *testing.T) {
-		runReadmeGoProgram(t, string(readme), work, endpoints)
+		runReadmeGoProgram(t, string(readme), "## Use it from Go", "quickstart", work, endpoints,
+			regexp.MustCompile(`^wrote "report" with fencing token [1-9]\d*\n$`))
 	})
+	t.Run("Primitives", func(t *testing.T) {
+		runReadmePrimitives(t, string(readme), work, httpPort, endpoints)
+	})
+}
+
+// runReadmePrimitives runs the shell blocks of the README's elections,
+// semaphores and lock-delay section, as pasted but for the ports, against
+// the quick start's cluster, checks what they promise, and then runs the
+// section's Go program.
+func runReadmePrimitives(t *testing.T, readme, work string, httpPort int, endpoints []string) {
+	const heading = "## Elections, semaphores and lock-delay"
+	blocks := fencedBlocks(section(readme, heading), "sh")
+	if len(blocks) != 3 {
+		t.Fatalf("want a shell block for each of the three primitives under %q, found %d", heading, len(blocks))
+	}
+	script := regexp.MustCompile(`localhost:700([1-3])\b`).ReplaceAllStringFunc(strings.Join(blocks, "\n"), func(m string) string {
+		n, _ := strconv.Atoi(m[len(m)-1:])
+		return "localhost:" + strconv.Itoa(httpPort+n-1)
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	sh := exec.CommandContext(ctx, "bash", "-c", "set -euo pipefail\n"+script)
+	sh.Dir = work
+	sh.Env = append(os.Environ(), "FENCER_ENDPOINTS="+strings.Join(endpoints, ","))
+	outBytes, err := sh.CombinedOutput()
+	out := string(outBytes)
+	if err != nil {
+		t.Fatalf("the README's primitives failed: %v\n%s", err, out)
+	}
+	t.Logf("primitives:\n%s", out)
+	for _, want := range []string{
+		`"value":"10.0.0.7:8080"`,
+		`(?m)^election=scheduler leader="node-a" term=[1-9]\d* value="10.0.0.7:9090"$`,
+		`(?m)^leading in term [1-9]\d*$`,
+		`"held":1`,
+		`(?m)^semaphore=crawlers limit=2 held=2 waiters=0$`,
+		`(?m)^crawling under permit [1-9]\d*$`,
+		`"code":"lock_delay","retry_after_ms":[1-9]\d*`,
+		`(?m)^lock=migrate held=false lock_delay_remaining=`,
+		`(?m)^migrating with token [1-9]\d*$`,
+	} {
+		if !regexp.MustCompile(want).MatchString(out) {
+			t.Errorf("the README's primitives did not print %s", want)
+		}
+	}
+	for _, m := range regexp.MustCompile(`(?m)^#.*"code":"([a-z_]+)"`).FindAllStringSubmatch(script, -1) {
+		if !strings.Contains(out, `"code":"`+m[1]+`"`) {
+			t.Errorf("the README shows code %q, its primitives did not produce it", m[1])
+		}
+	}
+	runReadmeGoProgram(t, readme, heading, "primitives", work, endpoints, regexp.MustCompile(
+		`^leading exporter-leader in term [1-9]\d*, publishing 10.0.0.9:9090\n`+
+			`holding a permit of exporters with token [1-9]\d*\n`+
+			`holding nightly-export with token [1-9]\d* and a 5s lock-delay\n$`))
 }
 
 // checkQuickStart reads the quick start's output line by line, in order.
@@ -148,24 +203,26 @@ func checkQuickStart(t *testing.T, out string) {
 	}
 }
 
-// runReadmeGoProgram compiles the README's Go block itself (an overlay puts
-// it in place of examples/quickstart/main.go, so it builds inside this
-// module) and runs it against the cluster. examples/quickstart must hold the
-// same text, so that `go run ./examples/quickstart` is what the README shows.
-func runReadmeGoProgram(t *testing.T, readme, work string, endpoints []string) {
-	blocks := fencedBlocks(section(readme, "## Use it from Go"), "go")
+// runReadmeGoProgram compiles the Go block under heading itself (an overlay
+// puts it in place of examples/NAME/main.go, so it builds inside this
+// module) and runs it against the cluster; its output must match want.
+// examples/NAME must hold the same text, so that `go run ./examples/NAME` is
+// what the README shows.
+func runReadmeGoProgram(t *testing.T, readme, heading, name, work string, endpoints []string, want *regexp.Regexp) {
+	t.Helper()
+	blocks := fencedBlocks(section(readme, heading), "go")
 	if len(blocks) != 1 {
-		t.Fatalf("want one Go block under \"Use it from Go\", found %d", len(blocks))
+		t.Fatalf("want one Go block under %q, found %d", heading, len(blocks))
 	}
-	src, err := filepath.Abs("../examples/quickstart/main.go")
+	src, err := filepath.Abs("../examples/" + name + "/main.go")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if file, err := os.ReadFile(src); err != nil || string(file) != blocks[0] {
-		t.Errorf("examples/quickstart/main.go differs from the README's Go block (%v): copy the block into the file", err)
+		t.Errorf("examples/%s/main.go differs from the README's Go block (%v): copy the block into the file", name, err)
 	}
-	block := filepath.Join(work, "readme-main.go")
-	overlay := filepath.Join(work, "overlay.json")
+	block := filepath.Join(work, name+"-readme-main.go")
+	overlay := filepath.Join(work, name+"-overlay.json")
 	if err := os.WriteFile(block, []byte(blocks[0]), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -173,17 +230,17 @@ func runReadmeGoProgram(t *testing.T, readme, work string, endpoints []string) {
 	if err := os.WriteFile(overlay, data, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	prog := filepath.Join(work, "quickstart")
-	if out, err := exec.Command("go", "build", "-overlay", overlay, "-o", prog, "../examples/quickstart").CombinedOutput(); err != nil {
+	prog := filepath.Join(work, name)
+	if out, err := exec.Command("go", "build", "-overlay", overlay, "-o", prog, "../examples/"+name).CombinedOutput(); err != nil {
 		t.Fatalf("the README's Go program does not compile: %v\n%s", err, out)
 	}
-	if out, err := exec.Command("go", "vet", "-overlay", overlay, "../examples/quickstart").CombinedOutput(); err != nil {
+	if out, err := exec.Command("go", "vet", "-overlay", overlay, "../examples/"+name).CombinedOutput(); err != nil {
 		t.Fatalf("go vet of the README's Go program: %v\n%s", err, out)
 	}
 	cmd := exec.Command(prog)
 	cmd.Env = append(os.Environ(), "FENCER_ENDPOINTS="+strings.Join(endpoints, ","))
 	out, err := cmd.CombinedOutput()
-	if err != nil || !regexp.MustCompile(`^wrote "report" with fencing token [1-9]\d*\n$`).Match(out) {
+	if err != nil || !want.Match(out) {
 		t.Fatalf("the README's Go program: %v\n%s", err, out)
 	}
 }
