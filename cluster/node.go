@@ -234,6 +234,9 @@ func (n *Node) Status() (wire.ClusterStatus, error) {
 		LastToken:    n.fsm.LastToken(),
 		LogFormat:    n.entryFormat(),
 	}
+	if g, ok := n.fsm.GrantHistorySettings(); ok {
+		st.GrantHistory = &wire.GrantHistorySettings{PerLock: g.PerLock, Global: g.Global}
+	}
 	cf := n.raft.GetConfiguration()
 	if err := cf.Error(); err != nil {
 		return st, translate(err)

@@ -116,6 +116,13 @@ func TestHistoryIdenticalOnEveryMember(t *testing.T) {
 			t.Fatalf("%s answers differently from %s:\n%s\n%s\n%s\n%s", n.ID, c.Running()[0].ID, tokens, firstTokens, histories, firstHistories)
 		}
 	}
+	// Every member reports the cluster's settings, the defaults here.
+	for _, n := range c.Running() {
+		st, err := n.Inst.Node.Status()
+		if err != nil || st.GrantHistory == nil || *st.GrantHistory != (wire.GrantHistorySettings{PerLock: 16, Global: 100_000}) {
+			t.Fatalf("%s: status %+v, %v", n.ID, st.GrantHistory, err)
+		}
+	}
 	// The whole replicated state, history included, is the same.
 	tc.Poll(t, 10*time.Second, "equal digests", func() bool {
 		var d0 string

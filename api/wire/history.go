@@ -34,6 +34,13 @@ type GrantRecord struct {
 	EndedIndex uint64 `json:"ended_index,omitempty"`
 }
 
+// GrantHistorySettings are the grant history a cluster keeps: its last
+// Global grants, and each lock's last PerLock (GET /v1/cluster).
+type GrantHistorySettings struct {
+	PerLock int `json:"per_lock"`
+	Global  int `json:"global"`
+}
+
 // LockHistory is the answer to GET /v1/locks/{name}/history: the lock's
 // last grants, newest first.
 type LockHistory struct {

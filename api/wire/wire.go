@@ -264,6 +264,9 @@ type ClusterStatus struct {
 	// while some member runs a build from before them).
 	LogFormat int      `json:"log_format"`
 	Members   []Member `json:"members"`
+	// GrantHistory is the cluster's grant history settings, absent while
+	// it keeps none yet (they are replicated state, not this node's flags).
+	GrantHistory *GrantHistorySettings `json:"grant_history,omitempty"`
 }
 
 // Member is one cluster member.
