@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/fencer-io/fencer/cmd/fencer/internal/cli"
 	"github.com/fencer-io/fencer/internal/tlsutil"
 )
 
@@ -21,7 +22,7 @@ func runFencer(t *testing.T, args ...string) (int, string, string) {
 }
 
 // A word that is not a subcommand fails, at every level, instead of
-// printing help and exiting 0; a bare group still prints its help.
+// printing help and exiting 0; a bare cli.Group still prints its help.
 func TestUnknownCommandFails(t *testing.T) {
 	for _, args := range [][]string{
 		{"lock", "grab", "x"},
@@ -50,7 +51,7 @@ func TestUnknownCommandFails(t *testing.T) {
 		t.Errorf("no suggestion: %q", stderr)
 	}
 	if code, out, _ := runFencer(t, "lock"); code != 0 || !strings.Contains(out, "Available Commands") {
-		t.Errorf("bare group: exit %d, %q", code, out)
+		t.Errorf("bare cli.Group: exit %d, %q", code, out)
 	}
 }
 
@@ -153,7 +154,7 @@ func TestJSONErrors(t *testing.T) {
 		{[]string{"version", "--output=json", "extra"}, "usage", `unexpected argument "extra"`},
 	} {
 		code, out, stderr := runFencer(t, c.args...)
-		var e errorBody
+		var e cli.ErrorBody
 		if err := json.Unmarshal([]byte(stderr), &e); err != nil || code == 0 || out != "" {
 			t.Errorf("%v: exit %d, stdout %q, stderr %q: %v", c.args, code, out, stderr, err)
 			continue
@@ -163,7 +164,7 @@ func TestJSONErrors(t *testing.T) {
 		}
 	}
 	// After "--", -o json belongs to exec's COMMAND.
-	if wantsJSON(nil, []string{"exec", "x", "--", "tool", "-o", "json"}) {
+	if cli.WantsJSON(nil, []string{"exec", "x", "--", "tool", "-o", "json"}) {
 		t.Error("an -o json after -- was taken as fencer's")
 	}
 }

@@ -12,6 +12,8 @@ import (
 
 	"github.com/fencer-io/fencer/api/client"
 	"github.com/fencer-io/fencer/api/wire"
+	"github.com/fencer-io/fencer/cmd/fencer/internal/cli"
+	"github.com/fencer-io/fencer/cmd/fencer/internal/clientcmd"
 	tc "github.com/fencer-io/fencer/test/testcluster"
 )
 
@@ -94,12 +96,12 @@ func TestLockAndKVCommands(t *testing.T) {
 
 	// A second acquire fails with one clear line and a non-zero status.
 	_, _, err := fencer(t, "", "lock", "acquire", "job")
-	if !errors.Is(err, client.ErrLockHeld) || exitCode(err) == 0 || strings.Contains(oneLine(err), "\n") || !strings.Contains(err.Error(), "cli-test") {
+	if !errors.Is(err, client.ErrLockHeld) || cli.ExitCode(err) == 0 || strings.Contains(cli.OneLine(err), "\n") || !strings.Contains(err.Error(), "cli-test") {
 		t.Fatalf("second acquire: %v", err)
 	}
 	// Under -o json the error is JSON on stderr, with the server's code.
 	code, stdout, stderr := runFencer(t, "lock", "acquire", "job", "-o", "json")
-	var e errorBody
+	var e cli.ErrorBody
 	if err := json.Unmarshal([]byte(stderr), &e); err != nil || code != 1 || stdout != "" || e.Code != wire.CodeLockHeld || !strings.Contains(e.Error, `held by "cli-test"`) {
 		t.Fatalf("second acquire -o json: exit %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
@@ -138,8 +140,8 @@ func TestLockAndKVCommands(t *testing.T) {
 		t.Fatal(err)
 	}
 	out = mustFencer(t, "kv", "get", "cfg", "-o", "json")
-	var v kvValue
-	if err := json.Unmarshal([]byte(out), &v); err != nil || v != (kvValue{Key: "cfg", Token: g.Token, Value: "from stdin"}) {
+	var v clientcmd.KVValue
+	if err := json.Unmarshal([]byte(out), &v); err != nil || v != (clientcmd.KVValue{Key: "cfg", Token: g.Token, Value: "from stdin"}) {
 		t.Fatalf("json get %q: %v", out, err)
 	}
 	if _, _, err := fencer(t, "", "kv", "get", "nothing"); !errors.Is(err, client.ErrNotFound) {

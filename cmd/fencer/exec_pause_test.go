@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fencer-io/fencer/cmd/fencer/internal/clientcmd"
 	tc "github.com/fencer-io/fencer/test/testcluster"
 )
 
@@ -53,8 +54,8 @@ func TestExecPausedPastDeadline(t *testing.T) {
 		t.Fatal("fencer exec did not stop after the thaw")
 	}
 	took := time.Since(thawed)
-	if code := cmd.ProcessState.ExitCode(); code != exitLeaseLost {
-		t.Fatalf("exit status %d, want %d; stderr %q", code, exitLeaseLost, stderr.String())
+	if code := cmd.ProcessState.ExitCode(); code != clientcmd.ExitLeaseLost {
+		t.Fatalf("exit status %d, want %d; stderr %q", code, clientcmd.ExitLeaseLost, stderr.String())
 	}
 	// The child's shell may report its killed sleep; fencer's own say is one line.
 	var lines []string

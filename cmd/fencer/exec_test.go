@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/fencer-io/fencer/api/client"
+	"github.com/fencer-io/fencer/cmd/fencer/internal/cli"
+	"github.com/fencer-io/fencer/cmd/fencer/internal/clientcmd"
 	tc "github.com/fencer-io/fencer/test/testcluster"
 )
 
@@ -58,8 +60,8 @@ func lockHeld(t *testing.T, name string) (bool, uint64) {
 // dropped it, so that "fencer exec" loses its lease.
 func dropRenewals(t *testing.T) {
 	t.Helper()
-	extraClientOptions = []client.Option{client.WithHTTPClient(&http.Client{Transport: renewDropper{}})}
-	t.Cleanup(func() { extraClientOptions = nil })
+	cli.ExtraClientOptions = []client.Option{client.WithHTTPClient(&http.Client{Transport: renewDropper{}})}
+	t.Cleanup(func() { cli.ExtraClientOptions = nil })
 }
 
 type renewDropper struct{}
@@ -96,8 +98,8 @@ func TestExecRunsCommandUnderLock(t *testing.T) {
 		t.Fatal(err)
 	}
 	err := waitDone(t, done)
-	if exitCode(err) != 3 {
-		t.Fatalf("exit: %v (code %d), want 3", err, exitCode(err))
+	if cli.ExitCode(err) != 3 {
+		t.Fatalf("exit: %v (code %d), want 3", err, cli.ExitCode(err))
 	}
 	if held, _ := lockHeld(t, "batch"); held {
 		t.Fatal("lock still held after the child exited")
@@ -105,16 +107,16 @@ func TestExecRunsCommandUnderLock(t *testing.T) {
 
 	// Death by signal N is status 128+N; success is no error at all.
 	_, _, done = startFencer(t, "exec", "batch", "--", "sh", "-c", "kill -KILL $$")
-	if err := waitDone(t, done); exitCode(err) != 128+9 {
-		t.Fatalf("killed child: %v (code %d)", err, exitCode(err))
+	if err := waitDone(t, done); cli.ExitCode(err) != 128+9 {
+		t.Fatalf("killed child: %v (code %d)", err, cli.ExitCode(err))
 	}
 	_, _, done = startFencer(t, "exec", "batch", "--", "true")
 	if err := waitDone(t, done); err != nil {
 		t.Fatalf("true: %v", err)
 	}
 	_, _, done = startFencer(t, "exec", "batch", "--", "/nonexistent/program")
-	if err := waitDone(t, done); exitCode(err) != 127 {
-		t.Fatalf("missing program: %v (code %d)", err, exitCode(err))
+	if err := waitDone(t, done); cli.ExitCode(err) != 127 {
+		t.Fatalf("missing program: %v (code %d)", err, cli.ExitCode(err))
 	}
 	if held, _ := lockHeld(t, "batch"); held {
 		t.Fatal("lock held after a failed start")
@@ -131,8 +133,8 @@ func TestExecForwardsSignals(t *testing.T) {
 	if err := syscall.Kill(os.Getpid(), syscall.SIGINT); err != nil {
 		t.Fatal(err)
 	}
-	if err := waitDone(t, done); exitCode(err) != 5 || !strings.Contains(out.String(), "got-int") {
-		t.Fatalf("exit %v (code %d), output %q", err, exitCode(err), out.String())
+	if err := waitDone(t, done); cli.ExitCode(err) != 5 || !strings.Contains(out.String(), "got-int") {
+		t.Fatalf("exit %v (code %d), output %q", err, cli.ExitCode(err), out.String())
 	}
 	if held, _ := lockHeld(t, "sig"); held {
 		t.Fatal("lock still held")
@@ -148,11 +150,11 @@ func TestExecLeaseLostTerminatesChild(t *testing.T) {
 		"sh", "-c", `trap 'echo got-term; exit 0' TERM; echo ready; while :; do sleep 0.02; done`)
 	start := time.Now()
 	err := waitDone(t, done)
-	var ee *exitError
-	if !errors.As(err, &ee) || ee.code != exitLeaseLost {
-		t.Fatalf("exit %v, want status %d", err, exitLeaseLost)
+	var ee *cli.ExitError
+	if !errors.As(err, &ee) || ee.Code != clientcmd.ExitLeaseLost {
+		t.Fatalf("exit %v, want status %d", err, clientcmd.ExitLeaseLost)
 	}
-	msg := oneLine(err)
+	msg := cli.OneLine(err)
 	if !strings.HasPrefix(msg, `lease on "doomed" lost (`) || !strings.HasSuffix(msg, "; child terminated") || !strings.Contains(msg, "lease expired") {
 		t.Fatalf("message %q", msg)
 	}
@@ -165,7 +167,7 @@ func TestExecLeaseLostTerminatesChild(t *testing.T) {
 	t.Logf("fencer: %s", msg)
 }
 
-// A child that ignores SIGTERM is killed, with its process group, after the
+// A child that ignores SIGTERM is killed, with its process cli.Group, after the
 // grace period.
 func TestExecLeaseLostKillsStubbornChild(t *testing.T) {
 	newTestCluster(t)
@@ -180,12 +182,12 @@ func TestExecLeaseLostKillsStubbornChild(t *testing.T) {
 		t.Fatalf("child output %q", out.String())
 	}
 	err = waitDone(t, done)
-	if exitCode(err) != exitLeaseLost || !strings.HasSuffix(oneLine(err), "child killed after 300ms grace") {
-		t.Fatalf("exit %v (code %d)", err, exitCode(err))
+	if cli.ExitCode(err) != clientcmd.ExitLeaseLost || !strings.HasSuffix(cli.OneLine(err), "child killed after 300ms grace") {
+		t.Fatalf("exit %v (code %d)", err, cli.ExitCode(err))
 	}
 	t.Logf("lease lost, child killed and reaped %v after start", time.Since(start).Round(time.Millisecond))
-	// The background sleep, which ignored SIGTERM too, died with the group.
-	tc.Poll(t, 5*time.Second, "the child's process group to be gone", func() bool {
+	// The background sleep, which ignored SIGTERM too, died with the cli.Group.
+	tc.Poll(t, 5*time.Second, "the child's process cli.Group to be gone", func() bool {
 		return syscall.Kill(-pgid, 0) == syscall.ESRCH
 	})
 	// Nobody released the lost lease: the server expires it.
@@ -199,10 +201,10 @@ func TestExecLeaseLostKillsStubbornChild(t *testing.T) {
 // (after the command's own output), and its errors as JSON on stderr.
 func TestExecJSONReport(t *testing.T) {
 	newTestCluster(t)
-	lastLine := func(out string) execReport {
+	lastLine := func(out string) clientcmd.ExecReport {
 		t.Helper()
 		lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
-		var r execReport
+		var r clientcmd.ExecReport
 		if err := json.Unmarshal([]byte(lines[len(lines)-1]), &r); err != nil {
 			t.Fatalf("last line of %q: %v", out, err)
 		}
@@ -213,20 +215,20 @@ func TestExecJSONReport(t *testing.T) {
 	if code != 3 || !strings.HasPrefix(out, "child output\n") || r.Lock != "report" || r.Token == 0 || r.ExitCode != 3 || r.LeaseLost {
 		t.Fatalf("exit %d, stdout %q, report %+v", code, out, r)
 	}
-	var e errorBody
-	if err := json.Unmarshal([]byte(stderr), &e); err != nil || e.Code != codeCommandFailed {
+	var e cli.ErrorBody
+	if err := json.Unmarshal([]byte(stderr), &e); err != nil || e.Code != cli.CodeCommandFailed {
 		t.Fatalf("stderr %q: %v", stderr, err)
 	}
 
 	dropRenewals(t)
 	code, out, stderr = runFencer(t, "exec", "report", "-o", "json", "--ttl", "600ms", "--",
 		"sh", "-c", `trap 'exit 0' TERM; while :; do sleep 0.02; done`)
-	if r := lastLine(out); code != exitLeaseLost || !r.LeaseLost || r.ExitCode != 0 {
+	if r := lastLine(out); code != clientcmd.ExitLeaseLost || !r.LeaseLost || r.ExitCode != 0 {
 		t.Fatalf("lease lost: exit %d, report %+v", code, r)
 	}
 	// The command's shell may have said "Terminated" on the same stderr.
 	lines := strings.Split(strings.TrimSuffix(stderr, "\n"), "\n")
-	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &e); err != nil || e.Code != codeLeaseExpired {
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &e); err != nil || e.Code != cli.CodeLeaseExpired {
 		t.Fatalf("lease lost: stderr %q: %v", stderr, err)
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/fencer-io/fencer/api/client"
 	"github.com/fencer-io/fencer/api/wire"
+	"github.com/fencer-io/fencer/cmd/fencer/internal/cli"
 	tc "github.com/fencer-io/fencer/test/testcluster"
 )
 
@@ -50,7 +51,7 @@ func TestLockHistoryAndTokenCommands(t *testing.T) {
 	if !errors.Is(err, client.ErrUnknownToken) || !strings.Contains(err.Error(), wire.ReasonNeverGranted) {
 		t.Fatalf("an unknown token: %v", err)
 	}
-	var usage *usageError
+	var usage *cli.UsageError
 	if _, _, err := fencer(t, "", "token", "07"); !errors.As(err, &usage) {
 		t.Fatalf("a malformed token: %v", err)
 	}

@@ -1,10 +1,14 @@
 // Command fencer is the fencer lock service: server, local dev cluster, and
-// the command-line client.
+// the command-line client. root.go lists every command; they live in
+// internal/opscmd (running and operating a cluster) and internal/clientcmd
+// (using its primitives), over what internal/cli gives them all.
 package main
 
 import (
 	"io"
 	"os"
+
+	"github.com/fencer-io/fencer/cmd/fencer/internal/cli"
 )
 
 func main() {
@@ -21,6 +25,6 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if err == nil {
 		return 0
 	}
-	reportError(stderr, err, wantsJSON(cmd, args))
-	return exitCode(err)
+	cli.ReportError(stderr, err, cli.WantsJSON(cmd, args))
+	return cli.ExitCode(err)
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/fencer-io/fencer/api/wire"
 	"github.com/fencer-io/fencer/cluster"
 	"github.com/fencer-io/fencer/cluster/logstore"
+	"github.com/fencer-io/fencer/cmd/fencer/internal/opscmd"
 	"github.com/fencer-io/fencer/fsm/entry"
 	"github.com/fencer-io/fencer/fsm/snapshot"
 	tc "github.com/fencer-io/fencer/test/testcluster"
@@ -61,7 +62,7 @@ func TestOperatorCommands(t *testing.T) {
 	if err != nil {
 		t.Fatalf("cluster status: %v", err)
 	}
-	var st clusterView
+	var st opscmd.ClusterView
 	if err := json.Unmarshal([]byte(out), &st); err != nil || st.Leader == "" || len(st.Members) != 3 {
 		t.Fatalf("cluster status json: %v\n%s", err, out)
 	}

@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/fencer-io/fencer/cmd/fencer/internal/cli"
 )
 
 // version, when set at build time (go build -ldflags "-X main.version=v1.2.0"),
@@ -73,7 +75,7 @@ func newVersionCmd() *cobra.Command {
 		Example: `  fencer version
   fencer version -o json | jq -r .commit
   fencer --version`,
-		Args: positional(),
+		Args: cli.Positional(),
 		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd) },
 	}
 	cmd.Flags().StringVarP(&o.output, "output", "o", "text", "output format: text or json")
@@ -84,10 +86,10 @@ func (o *versionOptions) run(cmd *cobra.Command) error {
 	b := readBuildInfo()
 	switch o.output {
 	case "json":
-		return writeJSON(cmd.OutOrStdout(), b)
+		return cli.WriteJSON(cmd.OutOrStdout(), b)
 	case "text":
 		_, err := fmt.Fprintf(cmd.OutOrStdout(), "fencer %s\n", b)
 		return err
 	}
-	return usagef("--output %q: want text or json", o.output)
+	return cli.Usagef("--output %q: want text or json", o.output)
 }

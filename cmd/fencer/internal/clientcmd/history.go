@@ -1,4 +1,4 @@
-package main
+package clientcmd
 
 import (
 	"fmt"
@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fencer-io/fencer/api/wire"
+	"github.com/fencer-io/fencer/cmd/fencer/internal/cli"
 )
 
 // historyOptions are the flags of "fencer lock history".
@@ -28,7 +29,7 @@ The cluster keeps each lock's last --grant-history-per-lock grants (16 by
 default); any member answers from its own applied state.`,
 		Example: `  fencer lock history job
   fencer lock history job --limit 3 -o json | jq '.grants[0]'`,
-		Args: positional("NAME"),
+		Args: cli.Positional("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error { return o.run(cmd, args[0]) },
 	}
 	cmd.Flags().IntVar(&o.limit, "limit", 0, "at most this many grants (0: every one kept)")
@@ -37,9 +38,9 @@ default); any member answers from its own applied state.`,
 
 func (o *historyOptions) run(cmd *cobra.Command, name string) error {
 	if o.limit < 0 || o.limit > wire.MaxHistoryLimit {
-		return usagef("--limit %d: want 0 to %d", o.limit, wire.MaxHistoryLimit)
+		return cli.Usagef("--limit %d: want 0 to %d", o.limit, wire.MaxHistoryLimit)
 	}
-	c, err := o.lock.client.client()
+	c, err := o.lock.client.Client()
 	if err != nil {
 		return err
 	}
@@ -48,11 +49,11 @@ func (o *historyOptions) run(cmd *cobra.Command, name string) error {
 	if err != nil {
 		return fmt.Errorf("history of %q: %w", name, err)
 	}
-	if o.lock.client.json() {
+	if o.lock.client.JSON() {
 		if grants == nil {
 			grants = []wire.GrantRecord{}
 		}
-		return writeJSON(cmd.OutOrStdout(), wire.LockHistory{Lock: name, Grants: grants})
+		return cli.WriteJSON(cmd.OutOrStdout(), wire.LockHistory{Lock: name, Grants: grants})
 	}
 	for _, g := range grants {
 		if err := printGrant(cmd.OutOrStdout(), g, false); err != nil {

@@ -1,4 +1,7 @@
-package main
+// Package opscmd holds the commands that run and operate a cluster: serve,
+// dev, members, cluster, snapshot, recover, tls, resource and bench. Each is
+// an options struct whose flags are validated and then run.
+package opscmd
 
 import (
 	"context"
@@ -18,6 +21,7 @@ import (
 	"github.com/fencer-io/fencer/cluster"
 	"github.com/fencer-io/fencer/cluster/logstore"
 	"github.com/fencer-io/fencer/cluster/transport"
+	"github.com/fencer-io/fencer/cmd/fencer/internal/cli"
 	"github.com/fencer-io/fencer/coord"
 	"github.com/fencer-io/fencer/coord/events"
 	"github.com/fencer-io/fencer/fsm/entry"
@@ -70,10 +74,14 @@ type serveOptions struct {
 	grantPerLock   int
 	pprof          bool
 	gcFloorMB      int
-	log            logFlags
+	log            cli.LogFlags
 }
 
-func newServeCmd() *cobra.Command {
+// NewServeCmd returns "fencer serve".
+//
+// It is long because it declares every flag of serve, with its environment
+// variable, in one place.
+func NewServeCmd() *cobra.Command {
 	o := &serveOptions{}
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -90,64 +98,65 @@ rejoins by itself. Every flag can also be set by its environment variable.`,
   # one node on this machine, then a second that joins it
   fencer serve --id n1 --data-dir ./n1 --bootstrap
   fencer serve --id n2 --data-dir ./n2 --http-addr 127.0.0.1:7002 --raft-addr 127.0.0.1:8002 --join 127.0.0.1:7001`,
-		Args: positional(),
+		Args: cli.Positional(),
 		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd) },
 	}
 	fs := cmd.Flags()
 	fs.StringVar(&o.id, "id", os.Getenv("FENCER_ID"), "node id, unique in the cluster ($FENCER_ID)")
 	fs.StringVar(&o.dataDir, "data-dir", os.Getenv("FENCER_DATA_DIR"), "data directory ($FENCER_DATA_DIR)")
-	fs.StringVar(&o.httpAddr, "http-addr", envOr("FENCER_HTTP_ADDR", "127.0.0.1:7001"), "HTTP API address ($FENCER_HTTP_ADDR)")
+	fs.StringVar(&o.httpAddr, "http-addr", cli.EnvOr("FENCER_HTTP_ADDR", "127.0.0.1:7001"), "HTTP API address ($FENCER_HTTP_ADDR)")
 	fs.StringVar(&o.httpAdvertise, "http-advertise-addr", os.Getenv("FENCER_HTTP_ADVERTISE_ADDR"),
 		"HOST:PORT other nodes and clients are told to reach this node's API at, when it is not --http-addr (NAT, a proxy) ($FENCER_HTTP_ADVERTISE_ADDR)")
-	fs.StringVar(&o.raftAddr, "raft-addr", envOr("FENCER_RAFT_ADDR", "127.0.0.1:8001"), "Raft address ($FENCER_RAFT_ADDR)")
-	fs.BoolVar(&o.bootstrap, "bootstrap", envBool("FENCER_BOOTSTRAP"), "bootstrap a new cluster; a no-op when the data dir has state ($FENCER_BOOTSTRAP)")
+	fs.StringVar(&o.raftAddr, "raft-addr", cli.EnvOr("FENCER_RAFT_ADDR", "127.0.0.1:8001"), "Raft address ($FENCER_RAFT_ADDR)")
+	fs.BoolVar(&o.bootstrap, "bootstrap", cli.EnvBool("FENCER_BOOTSTRAP"), "bootstrap a new cluster; a no-op when the data dir has state ($FENCER_BOOTSTRAP)")
 	fs.StringVar(&o.join, "join", os.Getenv("FENCER_JOIN"), "HTTP addresses of members to join through, comma-separated ($FENCER_JOIN)")
 	fs.StringVar(&o.initialCluster, "initial-cluster", os.Getenv("FENCER_INITIAL_CLUSTER"), "id=RAFT@HTTP,… for nodes started together ($FENCER_INITIAL_CLUSTER)")
-	fs.BoolVar(&o.replace, "replace", envBool("FENCER_REPLACE"), "take back this id after the data dir was wiped: the leader removes the old incarnation first ($FENCER_REPLACE)")
-	fs.BoolVar(&o.nonVoter, "non-voter", envBool("FENCER_NON_VOTER"), "join as a non-voting member ($FENCER_NON_VOTER)")
+	fs.BoolVar(&o.replace, "replace", cli.EnvBool("FENCER_REPLACE"), "take back this id after the data dir was wiped: the leader removes the old incarnation first ($FENCER_REPLACE)")
+	fs.BoolVar(&o.nonVoter, "non-voter", cli.EnvBool("FENCER_NON_VOTER"), "join as a non-voting member ($FENCER_NON_VOTER)")
 	fs.StringVar(&o.peerProxy, "peer-proxy", os.Getenv("FENCER_PEER_PROXY"), "id=HOST:PORT,… dial these addresses to reach peers (fault-injection proxies) ($FENCER_PEER_PROXY)")
-	fs.Uint64Var(&o.snapThreshold, "snapshot-threshold", envUint("FENCER_SNAPSHOT_THRESHOLD", 8192), "take a snapshot after this many new log entries ($FENCER_SNAPSHOT_THRESHOLD)")
-	fs.Uint64Var(&o.trailingLogs, "trailing-logs", envUint("FENCER_TRAILING_LOGS", 10240), "log entries kept behind a snapshot for slow followers ($FENCER_TRAILING_LOGS)")
-	fs.DurationVar(&o.electionTO, "election-timeout", envDuration("FENCER_ELECTION_TIMEOUT", cluster.DefaultElectionTimeout),
+	fs.Uint64Var(&o.snapThreshold, "snapshot-threshold", cli.EnvUint("FENCER_SNAPSHOT_THRESHOLD", 8192), "take a snapshot after this many new log entries ($FENCER_SNAPSHOT_THRESHOLD)")
+	fs.Uint64Var(&o.trailingLogs, "trailing-logs", cli.EnvUint("FENCER_TRAILING_LOGS", 10240), "log entries kept behind a snapshot for slow followers ($FENCER_TRAILING_LOGS)")
+	fs.DurationVar(&o.electionTO, "election-timeout", cli.EnvDuration("FENCER_ELECTION_TIMEOUT", cluster.DefaultElectionTimeout),
 		"Raft heartbeat, election and leader-lease timeout: a crashed leader is replaced after one to three of them; raise it on a slow network ($FENCER_ELECTION_TIMEOUT)")
-	fs.DurationVar(&o.stallTO, "stall-timeout", envDuration("FENCER_STALL_TIMEOUT", 5*time.Second),
+	fs.DurationVar(&o.stallTO, "stall-timeout", cli.EnvDuration("FENCER_STALL_TIMEOUT", 5*time.Second),
 		"a leader whose log store has not completed a write for this long cuts itself off and exits non-zero, so that another member leads ($FENCER_STALL_TIMEOUT)")
-	fs.StringVar(&o.logStore, "log-store", envOr("FENCER_LOG_STORE", string(logstore.Default)),
+	fs.StringVar(&o.logStore, "log-store", cli.EnvOr("FENCER_LOG_STORE", string(logstore.Default)),
 		"Raft log store of a new data dir: bolt, or wal (one fsync per write instead of two); an existing dir must hold this kind (fencer migrate-log-store converts one) ($FENCER_LOG_STORE)")
 	fs.StringVar(&o.peerProxyFile, "peer-proxy-file", os.Getenv("FENCER_PEER_PROXY_FILE"), "file with id=HOST:PORT lines, re-read when it changes ($FENCER_PEER_PROXY_FILE)")
 	fs.StringVar(&o.tlsCert, "tls-cert", os.Getenv("FENCER_TLS_CERT"), "this node's certificate: TLS on the API and mutual TLS between nodes ($FENCER_TLS_CERT)")
 	fs.StringVar(&o.tlsKey, "tls-key", os.Getenv("FENCER_TLS_KEY"), "this node's key ($FENCER_TLS_KEY)")
 	fs.StringVar(&o.tlsCA, "tls-ca", os.Getenv("FENCER_TLS_CA"), "the cluster CA: verifies peers, and client certificates when given ($FENCER_TLS_CA)")
-	fs.BoolVar(&o.tlsClientAuth, "tls-client-auth", envBool("FENCER_TLS_CLIENT_AUTH"), "require a client certificate from the CA on the API ($FENCER_TLS_CLIENT_AUTH)")
+	fs.BoolVar(&o.tlsClientAuth, "tls-client-auth", cli.EnvBool("FENCER_TLS_CLIENT_AUTH"), "require a client certificate from the CA on the API ($FENCER_TLS_CLIENT_AUTH)")
 	fs.StringVar(&o.aclFile, "acl-file", os.Getenv("FENCER_ACL_FILE"), "bearer tokens with roles and prefixes; reloaded on SIGHUP ($FENCER_ACL_FILE)")
 	fs.StringVar(&o.allowedHosts, "allowed-hosts", os.Getenv("FENCER_ALLOWED_HOSTS"),
 		"without --acl-file, host names besides localhost and the cluster's own that requests may name in Host, comma-separated ($FENCER_ALLOWED_HOSTS)")
 	fs.StringVar(&o.clusterSecret, "cluster-secret-file", os.Getenv("FENCER_CLUSTER_SECRET_FILE"),
 		"the members' own credential without TLS: the same secret file on every node, needed with --acl-file to join ($FENCER_CLUSTER_SECRET_FILE)")
-	fs.BoolVar(&o.insecure, "insecure", envBool("FENCER_INSECURE"), "allow a non-loopback address without TLS or access control ($FENCER_INSECURE)")
-	fs.IntVar(&o.rateLimit, "rate-limit", int(envUint("FENCER_RATE_LIMIT", 10000)), "requests per second per client (ACL principal or IP); 0 disables ($FENCER_RATE_LIMIT)")
-	fs.IntVar(&o.maxLocks, "max-locks", int(envUint("FENCER_MAX_LOCKS", 1_000_000)), "held locks in total ($FENCER_MAX_LOCKS)")
-	fs.IntVar(&o.maxPerHolder, "max-locks-per-holder", int(envUint("FENCER_MAX_LOCKS_PER_HOLDER", 100_000)), "held locks per holder name ($FENCER_MAX_LOCKS_PER_HOLDER)")
-	fs.IntVar(&o.maxWaiters, "max-waiters", int(envUint("FENCER_MAX_WAITERS", 100_000)), "queued acquires in total ($FENCER_MAX_WAITERS)")
-	fs.IntVar(&o.maxPerLock, "max-waiters-per-lock", int(envUint("FENCER_MAX_WAITERS_PER_LOCK", 1024)), "queued acquires per lock ($FENCER_MAX_WAITERS_PER_LOCK)")
-	fs.Int64Var(&o.maxKVBytes, "max-kv-bytes", int64(envUint("FENCER_MAX_KV_BYTES", coord.DefaultMaxKVBytes)),
+	fs.BoolVar(&o.insecure, "insecure", cli.EnvBool("FENCER_INSECURE"), "allow a non-loopback address without TLS or access control ($FENCER_INSECURE)")
+	fs.IntVar(&o.rateLimit, "rate-limit", int(cli.EnvUint("FENCER_RATE_LIMIT", 10000)), "requests per second per client (ACL principal or IP); 0 disables ($FENCER_RATE_LIMIT)")
+	fs.IntVar(&o.maxLocks, "max-locks", int(cli.EnvUint("FENCER_MAX_LOCKS", 1_000_000)), "held locks in total ($FENCER_MAX_LOCKS)")
+	fs.IntVar(&o.maxPerHolder, "max-locks-per-holder", int(cli.EnvUint("FENCER_MAX_LOCKS_PER_HOLDER", 100_000)), "held locks per holder name ($FENCER_MAX_LOCKS_PER_HOLDER)")
+	fs.IntVar(&o.maxWaiters, "max-waiters", int(cli.EnvUint("FENCER_MAX_WAITERS", 100_000)), "queued acquires in total ($FENCER_MAX_WAITERS)")
+	fs.IntVar(&o.maxPerLock, "max-waiters-per-lock", int(cli.EnvUint("FENCER_MAX_WAITERS_PER_LOCK", 1024)), "queued acquires per lock ($FENCER_MAX_WAITERS_PER_LOCK)")
+	fs.Int64Var(&o.maxKVBytes, "max-kv-bytes", int64(cli.EnvUint("FENCER_MAX_KV_BYTES", coord.DefaultMaxKVBytes)),
 		"value bytes in the fenced key-value store, in total; a put past it is 429 kv_full ($FENCER_MAX_KV_BYTES)")
-	fs.IntVar(&o.maxKeys, "max-keys", int(envUint("FENCER_MAX_KEYS", 1_000_000)), "keys in the fenced key-value store ($FENCER_MAX_KEYS)")
-	fs.Int64Var(&o.maxKVBytesPer, "max-kv-bytes-per-principal", int64(envUint("FENCER_MAX_KV_BYTES_PER_PRINCIPAL", coord.DefaultMaxKVBytesPerPrincipal)),
+	fs.IntVar(&o.maxKeys, "max-keys", int(cli.EnvUint("FENCER_MAX_KEYS", 1_000_000)), "keys in the fenced key-value store ($FENCER_MAX_KEYS)")
+	fs.Int64Var(&o.maxKVBytesPer, "max-kv-bytes-per-principal", int64(cli.EnvUint("FENCER_MAX_KV_BYTES_PER_PRINCIPAL", coord.DefaultMaxKVBytesPerPrincipal)),
 		"value bytes last written by one ACL principal (with --acl-file); a quarter of the default total, so no one token fills the store ($FENCER_MAX_KV_BYTES_PER_PRINCIPAL)")
-	fs.IntVar(&o.eventHistory, "event-history", int(envUint("FENCER_EVENT_HISTORY", events.DefaultHistory)),
+	fs.IntVar(&o.eventHistory, "event-history", int(cli.EnvUint("FENCER_EVENT_HISTORY", events.DefaultHistory)),
 		"log entries whose events this node keeps in memory for GET /v1/events ($FENCER_EVENT_HISTORY)")
-	fs.IntVar(&o.grantHistory, "grant-history", int(envUint("FENCER_GRANT_HISTORY", entry.DefaultGrantHistory)),
+	fs.IntVar(&o.grantHistory, "grant-history", int(cli.EnvUint("FENCER_GRANT_HISTORY", entry.DefaultGrantHistory)),
 		"grants the cluster keeps for GET /v1/tokens/{token}, and locks that keep a history; 0 keeps none. Fixed when the cluster first keeps a history: a node whose value differs logs a warning and follows the cluster's ($FENCER_GRANT_HISTORY)")
-	fs.IntVar(&o.grantPerLock, "grant-history-per-lock", int(envUint("FENCER_GRANT_HISTORY_PER_LOCK", entry.DefaultGrantHistoryPerLock)),
+	fs.IntVar(&o.grantPerLock, "grant-history-per-lock", int(cli.EnvUint("FENCER_GRANT_HISTORY_PER_LOCK", entry.DefaultGrantHistoryPerLock)),
 		"grants each lock keeps for GET /v1/locks/{name}/history; fixed with --grant-history ($FENCER_GRANT_HISTORY_PER_LOCK)")
-	fs.BoolVar(&o.pprof, "pprof", envBool("FENCER_PPROF"), "serve Go profiles on /debug/pprof/ ($FENCER_PPROF)")
-	fs.IntVar(&o.gcFloorMB, "gc-heap-floor-mb", int(envUint("FENCER_GC_HEAP_FLOOR_MB", gcfloor.DefaultFloor>>20)),
+	fs.BoolVar(&o.pprof, "pprof", cli.EnvBool("FENCER_PPROF"), "serve Go profiles on /debug/pprof/ ($FENCER_PPROF)")
+	fs.IntVar(&o.gcFloorMB, "gc-heap-floor-mb", int(cli.EnvUint("FENCER_GC_HEAP_FLOOR_MB", gcfloor.DefaultFloor>>20)),
 		"MiB of heap below which Go's garbage collector does not run; 0 leaves GOGC alone; an explicit GOGC wins ($FENCER_GC_HEAP_FLOOR_MB)")
-	o.log.bind(fs)
+	o.log.Bind(fs)
 	return cmd
 }
 
+// It is long because it maps each flag to its Config field, one line each.
 func (o *serveOptions) config() (cluster.Config, error) {
 	cfg := cluster.Config{
 		ID:        o.id,
@@ -181,19 +190,19 @@ func (o *serveOptions) config() (cluster.Config, error) {
 	}
 	cfg.PeerAddrsFile = o.peerProxyFile
 	if o.id == "" {
-		return cfg, usagef("--id is required")
+		return cfg, cli.Usagef("--id is required")
 	}
 	if o.dataDir == "" {
-		return cfg, usagef("--data-dir is required")
+		return cfg, cli.Usagef("--data-dir is required")
 	}
 	if _, err := logstore.ParseKind(o.logStore); err != nil {
-		return cfg, usagef("--log-store %q: want bolt or wal", o.logStore)
+		return cfg, cli.Usagef("--log-store %q: want bolt or wal", o.logStore)
 	}
 	if o.maxKVBytes < 0 || o.maxKeys < 0 || o.maxKVBytesPer < 0 {
-		return cfg, usagef("--max-kv-bytes, --max-keys and --max-kv-bytes-per-principal: want a positive number (0: the default)")
+		return cfg, cli.Usagef("--max-kv-bytes, --max-keys and --max-kv-bytes-per-principal: want a positive number (0: the default)")
 	}
 	if err := o.grantSettings().Validate(); err != nil {
-		return cfg, usagef("--grant-history, --grant-history-per-lock: %v", err)
+		return cfg, cli.Usagef("--grant-history, --grant-history-per-lock: %v", err)
 	}
 	for _, a := range strings.Split(o.join, ",") {
 		if a = strings.TrimSpace(a); a != "" {
@@ -209,14 +218,14 @@ func (o *serveOptions) config() (cluster.Config, error) {
 	}
 	if !cfg.Bootstrap && len(cfg.Join) == 0 && len(cfg.InitialCluster) == 0 {
 		if !logstore.Exists(o.dataDir) {
-			return cfg, usagef("a new node needs --bootstrap, --join or --initial-cluster")
+			return cfg, cli.Usagef("a new node needs --bootstrap, --join or --initial-cluster")
 		}
 	}
 	return cfg, cfg.Validate()
 }
 
 func (o *serveOptions) run(cmd *cobra.Command) error {
-	logger, err := o.log.logger(cmd.ErrOrStderr())
+	logger, err := o.log.Logger(cmd.ErrOrStderr())
 	if err != nil {
 		return err
 	}
@@ -277,6 +286,9 @@ func (o *serveOptions) run(cmd *cobra.Command) error {
 
 // security sets up TLS, the ACL and the rate limit, and refuses a node that
 // would listen beyond loopback with neither encryption nor access control.
+//
+// It is long because it is one decision table: TLS, ACL, cluster secret and
+// what each requires of the others.
 func (o *serveOptions) security(cfg *cluster.Config, logger *slog.Logger) (server.Options, error) {
 	opts := server.Options{RateLimit: o.rateLimit, Profiling: o.pprof}
 	tlsOn := o.tlsCert != "" || o.tlsKey != ""
@@ -325,7 +337,7 @@ func (o *serveOptions) security(cfg *cluster.Config, logger *slog.Logger) (serve
 			continue
 		}
 		if !hostNamePattern.MatchString(h) {
-			return opts, usagef("--allowed-hosts: %q is not a host name (no port, no scheme)", h)
+			return opts, cli.Usagef("--allowed-hosts: %q is not a host name (no port, no scheme)", h)
 		}
 		opts.AllowedHosts = append(opts.AllowedHosts, h)
 	}
@@ -336,7 +348,7 @@ func (o *serveOptions) security(cfg *cluster.Config, logger *slog.Logger) (serve
 	switch {
 	case !exposed || o.insecure:
 	case !tlsOn:
-		return opts, fmt.Errorf("refusing to serve %s / %s beyond loopback in plaintext: anyone on the network could join the Raft group or read lease secrets. "+
+		return opts, fmt.Errorf("refusing to serve %s / %s beyond loopback in plaintext: anyone on the network could join the Raft cli.Group or read lease secrets. "+
 			"Set --tls-cert, --tls-key and --tls-ca (fencer tls init makes a dev CA), or pass --insecure", o.httpAddr, o.raftAddr)
 	case o.aclFile == "" && !o.tlsClientAuth:
 		return opts, errors.New("refusing to serve beyond loopback without access control: anyone could release locks or change membership. " +

@@ -1,6 +1,6 @@
 //go:build diskfault
 
-package main
+package opscmd
 
 import (
 	"os"

@@ -1,4 +1,4 @@
-package main
+package opscmd
 
 import (
 	"bytes"
@@ -11,18 +11,19 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/fencer-io/fencer/cmd/fencer/internal/cli"
 	"github.com/fencer-io/fencer/fsm/entry"
 	"github.com/fencer-io/fencer/fsm/snapshot"
 )
 
 type snapshotOptions struct {
-	client   clientFlags
+	client   cli.ClientFlags
 	minEpoch uint64
 }
 
-// newSnapshotCmd returns "fencer snapshot": save, inspect and restore
+// NewSnapshotCmd returns "fencer snapshot": save, inspect and restore
 // backups.
-func newSnapshotCmd() *cobra.Command {
+func NewSnapshotCmd() *cobra.Command {
 	o := &snapshotOptions{}
 	cmd := &cobra.Command{
 		Use:   "snapshot",
@@ -31,12 +32,12 @@ func newSnapshotCmd() *cobra.Command {
   fencer snapshot inspect backup.snap
   fencer snapshot restore backup.snap --endpoints 10.0.1.1:7001`,
 	}
-	o.client.bind(cmd.PersistentFlags())
+	o.client.Bind(cmd.PersistentFlags())
 	save := &cobra.Command{
 		Use:     "save FILE",
 		Short:   "Save a consistent snapshot taken on the leader",
 		Example: `  fencer snapshot save "backup-$(date +%F).snap"`,
-		Args:    positional("FILE"),
+		Args:    cli.Positional("FILE"),
 		RunE:    func(cmd *cobra.Command, args []string) error { return o.save(cmd, args[0]) },
 	}
 	inspect := &cobra.Command{
@@ -44,7 +45,7 @@ func newSnapshotCmd() *cobra.Command {
 		Short: "Print what a snapshot holds: locks, keys, highest token, index, term",
 		Example: `  fencer snapshot inspect backup.snap
   fencer snapshot inspect backup.snap -o json | jq .header.last_token`,
-		Args: positional("FILE"),
+		Args: cli.Positional("FILE"),
 		RunE: func(cmd *cobra.Command, args []string) error { return o.inspect(cmd, args[0]) },
 	}
 	restore := &cobra.Command{
@@ -65,15 +66,15 @@ backup whose epoch is 16777215 or more (invalid_snapshot). Each restore
 moves the epoch at least one up, so keep --min-epoch small.`,
 		Example: `  fencer snapshot restore backup.snap --endpoints 10.0.1.1:7001
   fencer snapshot restore backup.snap --min-epoch 3`,
-		Args: positional("FILE"),
+		Args: cli.Positional("FILE"),
 		RunE: func(cmd *cobra.Command, args []string) error { return o.restore(cmd, args[0]) },
 	}
 	restore.Flags().Uint64Var(&o.minEpoch, "min-epoch", 0, "raise the new epoch to at least this")
-	return group(cmd, save, inspect, restore)
+	return cli.Group(cmd, save, inspect, restore)
 }
 
 func (o *snapshotOptions) save(cmd *cobra.Command, path string) error {
-	c, err := o.client.client()
+	c, err := o.client.Client()
 	if err != nil {
 		return err
 	}
@@ -84,7 +85,7 @@ func (o *snapshotOptions) save(cmd *cobra.Command, path string) error {
 		return err
 	}
 	defer os.Remove(tmp.Name())
-	ctx, cancel := context.WithTimeout(cmd.Context(), o.client.timeout+time.Minute)
+	ctx, cancel := context.WithTimeout(cmd.Context(), o.client.Timeout+time.Minute)
 	defer cancel()
 	h, err := c.SnapshotSave(ctx, tmp)
 	if err == nil {
@@ -99,8 +100,8 @@ func (o *snapshotOptions) save(cmd *cobra.Command, path string) error {
 	if err := os.Rename(tmp.Name(), path); err != nil {
 		return err
 	}
-	if o.client.json() {
-		return writeJSON(cmd.OutOrStdout(), h)
+	if o.client.JSON() {
+		return cli.WriteJSON(cmd.OutOrStdout(), h)
 	}
 	fmt.Fprintf(cmd.OutOrStdout(), "saved %s: index %d, term %d, epoch %d, last token %d, %d locks, %d keys\n",
 		path, h.AppliedIndex, h.Term, h.Epoch, h.LastToken, h.Locks, h.Keys)
@@ -126,8 +127,8 @@ func (o *snapshotOptions) inspect(cmd *cobra.Command, path string) error {
 		return err
 	}
 	out := cmd.OutOrStdout()
-	if o.client.json() {
-		return writeJSON(out, struct {
+	if o.client.JSON() {
+		return cli.WriteJSON(out, struct {
 			Header snapshot.Header   `json:"header"`
 			Locks  []entry.Lock      `json:"locks"`
 			Keys   []entry.FencedKey `json:"keys"`
@@ -175,20 +176,20 @@ func (o *snapshotOptions) restore(cmd *cobra.Command, path string) error {
 		return fmt.Errorf("%s: %w", path, err)
 	}
 	if o.minEpoch > entry.LastEpoch {
-		return usagef("--min-epoch %d: the last epoch that issues tokens is %d", o.minEpoch, uint64(entry.LastEpoch))
+		return cli.Usagef("--min-epoch %d: the last epoch that issues tokens is %d", o.minEpoch, uint64(entry.LastEpoch))
 	}
-	c, err := o.client.client()
+	c, err := o.client.Client()
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(cmd.Context(), o.client.timeout+2*time.Minute)
+	ctx, cancel := context.WithTimeout(cmd.Context(), o.client.Timeout+2*time.Minute)
 	defer cancel()
 	h, err := c.SnapshotRestore(ctx, data, o.minEpoch)
 	if err != nil {
 		return err
 	}
-	if o.client.json() {
-		return writeJSON(cmd.OutOrStdout(), h)
+	if o.client.JSON() {
+		return cli.WriteJSON(cmd.OutOrStdout(), h)
 	}
 	fmt.Fprintf(cmd.OutOrStdout(), "restored %s: epoch %d, %d keys; the next token will exceed %d, and fenced writes with tokens below it are refused\n", path, h.Epoch, h.Keys, h.Epoch<<entry.EpochShift)
 	return nil

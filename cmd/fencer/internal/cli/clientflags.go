@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"encoding/json"
@@ -20,10 +20,10 @@ import (
 
 const defaultEndpoints = "127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003"
 
-// clientFlags are the flags of every command that talks to a cluster.
-type clientFlags struct {
+// ClientFlags are the flags of every command that talks to a cluster.
+type ClientFlags struct {
 	endpoints string
-	timeout   time.Duration
+	Timeout   time.Duration
 	output    string
 	tokenFile string
 	caFile    string
@@ -31,9 +31,10 @@ type clientFlags struct {
 	keyFile   string
 }
 
-func (f *clientFlags) bind(fs *pflag.FlagSet) {
-	fs.StringVar(&f.endpoints, "endpoints", envOr("FENCER_ENDPOINTS", defaultEndpoints), "comma-separated host:port or URLs of cluster members ($FENCER_ENDPOINTS)")
-	fs.DurationVar(&f.timeout, "timeout", 10*time.Second, "time limit of each request attempt")
+// Bind adds the flags to fs, defaulting from the environment.
+func (f *ClientFlags) Bind(fs *pflag.FlagSet) {
+	fs.StringVar(&f.endpoints, "endpoints", EnvOr("FENCER_ENDPOINTS", defaultEndpoints), "comma-separated host:port or URLs of cluster members ($FENCER_ENDPOINTS)")
+	fs.DurationVar(&f.Timeout, "timeout", 10*time.Second, "time limit of each request attempt")
 	fs.StringVarP(&f.output, "output", "o", "text", "output format: text or json (errors too, on stderr)")
 	// The TLS and ACL flags carry a prefix: in lock and kv commands --token
 	// is a fencing token, and a key is what kv stores.
@@ -51,7 +52,7 @@ func (f *clientFlags) bind(fs *pflag.FlagSet) {
 
 // deprecatedAlias adds the flag old, hidden, as another name for the flag
 // current: both set the same variable, and using old prints a warning (see
-// warnDeprecated). pflag's MarkDeprecated would print its warning to stdout
+// WarnDeprecated). pflag's MarkDeprecated would print its warning to stdout
 // here, where it would corrupt -o json output.
 func deprecatedAlias(fs *pflag.FlagSet, old, current string) {
 	fs.Var(fs.Lookup(current).Value, old, "deprecated: use --"+current)
@@ -62,8 +63,8 @@ func deprecatedAlias(fs *pflag.FlagSet, old, current string) {
 // replacedBy annotates a deprecated flag with the name that replaces it.
 const replacedBy = "fencer-replaced-by"
 
-// warnDeprecated tells on stderr which deprecated flags the command line used.
-func warnDeprecated(cmd *cobra.Command, asJSON bool) {
+// WarnDeprecated tells on stderr which deprecated flags the command line used.
+func WarnDeprecated(cmd *cobra.Command, asJSON bool) {
 	cmd.Flags().Visit(func(f *pflag.Flag) {
 		if r := f.Annotations[replacedBy]; len(r) == 1 {
 			msg := fmt.Sprintf("--%s is deprecated and will be removed in the next release; use --%s", f.Name, r[0])
@@ -89,7 +90,7 @@ func envFirst(names ...string) string {
 }
 
 // security returns the client options for TLS and the bearer token.
-func (f *clientFlags) security() ([]client.Option, error) {
+func (f *ClientFlags) security() ([]client.Option, error) {
 	var opts []client.Option
 	if f.caFile != "" || f.certFile != "" {
 		cfg, err := tlsutil.ClientConfig(f.caFile, f.certFile, f.keyFile)
@@ -112,20 +113,22 @@ func (f *clientFlags) security() ([]client.Option, error) {
 	return opts, nil
 }
 
-func (f *clientFlags) validate() error {
+// Validate checks the flags before any request is made.
+func (f *ClientFlags) Validate() error {
 	if f.output != "text" && f.output != "json" {
-		return usagef("--output %q: want text or json", f.output)
+		return Usagef("--output %q: want text or json", f.output)
 	}
-	if f.timeout <= 0 {
-		return usagef("--timeout %v: want a positive duration", f.timeout)
+	if f.Timeout <= 0 {
+		return Usagef("--timeout %v: want a positive duration", f.Timeout)
 	}
-	if len(f.endpointList()) == 0 {
-		return usagef("--endpoints is empty: want host:port of at least one cluster member")
+	if len(f.EndpointList()) == 0 {
+		return Usagef("--endpoints is empty: want host:port of at least one cluster member")
 	}
 	return nil
 }
 
-func (f *clientFlags) endpointList() []string {
+// EndpointList splits --endpoints into its addresses.
+func (f *ClientFlags) EndpointList() []string {
 	var out []string
 	for _, ep := range strings.Split(f.endpoints, ",") {
 		if ep = strings.TrimSpace(ep); ep != "" {
@@ -135,50 +138,52 @@ func (f *clientFlags) endpointList() []string {
 	return out
 }
 
-func (f *clientFlags) json() bool { return f.output == "json" }
+// JSON reports whether -o json was asked for.
+func (f *ClientFlags) JSON() bool { return f.output == "json" }
 
-// extraClientOptions are added to every client the commands build. Tests set
+// ExtraClientOptions are added to every client the commands build. Tests set
 // it (to drop renewals in flight, for one); the binary leaves it empty.
-var extraClientOptions []client.Option
+var ExtraClientOptions []client.Option
 
 // client validates the flags and builds a client.
-func (f *clientFlags) client() (*client.Client, error) {
-	if err := f.validate(); err != nil {
+func (f *ClientFlags) Client() (*client.Client, error) {
+	if err := f.Validate(); err != nil {
 		return nil, err
 	}
 	opts, err := f.security()
 	if err != nil {
 		return nil, err
 	}
-	opts = append(opts, client.WithTimeout(f.timeout))
-	return client.New(f.endpointList(), append(opts, extraClientOptions...)...)
+	opts = append(opts, client.WithTimeout(f.Timeout))
+	return client.New(f.EndpointList(), append(opts, ExtraClientOptions...)...)
 }
 
-func writeJSON(w io.Writer, v any) error {
+// WriteJSON writes v as one line of JSON.
+func WriteJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
 }
 
-// tokenFlag is a --token, read as the API reads a Fencing-Token header: a
+// TokenFlag is a --token, read as the API reads a Fencing-Token header: a
 // positive decimal integer, so that "010" is refused rather than taken for
 // octal 8, as pflag's Uint64 would.
-type tokenFlag uint64
+type TokenFlag uint64
 
-func (t *tokenFlag) String() string {
+func (t *TokenFlag) String() string {
 	if *t == 0 {
 		return ""
 	}
 	return strconv.FormatUint(uint64(*t), 10)
 }
 
-func (t *tokenFlag) Set(s string) error {
+func (t *TokenFlag) Set(s string) error {
 	v, ok := wire.ParseToken(s)
 	if !ok {
 		return errors.New("want a positive decimal integer without sign or leading zeros")
 	}
-	*t = tokenFlag(v)
+	*t = TokenFlag(v)
 	return nil
 }
 
-func (t *tokenFlag) Type() string { return "N" }
+func (t *TokenFlag) Type() string { return "N" }

@@ -1,13 +1,16 @@
-package main
+package opscmd
 
 import (
 	"bytes"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/spf13/cobra"
 )
 
 // A node that would listen beyond loopback with neither TLS nor access
@@ -18,8 +21,8 @@ func TestServeRefusesInsecureNetworkAddress(t *testing.T) {
 		{"--http-addr", "127.0.0.1:0", "--raft-addr", "0.0.0.0:0"},
 	} {
 		var stdout, stderr bytes.Buffer
-		cmd := newRootCmd(&stdout, &stderr)
-		cmd.SetArgs(append([]string{"serve", "--id", "n1", "--data-dir", t.TempDir(), "--bootstrap"}, args...))
+		cmd := serveCmd(&stdout, &stderr)
+		cmd.SetArgs(append([]string{"--id", "n1", "--data-dir", t.TempDir(), "--bootstrap"}, args...))
 		err := cmd.Execute()
 		if err == nil || !strings.Contains(err.Error(), "refusing") || !strings.Contains(err.Error(), "--insecure") {
 			t.Fatalf("serve %v: %v, want a refusal naming --insecure", args, err)
@@ -59,14 +62,14 @@ func TestServeAdvertisesHTTPAddr(t *testing.T) {
 // and a negative one refused with the flags' names.
 func TestServeKVLimitFlags(t *testing.T) {
 	for flag, want := range map[string]string{"max-kv-bytes": "268435456", "max-keys": "1000000", "max-kv-bytes-per-principal": "67108864"} {
-		if got := newServeCmd().Flags().Lookup(flag).DefValue; got != want {
+		if got := NewServeCmd().Flags().Lookup(flag).DefValue; got != want {
 			t.Errorf("--%s defaults to %s, want %s", flag, got, want)
 		}
 	}
 	t.Setenv("FENCER_MAX_KV_BYTES", "4096")
 	t.Setenv("FENCER_MAX_KEYS", "10")
 	t.Setenv("FENCER_MAX_KV_BYTES_PER_PRINCIPAL", "1024")
-	fs := newServeCmd().Flags()
+	fs := NewServeCmd().Flags()
 	for flag, want := range map[string]string{"max-kv-bytes": "4096", "max-keys": "10", "max-kv-bytes-per-principal": "1024"} {
 		if got := fs.Lookup(flag).Value.String(); got != want {
 			t.Errorf("--%s from the environment is %s, want %s", flag, got, want)
@@ -103,8 +106,8 @@ func TestServeClusterSecretRules(t *testing.T) {
 		{[]string{"--acl-file", granting, "--join", "127.0.0.1:1", "--cluster-secret-file", secretFile}, "is the cluster secret"},
 	} {
 		var stdout, stderr bytes.Buffer
-		cmd := newRootCmd(&stdout, &stderr)
-		cmd.SetArgs(append([]string{"serve", "--id", "n2", "--data-dir", t.TempDir(), "--http-addr", "127.0.0.1:0", "--raft-addr", "127.0.0.1:0"}, tc.args...))
+		cmd := serveCmd(&stdout, &stderr)
+		cmd.SetArgs(append([]string{"--id", "n2", "--data-dir", t.TempDir(), "--http-addr", "127.0.0.1:0", "--raft-addr", "127.0.0.1:0"}, tc.args...))
 		if err := cmd.Execute(); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("serve %v: %v, want an error saying %q", tc.args, err, tc.want)
 		}
@@ -115,7 +118,7 @@ func TestServeClusterSecretRules(t *testing.T) {
 // without access control answers to; a port or a scheme is refused.
 func TestServeAllowedHosts(t *testing.T) {
 	t.Setenv("FENCER_ALLOWED_HOSTS", "from-env.example")
-	if got := newServeCmd().Flags().Lookup("allowed-hosts").DefValue; got != "from-env.example" {
+	if got := NewServeCmd().Flags().Lookup("allowed-hosts").DefValue; got != "from-env.example" {
 		t.Fatalf("$FENCER_ALLOWED_HOSTS: flag default %q", got)
 	}
 	o := &serveOptions{httpAddr: "127.0.0.1:7001", raftAddr: "127.0.0.1:8001", allowedHosts: "fencer.internal, n1.example.com.,,"}
@@ -135,11 +138,11 @@ func TestServeAllowedHosts(t *testing.T) {
 // --log-store defaults to bolt, reads FENCER_LOG_STORE, reaches the node's
 // configuration, and refuses a kind that does not exist.
 func TestServeLogStoreFlag(t *testing.T) {
-	if got := newServeCmd().Flags().Lookup("log-store").DefValue; got != "bolt" {
+	if got := NewServeCmd().Flags().Lookup("log-store").DefValue; got != "bolt" {
 		t.Errorf("--log-store defaults to %s", got)
 	}
 	t.Setenv("FENCER_LOG_STORE", "wal")
-	if got := newServeCmd().Flags().Lookup("log-store").Value.String(); got != "wal" {
+	if got := NewServeCmd().Flags().Lookup("log-store").Value.String(); got != "wal" {
 		t.Errorf("--log-store from the environment is %s", got)
 	}
 	o := &serveOptions{id: "n1", dataDir: t.TempDir(), bootstrap: true, httpAddr: "127.0.0.1:7001", raftAddr: "127.0.0.1:8001", logStore: "wal"}
@@ -150,4 +153,12 @@ func TestServeLogStoreFlag(t *testing.T) {
 	if _, err := o.config(); err == nil || !strings.Contains(err.Error(), "--log-store") || !strings.Contains(err.Error(), "want bolt or wal") {
 		t.Fatalf("--log-store rocks: %v", err)
 	}
+}
+
+// serveCmd is "fencer serve" writing to stdout and stderr.
+func serveCmd(stdout, stderr io.Writer) *cobra.Command {
+	cmd := NewServeCmd()
+	cmd.SetOut(stdout)
+	cmd.SetErr(stderr)
+	return cmd
 }

@@ -1,4 +1,4 @@
-package main
+package clientcmd
 
 import (
 	"fmt"
@@ -8,26 +8,27 @@ import (
 
 	"github.com/fencer-io/fencer/api/client"
 	"github.com/fencer-io/fencer/api/wire"
+	"github.com/fencer-io/fencer/cmd/fencer/internal/cli"
 )
 
 // kvOptions are the flags of "fencer kv" and its subcommands.
 type kvOptions struct {
-	client clientFlags
+	client cli.ClientFlags
 	token  uint64
 	lock   string
 }
 
-// kvValue is "fencer kv get -o json". Value is a string: binary values are
+// KVValue is "fencer kv get -o json". Value is a string: binary values are
 // better read in text mode, which writes the raw bytes.
-type kvValue struct {
+type KVValue struct {
 	Key   string `json:"key"`
 	Token uint64 `json:"token"`
 	Value string `json:"value"`
 }
 
-// newKVCmd returns "fencer kv": fenced writes and reads of the cluster's
+// NewKVCmd returns "fencer kv": fenced writes and reads of the cluster's
 // built-in key-value store.
-func newKVCmd() *cobra.Command {
+func NewKVCmd() *cobra.Command {
 	o := &kvOptions{}
 	cmd := &cobra.Command{
 		Use:   "kv",
@@ -36,24 +37,24 @@ func newKVCmd() *cobra.Command {
   fencer kv get config
   fencer kv delete config`,
 	}
-	o.client.bind(cmd.PersistentFlags())
+	o.client.Bind(cmd.PersistentFlags())
 	put := &cobra.Command{
 		Use:   "put KEY VALUE --token N [--lock NAME]",
 		Short: "Write VALUE (- reads stdin) under KEY if N is above the key's last token",
 		Example: `  # $token as printed by "fencer lock acquire job"
   fencer kv put config v2 --token "$token" --lock job
   tar c ./state | fencer kv put state - --token "$token"`,
-		Args: positional("KEY", "VALUE"),
+		Args: cli.Positional("KEY", "VALUE"),
 		RunE: func(cmd *cobra.Command, args []string) error { return o.put(cmd, args[0], args[1]) },
 	}
-	put.Flags().Var((*tokenFlag)(&o.token), "token", "fencing token of your grant (required)")
+	put.Flags().Var((*cli.TokenFlag)(&o.token), "token", "fencing token of your grant (required)")
 	put.Flags().StringVar(&o.lock, "lock", "", "also require that the token is this lock's current grant")
 	get := &cobra.Command{
 		Use:   "get KEY",
 		Short: "Print a key's value (its token goes to stderr, or into -o json)",
 		Example: `  fencer kv get config
   fencer kv get config -o json | jq -r .token`,
-		Args: positional("KEY"),
+		Args: cli.Positional("KEY"),
 		RunE: func(cmd *cobra.Command, args []string) error { return o.get(cmd, args[0]) },
 	}
 	del := &cobra.Command{
@@ -66,14 +67,14 @@ cluster refused tokens it never issued). It needs the operator role when the
 cluster has an ACL, and is audited.`,
 		Example: `  fencer kv delete report
   fencer kv delete report -o json | jq .last_token`,
-		Args: positional("KEY"),
+		Args: cli.Positional("KEY"),
 		RunE: func(cmd *cobra.Command, args []string) error { return o.delete(cmd, args[0]) },
 	}
-	return group(cmd, put, get, del)
+	return cli.Group(cmd, put, get, del)
 }
 
 func (o *kvOptions) delete(cmd *cobra.Command, key string) error {
-	c, err := o.client.client()
+	c, err := o.client.Client()
 	if err != nil {
 		return err
 	}
@@ -82,8 +83,8 @@ func (o *kvOptions) delete(cmd *cobra.Command, key string) error {
 	if err != nil {
 		return fmt.Errorf("delete %q: %w", key, err)
 	}
-	if o.client.json() {
-		return writeJSON(cmd.OutOrStdout(), res)
+	if o.client.JSON() {
+		return cli.WriteJSON(cmd.OutOrStdout(), res)
 	}
 	_, err = fmt.Fprintf(cmd.OutOrStdout(), "deleted key=%s last_token=%d\n", res.Key, res.LastToken)
 	return err
@@ -91,9 +92,9 @@ func (o *kvOptions) delete(cmd *cobra.Command, key string) error {
 
 func (o *kvOptions) put(cmd *cobra.Command, key, value string) error {
 	if o.token == 0 {
-		return usagef("--token is required: the fencing token of your grant")
+		return cli.Usagef("--token is required: the fencing token of your grant")
 	}
-	c, err := o.client.client()
+	c, err := o.client.Client()
 	if err != nil {
 		return err
 	}
@@ -111,15 +112,15 @@ func (o *kvOptions) put(cmd *cobra.Command, key, value string) error {
 	if err := c.PutFenced(cmd.Context(), key, data, o.token, opts...); err != nil {
 		return fmt.Errorf("put %q with token %d: %w", key, o.token, err)
 	}
-	if o.client.json() {
-		return writeJSON(cmd.OutOrStdout(), wire.PutResponse{Key: key, Token: o.token})
+	if o.client.JSON() {
+		return cli.WriteJSON(cmd.OutOrStdout(), wire.PutResponse{Key: key, Token: o.token})
 	}
 	_, err = fmt.Fprintf(cmd.OutOrStdout(), "key=%s token=%d\n", key, o.token)
 	return err
 }
 
 func (o *kvOptions) get(cmd *cobra.Command, key string) error {
-	c, err := o.client.client()
+	c, err := o.client.Client()
 	if err != nil {
 		return err
 	}
@@ -128,8 +129,8 @@ func (o *kvOptions) get(cmd *cobra.Command, key string) error {
 	if err != nil {
 		return fmt.Errorf("get %q: %w", key, err)
 	}
-	if o.client.json() {
-		return writeJSON(cmd.OutOrStdout(), kvValue{Key: key, Token: token, Value: string(value)})
+	if o.client.JSON() {
+		return cli.WriteJSON(cmd.OutOrStdout(), KVValue{Key: key, Token: token, Value: string(value)})
 	}
 	if _, err := cmd.OutOrStdout().Write(value); err != nil {
 		return err

@@ -1,4 +1,4 @@
-package main
+package opscmd
 
 import (
 	"fmt"
@@ -8,6 +8,7 @@ import (
 
 	"github.com/fencer-io/fencer/cluster"
 	"github.com/fencer-io/fencer/cluster/recovery"
+	"github.com/fencer-io/fencer/cmd/fencer/internal/cli"
 )
 
 // recoverOptions are the flags of "fencer recover".
@@ -16,12 +17,12 @@ type recoverOptions struct {
 	dataDir string
 	members string
 	bump    uint64
-	log     logFlags
+	log     cli.LogFlags
 }
 
-// newRecoverCmd returns "fencer recover": rebuild a cluster that lost its
+// NewRecoverCmd returns "fencer recover": rebuild a cluster that lost its
 // quorum for good from its survivors.
-func newRecoverCmd() *cobra.Command {
+func NewRecoverCmd() *cobra.Command {
 	o := &recoverOptions{}
 	cmd := &cobra.Command{
 		Use:   "recover --id ID --data-dir DIR --members n1=RAFT@HTTP,…",
@@ -40,26 +41,26 @@ lost members had are gone; that is the price of forcing a quorum.`,
 		Example: `  # n1 and n2 survive a 5-node cluster; on each, with the node stopped:
   fencer recover --id n1 --data-dir /var/lib/fencer \
     --members n1=10.0.0.1:8001@10.0.0.1:7001,n2=10.0.0.2:8001@10.0.0.2:7001`,
-		Args: positional(),
+		Args: cli.Positional(),
 		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd) },
 	}
 	cmd.Flags().StringVar(&o.id, "id", os.Getenv("FENCER_ID"), "this node's id ($FENCER_ID)")
 	cmd.Flags().StringVar(&o.dataDir, "data-dir", os.Getenv("FENCER_DATA_DIR"), "this node's data dir ($FENCER_DATA_DIR)")
 	cmd.Flags().StringVar(&o.members, "members", "", "the surviving members, id=RAFT_ADDR@HTTP_ADDR,…")
 	cmd.Flags().Uint64Var(&o.bump, "epoch-bump", 1, "how far to move the token epoch")
-	o.log.bind(cmd.Flags())
+	o.log.Bind(cmd.Flags())
 	return cmd
 }
 
 func (o *recoverOptions) run(cmd *cobra.Command) error {
 	if o.id == "" || o.dataDir == "" || o.members == "" {
-		return usagef("--id, --data-dir and --members are required")
+		return cli.Usagef("--id, --data-dir and --members are required")
 	}
 	peers, err := cluster.ParseInitialCluster(o.members)
 	if err != nil {
 		return err
 	}
-	logger, err := o.log.logger(cmd.ErrOrStderr())
+	logger, err := o.log.Logger(cmd.ErrOrStderr())
 	if err != nil {
 		return err
 	}

@@ -1,4 +1,4 @@
-package main
+package clientcmd
 
 import (
 	"errors"
@@ -8,15 +8,16 @@ import (
 
 	"github.com/fencer-io/fencer/api/client"
 	"github.com/fencer-io/fencer/api/wire"
+	"github.com/fencer-io/fencer/cmd/fencer/internal/cli"
 )
 
 // tokenOptions are the flags of "fencer token".
 type tokenOptions struct {
-	client clientFlags
+	client cli.ClientFlags
 }
 
-// newTokenCmd returns "fencer token": whose grant a fencing token was.
-func newTokenCmd() *cobra.Command {
+// NewTokenCmd returns "fencer token": whose grant a fencing token was.
+func NewTokenCmd() *cobra.Command {
 	o := &tokenOptions{}
 	cmd := &cobra.Command{
 		Use:   "token T",
@@ -30,19 +31,19 @@ token older than that, or never a lock's grant, fails with unknown_token and
 says which. Any member answers from its own applied state.`,
 		Example: `  fencer token 1234
   fencer token 1234 -o json | jq -r .holder`,
-		Args: positional("T"),
+		Args: cli.Positional("T"),
 		RunE: func(cmd *cobra.Command, args []string) error { return o.run(cmd, args[0]) },
 	}
-	o.client.bind(cmd.Flags())
+	o.client.Bind(cmd.Flags())
 	return cmd
 }
 
 func (o *tokenOptions) run(cmd *cobra.Command, arg string) error {
 	token, ok := wire.ParseToken(arg)
 	if !ok {
-		return usagef("token %q: want a positive decimal integer", arg)
+		return cli.Usagef("token %q: want a positive decimal integer", arg)
 	}
-	c, err := o.client.client()
+	c, err := o.client.Client()
 	if err != nil {
 		return err
 	}
@@ -55,8 +56,8 @@ func (o *tokenOptions) run(cmd *cobra.Command, arg string) error {
 	if err != nil {
 		return fmt.Errorf("token %d: %w", token, err)
 	}
-	if o.client.json() {
-		return writeJSON(cmd.OutOrStdout(), g)
+	if o.client.JSON() {
+		return cli.WriteJSON(cmd.OutOrStdout(), g)
 	}
 	return printGrant(cmd.OutOrStdout(), g, true)
 }

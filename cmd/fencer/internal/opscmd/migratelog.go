@@ -1,4 +1,4 @@
-package main
+package opscmd
 
 import (
 	"fmt"
@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fencer-io/fencer/cluster/logstore"
+	"github.com/fencer-io/fencer/cmd/fencer/internal/cli"
 )
 
 // migrateLogOptions are the flags of "fencer migrate-log-store".
@@ -16,9 +17,9 @@ type migrateLogOptions struct {
 	to      string
 }
 
-// newMigrateLogCmd returns "fencer migrate-log-store": convert a stopped
+// NewMigrateLogCmd returns "fencer migrate-log-store": convert a stopped
 // node's data dir from one kind of log store to the other.
-func newMigrateLogCmd() *cobra.Command {
+func NewMigrateLogCmd() *cobra.Command {
 	o := &migrateLogOptions{}
 	cmd := &cobra.Command{
 		Use:   "migrate-log-store --data-dir DIR --to wal|bolt",
@@ -37,7 +38,7 @@ together.`,
 		Example: `  # on n2, with the node stopped
   fencer migrate-log-store --data-dir /var/lib/fencer --to wal
   fencer serve --id n2 --data-dir /var/lib/fencer --log-store wal ...`,
-		Args: positional(),
+		Args: cli.Positional(),
 		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd) },
 	}
 	cmd.Flags().StringVar(&o.dataDir, "data-dir", os.Getenv("FENCER_DATA_DIR"), "the stopped node's data dir ($FENCER_DATA_DIR)")
@@ -47,11 +48,11 @@ together.`,
 
 func (o *migrateLogOptions) run(cmd *cobra.Command) error {
 	if o.dataDir == "" || o.to == "" {
-		return usagef("--data-dir and --to are required")
+		return cli.Usagef("--data-dir and --to are required")
 	}
 	to, err := logstore.ParseKind(o.to)
 	if err != nil {
-		return usagef("--to %q: want wal or bolt", o.to)
+		return cli.Usagef("--to %q: want wal or bolt", o.to)
 	}
 	logger := hclog.New(&hclog.LoggerOptions{Name: "migrate-log-store", Level: hclog.Info, Output: cmd.ErrOrStderr()})
 	res, err := logstore.Migrate(o.dataDir, to, logger)

@@ -1,4 +1,4 @@
-package main
+package clientcmd
 
 import (
 	"encoding/json"
@@ -15,16 +15,17 @@ import (
 
 	"github.com/fencer-io/fencer/api/client"
 	"github.com/fencer-io/fencer/api/wire"
+	"github.com/fencer-io/fencer/cmd/fencer/internal/cli"
 )
 
 // watchOptions are the flags of "fencer watch".
 type watchOptions struct {
-	client clientFlags
+	client cli.ClientFlags
 	since  indexFlag
 }
 
-// newWatchCmd returns "fencer watch": the cluster's events as they happen.
-func newWatchCmd() *cobra.Command {
+// NewWatchCmd returns "fencer watch": the cluster's events as they happen.
+func NewWatchCmd() *cobra.Command {
 	o := &watchOptions{}
 	cmd := &cobra.Command{
 		Use:   "watch [PREFIX]",
@@ -46,7 +47,7 @@ list again at.`,
   fencer watch -o json | jq -c 'select(.type == "expired")'`,
 		Args: func(c *cobra.Command, args []string) error {
 			if len(args) > 1 {
-				return usagef("unexpected argument %q: %s", args[1], c.UseLine())
+				return cli.Usagef("unexpected argument %q: %s", args[1], c.UseLine())
 			}
 			return nil
 		},
@@ -62,13 +63,13 @@ list again at.`,
 			return o.run(cmd, prefix, since)
 		},
 	}
-	o.client.bind(cmd.Flags())
+	o.client.Bind(cmd.Flags())
 	cmd.Flags().Var(&o.since, "since", "print the events after this log index first (default: from now)")
 	return cmd
 }
 
 func (o *watchOptions) run(cmd *cobra.Command, prefix string, since uint64) error {
-	c, err := o.client.client()
+	c, err := o.client.Client()
 	if err != nil {
 		return err
 	}
@@ -87,7 +88,7 @@ func (o *watchOptions) run(cmd *cobra.Command, prefix string, since uint64) erro
 			}
 			return err
 		}
-		if err := printEvent(out, ev, o.client.json()); err != nil {
+		if err := printEvent(out, ev, o.client.JSON()); err != nil {
 			return err
 		}
 	}

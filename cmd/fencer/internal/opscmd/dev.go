@@ -1,4 +1,4 @@
-package main
+package opscmd
 
 import (
 	"context"
@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fencer-io/fencer/cluster"
+	"github.com/fencer-io/fencer/cmd/fencer/internal/cli"
 	"github.com/fencer-io/fencer/internal/gcfloor"
 	"github.com/fencer-io/fencer/internal/server"
 )
@@ -34,7 +35,7 @@ type devOptions struct {
 	layout    devLayout
 	dataDir   string
 	ephemeral bool
-	log       logFlags
+	log       cli.LogFlags
 }
 
 // devLayout is what a dev cluster's data dir must be started with again.
@@ -45,7 +46,8 @@ type devLayout struct {
 	RaftPort int    `json:"raft_port"`
 }
 
-func newDevCmd() *cobra.Command {
+// NewDevCmd returns "fencer dev".
+func NewDevCmd() *cobra.Command {
 	o := &devOptions{}
 	cmd := &cobra.Command{
 		Use:   "dev",
@@ -71,8 +73,8 @@ a temporary directory that is removed when the cluster stops.`,
 	fs.IntVar(&o.layout.HTTPPort, "http-port", 7001, "HTTP port of the first node; the others follow")
 	fs.IntVar(&o.layout.RaftPort, "raft-port", 8001, "Raft port of the first node; the others follow")
 	fs.StringVar(&o.layout.Host, "host", "127.0.0.1", "loopback address to bind")
-	o.log.bind(fs)
-	o.log.level = envOr("FENCER_LOG_LEVEL", "warn")
+	o.log.Bind(fs)
+	o.log.Level = cli.EnvOr("FENCER_LOG_LEVEL", "warn")
 	return cmd
 }
 
@@ -103,6 +105,8 @@ func (l devLayout) flags() string {
 	return fmt.Sprintf("--nodes %d --host %s --http-port %d --raft-port %d", l.Nodes, l.Host, l.HTTPPort, l.RaftPort)
 }
 
+// It is long because it is the dev cluster's life in order: start every node,
+// wait, serve, stop.
 func (o *devOptions) run(cmd *cobra.Command) error {
 	// Signals first: a Ctrl-C at any later point must reach the cleanup
 	// below. This also re-enables SIGINT when the shell started us with it
@@ -114,7 +118,7 @@ func (o *devOptions) run(cmd *cobra.Command) error {
 	if err := o.validate(); err != nil {
 		return err
 	}
-	logger, err := o.log.logger(cmd.ErrOrStderr())
+	logger, err := o.log.Logger(cmd.ErrOrStderr())
 	if err != nil {
 		return err
 	}

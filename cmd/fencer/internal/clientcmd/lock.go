@@ -1,6 +1,10 @@
-package main
+// Package clientcmd holds the commands that use a cluster's primitives:
+// lock, sem, elect and leader, kv, exec, watch and token. Each is an options struct
+// whose flags are validated and then run.
+package clientcmd
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"strings"
@@ -10,11 +14,12 @@ import (
 
 	"github.com/fencer-io/fencer/api/client"
 	"github.com/fencer-io/fencer/api/wire"
+	"github.com/fencer-io/fencer/cmd/fencer/internal/cli"
 )
 
 // lockOptions are the flags of "fencer lock" and its subcommands.
 type lockOptions struct {
-	client clientFlags
+	client cli.ClientFlags
 	ttl    time.Duration
 	wait   time.Duration
 	delay  time.Duration
@@ -25,17 +30,20 @@ type lockOptions struct {
 
 func (o *lockOptions) validateLease() error {
 	if o.token == 0 {
-		return usagef("--token is required: the token printed by \"fencer lock acquire\"")
+		return cli.Usagef("--token is required: the token printed by \"fencer lock acquire\"")
 	}
 	if o.lease == "" {
-		return usagef("--lease is required: the lease secret printed by \"fencer lock acquire\"")
+		return cli.Usagef("--lease is required: the lease secret printed by \"fencer lock acquire\"")
 	}
 	return nil
 }
 
-// newLockCmd returns "fencer lock": acquire, renew, release and inspect
+// NewLockCmd returns "fencer lock": acquire, renew, release and inspect
 // locks by hand. To hold a lock while a program runs, use "fencer exec".
-func newLockCmd() *cobra.Command {
+//
+// It is long because it declares every lock subcommand and its flags in one
+// place, a table more than logic.
+func NewLockCmd() *cobra.Command {
 	o := &lockOptions{}
 	cmd := &cobra.Command{
 		Use:   "lock",
@@ -45,7 +53,7 @@ func newLockCmd() *cobra.Command {
   fencer lock history job
   fencer lock list -o json`,
 	}
-	o.client.bind(cmd.PersistentFlags())
+	o.client.Bind(cmd.PersistentFlags())
 
 	acquire := &cobra.Command{
 		Use:   "acquire NAME",
@@ -61,7 +69,7 @@ the lifetime of a command, use "fencer exec".`,
   # keep the token and secret for renew and release (needs jq)
   grant=$(fencer lock acquire job -o json)
   token=$(echo "$grant" | jq -r .token) lease=$(echo "$grant" | jq -r .lease)`,
-		Args: positional("NAME"),
+		Args: cli.Positional("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error { return o.acquire(cmd, args[0]) },
 	}
 	acquire.Flags().DurationVar(&o.ttl, "ttl", wire.DefaultTTL, "lease time to live")
@@ -74,7 +82,7 @@ the lifetime of a command, use "fencer exec".`,
 		Short: "Renew a lease for another TTL",
 		Example: `  # $token and $lease as printed by "fencer lock acquire"
   fencer lock renew job --token "$token" --lease "$lease"`,
-		Args: positional("NAME"),
+		Args: cli.Positional("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error { return o.renew(cmd, args[0]) },
 	}
 	release := &cobra.Command{
@@ -82,11 +90,11 @@ the lifetime of a command, use "fencer exec".`,
 		Short: "Release a lease",
 		Example: `  # $token and $lease as printed by "fencer lock acquire"
   fencer lock release job --token "$token" --lease "$lease"`,
-		Args: positional("NAME"),
+		Args: cli.Positional("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error { return o.release(cmd, args[0]) },
 	}
 	for _, c := range []*cobra.Command{renew, release} {
-		c.Flags().Var((*tokenFlag)(&o.token), "token", "fencing token of the grant")
+		c.Flags().Var((*cli.TokenFlag)(&o.token), "token", "fencing token of the grant")
 		c.Flags().StringVar(&o.lease, "lease", "", "lease secret of the grant")
 	}
 	status := &cobra.Command{
@@ -94,7 +102,7 @@ the lifetime of a command, use "fencer exec".`,
 		Short: "Show a lock's holder, token and remaining time",
 		Example: `  fencer lock status job
   fencer lock status job -o json | jq .token`,
-		Args: positional("NAME"),
+		Args: cli.Positional("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error { return o.status(cmd, args[0]) },
 	}
 	list := &cobra.Command{
@@ -102,14 +110,14 @@ the lifetime of a command, use "fencer exec".`,
 		Short: "List held locks",
 		Example: `  fencer lock list
   fencer lock list -o json | jq -r '.locks[].lock'`,
-		Args: positional(),
+		Args: cli.Positional(),
 		RunE: func(cmd *cobra.Command, _ []string) error { return o.list(cmd) },
 	}
-	return group(cmd, acquire, renew, release, status, list, newLockHistoryCmd(o))
+	return cli.Group(cmd, acquire, renew, release, status, list, newLockHistoryCmd(o))
 }
 
 func (o *lockOptions) acquire(cmd *cobra.Command, name string) error {
-	c, err := o.client.client()
+	c, err := o.client.Client()
 	if err != nil {
 		return err
 	}
@@ -119,8 +127,8 @@ func (o *lockOptions) acquire(cmd *cobra.Command, name string) error {
 		return fmt.Errorf("acquire %q: %w", name, err)
 	}
 	g := lease.Grant()
-	if o.client.json() {
-		return writeJSON(cmd.OutOrStdout(), g)
+	if o.client.JSON() {
+		return cli.WriteJSON(cmd.OutOrStdout(), g)
 	}
 	_, err = fmt.Fprintf(cmd.OutOrStdout(), "token=%d lease=%s ttl=%v\n", g.Token, g.Lease, lease.TTL())
 	return err
@@ -130,80 +138,53 @@ func (o *lockOptions) renew(cmd *cobra.Command, name string) error {
 	if err := o.validateLease(); err != nil {
 		return err
 	}
-	c, err := o.client.client()
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	out, err := c.RenewRaw(cmd.Context(), name, o.token, o.lease)
-	if err != nil {
-		return fmt.Errorf("renew %q token %d: %w", name, o.token, err)
-	}
-	if o.client.json() {
-		return writeJSON(cmd.OutOrStdout(), out)
-	}
-	_, err = fmt.Fprintf(cmd.OutOrStdout(), "token=%d ttl=%v\n", out.Token, time.Duration(out.TTLMillis)*time.Millisecond)
-	return err
+	return cli.Call(cmd, &o.client, fmt.Sprintf("renew %q token %d", name, o.token),
+		func(ctx context.Context, c *client.Client) (wire.RenewResponse, error) {
+			return c.RenewRaw(ctx, name, o.token, o.lease)
+		},
+		func(w io.Writer, out wire.RenewResponse) error {
+			_, err := fmt.Fprintf(w, "token=%d ttl=%v\n", out.Token, time.Duration(out.TTLMillis)*time.Millisecond)
+			return err
+		})
 }
 
 func (o *lockOptions) release(cmd *cobra.Command, name string) error {
 	if err := o.validateLease(); err != nil {
 		return err
 	}
-	c, err := o.client.client()
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	out, err := c.ReleaseRaw(cmd.Context(), name, o.token, o.lease)
-	if err != nil {
-		return fmt.Errorf("release %q token %d: %w", name, o.token, err)
-	}
-	if o.client.json() {
-		return writeJSON(cmd.OutOrStdout(), out)
-	}
-	_, err = fmt.Fprintf(cmd.OutOrStdout(), "released token=%d\n", out.Token)
-	return err
+	return cli.Call(cmd, &o.client, fmt.Sprintf("release %q token %d", name, o.token),
+		func(ctx context.Context, c *client.Client) (wire.ReleaseResponse, error) {
+			return c.ReleaseRaw(ctx, name, o.token, o.lease)
+		},
+		func(w io.Writer, out wire.ReleaseResponse) error {
+			_, err := fmt.Fprintf(w, "released token=%d\n", out.Token)
+			return err
+		})
 }
 
 func (o *lockOptions) status(cmd *cobra.Command, name string) error {
-	c, err := o.client.client()
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	st, err := c.Lock(cmd.Context(), name)
-	if err != nil {
-		return fmt.Errorf("status of %q: %w", name, err)
-	}
-	if o.client.json() {
-		return writeJSON(cmd.OutOrStdout(), st)
-	}
-	return printStatus(cmd.OutOrStdout(), st)
+	return cli.Call(cmd, &o.client, fmt.Sprintf("status of %q", name),
+		func(ctx context.Context, c *client.Client) (wire.LockStatus, error) { return c.Lock(ctx, name) },
+		printStatus)
 }
 
 func (o *lockOptions) list(cmd *cobra.Command) error {
-	c, err := o.client.client()
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	locks, err := c.Locks(cmd.Context())
-	if err != nil {
-		return fmt.Errorf("list locks: %w", err)
-	}
-	if o.client.json() {
-		if locks == nil {
-			locks = []wire.LockStatus{}
-		}
-		return writeJSON(cmd.OutOrStdout(), wire.LockList{Locks: locks})
-	}
-	for _, st := range locks {
-		if err := printStatus(cmd.OutOrStdout(), st); err != nil {
-			return err
-		}
-	}
-	return nil
+	return cli.Call(cmd, &o.client, "list locks",
+		func(ctx context.Context, c *client.Client) (wire.LockList, error) {
+			locks, err := c.Locks(ctx)
+			if locks == nil {
+				locks = []wire.LockStatus{}
+			}
+			return wire.LockList{Locks: locks}, err
+		},
+		func(w io.Writer, list wire.LockList) error {
+			for _, st := range list.Locks {
+				if err := printStatus(w, st); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
 }
 
 // printStatus writes one line of key=value pairs.

@@ -1,4 +1,4 @@
-package main
+package opscmd
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fencer-io/fencer/api/wire"
+	"github.com/fencer-io/fencer/cmd/fencer/internal/cli"
 )
 
 // memberList is "fencer members list -o json": an object, as "fencer lock
@@ -17,14 +18,17 @@ type memberList struct {
 }
 
 type membersOptions struct {
-	client   clientFlags
+	client   cli.ClientFlags
 	raftAddr string
 	httpAddr string
 	nonVoter bool
 }
 
-// newMembersCmd returns "fencer members": list, add and remove members.
-func newMembersCmd() *cobra.Command {
+// NewMembersCmd returns "fencer members": list, add and remove members.
+//
+// It is long because it declares every members subcommand and its flags in
+// one place, a table more than logic.
+func NewMembersCmd() *cobra.Command {
 	o := &membersOptions{}
 	cmd := &cobra.Command{
 		Use:   "members",
@@ -33,20 +37,20 @@ func newMembersCmd() *cobra.Command {
   fencer members add n4 --raft-addr 10.0.0.4:8001 --http-addr 10.0.0.4:7001
   fencer members remove n4`,
 	}
-	o.client.bind(cmd.PersistentFlags())
+	o.client.Bind(cmd.PersistentFlags())
 	list := &cobra.Command{
 		Use:   "list",
 		Short: "List the members",
 		Example: `  fencer members list
   fencer members list -o json | jq -r '.members[] | select(.leader) | .id'`,
-		Args: positional(),
+		Args: cli.Positional(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			st, err := clusterStatus(cmd, &o.client)
 			if err != nil {
 				return err
 			}
-			if o.client.json() {
-				return writeJSON(cmd.OutOrStdout(), memberList{Members: st.Members})
+			if o.client.JSON() {
+				return cli.WriteJSON(cmd.OutOrStdout(), memberList{Members: st.Members})
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "ID\tRAFT\tHTTP\tVOTER\tLEADER")
@@ -61,16 +65,16 @@ func newMembersCmd() *cobra.Command {
 		Short: "Add a member (start it with --join afterwards, or before)",
 		Example: `  fencer members add n4 --raft-addr 10.0.0.4:8001 --http-addr 10.0.0.4:7001
   fencer members add r1 --raft-addr 10.0.0.9:8001 --http-addr 10.0.0.9:7001 --non-voter`,
-		Args: positional("ID"),
+		Args: cli.Positional("ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if o.raftAddr == "" || o.httpAddr == "" {
-				return usagef("--raft-addr and --http-addr are required")
+				return cli.Usagef("--raft-addr and --http-addr are required")
 			}
-			c, err := o.client.client()
+			c, err := o.client.Client()
 			if err != nil {
 				return err
 			}
-			ctx, cancel := context.WithTimeout(cmd.Context(), o.client.timeout)
+			ctx, cancel := context.WithTimeout(cmd.Context(), o.client.Timeout)
 			defer cancel()
 			if err := c.AddMember(ctx, args[0], o.raftAddr, o.httpAddr, !o.nonVoter); err != nil {
 				return err
@@ -86,13 +90,13 @@ func newMembersCmd() *cobra.Command {
 		Use:     "remove ID",
 		Short:   "Remove a member (removing the leader transfers leadership first)",
 		Example: `  fencer members remove n4`,
-		Args:    positional("ID"),
+		Args:    cli.Positional("ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := o.client.client()
+			c, err := o.client.Client()
 			if err != nil {
 				return err
 			}
-			ctx, cancel := context.WithTimeout(cmd.Context(), 3*o.client.timeout)
+			ctx, cancel := context.WithTimeout(cmd.Context(), 3*o.client.Timeout)
 			defer cancel()
 			if err := c.RemoveMember(ctx, args[0]); err != nil {
 				return err
@@ -101,15 +105,15 @@ func newMembersCmd() *cobra.Command {
 			return nil
 		},
 	}
-	return group(cmd, list, add, remove)
+	return cli.Group(cmd, list, add, remove)
 }
 
-func clusterStatus(cmd *cobra.Command, f *clientFlags) (wire.ClusterStatus, error) {
-	c, err := f.client()
+func clusterStatus(cmd *cobra.Command, f *cli.ClientFlags) (wire.ClusterStatus, error) {
+	c, err := f.Client()
 	if err != nil {
 		return wire.ClusterStatus{}, err
 	}
-	ctx, cancel := context.WithTimeout(cmd.Context(), f.timeout)
+	ctx, cancel := context.WithTimeout(cmd.Context(), f.Timeout)
 	defer cancel()
 	return c.Cluster(ctx)
 }

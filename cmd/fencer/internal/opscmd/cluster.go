@@ -1,4 +1,4 @@
-package main
+package opscmd
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fencer-io/fencer/api/wire"
+	"github.com/fencer-io/fencer/cmd/fencer/internal/cli"
 )
 
 // memberView is one row of "fencer cluster status": the leader's record of
@@ -21,7 +22,8 @@ type memberView struct {
 	Error        string `json:"error,omitempty"`
 }
 
-type clusterView struct {
+// ClusterView is the -o json output of "fencer cluster status".
+type ClusterView struct {
 	Leader       string       `json:"leader"`
 	Term         uint64       `json:"term"`
 	CommitIndex  uint64       `json:"commit_index"`
@@ -32,34 +34,37 @@ type clusterView struct {
 	Members      []memberView `json:"members"`
 }
 
-// newClusterCmd returns "fencer cluster": status and leadership transfer.
-func newClusterCmd() *cobra.Command {
-	f := &clientFlags{}
+// NewClusterCmd returns "fencer cluster": status and leadership transfer.
+//
+// It is long because it declares every cluster subcommand and its flags in
+// one place, a table more than logic.
+func NewClusterCmd() *cobra.Command {
+	f := &cli.ClientFlags{}
 	cmd := &cobra.Command{
 		Use:   "cluster",
 		Short: "Show cluster status and transfer leadership",
 		Example: `  fencer cluster status
   fencer cluster transfer-leader n2`,
 	}
-	f.bind(cmd.PersistentFlags())
+	f.Bind(cmd.PersistentFlags())
 	status := &cobra.Command{
 		Use:   "status",
 		Short: "Leader, term, commit/applied index, and each member's state and last contact",
 		Example: `  fencer cluster status
   fencer cluster status -o json | jq -r .leader`,
-		Args: positional(),
+		Args: cli.Positional(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := f.client()
+			c, err := f.Client()
 			if err != nil {
 				return err
 			}
-			ctx, cancel := context.WithTimeout(cmd.Context(), f.timeout)
+			ctx, cancel := context.WithTimeout(cmd.Context(), f.Timeout)
 			defer cancel()
 			st, err := c.Cluster(ctx)
 			if err != nil {
 				return err
 			}
-			v := clusterView{Leader: st.Leader, Term: st.Term, CommitIndex: st.CommitIndex, AppliedIndex: st.AppliedIndex, Epoch: st.Epoch, LastToken: st.LastToken, LogFormat: st.LogFormat}
+			v := ClusterView{Leader: st.Leader, Term: st.Term, CommitIndex: st.CommitIndex, AppliedIndex: st.AppliedIndex, Epoch: st.Epoch, LastToken: st.LastToken, LogFormat: st.LogFormat}
 			for _, m := range st.Members {
 				mv := memberView{Member: m}
 				if m.HTTPAddr == "" {
@@ -71,8 +76,8 @@ func newClusterCmd() *cobra.Command {
 				}
 				v.Members = append(v.Members, mv)
 			}
-			if f.json() {
-				return writeJSON(cmd.OutOrStdout(), v)
+			if f.JSON() {
+				return cli.WriteJSON(cmd.OutOrStdout(), v)
 			}
 			out := cmd.OutOrStdout()
 			fmt.Fprintf(out, "leader %s  term %d  commit %d  applied %d  epoch %d  last token %d  log format %d\n\n",
@@ -94,9 +99,9 @@ func newClusterCmd() *cobra.Command {
 		Short: "Hand leadership to ID, or to the most up-to-date follower",
 		Example: `  fencer cluster transfer-leader        # to the most up-to-date follower
   fencer cluster transfer-leader n2`,
-		Args: optional("ID"),
+		Args: cli.Optional("ID"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := f.client()
+			c, err := f.Client()
 			if err != nil {
 				return err
 			}
@@ -104,7 +109,7 @@ func newClusterCmd() *cobra.Command {
 			if len(args) == 1 {
 				id = args[0]
 			}
-			ctx, cancel := context.WithTimeout(cmd.Context(), 3*f.timeout)
+			ctx, cancel := context.WithTimeout(cmd.Context(), 3*f.Timeout)
 			defer cancel()
 			if err := c.TransferLeader(ctx, id); err != nil {
 				return err
@@ -113,5 +118,5 @@ func newClusterCmd() *cobra.Command {
 			return nil
 		},
 	}
-	return group(cmd, status, transfer)
+	return cli.Group(cmd, status, transfer)
 }

@@ -1,4 +1,4 @@
-package main
+package opscmd
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fencer-io/fencer/api/wire"
+	"github.com/fencer-io/fencer/cmd/fencer/internal/cli"
 	"github.com/fencer-io/fencer/internal/bench"
 	"github.com/fencer-io/fencer/internal/bench/load"
 	"github.com/fencer-io/fencer/internal/gcfloor"
@@ -21,7 +22,7 @@ import (
 
 // benchOptions are the flags of "fencer bench".
 type benchOptions struct {
-	client    clientFlags
+	client    cli.ClientFlags
 	workloads string
 	load      load.Config
 	ttl       time.Duration
@@ -29,7 +30,8 @@ type benchOptions struct {
 	cpuProf   string
 }
 
-func newBenchCmd() *cobra.Command {
+// NewBenchCmd returns "fencer bench".
+func NewBenchCmd() *cobra.Command {
 	o := &benchOptions{}
 	cmd := &cobra.Command{
 		Use:   "bench",
@@ -49,11 +51,11 @@ Workloads (comma-separated in --workload):
 		Example: `  fencer bench                                   # uncontended, 16 clients, 10 s
   fencer bench -w uncontended,contended,renew -c 32 -d 30s
   fencer bench -w fenced-write --rate 2000 -o json`,
-		Args: positional(),
+		Args: cli.Positional(),
 		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd) },
 	}
 	fs := cmd.Flags()
-	o.client.bind(fs)
+	o.client.Bind(fs)
 	fs.StringVarP(&o.workloads, "workload", "w", "uncontended", "workloads to run, comma-separated: "+strings.Join(bench.Workloads, ", "))
 	fs.IntVarP(&o.load.Clients, "clients", "c", 16, "concurrent clients")
 	fs.DurationVarP(&o.load.Duration, "duration", "d", 10*time.Second, "measured time per workload")
@@ -67,7 +69,7 @@ Workloads (comma-separated in --workload):
 }
 
 func (o *benchOptions) validate() ([]string, error) {
-	if err := o.client.validate(); err != nil {
+	if err := o.client.Validate(); err != nil {
 		return nil, err
 	}
 	var names []string
@@ -76,26 +78,26 @@ func (o *benchOptions) validate() ([]string, error) {
 			continue
 		}
 		if !slices.Contains(bench.Workloads, w) {
-			return nil, usagef("--workload %q: want some of %s", w, strings.Join(bench.Workloads, ", "))
+			return nil, cli.Usagef("--workload %q: want some of %s", w, strings.Join(bench.Workloads, ", "))
 		}
 		names = append(names, w)
 	}
 	if len(names) == 0 {
-		return nil, usagef("--workload is empty")
+		return nil, cli.Usagef("--workload is empty")
 	}
 	if o.load.Clients < 1 {
-		return nil, usagef("--clients %d: want at least 1", o.load.Clients)
+		return nil, cli.Usagef("--clients %d: want at least 1", o.load.Clients)
 	}
 	if o.load.Duration <= 0 {
-		return nil, usagef("--duration %v: want a positive duration", o.load.Duration)
+		return nil, cli.Usagef("--duration %v: want a positive duration", o.load.Duration)
 	}
 	if o.ttl < wire.MinTTL || o.ttl > wire.MaxTTL {
-		return nil, usagef("--ttl %v: want %v to %v", o.ttl, wire.MinTTL, wire.MaxTTL)
+		return nil, cli.Usagef("--ttl %v: want %v to %v", o.ttl, wire.MinTTL, wire.MaxTTL)
 	}
 	if o.wait < 0 || o.wait > wire.MaxWait {
-		return nil, usagef("--wait %v: want 0 to %v", o.wait, wire.MaxWait)
+		return nil, cli.Usagef("--wait %v: want 0 to %v", o.wait, wire.MaxWait)
 	}
-	o.load.OpTimeout = o.wait + o.client.timeout
+	o.load.OpTimeout = o.wait + o.client.Timeout
 	return names, o.load.Validate()
 }
 
@@ -122,7 +124,7 @@ func (o *benchOptions) run(cmd *cobra.Command) error {
 	gcfloor.Start(gcfloor.DefaultFloor)
 	ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	f, err := bench.NewFencer(ctx, o.client.endpointList(), o.load.Clients, o.ttl, o.wait, o.client.timeout)
+	f, err := bench.NewFencer(ctx, o.client.EndpointList(), o.load.Clients, o.ttl, o.wait, o.client.Timeout)
 	if err != nil {
 		return err
 	}
@@ -140,15 +142,15 @@ func (o *benchOptions) run(cmd *cobra.Command) error {
 		}
 		res.System, res.Workload = "fencer", name
 		results = append(results, res)
-		if !o.client.json() {
+		if !o.client.JSON() {
 			fmt.Fprintln(out, res.Text())
 		}
 		if ctx.Err() != nil {
 			break
 		}
 	}
-	if o.client.json() {
-		return writeJSON(out, results)
+	if o.client.JSON() {
+		return cli.WriteJSON(out, results)
 	}
 	return context.Cause(ctx)
 }

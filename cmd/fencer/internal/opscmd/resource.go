@@ -1,4 +1,4 @@
-package main
+package opscmd
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/fencer-io/fencer/cmd/fencer/internal/cli"
 	"github.com/fencer-io/fencer/fence"
 	"github.com/fencer-io/fencer/fence/resource"
 )
@@ -28,17 +29,17 @@ type resourceServeOptions struct {
 
 func (o *resourceServeOptions) validate() error {
 	if o.dataDir == "" {
-		return usagef("--data-dir is required")
+		return cli.Usagef("--data-dir is required")
 	}
 	if _, _, err := net.SplitHostPort(o.addr); err != nil {
-		return usagef("--addr %q: %w", o.addr, err)
+		return cli.Usagef("--addr %q: %w", o.addr, err)
 	}
 	return nil
 }
 
-// newResourceCmd returns "fencer resource", the example fenced storage
+// NewResourceCmd returns "fencer resource", the example fenced storage
 // server that stale grant holders can be pointed at.
-func newResourceCmd() *cobra.Command {
+func NewResourceCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:     "resource",
 		Short:   "Run the example resource that enforces fencing tokens",
@@ -50,7 +51,7 @@ func newResourceCmd() *cobra.Command {
 		Short: "Serve a fenced key/value store over HTTP until SIGINT or SIGTERM",
 		Example: `  fencer resource serve --data-dir ./resource --addr 127.0.0.1:7100
   fencer resource serve --data-dir ./resource --store-wide   # one fence for all keys`,
-		Args: positional(),
+		Args: cli.Positional(),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := o.validate(); err != nil {
 				return err
@@ -64,7 +65,7 @@ func newResourceCmd() *cobra.Command {
 	fs.StringVar(&o.dataDir, "data-dir", "", "directory for the resource's bbolt file (created if absent)")
 	fs.StringVar(&o.addr, "addr", "127.0.0.1:7100", "HTTP listen address; port 0 picks a free one")
 	fs.BoolVar(&o.storeWide, "store-wide", false, "one fence for the whole store instead of one per key")
-	return group(cmd, serve)
+	return cli.Group(cmd, serve)
 }
 
 func (o *resourceServeOptions) run(ctx context.Context, out io.Writer) (err error) {

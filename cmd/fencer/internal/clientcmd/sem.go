@@ -1,6 +1,7 @@
-package main
+package clientcmd
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"strings"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/fencer-io/fencer/api/client"
 	"github.com/fencer-io/fencer/api/wire"
+	"github.com/fencer-io/fencer/cmd/fencer/internal/cli"
 )
 
 // semOptions are the flags of "fencer sem" and its subcommands.
@@ -18,10 +20,13 @@ type semOptions struct {
 	limit int
 }
 
-// newSemCmd returns "fencer sem": take, renew, release and inspect
+// NewSemCmd returns "fencer sem": take, renew, release and inspect
 // semaphore permits by hand. To hold a permit while a program runs, use
 // "fencer exec NAME --limit N".
-func newSemCmd() *cobra.Command {
+//
+// It is long because it declares every sem subcommand and its flags in one
+// place, a table more than logic.
+func NewSemCmd() *cobra.Command {
 	o := &semOptions{}
 	cmd := &cobra.Command{
 		Use:   "sem",
@@ -30,7 +35,7 @@ func newSemCmd() *cobra.Command {
   fencer sem status workers
   fencer sem list -o json`,
 	}
-	o.client.bind(cmd.PersistentFlags())
+	o.client.Bind(cmd.PersistentFlags())
 
 	acquire := &cobra.Command{
 		Use:   "acquire NAME --limit N",
@@ -41,7 +46,7 @@ permit is held. The lease is NOT kept alive: it expires after --ttl unless
 renewed. To hold a permit while a command runs, use "fencer exec NAME --limit N".`,
 		Example: `  fencer sem acquire workers --limit 3 --ttl 30s
   fencer sem acquire workers --limit 3 --wait 1m   # queue while all are held`,
-		Args: positional("NAME"),
+		Args: cli.Positional("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error { return o.acquire(cmd, args[0]) },
 	}
 	acquire.Flags().IntVar(&o.limit, "limit", 0, "the number of permits (1 to 10000; required)")
@@ -54,7 +59,7 @@ renewed. To hold a permit while a command runs, use "fencer exec NAME --limit N"
 		Short: "Renew a permit's lease for another TTL",
 		Example: `  # $token and $lease as printed by "fencer sem acquire"
   fencer sem renew workers --token "$token" --lease "$lease"`,
-		Args: positional("NAME"),
+		Args: cli.Positional("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error { return o.renew(cmd, args[0]) },
 	}
 	release := &cobra.Command{
@@ -62,11 +67,11 @@ renewed. To hold a permit while a command runs, use "fencer exec NAME --limit N"
 		Short: "Release a permit",
 		Example: `  # $token and $lease as printed by "fencer sem acquire"
   fencer sem release workers --token "$token" --lease "$lease"`,
-		Args: positional("NAME"),
+		Args: cli.Positional("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error { return o.release(cmd, args[0]) },
 	}
 	for _, c := range []*cobra.Command{renew, release} {
-		c.Flags().Var((*tokenFlag)(&o.token), "token", "fencing token of the permit")
+		c.Flags().Var((*cli.TokenFlag)(&o.token), "token", "fencing token of the permit")
 		c.Flags().StringVar(&o.lease, "lease", "", "lease secret of the permit")
 	}
 	status := &cobra.Command{
@@ -74,7 +79,7 @@ renewed. To hold a permit while a command runs, use "fencer exec NAME --limit N"
 		Short: "Show a semaphore's limit, holders and waiters",
 		Example: `  fencer sem status workers
   fencer sem status workers -o json | jq '.holders | length'`,
-		Args: positional("NAME"),
+		Args: cli.Positional("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error { return o.status(cmd, args[0]) },
 	}
 	list := &cobra.Command{
@@ -82,17 +87,17 @@ renewed. To hold a permit while a command runs, use "fencer exec NAME --limit N"
 		Short: "List semaphores with a permit held",
 		Example: `  fencer sem list
   fencer sem list -o json | jq -r '.semaphores[].semaphore'`,
-		Args: positional(),
+		Args: cli.Positional(),
 		RunE: func(cmd *cobra.Command, _ []string) error { return o.list(cmd) },
 	}
-	return group(cmd, acquire, renew, release, status, list)
+	return cli.Group(cmd, acquire, renew, release, status, list)
 }
 
 func (o *semOptions) acquire(cmd *cobra.Command, name string) error {
 	if o.limit < 1 || o.limit > wire.MaxSemaphoreLimit {
-		return usagef("--limit %d: want 1 to %d", o.limit, wire.MaxSemaphoreLimit)
+		return cli.Usagef("--limit %d: want 1 to %d", o.limit, wire.MaxSemaphoreLimit)
 	}
-	c, err := o.client.client()
+	c, err := o.client.Client()
 	if err != nil {
 		return err
 	}
@@ -102,8 +107,8 @@ func (o *semOptions) acquire(cmd *cobra.Command, name string) error {
 		return fmt.Errorf("acquire a permit of %q: %w", name, err)
 	}
 	g := lease.Grant()
-	if o.client.json() {
-		return writeJSON(cmd.OutOrStdout(), wire.PermitGrant{Semaphore: g.Lock, Holder: g.Holder, Token: g.Token, Lease: g.Lease,
+	if o.client.JSON() {
+		return cli.WriteJSON(cmd.OutOrStdout(), wire.PermitGrant{Semaphore: g.Lock, Holder: g.Holder, Token: g.Token, Lease: g.Lease,
 			TTLMillis: g.TTLMillis, Limit: o.limit, RequestID: g.RequestID, Existing: g.Existing})
 	}
 	_, err = fmt.Fprintf(cmd.OutOrStdout(), "token=%d lease=%s ttl=%v\n", g.Token, g.Lease, lease.TTL())
@@ -114,79 +119,56 @@ func (o *semOptions) renew(cmd *cobra.Command, name string) error {
 	if err := o.validateLease(); err != nil {
 		return err
 	}
-	c, err := o.client.client()
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	out, err := c.RenewPermitRaw(cmd.Context(), name, o.token, o.lease)
-	if err != nil {
-		return fmt.Errorf("renew permit %d of %q: %w", o.token, name, err)
-	}
-	if o.client.json() {
-		return writeJSON(cmd.OutOrStdout(), out)
-	}
-	_, err = fmt.Fprintf(cmd.OutOrStdout(), "token=%d ttl=%v\n", out.Token, time.Duration(out.TTLMillis)*time.Millisecond)
-	return err
+	return cli.Call(cmd, &o.client, fmt.Sprintf("renew permit %d of %q", o.token, name),
+		func(ctx context.Context, c *client.Client) (wire.SemRenewResponse, error) {
+			return c.RenewPermitRaw(ctx, name, o.token, o.lease)
+		},
+		func(w io.Writer, out wire.SemRenewResponse) error {
+			_, err := fmt.Fprintf(w, "token=%d ttl=%v\n", out.Token, time.Duration(out.TTLMillis)*time.Millisecond)
+			return err
+		})
 }
 
 func (o *semOptions) release(cmd *cobra.Command, name string) error {
 	if err := o.validateLease(); err != nil {
 		return err
 	}
-	c, err := o.client.client()
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	if err := c.ReleasePermitRaw(cmd.Context(), name, o.token, o.lease); err != nil {
-		return fmt.Errorf("release permit %d of %q: %w", o.token, name, err)
-	}
-	if o.client.json() {
-		return writeJSON(cmd.OutOrStdout(), wire.SemReleaseResponse{Semaphore: name, Token: o.token, Released: true})
-	}
-	_, err = fmt.Fprintf(cmd.OutOrStdout(), "released token=%d\n", o.token)
-	return err
+	return cli.Call(cmd, &o.client, fmt.Sprintf("release permit %d of %q", o.token, name),
+		func(ctx context.Context, c *client.Client) (wire.SemReleaseResponse, error) {
+			err := c.ReleasePermitRaw(ctx, name, o.token, o.lease)
+			return wire.SemReleaseResponse{Semaphore: name, Token: o.token, Released: true}, err
+		},
+		func(w io.Writer, out wire.SemReleaseResponse) error {
+			_, err := fmt.Fprintf(w, "released token=%d\n", out.Token)
+			return err
+		})
 }
 
 func (o *semOptions) status(cmd *cobra.Command, name string) error {
-	c, err := o.client.client()
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	st, err := c.Semaphore(cmd.Context(), name)
-	if err != nil {
-		return fmt.Errorf("status of semaphore %q: %w", name, err)
-	}
-	if o.client.json() {
-		return writeJSON(cmd.OutOrStdout(), st)
-	}
-	return printSemaphore(cmd.OutOrStdout(), st)
+	return cli.Call(cmd, &o.client, fmt.Sprintf("status of semaphore %q", name),
+		func(ctx context.Context, c *client.Client) (wire.SemaphoreStatus, error) {
+			return c.Semaphore(ctx, name)
+		},
+		printSemaphore)
 }
 
 func (o *semOptions) list(cmd *cobra.Command) error {
-	c, err := o.client.client()
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	sems, err := c.Semaphores(cmd.Context())
-	if err != nil {
-		return fmt.Errorf("list semaphores: %w", err)
-	}
-	if o.client.json() {
-		if sems == nil {
-			sems = []wire.SemaphoreStatus{}
-		}
-		return writeJSON(cmd.OutOrStdout(), wire.SemaphoreList{Semaphores: sems})
-	}
-	for _, st := range sems {
-		if err := printSemaphore(cmd.OutOrStdout(), st); err != nil {
-			return err
-		}
-	}
-	return nil
+	return cli.Call(cmd, &o.client, "list semaphores",
+		func(ctx context.Context, c *client.Client) (wire.SemaphoreList, error) {
+			sems, err := c.Semaphores(ctx)
+			if sems == nil {
+				sems = []wire.SemaphoreStatus{}
+			}
+			return wire.SemaphoreList{Semaphores: sems}, err
+		},
+		func(w io.Writer, list wire.SemaphoreList) error {
+			for _, st := range list.Semaphores {
+				if err := printSemaphore(w, st); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
 }
 
 // printSemaphore writes one line for the semaphore, then one per permit.

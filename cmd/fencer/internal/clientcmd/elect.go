@@ -1,4 +1,4 @@
-package main
+package clientcmd
 
 import (
 	"fmt"
@@ -7,12 +7,13 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/fencer-io/fencer/api/client"
+	"github.com/fencer-io/fencer/cmd/fencer/internal/cli"
 )
 
-// newElectCmd returns "fencer elect": "fencer exec" for an election. It
+// NewElectCmd returns "fencer elect": "fencer exec" for an election. It
 // campaigns until elected, then runs the command while it leads, with the
 // term of office (the grant's token) in FENCER_TOKEN.
-func newElectCmd() *cobra.Command {
+func NewElectCmd() *cobra.Command {
 	o := &execOptions{elect: true}
 	cmd := execCommand(o)
 	cmd.Use = "elect NAME --value V [flags] -- COMMAND [ARGS...]"
@@ -30,8 +31,8 @@ exits. "fencer leader NAME" shows who leads.`
 	return cmd
 }
 
-// newLeaderCmd returns "fencer leader": who leads an election.
-func newLeaderCmd() *cobra.Command {
+// NewLeaderCmd returns "fencer leader": who leads an election.
+func NewLeaderCmd() *cobra.Command {
 	o := &lockOptions{}
 	var watch bool
 	cmd := &cobra.Command{
@@ -40,22 +41,22 @@ func newLeaderCmd() *cobra.Command {
 		Example: `  fencer leader scheduler
   fencer leader scheduler -o json | jq -r .value
   fencer leader scheduler --watch            # a line per new term or value`,
-		Args: positional("NAME"),
+		Args: cli.Positional("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := o.client.client()
+			c, err := o.client.Client()
 			if err != nil {
 				return err
 			}
 			defer c.Close()
 			if watch {
-				return watchLeader(cmd, c, args[0], o.client.json())
+				return watchLeader(cmd, c, args[0], o.client.JSON())
 			}
 			st, err := c.ElectionLeader(cmd.Context(), args[0])
 			if err != nil {
 				return fmt.Errorf("leader of %q: %w", args[0], err)
 			}
-			if o.client.json() {
-				return writeJSON(cmd.OutOrStdout(), st)
+			if o.client.JSON() {
+				return cli.WriteJSON(cmd.OutOrStdout(), st)
 			}
 			if !st.Held {
 				_, err = fmt.Fprintf(cmd.OutOrStdout(), "election=%s leader=none\n", st.Lock)
@@ -66,7 +67,7 @@ func newLeaderCmd() *cobra.Command {
 			return err
 		},
 	}
-	o.client.bind(cmd.Flags())
+	o.client.Bind(cmd.Flags())
 	cmd.Flags().BoolVar(&watch, "watch", false, "print the leader, then every new term or value until interrupted")
 	return cmd
 }
@@ -79,7 +80,7 @@ func watchLeader(cmd *cobra.Command, c *client.Client, name string, asJSON bool)
 			return fmt.Errorf("watch the leader of %q: %w", name, err)
 		}
 		if asJSON {
-			err = writeJSON(cmd.OutOrStdout(), struct {
+			err = cli.WriteJSON(cmd.OutOrStdout(), struct {
 				Election string `json:"election"`
 				Holder   string `json:"holder"`
 				Term     uint64 `json:"term"`

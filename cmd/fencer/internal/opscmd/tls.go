@@ -1,4 +1,4 @@
-package main
+package opscmd
 
 import (
 	"fmt"
@@ -6,6 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/fencer-io/fencer/cmd/fencer/internal/cli"
 	"github.com/fencer-io/fencer/internal/tlsutil"
 )
 
@@ -15,8 +16,8 @@ type tlsInitOptions struct {
 	hosts []string
 }
 
-// newTLSCmd returns "fencer tls": the development PKI.
-func newTLSCmd() *cobra.Command {
+// NewTLSCmd returns "fencer tls": the development PKI.
+func NewTLSCmd() *cobra.Command {
 	o := &tlsInitOptions{}
 	cmd := &cobra.Command{
 		Use:     "tls",
@@ -38,12 +39,12 @@ address or DNS name by which nodes are reached. Keep ca-key.pem offline.`,
   fencer serve --id n1 --tls-cert pki/n1.pem --tls-key pki/n1-key.pem --tls-ca pki/ca.pem ...
   fencer lock list --endpoints https://10.0.0.1:7001 --tls-ca pki/ca.pem \
     --tls-cert pki/client.pem --tls-key pki/client-key.pem`,
-		Args: positional("DIR"),
+		Args: cli.Positional("DIR"),
 		RunE: func(cmd *cobra.Command, args []string) error { return o.run(cmd, args[0]) },
 	}
 	initCmd.Flags().StringSliceVar(&o.nodes, "nodes", []string{"n1", "n2", "n3"}, "node names, one certificate each")
 	initCmd.Flags().StringSliceVar(&o.hosts, "hosts", nil, "extra IP addresses and DNS names for the certificates")
-	return group(cmd, initCmd)
+	return cli.Group(cmd, initCmd)
 }
 
 func (o *tlsInitOptions) run(cmd *cobra.Command, dir string) error {

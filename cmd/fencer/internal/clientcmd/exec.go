@@ -1,4 +1,4 @@
-package main
+package clientcmd
 
 import (
 	"context"
@@ -18,15 +18,16 @@ import (
 
 	"github.com/fencer-io/fencer/api/client"
 	"github.com/fencer-io/fencer/api/wire"
+	"github.com/fencer-io/fencer/cmd/fencer/internal/cli"
 )
 
-// exitLeaseLost is the exit status of "fencer exec" when the lease was lost
+// ExitLeaseLost is the exit status of "fencer exec" when the lease was lost
 // while the command ran: EX_TEMPFAIL of sysexits.h, "try again later".
-const exitLeaseLost = 75
+const ExitLeaseLost = 75
 
 // execOptions are the flags of "fencer exec".
 type execOptions struct {
-	client clientFlags
+	client cli.ClientFlags
 	ttl    time.Duration
 	wait   time.Duration
 	delay  time.Duration
@@ -39,20 +40,20 @@ type execOptions struct {
 
 func (o *execOptions) validate() error {
 	if o.grace < 0 {
-		return usagef("--grace %v: want a duration of 0 or more", o.grace)
+		return cli.Usagef("--grace %v: want a duration of 0 or more", o.grace)
 	}
 	if o.limit < 0 || o.limit > wire.MaxSemaphoreLimit {
-		return usagef("--limit %d: want 1 to %d", o.limit, wire.MaxSemaphoreLimit)
+		return cli.Usagef("--limit %d: want 1 to %d", o.limit, wire.MaxSemaphoreLimit)
 	}
 	if o.limit > 0 && o.delay != 0 {
-		return usagef("--lock-delay applies to locks, not to --limit's semaphore permits")
+		return cli.Usagef("--lock-delay applies to locks, not to --limit's semaphore permits")
 	}
-	return o.client.validate()
+	return o.client.Validate()
 }
 
-// newExecCmd returns "fencer exec", which runs a command while holding a
+// NewExecCmd returns "fencer exec", which runs a command while holding a
 // lock and stops it when the lock can no longer be trusted.
-func newExecCmd() *cobra.Command {
+func NewExecCmd() *cobra.Command {
 	o := &execOptions{}
 	cmd := execCommand(o)
 	fs := cmd.Flags()
@@ -81,8 +82,8 @@ exits, the lock is released and fencer exits with the command's status
 (128+N if it was killed by signal N).
 
 If the lease is lost (a renewal is refused, or none could be confirmed in
-time), the command's process group gets SIGTERM, then SIGKILL after --grace,
-and fencer exits with status 75. The command runs in its own process group so
+time), the command's process cli.Group gets SIGTERM, then SIGKILL after --grace,
+and fencer exits with status 75. The command runs in its own process cli.Group so
 that its children are stopped too; it therefore cannot read from the terminal.
 
 With -o json, fencer's own errors go to stderr as JSON, and once COMMAND has
@@ -99,11 +100,11 @@ COMMAND's status.`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			switch dash := cmd.ArgsLenAtDash(); {
 			case len(args) == 0 || dash == 0:
-				return usagef("NAME is required: %s", cmd.UseLine())
+				return cli.Usagef("NAME is required: %s", cmd.UseLine())
 			case len(args) == 1:
-				return usagef("COMMAND is required after --: %s", cmd.UseLine())
+				return cli.Usagef("COMMAND is required after --: %s", cmd.UseLine())
 			case dash != -1 && dash != 1:
-				return usagef("unexpected argument %q before --: %s", args[1], cmd.UseLine())
+				return cli.Usagef("unexpected argument %q before --: %s", args[1], cmd.UseLine())
 			}
 			return nil
 		},
@@ -115,7 +116,7 @@ COMMAND's status.`,
 		},
 	}
 	fs := cmd.Flags()
-	o.client.bind(fs)
+	o.client.Bind(fs)
 	fs.DurationVar(&o.ttl, "ttl", wire.DefaultTTL, "lease time to live; renewed about every ttl/3")
 	fs.DurationVar(&o.grace, "grace", 5*time.Second, "time between SIGTERM and SIGKILL when the lease is lost")
 	fs.StringVar(&o.holder, "holder", "", "holder name shown in lock status (default hostname-pid)")
@@ -123,7 +124,7 @@ COMMAND's status.`,
 }
 
 func (o *execOptions) run(cmd *cobra.Command, name string, argv []string) error {
-	c, err := o.client.client()
+	c, err := o.client.Client()
 	if err != nil {
 		return err
 	}
@@ -142,7 +143,7 @@ func (o *execOptions) run(cmd *cobra.Command, name string, argv []string) error 
 	child.Env = append(os.Environ(),
 		"FENCER_TOKEN="+strconv.FormatUint(lease.Token(), 10),
 		"FENCER_LOCK="+name,
-		"FENCER_ENDPOINTS="+strings.Join(o.client.endpointList(), ","),
+		"FENCER_ENDPOINTS="+strings.Join(o.client.EndpointList(), ","),
 	)
 	if o.limit > 0 {
 		child.Env = append(child.Env, "FENCER_SEMAPHORE="+name)
@@ -160,7 +161,7 @@ func (o *execOptions) run(cmd *cobra.Command, name string, argv []string) error 
 			code = 127
 		}
 		o.report(cmd, lease, code, false)
-		return &exitError{code: code, kind: codeCannotRun, err: fmt.Errorf("exec %s: %w", argv[0], err)}
+		return &cli.ExitError{Code: code, Kind: cli.CodeCannotRun, Err: fmt.Errorf("exec %s: %w", argv[0], err)}
 	}
 	pgid := child.Process.Pid
 	exited := make(chan struct{})
@@ -215,7 +216,7 @@ func (o *execOptions) acquire(ctx context.Context, c *client.Client, name string
 		if r := <-done; r.lease != nil {
 			o.release(r.lease)
 		}
-		return nil, &exitError{code: 128 + int(s.(syscall.Signal)), kind: codeInterrupted, err: fmt.Errorf("acquire %q: interrupted by %v", name, s)}
+		return nil, &cli.ExitError{Code: 128 + int(s.(syscall.Signal)), Kind: cli.CodeInterrupted, Err: fmt.Errorf("acquire %q: interrupted by %v", name, s)}
 	}
 }
 
@@ -226,25 +227,25 @@ func (o *execOptions) finish(cmd *cobra.Command, lease *client.Lease, prog strin
 	lost := errors.Is(err, client.ErrLeaseLost) || errors.Is(err, client.ErrLeaseExpired)
 	o.report(cmd, lease, code, lost)
 	if lost {
-		return &exitError{code: exitLeaseLost, err: fmt.Errorf("lease on %q lost (%w) before %s exited with status %d", lease.Name(), err, prog, code)}
+		return &cli.ExitError{Code: ExitLeaseLost, Err: fmt.Errorf("lease on %q lost (%w) before %s exited with status %d", lease.Name(), err, prog, code)}
 	}
 	if err != nil {
 		// The command is done; the lease will expire on its own.
-		fmt.Fprintf(cmd.ErrOrStderr(), "fencer: release of %q failed (%s); it expires within %v\n", lease.Name(), oneLine(err), lease.TTL())
+		fmt.Fprintf(cmd.ErrOrStderr(), "fencer: release of %q failed (%s); it expires within %v\n", lease.Name(), cli.OneLine(err), lease.TTL())
 	}
 	if code != 0 {
-		return &exitError{code: code, kind: codeCommandFailed, err: fmt.Errorf("%s exited with status %d", prog, code)}
+		return &cli.ExitError{Code: code, Kind: cli.CodeCommandFailed, Err: fmt.Errorf("%s exited with status %d", prog, code)}
 	}
 	return nil
 }
 
 func (o *execOptions) release(lease *client.Lease) error {
-	ctx, cancel := context.WithTimeout(context.Background(), o.client.timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), o.client.Timeout)
 	defer cancel()
 	return lease.Release(ctx)
 }
 
-// terminate stops the command's process group after the lease was lost:
+// terminate stops the command's process cli.Group after the lease was lost:
 // SIGTERM, then SIGKILL once the grace period is over.
 func (o *execOptions) terminate(lease *client.Lease, pgid int, exited <-chan struct{}, sigs <-chan os.Signal) error {
 	why := lease.Err()
@@ -264,7 +265,7 @@ func (o *execOptions) terminate(lease *client.Lease, pgid int, exited <-chan str
 			<-exited
 			done = true
 		case <-tick.C:
-			// Wait for the whole group, not just its leader: a leftover
+			// Wait for the whole cli.Group, not just its leader: a leftover
 			// child could still act on the lost lock.
 			select {
 			case <-exited:
@@ -277,11 +278,11 @@ func (o *execOptions) terminate(lease *client.Lease, pgid int, exited <-chan str
 	if killed {
 		how = fmt.Sprintf("child killed after %v grace", o.grace)
 	}
-	return &exitError{code: exitLeaseLost, err: fmt.Errorf("lease on %q lost (%w); %s", lease.Name(), why, how)}
+	return &cli.ExitError{Code: ExitLeaseLost, Err: fmt.Errorf("lease on %q lost (%w); %s", lease.Name(), why, how)}
 }
 
-// execReport is what "fencer exec -o json" prints once COMMAND has run.
-type execReport struct {
+// ExecReport is what "fencer exec -o json" prints once COMMAND has run.
+type ExecReport struct {
 	Lock      string `json:"lock"`
 	Token     uint64 `json:"token"`
 	ExitCode  int    `json:"exit_code"`  // COMMAND's status, 128+N if killed by signal N
@@ -291,10 +292,10 @@ type execReport struct {
 // report writes the -o json summary on one line: COMMAND's own output comes
 // first on the same stdout, and a reader takes the last line.
 func (o *execOptions) report(cmd *cobra.Command, lease *client.Lease, code int, lost bool) {
-	if !o.client.json() {
+	if !o.client.JSON() {
 		return
 	}
-	b, _ := json.Marshal(execReport{Lock: lease.Name(), Token: lease.Token(), ExitCode: code, LeaseLost: lost}) // cannot fail: plain fields
+	b, _ := json.Marshal(ExecReport{Lock: lease.Name(), Token: lease.Token(), ExitCode: code, LeaseLost: lost}) // cannot fail: plain fields
 	fmt.Fprintf(cmd.OutOrStdout(), "%s\n", b)
 }
 
