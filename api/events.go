@@ -37,9 +37,38 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	}
 	defer watcher.Close()
 
+	st := newEventStream(w, visibleEvents(r))
+	if st.backlog(watcher.Backlog()) != nil {
+		return
+	}
+	keepAlive := time.NewTicker(s.keepAlive)
+	defer keepAlive.Stop()
+	for {
+		select {
+		case entry := <-watcher.C():
+			st.send(entry)
+		case <-watcher.Lagged():
+			st.lagged(watcher.C())
+			return
+		case <-keepAlive.C:
+			st.bw.WriteString(": keepalive\n\n")
+		case <-r.Context().Done():
+			return
+		}
+		if st.flush() != nil {
+			return
+		}
+	}
+}
+
+// visibleEvents says which events the request's stream shows: those under
+// its ?prefix= that its principal may read (events of neither a lock nor a
+// key, such as a member's, only without a prefix, to those who may read
+// status).
+func visibleEvents(r *http.Request) func(e *fsm.Event) bool {
 	prefix := r.URL.Query().Get("prefix")
 	p, authenticated := acl.PrincipalFrom(r.Context())
-	visible := func(e *fsm.Event) bool {
+	return func(e *fsm.Event) bool {
 		switch {
 		case e.Lock != "":
 			return strings.HasPrefix(e.Lock, prefix) && (!authenticated || acl.Allow(p, acl.ActionReadLock, e.Lock))
@@ -51,7 +80,19 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		}
 		return prefix == "" && (!authenticated || acl.Allow(p, acl.ActionStatus, ""))
 	}
+}
 
+// eventStream writes server-sent events through a buffer.
+type eventStream struct {
+	bw      *bufio.Writer
+	rc      *http.ResponseController
+	visible func(e *fsm.Event) bool
+	buf     []byte
+	last    uint64 // index of the last entry sent (or filtered out)
+}
+
+// newEventStream answers 200 with the headers of an event stream.
+func newEventStream(w http.ResponseWriter, visible func(e *fsm.Event) bool) *eventStream {
 	// The stream outlives the server's write timeout, which bounds requests.
 	rc := http.NewResponseController(w)
 	rc.SetWriteDeadline(time.Time{})
@@ -60,84 +101,74 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
-	bw := bufio.NewWriterSize(w, 16<<10)
-	flush := func() error {
-		if err := bw.Flush(); err != nil {
-			return err
-		}
-		return rc.Flush()
+	return &eventStream{bw: bufio.NewWriterSize(w, 16<<10), rc: rc, visible: visible}
+}
+
+func (st *eventStream) flush() error {
+	if err := st.bw.Flush(); err != nil {
+		return err
 	}
-	var buf []byte
-	var last uint64 // index of the last entry sent (or filtered out)
-	send := func(entry []fsm.Event) {
-		var shown []*fsm.Event
-		for i := range entry {
-			if visible(&entry[i]) {
-				shown = append(shown, &entry[i])
-			}
-		}
-		last = entry[0].Index
-		for i, e := range shown {
-			if i == len(shown)-1 {
-				bw.WriteString("id: " + strconv.FormatUint(e.Index, 10) + "\n")
-			}
-			buf, _ = json.Marshal(wireEvent(e)) // cannot fail: plain fields
-			bw.WriteString("event: " + e.Type + "\ndata: ")
-			bw.Write(buf)
-			bw.WriteString("\n\n")
+	return st.rc.Flush()
+}
+
+// send writes the visible events of one entry, the id on the last.
+func (st *eventStream) send(entry []fsm.Event) {
+	var shown []*fsm.Event
+	for i := range entry {
+		if st.visible(&entry[i]) {
+			shown = append(shown, &entry[i])
 		}
 	}
-	backlog := watcher.Backlog()
-	for len(backlog) > 0 {
+	st.last = entry[0].Index
+	for i, e := range shown {
+		if i == len(shown)-1 {
+			st.bw.WriteString("id: " + strconv.FormatUint(e.Index, 10) + "\n")
+		}
+		st.buf, _ = json.Marshal(wireEvent(e)) // cannot fail: plain fields
+		st.bw.WriteString("event: " + e.Type + "\ndata: ")
+		st.bw.Write(st.buf)
+		st.bw.WriteString("\n\n")
+	}
+}
+
+// backlog sends the events kept before the watch began, entry by entry,
+// flushing every 8 KiB and at the end.
+func (st *eventStream) backlog(events []fsm.Event) error {
+	for len(events) > 0 {
 		n := 1
-		for n < len(backlog) && backlog[n].Index == backlog[0].Index {
+		for n < len(events) && events[n].Index == events[0].Index {
 			n++
 		}
-		send(backlog[:n])
-		backlog = backlog[n:]
-		if bw.Buffered() > 8<<10 {
-			if flush() != nil {
-				return
+		st.send(events[:n])
+		events = events[n:]
+		if st.bw.Buffered() > 8<<10 {
+			if err := st.flush(); err != nil {
+				return err
 			}
 		}
 	}
-	if flush() != nil {
-		return
-	}
-	keepAlive := time.NewTicker(s.keepAlive)
-	defer keepAlive.Stop()
-	for {
+	return st.flush()
+}
+
+// lagged ends a stream cut off for falling behind: what was buffered before
+// the cut is still delivered, then a lagged event naming the last index.
+func (st *eventStream) lagged(c <-chan []fsm.Event) {
+	for drained := false; !drained; {
 		select {
-		case entry := <-watcher.C():
-			send(entry)
-		case <-watcher.Lagged():
-			// What was buffered before the cut is still delivered.
-			for drained := false; !drained; {
-				select {
-				case entry := <-watcher.C():
-					send(entry)
-				default:
-					drained = true
-				}
-			}
-			if last > 0 {
-				bw.WriteString("id: " + strconv.FormatUint(last, 10) + "\n")
-			}
-			buf, _ = json.Marshal(wire.Event{Index: last, Type: wire.EventLagged})
-			bw.WriteString("event: " + wire.EventLagged + "\ndata: ")
-			bw.Write(buf)
-			bw.WriteString("\n\n")
-			flush()
-			return
-		case <-keepAlive.C:
-			bw.WriteString(": keepalive\n\n")
-		case <-r.Context().Done():
-			return
-		}
-		if flush() != nil {
-			return
+		case entry := <-c:
+			st.send(entry)
+		default:
+			drained = true
 		}
 	}
+	if st.last > 0 {
+		st.bw.WriteString("id: " + strconv.FormatUint(st.last, 10) + "\n")
+	}
+	st.buf, _ = json.Marshal(wire.Event{Index: st.last, Type: wire.EventLagged})
+	st.bw.WriteString("event: " + wire.EventLagged + "\ndata: ")
+	st.bw.Write(st.buf)
+	st.bw.WriteString("\n\n")
+	st.flush()
 }
 
 // watchSince reads where a watch starts: Last-Event-ID, else ?since=, else

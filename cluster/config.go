@@ -151,6 +151,9 @@ type Config struct {
 const MinStallTimeout = 100 * time.Millisecond
 
 // Validate checks the configuration and fills in defaults.
+//
+// It is long because it is a list of independent field checks, one after
+// another.
 func (c *Config) Validate() error {
 	if !wire.ValidNodeID(c.ID) {
 		return fmt.Errorf("node id %q: want %s", c.ID, wire.NodeIDRule)

@@ -55,6 +55,10 @@ func newLeaseSecret(name string) string {
 // Acquire grants the lock, queueing for up to req.Wait if it is held. The
 // token is the log index of the entry that granted it. A retry with the
 // request id of an earlier grant gets that grant back (Existing).
+//
+// It is long because the order of its steps under the name's queue is the
+// handoff guarantee (DESIGN.md, "One proposal at a time per name"); it reads
+// best in one piece.
 func (s *Service) Acquire(ctx context.Context, req AcquireRequest) (fsm.AcquireResult, error) {
 	if err := s.awaitLeader(ctx); err != nil {
 		return fsm.AcquireResult{}, err

@@ -44,6 +44,9 @@ type PermitRequest struct {
 // AcquirePermit grants a permit, queueing for up to req.Wait while the
 // semaphore is full. A limit other than the held permits' is refused at
 // once.
+//
+// It is long for the reason Acquire is: its steps under the name's queue are
+// the guarantee, in order.
 func (s *Service) AcquirePermit(ctx context.Context, req PermitRequest) (fsm.PermitResult, error) {
 	if err := s.awaitLeader(ctx); err != nil {
 		return fsm.PermitResult{}, err

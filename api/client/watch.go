@@ -140,6 +140,9 @@ func (w *watch) run(ctx context.Context, yield func(wire.Event, error) bool) err
 // nil after a lagged event (resume now), errStop when the caller stopped,
 // and otherwise why the stream ended; connected reports whether base
 // answered 200.
+//
+// It is long because one SSE read loop (ids, events, lagged, keep-alives)
+// reads best whole.
 func (w *watch) stream(ctx context.Context, base string, yield func(wire.Event, error) bool) (connected bool, err error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()

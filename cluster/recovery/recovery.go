@@ -41,6 +41,9 @@ type Options struct {
 // of the given membership (hashicorp/raft's RecoverCluster), with the token
 // epoch bumped. Run it on every survivor, with the same member list, while
 // the nodes are stopped; then start them normally.
+//
+// It is long because a forced recovery is one ordered procedure that an
+// operator audits step by step.
 func Recover(o Options) (snapshot.Header, error) {
 	if o.EpochBump == 0 {
 		o.EpochBump = 1

@@ -66,6 +66,9 @@ func (a nameAddr) String() string  { return string(a) }
 // name is resolved once to bind, and advertised as the name, so that the
 // Raft configuration holds names and peers resolve them whenever they dial
 // (a peer whose name does not resolve yet is retried like one that is down).
+//
+// It is long because it is the transport's setup in order, with one cleanup
+// path.
 func Open(cfg Config) (*Transport, error) {
 	host, port, err := net.SplitHostPort(cfg.Addr)
 	if err != nil {

@@ -23,6 +23,8 @@ type Route struct {
 // way chi routes it (the raw path when the URL has one), so the name checked
 // here is the name the handler gets. Anything it does not recognize is
 // ActionAdmin.
+//
+// It is long because it is the table of routes to actions, one case each.
 func Classify(r *http.Request) Route {
 	path := r.URL.RawPath
 	if path == "" {

@@ -39,6 +39,9 @@ const (
 // 127.0.0.1, ::1 and localhost plus hosts (IP addresses or DNS names). Keys
 // are ECDSA P-256 and written 0600. It refuses to overwrite an existing CA:
 // certificates issued from it would silently stop being trusted.
+//
+// It is long because it writes the CA, then each certificate, in the order a
+// reader checks them; every step is used once.
 func GenerateDevPKI(dir string, nodes []string, hosts []string) error {
 	if len(nodes) == 0 {
 		return errors.New("tls init: want at least one node name")

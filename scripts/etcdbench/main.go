@@ -160,6 +160,8 @@ func (b *etcdBench) session(ctx context.Context) (*concurrency.Session, error) {
 	return concurrency.NewSession(b.cli, concurrency.WithTTL(b.ttl), concurrency.WithContext(context.WithoutCancel(ctx)))
 }
 
+// It is long because it mirrors internal/bench's workload step for step, so
+// that the two benchmarks stay comparable side by side.
 func (b *etcdBench) workload(name string) (load.Client, error) {
 	switch name {
 	case "uncontended":

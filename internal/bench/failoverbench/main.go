@@ -61,6 +61,7 @@ func main() {
 	}
 }
 
+// It is long because it is one measured failover run, each step used once.
 func run(o options) error {
 	members, err := parseMap(o.members)
 	if err != nil {

@@ -93,6 +93,9 @@ type Result struct {
 // run is not an error. In open loop an operation counts if it was scheduled
 // inside the window, and the run waits for the last of them.
 // ctx cancels the run early; then the result covers what was measured.
+//
+// It is long because it is one benchmark run from start to report, each step
+// used once; split, its timing would be spread over helpers.
 func Run(ctx context.Context, cfg Config, newClient Client) (Result, error) {
 	if err := cfg.Validate(); err != nil {
 		return Result{}, err

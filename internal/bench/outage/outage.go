@@ -125,6 +125,9 @@ type client struct {
 // event at its moment, cleans up, and judges the measured window.
 // Operations still running at the end finish (within OpTimeout) but do not
 // count. ctx cancels the run early.
+//
+// It is long because it is one measured run, stop to report, each step used
+// once.
 func Run(ctx context.Context, cfg Config, newClient load.Client) (Result, error) {
 	if err := cfg.Validate(); err != nil {
 		return Result{}, err
