@@ -394,6 +394,9 @@ func (h *Header) checkLock(name string, token uint64, ttlMillis int64) error {
 
 // check refuses records that no log could have produced: duplicates, locks
 // without a name, token or TTL, and tokens above the header's last token.
+//
+// It is long because it is a list of independent checks, one per kind of
+// record, each a few lines.
 func (img *Image) check() error {
 	if img.Header.EpochFloor > img.Header.Epoch {
 		return fmt.Errorf("epoch floor %d above epoch %d", img.Header.EpochFloor, img.Header.Epoch)
