@@ -237,6 +237,8 @@ func ReadImage(r io.Reader) (*Image, error) {
 // straight into its state this way, without an Image of a million locks in
 // between. A snapshot is one JSON value per line, as Writer makes it; lock
 // and request lines take the fast paths when they can.
+//
+// It is long because it is one read loop over the record kinds, a case each.
 func Decode(r io.Reader, img *Image, lock func(*LockRecord) error) error {
 	lr := lineReader{r: bufio.NewReaderSize(r, 256<<10)}
 	line, err := lr.next()

@@ -68,6 +68,10 @@ type Options struct {
 
 // Start listens on httpAddr (port 0 picks one; the real address is then the
 // advertised one), opens the node and serves its API.
+//
+// It is long because it assembles a node in order (listener, state machine,
+// Raft node, coordination layer, HTTP server), closing what it opened on any
+// failure.
 func Start(cfg cluster.Config, httpAddr string, options ...Options) (*Instance, error) {
 	var opts Options
 	if len(options) > 0 {

@@ -1,6 +1,6 @@
 // Package clientcmd holds the commands that use a cluster's primitives:
-// lock, sem, elect and leader, kv, exec, watch and token. Each is an options struct
-// whose flags are validated and then run.
+// lock, sem, elect and leader, kv, exec, watch and token. Each is an
+// options struct whose flags are validated and then run.
 package clientcmd
 
 import (
