@@ -1,7 +1,11 @@
 package test
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"net/http"
 	"reflect"
 	"slices"
@@ -10,7 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fencer-io/fencer/api/client"
 	"github.com/fencer-io/fencer/api/wire"
+	"github.com/fencer-io/fencer/coord/events"
 	"github.com/fencer-io/fencer/fsm"
 	tc "github.com/fencer-io/fencer/test/testcluster"
 )
@@ -228,4 +234,78 @@ func jsonBool(body, field string) bool {
 	}
 	b, _ := m[field].(bool)
 	return b
+}
+
+// Issue 16's known flaw, fixed: a member that lagged at a restore (stopped
+// while grants were made, so it never held them) reports the same voided
+// events at the restore's index as the others, and its history says the
+// same, because both come with the restored state, not from what each
+// member held before it.
+func TestRestoreVoidsAlikeOnALaggingMember(t *testing.T) {
+	c := tc.New(t, 3)
+	leader := c.WaitLeader(10 * time.Second)
+	c.WaitHistory(15 * time.Second)
+	admin, _ := client.New(endpoints(c))
+	var backup bytes.Buffer
+	if _, err := admin.SnapshotSave(context.Background(), &backup); err != nil {
+		t.Fatal(err)
+	}
+	var lagging *tc.Node
+	for _, n := range c.Running() {
+		if n != leader {
+			lagging = n
+		}
+	}
+	c.Stop(lagging)
+	var held []wire.Grant
+	for i := range 3 {
+		held = append(held, mustAcquire(t, leader, fmt.Sprintf("void-%d", i), "w"))
+	}
+	rh, err := admin.SnapshotRestore(context.Background(), backup.Bytes(), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := rh.AppliedIndex
+	c.Restart(lagging)
+	tc.Poll(t, 30*time.Second, "every member restored", func() bool {
+		for _, n := range c.Running() {
+			if epoch(n) != rh.Epoch {
+				return false
+			}
+		}
+		return true
+	})
+	var first []fsm.Event
+	reported := 0
+	for _, n := range c.Running() {
+		// A member whose first state is the restored one (it installed
+		// it before applying anything) keeps no events up to it: it
+		// answers events_compacted, never other events.
+		w, err := n.Inst.Coord.Watch(int64(at - 1))
+		var compacted *events.CompactedError
+		switch {
+		case errors.As(err, &compacted) && compacted.Oldest >= at && n != leader:
+		case err != nil:
+			t.Fatalf("%s: watch since %d: %v", n.ID, at-1, err)
+		default:
+			got := slices.DeleteFunc(w.Backlog(), func(e fsm.Event) bool { return e.Index != at })
+			w.Close()
+			if len(got) != len(held)+1 {
+				t.Fatalf("%s reports %+v at the restore's index %d, want %d voided grants and the epoch", n.ID, got, at, len(held))
+			}
+			if reported++; reported == 1 {
+				first = got
+			} else if !reflect.DeepEqual(got, first) {
+				t.Fatalf("%s reports %+v at the restore, another member %+v", n.ID, got, first)
+			}
+		}
+		// The history says the same on every member, the lagging one too,
+		// which never held these grants.
+		for _, g := range held {
+			rec, _, err := n.Inst.Coord.Grant(g.Token)
+			if err != nil || rec.Ended != "voided" || rec.EndedIndex != at {
+				t.Fatalf("%s: grant %d after the restore: %+v %v", n.ID, g.Token, rec, err)
+			}
+		}
+	}
 }
