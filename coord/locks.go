@@ -189,18 +189,28 @@ func (s *Service) wait(ctx context.Context, q *queue, w *waiter, req AcquireRequ
 		return fsm.AcquireResult{Grant: r.grant}, r.err
 	}
 	q.remove(w)
-	q.mu.Unlock()
+	defer q.mu.Unlock()
 	if err := ctx.Err(); err != nil {
 		return fsm.AcquireResult{}, err
 	}
+	// Answer as an acquire without a wait would, under the queue's mutex:
+	// held, proven by a quorum round (a leader paused past its term still
+	// sees the grant its successor released); in its lock-delay; or free,
+	// then granted. A free lock once answered lock_held naming nobody with
+	// token 0, a grant that never existed (the chaos suite's lock checker
+	// caught it on a leader resumed after a SIGSTOP): the lock had been
+	// released, by its successor, as the wait ended.
 	cur, held := s.fsm.Lock(req.Lock)
-	if !held {
-		if err := s.delayed(req.Lock); err != nil {
+	if held {
+		if err := s.raft.VerifyLeader(); err != nil {
 			return fsm.AcquireResult{}, err
 		}
-		return fsm.AcquireResult{}, &fsm.HeldError{Lock: req.Lock}
+		return fsm.AcquireResult{}, &fsm.HeldError{Lock: req.Lock, Holder: cur.Holder, Token: cur.Token}
 	}
-	return fsm.AcquireResult{}, &fsm.HeldError{Lock: req.Lock, Holder: cur.Holder, Token: cur.Token}
+	if err := s.delayed(req.Lock); err != nil {
+		return fsm.AcquireResult{}, err
+	}
+	return s.grant(w.cmd)
 }
 
 // serveWaiters grants a free lock to queued waiters, head first, until one of

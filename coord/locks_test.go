@@ -374,3 +374,20 @@ func TestLockStatusCountsWaiters(t *testing.T) {
 		t.Fatalf("waiters after the last was served: status %d, list %d", one, listed)
 	}
 }
+
+// A waiter whose wait ends as the lock comes free, released where this
+// service did not hand it on (on another leader, say), gets the lock: it
+// is never told the lock is held by nobody with token 0.
+func TestWaiterTakesALockFreedAsItsWaitEnds(t *testing.T) {
+	s, f, clock := newTestService(t, Config{})
+	a := mustAcquire(t, s, "l", "a", time.Minute)
+	b := enqueue(t, s, "l", "b", 5*time.Second, 1)
+	if _, err := f.Apply(&entry.Release{Lock: "l", Token: a.Token, Lease: a.Lease}); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(5 * time.Second)
+	got := receive(t, b)
+	if got.err != nil || got.res.Grant.Holder != "b" || got.res.Grant.Token <= a.Token {
+		t.Fatalf("waiter whose wait ended on a free lock: %+v, %v; want a grant to b", got.res.Grant, got.err)
+	}
+}
