@@ -158,12 +158,19 @@ func (s *Service) waitPermit(ctx context.Context, q *queue, w *waiter, req Permi
 		return r.permit, r.err
 	}
 	q.remove(w)
-	q.mu.Unlock()
+	defer q.mu.Unlock()
 	if err := ctx.Err(); err != nil {
 		return fsm.PermitResult{}, err
 	}
-	st := s.fsm.Semaphore(req.Semaphore)
-	return fsm.PermitResult{}, &fsm.FullError{Semaphore: req.Semaphore, Held: len(st.Permits), Limit: st.Limit}
+	// As an acquire without a wait would (see Service.wait): full, proven
+	// by a quorum round, or a permit, rather than "full" with a permit free.
+	if st := s.fsm.Semaphore(req.Semaphore); st.Limit != 0 && len(st.Permits) >= st.Limit {
+		if err := s.raft.VerifyLeader(); err != nil {
+			return fsm.PermitResult{}, err
+		}
+		return fsm.PermitResult{}, &fsm.FullError{Semaphore: req.Semaphore, Held: len(st.Permits), Limit: st.Limit}
+	}
+	return s.grantPermit(w.sem)
 }
 
 // serveSemWaiters grants free permits to queued waiters, head first.

@@ -102,3 +102,28 @@ func TestPermitsCountAgainstMaxLocks(t *testing.T) {
 		t.Fatalf("a permit past MaxLocks: %v", err)
 	}
 }
+
+// A permit waiter whose wait ends as a permit comes free elsewhere gets it,
+// rather than being told the semaphore is full with a permit free.
+func TestPermitWaiterTakesAPermitFreedAsItsWaitEnds(t *testing.T) {
+	s, f, clock := newTestService(t, Config{})
+	a := mustPermit(t, s, "a", 1)
+	done := make(chan waitResult, 1)
+	go func() {
+		r, err := s.AcquirePermit(bg, PermitRequest{Semaphore: "s", Holder: "b", Limit: 1, TTL: 10 * time.Second, Wait: 5 * time.Second})
+		done <- waitResult{permit: r, err: err}
+	}()
+	poll(t, "b queued", func() bool { return s.Waiters(semQueue("s")) == 1 })
+	if _, err := f.Apply(&entry.SemRelease{Semaphore: "s", Token: a.Permit.Token, Lease: a.Permit.Lease}); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(5 * time.Second)
+	select {
+	case got := <-done:
+		if got.err != nil || got.permit.Permit.Holder != "b" {
+			t.Fatalf("permit waiter whose wait ended with a permit free: %+v, %v; want a permit for b", got.permit, got.err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("no answer")
+	}
+}
