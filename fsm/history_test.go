@@ -7,8 +7,10 @@ import (
 	"math/rand/v2"
 	"os"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/fencer-io/fencer/fsm/entry"
 	"github.com/fencer-io/fencer/fsm/snapshot"
@@ -442,5 +444,52 @@ func TestSnapshotV2Golden(t *testing.T) {
 	snap.Persist(&again)
 	if !bytes.Equal(again.Bytes(), golden) {
 		t.Fatal("the restored golden is written differently")
+	}
+}
+
+// BenchmarkHistoryAt100kLeases: 100,000 held leases with and without the
+// default grant history: the heap they take, and a snapshot's write and
+// restore (docs/benchmarks.md).
+func BenchmarkHistoryAt100kLeases(b *testing.B) {
+	for _, cfg := range []*entry.GrantHistorySettings{nil, {PerLock: entry.DefaultGrantHistoryPerLock, Global: entry.DefaultGrantHistory}} {
+		name := "history=off"
+		if cfg != nil {
+			name = "history=default"
+		}
+		b.Run(name, func(b *testing.B) {
+			for range b.N {
+				var before, after runtime.MemStats
+				runtime.GC()
+				runtime.ReadMemStats(&before)
+				f := New(nil)
+				index := uint64(1)
+				if cfg != nil {
+					data, _ := entry.Encode(&entry.SetGrantHistory{GrantHistorySettings: *cfg})
+					applyEntry(f, index, data)
+				}
+				for i := range 100_000 {
+					index++
+					f.ApplyCommand(&entry.Acquire{Lock: fmt.Sprintf("bench/lock-%06d", i), Holder: fmt.Sprintf("bench-h-%d", i%64),
+						Lease: fmt.Sprintf("%032x", i), TTLMillis: 7_200_000, RequestID: fmt.Sprintf("req-%016x", i)}, index)
+				}
+				runtime.GC()
+				runtime.ReadMemStats(&after)
+				var buf bytes.Buffer
+				start := time.Now()
+				f.View().WriteTo(&buf)
+				write := time.Since(start)
+				start = time.Now()
+				g := New(nil)
+				if err := g.Restore(io.NopCloser(bytes.NewReader(buf.Bytes()))); err != nil {
+					b.Fatal(err)
+				}
+				restore := time.Since(start)
+				b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/1e6, "heap-MB")
+				b.ReportMetric(float64(buf.Len())/1e6, "snapshot-MB")
+				b.ReportMetric(write.Seconds(), "write-s")
+				b.ReportMetric(restore.Seconds(), "restore-s")
+				runtime.KeepAlive(f)
+			}
+		})
 	}
 }

@@ -123,3 +123,44 @@ func (sw *Writer) Grant(g *entry.GrantRecord) {
 	}
 	sw.Encode(Record{Grant: g})
 }
+
+// parseGrantRecord reads a grant line as appendGrantRecord writes it
+// (without its newline), as parseLockRecord does for locks: false for
+// anything else, which the caller decodes with encoding/json.
+func parseGrantRecord(line []byte, g *entry.GrantRecord) bool {
+	p := lockParser{b: line}
+	var lock, holder, ended []byte
+	*g = entry.GrantRecord{}
+	ok := p.lit(`{"grant":{"token":`) && p.uint(&g.Token) &&
+		p.lit(`,"lock":`) && p.str(&lock) &&
+		p.lit(`,"holder":`) && p.str(&holder) &&
+		p.lit(`,"granted_index":`) && p.uint(&g.GrantedIndex)
+	if !ok {
+		return false
+	}
+	if p.lit(`,"ended":`) {
+		if !p.str(&ended) {
+			return false
+		}
+		switch string(ended) { // the constants: no string per record
+		case entry.EndReleased:
+			g.Ended = entry.EndReleased
+		case entry.EndExpired:
+			g.Ended = entry.EndExpired
+		case entry.EndHandedOff:
+			g.Ended = entry.EndHandedOff
+		case entry.EndVoided:
+			g.Ended = entry.EndVoided
+		default:
+			g.Ended = string(ended)
+		}
+	}
+	if p.lit(`,"ended_index":`) && !p.uint(&g.EndedIndex) {
+		return false
+	}
+	if !p.lit("}}") || len(p.b) != 0 {
+		return false
+	}
+	g.Lock, g.Holder = string(lock), string(holder)
+	return true
+}

@@ -30,6 +30,12 @@ func TestGrantRecordLikeEncodingJSON(t *testing.T) {
 		if !ok && string(got) != "x" {
 			t.Errorf("%+v: declined, yet wrote %q", g, got)
 		}
+		if ok {
+			var back entry.GrantRecord
+			if !parseGrantRecord(bytes.TrimSuffix(got[1:], []byte("\n")), &back) || back != g {
+				t.Errorf("%+v: parsed back as %+v", g, back)
+			}
+		}
 		var buf bytes.Buffer
 		sw := NewWriter(&buf)
 		sw.Grant(&g)

@@ -276,6 +276,11 @@ func Decode(r io.Reader, img *Image, lock func(*LockRecord) error) error {
 			img.Requests = append(img.Requests, r)
 			continue
 		}
+		var g entry.GrantRecord
+		if parseGrantRecord(line, &g) {
+			img.Grants = append(img.Grants, g)
+			continue
+		}
 		var rec Record
 		if err := decodeLine(line, &rec); err != nil {
 			return fmt.Errorf("snapshot record: %w", err)
