@@ -25,6 +25,10 @@ import (
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	wal "github.com/hashicorp/raft-wal"
+	walfs "github.com/hashicorp/raft-wal/fs"
+	"github.com/hashicorp/raft-wal/metadb"
+	"github.com/hashicorp/raft-wal/segment"
+	"github.com/hashicorp/raft-wal/types"
 	"go.etcd.io/bbolt"
 
 	"github.com/fencer-io/fencer/cluster/datadir"
@@ -106,13 +110,37 @@ func openAt(path string, kind Kind, logger hclog.Logger) (Store, error) {
 		if err := os.MkdirAll(path, datadir.DirMode); err != nil {
 			return nil, fmt.Errorf("wal dir: %w", err)
 		}
-		w, err := wal.Open(path, wal.WithLogger(logger.Named("wal")))
+		w, err := wal.Open(path, wal.WithLogger(logger.Named("wal")),
+			wal.WithSegmentFiler(segment.NewFiler(path, privateFiles{walfs.New()})))
 		if err != nil {
 			return nil, fmt.Errorf("open wal log store %s: %w", path, err)
+		}
+		// raft-wal creates its bolt file 0644, as bbolt's callers ask.
+		if err := os.Chmod(filepath.Join(path, metadb.FileName), datadir.FileMode); err != nil {
+			w.Close()
+			return nil, err
 		}
 		return w, nil
 	}
 	return nil, fmt.Errorf("log store %q: want bolt or wal", kind)
+}
+
+// privateFiles is raft-wal's file system with the data dir's file mode:
+// raft-wal creates each segment 0644, and the data dir keeps lease secrets
+// (datadir.MakePrivate), so each is narrowed as it is created, before a
+// byte of the log is written into it.
+type privateFiles struct{ *walfs.FS }
+
+func (p privateFiles) Create(dir, name string, size uint64) (types.WritableFile, error) {
+	f, err := p.FS.Create(dir, name, size)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.Chmod(filepath.Join(dir, name), datadir.FileMode); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
 }
 
 // boltOptions are Vault's: the freelist is rebuilt when the file is opened,
