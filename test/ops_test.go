@@ -418,10 +418,9 @@ func laggingMemberCatchesUpFromSnapshot(t *testing.T, kind logstore.Kind) {
 	tc.Poll(t, 30*time.Second, "lagger caught up", func() bool {
 		return lastToken(lagger) == last
 	})
-	_, a := lagger.Inst.Node.Digest()
-	if _, b := leader.Inst.Node.Digest(); a != b {
-		t.Fatal("caught-up member's state differs from the leader's")
-	}
+	// Then to the same state: the member re-registers after its restart,
+	// so the leader may apply an entry or two more than the grants.
+	caughtUp(t, c, lagger)
 	// It goes on taking entries after the snapshot (a store that refused
 	// them would stop the member while its restored state looked right).
 	next := mustAcquire(t, leader, "after-catch-up", "w").Token
