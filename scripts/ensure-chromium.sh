@@ -6,7 +6,9 @@
 # find the browser on PATH (chromium) or through FENCER_CHROMIUM.
 #
 # The browser tests fail when no Chromium is found; they are skipped only
-# when asked to with FENCER_SKIP_BROWSER_TESTS=1.
+# when asked to with FENCER_SKIP_BROWSER_TESTS=1. With it comes a font
+# (fonts-dejavu-core): a minimal machine has none, and a page drawn without
+# one has no text to check or show.
 set -euo pipefail
 
 log() { printf 'ensure-chromium: %s\n' "$*" >&2; }
@@ -27,9 +29,9 @@ command -v apt-get >/dev/null || die "chromium missing and apt-get not available
 export DEBIAN_FRONTEND=noninteractive
 log "installing chromium with apt-get"
 # A fresh machine's package lists may be empty or stale: update once on failure.
-if ! apt-get install -y -qq --no-install-recommends chromium >&2; then
+if ! apt-get install -y -qq --no-install-recommends chromium fonts-dejavu-core >&2; then
 	apt-get update -qq >&2
-	apt-get install -y -qq --no-install-recommends chromium >&2
+	apt-get install -y -qq --no-install-recommends chromium fonts-dejavu-core >&2
 fi
 command -v chromium >/dev/null || die "chromium installed but not on PATH"
 log "installed: $(chromium --version 2>/dev/null | head -n1)"
