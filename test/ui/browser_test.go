@@ -145,16 +145,24 @@ func (p *page) waitFor(timeout time.Duration, what, cond string) {
 	tc.Poll(p.t, timeout, what, func() bool { return eval[bool](p, cond) })
 }
 
-// click clicks the element sel matches, as a mouse does. A row the page
-// rebuilt between finding and clicking is found again.
-func (p *page) click(sel string) {
+// click clicks the element sel matches, as a mouse does. It is never
+// repeated: a click that was dispatched and then reported an error could
+// land twice (on a dialog it opened, say).
+func (p *page) click(sel string) { p.t.Helper(); p.do(chromedp.Click(chromedp.CSS(sel))) }
+
+// clickRow clicks in a table row the page may rebuild between finding the
+// element and clicking it ("could not find node"): that is retried, as
+// long as the click did nothing visible (done is false).
+func (p *page) clickRow(sel, done string) {
 	p.t.Helper()
-	var err error
 	tc.Poll(p.t, 10*time.Second, "a click on "+sel, func() bool {
-		ctx, cancel := context.WithTimeout(p.ctx, 5*time.Second)
+		if eval[bool](p, done) {
+			return true
+		}
+		ctx, cancel := context.WithTimeout(p.ctx, 10*time.Second)
 		defer cancel()
-		err = chromedp.Do(ctx, chromedp.Click(chromedp.CSS(sel)))
-		return err == nil
+		chromedp.Do(ctx, chromedp.Click(chromedp.CSS(sel)))
+		return eval[bool](p, done)
 	})
 }
 

@@ -162,7 +162,7 @@ func TestDashboardFollowsTheCluster(t *testing.T) {
 			`(() => { const a = document.querySelector("#token-result"); return !!a && a.textContent.includes("ui.demo") && a.textContent.includes("ui-test") && a.textContent.includes("still held") })()`)
 	}
 	// A click on the lock shows its history.
-	pg.click(row + " .lock-name")
+	pg.clickRow(row+" .lock-name", `document.querySelector("#history-lock").value === "ui.demo"`)
 	if code, _ := get(f, "/v1/locks/ui.demo/history", ""); code == http.StatusNotFound {
 		pg.waitFor(5*time.Second, "the history panel to say histories are not served", `document.querySelector("#history-answer").textContent.includes("predates GET /v1/locks/{name}/history")`)
 	} else {
@@ -225,7 +225,7 @@ func readmeScreenshot(t *testing.T, f *proc) {
 	release(t, f, "", "jobs.build-2", grants[1])
 	acquire(t, f, "", "jobs.build-2", `{"holder":"builder-3","ttl_ms":60000}`)
 	pg.waitFor(5*time.Second, "every lock shown", `document.querySelectorAll("#locks tbody tr").length === 3 && document.querySelectorAll("#semaphores tbody tr").length === 1`)
-	pg.click(`#locks tr[data-lock="jobs.build-2"] .lock-name`)
+	pg.clickRow(`#locks tr[data-lock="jobs.build-2"] .lock-name`, `document.querySelector("#history-lock").value === "jobs.build-2"`)
 	pg.waitFor(5*time.Second, "the new rows' highlight to fade", `document.getAnimations().length === 0`)
 	pg.waitFor(5*time.Second, "the history answered", `document.querySelector("#history-answer").textContent.trim() !== "" && !document.querySelector("#history-answer").textContent.includes("Reading")`)
 	path := filepath.Join("..", "..", "docs", "img", "dashboard.png")
@@ -351,10 +351,11 @@ func TestDashboardWithACL(t *testing.T) {
 	pg.click("#confirm-ok")
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("the page's banner: %q", pg.text("#banner"))
+			t.Logf("the page's banner: %q; the dialog's answer: %q", pg.text("#banner"), eval[string](pg, `document.querySelector("#confirm").returnValue`))
 			pg.shot("acl-failed")
 		}
 	})
+	pg.waitFor(5*time.Second, "the page to start the transfer", `document.querySelector("#banner").textContent !== ""`)
 	moved := c.agreedLeader(f, operatorSecret, st.Leader, 10*time.Second)
 	if moved.Leader != target.id {
 		t.Fatalf("leadership went to %s, want %s", moved.Leader, target.id)
