@@ -251,8 +251,9 @@ func readmeScreenshot(t *testing.T, f *proc) {
 }
 
 const (
-	readerSecret   = "reader-secret-0123456789abcdef"
-	operatorSecret = "operator-secret-0123456789abcdef"
+	readerSecret     = "reader-secret-0123456789abcdef"
+	jobsReaderSecret = "jobs-reader-secret-0123456789abcdef"
+	operatorSecret   = "operator-secret-0123456789abcdef"
 )
 
 // aclCluster starts 3 nodes with an ACL file of a reader and an operator
@@ -262,7 +263,7 @@ func aclCluster(t *testing.T) *procCluster {
 	dir := t.TempDir()
 	aclFile := filepath.Join(dir, "acl.json")
 	secretFile := filepath.Join(dir, "cluster-secret")
-	acl := fmt.Sprintf(`{"tokens":[{"name":"dash","secret":%q,"role":"reader"},{"name":"ops","secret":%q,"role":"operator"}]}`, readerSecret, operatorSecret)
+	acl := fmt.Sprintf(`{"tokens":[{"name":"dash","secret":%q,"role":"reader"},{"name":"jobs-dash","secret":%q,"role":"reader","locks":["jobs."]},{"name":"ops","secret":%q,"role":"operator"}]}`, readerSecret, jobsReaderSecret, operatorSecret)
 	if err := os.WriteFile(aclFile, []byte(acl), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -282,7 +283,8 @@ func signIn(pg *page, token string) {
 
 // With an ACL: without a token the page asks for one and shows nothing of
 // the cluster; a token the ACL does not know is refused with a message; a
-// reader sees the cluster and is offered no operator action; an operator
+// reader sees the cluster and is offered no operator action; a reader of
+// some lock prefixes is shown nothing of other locks; an operator
 // transfers leadership from the page, after confirming, and the cluster
 // does it.
 func TestDashboardWithACL(t *testing.T) {
@@ -322,6 +324,27 @@ func TestDashboardWithACL(t *testing.T) {
 	// Signing out forgets the token.
 	pg.click("#sign-out")
 	pg.waitFor(5*time.Second, "the prompt after signing out", `!document.querySelector("#login").hidden && sessionStorage.getItem("fencer.token") === null`)
+
+	// A reader of the jobs. locks sees those, in the table, the feed, the
+	// history and the token box, and nothing of the others.
+	signIn(pg, jobsReaderSecret)
+	pg.waitFor(5*time.Second, "the jobs reader's dashboard", `document.querySelector("#who-role").textContent === "reader" && document.querySelector("#events-state").dataset.state === "live"`)
+	secret := acquire(t, f, operatorSecret, "secret.plan", `{"holder":"hidden-holder","ttl_ms":30000}`)
+	job := acquire(t, f, operatorSecret, "jobs.report", `{"holder":"report-writer","ttl_ms":30000}`)
+	pg.waitFor(5*time.Second, "the jobs lock in the table and the feed", fmt.Sprintf(
+		`!!document.querySelector('#locks tr[data-lock="jobs.report"]') && document.querySelector("#feed").textContent.includes("t%d")`, job.Token))
+	if n := pg.count(`#locks tr[data-lock="secret.plan"]`); n != 0 || eval[bool](pg, `document.body.textContent.includes("secret.plan") || document.body.textContent.includes("hidden-holder")`) {
+		t.Errorf("a reader of jobs. is shown the lock secret.plan")
+	}
+	pg.typeInto("#token-lookup", strconv.FormatUint(secret.Token, 10))
+	pg.click(`#token-form button[type="submit"]`)
+	pg.waitFor(5*time.Second, "the token box to refuse another prefix's token", `document.querySelector("#token-answer").textContent.includes("may not read")`)
+	if eval[bool](pg, `document.body.textContent.includes("secret.plan") || document.body.textContent.includes("hidden-holder")`) {
+		t.Errorf("the token box shows a reader of jobs. the lock of another prefix: %q", pg.text("#token-answer"))
+	}
+	pg.shot("acl-prefix-reader")
+	pg.click("#sign-out")
+	pg.waitFor(5*time.Second, "the prompt after signing out", `!document.querySelector("#login").hidden`)
 
 	// An operator moves the leadership to a member chosen on the page.
 	signIn(pg, operatorSecret)

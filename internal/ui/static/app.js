@@ -632,7 +632,7 @@ async function showHistory(name) {
         h(
           "table",
           { id: "history-table" },
-          h("thead", {}, h("tr", {}, h("th", { scope: "col", class: "num" }, "Token"), h("th", { scope: "col" }, "Holder"), h("th", { scope: "col" }, "Ended"), h("th", { scope: "col", class: "num" }, "Indexes"))),
+          h("thead", {}, h("tr", {}, h("th", { scope: "col", class: "num" }, "Token"), h("th", { scope: "col" }, "Holder"), h("th", { scope: "col" }, "Ended (log index)"))),
           h(
             "tbody",
             {},
@@ -640,10 +640,15 @@ async function showHistory(name) {
               h(
                 "tr",
                 { dataset: { token: g.token } },
-                h("td", { class: "num" }, tokenLink(g.token)),
+                h("td", { class: "num", title: `granted at log index ${g.granted_index}` }, tokenLink(g.token)),
                 h("td", { class: "wrap" }, g.holder),
-                h("td", {}, g.ended ? h("span", { class: `badge ${g.ended === "released" || g.ended === "handed_off" ? "" : "warn"}` }, g.ended.replace("_", " ")) : h("span", { class: "badge ok" }, "held")),
-                h("td", { class: "num", title: "granted at / ended at log index" }, g.ended_index ? `${g.granted_index}–${g.ended_index}` : `${g.granted_index}–`),
+                h(
+                  "td",
+                  {},
+                  g.ended
+                    ? [h("span", { class: `badge ${g.ended === "released" || g.ended === "handed_off" ? "" : "warn"}` }, g.ended.replace("_", " ")), ` ${g.ended_index || ""}`]
+                    : h("span", { class: "badge ok" }, "held"),
+                ),
               ),
             ),
           ),
