@@ -321,9 +321,12 @@ func TestDashboardWithACL(t *testing.T) {
 	}
 	pg.shot("acl-reader")
 
-	// Signing out forgets the token.
+	// Signing out forgets the token, and what it was shown.
 	pg.click("#sign-out")
 	pg.waitFor(5*time.Second, "the prompt after signing out", `!document.querySelector("#login").hidden && sessionStorage.getItem("fencer.token") === null`)
+	if n := pg.count("#members tbody tr, #locks tbody tr, #feed li"); n != 0 || pg.text("#leader") != "–" {
+		t.Errorf("after signing out the page keeps %d rows and the leader %q for the next token", n, pg.text("#leader"))
+	}
 
 	// A reader of the jobs. locks sees those, in the table, the feed, the
 	// history and the token box, and nothing of the others.

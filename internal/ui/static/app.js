@@ -77,7 +77,30 @@ function signOut(msg) {
   clearTimeout(state.locksTimer);
   clearToken();
   state.who = null;
+  clearView();
   showLogin(msg);
+}
+
+// clearView forgets everything the last token was shown, so that the next
+// one to sign in in this tab sees only what it may read.
+function clearView() {
+  state.cluster = null;
+  state.locks = [];
+  state.sems = [];
+  state.seen.clear();
+  for (const sel of ["#members tbody", "#locks tbody", "#semaphores tbody", "#feed", "#token-answer", "#history-answer", "#cluster-ops"]) {
+    $(sel).replaceChildren();
+  }
+  for (const sel of ["#leader", "#term", "#commit", "#applied", "#epoch", "#last-token", "#log-format", "#node"]) text(sel, "");
+  $("#leader").dataset.leader = "";
+  for (const sel of ["#token-lookup", "#history-lock", "#lock-filter"]) $(sel).value = "";
+  state.filter = "";
+  for (const sel of ["#cluster-msg", "#members-msg", "#locks-msg", "#sems-msg"]) message(sel, "");
+  $("#feed-empty").hidden = false;
+  const ev = $("#events-state");
+  ev.dataset.state = "connecting";
+  text(ev, "connecting");
+  banner("");
 }
 
 // authLost handles a 401 after signing in (the token was taken out of the
