@@ -332,7 +332,17 @@ function confirmAction(title, body, ok) {
   text("#confirm-ok", ok);
   dlg.returnValue = "";
   dlg.showModal();
-  return new Promise((resolve) => dlg.addEventListener("close", () => resolve(dlg.returnValue === "ok"), { once: true }));
+  // A close event is dispatched after the dialog closed: one from its
+  // previous opening may still arrive while it is open again, and must not
+  // answer this question.
+  return new Promise((resolve) => {
+    const onClose = () => {
+      if (dlg.open) return;
+      dlg.removeEventListener("close", onClose);
+      resolve(dlg.returnValue === "ok");
+    };
+    dlg.addEventListener("close", onClose);
+  });
 }
 
 async function transfer(id) {
