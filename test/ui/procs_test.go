@@ -98,7 +98,11 @@ func startCluster(t *testing.T, n int, extra ...string) *procCluster {
 	}
 	for _, p := range c.nodes {
 		p.args = append([]string{"serve", "--id", p.id, "--data-dir", p.dir, "--http-addr", p.http, "--raft-addr", p.raft,
-			"--initial-cluster", strings.Join(initial, ","), "--log-level", "warn"}, extra...)
+			"--initial-cluster", strings.Join(initial, ","), "--log-level", "warn",
+			// Generous for a loaded 2-core machine, as testcluster's: a
+			// leader deposed by a slow heartbeat would move the term under
+			// the tests' feet. A crash still costs only a few seconds.
+			"--election-timeout", "1s"}, extra...)
 		c.start(p)
 	}
 	t.Cleanup(c.close)

@@ -312,7 +312,10 @@ func TestDashboardWithACL(t *testing.T) {
 	// A reader: the cluster, and no operator action anywhere.
 	signIn(pg, readerSecret)
 	pg.waitFor(5*time.Second, "the reader's dashboard", `document.querySelector("#who-role").textContent === "reader" && document.querySelectorAll("#members tbody tr").length === 3`)
-	pg.waitFor(5*time.Second, "the leader shown to the reader", showsLeader(st.Leader, st.Term))
+	tc.Poll(t, 5*time.Second, "the reader to be shown GET /v1/cluster's leader and term", func() bool {
+		st, ok := c.status(f, operatorSecret)
+		return ok && eval[bool](pg, showsLeader(st.Leader, st.Term))
+	})
 	if n := pg.count("button.op, #transfer-leader, #members button"); n != 0 {
 		t.Errorf("a reader is offered %d operator buttons", n)
 	}
@@ -351,6 +354,7 @@ func TestDashboardWithACL(t *testing.T) {
 
 	// An operator moves the leadership to a member chosen on the page.
 	signIn(pg, operatorSecret)
+	st = c.agreedLeader(f, operatorSecret, "", 10*time.Second)
 	var target *proc
 	for _, p := range c.nodes {
 		if p.id != st.Leader {
