@@ -66,9 +66,11 @@ func startNode(t *testing.T, id string, layer *TLSStreamLayer, servers []raft.Se
 	t.Helper()
 	c := raft.DefaultConfig()
 	c.LocalID = raft.ServerID(id)
-	c.HeartbeatTimeout = 100 * time.Millisecond
-	c.ElectionTimeout = 100 * time.Millisecond
-	c.LeaderLeaseTimeout = 50 * time.Millisecond
+	// fencer's own defaults: shorter timeouts lose the leader to a loaded
+	// machine's scheduling pauses between waitForLeader and its use.
+	c.HeartbeatTimeout = 400 * time.Millisecond
+	c.ElectionTimeout = 400 * time.Millisecond
+	c.LeaderLeaseTimeout = 400 * time.Millisecond
 	c.CommitTimeout = 5 * time.Millisecond
 	c.Logger = hclog.NewNullLogger()
 	trans := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{

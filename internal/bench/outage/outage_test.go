@@ -36,10 +36,13 @@ func TestRunMeasuresTheOutageAtTheEvent(t *testing.T) {
 		t.Fatal(err)
 	}
 	g := res.AtEvent
-	if g.Ms < 290 || g.Ms > 450 || g.FromMs < -50 || g.FromMs > 50 {
+	// Loose bounds: a loaded machine delays operations and the event's
+	// goroutine by tens of milliseconds; a gap placed anywhere else (before
+	// the event, or ending at the first error) is still far outside them.
+	if g.Ms < 290 || g.Ms > 600 || g.FromMs < -150 || g.FromMs > 50 {
 		t.Fatalf("gap at the event %+v, want about 300ms starting at the event", g)
 	}
-	if res.Longest != g || res.Before.Ms > 100 || res.Event != "went down for 300ms" || res.Errors == 0 || res.Ops == 0 {
+	if res.Longest != g || res.Before.Ms > 200 || res.Event != "went down for 300ms" || res.Errors == 0 || res.Ops == 0 {
 		t.Fatalf("result %+v", res)
 	}
 	if len(res.Groups) != 2 || res.Groups[0].Clients != 2 || res.Groups[0].Longest.Ms < 290 || res.WorstClientMs < g.Ms {
@@ -64,7 +67,9 @@ func TestRunCountsAnOutageToTheEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.AtEvent.Ms < 450 || res.AtEvent.ToMs < 450 {
+	// About 500 ms; a loaded machine records the event late. A gap that
+	// were not counted to the end would be a few milliseconds.
+	if res.AtEvent.Ms < 300 || res.AtEvent.ToMs < 300 {
 		t.Fatalf("gap %+v, want the rest of the run (about 500ms)", res.AtEvent)
 	}
 }
