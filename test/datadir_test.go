@@ -68,16 +68,20 @@ func dataDirIsPrivate(t *testing.T, kind logstore.Kind) {
 	if !strings.Contains(logs.String(), "made the data dir private") || !strings.Contains(logs.String(), "was=0755") {
 		t.Errorf("the log does not say the data dir's mode was changed:\n%s", logs.String())
 	}
+	// Checked stopped: a running node snapshots every 50 ms here, and
+	// Raft's in-progress snapshot dir is made private only when it is done
+	// (the 0700 data dir already keeps it from other users).
+	c.Stop(n)
 	checkPrivate(t, dir)
 
 	// A restart checks again (here nothing is left to change), and a
 	// snapshot installed by a restore goes through the same store.
-	c.Stop(n)
 	c.Restart(n)
 	leader := c.WaitLeader(10 * time.Second)
 	before := lastSnapshotIndex(t, leader)
 	mustAcquire(t, leader, "after-restart", "w")
 	tc.Poll(t, 10*time.Second, "a snapshot after restart", func() bool { return lastSnapshotIndex(t, leader) > before })
+	c.Stop(leader)
 	checkPrivate(t, dir)
 }
 
