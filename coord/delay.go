@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -24,14 +25,27 @@ const delayPrefix = "\x00delay\x00"
 
 func delayKey(lock string) string { return delayPrefix + lock }
 
+// slotDelayPrefix starts the timer key of a semaphore permit slot's delay.
+const slotDelayPrefix = "\x00semdelay\x00"
+
+func slotDelayKey(sem string, since uint64) string {
+	return slotDelayPrefix + sem + "\x00" + strconv.FormatUint(since, 10)
+}
+
 // DelayedError is an acquire refused during a lock-delay, with the leader's
-// view of the time left; it matches fsm.ErrLockDelay.
+// view of the time left; it matches fsm.ErrLockDelay. Semaphore is set
+// instead of Lock when a semaphore's free slots are all in their delay, and
+// Remaining is then the time until the first of them ends.
 type DelayedError struct {
 	Lock      string
+	Semaphore string
 	Remaining time.Duration
 }
 
 func (e *DelayedError) Error() string {
+	if e.Semaphore != "" {
+		return fmt.Sprintf("semaphore %q has no permit free outside a lock-delay for %d ms more: permits expired", e.Semaphore, e.Remaining.Milliseconds())
+	}
 	return fmt.Sprintf("lock %q is in its lock-delay for %d ms more: its last grant expired", e.Lock, e.Remaining.Milliseconds())
 }
 
@@ -62,11 +76,31 @@ func (s *Service) DelayRemaining(lock string) (time.Duration, bool) {
 	return 0, false
 }
 
+// slotDelayed returns the refusal of a permit acquire when the semaphore's
+// only free slots are in their delay: the time until the first one ends.
+func (s *Service) slotDelayed(st fsm.SemaphoreState) *DelayedError {
+	var first time.Duration
+	for i, d := range st.Delays {
+		left, known := s.leases.Remaining(slotDelayKey(st.Name, d.Since), d.Since)
+		if !known {
+			left = time.Duration(d.Millis) * time.Millisecond
+		}
+		if i == 0 || left < first {
+			first = left
+		}
+	}
+	return &DelayedError{Semaphore: st.Name, Remaining: first}
+}
+
 // expireTimer is called by the lease timers when a deadline passes: a
 // lease's or a lock-delay's.
 func (s *Service) expireTimer(key string, token uint64) {
 	if lock, ok := strings.CutPrefix(key, delayPrefix); ok {
 		s.endDelay(lock, token)
+		return
+	}
+	if rest, ok := strings.CutPrefix(key, slotDelayPrefix); ok {
+		s.endSlotDelay(rest[:strings.LastIndexByte(rest, 0)], token)
 		return
 	}
 	if rest, ok := strings.CutPrefix(key, semPrefix); ok {
@@ -112,4 +146,44 @@ func (s *Service) endDelay(lock string, since uint64) {
 		s.handoff(lock, w, r.Next, r.NextErr)
 	}
 	s.serveWaiters(q, lock)
+}
+
+// endSlotDelay proposes the end of a semaphore permit slot's delay that
+// started at index since, handing the slot to the head waiter in the same
+// entry, as endDelay does a lock.
+func (s *Service) endSlotDelay(name string, since uint64) {
+	if s.awaitLeader(context.Background()) != nil {
+		return
+	}
+	key := slotDelayKey(name, since)
+	qname := semQueue(name)
+	q := s.queues.get(qname)
+	defer s.queues.put(qname, q)
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	w := q.pop()
+	var next *entry.SemAcquire
+	if w != nil {
+		next = w.sem
+		next.NowMillis = s.cfg.Clock.Now().UnixMilli()
+	}
+	res, err := s.raft.Apply(&entry.EndDelay{Semaphore: name, Since: since, NextPermit: next})
+	if err != nil {
+		if w != nil {
+			q.pushFront(w)
+		}
+		if errors.Is(err, fsm.ErrLeaseLost) {
+			s.leases.Forget(key, since) // ended already
+			return
+		}
+		s.log.Warn("end of a permit slot's lock-delay failed; will retry", "semaphore", name, "since", since, "err", err)
+		s.leases.Retry(key, since, 100*time.Millisecond)
+		return
+	}
+	r := res.(*fsm.EndDelayResult)
+	s.leases.Forget(key, since)
+	if w != nil {
+		s.deliverPermit(w, r.NextPermit, r.NextErr)
+	}
+	s.serveSemWaiters(q, name)
 }

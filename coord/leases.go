@@ -10,8 +10,9 @@ import (
 )
 
 // timedLeases yields every lease the leader times, for lease.Timers.Promote:
-// each held lock under its name, each running lock-delay under delayKey with
-// its start index for a token, and each held permit under permitKey. It
+// each held lock under its name, each running lock-delay under delayKey (a
+// semaphore slot's under slotDelayKey) with its start index for a token, and
+// each held permit under permitKey. It
 // counts the grants (locks and permits) in held. Running lock-delays restart
 // at full length too, for the same reason as leases: a delay may last longer
 // across a failover, never shorter.
@@ -28,7 +29,11 @@ func timedLeases(f *fsm.FSM, held *int) iter.Seq[lease.Lease] {
 			if !more {
 				return
 			}
-			more = yield(lease.Lease{Key: delayKey(d.Lock), Token: d.Since, TTL: millis(d.Millis)})
+			key := delayKey(d.Lock)
+			if d.Semaphore != "" {
+				key = slotDelayKey(d.Semaphore, d.Since)
+			}
+			more = yield(lease.Lease{Key: key, Token: d.Since, TTL: millis(d.Millis)})
 		}
 		for _, sem := range f.Semaphores() {
 			for _, p := range sem.Permits {

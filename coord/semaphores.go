@@ -39,6 +39,10 @@ type PermitRequest struct {
 	Wait      time.Duration
 	RequestID string
 	Principal string
+	// LockDelay, when set, keeps the permit's slot from anybody for that
+	// long after this permit ends by expiry, as a lock's (delay.go). At
+	// most MaxLockDelay.
+	LockDelay time.Duration
 }
 
 // AcquirePermit grants a permit, queueing for up to req.Wait while the
@@ -55,6 +59,10 @@ func (s *Service) AcquirePermit(ctx context.Context, req PermitRequest) (fsm.Per
 		return fsm.PermitResult{}, fmt.Errorf("%w: semaphores need log format %d, the members read %d; upgrade every member first",
 			entry.ErrFormatTooOld, entry.LogFormatCoord, f)
 	}
+	if f := s.raft.EntryFormat(); req.LockDelay > 0 && f < entry.LogFormatPermitDelay {
+		return fsm.PermitResult{}, fmt.Errorf("%w: a semaphore permit's lock-delay needs log format %d, the members read %d; upgrade every member first",
+			entry.ErrFormatTooOld, entry.LogFormatPermitDelay, f)
+	}
 	if req.RequestID == "" {
 		req.RequestID = newRequestID()
 	}
@@ -67,6 +75,8 @@ func (s *Service) AcquirePermit(ctx context.Context, req PermitRequest) (fsm.Per
 		RequestID: req.RequestID,
 		NowMillis: s.cfg.Clock.Now().UnixMilli(),
 		Principal: req.Principal,
+
+		LockDelayMillis: req.LockDelay.Milliseconds(),
 	}
 	qname := semQueue(req.Semaphore)
 	q := s.queues.get(qname)
@@ -75,12 +85,15 @@ func (s *Service) AcquirePermit(ctx context.Context, req PermitRequest) (fsm.Per
 	q.mu.Lock()
 	st := s.fsm.Semaphore(req.Semaphore)
 	retry := s.fsm.SemRequestGranted(req.Semaphore, req.Holder, req.RequestID, req.Principal)
-	full := st.Limit != 0 && len(st.Permits) >= st.Limit
+	full := st.Limit != 0 && len(st.Permits)+len(st.Delays) >= st.Limit
 	var refusal error
 	switch {
 	case retry:
 	case st.Limit != 0 && st.Limit != req.Limit:
 		refusal = &fsm.LimitError{Semaphore: req.Semaphore, Limit: st.Limit, Asked: req.Limit, Held: len(st.Permits)}
+	case full && req.Wait <= 0 && len(st.Permits) < st.Limit:
+		// Free but for slots in their lock-delay: when to retry.
+		refusal = s.slotDelayed(st)
 	case full && req.Wait <= 0:
 		refusal = &fsm.FullError{Semaphore: req.Semaphore, Held: len(st.Permits), Limit: st.Limit}
 	}
@@ -177,7 +190,7 @@ func (s *Service) waitPermit(ctx context.Context, q *queue, w *waiter, req Permi
 // Called with q.mu held.
 func (s *Service) serveSemWaiters(q *queue, name string) {
 	for {
-		if st := s.fsm.Semaphore(name); st.Limit != 0 && len(st.Permits) >= st.Limit {
+		if st := s.fsm.Semaphore(name); st.Limit != 0 && len(st.Permits)+len(st.Delays) >= st.Limit {
 			return
 		}
 		w := q.pop()
@@ -226,7 +239,7 @@ func (s *Service) ReleasePermit(ctx context.Context, name string, token uint64, 
 	if err := s.awaitLeader(ctx); err != nil {
 		return err
 	}
-	err := s.freePermit(name, token, func(next *entry.SemAcquire) entry.Command {
+	err := s.freePermit(name, token, true, func(next *entry.SemAcquire) entry.Command {
 		return &entry.SemRelease{Semaphore: name, Token: token, Lease: secret, Next: next}
 	})
 	if err == nil {
@@ -241,7 +254,11 @@ func (s *Service) expirePermit(name string, token uint64) {
 	if s.awaitLeader(context.Background()) != nil {
 		return
 	}
-	err := s.freePermit(name, token, func(next *entry.SemAcquire) entry.Command {
+	// A permit with a lock-delay hands its slot to nobody: the delay
+	// starts in the expiry and keeps the slot until its EndDelay.
+	p, held := heldPermit(s.fsm.Semaphore(name), token)
+	offer := !held || p.LockDelayMillis == 0
+	err := s.freePermit(name, token, offer, func(next *entry.SemAcquire) entry.Command {
 		return &entry.SemExpire{Semaphore: name, Token: token, Next: next}
 	})
 	switch {
@@ -254,13 +271,16 @@ func (s *Service) expirePermit(name string, token uint64) {
 	}
 }
 
-func (s *Service) freePermit(name string, token uint64, mk func(next *entry.SemAcquire) entry.Command) error {
+func (s *Service) freePermit(name string, token uint64, offer bool, mk func(next *entry.SemAcquire) entry.Command) error {
 	qname := semQueue(name)
 	q := s.queues.get(qname)
 	defer s.queues.put(qname, q)
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	w := q.pop()
+	var w *waiter
+	if offer {
+		w = q.pop()
+	}
 	var next *entry.SemAcquire
 	if w != nil {
 		next = w.sem
@@ -275,17 +295,26 @@ func (s *Service) freePermit(name string, token uint64, mk func(next *entry.SemA
 	}
 	r := res.(*fsm.SemReleaseResult)
 	s.leases.Forget(permitKey(name, token), token)
+	if r.Delay != nil {
+		s.leases.Track(slotDelayKey(name, r.Delay.Since), r.Delay.Since, time.Duration(r.Delay.Millis)*time.Millisecond)
+	}
 	if w != nil {
-		if r.Next != nil {
-			s.trackPermit(r.Next.Permit)
-			s.metrics.grants.Inc()
-			w.result <- waitResult{permit: *r.Next}
-		} else {
-			w.result <- waitResult{err: r.NextErr}
-		}
+		s.deliverPermit(w, r.Next, r.NextErr)
 	}
 	s.serveSemWaiters(q, name)
 	return nil
+}
+
+// deliverPermit answers a waiter that a proposal popped: with the permit
+// handed to it, tracked from now, or why the handoff failed.
+func (s *Service) deliverPermit(w *waiter, next *fsm.PermitResult, err error) {
+	if next == nil {
+		w.result <- waitResult{err: err}
+		return
+	}
+	s.trackPermit(next.Permit)
+	s.metrics.grants.Inc()
+	w.result <- waitResult{permit: *next}
 }
 
 // PermitStatus is a held permit as reported to clients (never its secret).
@@ -298,13 +327,29 @@ type PermitStatus struct {
 // SemaphoreStatus is a semaphore as reported to clients.
 type SemaphoreStatus struct {
 	Name    string
-	Limit   int // 0 when no permit is held
+	Limit   int // 0 when no permit is held or delayed
 	Holders []PermitStatus
+	// Delays are the permit slots in their lock-delay, with the time left
+	// as the leader times it (the full length on a node that does not).
+	Delays  []SlotDelayStatus
 	Waiters int // queued on this node (the leader)
+}
+
+// SlotDelayStatus is one semaphore permit slot in its lock-delay.
+type SlotDelayStatus struct {
+	Since     uint64 // index of the expiry that started it
+	Remaining time.Duration
 }
 
 func (s *Service) semStatus(st fsm.SemaphoreState) SemaphoreStatus {
 	out := SemaphoreStatus{Name: st.Name, Limit: st.Limit, Waiters: s.Waiters(semQueue(st.Name))}
+	for _, d := range st.Delays {
+		left, known := s.leases.Remaining(slotDelayKey(st.Name, d.Since), d.Since)
+		if !known {
+			left = time.Duration(d.Millis) * time.Millisecond
+		}
+		out.Delays = append(out.Delays, SlotDelayStatus{Since: d.Since, Remaining: left})
+	}
 	for _, p := range st.Permits {
 		ps := PermitStatus{Permit: p}
 		ps.Remaining, ps.Known = s.leases.Remaining(permitKey(p.Semaphore, p.Token), p.Token)

@@ -127,3 +127,107 @@ func TestPermitWaiterTakesAPermitFreedAsItsWaitEnds(t *testing.T) {
 		t.Fatal("no answer")
 	}
 }
+
+func permitDelayed(s *Service, holder string, ttl, delay, wait time.Duration) (fsm.PermitResult, error) {
+	return s.AcquirePermit(bg, PermitRequest{Semaphore: "s", Holder: holder, Limit: 2, TTL: ttl, LockDelay: delay, Wait: wait})
+}
+
+// A permit with a lock-delay that expires keeps its slot from everybody for
+// the delay: a new acquire is refused with the time left, a waiter waits
+// through it and gets the slot in the entry that ends the delay; the other
+// slot stays usable. GET shows the delay.
+func TestPermitDelayAfterExpiry(t *testing.T) {
+	s, f, clock := newTestService(t, Config{})
+	a, err := permitDelayed(s, "a", time.Second, 5*time.Second, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(time.Second) // a expires: its slot's delay starts
+	poll(t, "the expiry", func() bool { return len(f.fsm.Semaphore("s").Delays) == 1 })
+	exp, ok := f.log()[len(f.log())-1].(*entry.SemExpire)
+	if !ok || exp.Token != a.Permit.Token || exp.Next != nil {
+		t.Fatalf("last entry %#v: want a's expiry, handing to nobody", f.log()[len(f.log())-1])
+	}
+	b, err := permitDelayed(s, "b", time.Minute, 0, 0) // the other slot is free
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = permitDelayed(s, "c", time.Second, 0, 0)
+	var de *DelayedError
+	if !errors.Is(err, fsm.ErrLockDelay) || !errors.As(err, &de) || de.Semaphore != "s" || de.Remaining != 5*time.Second {
+		t.Fatalf("acquire while the only free slot is delayed: %v, want lock_delay with 5s left", err)
+	}
+	st, err := s.Semaphore(bg, "s", false)
+	if err != nil || len(st.Delays) != 1 || st.Delays[0].Remaining != 5*time.Second || len(st.Holders) != 1 || st.Limit != 2 {
+		t.Fatalf("status during the delay: %+v (%v)", st, err)
+	}
+	queued := make(chan waitResult, 1)
+	go func() {
+		r, err := permitDelayed(s, "c", 10*time.Second, 0, time.Minute)
+		queued <- waitResult{permit: r, err: err}
+	}()
+	poll(t, "c queued", func() bool { return s.Waiters(semQueue("s")) == 1 })
+	clock.Advance(4999 * time.Millisecond)
+	select {
+	case r := <-queued:
+		t.Fatalf("c got %+v (%v) before the delay ended", r.permit, r.err)
+	default:
+	}
+	clock.Advance(time.Millisecond)
+	c := <-queued
+	end, ok := f.log()[len(f.log())-1].(*entry.EndDelay)
+	if c.err != nil || !ok || end.Semaphore != "s" || end.NextPermit == nil || c.permit.Permit.Token != uint64(len(f.log())) {
+		t.Fatalf("c got %+v (%v) after %#v: want the slot in the delay's end", c.permit, c.err, f.log()[len(f.log())-1])
+	}
+	if st := f.fsm.Semaphore("s"); len(st.Delays) != 0 || len(st.Permits) != 2 || st.Permits[0].Token != b.Permit.Token {
+		t.Fatalf("after the delay: %+v", st)
+	}
+}
+
+// A released permit starts no delay, whatever it asked for.
+func TestPermitDelayNotAfterRelease(t *testing.T) {
+	s, f, _ := newTestService(t, Config{})
+	a, err := permitDelayed(s, "a", time.Second, 5*time.Second, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustPermit(t, s, "b", 2)
+	if err := s.ReleasePermit(bg, "s", a.Permit.Token, a.Permit.Lease); err != nil {
+		t.Fatal(err)
+	}
+	if st := f.fsm.Semaphore("s"); len(st.Delays) != 0 {
+		t.Fatalf("a release started a delay: %+v", st.Delays)
+	}
+	mustPermit(t, s, "c", 2)
+}
+
+// A new leader restarts a slot's delay at full length: it may last longer
+// across a failover, never shorter.
+func TestPermitDelayRestartedOnPromotion(t *testing.T) {
+	s, f, clock := newTestService(t, Config{})
+	if _, err := permitDelayed(s, "b", time.Minute, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := permitDelayed(s, "a", time.Second, 5*time.Second, 0); err != nil {
+		t.Fatal(err)
+	}
+	clock.Advance(time.Second)
+	poll(t, "the expiry", func() bool { return len(f.fsm.Semaphore("s").Delays) == 1 })
+	clock.Advance(4 * time.Second) // the delay is nearly over
+	f.setLeader(false)
+	poll(t, "demotion", func() bool { return s.leases.Len() == 0 })
+	f.setLeader(true)
+	waitReady(t, s)
+	if st, err := s.Semaphore(bg, "s", false); err != nil || len(st.Delays) != 1 || st.Delays[0].Remaining != 5*time.Second {
+		t.Fatalf("after the promotion: %+v (%v), want the delay restarted at its full 5s", st.Delays, err)
+	}
+	clock.Advance(4999 * time.Millisecond)
+	if _, err := permitDelayed(s, "c", time.Second, 0, 0); !errors.Is(err, fsm.ErrLockDelay) {
+		t.Fatalf("acquire before a full delay after the promotion: %v", err)
+	}
+	clock.Advance(time.Millisecond)
+	poll(t, "the end of the delay", func() bool { return len(f.fsm.Semaphore("s").Delays) == 0 })
+	if _, err := permitDelayed(s, "c", time.Second, 0, 0); err != nil {
+		t.Fatalf("acquire after the delay: %v", err)
+	}
+}

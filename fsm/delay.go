@@ -23,11 +23,18 @@ type EndDelayResult struct {
 	Ended entry.Delay
 	// Next is the grant handed to the queued waiter, if any.
 	Next *entry.Lock
-	// NextErr is why the handoff did not happen (the lock is then free).
+	// NextPermit is the permit handed to the queued waiter when a
+	// semaphore slot's delay ends.
+	NextPermit *PermitResult
+	// NextErr is why the handoff did not happen (the lock or slot is then
+	// free).
 	NextErr error
 }
 
 func applyEndDelay(s *state, c *entry.EndDelay, index uint64) any {
+	if c.Semaphore != "" {
+		return s.endSlotDelay(c, index)
+	}
 	d, ok := s.delays[c.Lock]
 	if !ok || d.Since != c.Since {
 		return fmt.Errorf("%w: lock %q has no lock-delay since index %d", ErrLeaseLost, c.Lock, c.Since)
@@ -55,13 +62,24 @@ func (f *FSM) Delay(lock string) (entry.Delay, bool) {
 	return d, ok
 }
 
-// Delays returns every running lock-delay, sorted by lock.
+// Delays returns every running lock-delay, sorted by lock, then every
+// semaphore slot's, sorted by semaphore and start.
 func (f *FSM) Delays() []entry.Delay {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	out := make([]entry.Delay, 0, len(f.s.delays))
 	for _, name := range sortedKeys(f.s.delays) {
 		out = append(out, f.s.delays[name])
+	}
+	return append(out, f.s.slotDelays()...)
+}
+
+// slotDelays returns the semaphores' slot delays, sorted by semaphore and
+// start.
+func (s *state) slotDelays() []entry.Delay {
+	var out []entry.Delay
+	for _, name := range sortedKeys(s.sems) {
+		out = append(out, semState(name, s.sems[name]).Delays...)
 	}
 	return out
 }

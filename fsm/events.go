@@ -93,6 +93,11 @@ func eventsOf(cmd entry.Command, result any, index uint64, memberExisted bool) [
 		if r, ok := result.(*EndDelayResult); ok && r.Next != nil {
 			return []Event{{Index: index, Type: EventAcquired, Lock: r.Next.Name, Holder: r.Next.Holder, Token: r.Next.Token, Value: r.Next.Value}}
 		}
+		if r, ok := result.(*EndDelayResult); ok && r.NextPermit != nil {
+			p := r.NextPermit.Permit
+			return []Event{{Index: index, Type: EventPermitAcquired, Semaphore: p.Semaphore, Holder: p.Holder, Token: p.Token,
+				Limit: p.Limit, Held: r.NextPermit.Held}}
+		}
 	case *entry.SetValue:
 		if r, ok := result.(*SetValueResult); ok {
 			return []Event{{Index: index, Type: EventValueSet, Lock: r.Grant.Name, Holder: r.Grant.Holder, Token: r.Grant.Token, Value: r.Grant.Value}}

@@ -57,12 +57,34 @@ func (e *LimitError) Error() string {
 // Is makes errors.Is(err, ErrLimitMismatch) true.
 func (e *LimitError) Is(target error) bool { return target == ErrLimitMismatch }
 
-// semaphore is a semaphore with at least one permit held; an empty one is
-// not kept. Permits are immutable once stored.
+// semaphore is a semaphore with at least one permit held or one slot in
+// its lock-delay; an empty one is not kept. Permits are immutable once
+// stored.
 type semaphore struct {
 	limit   int
 	permits map[uint64]*entry.Permit
+	// delays are the slots whose permit expired with a lock-delay, by the
+	// index of the expiry: each counts against the limit until an EndDelay
+	// ends it, as a lock's delay keeps the lock (delay.go).
+	delays map[uint64]entry.Delay
 }
+
+// inUse counts the slots taken: permits held and slots in their delay.
+func (sem *semaphore) inUse() int { return len(sem.permits) + len(sem.delays) }
+
+// SlotDelayError is an acquire refused because every slot not held is in
+// its lock-delay; it matches ErrLockDelay.
+type SlotDelayError struct {
+	Semaphore string
+	Delayed   int
+}
+
+func (e *SlotDelayError) Error() string {
+	return fmt.Sprintf("semaphore %q has %d permit slots in their lock-delay and none free", e.Semaphore, e.Delayed)
+}
+
+// Is makes errors.Is(err, ErrLockDelay) true.
+func (e *SlotDelayError) Is(target error) bool { return target == ErrLockDelay }
 
 // PermitResult is the Apply result of a granted SemAcquire.
 type PermitResult struct {
@@ -82,6 +104,8 @@ type SemReleaseResult struct {
 	// Held counts the permits held once the entry is applied (the handoff
 	// included).
 	Held int
+	// Delay is the slot's lock-delay an expiry started.
+	Delay *entry.Delay
 }
 
 // semRequestKey keeps semaphores' request ids apart from locks' in the one
@@ -110,6 +134,9 @@ func applySemAcquire(s *state, c *entry.SemAcquire, index uint64) any {
 		if len(sem.permits) >= sem.limit {
 			return &FullError{Semaphore: c.Semaphore, Held: len(sem.permits), Limit: sem.limit}
 		}
+		if sem.inUse() >= sem.limit {
+			return &SlotDelayError{Semaphore: c.Semaphore, Delayed: len(sem.delays)}
+		}
 	}
 	if index > entry.MaxIndex || s.epoch >= entry.MaxEpoch {
 		return ErrTokenSpaceExhausted
@@ -122,6 +149,7 @@ func applySemAcquire(s *state, c *entry.SemAcquire, index uint64) any {
 	p := &entry.Permit{
 		Semaphore: c.Semaphore, Holder: c.Holder, Token: token, Lease: c.Lease, TTLMillis: c.TTLMillis,
 		Limit: c.Limit, RequestID: c.RequestID, GrantedAtMillis: c.NowMillis, Principal: c.Principal,
+		LockDelayMillis: c.LockDelayMillis,
 	}
 	s.addPermit(p)
 	if c.RequestID != "" {
@@ -133,11 +161,53 @@ func applySemAcquire(s *state, c *entry.SemAcquire, index uint64) any {
 func (s *state) addPermit(p *entry.Permit) {
 	sem := s.sems[p.Semaphore]
 	if sem == nil {
-		sem = &semaphore{limit: p.Limit, permits: map[uint64]*entry.Permit{}}
+		sem = newSemaphore(p.Limit)
 		s.sems[p.Semaphore] = sem
 	}
 	sem.permits[p.Token] = p
 	s.permits++
+}
+
+func newSemaphore(limit int) *semaphore {
+	return &semaphore{limit: limit, permits: map[uint64]*entry.Permit{}, delays: map[uint64]entry.Delay{}}
+}
+
+// addSlotDelay records a slot's lock-delay (an expiry, or a restore).
+func (s *state) addSlotDelay(d entry.Delay) {
+	sem := s.sems[d.Semaphore]
+	if sem == nil {
+		sem = newSemaphore(d.Limit)
+		s.sems[d.Semaphore] = sem
+	}
+	sem.delays[d.Since] = d
+}
+
+// endSlotDelay ends the slot delay of sem since index since, handing the
+// slot to next in the same entry, as a lock's EndDelay does the lock.
+func (s *state) endSlotDelay(c *entry.EndDelay, index uint64) any {
+	sem := s.sems[c.Semaphore]
+	if sem == nil {
+		return fmt.Errorf("%w: semaphore %q has no slot delay since index %d", ErrLeaseLost, c.Semaphore, c.Since)
+	}
+	d, ok := sem.delays[c.Since]
+	if !ok {
+		return fmt.Errorf("%w: semaphore %q has no slot delay since index %d", ErrLeaseLost, c.Semaphore, c.Since)
+	}
+	delete(sem.delays, c.Since)
+	if sem.inUse() == 0 {
+		delete(s.sems, c.Semaphore)
+	}
+	res := &EndDelayResult{Ended: d}
+	if c.NextPermit != nil {
+		c.NextPermit.Semaphore = c.Semaphore
+		switch r := applySemAcquire(s, c.NextPermit, index).(type) {
+		case *PermitResult:
+			res.NextPermit = r
+		case error:
+			res.NextErr = r
+		}
+	}
+	return res
 }
 
 func applySemRelease(s *state, c *entry.SemRelease, index uint64) any {
@@ -157,14 +227,24 @@ func applySemExpire(s *state, c *entry.SemExpire, index uint64) any {
 	if sem == nil || sem.permits[c.Token] == nil {
 		return fmt.Errorf("%w: semaphore %q permit %d already ended", ErrLeaseLost, c.Semaphore, c.Token)
 	}
-	return s.freePermit(sem.permits[c.Token], c.Next, index)
+	p := sem.permits[c.Token]
+	if p.LockDelayMillis > 0 {
+		// The slot is delayed before it is freed, so that nobody, not
+		// even a waiter offered in this entry, gets it until an EndDelay.
+		s.addSlotDelay(entry.Delay{Semaphore: p.Semaphore, Since: index, Millis: p.LockDelayMillis, Limit: sem.limit})
+	}
+	res := s.freePermit(p, c.Next, index)
+	if p.LockDelayMillis > 0 {
+		res.Delay = &entry.Delay{Semaphore: p.Semaphore, Since: index, Millis: p.LockDelayMillis, Limit: sem.limit}
+	}
+	return res
 }
 
 func (s *state) freePermit(p *entry.Permit, next *entry.SemAcquire, index uint64) *SemReleaseResult {
 	sem := s.sems[p.Semaphore]
 	delete(sem.permits, p.Token)
 	s.permits--
-	if len(sem.permits) == 0 {
+	if sem.inUse() == 0 {
 		delete(s.sems, p.Semaphore)
 	}
 	res := &SemReleaseResult{Freed: *p}
@@ -183,12 +263,14 @@ func (s *state) freePermit(p *entry.Permit, next *entry.SemAcquire, index uint64
 	return res
 }
 
-// SemaphoreState is a semaphore's held permits, sorted by token; Limit is 0
-// when none is held.
+// SemaphoreState is a semaphore's held permits, sorted by token, and its
+// slots in their lock-delay, sorted by start; Limit is 0 when none is held
+// or delayed.
 type SemaphoreState struct {
 	Name    string
 	Limit   int
 	Permits []entry.Permit
+	Delays  []entry.Delay
 }
 
 // Semaphore returns a semaphore's permits.
@@ -208,6 +290,10 @@ func semState(name string, sem *semaphore) SemaphoreState {
 		st.Permits = append(st.Permits, *p)
 	}
 	sort.Slice(st.Permits, func(i, j int) bool { return st.Permits[i].Token < st.Permits[j].Token })
+	for _, d := range sem.delays {
+		st.Delays = append(st.Delays, d)
+	}
+	sort.Slice(st.Delays, func(i, j int) bool { return st.Delays[i].Since < st.Delays[j].Since })
 	return st
 }
 

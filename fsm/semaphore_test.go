@@ -57,3 +57,62 @@ func TestSemaphorePermits(t *testing.T) {
 		t.Fatalf("an empty semaphore takes a new limit: %+v", r)
 	}
 }
+
+// A permit with a lock-delay that expires delays its slot, not the whole
+// semaphore: the other slot is granted, a third acquire is refused with
+// lock_delay, the delay survives a snapshot (with the limit, though no
+// permit is held), and its EndDelay hands the slot on. A release delays
+// nothing. The fields need LogFormatPermitDelay.
+func TestSemaphoreSlotDelay(t *testing.T) {
+	f := New(nil)
+	delayed := semAcquire("a", 2)
+	delayed.LockDelayMillis = 5000
+	a, _ := f.ApplyCommand(delayed, 1).(*PermitResult)
+	if a == nil || a.Permit.LockDelayMillis != 5000 {
+		t.Fatalf("permit %+v, want its lock-delay", a)
+	}
+	exp, _ := f.ApplyCommand(&entry.SemExpire{Semaphore: "s", Token: 1}, 2).(*SemReleaseResult)
+	if exp == nil || exp.Delay == nil || exp.Delay.Since != 2 || exp.Held != 0 {
+		t.Fatalf("expiry %+v, want a slot delay since 2", exp)
+	}
+	var buf bytes.Buffer
+	if _, err := f.View().WriteTo(&buf); err != nil {
+		t.Fatal(err)
+	}
+	g := New(nil)
+	if err := g.Restore(io.NopCloser(&buf)); err != nil || !reflect.DeepEqual(g.Semaphore("s"), f.Semaphore("s")) || g.Digest() != f.Digest() {
+		t.Fatalf("snapshot round trip: %v\n%+v\n%+v", err, g.Semaphore("s"), f.Semaphore("s"))
+	}
+	if st := g.Semaphore("s"); st.Limit != 2 || len(st.Delays) != 1 || len(st.Permits) != 0 {
+		t.Fatalf("restored %+v, want the delayed slot and the limit", st)
+	}
+	if r, _ := f.ApplyCommand(semAcquire("b", 2), 3).(*PermitResult); r == nil {
+		t.Fatal("the other slot was not granted")
+	}
+	var sd *SlotDelayError
+	if err, _ := f.ApplyCommand(semAcquire("c", 2), 4).(error); !errors.As(err, &sd) || !errors.Is(err, ErrLockDelay) {
+		t.Fatalf("acquire of the delayed slot: %v", err)
+	}
+	end, _ := f.ApplyCommand(&entry.EndDelay{Semaphore: "s", Since: 2, NextPermit: semAcquire("c", 2)}, 5).(*EndDelayResult)
+	if end == nil || end.NextPermit == nil || end.NextPermit.Permit.Token != 5 || end.NextPermit.Held != 2 {
+		t.Fatalf("end of the delay: %+v", end)
+	}
+	if err := f.ApplyCommand(&entry.SemRelease{Semaphore: "s", Token: 5, Lease: "l-c"}, 6); err == nil {
+		t.Fatal("release result is nil")
+	}
+	if st := f.Semaphore("s"); len(st.Delays) != 0 {
+		t.Fatalf("a release delayed its slot: %+v", st)
+	}
+	for _, cmd := range []entry.Command{delayed, &entry.EndDelay{Semaphore: "s", Since: 2}} {
+		if _, err := entry.EncodeFormat(cmd, entry.LogFormatHistory); !errors.Is(err, entry.ErrFormatTooOld) {
+			t.Fatalf("%T for members of format 4: %v", cmd, err)
+		}
+		data, err := entry.EncodeFormat(cmd, entry.LogFormatPermitDelay)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if back, err := entry.Decode(data); err != nil || !reflect.DeepEqual(back, cmd) {
+			t.Fatalf("%T: decoded %+v (%v)", cmd, back, err)
+		}
+	}
+}

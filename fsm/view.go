@@ -82,6 +82,8 @@ func (f *FSM) viewLocked() *View {
 	for _, name := range sortedKeys(s.delays) {
 		v.delays = append(v.delays, s.delays[name])
 	}
+	v.delays = append(v.delays, s.slotDelays()...)
+	v.Header.Delays = len(v.delays)
 	// Copied: permits are few next to locks (a semaphore's limit bounds
 	// them), and copying keeps the view simple.
 	v.permits = s.permitList()
@@ -241,6 +243,10 @@ func fill(s *state, img *snapshot.Image) {
 		s.remember(s.shareKey(r.Key), r.Token)
 	}
 	for _, d := range img.Delays {
+		if d.Semaphore != "" {
+			s.addSlotDelay(d)
+			continue
+		}
 		s.delays[d.Lock] = d
 	}
 	for i := range img.Permits {

@@ -43,8 +43,12 @@ const (
 	LogFormatCoord = 3
 	// LogFormatHistory also reads type 23 (the grant history's settings).
 	LogFormatHistory = 4
+	// LogFormatPermitDelay also reads lock_delay_ms on semaphore acquires
+	// and the end of a permit slot's delay (end-delay's semaphore and
+	// next_permit).
+	LogFormatPermitDelay = 5
 	// LogFormat is the newest format this build reads and writes.
-	LogFormat = LogFormatHistory
+	LogFormat = LogFormatPermitDelay
 )
 
 // binaryForm is a command's compact form: its type byte, the log format

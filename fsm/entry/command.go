@@ -353,6 +353,21 @@ func Decode(entry []byte) (Command, error) {
 // members of LogFormatCoord read in full.
 func fieldsFormat(cmd Command) int {
 	var next *Acquire
+	var permit *SemAcquire
+	switch c := cmd.(type) {
+	case *SemAcquire:
+		permit = c
+	case *SemRelease:
+		permit = c.Next
+	case *SemExpire:
+		permit = c.Next
+	}
+	if permit != nil && permit.LockDelayMillis != 0 {
+		return LogFormatPermitDelay
+	}
+	if c, ok := cmd.(*EndDelay); ok && c.Semaphore != "" {
+		return LogFormatPermitDelay
+	}
 	switch c := cmd.(type) {
 	case *Acquire:
 		next = c

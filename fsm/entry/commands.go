@@ -25,6 +25,10 @@ type EndDelay struct {
 	Lock  string   `json:"lock"`
 	Since uint64   `json:"since"`
 	Next  *Acquire `json:"next,omitempty"`
+	// Semaphore, instead of Lock, ends the delay of one of its permit slots,
+	// handing the slot to NextPermit (LogFormatPermitDelay).
+	Semaphore  string      `json:"semaphore,omitempty"`
+	NextPermit *SemAcquire `json:"next_permit,omitempty"`
 }
 
 // SemAcquire grants a permit if the semaphore has one free.
@@ -37,6 +41,9 @@ type SemAcquire struct {
 	RequestID string `json:"request_id,omitempty"`
 	NowMillis int64  `json:"now_ms,omitempty"`
 	Principal string `json:"principal,omitempty"`
+	// LockDelayMillis, when set, keeps the permit's slot from being
+	// granted again for that long if the permit expires (LogFormatPermitDelay).
+	LockDelayMillis int64 `json:"lock_delay_ms,omitempty"`
 }
 
 // SemRelease ends a permit, if Lease is its secret, and hands a permit to

@@ -72,11 +72,15 @@ type RequestRecord struct {
 	Token uint64 `json:"token"`
 }
 
-// Delay is a running lock-delay.
+// Delay is a running lock-delay: a lock's, or, when Semaphore is set
+// instead of Lock, one permit slot's of a semaphore, which Limit then
+// records (a semaphore whose only slots in use are delayed keeps its limit).
 type Delay struct {
-	Lock   string `json:"lock"`
-	Since  uint64 `json:"since"` // index of the expiry that started it
-	Millis int64  `json:"ms"`
+	Lock      string `json:"lock"`
+	Since     uint64 `json:"since"` // index of the expiry that started it
+	Millis    int64  `json:"ms"`
+	Semaphore string `json:"semaphore,omitempty"`
+	Limit     int    `json:"limit,omitempty"`
 }
 
 // Permit is one held permit of a semaphore.
@@ -92,4 +96,6 @@ type Permit struct {
 	RequestID       string `json:"request_id,omitempty"`
 	GrantedAtMillis int64  `json:"granted_at_ms,omitempty"`
 	Principal       string `json:"principal,omitempty"`
+	// LockDelayMillis is the delay this permit's slot starts if it expires.
+	LockDelayMillis int64 `json:"lock_delay_ms,omitempty"`
 }

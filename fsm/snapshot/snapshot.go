@@ -443,6 +443,16 @@ func (img *Image) check() error {
 		}
 	}
 	for _, d := range img.Delays {
+		if d.Semaphore != "" {
+			// A semaphore permit slot's delay.
+			if d.Lock != "" || d.Millis <= 0 || d.Since == 0 || d.Limit < 1 {
+				return fmt.Errorf("lock-delay of semaphore %q since %d for %d ms, limit %d", d.Semaphore, d.Since, d.Millis, d.Limit)
+			}
+			if err := once("slot delay", fmt.Sprintf("%s\x00%d", d.Semaphore, d.Since)); err != nil {
+				return err
+			}
+			continue
+		}
 		if d.Lock == "" || d.Millis <= 0 {
 			return fmt.Errorf("lock-delay of lock %q for %d ms", d.Lock, d.Millis)
 		}
