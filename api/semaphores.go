@@ -31,7 +31,7 @@ func (s *Server) semaphoreRoutes() chi.Router {
 }
 
 func validateSemAcquire(r *wire.SemAcquireRequest) error {
-	lock := wire.AcquireRequest{Holder: r.Holder, TTLMillis: r.TTLMillis, WaitMs: r.WaitMs, RequestID: r.RequestID}
+	lock := wire.AcquireRequest{Holder: r.Holder, TTLMillis: r.TTLMillis, WaitMs: r.WaitMs, RequestID: r.RequestID, LockDelayMillis: r.LockDelayMillis}
 	if err := request.ValidateAcquire(&lock); err != nil {
 		return err
 	}
@@ -68,6 +68,7 @@ func (s *Server) acquirePermit(w http.ResponseWriter, r *http.Request) {
 		Wait:      wait,
 		RequestID: req.RequestID,
 		Principal: principalName(r),
+		LockDelay: time.Duration(req.LockDelayMillis) * time.Millisecond,
 	})
 	if err != nil {
 		writeErr(w, err)
@@ -76,7 +77,7 @@ func (s *Server) acquirePermit(w http.ResponseWriter, r *http.Request) {
 	p := res.Permit
 	writeJSON(w, http.StatusOK, wire.PermitGrant{
 		Semaphore: p.Semaphore, Holder: p.Holder, Token: p.Token, Lease: p.Lease, TTLMillis: p.TTLMillis,
-		Limit: p.Limit, Held: res.Held, RequestID: p.RequestID, Existing: res.Existing,
+		Limit: p.Limit, Held: res.Held, RequestID: p.RequestID, Existing: res.Existing, LockDelayMillis: p.LockDelayMillis,
 	})
 }
 
@@ -118,6 +119,9 @@ func semaphoreStatus(st coord.SemaphoreStatus) wire.SemaphoreStatus {
 			h.RemainingMillis = &ms
 		}
 		out.Holders = append(out.Holders, h)
+	}
+	for _, d := range st.Delays {
+		out.Delays = append(out.Delays, wire.SlotDelay{Since: d.Since, RemainingMillis: d.Remaining.Milliseconds()})
 	}
 	return out
 }

@@ -218,3 +218,43 @@ func TestElectionThroughTheClient(t *testing.T) {
 	expect(client.Leadership{Holder: s.Holder(), Token: s.Token(), Value: "10.0.0.2:80"})
 	s.Resign(ctx)
 }
+
+// A permit with a lock-delay that expires keeps its slot for the delay,
+// through any node: an acquire of the last slot gets lock_delay with
+// retry_after_ms, GET shows the delay, a waiter waits it out; a released
+// permit delays nothing.
+func TestPermitLockDelayThroughTheClient(t *testing.T) {
+	c := tc.New(t, 3)
+	c.WaitLeader(10 * time.Second)
+	cl := coordClient(t, c)
+	ctx := context.Background()
+	p, err := cl.AcquirePermit(ctx, "pool", 1, client.TTL(200*time.Millisecond), client.NoKeepAlive(), client.LockDelay(2*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-p.Done() // the lease ends unrenewed
+	tc.Poll(t, 5*time.Second, "the expiry", func() bool {
+		st, err := cl.Semaphore(ctx, "pool")
+		return err == nil && len(st.Holders) == 0 && len(st.Delays) == 1 && st.Limit == 1
+	})
+	_, err = cl.AcquirePermit(ctx, "pool", 1, client.TTL(time.Second))
+	var apiErr *client.APIError
+	if !errors.Is(err, client.ErrLockDelay) || !errors.As(err, &apiErr) || apiErr.RetryAfter <= 0 || apiErr.RetryAfter > 2*time.Second {
+		t.Fatalf("acquire of the delayed slot: %v, want lock_delay with retry_after_ms", err)
+	}
+	p2, err := cl.AcquirePermit(ctx, "pool", 1, client.TTL(time.Second), client.Wait(10*time.Second), client.LockDelay(2*time.Second))
+	if err != nil {
+		t.Fatalf("waiting through the delay: %v", err)
+	}
+	if p2.Token() <= p.Token() {
+		t.Fatalf("token %d after %d", p2.Token(), p.Token())
+	}
+	if err := p2.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	p3, err := cl.AcquirePermit(ctx, "pool", 1, client.TTL(time.Second))
+	if err != nil {
+		t.Fatalf("acquire after a release: %v", err)
+	}
+	p3.Release(ctx)
+}

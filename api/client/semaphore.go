@@ -17,7 +17,7 @@ import (
 // and Name is the semaphore. limit must equal the semaphore's while any
 // permit is held (ErrLimitMismatch); when all are held the error is
 // ErrSemaphoreFull, with APIError.Held. The options are Acquire's
-// (LockDelay does not apply to permits and is refused).
+// (LockDelay delays the permit's slot if the permit expires).
 func (c *Client) AcquirePermit(ctx context.Context, name string, limit int, opts ...AcquireOption) (*Lease, error) {
 	o := acquireOptions{ttl: wire.DefaultTTL, keepAlive: true}
 	for _, opt := range opts {
@@ -34,8 +34,8 @@ func (c *Client) AcquirePermit(ctx context.Context, name string, limit int, opts
 		return nil, fmt.Errorf("%w: wait %v: want 0 to %v", ErrInvalid, o.wait, wire.MaxWait)
 	case limit < 1 || limit > wire.MaxSemaphoreLimit:
 		return nil, fmt.Errorf("%w: limit %d: want 1 to %d", ErrInvalid, limit, wire.MaxSemaphoreLimit)
-	case o.lockDelay != 0:
-		return nil, fmt.Errorf("%w: a semaphore permit takes no lock-delay", ErrInvalid)
+	case o.lockDelay < 0 || o.lockDelay > wire.MaxLockDelay:
+		return nil, fmt.Errorf("%w: lock-delay %v: want 0 to %v", ErrInvalid, o.lockDelay, wire.MaxLockDelay)
 	}
 	body := wire.SemAcquireRequest{
 		Holder:    o.holder,
@@ -43,6 +43,8 @@ func (c *Client) AcquirePermit(ctx context.Context, name string, limit int, opts
 		TTLMillis: o.ttl.Milliseconds(),
 		WaitMs:    o.wait.Milliseconds(),
 		RequestID: newRequestID(),
+
+		LockDelayMillis: o.lockDelay.Milliseconds(),
 	}
 	r := &request{path: kindPath("semaphores", name, "acquire"), extra: o.wait}
 	var p wire.PermitGrant

@@ -400,6 +400,11 @@ type SemAcquireRequest struct {
 	TTLMillis int64  `json:"ttl_ms"`
 	WaitMs    int64  `json:"wait_ms"`
 	RequestID string `json:"request_id,omitempty"`
+	// LockDelayMillis, when set (at most MaxLockDelay), keeps this
+	// permit's slot from being granted again for that long if the permit
+	// ends by expiry (not by release): acquires that would need it get 409
+	// lock_delay with retry_after_ms; waiters keep waiting.
+	LockDelayMillis int64 `json:"lock_delay_ms,omitempty"`
 }
 
 // MaxSemaphoreLimit bounds a semaphore's limit.
@@ -418,6 +423,8 @@ type PermitGrant struct {
 	Held      int    `json:"held"`
 	RequestID string `json:"request_id,omitempty"`
 	Existing  bool   `json:"existing,omitempty"`
+	// LockDelayMillis is the permit's lock-delay, if it asked for one.
+	LockDelayMillis int64 `json:"lock_delay_ms,omitempty"`
 }
 
 // SemRenewResponse is the answer to a successful permit renewal.
@@ -449,8 +456,19 @@ type SemaphoreStatus struct {
 	// Limit is 0 while no permit is held: the next acquire sets it.
 	Limit   int            `json:"limit"`
 	Holders []PermitHolder `json:"holders"`
+	// Delays are the permit slots in their lock-delay: each counts against
+	// the limit until it ends.
+	Delays []SlotDelay `json:"delays,omitempty"`
 	// Waiters counts the acquires queued on the leader.
 	Waiters int `json:"waiters"`
+}
+
+// SlotDelay is a semaphore permit slot in its lock-delay: Since is the
+// log index of the expiry that started it, RemainingMillis the time left
+// as the leader times it (on a follower's stale read, the full length).
+type SlotDelay struct {
+	Since           uint64 `json:"since"`
+	RemainingMillis int64  `json:"remaining_ms"`
 }
 
 // SemaphoreList is the answer to GET /v1/semaphores.

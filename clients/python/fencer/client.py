@@ -268,18 +268,24 @@ class Client:
         return lease
 
     def acquire_permit(self, name: str, limit: int, ttl: float = 10.0, wait: float = 0.0, *,
-                       holder: Optional[str] = None, keep_alive: bool = True) -> Lease:
+                       holder: Optional[str] = None, keep_alive: bool = True,
+                       lock_delay: float = 0.0) -> Lease:
         """Take one of ``limit`` permits of semaphore ``name``: the same
         rules as :meth:`acquire` (request id, deadline, late grants, keep
         alive). Raises :class:`~fencer.errors.SemaphoreFull` when every
         permit stays held, :class:`~fencer.errors.LimitMismatch` when the
-        held permits were taken with another limit."""
+        held permits were taken with another limit, and
+        :class:`~fencer.errors.LockDelay` when the only free permits are in
+        a lock-delay. ``lock_delay`` (seconds): if this permit ends by
+        expiry, its slot cannot be granted again for that long."""
         if not MIN_TTL <= ttl <= MAX_TTL:
             raise InvalidRequest("ttl %r: want %g to %g seconds" % (ttl, MIN_TTL, MAX_TTL))
         if not 0 <= wait <= MAX_WAIT:
             raise InvalidRequest("wait %r: want 0 to %g seconds" % (wait, MAX_WAIT))
         body = {"holder": holder or self.holder, "limit": int(limit), "ttl_ms": int(ttl * 1000),
                 "wait_ms": int(wait * 1000), "request_id": secrets.token_hex(16)}
+        if lock_delay:
+            body["lock_delay_ms"] = int(lock_delay * 1000)
         return self._acquire("semaphores", name, body, wait, keep_alive)
 
     def semaphore(self, name: str, limit: int, ttl: float = 10.0, wait: float = 0.0, **kw: Any) -> Lease:

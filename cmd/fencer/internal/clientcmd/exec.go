@@ -45,9 +45,6 @@ func (o *execOptions) validate() error {
 	if o.limit < 0 || o.limit > wire.MaxSemaphoreLimit {
 		return cli.Usagef("--limit %d: want 1 to %d", o.limit, wire.MaxSemaphoreLimit)
 	}
-	if o.limit > 0 && o.delay != 0 {
-		return cli.Usagef("--lock-delay applies to locks, not to --limit's semaphore permits")
-	}
 	return o.client.Validate()
 }
 
@@ -59,7 +56,7 @@ func NewExecCmd() *cobra.Command {
 	fs := cmd.Flags()
 	fs.DurationVar(&o.wait, "wait", 0, "queue this long if the lock is held (0: fail at once)")
 	fs.IntVar(&o.limit, "limit", 0, "run under one of N permits of the semaphore NAME instead of the lock NAME (consul lock -n)")
-	fs.DurationVar(&o.delay, "lock-delay", 0, "if the lease is lost to expiry, nobody can acquire the lock for this long (at most 1m)")
+	fs.DurationVar(&o.delay, "lock-delay", 0, "if the lease is lost to expiry, nobody can acquire the lock (with --limit, the permit's slot) for this long (at most 1m)")
 	return cmd
 }
 
@@ -199,7 +196,7 @@ func (o *execOptions) acquire(ctx context.Context, c *client.Client, name string
 		case o.elect:
 			l, err = c.Campaign(ctx, name, o.value, client.TTL(o.ttl), client.Holder(o.holder))
 		case o.limit > 0:
-			l, err = c.AcquirePermit(ctx, name, o.limit, client.TTL(o.ttl), client.Wait(o.wait), client.Holder(o.holder))
+			l, err = c.AcquirePermit(ctx, name, o.limit, client.TTL(o.ttl), client.Wait(o.wait), client.Holder(o.holder), client.LockDelay(o.delay))
 		default:
 			l, err = c.Acquire(ctx, name, client.TTL(o.ttl), client.Wait(o.wait), client.Holder(o.holder), client.LockDelay(o.delay))
 		}

@@ -53,6 +53,7 @@ renewed. To hold a permit while a command runs, use "fencer exec NAME --limit N"
 	acquire.Flags().DurationVar(&o.ttl, "ttl", wire.DefaultTTL, "lease time to live")
 	acquire.Flags().DurationVar(&o.wait, "wait", 0, "queue this long while every permit is held (0: fail at once)")
 	acquire.Flags().StringVar(&o.holder, "holder", "", "holder name shown in status (default hostname-pid)")
+	acquire.Flags().DurationVar(&o.delay, "lock-delay", 0, "if this permit expires, its slot cannot be granted for this long (at most 1m)")
 
 	renew := &cobra.Command{
 		Use:   "renew NAME --token N --lease SECRET",
@@ -102,7 +103,7 @@ func (o *semOptions) acquire(cmd *cobra.Command, name string) error {
 		return err
 	}
 	defer c.Close()
-	lease, err := c.AcquirePermit(cmd.Context(), name, o.limit, client.TTL(o.ttl), client.Wait(o.wait), client.Holder(o.holder), client.NoKeepAlive())
+	lease, err := c.AcquirePermit(cmd.Context(), name, o.limit, client.TTL(o.ttl), client.Wait(o.wait), client.Holder(o.holder), client.LockDelay(o.delay), client.NoKeepAlive())
 	if err != nil {
 		return fmt.Errorf("acquire a permit of %q: %w", name, err)
 	}
@@ -182,6 +183,12 @@ func printSemaphore(w io.Writer, st wire.SemaphoreStatus) error {
 			fields = append(fields, fmt.Sprintf("remaining=%v", time.Duration(*h.RemainingMillis)*time.Millisecond))
 		}
 		if _, err := fmt.Fprintln(w, strings.Join(fields, " ")); err != nil {
+			return err
+		}
+	}
+	for _, d := range st.Delays {
+		left := time.Duration(d.RemainingMillis) * time.Millisecond
+		if _, err := fmt.Fprintf(w, "  lock_delay since=%d remaining=%v\n", d.Since, left); err != nil {
 			return err
 		}
 	}
