@@ -77,6 +77,7 @@ type Lease struct {
 	c      *Client
 	kind   string // "locks", or "semaphores" for a permit (Grant.Lock is then the semaphore)
 	grant  wire.Grant
+	held   int // a permit's: the permits held once it was granted
 	ttl    time.Duration
 	margin time.Duration
 

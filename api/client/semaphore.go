@@ -53,8 +53,16 @@ func (c *Client) AcquirePermit(ctx context.Context, name string, limit int, opts
 	}
 	g := wire.Grant{Lock: p.Semaphore, Holder: p.Holder, Token: p.Token, Lease: p.Lease, TTLMillis: p.TTLMillis,
 		RequestID: p.RequestID, Existing: p.Existing}
-	return c.hold(ctx, g, "semaphores", r, o.keepAlive)
+	l, err := c.hold(ctx, g, "semaphores", r, o.keepAlive)
+	if l != nil {
+		l.held = p.Held
+	}
+	return l, err
 }
+
+// Held is, for a semaphore permit, the number of permits held once it was
+// granted (this one included); 0 for a lock.
+func (l *Lease) Held() int { return l.held }
 
 // Semaphore returns a semaphore's limit, holders and waiters.
 func (c *Client) Semaphore(ctx context.Context, name string) (wire.SemaphoreStatus, error) {

@@ -53,7 +53,7 @@ func TestExecUnderSemaphorePermits(t *testing.T) {
 		t.Fatalf("sem list after both exited: %q", got)
 	}
 	var g wire.PermitGrant
-	if err := json.Unmarshal([]byte(mustFencer(t, "sem", "acquire", "crawlers", "--limit", "1", "-o", "json")), &g); err != nil || g.Token == 0 {
+	if err := json.Unmarshal([]byte(mustFencer(t, "sem", "acquire", "crawlers", "--limit", "1", "-o", "json")), &g); err != nil || g.Token == 0 || g.Held != 1 {
 		t.Fatalf("sem acquire: %+v (%v)", g, err)
 	}
 	mustFencer(t, "sem", "renew", "crawlers", "--token", strconv.FormatUint(g.Token, 10), "--lease", g.Lease)

@@ -110,7 +110,8 @@ func (o *semOptions) acquire(cmd *cobra.Command, name string) error {
 	g := lease.Grant()
 	if o.client.JSON() {
 		return cli.WriteJSON(cmd.OutOrStdout(), wire.PermitGrant{Semaphore: g.Lock, Holder: g.Holder, Token: g.Token, Lease: g.Lease,
-			TTLMillis: g.TTLMillis, Limit: o.limit, RequestID: g.RequestID, Existing: g.Existing})
+			TTLMillis: g.TTLMillis, Limit: o.limit, Held: lease.Held(), RequestID: g.RequestID, Existing: g.Existing,
+			LockDelayMillis: o.delay.Milliseconds()})
 	}
 	_, err = fmt.Fprintf(cmd.OutOrStdout(), "token=%d lease=%s ttl=%v\n", g.Token, g.Lease, lease.TTL())
 	return err
