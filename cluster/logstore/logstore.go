@@ -115,7 +115,7 @@ func openAt(path string, kind Kind, logger hclog.Logger) (Store, error) {
 		if err != nil {
 			return nil, fmt.Errorf("open wal log store %s: %w", path, err)
 		}
-		// raft-wal creates its bolt file 0644, as bbolt's callers ask.
+		// raft-wal creates its bolt file 0644 and takes no mode.
 		if err := os.Chmod(filepath.Join(path, metadb.FileName), datadir.FileMode); err != nil {
 			w.Close()
 			return nil, err
