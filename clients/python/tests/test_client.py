@@ -14,7 +14,7 @@ import urllib.request
 
 from fencer import (CODE_ERRORS, Client, LeaseExpired, LeaseLost, LockHeld,
                     NotLockHolder, StaleToken, Forbidden, Unauthorized)
-from fencer.errors import InvalidRequest, LimitMismatch, MissingToken, SemaphoreFull, UnknownToken
+from fencer.errors import InvalidRequest, LimitMismatch, LockDelay, MissingToken, SemaphoreFull, UnknownToken
 
 from .cluster import BIN, REPO, Cluster, poll
 
@@ -191,6 +191,22 @@ class ClusterTest(unittest.TestCase):
                 time.sleep(0.05)
             self.assertEqual(sorted(h["token"] for h in c.semaphore_status("py.sem")["holders"]), sorted([a.token, b.token]))
         self.assertEqual(c.semaphore_status("py.sem")["holders"], [])
+
+    def test_permit_lock_delay(self) -> None:
+        # A permit that expires with a lock-delay keeps its slot: the next
+        # acquire gets LockDelay, the status lists the delay.
+        c = self.client()
+        end = time.monotonic() + 10  # every member registers its log format (5)
+        while c.request("GET", "/v1/cluster").json()["log_format"] < 5:
+            self.assertLess(time.monotonic(), end, "the members never read log format 5")
+            time.sleep(0.05)
+        c.acquire_permit("py.delayed", 1, ttl=0.2, keep_alive=False, lock_delay=3)
+        end = time.monotonic() + 5
+        while not c.semaphore_status("py.delayed").get("delays"):
+            self.assertLess(time.monotonic(), end, "the permit did not expire into its lock-delay")
+            time.sleep(0.05)
+        with self.assertRaises(LockDelay):
+            c.acquire_permit("py.delayed", 1, ttl=1)
 
     def test_events(self) -> None:
         c = self.client()
