@@ -68,8 +68,11 @@ func (s *Service) Grant(token uint64) (entry.GrantRecord, uint64, error) {
 // settings are those of its first leader of a build that keeps a history.
 // Afterwards a node whose own differ says so in its log, once: they are
 // the cluster's, changed only through the log, never by a node's flags.
+//
+// Close does not wait for it: its proposal can block for as long as the
+// log store does (a stalled disk), and the node must still be able to
+// stop. It returns at the next tick after Close, once Raft answers.
 func (s *Service) settleHistory(want entry.GrantHistorySettings) {
-	defer s.wg.Done()
 	tick := time.NewTicker(historySettle)
 	defer tick.Stop()
 	for {

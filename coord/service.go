@@ -138,7 +138,6 @@ func New(r Raft, state *fsm.FSM, cfg Config) *Service {
 	s.wg.Add(1)
 	go s.follow(changed)
 	if cfg.GrantHistory != nil {
-		s.wg.Add(1)
 		go s.settleHistory(*cfg.GrantHistory)
 	}
 	return s
