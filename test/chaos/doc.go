@@ -29,7 +29,8 @@
 //
 // Besides the lock clients (Config.Clients, default nodes+1), every run
 // has semaphore clients (Config.SemClients, default 3) taking permits of
-// one semaphore of limit 2, and campaigners (Config.Campaigners, default
+// one semaphore of limit 2 (some with a lock-delay, which delays the slot
+// of a permit a pause lets expire), and campaigners (Config.Campaigners, default
 // 2) that campaign in one election, write to the resource with their term
 // while they lead, proclaim new values, resign, and observe the election
 // all along. A client pause may catch any of them holding: a paused

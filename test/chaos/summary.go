@@ -44,7 +44,7 @@ func (r *Result) Summary() string {
 		checker.SemAcquire, checker.SemRenew, checker.SemRelease, checker.Campaign, checker.Proclaim, checker.Resign} {
 		var parts []string
 		n := 0
-		for _, o := range []checker.Outcome{checker.OK, checker.LockHeld, checker.SemaphoreFull, checker.LeaseLost, checker.StaleToken,
+		for _, o := range []checker.Outcome{checker.OK, checker.LockHeld, checker.SemaphoreFull, checker.LockDelay, checker.LeaseLost, checker.StaleToken,
 			checker.NotLockHolder, checker.Unknown, checker.OtherError} {
 			if k := byKind[kind][o]; k > 0 {
 				parts = append(parts, fmt.Sprintf("%s %d", o, k))

@@ -52,6 +52,8 @@ const (
 	StaleToken    Outcome = "stale_token"
 	NotLockHolder Outcome = "not_lock_holder"
 	SemaphoreFull Outcome = "semaphore_full"
+	// LockDelay: the only free permits were in a lock-delay.
+	LockDelay Outcome = "lock_delay"
 	Unknown       Outcome = "unknown"
 	OtherError    Outcome = "error"
 )
@@ -70,7 +72,7 @@ var outcomesByKind = map[OpKind][]Outcome{
 	Put:     {OK, StaleToken, NotLockHolder, Unknown, OtherError},
 	Get:     {OK, Unknown, OtherError},
 
-	SemAcquire: {OK, SemaphoreFull, Unknown, OtherError},
+	SemAcquire: {OK, SemaphoreFull, LockDelay, Unknown, OtherError},
 	SemRenew:   {OK, LeaseLost, Unknown, OtherError},
 	SemRelease: {OK, LeaseLost, Unknown, OtherError},
 

@@ -9,16 +9,20 @@ import (
 )
 
 // permitIteration is one pass of a semaphore client: take a permit
-// (sometimes waiting for one), hold it, maybe renew it, release it. The
-// checker judges from these records that no more than the limit were
-// held at once.
+// (sometimes waiting for one, sometimes with a lock-delay, which delays
+// its slot if a pause lets it expire), hold it, maybe renew it, release
+// it. The checker judges from these records that no more than the limit
+// were held at once.
 func (w *worker) permitIteration(ctx context.Context) {
 	ttl := w.leaseTTL()
-	var wait time.Duration
+	var wait, delay time.Duration
 	if w.chance(0.6) {
 		wait = time.Duration(w.rng.IntN(1500)) * time.Millisecond
 	}
-	lease := w.acquirePermit(ttl, wait)
+	if w.chance(0.3) {
+		delay = time.Duration(200+w.rng.IntN(800)) * time.Millisecond
+	}
+	lease := w.acquirePermit(ttl, wait, delay)
 	if lease == nil {
 		return
 	}
@@ -31,14 +35,14 @@ func (w *worker) permitIteration(ctx context.Context) {
 	w.releasePermit(lease)
 }
 
-func (w *worker) acquirePermit(ttl, wait time.Duration) *client.Lease {
+func (w *worker) acquirePermit(ttl, wait, delay time.Duration) *client.Lease {
 	var lease *client.Lease
 	op := checker.Op{Kind: checker.SemAcquire, Target: w.cfg.Semaphore, Holder: w.holder(),
 		Limit: w.cfg.Limit, TTL: ttl.Milliseconds()}
 	w.record(op, func(ctx context.Context, op *checker.Op) {
 		ctx, cancel := context.WithTimeout(ctx, opTimeout+wait)
 		defer cancel()
-		l, err := w.c.AcquirePermit(ctx, w.cfg.Semaphore, w.cfg.Limit, client.TTL(ttl), client.Wait(wait), client.Holder(w.holder()))
+		l, err := w.c.AcquirePermit(ctx, w.cfg.Semaphore, w.cfg.Limit, client.TTL(ttl), client.Wait(wait), client.Holder(w.holder()), client.LockDelay(delay))
 		w.settle(op, err)
 		if err == nil {
 			lease = l

@@ -471,6 +471,8 @@ func outcomeOf(kind checker.OpKind, err error) checker.Outcome {
 		return checker.LockHeld
 	case kind == checker.SemAcquire && errors.Is(err, client.ErrSemaphoreFull):
 		return checker.SemaphoreFull
+	case kind == checker.SemAcquire && errors.Is(err, client.ErrLockDelay):
+		return checker.LockDelay
 	case kind == checker.Put && (errors.Is(err, client.ErrStaleToken) || errors.Is(err, client.ErrMissingToken)):
 		// A write with no token is refused like a stale one: the model's
 		// stamp 0 is admitted by no fence.
