@@ -53,9 +53,9 @@ const (
 	NotLockHolder Outcome = "not_lock_holder"
 	SemaphoreFull Outcome = "semaphore_full"
 	// LockDelay: the only free permits were in a lock-delay.
-	LockDelay Outcome = "lock_delay"
-	Unknown       Outcome = "unknown"
-	OtherError    Outcome = "error"
+	LockDelay  Outcome = "lock_delay"
+	Unknown    Outcome = "unknown"
+	OtherError Outcome = "error"
 )
 
 // indeterminate reports whether o leaves open whether the operation happened.
