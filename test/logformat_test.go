@@ -61,11 +61,15 @@ func TestLogFormatFollowsTheOldestMember(t *testing.T) {
 	}
 	var ident struct {
 		Incarnation string `json:"incarnation"`
+		ClusterID   string `json:"cluster_id"`
 	}
-	raw, err := os.ReadFile(filepath.Join(old.DataDir, "node.json"))
-	if err != nil || json.Unmarshal(raw, &ident) != nil {
-		t.Fatalf("read identity of %s: %v", old.ID, err)
-	}
+	// The member's own registration must be over first (its last step
+	// records the cluster id): one still retrying would register this
+	// build's format again after the old-style join below.
+	tc.Poll(t, 15*time.Second, old.ID+" to finish registering", func() bool {
+		raw, err := os.ReadFile(filepath.Join(old.DataDir, "node.json"))
+		return err == nil && json.Unmarshal(raw, &ident) == nil && ident.ClusterID != ""
+	})
 	join := fmt.Sprintf(`{"id":%q,"raft_addr":%q,"http_addr":%q,"voter":true,"incarnation":%q}`,
 		old.ID, old.Inst.Node.RaftAddr(), old.HTTPAddr, ident.Incarnation)
 	if code, body, _ := tc.Do(t, "POST", leader.URL()+"/v1/cluster/join", join); code != 200 {
