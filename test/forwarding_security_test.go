@@ -162,8 +162,12 @@ func TestForwardingKeepsTheClientsIdentity(t *testing.T) {
 		t.Fatalf("operator snapshot via follower: %d", s)
 	}
 	audit := sc.logs[leader.ID].String()[auditFrom:]
-	if strings.Contains(audit, "who=node:") {
-		t.Fatalf("the leader served a forwarded request as the forwarding node:\n%s", audit)
+	for _, line := range strings.Split(audit, "\n") {
+		// A member's own registration (a join, retried while it starts)
+		// is a node's request; anything else as a node was forwarded.
+		if strings.Contains(line, "who=node:") && !strings.Contains(line, "action=join") {
+			t.Fatalf("the leader served a forwarded request as the forwarding node:\n%s", audit)
+		}
 	}
 	if !strings.Contains(audit, "who=ops action=snapshot") || !strings.Contains(audit, "via="+follower.ID) {
 		t.Fatalf("the leader's audit log does not name the operator and the member that forwarded:\n%s", audit)
