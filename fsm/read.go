@@ -68,19 +68,34 @@ func (f *FSM) LocksAt() (uint64, iter.Seq[entry.Lock]) {
 	}
 }
 
+// EachLockUnordered calls fn with every held lock as of one moment, in no
+// particular order: EachLock without its sort, for a caller that indexes
+// the locks itself (a new leader restarting a million leases).
+func (f *FSM) EachLockUnordered(fn func(entry.Lock)) {
+	_, entries := f.unsortedEntries()
+	for _, e := range entries {
+		fn(e.lock())
+	}
+}
+
 // lockEntries returns the held locks sorted by name, and the applied index
 // they were read at. Only the pointers are taken under the lock; entries are
 // immutable, so sorting happens outside.
 func (f *FSM) lockEntries() (uint64, []*lockEntry) {
+	index, entries := f.unsortedEntries()
+	sortEntries(entries)
+	return index, entries
+}
+
+// unsortedEntries takes the held locks' pointers under the lock.
+func (f *FSM) unsortedEntries() (uint64, []*lockEntry) {
 	f.mu.RLock()
+	defer f.mu.RUnlock()
 	entries := make([]*lockEntry, 0, len(f.s.locks))
 	for _, e := range f.s.locks {
 		entries = append(entries, e)
 	}
-	index := f.applied
-	f.mu.RUnlock()
-	sortEntries(entries)
-	return index, entries
+	return f.applied, entries
 }
 
 func sortEntries(entries []*lockEntry) {

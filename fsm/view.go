@@ -133,8 +133,9 @@ func (v *View) Image() *snapshot.Image {
 func (v *View) WriteTo(w io.Writer) (int64, error) {
 	sw := snapshot.NewWriter(w)
 	sw.Encode(v.Header.Written())
+	var l entry.Lock // one, not one per lock: &l escapes into the writer
 	for _, e := range v.locks {
-		l := e.lock()
+		l = e.lock()
 		sw.Lock(&l)
 	}
 	for _, k := range v.keys {

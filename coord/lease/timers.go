@@ -83,9 +83,22 @@ func (l *Timers) Promote(leases iter.Seq[Lease]) {
 	defer l.mu.Unlock()
 	l.clearLocked()
 	l.active = true
+	// Every lease starts now: collect them, then order the heap once
+	// (linear) instead of pushing each (a million leases on a new leader).
+	now := l.now()
 	for ls := range leases {
-		l.trackLocked(ls.Key, ls.Token, ls.TTL)
+		deadline := now + ls.TTL
+		if old, ok := l.leases[ls.Key]; ok {
+			if old.token <= ls.Token {
+				old.token, old.ttl, old.deadline, old.at = ls.Token, ls.TTL, deadline, deadline
+			}
+			continue
+		}
+		t := &tracked{name: ls.Key, token: ls.Token, ttl: ls.TTL, deadline: deadline, at: deadline, index: int32(len(l.due))}
+		l.leases[ls.Key] = t
+		l.due = append(l.due, t)
 	}
+	heap.Init(&l.due)
 	l.armLocked()
 }
 

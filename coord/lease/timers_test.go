@@ -100,6 +100,21 @@ func TestPromotionRestartsLeasesAtFullTTL(t *testing.T) {
 	expectExpiry(t, fired, expiry{"b", 2})
 }
 
+func TestPromotionExpiresInDeadlineOrder(t *testing.T) {
+	l, clock, fired := newTestLeases()
+	// Given longest first, so that the heap must be ordered, not just
+	// appended to.
+	var grants []grant
+	for i := range 8 {
+		grants = append(grants, grant{fmt.Sprintf("l%d", i), int64(8000 - 1000*i)})
+	}
+	l.Promote(holding(grants...))
+	for i := 7; i >= 0; i-- {
+		clock.Advance(time.Second)
+		expectExpiry(t, fired, expiry{fmt.Sprintf("l%d", i), uint64(i + 1)})
+	}
+}
+
 func TestDemotionDropsTimers(t *testing.T) {
 	l, clock, fired := newTestLeases()
 	l.Promote(holding(grant{"a", 1000}))
