@@ -214,7 +214,7 @@ func (s *Service) promote(changed <-chan struct{}) {
 	default:
 	}
 	held := 0
-	s.leases.Promote(timedLeases(s.fsm, &held))
+	s.leases.Promote(s.fsm.Counts().Locks, timedLeases(s.fsm, &held))
 	s.view.ready = true
 	close(s.view.readyCh)
 	s.log.Info("lock service ready", "held_locks", held, "applied_index", s.fsm.AppliedIndex())

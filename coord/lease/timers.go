@@ -77,12 +77,15 @@ type Lease struct {
 // Promote starts timing every lease of leases at its full length from now,
 // forgetting any earlier ones: a new leader cannot know how much of a lease
 // was left, so a lease may outlive its TTL across a failover, never end
-// early. leases is read under the tracker's lock, without a copy.
-func (l *Timers) Promote(leases iter.Seq[Lease]) {
+// early. leases is read under the tracker's lock, without a copy; hint is
+// about how many there are (a million leases grow no map step by step).
+func (l *Timers) Promote(hint int, leases iter.Seq[Lease]) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.clearLocked()
 	l.active = true
+	l.leases = make(map[string]*tracked, max(hint, 0))
+	l.due = make(leaseHeap, 0, max(hint, 0))
 	// Every lease starts now: collect them, then order the heap once
 	// (linear) instead of pushing each (a million leases on a new leader).
 	now := l.now()

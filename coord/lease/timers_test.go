@@ -58,7 +58,7 @@ func expectNoExpiry(t *testing.T, l *Timers, fired chan expiry, expired ...strin
 
 func TestLeaseExpires(t *testing.T) {
 	l, clock, fired := newTestLeases()
-	l.Promote(holding())
+	l.Promote(0, holding())
 	l.Track("a", 5, time.Second)
 	clock.Advance(999 * time.Millisecond)
 	expectNoExpiry(t, l, fired)
@@ -71,7 +71,7 @@ func TestLeaseExpires(t *testing.T) {
 
 func TestRenewalPushesDeadline(t *testing.T) {
 	l, clock, fired := newTestLeases()
-	l.Promote(holding())
+	l.Promote(0, holding())
 	l.Track("a", 5, time.Second)
 	clock.Advance(800 * time.Millisecond)
 	if !l.Renew("a", 5) {
@@ -91,7 +91,7 @@ func TestRenewalPushesDeadline(t *testing.T) {
 
 func TestPromotionRestartsLeasesAtFullTTL(t *testing.T) {
 	l, clock, fired := newTestLeases()
-	l.Promote(holding(grant{"a", 1000}, grant{"b", 3000}))
+	l.Promote(0, holding(grant{"a", 1000}, grant{"b", 3000}))
 	clock.Advance(999 * time.Millisecond)
 	expectNoExpiry(t, l, fired)
 	clock.Advance(time.Millisecond)
@@ -108,7 +108,7 @@ func TestPromotionExpiresInDeadlineOrder(t *testing.T) {
 	for i := range 8 {
 		grants = append(grants, grant{fmt.Sprintf("l%d", i), int64(8000 - 1000*i)})
 	}
-	l.Promote(holding(grants...))
+	l.Promote(0, holding(grants...))
 	for i := 7; i >= 0; i-- {
 		clock.Advance(time.Second)
 		expectExpiry(t, fired, expiry{fmt.Sprintf("l%d", i), uint64(i + 1)})
@@ -117,7 +117,7 @@ func TestPromotionExpiresInDeadlineOrder(t *testing.T) {
 
 func TestDemotionDropsTimers(t *testing.T) {
 	l, clock, fired := newTestLeases()
-	l.Promote(holding(grant{"a", 1000}))
+	l.Promote(0, holding(grant{"a", 1000}))
 	l.Track("b", 9, time.Second)
 	l.Demote()
 	if l.Len() != 0 || clock.Pending() != 0 {
@@ -133,7 +133,7 @@ func TestDemotionDropsTimers(t *testing.T) {
 
 func TestForgetAndRetry(t *testing.T) {
 	l, clock, fired := newTestLeases()
-	l.Promote(holding())
+	l.Promote(0, holding())
 	l.Track("a", 5, time.Second)
 	l.Forget("a", 5)
 	clock.Advance(2 * time.Second)
@@ -149,7 +149,7 @@ func TestForgetAndRetry(t *testing.T) {
 
 func TestOlderGrantDoesNotReplaceNewer(t *testing.T) {
 	l, clock, fired := newTestLeases()
-	l.Promote(holding())
+	l.Promote(0, holding())
 	l.Track("a", 8, time.Second)
 	l.Track("a", 7, time.Hour)
 	clock.Advance(time.Second)
@@ -162,7 +162,7 @@ func TestManyLeasesShareOneTimer(t *testing.T) {
 	clock := fakeclock.New()
 	fired := make(chan expiry, 2000)
 	l := New(clock, func(lock string, token uint64) { fired <- expiry{lock, token} })
-	l.Promote(holding())
+	l.Promote(0, holding())
 	for i := range 1000 {
 		l.Track(fmt.Sprintf("l%d", i), uint64(i+1), time.Duration(1000-i)*time.Millisecond+time.Second)
 	}
@@ -216,7 +216,7 @@ func TestLeaseIsSmall(t *testing.T) {
 func TestPromoteTimesEveryLeaseInFull(t *testing.T) {
 	l, clock, fired := newTestLeases()
 	clock.Advance(time.Hour) // the grants' age does not matter
-	l.Promote(holding(grant{"l0", 1000}, grant{"l1", 3000}))
+	l.Promote(0, holding(grant{"l0", 1000}, grant{"l1", 3000}))
 	if l.Len() != 2 {
 		t.Fatalf("tracking %d", l.Len())
 	}
