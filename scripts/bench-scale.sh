@@ -144,6 +144,7 @@ for i in 1 2 3; do
 	[[ -n $count && $count != 0 ]] && echo "n$i raft snapshots: $count, mean persist $(echo "scale=3; $sum / $count" | bc) s, on disk $(du -sh "$work/n$i/snapshots" | cut -f1)"
 done
 
+l=$(leader) # leadership may have moved meanwhile
 f=$((l % 3 + 1))
 stop "$f"
 start "$f"
@@ -174,7 +175,7 @@ if ((LAG > 0)); then
 	start "$f"
 	t0=$EPOCHREALTIME
 	for _ in $(seq 1 2400); do
-		a=$(applied "$f")
+		a=$(applied "$f" || true) # nothing while it starts
 		[[ -n $a ]] && ((a >= target)) && break
 		sleep 0.05
 	done
