@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bench-vs-etcd.sh: fencer and etcd side by side on this machine.
 #
-#   scripts/bench-vs-etcd.sh            full run (about 12 minutes with failover)
+#   scripts/bench-vs-etcd.sh            full run (about 11 minutes with failover)
 #   QUICK=1 scripts/bench-vs-etcd.sh    smoke run (1 rep, about 4 minutes)
 #
 # It installs Debian's etcd-server if etcd is missing, starts a 3-member etcd
