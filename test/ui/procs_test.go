@@ -188,13 +188,15 @@ func (c *procCluster) status(p *proc, token string) (wire.ClusterStatus, bool) {
 }
 
 // agreedLeader waits until every running node names the same leader, other
-// than not, and returns it with p's status.
+// than not, and applied the cluster's grant history settings (a grant made
+// before them is not recorded, and the token box would not find it), and
+// returns the leader with p's status.
 func (c *procCluster) agreedLeader(p *proc, token, not string, timeout time.Duration) wire.ClusterStatus {
 	c.t.Helper()
 	var st wire.ClusterStatus
 	tc.Poll(c.t, timeout, "a leader every running node names", func() bool {
 		var ok bool
-		if st, ok = c.status(p, token); !ok || st.Leader == "" || st.Leader == not {
+		if st, ok = c.status(p, token); !ok || st.Leader == "" || st.Leader == not || st.GrantHistory == nil {
 			return false
 		}
 		for _, q := range c.nodes {
@@ -203,7 +205,7 @@ func (c *procCluster) agreedLeader(p *proc, token, not string, timeout time.Dura
 				continue
 			default:
 			}
-			if s, ok := c.status(q, token); !ok || s.Leader != st.Leader {
+			if s, ok := c.status(q, token); !ok || s.Leader != st.Leader || s.GrantHistory == nil {
 				return false
 			}
 		}
