@@ -113,77 +113,79 @@ func (s *Service) expireTimer(key string, token uint64) {
 // endDelay proposes the end of the delay that started at index since,
 // handing the lock to the head waiter in the same entry.
 func (s *Service) endDelay(lock string, since uint64) {
-	if s.awaitLeader(context.Background()) != nil {
-		return
-	}
-	key := delayKey(lock)
-	q := s.queues.get(lock)
-	defer s.queues.put(lock, q)
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	w := q.pop()
-	var next *entry.Acquire
-	if w != nil {
-		next = w.cmd
-		next.NowMillis = s.cfg.Clock.Now().UnixMilli()
-	}
-	res, err := s.raft.Apply(&entry.EndDelay{Lock: lock, Since: since, Next: next})
+	err := s.finishDelay(delayKey(lock), lock, since,
+		func(w *waiter) *entry.EndDelay {
+			end := &entry.EndDelay{Lock: lock, Since: since}
+			if w != nil {
+				end.Next = w.cmd
+				end.Next.NowMillis = s.cfg.Clock.Now().UnixMilli()
+			}
+			return end
+		},
+		func(q *queue, w *waiter, r *fsm.EndDelayResult) {
+			if w != nil {
+				s.handoff(lock, w, r.Next, r.NextErr)
+			}
+			s.serveWaiters(q, lock)
+		})
 	if err != nil {
-		if w != nil {
-			q.pushFront(w)
-		}
-		if errors.Is(err, fsm.ErrLeaseLost) {
-			s.leases.Forget(key, since) // ended already
-			return
-		}
 		s.log.Warn("end of lock-delay failed; will retry", "lock", lock, "since", since, "err", err)
-		s.leases.Retry(key, since, 100*time.Millisecond)
-		return
 	}
-	r := res.(*fsm.EndDelayResult)
-	s.leases.Forget(key, since)
-	if w != nil {
-		s.handoff(lock, w, r.Next, r.NextErr)
-	}
-	s.serveWaiters(q, lock)
 }
 
 // endSlotDelay proposes the end of a semaphore permit slot's delay that
 // started at index since, handing the slot to the head waiter in the same
 // entry, as endDelay does a lock.
 func (s *Service) endSlotDelay(name string, since uint64) {
-	if s.awaitLeader(context.Background()) != nil {
-		return
+	err := s.finishDelay(slotDelayKey(name, since), semQueue(name), since,
+		func(w *waiter) *entry.EndDelay {
+			end := &entry.EndDelay{Semaphore: name, Since: since}
+			if w != nil {
+				end.NextPermit = w.sem
+				end.NextPermit.NowMillis = s.cfg.Clock.Now().UnixMilli()
+			}
+			return end
+		},
+		func(q *queue, w *waiter, r *fsm.EndDelayResult) {
+			if w != nil {
+				s.deliverPermit(w, r.NextPermit, r.NextErr)
+			}
+			s.serveSemWaiters(q, name)
+		})
+	if err != nil {
+		s.log.Warn("end of a permit slot's lock-delay failed; will retry", "semaphore", name, "since", since, "err", err)
 	}
-	key := slotDelayKey(name, since)
-	qname := semQueue(name)
+}
+
+// finishDelay is the end of a lock's or a permit slot's delay, timed under
+// key: it pops the head waiter of queue qname, proposes end(waiter) (nil
+// when nobody waits), and on success hands over with done while the queue
+// is still locked. A failed proposal puts the waiter back and is retried
+// soon (its error returned for the log), unless the delay had ended
+// already.
+func (s *Service) finishDelay(key, qname string, since uint64, end func(*waiter) *entry.EndDelay,
+	done func(*queue, *waiter, *fsm.EndDelayResult)) error {
+	if s.awaitLeader(context.Background()) != nil {
+		return nil
+	}
 	q := s.queues.get(qname)
 	defer s.queues.put(qname, q)
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	w := q.pop()
-	var next *entry.SemAcquire
-	if w != nil {
-		next = w.sem
-		next.NowMillis = s.cfg.Clock.Now().UnixMilli()
-	}
-	res, err := s.raft.Apply(&entry.EndDelay{Semaphore: name, Since: since, NextPermit: next})
+	res, err := s.raft.Apply(end(w))
 	if err != nil {
 		if w != nil {
 			q.pushFront(w)
 		}
 		if errors.Is(err, fsm.ErrLeaseLost) {
 			s.leases.Forget(key, since) // ended already
-			return
+			return nil
 		}
-		s.log.Warn("end of a permit slot's lock-delay failed; will retry", "semaphore", name, "since", since, "err", err)
 		s.leases.Retry(key, since, 100*time.Millisecond)
-		return
+		return err
 	}
-	r := res.(*fsm.EndDelayResult)
 	s.leases.Forget(key, since)
-	if w != nil {
-		s.deliverPermit(w, r.NextPermit, r.NextErr)
-	}
-	s.serveSemWaiters(q, name)
+	done(q, w, res.(*fsm.EndDelayResult))
+	return nil
 }
