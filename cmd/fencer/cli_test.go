@@ -22,7 +22,7 @@ func runFencer(t *testing.T, args ...string) (int, string, string) {
 }
 
 // A word that is not a subcommand fails, at every level, instead of
-// printing help and exiting 0; a bare cli.Group still prints its help.
+// printing help and exiting 0; a bare group still prints its help.
 func TestUnknownCommandFails(t *testing.T) {
 	for _, args := range [][]string{
 		{"lock", "grab", "x"},
@@ -51,7 +51,7 @@ func TestUnknownCommandFails(t *testing.T) {
 		t.Errorf("no suggestion: %q", stderr)
 	}
 	if code, out, _ := runFencer(t, "lock"); code != 0 || !strings.Contains(out, "Available Commands") {
-		t.Errorf("bare cli.Group: exit %d, %q", code, out)
+		t.Errorf("bare group: exit %d, %q", code, out)
 	}
 }
 

@@ -167,7 +167,7 @@ func TestExecLeaseLostTerminatesChild(t *testing.T) {
 	t.Logf("fencer: %s", msg)
 }
 
-// A child that ignores SIGTERM is killed, with its process cli.Group, after the
+// A child that ignores SIGTERM is killed, with its process group, after the
 // grace period.
 func TestExecLeaseLostKillsStubbornChild(t *testing.T) {
 	newTestCluster(t)
@@ -186,8 +186,8 @@ func TestExecLeaseLostKillsStubbornChild(t *testing.T) {
 		t.Fatalf("exit %v (code %d)", err, cli.ExitCode(err))
 	}
 	t.Logf("lease lost, child killed and reaped %v after start", time.Since(start).Round(time.Millisecond))
-	// The background sleep, which ignored SIGTERM too, died with the cli.Group.
-	tc.Poll(t, 5*time.Second, "the child's process cli.Group to be gone", func() bool {
+	// The background sleep, which ignored SIGTERM too, died with the group.
+	tc.Poll(t, 5*time.Second, "the child's process group to be gone", func() bool {
 		return syscall.Kill(-pgid, 0) == syscall.ESRCH
 	})
 	// Nobody released the lost lease: the server expires it.

@@ -7,6 +7,7 @@ import (
 
 	"github.com/fencer-io/fencer/cmd/fencer/internal/cli"
 	"github.com/fencer-io/fencer/cmd/fencer/internal/clientcmd"
+	"github.com/fencer-io/fencer/cmd/fencer/internal/devcmd"
 	"github.com/fencer-io/fencer/cmd/fencer/internal/opscmd"
 )
 
@@ -32,7 +33,7 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 	root.PersistentPreRun = func(cmd *cobra.Command, _ []string) { cli.WarnDeprecated(cmd, cli.WantsJSON(cmd, nil)) }
 	cli.Group(root,
 		opscmd.NewServeCmd(),
-		opscmd.NewDevCmd(),
+		devcmd.NewDevCmd(),
 		clientcmd.NewLockCmd(),
 		clientcmd.NewSemCmd(),
 		clientcmd.NewElectCmd(),

@@ -79,8 +79,8 @@ exits, the lock is released and fencer exits with the command's status
 (128+N if it was killed by signal N).
 
 If the lease is lost (a renewal is refused, or none could be confirmed in
-time), the command's process cli.Group gets SIGTERM, then SIGKILL after --grace,
-and fencer exits with status 75. The command runs in its own process cli.Group so
+time), the command's process group gets SIGTERM, then SIGKILL after --grace,
+and fencer exits with status 75. The command runs in its own process group so
 that its children are stopped too; it therefore cannot read from the terminal.
 
 With -o json, fencer's own errors go to stderr as JSON, and once COMMAND has
@@ -242,7 +242,7 @@ func (o *execOptions) release(lease *client.Lease) error {
 	return lease.Release(ctx)
 }
 
-// terminate stops the command's process cli.Group after the lease was lost:
+// terminate stops the command's process group after the lease was lost:
 // SIGTERM, then SIGKILL once the grace period is over.
 func (o *execOptions) terminate(lease *client.Lease, pgid int, exited <-chan struct{}, sigs <-chan os.Signal) error {
 	why := lease.Err()
@@ -262,7 +262,7 @@ func (o *execOptions) terminate(lease *client.Lease, pgid int, exited <-chan str
 			<-exited
 			done = true
 		case <-tick.C:
-			// Wait for the whole cli.Group, not just its leader: a leftover
+			// Wait for the whole group, not just its leader: a leftover
 			// child could still act on the lost lock.
 			select {
 			case <-exited:

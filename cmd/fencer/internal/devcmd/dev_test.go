@@ -1,4 +1,4 @@
-package opscmd
+package devcmd
 
 import (
 	"strings"

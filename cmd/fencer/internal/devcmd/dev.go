@@ -1,4 +1,7 @@
-package opscmd
+// Package devcmd is "fencer dev": a local cluster of real nodes in one
+// process, its data dir (kept between runs, locked, tied to its layout) and
+// its orderly stop.
+package devcmd
 
 import (
 	"context"
