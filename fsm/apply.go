@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/fencer-io/fencer/fsm/entry"
+	"github.com/fencer-io/fencer/fsm/internal/grants"
 )
 
 // appliers holds the one apply function of each command type (entry's
@@ -94,7 +95,7 @@ func (s *state) grant(c *entry.Acquire, index uint64) any {
 	})
 	s.add(e)
 	if s.history != nil {
-		s.history.granted(grantRec{token: token, granted: index, lock: e.name(), holder: e.holder()})
+		s.history.Granted(grants.Grant{Token: token, Granted: index, Lock: e.name(), Holder: e.holder()})
 	}
 	if c.RequestID != "" {
 		s.remember(e.requestKey(), token)
@@ -110,7 +111,7 @@ func applyRelease(s *state, c *entry.Release, index uint64) any {
 	if cur.token != c.Token || !LeaseEqual(cur.secret(), c.Lease) {
 		return LeaseRefused(c.Lock, cur.token, c.Token, c.Lease)
 	}
-	return s.free(cur, c.Next, index, wayReleased)
+	return s.free(cur, c.Next, index, grants.Released)
 }
 
 func applyExpire(s *state, c *entry.Expire, index uint64) any {
@@ -124,12 +125,12 @@ func applyExpire(s *state, c *entry.Expire, index uint64) any {
 		// offers none; a handoff here would be refused by the delay).
 		s.delays[c.Lock] = entry.Delay{Lock: c.Lock, Since: index, Millis: cur.delay}
 	}
-	return s.free(cur, c.Next, index, wayExpired)
+	return s.free(cur, c.Next, index, grants.Expired)
 }
 
 // free ends cur at index, the way says how (released or expired), and
 // grants the lock to next in the same entry, if any (a hand-off).
-func (s *state) free(cur *lockEntry, next *entry.Acquire, index uint64, way uint8) *ReleaseResult {
+func (s *state) free(cur *lockEntry, next *entry.Acquire, index uint64, way grants.Way) *ReleaseResult {
 	res := &ReleaseResult{Freed: cur.lock()}
 	name, holder := cur.name(), cur.holder()
 	delete(s.locks, name)
@@ -144,13 +145,13 @@ func (s *state) free(cur *lockEntry, next *entry.Acquire, index uint64, way uint
 		switch r := applyAcquire(s, next, index).(type) {
 		case *AcquireResult:
 			res.Next = &r.Grant
-			way = wayHandedOff
+			way = grants.HandedOff
 		case error:
 			res.NextErr = r
 		}
 	}
 	if s.history != nil {
-		s.history.ended(name, cur.token, index, way)
+		s.history.Ended(name, cur.token, index, way)
 	}
 	return res
 }

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/fencer-io/fencer/fsm/entry"
+	"github.com/fencer-io/fencer/fsm/internal/grants"
 	"github.com/fencer-io/fencer/fsm/snapshot"
 )
 
@@ -160,7 +161,7 @@ type state struct {
 	sems          map[string]*semaphore // only those with a permit held
 	permits       int                   // held in all sems; derived, not snapshotted
 	// history is the grant history, nil until SetGrantHistory (history.go).
-	history *grantHistory
+	history *grants.History
 	// restoredAt is the index at which a restore or recovery installed
 	// this state (0: none), and voided the grants it dropped there, which
 	// every member that installs it reports as events (events.go); voided

@@ -1,7 +1,6 @@
 package fsm
 
 import (
-	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -12,6 +11,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/fencer-io/fencer/fsm/entry"
+	"github.com/fencer-io/fencer/fsm/internal/grants"
 	"github.com/fencer-io/fencer/fsm/snapshot"
 )
 
@@ -30,9 +30,8 @@ type View struct {
 	delays   []entry.Delay  // sorted by lock
 	permits  []entry.Permit // sorted by semaphore and token
 	voided   []entry.VoidedGrant
-	// The grant history as captured: the per-lock grants older than the
-	// ring (sorted outside the FSM's lock), then the ring.
-	grantsOlder, grantRing []grantRec
+	// The grant history as captured (sorted outside the FSM's lock).
+	grants grants.Captured
 }
 
 // View captures the state; see View.
@@ -41,7 +40,7 @@ func (f *FSM) View() *View {
 	v := f.viewLocked()
 	f.mu.RUnlock()
 	sortEntries(v.locks)
-	slices.SortFunc(v.grantsOlder, func(a, b grantRec) int { return cmp.Compare(a.token, b.token) })
+	v.grants.Sort()
 	slices.SortFunc(v.keys, func(a, b *entry.FencedKey) int { return strings.Compare(a.Key, b.Key) })
 	return v
 }
@@ -89,10 +88,10 @@ func (f *FSM) viewLocked() *View {
 	v.permits = s.permitList()
 	v.Header.Permits = len(v.permits)
 	if h := s.history; h != nil {
-		cfg := h.cfg
-		v.Header.GrantHistory, v.Header.GrantsFrom = &cfg, h.from
-		v.grantsOlder, v.grantRing = h.capture()
-		v.Header.Grants, v.Header.GrantRing = len(v.grantsOlder)+len(v.grantRing), len(v.grantRing)
+		cfg := h.Settings()
+		v.Header.GrantHistory, v.Header.GrantsFrom = &cfg, h.From()
+		v.grants = h.Capture()
+		v.Header.Grants, v.Header.GrantRing = v.grants.Len(), v.grants.RingLen()
 	}
 	// Never written in place: a restore replaces the slice.
 	v.voided = s.voided
@@ -122,8 +121,8 @@ func (v *View) Image() *snapshot.Image {
 	img.Delays = slices.Clone(v.delays)
 	img.Permits = slices.Clone(v.permits)
 	img.Voided = slices.Clone(v.voided)
-	if len(v.grantsOlder)+len(v.grantRing) > 0 {
-		img.Grants = records(v.grantsOlder, v.grantRing)
+	if v.grants.Len() > 0 {
+		img.Grants = v.grants.Records()
 	}
 	return img
 }
@@ -156,12 +155,7 @@ func (v *View) WriteTo(w io.Writer) (int64, error) {
 	for i := range v.voided {
 		sw.Encode(snapshot.Record{Voided: &v.voided[i]})
 	}
-	for _, part := range [][]grantRec{v.grantsOlder, v.grantRing} {
-		for i := range part {
-			r := part[i].record()
-			sw.Grant(&r)
-		}
-	}
+	v.grants.Each(sw.Grant)
 	return sw.Close()
 }
 
@@ -255,10 +249,19 @@ func fill(s *state, img *snapshot.Image) {
 		s.addPermit(&p)
 	}
 	if h := img.Header.GrantHistory; h != nil {
-		s.history = rebuildHistory(*h, img.Header.GrantsFrom, img.Grants, img.Header.GrantRing, func(lock string) *lockEntry { return s.locks[lock] })
+		s.history = grants.Rebuild(*h, img.Header.GrantsFrom, img.Grants, img.Header.GrantRing, s.heldGrant)
 	}
 	s.restoredAt = img.Header.RestoredAt
 	s.voided = slices.Clone(img.Voided)
+}
+
+// heldGrant returns the name and holder of lock's held grant if its token
+// is token, for a restored grant history to share.
+func (s *state) heldGrant(lock string, token uint64) (name, holder string, ok bool) {
+	if e := s.locks[lock]; e != nil && e.token == token {
+		return e.name(), e.holder(), true
+	}
+	return "", "", false
 }
 
 // shareKey returns key, or the same string inside the held lock it belongs

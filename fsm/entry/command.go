@@ -42,7 +42,7 @@ const (
 	// CmdSetValue changes a held lock's published value (LogFormatCoord).
 	CmdSetValue CommandType = 22
 	// CmdSetGrantHistory fixes (or changes) the cluster's grant history
-	// settings (history.go; LogFormatHistory).
+	// settings (fsm/history.go; LogFormatHistory).
 	CmdSetGrantHistory CommandType = 23
 )
 

@@ -2,7 +2,7 @@ package entry
 
 import "fmt"
 
-// The grant history's command and records (fsm/history.go keeps the
+// The grant history's command and records (fsm/internal/grants keeps the
 // history; fsm/DESIGN.md, "The grant history", says why it is built so).
 
 // Ways a grant ends, as GrantRecord.Ended says them ("" while still held).

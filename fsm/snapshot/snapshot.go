@@ -49,7 +49,7 @@ type Header struct {
 
 	// Version 2: the grant history's settings (nil: the cluster keeps none
 	// yet), the lowest token its ring accounts for, how many grant records
-	// follow and how many of the newest are the ring (fsm/history.go); the
+	// follow and how many of the newest are the ring (fsm/internal/grants); the
 	// index of the restore or recovery that installed this state and how
 	// many grants it voided there (Void).
 	GrantHistory *entry.GrantHistorySettings `json:"grant_history,omitempty"`

@@ -1,0 +1,328 @@
+// Package grants is the replicated grant history: the ring of the
+// cluster's last grants and the last grants of each recently granted lock,
+// each bounded by the cluster's settings.
+//
+// It answers, after the fact, "whose write was token T?" and "who held
+// lock L lately?". The FSM feeds it from applied entries only and carries
+// it in snapshots, so every member answers the same (see fsm/DESIGN.md,
+// "The grant history").
+//
+// It keeps two overlapping sets of grants, both bounded:
+//   - the ring: the cluster's last Global grants, in token order; a token
+//     lookup answers from it;
+//   - per lock, its last PerLock grants, for at most Global locks (those
+//     granted most recently), even when the ring has moved past them; a
+//     lock's history answers from it.
+//
+// A grant in both is stored twice (as values, 64 bytes each, its strings
+// shared), which costs less than a pointer per grant would in allocations.
+package grants
+
+import (
+	"cmp"
+	"slices"
+	"sort"
+
+	"github.com/fencer-io/fencer/fsm/entry"
+)
+
+// Way is how a grant ended, as a Grant keeps it: an index into endWays.
+type Way uint8
+
+// The ways a grant ends (Held: it has not).
+const (
+	Held Way = iota
+	Released
+	Expired
+	HandedOff
+	Voided
+)
+
+var endWays = [...]string{Held: "", Released: entry.EndReleased, Expired: entry.EndExpired, HandedOff: entry.EndHandedOff, Voided: entry.EndVoided}
+
+func wayOf(s string) (Way, bool) {
+	for i, w := range endWays {
+		if w == s {
+			return Way(i), true
+		}
+	}
+	return 0, false
+}
+
+// Grant is an entry.GrantRecord in 64 bytes: the way is a byte, and the
+// strings are those of the grant as the lock table keeps it (no allocation
+// per grant).
+type Grant struct {
+	Token, Granted, Ended uint64
+	Lock, Holder          string
+	Way                   Way
+}
+
+// Record returns g as the record a snapshot and a read hold.
+func (g *Grant) Record() entry.GrantRecord {
+	return entry.GrantRecord{Token: g.Token, Lock: g.Lock, Holder: g.Holder, GrantedIndex: g.Granted,
+		Ended: endWays[g.Way], EndedIndex: g.Ended}
+}
+
+// History is a cluster's grant history. Nothing before the entry that set
+// its settings is in it.
+type History struct {
+	cfg entry.GrantHistorySettings
+	// from is the lowest token the ring accounts for: every grant with a
+	// token at or above it is in the ring. It starts at the token the
+	// SetGrantHistory entry would have had, and moves past each grant the
+	// ring forgets.
+	from uint64
+	ring []Grant // circular once len == cfg.Global; ring[head] is the oldest
+	head int
+	// locks are the per-lock histories, in the order of their last grant
+	// (oldest first), so that the lock forgotten past cfg.Global locks is
+	// the one granted longest ago.
+	locks         map[string]*lockGrants
+	oldest, newer *lockGrants // the order's ends: oldest and newest
+}
+
+// lockGrants is one lock's last grants, oldest first, circular once full.
+type lockGrants struct {
+	recs       []Grant
+	head       int
+	prev, next *lockGrants // toward older and newer last grants
+	name       string
+}
+
+// New returns an empty history under cfg whose ring starts at token from.
+func New(cfg entry.GrantHistorySettings, from uint64) *History {
+	return &History{cfg: cfg, from: from, locks: map[string]*lockGrants{}}
+}
+
+// Settings returns the settings the history keeps grants under.
+func (h *History) Settings() entry.GrantHistorySettings { return h.cfg }
+
+// From returns the lowest token the ring accounts for.
+func (h *History) From() uint64 { return h.from }
+
+// ringAt is the i-th oldest grant of the ring.
+func (h *History) ringAt(i int) *Grant {
+	return &h.ring[(h.head+i)%len(h.ring)]
+}
+
+// Granted records a new grant, the newest of all.
+func (h *History) Granted(g Grant) {
+	if h.cfg.Global == 0 {
+		h.from = g.Token + 1
+		return
+	}
+	if len(h.ring) < h.cfg.Global {
+		h.ring = append(h.ring, g)
+	} else {
+		h.from = h.ring[h.head].Token + 1
+		h.ring[h.head] = g
+		h.head = (h.head + 1) % len(h.ring)
+	}
+	h.addToLock(g)
+	if len(h.locks) > h.cfg.Global {
+		// Granted longer ago than the ring reaches (Global other locks
+		// have a newer grant), so none of its grants is in the ring.
+		h.forgetOldestLock()
+	}
+}
+
+// addToLock adds g to its lock's grants, which become the newest lock's.
+func (h *History) addToLock(g Grant) {
+	if h.cfg.PerLock == 0 {
+		return
+	}
+	lg, ok := h.locks[g.Lock]
+	if !ok {
+		lg = &lockGrants{name: g.Lock}
+		h.locks[g.Lock] = lg
+	} else {
+		h.unlink(lg)
+	}
+	h.link(lg)
+	lg.add(g, h.cfg.PerLock)
+}
+
+// forgetOldestLock drops the grants of the lock granted longest ago.
+func (h *History) forgetOldestLock() {
+	old := h.oldest
+	h.unlink(old)
+	delete(h.locks, old.name)
+}
+
+func (lg *lockGrants) add(g Grant, max int) {
+	if len(lg.recs) < max {
+		lg.recs = append(lg.recs, g)
+		return
+	}
+	lg.recs[lg.head] = g
+	lg.head = (lg.head + 1) % len(lg.recs)
+}
+
+// at returns the i-th oldest grant kept.
+func (lg *lockGrants) at(i int) *Grant { return &lg.recs[(lg.head+i)%len(lg.recs)] }
+
+func (h *History) link(lg *lockGrants) {
+	lg.prev, lg.next = h.newer, nil
+	if h.newer != nil {
+		h.newer.next = lg
+	} else {
+		h.oldest = lg
+	}
+	h.newer = lg
+}
+
+func (h *History) unlink(lg *lockGrants) {
+	if lg.prev != nil {
+		lg.prev.next = lg.next
+	} else {
+		h.oldest = lg.next
+	}
+	if lg.next != nil {
+		lg.next.prev = lg.prev
+	} else {
+		h.newer = lg.prev
+	}
+	lg.prev, lg.next = nil, nil
+}
+
+// Ended records that the grant of lock with token ended at index.
+func (h *History) Ended(lock string, token, index uint64, way Way) {
+	if g := h.Find(token); g != nil {
+		g.Ended, g.Way = index, way
+	}
+	// The lock's last grant, or the one before it when the entry handed
+	// the lock to a waiter.
+	if lg, ok := h.locks[lock]; ok {
+		for i := len(lg.recs) - 1; i >= 0 && lg.at(i).Token >= token; i-- {
+			if g := lg.at(i); g.Token == token {
+				g.Ended, g.Way = index, way
+			}
+		}
+	}
+}
+
+// Find returns the ring's grant with token, or nil.
+func (h *History) Find(token uint64) *Grant {
+	n := len(h.ring)
+	i := sort.Search(n, func(i int) bool { return h.ringAt(i).Token >= token })
+	if i < n && h.ringAt(i).Token == token {
+		return h.ringAt(i)
+	}
+	return nil
+}
+
+// Last returns up to n of lock's last grants, newest first.
+func (h *History) Last(lock string, n int) []entry.GrantRecord {
+	lg, ok := h.locks[lock]
+	if !ok {
+		return nil
+	}
+	n = min(n, len(lg.recs))
+	out := make([]entry.GrantRecord, 0, n)
+	for i := len(lg.recs) - 1; i >= len(lg.recs)-n; i-- {
+		out = append(out, lg.at(i).Record())
+	}
+	return out
+}
+
+// Captured is every grant a history kept, each once: the per-lock grants
+// older than the ring, then the ring, oldest first.
+type Captured struct {
+	older, ring []Grant
+}
+
+// Capture copies every grant kept. It runs under the FSM's lock, so it
+// only copies; Sort, Records and Each run outside it.
+func (h *History) Capture() Captured {
+	var c Captured
+	var first uint64 // the ring's oldest token
+	if len(h.ring) > 0 {
+		first = h.ringAt(0).Token
+	}
+	for _, lg := range h.locks {
+		for i := range lg.recs {
+			if g := lg.at(i); len(h.ring) == 0 || g.Token < first {
+				c.older = append(c.older, *g)
+			}
+		}
+	}
+	c.ring = make([]Grant, 0, len(h.ring))
+	c.ring = append(c.ring, h.ring[h.head:]...)
+	c.ring = append(c.ring, h.ring[:h.head]...)
+	return c
+}
+
+// Sort puts the grants in token order (the ring already is).
+func (c Captured) Sort() {
+	slices.SortFunc(c.older, func(a, b Grant) int { return cmp.Compare(a.Token, b.Token) })
+}
+
+// Len counts the grants captured; RingLen those of the ring.
+func (c Captured) Len() int     { return len(c.older) + len(c.ring) }
+func (c Captured) RingLen() int { return len(c.ring) }
+
+// Each calls fn with every grant as a record in token order, the ring
+// last: what a snapshot holds. Call Sort first.
+func (c Captured) Each(fn func(*entry.GrantRecord)) {
+	for _, part := range [][]Grant{c.older, c.ring} {
+		for i := range part {
+			r := part[i].Record()
+			fn(&r)
+		}
+	}
+}
+
+// Records returns the grants as Each hands them over, sorting them first.
+func (c Captured) Records() []entry.GrantRecord {
+	c.Sort()
+	out := make([]entry.GrantRecord, 0, c.Len())
+	c.Each(func(r *entry.GrantRecord) { out = append(out, *r) })
+	return out
+}
+
+// Resize returns the history that cfg keeps of h's grants.
+func (h *History) Resize(cfg entry.GrantHistorySettings) *History {
+	c := h.Capture()
+	return Rebuild(cfg, h.from, c.Records(), c.RingLen(), nil)
+}
+
+// Rebuild builds the history that holds recs (sorted by token, the last
+// ring of them the ring), as Captured.Records wrote it; with other settings
+// than the ones recs were kept under, it is what those settings keep of
+// them. A lock's history is its last cfg.PerLock grants among recs, and
+// the cfg.Global locks granted last keep one.
+//
+// held, when not nil, returns the lock name and holder of lock's held
+// grant if its token is token, which a record of that grant shares
+// instead of keeping strings of its own.
+func Rebuild(cfg entry.GrantHistorySettings, from uint64, recs []entry.GrantRecord, ring int, held func(lock string, token uint64) (name, holder string, ok bool)) *History {
+	h := New(cfg, from)
+	if cfg.Global == 0 {
+		return h
+	}
+	ring = min(ring, cfg.Global)
+	if ring < len(recs) && ring > 0 {
+		// The ring is shorter than it was: what it forgets moves from.
+		h.from = max(h.from, recs[len(recs)-ring-1].Token+1)
+	}
+	start := len(recs) - ring
+	for i := range recs {
+		r := recs[i]
+		way, _ := wayOf(r.Ended)
+		g := Grant{Token: r.Token, Granted: r.GrantedIndex, Ended: r.EndedIndex, Lock: r.Lock, Holder: r.Holder, Way: way}
+		if held != nil {
+			if name, holder, ok := held(r.Lock, r.Token); ok {
+				g.Lock, g.Holder = name, holder
+			}
+		}
+		if i >= start {
+			h.ring = append(h.ring, g)
+		}
+		h.addToLock(g)
+	}
+	for len(h.locks) > cfg.Global {
+		h.forgetOldestLock()
+	}
+	return h
+}

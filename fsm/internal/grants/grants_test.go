@@ -1,0 +1,78 @@
+package grants
+
+import (
+	"fmt"
+	"reflect"
+	"testing"
+
+	"github.com/fencer-io/fencer/fsm/entry"
+)
+
+// fill grants locks l0..l(locks-1) in turn, n grants in all, tokens 1..n.
+func fill(h *History, locks, n int) {
+	for i := 1; i <= n; i++ {
+		h.Granted(Grant{Token: uint64(i), Granted: uint64(i), Lock: fmt.Sprintf("l%d", (i-1)%locks), Holder: "w"})
+		if i > 1 {
+			h.Ended(fmt.Sprintf("l%d", (i-2)%locks), uint64(i-1), uint64(i), Released)
+		}
+	}
+}
+
+func TestBounds(t *testing.T) {
+	h := New(entry.GrantHistorySettings{Global: 4, PerLock: 2}, 1)
+	fill(h, 6, 30)
+	c := h.Capture()
+	if c.RingLen() != 4 || h.From() != 27 {
+		t.Fatalf("ring of %d from %d, want 4 from 27", c.RingLen(), h.From())
+	}
+	if len(h.locks) != 4 {
+		t.Fatalf("%d locks kept, want the 4 granted last", len(h.locks))
+	}
+	// l2..l5 were granted at 27..30; l1, last granted at 26, is forgotten,
+	// and so are their grants before: four other locks came in between.
+	if got := h.Last("l5", 9); len(got) != 1 || got[0].Token != 30 {
+		t.Fatalf("l5: %+v", got)
+	}
+	if got := h.Last("l1", 9); got != nil {
+		t.Fatalf("l1 kept: %+v", got)
+	}
+	if g := h.Find(28); g == nil || g.Lock != "l3" || g.Way != Released || g.Ended != 29 {
+		t.Fatalf("token 28: %+v", g)
+	}
+	if h.Find(26) != nil {
+		t.Fatal("token 26 is older than the ring")
+	}
+	// Per lock: its last PerLock grants, beyond the ring.
+	h = New(entry.GrantHistorySettings{Global: 4, PerLock: 2}, 1)
+	fill(h, 2, 30)
+	h.Granted(Grant{Token: 31, Lock: "other"})
+	h.Granted(Grant{Token: 32, Lock: "other"})
+	if got := h.Last("l1", 9); len(got) != 2 || got[0].Token != 30 || got[1].Token != 28 || got[1].Ended != entry.EndReleased || got[1].EndedIndex != 29 {
+		t.Fatalf("l1: %+v", got)
+	}
+}
+
+// A history rebuilt from its records is the history it was, and one
+// resized keeps what its new settings keep of it.
+func TestRebuildAndResize(t *testing.T) {
+	cfg := entry.GrantHistorySettings{Global: 5, PerLock: 3}
+	h := New(cfg, 1)
+	fill(h, 3, 40)
+	c := h.Capture()
+	back := Rebuild(cfg, h.From(), c.Records(), c.RingLen(), nil)
+	if !reflect.DeepEqual(back.Capture().Records(), h.Capture().Records()) || back.From() != h.From() {
+		t.Fatal("rebuilt history differs")
+	}
+	for _, l := range []string{"l0", "l1", "l2"} {
+		if !reflect.DeepEqual(back.Last(l, 9), h.Last(l, 9)) {
+			t.Fatalf("%s: %+v, was %+v", l, back.Last(l, 9), h.Last(l, 9))
+		}
+	}
+	small := h.Resize(entry.GrantHistorySettings{Global: 2, PerLock: 1})
+	if c := small.Capture(); c.RingLen() != 2 || c.Len() != 2 || small.From() != 39 {
+		t.Fatalf("resized: ring %d of %d from %d", c.RingLen(), c.Len(), small.From())
+	}
+	if got := small.Last("l0", 9); len(got) != 1 || got[0].Token != 40 {
+		t.Fatalf("l0 resized: %+v", got)
+	}
+}
