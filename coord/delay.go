@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fencer-io/fencer/coord/internal/waitq"
 	"github.com/fencer-io/fencer/fsm"
 	"github.com/fencer-io/fencer/fsm/entry"
 )
@@ -113,16 +114,19 @@ func (s *Service) expireTimer(key string, token uint64) {
 // endDelay proposes the end of the delay that started at index since,
 // handing the lock to the head waiter in the same entry.
 func (s *Service) endDelay(lock string, since uint64) {
-	err := s.finishDelay(delayKey(lock), lock, since,
-		func(w *waiter) *entry.EndDelay {
-			end := &entry.EndDelay{Lock: lock, Since: since}
-			if w != nil {
-				end.Next = w.cmd
-				end.Next.NowMillis = s.cfg.Clock.Now().UnixMilli()
+	if s.awaitLeader(context.Background()) != nil {
+		return
+	}
+	q := s.lockQueues.Get(lock)
+	defer s.lockQueues.Put(lock, q)
+	err := finishDelay(s, q, delayKey(lock), since,
+		func(next *entry.Acquire) *entry.EndDelay {
+			if next != nil {
+				next.NowMillis = s.nowMillis()
 			}
-			return end
+			return &entry.EndDelay{Lock: lock, Since: since, Next: next}
 		},
-		func(q *queue, w *waiter, r *fsm.EndDelayResult) {
+		func(w *lockWaiter, r *fsm.EndDelayResult) {
 			if w != nil {
 				s.handoff(lock, w, r.Next, r.NextErr)
 			}
@@ -137,16 +141,19 @@ func (s *Service) endDelay(lock string, since uint64) {
 // started at index since, handing the slot to the head waiter in the same
 // entry, as endDelay does a lock.
 func (s *Service) endSlotDelay(name string, since uint64) {
-	err := s.finishDelay(slotDelayKey(name, since), semQueue(name), since,
-		func(w *waiter) *entry.EndDelay {
-			end := &entry.EndDelay{Semaphore: name, Since: since}
-			if w != nil {
-				end.NextPermit = w.sem
-				end.NextPermit.NowMillis = s.cfg.Clock.Now().UnixMilli()
+	if s.awaitLeader(context.Background()) != nil {
+		return
+	}
+	q := s.permitQueues.Get(name)
+	defer s.permitQueues.Put(name, q)
+	err := finishDelay(s, q, slotDelayKey(name, since), since,
+		func(next *entry.SemAcquire) *entry.EndDelay {
+			if next != nil {
+				next.NowMillis = s.nowMillis()
 			}
-			return end
+			return &entry.EndDelay{Semaphore: name, Since: since, NextPermit: next}
 		},
-		func(q *queue, w *waiter, r *fsm.EndDelayResult) {
+		func(w *permitWaiter, r *fsm.EndDelayResult) {
 			if w != nil {
 				s.deliverPermit(w, r.NextPermit, r.NextErr)
 			}
@@ -158,26 +165,24 @@ func (s *Service) endSlotDelay(name string, since uint64) {
 }
 
 // finishDelay is the end of a lock's or a permit slot's delay, timed under
-// key: it pops the head waiter of queue qname, proposes end(waiter) (nil
-// when nobody waits), and on success hands over with done while the queue
-// is still locked. A failed proposal puts the waiter back and is retried
-// soon (its error returned for the log), unless the delay had ended
-// already.
-func (s *Service) finishDelay(key, qname string, since uint64, end func(*waiter) *entry.EndDelay,
-	done func(*queue, *waiter, *fsm.EndDelayResult)) error {
-	if s.awaitLeader(context.Background()) != nil {
-		return nil
-	}
-	q := s.queues.get(qname)
-	defer s.queues.put(qname, q)
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	w := q.pop()
-	res, err := s.raft.Apply(end(w))
-	if err != nil {
-		if w != nil {
-			q.pushFront(w)
+// key, in queue q: it proposes end(next), next being the head waiter's
+// acquire (nil when nobody waits), and on success
+// hands over with done while the queue is still locked. A failed proposal
+// puts the waiter back and is retried soon (its error returned for the
+// log), unless the delay had ended already.
+func finishDelay[C, R any](s *Service, q *waitq.Queue[C, R], key string, since uint64,
+	end func(next C) *entry.EndDelay, done func(*waitq.Waiter[C, R], *fsm.EndDelayResult)) error {
+	q.Lock()
+	defer q.Unlock()
+	var r *fsm.EndDelayResult
+	w, err := q.HandOver(true, func(next C) error {
+		res, err := s.raft.Apply(end(next))
+		if err == nil {
+			r = res.(*fsm.EndDelayResult)
 		}
+		return err
+	})
+	if err != nil {
 		if errors.Is(err, fsm.ErrLeaseLost) {
 			s.leases.Forget(key, since) // ended already
 			return nil
@@ -186,6 +191,6 @@ func (s *Service) finishDelay(key, qname string, since uint64, end func(*waiter)
 		return err
 	}
 	s.leases.Forget(key, since)
-	done(q, w, res.(*fsm.EndDelayResult))
+	done(w, r)
 	return nil
 }

@@ -96,12 +96,12 @@ func TestEventsOfPermits(t *testing.T) {
 	defer live.Close()
 	a := mustPermit(t, s, "a", 2)
 	b := mustPermit(t, s, "b", 2)
-	queued := make(chan waitResult, 1)
+	queued := make(chan permitted, 1)
 	go func() {
 		r, err := s.AcquirePermit(bg, PermitRequest{Semaphore: "s", Holder: "c", Limit: 2, TTL: 10 * time.Second, Wait: time.Minute})
-		queued <- waitResult{permit: r, err: err}
+		queued <- permitted{permit: r, err: err}
 	}()
-	poll(t, "c queued", func() bool { return s.Waiters(semQueue("s")) == 1 })
+	poll(t, "c queued", func() bool { return s.permitWaiters("s") == 1 })
 	clock.Advance(time.Second) // a and b expire: c gets a's permit in its expiry
 	c := <-queued
 	if c.err != nil {

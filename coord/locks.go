@@ -4,13 +4,11 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"iter"
 	"time"
 
 	"github.com/fencer-io/fencer/api/wire"
-	"github.com/fencer-io/fencer/cluster"
 	"github.com/fencer-io/fencer/fsm"
 	"github.com/fencer-io/fencer/fsm/entry"
 )
@@ -82,73 +80,85 @@ func (s *Service) Acquire(ctx context.Context, req AcquireRequest) (fsm.AcquireR
 		Lease:     newLeaseSecret(req.Lock),
 		TTLMillis: req.TTL.Milliseconds(),
 		RequestID: req.RequestID,
-		NowMillis: s.cfg.Clock.Now().UnixMilli(),
+		NowMillis: s.nowMillis(),
 		Principal: req.Principal,
 
 		LockDelayMillis: req.LockDelay.Milliseconds(),
 		Value:           req.Value,
 	}
-	q := s.queues.get(req.Lock)
-	defer s.queues.put(req.Lock, q)
+	q := s.lockQueues.Get(req.Lock)
+	defer s.lockQueues.Put(req.Lock, q)
 
-	q.mu.Lock()
+	q.Lock()
 	cur, held := s.fsm.Lock(req.Lock)
 	retry := s.fsm.RequestGranted(req.Lock, req.Holder, req.RequestID, req.Principal)
 	var delayErr error
 	if !held && !retry {
 		delayErr = s.delayed(req.Lock)
 	}
-	queueing := req.Wait > 0 && !retry && (held || delayErr != nil || q.waiters.Len() > 0)
+	queueing := req.Wait > 0 && !retry && (held || delayErr != nil || q.Len() > 0)
 	if delayErr != nil && req.Wait <= 0 {
-		err := s.raft.VerifyLeader()
-		q.mu.Unlock()
-		if err != nil {
-			return fsm.AcquireResult{}, err
-		}
-		return fsm.AcquireResult{}, delayErr
+		err := s.refuse(delayErr)
+		q.Unlock()
+		return fsm.AcquireResult{}, err
 	}
 	if held && !retry && req.Wait <= 0 {
 		// Refuse without writing the log. Under the queue's mutex, this
 		// leader's view of the lock is exact; a quorum round proves it
 		// still leads.
-		err := s.raft.VerifyLeader()
-		q.mu.Unlock()
-		if err != nil {
-			return fsm.AcquireResult{}, err
-		}
-		return fsm.AcquireResult{}, &fsm.HeldError{Lock: req.Lock, Holder: cur.Holder, Token: cur.Token}
+		err := s.refuse(&fsm.HeldError{Lock: req.Lock, Holder: cur.Holder, Token: cur.Token})
+		q.Unlock()
+		return fsm.AcquireResult{}, err
 	}
-	if err := s.checkLimits(q, req, held, retry, queueing); err != nil {
-		q.mu.Unlock()
+	err := s.checkLocks(req.Holder, held || retry)
+	if err == nil && queueing {
+		err = s.checkWaiters(q.Len(), "lock", req.Lock)
+	}
+	if err != nil {
+		q.Unlock()
 		return fsm.AcquireResult{}, err
 	}
 	if !queueing {
 		res, err := s.grant(cmd)
-		q.mu.Unlock()
+		q.Unlock()
 		return res, err
 	}
-	w := &waiter{cmd: cmd, result: make(chan waitResult, 1)}
-	q.pushBack(w)
+	w := q.Push(cmd)
 	if !held {
 		s.serveWaiters(q, req.Lock)
 	}
-	q.mu.Unlock()
-	return s.wait(ctx, q, w, req)
+	q.Unlock()
+	ended, stop := s.waitFor(req.Wait)
+	defer stop()
+	return q.Wait(ctx, w, ended, s.stop, func() (fsm.AcquireResult, error) {
+		// Answer as an acquire without a wait would, under the queue's
+		// mutex: held, proven by a quorum round (a leader paused past its
+		// term still sees the grant its successor released); in its
+		// lock-delay; or free, then granted. A free lock once answered
+		// lock_held naming nobody with token 0, a grant that never existed
+		// (the chaos suite's lock checker caught it on a leader resumed
+		// after a SIGSTOP): the lock had been released, by its successor,
+		// as the wait ended.
+		if cur, held := s.fsm.Lock(req.Lock); held {
+			return fsm.AcquireResult{}, s.refuse(&fsm.HeldError{Lock: req.Lock, Holder: cur.Holder, Token: cur.Token})
+		}
+		if err := s.delayed(req.Lock); err != nil {
+			return fsm.AcquireResult{}, err
+		}
+		return s.grant(cmd)
+	})
 }
 
-// checkLimits refuses a new grant beyond the lock limits and a new waiter
-// beyond the queue limits. Called with q.mu held.
-func (s *Service) checkLimits(q *queue, req AcquireRequest, held, retry, queueing bool) error {
+// checkLocks refuses a new grant to holder beyond the lock limits (none
+// when the lock is held or the request was granted: nothing new is held).
+func (s *Service) checkLocks(holder string, heldOrRetry bool) error {
 	c := s.cfg
-	if !retry && !held {
-		if total, mine := s.fsm.LockCount(req.Holder); total >= c.MaxLocks || mine >= c.MaxLocksPerHolder {
-			return fmt.Errorf("%w: %d held in all, %d by %q (limits %d and %d)", ErrTooManyLocks,
-				total, mine, req.Holder, c.MaxLocks, c.MaxLocksPerHolder)
-		}
+	if heldOrRetry {
+		return nil
 	}
-	if queueing && (q.waiters.Len() >= c.MaxWaitersPerLock || s.queues.queued.Load() >= int64(c.MaxWaiters)) {
-		return fmt.Errorf("%w: lock %q has %d waiters, %d in all (limits %d and %d)", ErrTooManyWaiters,
-			req.Lock, q.waiters.Len(), s.queues.queued.Load(), c.MaxWaitersPerLock, c.MaxWaiters)
+	if total, mine := s.fsm.LockCount(holder); total >= c.MaxLocks || mine >= c.MaxLocksPerHolder {
+		return fmt.Errorf("%w: %d held in all, %d by %q (limits %d and %d)", ErrTooManyLocks,
+			total, mine, holder, c.MaxLocks, c.MaxLocksPerHolder)
 	}
 	return nil
 }
@@ -160,80 +170,26 @@ func (s *Service) grant(cmd *entry.Acquire) (fsm.AcquireResult, error) {
 		return fsm.AcquireResult{}, err
 	}
 	r := res.(*fsm.AcquireResult)
-	s.leases.Track(r.Grant.Name, r.Grant.Token, time.Duration(r.Grant.TTLMillis)*time.Millisecond)
+	s.leases.Track(r.Grant.Name, r.Grant.Token, millis(r.Grant.TTLMillis))
 	if !r.Existing {
 		s.metrics.grants.Inc()
 	}
 	return *r, nil
 }
 
-// wait blocks a queued caller until its grant arrives, its wait ends, or
-// the service stops.
-func (s *Service) wait(ctx context.Context, q *queue, w *waiter, req AcquireRequest) (fsm.AcquireResult, error) {
-	waited := make(chan struct{})
-	timer := s.cfg.Clock.AfterFunc(req.Wait, func() { close(waited) })
-	defer timer.Stop()
-	select {
-	case r := <-w.result:
-		return fsm.AcquireResult{Grant: r.grant}, r.err
-	case <-waited:
-	case <-ctx.Done():
-	case <-s.stop:
+// serveWaiters grants a free lock to queued waiters, head first, until one
+// of them gets it. A lock in its lock-delay is not free: its waiters wait
+// on. Called with q locked.
+func (s *Service) serveWaiters(q *lockQueue, name string) {
+	free := func() bool {
+		_, held := s.fsm.Lock(name)
+		_, delayed := s.fsm.Delay(name)
+		return !held && !delayed
 	}
-	q.mu.Lock()
-	if w.taken {
-		// A proposal popped this waiter; its result is on the way and,
-		// being a grant, must not be dropped.
-		q.mu.Unlock()
-		r := <-w.result
-		return fsm.AcquireResult{Grant: r.grant}, r.err
-	}
-	q.remove(w)
-	defer q.mu.Unlock()
-	if err := ctx.Err(); err != nil {
-		return fsm.AcquireResult{}, err
-	}
-	// Answer as an acquire without a wait would, under the queue's mutex:
-	// held, proven by a quorum round (a leader paused past its term still
-	// sees the grant its successor released); in its lock-delay; or free,
-	// then granted. A free lock once answered lock_held naming nobody with
-	// token 0, a grant that never existed (the chaos suite's lock checker
-	// caught it on a leader resumed after a SIGSTOP): the lock had been
-	// released, by its successor, as the wait ended.
-	cur, held := s.fsm.Lock(req.Lock)
-	if held {
-		if err := s.raft.VerifyLeader(); err != nil {
-			return fsm.AcquireResult{}, err
-		}
-		return fsm.AcquireResult{}, &fsm.HeldError{Lock: req.Lock, Holder: cur.Holder, Token: cur.Token}
-	}
-	if err := s.delayed(req.Lock); err != nil {
-		return fsm.AcquireResult{}, err
-	}
-	return s.grant(w.cmd)
-}
-
-// serveWaiters grants a free lock to queued waiters, head first, until one of
-// them gets it. A lock in its lock-delay is not free: its waiters wait on.
-// Called with q.mu held.
-func (s *Service) serveWaiters(q *queue, name string) {
-	for {
-		if _, held := s.fsm.Lock(name); held {
-			return
-		}
-		if _, delayed := s.fsm.Delay(name); delayed {
-			return
-		}
-		w := q.pop()
-		if w == nil {
-			return
-		}
-		res, err := s.grant(w.cmd)
-		w.result <- waitResult{grant: res.Grant, err: err}
-		if err == nil || errors.Is(err, cluster.ErrNotLeader) || errors.Is(err, cluster.ErrNoLeader) || errors.Is(err, cluster.ErrOutcomeUnknown) {
-			return
-		}
-	}
+	q.Serve(free, func(cmd *entry.Acquire) (fsm.AcquireResult, error) {
+		res, err := s.grant(cmd)
+		return fsm.AcquireResult{Grant: res.Grant}, err
+	}, notLeading)
 }
 
 // Renew confirms leadership with a quorum round and extends the lease's
@@ -282,45 +238,35 @@ func (s *Service) expire(name string, token uint64) {
 	err := s.free(name, token, handoff, func(next *entry.Acquire) entry.Command {
 		return &entry.Expire{Lock: name, Token: token, Next: next}
 	})
-	switch {
-	case err == nil:
-		s.metrics.expirations.Inc()
+	if s.expired(err, name, token, "lock", name) {
 		s.log.Debug("lease expired", "lock", name, "token", token)
-	case errors.Is(err, fsm.ErrLeaseLost):
-		// Released or superseded meanwhile: nothing to do.
-	default:
-		s.log.Warn("expire proposal failed; will retry", "lock", name, "token", token, "err", err)
-		s.leases.Retry(name, token, 100*time.Millisecond)
 	}
 }
 
 // free proposes the command built by mk (a Release or Expire), offering the
 // lock to the head waiter in the same entry when handoff is set.
 func (s *Service) free(name string, token uint64, handoff bool, mk func(next *entry.Acquire) entry.Command) error {
-	q := s.queues.get(name)
-	defer s.queues.put(name, q)
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	var w *waiter
-	if handoff {
-		w = q.pop()
-	}
-	var next *entry.Acquire
-	if w != nil {
-		next = w.cmd
-		next.NowMillis = s.cfg.Clock.Now().UnixMilli()
-	}
-	res, err := s.raft.Apply(mk(next))
-	if err != nil {
-		if w != nil {
-			q.pushFront(w)
+	q := s.lockQueues.Get(name)
+	defer s.lockQueues.Put(name, q)
+	q.Lock()
+	defer q.Unlock()
+	var r *fsm.ReleaseResult
+	w, err := q.HandOver(handoff, func(next *entry.Acquire) error {
+		if next != nil {
+			next.NowMillis = s.nowMillis()
+		}
+		res, err := s.raft.Apply(mk(next))
+		if err == nil {
+			r = res.(*fsm.ReleaseResult)
 		}
 		return err
+	})
+	if err != nil {
+		return err
 	}
-	r := res.(*fsm.ReleaseResult)
 	s.leases.Forget(name, token)
 	if r.Delay != nil {
-		s.leases.Track(delayKey(name), r.Delay.Since, time.Duration(r.Delay.Millis)*time.Millisecond)
+		s.leases.Track(delayKey(name), r.Delay.Since, millis(r.Delay.Millis))
 	}
 	if w != nil {
 		s.handoff(name, w, r.Next, r.NextErr)
@@ -331,14 +277,14 @@ func (s *Service) free(name string, token uint64, handoff bool, mk func(next *en
 
 // handoff answers a popped waiter with the grant an entry handed it (and
 // starts its lease), or with why it did not get one.
-func (s *Service) handoff(name string, w *waiter, next *entry.Lock, nextErr error) {
+func (s *Service) handoff(name string, w *lockWaiter, next *entry.Lock, nextErr error) {
 	if next == nil {
-		w.result <- waitResult{err: nextErr}
+		w.Answer(fsm.AcquireResult{}, nextErr)
 		return
 	}
-	s.leases.Track(name, next.Token, time.Duration(next.TTLMillis)*time.Millisecond)
+	s.leases.Track(name, next.Token, millis(next.TTLMillis))
 	s.metrics.grants.Inc()
-	w.result <- waitResult{grant: *next}
+	w.Answer(fsm.AcquireResult{Grant: *next}, nil)
 }
 
 // LockStatus is a lock as reported to clients (never the grant's secret).
@@ -366,7 +312,7 @@ func (s *Service) Lock(ctx context.Context, name string, stale bool) (LockStatus
 		}
 	}
 	cur, held := s.fsm.Lock(name)
-	st := LockStatus{Lock: cur, Held: held, Waiters: s.queues.queuedFor(name)}
+	st := LockStatus{Lock: cur, Held: held, Waiters: s.lockQueues.QueuedFor(name)}
 	st.Name = name
 	if held {
 		st.Remaining, st.Known = s.leases.Remaining(name, cur.Token)
@@ -389,7 +335,7 @@ func (s *Service) Locks(ctx context.Context, stale bool) (iter.Seq[LockStatus], 
 	index, locks := s.fsm.LocksAt()
 	return func(yield func(LockStatus) bool) {
 		for l := range locks {
-			st := LockStatus{Lock: l, Held: true, Waiters: s.queues.queuedFor(l.Name)}
+			st := LockStatus{Lock: l, Held: true, Waiters: s.lockQueues.QueuedFor(l.Name)}
 			st.Remaining, st.Known = s.leases.Remaining(l.Name, l.Token)
 			if !yield(st) {
 				return
@@ -413,11 +359,11 @@ func (s *Service) Check(ctx context.Context, name string, token uint64, stale bo
 
 // Waiters returns how many callers are queued for a lock on this node.
 func (s *Service) Waiters(name string) int {
-	q := s.queues.get(name)
-	defer s.queues.put(name, q)
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	return q.waiters.Len()
+	q := s.lockQueues.Get(name)
+	defer s.lockQueues.Put(name, q)
+	q.Lock()
+	defer q.Unlock()
+	return q.Len()
 }
 
 // Proclaim changes the value a held lock publishes (an election leader's
@@ -427,10 +373,10 @@ func (s *Service) Proclaim(ctx context.Context, name string, token uint64, secre
 	if err := s.awaitLeader(ctx); err != nil {
 		return entry.Lock{}, err
 	}
-	q := s.queues.get(name)
-	defer s.queues.put(name, q)
-	q.mu.Lock()
-	defer q.mu.Unlock()
+	q := s.lockQueues.Get(name)
+	defer s.lockQueues.Put(name, q)
+	q.Lock()
+	defer q.Unlock()
 	res, err := s.raft.Apply(&entry.SetValue{Lock: name, Token: token, Lease: secret, Value: value})
 	if err != nil {
 		return entry.Lock{}, err

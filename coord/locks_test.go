@@ -240,7 +240,7 @@ func TestWaiterGivesUpAtItsWait(t *testing.T) {
 	if got := receive(t, b); !errors.As(got.err, &held) || held.Holder != "a" {
 		t.Fatalf("waiter at the end of its wait: %v", got.err)
 	}
-	if n := s.Waiters("l"); n != 0 || s.queues.queued.Load() != 0 {
+	if n := s.Waiters("l"); n != 0 || s.queued.Load() != 0 {
 		t.Fatalf("%d waiters left", n)
 	}
 }

@@ -59,6 +59,6 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descKVBytes, float64(counts.KVBytes))
 	gauge(descToken, float64(counts.LastToken))
 	gauge(descEpoch, float64(counts.Epoch))
-	gauge(descWaiters, float64(c.s.queues.waiting()))
+	gauge(descWaiters, float64(c.s.lockQueues.Queued()))
 	gauge(descLeases, float64(c.s.leases.Len()))
 }

@@ -1,144 +1,83 @@
 package coord
 
 import (
-	"container/list"
-	"sync"
-	"sync/atomic"
+	"errors"
+	"fmt"
+	"time"
 
+	"github.com/fencer-io/fencer/cluster"
+	"github.com/fencer-io/fencer/coord/internal/waitq"
 	"github.com/fencer-io/fencer/fsm"
 	"github.com/fencer-io/fencer/fsm/entry"
 )
 
-// queues holds, on the leader, a queue per name: a mutex that serializes the
-// proposals that change the name's state, and the FIFO of callers waiting
-// for it. While a queue's mutex is held, the leader's FSM view of that name
-// is exact. Locks use it today; a semaphore or an election would queue its
-// waiters the same way.
-type queues struct {
-	mu     sync.Mutex
-	byName map[string]*queue
-	queued atomic.Int64 // waiters across all queues
-}
+// What the primitives share on the leader besides the lease timers: each
+// has a table of wait queues (coord/internal/waitq: per name a mutex held
+// across its proposals and a FIFO of waiters), all counted together against
+// Config.MaxWaiters, and the same ways to refuse, wait, and finish a lease.
+type (
+	lockQueue    = waitq.Queue[*entry.Acquire, fsm.AcquireResult]
+	lockWaiter   = waitq.Waiter[*entry.Acquire, fsm.AcquireResult]
+	permitQueue  = waitq.Queue[*entry.SemAcquire, fsm.PermitResult]
+	permitWaiter = waitq.Waiter[*entry.SemAcquire, fsm.PermitResult]
+)
 
-type queue struct {
-	queued  *atomic.Int64 // the table's count of waiters
-	mu      sync.Mutex    // serializes proposals for this name
-	refs    int           // guarded by queues.mu
-	waiters list.List     // of *waiter, guarded by mu
-	// n is waiters.Len(), readable without mu, which is held across
-	// proposals: a status read must not wait for one.
-	n atomic.Int64
-}
-
-// waiter is a caller queued for a lock, with the acquire to propose for it
-// when its turn comes.
-type waiter struct {
-	cmd    *entry.Acquire
-	sem    *entry.SemAcquire // instead of cmd, for a semaphore's permit
-	result chan waitResult   // buffered: a grant is never blocked on delivery
-	elem   *list.Element
-	taken  bool // popped by a proposal; the result will arrive
-}
-
-type waitResult struct {
-	grant  entry.Lock
-	permit fsm.PermitResult // a semaphore waiter's
-	err    error
-}
-
-func newQueues() *queues { return &queues{byName: map[string]*queue{}} }
-
-// get returns name's queue, created on first use; every get is paired with
-// a put, and a queue nobody holds is dropped.
-func (t *queues) get(name string) *queue {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	q, ok := t.byName[name]
-	if !ok {
-		q = &queue{queued: &t.queued}
-		t.byName[name] = q
+// refuse returns refusal, an answer read from the leader's state under a
+// name's queue without writing the log, once a quorum round proves this
+// node still leads (so the state it read is current); the round's error
+// otherwise.
+func (s *Service) refuse(refusal error) error {
+	if err := s.raft.VerifyLeader(); err != nil {
+		return err
 	}
-	q.refs++
-	return q
+	return refusal
 }
 
-func (t *queues) put(name string, q *queue) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	q.refs--
-	if q.refs == 0 {
-		delete(t.byName, name)
+// checkWaiters refuses a new waiter beyond the queue limits: a name that
+// has queued waiters already, or all names together. what and name say
+// whose queue it is ("lock", "semaphore").
+func (s *Service) checkWaiters(queued int, what, name string) error {
+	c := s.cfg
+	if all := s.queued.Load(); queued >= c.MaxWaitersPerLock || all >= int64(c.MaxWaiters) {
+		return fmt.Errorf("%w: %s %q has %d waiters, %d in all (limits %d and %d)", ErrTooManyWaiters,
+			what, name, queued, all, c.MaxWaitersPerLock, c.MaxWaiters)
 	}
+	return nil
 }
 
-func (t *queues) all() []*queue {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	out := make([]*queue, 0, len(t.byName))
-	for _, q := range t.byName {
-		out = append(out, q)
+// waitFor returns a channel closed when a queued caller's wait of d ends,
+// by the service's clock, and the function that stops its timer.
+func (s *Service) waitFor(d time.Duration) (<-chan struct{}, func()) {
+	ended := make(chan struct{})
+	timer := s.cfg.Clock.AfterFunc(d, func() { close(ended) })
+	return ended, func() { timer.Stop() }
+}
+
+// nowMillis is the leader's time for the acquire it proposes (the FSM
+// reads no clock).
+func (s *Service) nowMillis() int64 { return s.cfg.Clock.Now().UnixMilli() }
+
+// notLeading reports whether a proposal failed because this node cannot
+// propose any more: serving more waiters would fail alike.
+func notLeading(err error) bool {
+	return errors.Is(err, cluster.ErrNotLeader) || errors.Is(err, cluster.ErrNoLeader) || errors.Is(err, cluster.ErrOutcomeUnknown)
+}
+
+// expired accounts for the proposal that ended a lease (a lock's or a
+// permit's, timed under key; what names its kind for the log, "lock" or
+// "semaphore"): counted when it was written, nothing when the grant had
+// ended already, and retried soon when it failed. It reports whether the
+// entry was written.
+func (s *Service) expired(err error, key string, token uint64, what, name string) bool {
+	switch {
+	case err == nil:
+		s.metrics.expirations.Inc()
+		return true
+	case errors.Is(err, fsm.ErrLeaseLost):
+		// Released or superseded meanwhile: nothing to do.
+	default:
+		s.log.Warn("expire proposal failed; will retry", what, name, "token", token, "err", err)
+		s.leases.Retry(key, token, 100*time.Millisecond)
 	}
-	return out
-}
-
-// queuedFor counts the callers queued for name without taking its queue's
-// mutex (held across proposals) or creating a queue.
-func (t *queues) queuedFor(name string) int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if q, ok := t.byName[name]; ok {
-		return int(q.n.Load())
-	}
-	return 0
-}
-
-// waiting counts queued callers across all names. It reads the count, not
-// the queues: a queue's mutex is held across its proposals, and a scrape of
-// /metrics must not wait for a proposal (on a leader whose disk stalled, it
-// would wait for good).
-func (t *queues) waiting() int { return int(t.queued.Load()) }
-
-// failAll answers every waiter with err; used when leadership is lost.
-func (t *queues) failAll(err error) {
-	for _, q := range t.all() {
-		q.mu.Lock()
-		for w := q.pop(); w != nil; w = q.pop() {
-			w.result <- waitResult{err: err}
-		}
-		q.mu.Unlock()
-	}
-}
-
-// pop takes the head waiter, marked taken: a result is owed to it.
-func (q *queue) pop() *waiter {
-	e := q.waiters.Front()
-	if e == nil {
-		return nil
-	}
-	w := q.waiters.Remove(e).(*waiter)
-	w.taken = true
-	q.queued.Add(-1)
-	q.n.Add(-1)
-	return w
-}
-
-// pushFront puts a popped waiter back at the head after a failed proposal.
-func (q *queue) pushFront(w *waiter) {
-	w.taken = false
-	w.elem = q.waiters.PushFront(w)
-	q.queued.Add(1)
-	q.n.Add(1)
-}
-
-func (q *queue) pushBack(w *waiter) {
-	w.elem = q.waiters.PushBack(w)
-	q.queued.Add(1)
-	q.n.Add(1)
-}
-
-// remove takes a waiter that gave up out of the queue.
-func (q *queue) remove(w *waiter) {
-	q.waiters.Remove(w.elem)
-	q.queued.Add(-1)
-	q.n.Add(-1)
+	return false
 }

@@ -2,29 +2,23 @@ package coord
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"time"
 
-	"github.com/fencer-io/fencer/cluster"
 	"github.com/fencer-io/fencer/fsm"
 	"github.com/fencer-io/fencer/fsm/entry"
 )
 
 // Semaphores share what locks have on the leader: each permit's lease is in
-// the lease timers (permitKey), waiters queue FIFO in the shared queues
-// under the semaphore's own name (semPrefix keeps the namespaces apart), and
-// a release or expiry hands its permit to the head waiter in the same
-// entry. Under the queue's mutex the leader's view of the semaphore is
-// exact, so a full semaphore or a limit mismatch is refused with a quorum
-// round and no entry.
+// the lease timers (permitKey), waiters queue FIFO in a table of queues of
+// their own (permitQueues), and a release or expiry hands its permit to the
+// head waiter in the same entry. Under the queue's mutex the leader's view
+// of the semaphore is exact, so a full semaphore or a limit mismatch is
+// refused with a quorum round and no entry.
 
-// semPrefix starts the queue and timer keys of semaphores; names never hold
-// a NUL.
+// semPrefix starts the timer keys of permits; names never hold a NUL.
 const semPrefix = "\x00sem\x00"
-
-func semQueue(name string) string { return semPrefix + name }
 
 func permitKey(name string, token uint64) string {
 	return semPrefix + name + "\x00" + strconv.FormatUint(token, 10)
@@ -73,16 +67,15 @@ func (s *Service) AcquirePermit(ctx context.Context, req PermitRequest) (fsm.Per
 		TTLMillis: req.TTL.Milliseconds(),
 		Limit:     req.Limit,
 		RequestID: req.RequestID,
-		NowMillis: s.cfg.Clock.Now().UnixMilli(),
+		NowMillis: s.nowMillis(),
 		Principal: req.Principal,
 
 		LockDelayMillis: req.LockDelay.Milliseconds(),
 	}
-	qname := semQueue(req.Semaphore)
-	q := s.queues.get(qname)
-	defer s.queues.put(qname, q)
+	q := s.permitQueues.Get(req.Semaphore)
+	defer s.permitQueues.Put(req.Semaphore, q)
 
-	q.mu.Lock()
+	q.Lock()
 	st := s.fsm.Semaphore(req.Semaphore)
 	retry := s.fsm.SemRequestGranted(req.Semaphore, req.Holder, req.RequestID, req.Principal)
 	full := st.Limit != 0 && len(st.Permits)+len(st.Delays) >= st.Limit
@@ -98,39 +91,54 @@ func (s *Service) AcquirePermit(ctx context.Context, req PermitRequest) (fsm.Per
 		refusal = &fsm.FullError{Semaphore: req.Semaphore, Held: len(st.Permits), Limit: st.Limit}
 	}
 	if refusal != nil {
-		err := s.raft.VerifyLeader()
-		q.mu.Unlock()
-		if err != nil {
-			return fsm.PermitResult{}, err
-		}
-		return fsm.PermitResult{}, refusal
+		err := s.refuse(refusal)
+		q.Unlock()
+		return fsm.PermitResult{}, err
 	}
-	if !retry && !full {
-		// Permits count against the cluster's limit on held locks: each
-		// is a grant the leader tracks.
-		if locks, _ := s.fsm.LockCount(req.Holder); locks+s.fsm.PermitCount() >= s.cfg.MaxLocks {
-			q.mu.Unlock()
-			return fsm.PermitResult{}, fmt.Errorf("%w: %d locks and permits held in all (limit %d)", ErrTooManyLocks, locks+s.fsm.PermitCount(), s.cfg.MaxLocks)
-		}
+	queueing := req.Wait > 0 && !retry && (full || q.Len() > 0)
+	err := s.checkPermits(req.Holder, retry || full)
+	if err == nil && queueing {
+		err = s.checkWaiters(q.Len(), "semaphore", req.Semaphore)
 	}
-	queueing := req.Wait > 0 && !retry && (full || q.waiters.Len() > 0)
-	if queueing && (q.waiters.Len() >= s.cfg.MaxWaitersPerLock || s.queues.queued.Load() >= int64(s.cfg.MaxWaiters)) {
-		q.mu.Unlock()
-		return fsm.PermitResult{}, fmt.Errorf("%w: semaphore %q has %d waiters, %d in all (limits %d and %d)", ErrTooManyWaiters,
-			req.Semaphore, q.waiters.Len(), s.queues.queued.Load(), s.cfg.MaxWaitersPerLock, s.cfg.MaxWaiters)
+	if err != nil {
+		q.Unlock()
+		return fsm.PermitResult{}, err
 	}
 	if !queueing {
 		res, err := s.grantPermit(cmd)
-		q.mu.Unlock()
+		q.Unlock()
 		return res, err
 	}
-	w := &waiter{sem: cmd, result: make(chan waitResult, 1)}
-	q.pushBack(w)
+	w := q.Push(cmd)
 	if !full {
 		s.serveSemWaiters(q, req.Semaphore)
 	}
-	q.mu.Unlock()
-	return s.waitPermit(ctx, q, w, req)
+	q.Unlock()
+	ended, stop := s.waitFor(req.Wait)
+	defer stop()
+	return q.Wait(ctx, w, ended, s.stop, func() (fsm.PermitResult, error) {
+		// As an acquire without a wait would (see Acquire): full, proven
+		// by a quorum round, or a permit, rather than "full" with a permit
+		// free.
+		if st := s.fsm.Semaphore(req.Semaphore); st.Limit != 0 && len(st.Permits) >= st.Limit {
+			return fsm.PermitResult{}, s.refuse(&fsm.FullError{Semaphore: req.Semaphore, Held: len(st.Permits), Limit: st.Limit})
+		}
+		return s.grantPermit(cmd)
+	})
+}
+
+// checkPermits refuses a new permit beyond the cluster's limit on held
+// locks, which permits count against: each is a grant the leader tracks
+// (none when nothing new would be held: a retry, or a full semaphore's
+// waiter).
+func (s *Service) checkPermits(holder string, retryOrFull bool) error {
+	if retryOrFull {
+		return nil
+	}
+	if locks, _ := s.fsm.LockCount(holder); locks+s.fsm.PermitCount() >= s.cfg.MaxLocks {
+		return fmt.Errorf("%w: %d locks and permits held in all (limit %d)", ErrTooManyLocks, locks+s.fsm.PermitCount(), s.cfg.MaxLocks)
+	}
+	return nil
 }
 
 // grantPermit proposes a permit and starts its lease.
@@ -148,61 +156,17 @@ func (s *Service) grantPermit(cmd *entry.SemAcquire) (fsm.PermitResult, error) {
 }
 
 func (s *Service) trackPermit(p entry.Permit) {
-	s.leases.Track(permitKey(p.Semaphore, p.Token), p.Token, time.Duration(p.TTLMillis)*time.Millisecond)
-}
-
-// waitPermit blocks a queued caller until its permit arrives, its wait
-// ends, or the service stops.
-func (s *Service) waitPermit(ctx context.Context, q *queue, w *waiter, req PermitRequest) (fsm.PermitResult, error) {
-	waited := make(chan struct{})
-	timer := s.cfg.Clock.AfterFunc(req.Wait, func() { close(waited) })
-	defer timer.Stop()
-	select {
-	case r := <-w.result:
-		return r.permit, r.err
-	case <-waited:
-	case <-ctx.Done():
-	case <-s.stop:
-	}
-	q.mu.Lock()
-	if w.taken {
-		q.mu.Unlock()
-		r := <-w.result
-		return r.permit, r.err
-	}
-	q.remove(w)
-	defer q.mu.Unlock()
-	if err := ctx.Err(); err != nil {
-		return fsm.PermitResult{}, err
-	}
-	// As an acquire without a wait would (see Service.wait): full, proven
-	// by a quorum round, or a permit, rather than "full" with a permit free.
-	if st := s.fsm.Semaphore(req.Semaphore); st.Limit != 0 && len(st.Permits) >= st.Limit {
-		if err := s.raft.VerifyLeader(); err != nil {
-			return fsm.PermitResult{}, err
-		}
-		return fsm.PermitResult{}, &fsm.FullError{Semaphore: req.Semaphore, Held: len(st.Permits), Limit: st.Limit}
-	}
-	return s.grantPermit(w.sem)
+	s.leases.Track(permitKey(p.Semaphore, p.Token), p.Token, millis(p.TTLMillis))
 }
 
 // serveSemWaiters grants free permits to queued waiters, head first.
-// Called with q.mu held.
-func (s *Service) serveSemWaiters(q *queue, name string) {
-	for {
-		if st := s.fsm.Semaphore(name); st.Limit != 0 && len(st.Permits)+len(st.Delays) >= st.Limit {
-			return
-		}
-		w := q.pop()
-		if w == nil {
-			return
-		}
-		res, err := s.grantPermit(w.sem)
-		w.result <- waitResult{permit: res, err: err}
-		if errors.Is(err, cluster.ErrNotLeader) || errors.Is(err, cluster.ErrNoLeader) || errors.Is(err, cluster.ErrOutcomeUnknown) {
-			return
-		}
+// Called with q locked.
+func (s *Service) serveSemWaiters(q *permitQueue, name string) {
+	free := func() bool {
+		st := s.fsm.Semaphore(name)
+		return st.Limit == 0 || len(st.Permits)+len(st.Delays) < st.Limit
 	}
+	q.Serve(free, s.grantPermit, notLeading)
 }
 
 // RenewPermit extends a permit's lease on the leader, as Renew a lock's.
@@ -261,42 +225,31 @@ func (s *Service) expirePermit(name string, token uint64) {
 	err := s.freePermit(name, token, offer, func(next *entry.SemAcquire) entry.Command {
 		return &entry.SemExpire{Semaphore: name, Token: token, Next: next}
 	})
-	switch {
-	case err == nil:
-		s.metrics.expirations.Inc()
-	case errors.Is(err, fsm.ErrLeaseLost):
-	default:
-		s.log.Warn("permit expire proposal failed; will retry", "semaphore", name, "token", token, "err", err)
-		s.leases.Retry(permitKey(name, token), token, 100*time.Millisecond)
-	}
+	s.expired(err, permitKey(name, token), token, "semaphore", name)
 }
 
 func (s *Service) freePermit(name string, token uint64, offer bool, mk func(next *entry.SemAcquire) entry.Command) error {
-	qname := semQueue(name)
-	q := s.queues.get(qname)
-	defer s.queues.put(qname, q)
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	var w *waiter
-	if offer {
-		w = q.pop()
-	}
-	var next *entry.SemAcquire
-	if w != nil {
-		next = w.sem
-		next.NowMillis = s.cfg.Clock.Now().UnixMilli()
-	}
-	res, err := s.raft.Apply(mk(next))
-	if err != nil {
-		if w != nil {
-			q.pushFront(w)
+	q := s.permitQueues.Get(name)
+	defer s.permitQueues.Put(name, q)
+	q.Lock()
+	defer q.Unlock()
+	var r *fsm.SemReleaseResult
+	w, err := q.HandOver(offer, func(next *entry.SemAcquire) error {
+		if next != nil {
+			next.NowMillis = s.nowMillis()
+		}
+		res, err := s.raft.Apply(mk(next))
+		if err == nil {
+			r = res.(*fsm.SemReleaseResult)
 		}
 		return err
+	})
+	if err != nil {
+		return err
 	}
-	r := res.(*fsm.SemReleaseResult)
 	s.leases.Forget(permitKey(name, token), token)
 	if r.Delay != nil {
-		s.leases.Track(slotDelayKey(name, r.Delay.Since), r.Delay.Since, time.Duration(r.Delay.Millis)*time.Millisecond)
+		s.leases.Track(slotDelayKey(name, r.Delay.Since), r.Delay.Since, millis(r.Delay.Millis))
 	}
 	if w != nil {
 		s.deliverPermit(w, r.Next, r.NextErr)
@@ -307,14 +260,23 @@ func (s *Service) freePermit(name string, token uint64, offer bool, mk func(next
 
 // deliverPermit answers a waiter that a proposal popped: with the permit
 // handed to it, tracked from now, or why the handoff failed.
-func (s *Service) deliverPermit(w *waiter, next *fsm.PermitResult, err error) {
+func (s *Service) deliverPermit(w *permitWaiter, next *fsm.PermitResult, err error) {
 	if next == nil {
-		w.result <- waitResult{err: err}
+		w.Answer(fsm.PermitResult{}, err)
 		return
 	}
 	s.trackPermit(next.Permit)
 	s.metrics.grants.Inc()
-	w.result <- waitResult{permit: *next}
+	w.Answer(*next, nil)
+}
+
+// permitWaiters counts the callers queued for a semaphore on this node.
+func (s *Service) permitWaiters(name string) int {
+	q := s.permitQueues.Get(name)
+	defer s.permitQueues.Put(name, q)
+	q.Lock()
+	defer q.Unlock()
+	return q.Len()
 }
 
 // PermitStatus is a held permit as reported to clients (never its secret).
@@ -342,11 +304,11 @@ type SlotDelayStatus struct {
 }
 
 func (s *Service) semStatus(st fsm.SemaphoreState) SemaphoreStatus {
-	out := SemaphoreStatus{Name: st.Name, Limit: st.Limit, Waiters: s.Waiters(semQueue(st.Name))}
+	out := SemaphoreStatus{Name: st.Name, Limit: st.Limit, Waiters: s.permitWaiters(st.Name)}
 	for _, d := range st.Delays {
 		left, known := s.leases.Remaining(slotDelayKey(st.Name, d.Since), d.Since)
 		if !known {
-			left = time.Duration(d.Millis) * time.Millisecond
+			left = millis(d.Millis)
 		}
 		out.Delays = append(out.Delays, SlotDelayStatus{Since: d.Since, Remaining: left})
 	}

@@ -9,6 +9,12 @@ import (
 	"github.com/fencer-io/fencer/fsm/entry"
 )
 
+// permitted is what a permit acquire in a goroutine answered.
+type permitted struct {
+	permit fsm.PermitResult
+	err    error
+}
+
 func mustPermit(t *testing.T, s *Service, holder string, limit int) fsm.PermitResult {
 	t.Helper()
 	r, err := s.AcquirePermit(bg, PermitRequest{Semaphore: "s", Holder: holder, Limit: limit, TTL: time.Second})
@@ -27,14 +33,14 @@ func TestPermitHandoffInOneEntry(t *testing.T) {
 	if _, err := s.AcquirePermit(bg, PermitRequest{Semaphore: "s", Holder: "c", Limit: 2, TTL: time.Second}); !errors.Is(err, fsm.ErrSemaphoreFull) {
 		t.Fatalf("a third permit of 2: %v", err)
 	}
-	queued := make(chan waitResult, 2)
+	queued := make(chan permitted, 2)
 	for _, h := range []string{"c", "d"} {
 		go func() {
 			r, err := s.AcquirePermit(bg, PermitRequest{Semaphore: "s", Holder: h, Limit: 2, TTL: 10 * time.Second, Wait: time.Minute})
-			queued <- waitResult{permit: r, err: err}
+			queued <- permitted{permit: r, err: err}
 		}()
 		n := map[string]int{"c": 1, "d": 2}[h]
-		poll(t, h+" queued", func() bool { return s.Waiters(semQueue("s")) == n })
+		poll(t, h+" queued", func() bool { return s.permitWaiters("s") == n })
 	}
 	if err := s.ReleasePermit(bg, "s", a.Permit.Token, a.Permit.Lease); err != nil {
 		t.Fatal(err)
@@ -108,12 +114,12 @@ func TestPermitsCountAgainstMaxLocks(t *testing.T) {
 func TestPermitWaiterTakesAPermitFreedAsItsWaitEnds(t *testing.T) {
 	s, f, clock := newTestService(t, Config{})
 	a := mustPermit(t, s, "a", 1)
-	done := make(chan waitResult, 1)
+	done := make(chan permitted, 1)
 	go func() {
 		r, err := s.AcquirePermit(bg, PermitRequest{Semaphore: "s", Holder: "b", Limit: 1, TTL: 10 * time.Second, Wait: 5 * time.Second})
-		done <- waitResult{permit: r, err: err}
+		done <- permitted{permit: r, err: err}
 	}()
-	poll(t, "b queued", func() bool { return s.Waiters(semQueue("s")) == 1 })
+	poll(t, "b queued", func() bool { return s.permitWaiters("s") == 1 })
 	if _, err := f.Apply(&entry.SemRelease{Semaphore: "s", Token: a.Permit.Token, Lease: a.Permit.Lease}); err != nil {
 		t.Fatal(err)
 	}
@@ -161,12 +167,12 @@ func TestPermitDelayAfterExpiry(t *testing.T) {
 	if err != nil || len(st.Delays) != 1 || st.Delays[0].Remaining != 5*time.Second || len(st.Holders) != 1 || st.Limit != 2 {
 		t.Fatalf("status during the delay: %+v (%v)", st, err)
 	}
-	queued := make(chan waitResult, 1)
+	queued := make(chan permitted, 1)
 	go func() {
 		r, err := permitDelayed(s, "c", 10*time.Second, 0, time.Minute)
-		queued <- waitResult{permit: r, err: err}
+		queued <- permitted{permit: r, err: err}
 	}()
-	poll(t, "c queued", func() bool { return s.Waiters(semQueue("s")) == 1 })
+	poll(t, "c queued", func() bool { return s.permitWaiters("s") == 1 })
 	clock.Advance(4999 * time.Millisecond)
 	select {
 	case r := <-queued:

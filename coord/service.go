@@ -5,12 +5,14 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/fencer-io/fencer/cluster"
 	"github.com/fencer-io/fencer/coord/events"
+	"github.com/fencer-io/fencer/coord/internal/waitq"
 	"github.com/fencer-io/fencer/coord/lease"
 	"github.com/fencer-io/fencer/fsm"
 	"github.com/fencer-io/fencer/fsm/entry"
@@ -89,14 +91,18 @@ func (c Config) withDefaults() Config {
 // leader is shared: the lease timers, the wait queues, and the view of
 // leadership they belong to. On a follower it answers stale reads only.
 type Service struct {
-	raft    Raft
-	fsm     *fsm.FSM
-	cfg     Config
-	log     *slog.Logger
-	leases  *lease.Timers
-	queues  *queues
-	events  *events.History
-	metrics *metrics
+	raft   Raft
+	fsm    *fsm.FSM
+	cfg    Config
+	log    *slog.Logger
+	leases *lease.Timers
+	// lockQueues and permitQueues count their waiters together in
+	// queued.
+	lockQueues   *waitq.Table[*entry.Acquire, fsm.AcquireResult]
+	permitQueues *waitq.Table[*entry.SemAcquire, fsm.PermitResult]
+	queued       atomic.Int64
+	events       *events.History
+	metrics      *metrics
 
 	mu   sync.Mutex
 	view view
@@ -119,13 +125,14 @@ type view struct {
 func New(r Raft, state *fsm.FSM, cfg Config) *Service {
 	cfg = cfg.withDefaults()
 	s := &Service{
-		raft:   r,
-		fsm:    state,
-		cfg:    cfg,
-		log:    cfg.Logger,
-		queues: newQueues(),
-		stop:   make(chan struct{}),
+		raft: r,
+		fsm:  state,
+		cfg:  cfg,
+		log:  cfg.Logger,
+		stop: make(chan struct{}),
 	}
+	s.lockQueues = waitq.New[*entry.Acquire, fsm.AcquireResult](&s.queued)
+	s.permitQueues = waitq.New[*entry.SemAcquire, fsm.PermitResult](&s.queued)
 	s.events = cfg.Events
 	if s.events == nil {
 		s.events = events.New(events.Config{})
@@ -150,7 +157,7 @@ func (s *Service) Close() {
 		close(s.stop)
 		s.wg.Wait()
 		s.leases.Demote()
-		s.queues.failAll(cluster.ErrNoLeader)
+		s.failWaiters(cluster.ErrNoLeader)
 	})
 }
 
@@ -177,12 +184,18 @@ func (s *Service) begin(leader bool, changed <-chan struct{}) {
 	s.mu.Unlock()
 	s.leases.Demote()
 	if leader {
-		s.queues.failAll(fmt.Errorf("%w: leadership changed or the state was replaced; retry", cluster.ErrNoLeader))
+		s.failWaiters(fmt.Errorf("%w: leadership changed or the state was replaced; retry", cluster.ErrNoLeader))
 		s.wg.Add(1)
 		go s.promote(changed)
 		return
 	}
-	s.queues.failAll(cluster.ErrNotLeader)
+	s.failWaiters(cluster.ErrNotLeader)
+}
+
+// failWaiters answers every queued caller with err (leadership is lost).
+func (s *Service) failWaiters(err error) {
+	s.lockQueues.FailAll(err)
+	s.permitQueues.FailAll(err)
 }
 
 // promote makes this leader serve: a Barrier, so that the FSM holds every
