@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/fencer-io/fencer/cluster/internal/membership"
 )
 
 // Cluster errors. Domain refusals (lock held, lease lost, stale token) are
@@ -19,7 +21,7 @@ var (
 	// Retry an acquire with the same request id to learn its outcome.
 	ErrOutcomeUnknown = errors.New("outcome unknown: leadership lost while the command was in flight")
 	// ErrMemberConflict: a join or add conflicts with an existing member.
-	ErrMemberConflict = errors.New("member conflict")
+	ErrMemberConflict = membership.ErrConflict
 	// ErrUnknownMember: no member has that id.
 	ErrUnknownMember = errors.New("unknown member")
 	// ErrInvalidSnapshot: a backup could not be read, or no log could

@@ -2,7 +2,6 @@ package cluster
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -47,7 +46,8 @@ func (n *Node) handOff() {
 	}
 }
 
-// handOffTarget picks the other voter with the highest last index.
+// handOffTarget picks the other voter with the highest last index, the
+// first voter when none answers.
 func (n *Node) handOffTarget(ctx context.Context) (raft.Server, bool) {
 	var voters []raft.Server
 	for _, s := range n.raft.GetConfiguration().Configuration().Servers {
@@ -58,41 +58,18 @@ func (n *Node) handOffTarget(ctx context.Context) (raft.Server, bool) {
 	if len(voters) == 0 {
 		return raft.Server{}, false
 	}
-	var addrs []string
+	addrs := map[string]string{}
 	for _, s := range voters {
 		if m, ok := n.fsm.Member(string(s.ID)); ok && m.HTTPAddr != "" {
-			addrs = append(addrs, m.HTTPAddr)
+			addrs[string(s.ID)] = m.HTTPAddr
 		}
 	}
-	c, err := n.peerClient(addrs, handOffTimeout/2, 1)
-	if len(addrs) == 0 || err != nil {
-		return voters[0], true
-	}
-	var (
-		mu   sync.Mutex
-		best = voters[0]
-		last uint64
-		wg   sync.WaitGroup
-	)
+	last := n.peers.LastIndexes(ctx, addrs, handOffTimeout/2)
+	best, highest := voters[0], uint64(0)
 	for _, s := range voters {
-		m, ok := n.fsm.Member(string(s.ID))
-		if !ok || m.HTTPAddr == "" {
-			continue
+		if i := last[string(s.ID)]; i > highest {
+			best, highest = s, i
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			st, err := c.MemberStatus(ctx, m.HTTPAddr)
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			defer mu.Unlock()
-			if st.LastIndex > last {
-				best, last = s, st.LastIndex
-			}
-		}()
 	}
-	wg.Wait()
 	return best, true
 }

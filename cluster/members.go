@@ -4,13 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"time"
 
 	"github.com/hashicorp/raft"
 
-	"github.com/fencer-io/fencer/api/client"
 	"github.com/fencer-io/fencer/api/wire"
+	"github.com/fencer-io/fencer/cluster/internal/peers"
 	"github.com/fencer-io/fencer/fsm/entry"
 )
 
@@ -57,7 +56,7 @@ func (n *Node) register() {
 		// the wait short (a join is one small request).
 		wait := backoff
 		switch {
-		case errors.Is(err, errUnauthorized):
+		case errors.Is(err, peers.ErrUnauthorized):
 			// Only an operator can fix this (the same secret everywhere);
 			// retrying fast would fill the leader's audit log.
 			if !warned {
@@ -95,7 +94,7 @@ func (n *Node) preJoin() error {
 			n.log.Info("the cluster would admit this node; starting raft")
 			return nil
 		}
-		if errors.Is(err, ErrMemberConflict) || errors.Is(err, errUnauthorized) {
+		if errors.Is(err, ErrMemberConflict) || errors.Is(err, peers.ErrUnauthorized) {
 			return fmt.Errorf("join refused: %w", err)
 		}
 		if time.Now().After(deadline) {
@@ -137,60 +136,8 @@ func (n *Node) joinOnce(self bool) error {
 	if len(targets) == 0 {
 		return ErrNoLeader
 	}
-	// One attempt per member told about; the client finds the leader.
-	c, err := n.peerClient(targets, 10*time.Second, len(targets))
-	if err != nil {
-		return err
-	}
-	return peerError(c.Join(n.ctx, req))
+	return n.peers.Join(n.ctx, targets, req)
 }
-
-// peerClient is an API client for other members, with the node's
-// credential: its certificate when the cluster runs TLS, else the cluster
-// secret when it has one (see acl). Each attempt is bounded by timeout.
-func (n *Node) peerClient(addrs []string, timeout time.Duration, attempts int) (*client.Client, error) {
-	opts := []client.Option{
-		client.WithHTTPClient(n.peerHTTP),
-		client.WithTimeout(timeout),
-		client.WithRetry(client.Retry{Attempts: attempts}),
-	}
-	switch {
-	case n.cfg.PeerTLSClient != nil:
-		opts = append(opts, client.WithTLS(n.cfg.PeerTLSClient))
-	case n.cfg.ClusterSecret != "":
-		opts = append(opts, client.WithNodeCredential(n.cfg.ID, n.cfg.ClusterSecret))
-	}
-	return client.New(addrs, opts...)
-}
-
-// peerError gives a member's refusal of a join the cluster's sentinel, with
-// the member's message.
-func peerError(err error) error {
-	var apiErr *client.APIError
-	switch {
-	case !errors.As(err, &apiErr):
-		return err
-	case apiErr.Code == wire.CodeMemberConflict:
-		return &refusal{sentinel: ErrMemberConflict, msg: apiErr.Message}
-	case apiErr.Status == http.StatusUnauthorized || apiErr.Status == http.StatusForbidden:
-		return &refusal{sentinel: errUnauthorized, msg: fmt.Sprintf("%d %s: members need a credential the others accept: "+
-			"with TLS their certificates from the cluster CA, else the same cluster secret on every node", apiErr.Status, apiErr.Message)}
-	}
-	return err
-}
-
-// errUnauthorized: another member refused this node's credential.
-var errUnauthorized = errors.New("unauthorized")
-
-// refusal is an error answer of another member that matches one of this
-// package's sentinels.
-type refusal struct {
-	sentinel error
-	msg      string
-}
-
-func (e *refusal) Error() string { return e.msg }
-func (e *refusal) Unwrap() error { return e.sentinel }
 
 // Fatal delivers an error after which the node cannot go on (a refused
 // join); the process should exit.
@@ -222,7 +169,11 @@ func (n *Node) RemoveMember(ctx context.Context, id string) error {
 		}
 		n.configMu.Unlock()
 		defer n.configMu.Lock()
-		return n.removeViaNewLeader(ctx, id)
+		err := n.peers.RemoveSelf(ctx, id, n.Leader)
+		if errors.Is(err, peers.ErrNoNewLeader) {
+			return fmt.Errorf("%w: leadership moved but no new leader removed %s", ErrNoLeader, id)
+		}
+		return err
 	}
 	if found {
 		if err := n.raft.RemoveServer(raft.ServerID(id), 0, n.cfg.ApplyTimeout).Error(); err != nil {
@@ -271,27 +222,6 @@ func (n *Node) peerHTTPAddrs() []string {
 	return out
 }
 
-// probePeers asks the members this node was told about, in turn, whether a
-// cluster already runs, and which (see planStart). The first that knows a
-// leader or a cluster id answers for all.
-func (n *Node) probePeers() peerView {
-	addrs := n.peerHTTPAddrs()
-	if len(addrs) == 0 {
-		return peerView{}
-	}
-	c, err := n.peerClient(addrs, time.Second, 1)
-	if err != nil {
-		return peerView{}
-	}
-	for _, addr := range addrs {
-		st, err := c.MemberStatus(n.ctx, addr)
-		if err == nil && (st.Leader != "" || st.ClusterID != "") {
-			return peerView{running: st.Leader != "", clusterID: st.ClusterID}
-		}
-	}
-	return peerView{}
-}
-
 // TransferLeadership hands leadership to the member id, or to the most
 // up-to-date follower when id is empty.
 func (n *Node) TransferLeadership(ctx context.Context, id string) error {
@@ -318,30 +248,4 @@ func (n *Node) TransferLeadership(ctx context.Context, id string) error {
 		}
 	}
 	return fmt.Errorf("%w: %q", ErrUnknownMember, id)
-}
-
-// removeViaNewLeader asks the leader that took over from this node to remove
-// it, retrying until a new leader answers or ctx ends.
-func (n *Node) removeViaNewLeader(ctx context.Context, id string) error {
-	for {
-		if leaderID, addr := n.Leader(); leaderID != "" && leaderID != n.cfg.ID && addr != "" {
-			c, err := n.peerClient([]string{addr}, 10*time.Second, 1)
-			if err != nil {
-				return err
-			}
-			err = c.RemoveMember(ctx, id)
-			var apiErr *client.APIError
-			switch {
-			case err == nil:
-				return nil
-			case errors.As(err, &apiErr) && apiErr.Status != http.StatusServiceUnavailable:
-				return fmt.Errorf("new leader %s refused the removal: %w", leaderID, err)
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%w: leadership moved but no new leader removed %s", ErrNoLeader, id)
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
 }

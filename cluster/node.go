@@ -5,8 +5,9 @@
 // It knows nothing of locks: the coordination layer (coord) reaches it
 // through Apply, VerifyLeader, Barrier and Leadership, and Raft's errors come
 // back as this package's. The data dir on disk (datadir), the Raft transport
-// (transport), offline forced recovery (recovery) and Raft's metrics
-// (raftmetrics) are subpackages.
+// (transport), offline forced recovery (recovery), Raft's metrics
+// (raftmetrics), the join plan (internal/membership) and the calls to other
+// members (internal/peers) are subpackages.
 package cluster
 
 import (
@@ -14,7 +15,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"strconv"
 	"strings"
 	"sync"
@@ -28,6 +28,7 @@ import (
 
 	"github.com/fencer-io/fencer/api/wire"
 	"github.com/fencer-io/fencer/cluster/datadir"
+	"github.com/fencer-io/fencer/cluster/internal/peers"
 	"github.com/fencer-io/fencer/cluster/logstore"
 	"github.com/fencer-io/fencer/cluster/raftmetrics"
 	"github.com/fencer-io/fencer/cluster/stall"
@@ -65,7 +66,7 @@ type Node struct {
 	fatal    chan error
 	diskOnce sync.Once // a failed write is acted on once
 
-	peerHTTP *http.Client // for calls to other members' HTTP APIs
+	peers *peers.Client // calls to other members' HTTP APIs
 
 	ctx       context.Context // ends when the node stops
 	cancel    context.CancelFunc
@@ -88,9 +89,7 @@ func Open(cfg Config, state *fsm.FSM) (*Node, error) {
 		fsm:     state,
 		stop:    make(chan struct{}),
 		fatal:   make(chan error, 1),
-		// Node-to-node calls are rare (joins, probes, removals): a fresh
-		// connection each, so none outlives a peer that restarted.
-		peerHTTP: &http.Client{Transport: &http.Transport{TLSClientConfig: cfg.PeerTLSClient, DisableKeepAlives: true}},
+		peers:   peers.New(cfg.ID, cfg.ClusterSecret, cfg.PeerTLSClient),
 	}
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	n.lead.init()
@@ -257,6 +256,20 @@ func (n *Node) Status() (wire.ClusterStatus, error) {
 		st.Members = append(st.Members, m)
 	}
 	return st, nil
+}
+
+// MemberStatuses asks every member for its own view (state, term, commit
+// and applied index, last contact), in parallel, and answers for itself
+// without a request. It is what a page served by one node shows of the
+// others, which the browser cannot ask itself (they are other origins).
+// The members are asked with this node's credential (its certificate or
+// the cluster secret), which may read status.
+func (n *Node) MemberStatuses(ctx context.Context) (wire.MemberStatusList, error) {
+	st, err := n.Status()
+	if err != nil {
+		return wire.MemberStatusList{}, err
+	}
+	return n.peers.Statuses(ctx, st), nil
 }
 
 func parseUint(s string) uint64 {

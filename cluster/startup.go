@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/fencer-io/fencer/cluster/datadir"
+	"github.com/fencer-io/fencer/cluster/internal/peers"
 	"github.com/fencer-io/fencer/cluster/logstore"
 	"github.com/fencer-io/fencer/cluster/stall"
 	"github.com/fencer-io/fencer/cluster/transport"
@@ -54,11 +55,11 @@ func (n *Node) start() error {
 	if err != nil {
 		return fmt.Errorf("inspect raft state: %w", err)
 	}
-	var peers peerView
+	var view peers.View
 	if needsProbe(n.cfg, hasState, n.ident) {
-		peers = n.probePeers()
+		view = n.peers.Probe(n.ctx, n.peerHTTPAddrs())
 	}
-	plan, err := planStart(n.cfg, hasState, n.ident, peers, n.trans.LocalAddr())
+	plan, err := planStart(n.cfg, hasState, n.ident, view, n.trans.LocalAddr())
 	if err != nil {
 		return err
 	}
@@ -157,12 +158,6 @@ func (n *Node) openTransport() error {
 	return nil
 }
 
-// peerView is what the members this node was told about said when probed.
-type peerView struct {
-	running   bool   // one of them knows a leader
-	clusterID string // the first cluster id one reported
-}
-
 // needsProbe reports whether the start depends on what the peers say: an
 // empty data dir with an initial cluster (bootstrap, or join what already
 // runs?) and a data dir that records its cluster (is it theirs?).
@@ -180,19 +175,19 @@ type startPlan struct {
 }
 
 // planStart decides how a node starts from its data dir (hasState, ident),
-// its configuration and what its peers said. A node whose data dir is empty
+// its configuration and what its peers said (view). A node whose data dir is empty
 // but whose initial cluster already has a leader joins rather than
 // bootstrap: bootstrapping again would give it a fresh vote in a cluster
 // that may count on what it acknowledged before.
-func planStart(cfg Config, hasState bool, ident datadir.Identity, peers peerView, self raft.ServerAddress) (startPlan, error) {
-	if ident.ClusterID != "" && peers.clusterID != "" && peers.clusterID != ident.ClusterID {
+func planStart(cfg Config, hasState bool, ident datadir.Identity, view peers.View, self raft.ServerAddress) (startPlan, error) {
+	if ident.ClusterID != "" && view.ClusterID != "" && view.ClusterID != ident.ClusterID {
 		return startPlan{}, fmt.Errorf("data dir %s belongs to cluster %s, but the members this node was told about are cluster %s: "+
-			"start it with an empty data dir to join them, or point it at its own cluster", cfg.DataDir, ident.ClusterID, peers.clusterID)
+			"start it with an empty data dir to join them, or point it at its own cluster", cfg.DataDir, ident.ClusterID, view.ClusterID)
 	}
 	switch {
 	case hasState:
 		return startPlan{}, nil
-	case len(cfg.Join) > 0 || len(cfg.InitialCluster) > 0 && peers.running:
+	case len(cfg.Join) > 0 || len(cfg.InitialCluster) > 0 && view.Running:
 		// A node with no state takes part in Raft only once the leader
 		// has accepted it, so a wiped voter never votes under its old id.
 		return startPlan{preJoin: true}, nil

@@ -1,4 +1,4 @@
-package cluster
+package membership
 
 import (
 	"errors"
@@ -8,7 +8,6 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/fencer-io/fencer/api/wire"
-	"github.com/fencer-io/fencer/cluster/datadir"
 	"github.com/fencer-io/fencer/fsm/entry"
 )
 
@@ -36,95 +35,57 @@ func TestPlanJoin(t *testing.T) {
 		known   entry.Member // the record of the joiner's id
 		cluster string       // the cluster's id
 		req     wire.JoinRequest
-		want    joinPlan
+		want    JoinPlan
 		err     error
 	}{
 		{name: "new voter", req: join("n4", "r4", "h4", "i4"),
-			want: joinPlan{add: add(voter("n4", "r4")), record: rec(entry.Member{ID: "n4", RaftAddr: "r4", HTTPAddr: "h4", Incarnation: "i4", LogFormat: 1})}},
+			want: JoinPlan{Add: add(voter("n4", "r4")), Record: rec(entry.Member{ID: "n4", RaftAddr: "r4", HTTPAddr: "h4", Incarnation: "i4", LogFormat: 1})}},
 		{name: "new non-voter", req: with(join("n4", "r4", "h4", "i4"), func(r *wire.JoinRequest) { r.Voter = false }),
-			want: joinPlan{add: add(nonvoter("n4", "r4")), record: rec(entry.Member{ID: "n4", RaftAddr: "r4", HTTPAddr: "h4", Incarnation: "i4", LogFormat: 1})}},
+			want: JoinPlan{Add: add(nonvoter("n4", "r4")), Record: rec(entry.Member{ID: "n4", RaftAddr: "r4", HTTPAddr: "h4", Incarnation: "i4", LogFormat: 1})}},
 		{name: "already a member: nothing to do", known: n2, req: join("n2", "r2", "h2", "i2")},
 		{name: "new http address: only the record", known: n2, req: join("n2", "r2", "h2b", "i2"),
-			want: joinPlan{record: rec(entry.Member{ID: "n2", RaftAddr: "r2", HTTPAddr: "h2b", Incarnation: "i2", LogFormat: 1})}},
+			want: JoinPlan{Record: rec(entry.Member{ID: "n2", RaftAddr: "r2", HTTPAddr: "h2b", Incarnation: "i2", LogFormat: 1})}},
 		{name: "non-voter asks to vote", known: n3, req: join("n3", "r3", "h3", "i3"),
-			want: joinPlan{add: add(voter("n3", "r3")), promote: true}},
+			want: JoinPlan{Add: add(voter("n3", "r3")), Promote: true}},
 		{name: "same id, new address: remove first", known: n2, req: join("n2", "r2b", "h2", "i2"),
-			want: joinPlan{remove: []raft.Server{voter("n2", "r2")}, add: add(voter("n2", "r2b")),
-				record: rec(entry.Member{ID: "n2", RaftAddr: "r2b", HTTPAddr: "h2", Incarnation: "i2", LogFormat: 1})}},
+			want: JoinPlan{Remove: []raft.Server{voter("n2", "r2")}, Add: add(voter("n2", "r2b")),
+				Record: rec(entry.Member{ID: "n2", RaftAddr: "r2b", HTTPAddr: "h2", Incarnation: "i2", LogFormat: 1})}},
 		{name: "another id on the address: remove first", req: join("n5", "r2", "h5", "i5"),
-			want: joinPlan{remove: []raft.Server{voter("n2", "r2")}, add: add(voter("n5", "r2")),
-				record: rec(entry.Member{ID: "n5", RaftAddr: "r2", HTTPAddr: "h5", Incarnation: "i5", LogFormat: 1})}},
-		{name: "wiped voter refused", known: n2, req: join("n2", "r2", "h2", "new"), err: ErrMemberConflict},
+			want: JoinPlan{Remove: []raft.Server{voter("n2", "r2")}, Add: add(voter("n5", "r2")),
+				Record: rec(entry.Member{ID: "n5", RaftAddr: "r2", HTTPAddr: "h5", Incarnation: "i5", LogFormat: 1})}},
+		{name: "wiped voter refused", known: n2, req: join("n2", "r2", "h2", "new"), err: ErrConflict},
 		{name: "wiped voter replaced", known: n2, req: with(join("n2", "r2", "h2", "new"), func(r *wire.JoinRequest) { r.Replace = true }),
-			want: joinPlan{replace: "i2", add: add(voter("n2", "r2")),
-				record: rec(entry.Member{ID: "n2", RaftAddr: "r2", HTTPAddr: "h2", Incarnation: "new", LogFormat: 1})}},
+			want: JoinPlan{Replace: "i2", Add: add(voter("n2", "r2")),
+				Record: rec(entry.Member{ID: "n2", RaftAddr: "r2", HTTPAddr: "h2", Incarnation: "new", LogFormat: 1})}},
 		{name: "operator add of a member as it is: nothing to do", known: n2,
 			req: wire.JoinRequest{ID: "n2", RaftAddr: "r2", HTTPAddr: "h2", Voter: true}},
 		{name: "operator add keeps the recorded incarnation and format", known: n2,
 			req:  wire.JoinRequest{ID: "n2", RaftAddr: "r2", HTTPAddr: "h2b", Voter: true},
-			want: joinPlan{record: rec(entry.Member{ID: "n2", RaftAddr: "r2", HTTPAddr: "h2b", Incarnation: "i2", LogFormat: 1})}},
+			want: JoinPlan{Record: rec(entry.Member{ID: "n2", RaftAddr: "r2", HTTPAddr: "h2b", Incarnation: "i2", LogFormat: 1})}},
 		{name: "operator add on another raft address keeps the incarnation, not the format", known: n2,
 			req: wire.JoinRequest{ID: "n2", RaftAddr: "r2b", HTTPAddr: "h2", Voter: true},
-			want: joinPlan{remove: []raft.Server{voter("n2", "r2")}, add: add(voter("n2", "r2b")),
-				record: rec(entry.Member{ID: "n2", RaftAddr: "r2b", HTTPAddr: "h2", Incarnation: "i2"})}},
+			want: JoinPlan{Remove: []raft.Server{voter("n2", "r2")}, Add: add(voter("n2", "r2b")),
+				Record: rec(entry.Member{ID: "n2", RaftAddr: "r2b", HTTPAddr: "h2", Incarnation: "i2"})}},
 		{name: "operator promotes a non-voter, keeping its record", known: n3,
 			req:  wire.JoinRequest{ID: "n3", RaftAddr: "r3", HTTPAddr: "h3", Voter: true},
-			want: joinPlan{add: add(voter("n3", "r3")), promote: true}},
+			want: JoinPlan{Add: add(voter("n3", "r3")), Promote: true}},
 		{name: "another cluster's data dir", cluster: "c1", req: with(join("n4", "r4", "h4", "i4"), func(r *wire.JoinRequest) { r.ClusterID = "c2" }),
-			err: ErrMemberConflict},
+			err: ErrConflict},
 		{name: "same cluster's data dir", cluster: "c1", known: n2, req: with(join("n2", "r2", "h2", "i2"), func(r *wire.JoinRequest) { r.ClusterID = "c1" })},
-		{name: "bad id", req: join("n 4", "r4", "h4", "i4"), err: ErrMemberConflict},
-		{name: "no http address", req: join("n4", "r4", "", "i4"), err: ErrMemberConflict},
+		{name: "bad id", req: join("n 4", "r4", "h4", "i4"), err: ErrConflict},
+		{name: "no http address", req: join("n4", "r4", "", "i4"), err: ErrConflict},
 		{name: "dry run changes nothing", req: with(join("n4", "r4", "h4", "i4"), func(r *wire.JoinRequest) { r.DryRun = true })},
 		{name: "dry run of a wiped voter refused", known: n2, req: with(join("n2", "r2", "h2", "new"), func(r *wire.JoinRequest) { r.DryRun = true }),
-			err: ErrMemberConflict},
+			err: ErrConflict},
 		{name: "dry run of a replacement", known: n2, req: with(join("n2", "r2", "h2", "new"), func(r *wire.JoinRequest) { r.DryRun, r.Replace = true, true })},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := planJoin(conf, tc.known, tc.cluster, tc.req)
+			got, err := PlanJoin(conf, tc.known, tc.cluster, tc.req)
 			if !errors.Is(err, tc.err) || (tc.err == nil) != (err == nil) {
 				t.Fatalf("err %v, want %v", err, tc.err)
 			}
 			if !reflect.DeepEqual(got, tc.want) {
 				t.Fatalf("plan\n %+v\nwant\n %+v", got, tc.want)
-			}
-		})
-	}
-}
-
-func TestPlanStart(t *testing.T) {
-	peers := []Peer{{ID: "n1", RaftAddr: "r1", HTTPAddr: "h1"}, {ID: "n2", RaftAddr: "r2", HTTPAddr: "h2"}}
-	self := raft.ServerAddress("r1")
-	for _, tc := range []struct {
-		name     string
-		cfg      Config
-		hasState bool
-		ident    datadir.Identity
-		peers    peerView
-		want     startPlan
-		wantErr  bool
-	}{
-		{name: "restart", cfg: Config{Bootstrap: true}, hasState: true},
-		{name: "bootstrap alone", cfg: Config{ID: "n1", Bootstrap: true}, want: startPlan{bootstrap: []raft.Server{{ID: "n1", Address: self}}}},
-		{name: "bootstrap the initial cluster", cfg: Config{ID: "n1", InitialCluster: peers},
-			want: startPlan{bootstrap: []raft.Server{{ID: "n1", Address: "r1"}, {ID: "n2", Address: "r2"}}}},
-		{name: "the initial cluster runs: join it", cfg: Config{ID: "n1", InitialCluster: peers}, peers: peerView{running: true},
-			want: startPlan{preJoin: true}},
-		{name: "join", cfg: Config{ID: "n3", Join: []string{"h1"}}, want: startPlan{preJoin: true}},
-		{name: "restart with state: no join", cfg: Config{ID: "n3", Join: []string{"h1"}}, hasState: true},
-		{name: "neither", cfg: Config{ID: "n3"}},
-		{name: "another cluster's data dir", cfg: Config{ID: "n1", Join: []string{"h1"}}, hasState: true,
-			ident: datadir.Identity{ClusterID: "c1"}, peers: peerView{clusterID: "c2"}, wantErr: true},
-		{name: "its own cluster", cfg: Config{ID: "n1", Join: []string{"h1"}}, hasState: true,
-			ident: datadir.Identity{ClusterID: "c1"}, peers: peerView{running: true, clusterID: "c1"}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			got, err := planStart(tc.cfg, tc.hasState, tc.ident, tc.peers, self)
-			if (err != nil) != tc.wantErr {
-				t.Fatalf("err %v, want error %v", err, tc.wantErr)
-			}
-			if !reflect.DeepEqual(got, tc.want) {
-				t.Fatalf("plan %+v, want %+v", got, tc.want)
 			}
 		})
 	}
