@@ -74,6 +74,7 @@ func (n *Node) watchLeadership(notify <-chan bool) {
 			return
 		case leader := <-notify:
 			n.metrics.LeaderChanges.Inc()
+			n.trans.SetLeading(leader) // a follower's old replication does not wait for peers
 			changed := n.setLeadership(leader)
 			n.leaderNotice.notify()
 			if leader {

@@ -128,6 +128,9 @@ func (n *Node) shutdown() error {
 	n.closeOnce.Do(func() {
 		close(n.stop)
 		n.cancel()
+		if n.trans != nil {
+			n.trans.StopWaiting() // Shutdown waits for replication a wait would hold
+		}
 		if n.raft != nil {
 			err = n.raft.Shutdown().Error()
 		}

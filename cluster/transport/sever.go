@@ -14,6 +14,7 @@ import (
 type Transport struct {
 	*raft.NetworkTransport
 	layer *severable
+	wait  *peerWait
 }
 
 // Sever closes every connection of the transport and refuses new ones, in
@@ -22,7 +23,10 @@ type Transport struct {
 // disk write hangs); Raft's Shutdown waits for that loop, so it cannot stop
 // them, and as long as they flow no follower elects another leader. After
 // Sever the node is silent to the cluster, as if it had exited.
-func (t *Transport) Sever() { t.layer.sever() }
+func (t *Transport) Sever() {
+	t.wait.stop()
+	t.layer.sever()
+}
 
 // errSevered is what a severed transport's dials return.
 var errSevered = errors.New("raft transport severed: this node cut itself off from the cluster")

@@ -1,9 +1,11 @@
 // Package transport opens a node's Raft transport: TCP, or mutual TLS when
 // the cluster runs it; dialling each peer at a proxy address when told to
 // (the chaos suite routes links through fault proxies this way); and
-// logging a stranger's connections at most once a minute; and cutting the
+// logging a stranger's connections at most once a minute; cutting the
 // node off from the cluster when it must stop leading but cannot stop Raft
-// (Sever).
+// (Sever); and holding a replication call to a peer that is down until it
+// returns, within a bound, so that Raft's backoff does not grow while the
+// peer is away (waitForPeer).
 package transport
 
 import (
@@ -48,6 +50,10 @@ type Config struct {
 	// and peers' when dialling them over TCP. Nil is the system resolver.
 	// Tests give one that knows names the system does not.
 	LookupHost func(ctx context.Context, host string) ([]string, error)
+	// PeerWait bounds how long a replication call waits for a peer that
+	// does not accept connections (Transport.waitForPeer): 0 is
+	// DefaultPeerWait, negative does not wait.
+	PeerWait time.Duration
 }
 
 // OwnNameTimeout bounds how long Open waits for a host name in Addr to
@@ -134,7 +140,11 @@ func Open(cfg Config) (*Transport, error) {
 	// Every connection goes through the layer that Sever closes.
 	sev := newSeverable(stream)
 	tcfg.Stream = sev
-	return &Transport{NetworkTransport: raft.NewNetworkTransportWithConfig(tcfg), layer: sev}, nil
+	wait := cfg.PeerWait
+	if wait == 0 {
+		wait = DefaultPeerWait
+	}
+	return &Transport{NetworkTransport: raft.NewNetworkTransportWithConfig(tcfg), layer: sev, wait: newPeerWait(wait)}, nil
 }
 
 // resolveOwn resolves this node's own host name to the IP to bind,
