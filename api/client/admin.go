@@ -10,31 +10,32 @@ import (
 	"net/url"
 	"strconv"
 
+	"github.com/fencer-io/fencer/api/client/internal/transport"
 	"github.com/fencer-io/fencer/api/wire"
 )
 
 // AddMember adds a member (a voter unless voter is false).
 func (c *Client) AddMember(ctx context.Context, id, raftAddr, httpAddr string, voter bool) error {
 	var out wire.Member
-	return c.postJSON(ctx, &request{path: "/v1/cluster/members"}, wire.AddMemberRequest{ID: id, RaftAddr: raftAddr, HTTPAddr: httpAddr, Voter: &voter}, &out)
+	return c.tr.PostJSON(ctx, &transport.Request{Path: "/v1/cluster/members"}, wire.AddMemberRequest{ID: id, RaftAddr: raftAddr, HTTPAddr: httpAddr, Voter: &voter}, &out)
 }
 
 // Join asks the cluster to make a node a member (what a node sends about
 // itself when it starts; operators use AddMember). A join is idempotent, so
 // it is retried like any other request.
 func (c *Client) Join(ctx context.Context, req wire.JoinRequest) error {
-	r := &request{path: "/v1/cluster/join"}
+	r := &transport.Request{Path: "/v1/cluster/join"}
 	if req.LogFormat > 0 {
-		r.header = http.Header{wire.HeaderLogFormat: {strconv.Itoa(req.LogFormat)}}
+		r.Header = http.Header{wire.HeaderLogFormat: {strconv.Itoa(req.LogFormat)}}
 	}
 	var out wire.JoinResponse
-	return c.postJSON(ctx, r, req, &out)
+	return c.tr.PostJSON(ctx, r, req, &out)
 }
 
 // RemoveMember removes a member; removing the leader transfers leadership
 // first.
 func (c *Client) RemoveMember(ctx context.Context, id string) error {
-	_, err := c.do(ctx, &request{method: http.MethodDelete, path: "/v1/cluster/members/" + url.PathEscape(id)})
+	_, err := c.tr.Do(ctx, &transport.Request{Method: http.MethodDelete, Path: "/v1/cluster/members/" + url.PathEscape(id)})
 	return err
 }
 
@@ -42,17 +43,17 @@ func (c *Client) RemoveMember(ctx context.Context, id string) error {
 // empty.
 func (c *Client) TransferLeader(ctx context.Context, id string) error {
 	var out map[string]string
-	return c.postJSON(ctx, &request{path: "/v1/cluster/leader/transfer"}, wire.TransferRequest{ID: id}, &out)
+	return c.tr.PostJSON(ctx, &transport.Request{Path: "/v1/cluster/leader/transfer"}, wire.TransferRequest{ID: id}, &out)
 }
 
 // MemberStatus asks one member, not the leader, for its own view: its Raft
 // state and when it last heard from the leader.
 func (c *Client) MemberStatus(ctx context.Context, httpAddr string) (wire.ClusterStatus, error) {
-	base, err := c.baseURL(httpAddr)
+	base, err := transport.BaseURL(httpAddr, c.tls != nil)
 	if err != nil {
 		return wire.ClusterStatus{}, err
 	}
-	return c.clusterStatus(ctx, base)
+	return c.tr.ClusterStatus(ctx, base)
 }
 
 // SnapshotSave writes a consistent snapshot taken on the leader to w and
@@ -94,22 +95,10 @@ func (c *Client) SnapshotRestore(ctx context.Context, snapshot []byte, minEpoch 
 }
 
 // stream sends one request to the leader and hands back the open response;
-// non-2xx answers become *APIError. Snapshots are too large for do's
+// non-2xx answers become *APIError. Snapshots are too large for Do's
 // buffered answers, and saving or restoring is not retried blindly.
 func (c *Client) stream(ctx context.Context, method, path string, q url.Values, body []byte) (*http.Response, error) {
-	base := c.target(ctx, "")
-	u := base + path
-	if len(q) > 0 {
-		u += "?" + q.Encode()
-	}
-	req, err := http.NewRequestWithContext(ctx, method, u, bytes.NewReader(body))
-	if err != nil {
-		return nil, err
-	}
-	if c.authorization != "" {
-		req.Header.Set("Authorization", c.authorization)
-	}
-	resp, err := c.hc.Do(req)
+	resp, err := c.tr.Open(ctx, c.tr.Target(ctx), method, path, q, nil, bytes.NewReader(body))
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}

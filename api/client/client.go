@@ -3,34 +3,28 @@ package client
 import (
 	"crypto/tls"
 	"errors"
-	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
-	"net/url"
 	"strings"
-	"sync"
 	"time"
 
+	"github.com/fencer-io/fencer/api/client/internal/transport"
 	"github.com/fencer-io/fencer/api/wire"
 )
 
 // Client talks to a fencer cluster. It is safe for concurrent use.
 type Client struct {
-	endpoints []string // base URLs: scheme://host:port
-	hc        *http.Client
-	timeout   time.Duration
-	retry     Retry
-	log       *slog.Logger
-	tls       *tls.Config
+	tr *transport.Transport // endpoints, the leader, retries
+
+	// Set by the options; New applies the defaults.
+	hc      *http.Client
+	timeout time.Duration
+	retry   Retry
+	log     *slog.Logger
+	tls     *tls.Config
 	// authorization is the Authorization header sent on every request; ""
 	// for none.
 	authorization string
-
-	discoverMu sync.Mutex // one leader discovery at a time
-	mu         sync.Mutex
-	next       int    // endpoint to try when no leader is known
-	leader     string // base URL of the leader; "" when unknown
 }
 
 // Retry bounds the client's retries of a request. Zero fields mean the
@@ -101,24 +95,23 @@ func New(endpoints []string, opts ...Option) (*Client, error) {
 	for _, o := range opts {
 		o(c)
 	}
+	var bases []string
 	for _, ep := range endpoints {
 		ep = strings.TrimSpace(ep)
 		if ep == "" {
 			continue
 		}
-		base, err := c.baseURL(ep)
+		base, err := transport.BaseURL(ep, c.tls != nil)
 		if err != nil {
 			return nil, err
 		}
-		c.endpoints = append(c.endpoints, base)
+		bases = append(bases, base)
 	}
-	if len(c.endpoints) == 0 {
+	if len(bases) == 0 {
 		return nil, errors.New("no endpoints: want at least one host:port or URL of a fencer node")
 	}
 	if c.hc == nil {
-		tr := newTransport()
-		tr.TLSClientConfig = c.tls
-		c.hc = &http.Client{Transport: tr}
+		c.hc = transport.NewHTTPClient(c.tls)
 	}
 	if c.timeout <= 0 {
 		c.timeout = DefaultTimeout
@@ -127,35 +120,17 @@ func New(endpoints []string, opts ...Option) (*Client, error) {
 		c.log = slog.New(slog.DiscardHandler)
 	}
 	c.retry = c.retry.withDefaults()
+	c.tr = transport.New(transport.Config{
+		Endpoints:     bases,
+		HTTP:          c.hc,
+		Timeout:       c.timeout,
+		Retry:         transport.Retry(c.retry),
+		Log:           c.log,
+		Authorization: c.authorization,
+		AnswerError:   answerError,
+		Unavailable:   ErrUnavailable,
+	})
 	return c, nil
-}
-
-func (c *Client) baseURL(ep string) (string, error) {
-	if !strings.Contains(ep, "://") {
-		if c.tls != nil {
-			ep = "https://" + ep
-		} else {
-			ep = "http://" + ep
-		}
-	}
-	u, err := url.Parse(ep)
-	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
-		return "", fmt.Errorf("endpoint %q: want host:port or an http(s) URL", ep)
-	}
-	return u.Scheme + "://" + u.Host, nil
-}
-
-// newTransport keeps connections alive: renewals every few seconds should
-// not pay for a TCP handshake each. A node that does not accept a
-// connection within a second is taken for gone (a crashed host answers
-// nothing): the request moves on to another member at once.
-func newTransport() *http.Transport {
-	return &http.Transport{
-		Proxy:               http.ProxyFromEnvironment,
-		DialContext:         (&net.Dialer{Timeout: time.Second, KeepAlive: 30 * time.Second}).DialContext,
-		MaxIdleConnsPerHost: 64,
-		IdleConnTimeout:     90 * time.Second,
-	}
 }
 
 func (r Retry) withDefaults() Retry {
@@ -172,8 +147,14 @@ func (r Retry) withDefaults() Retry {
 	return r
 }
 
+// backoff returns the pause before retry n (n >= 1), with jitter.
+func (r Retry) backoff(n int) time.Duration { return transport.Retry(r).Backoff(n) }
+
 // Endpoints returns the configured endpoints as base URLs.
-func (c *Client) Endpoints() []string { return append([]string(nil), c.endpoints...) }
+func (c *Client) Endpoints() []string { return append([]string(nil), c.tr.Endpoints()...) }
+
+// Leader returns the base URL of the cached leader, "" when none is known.
+func (c *Client) Leader() string { return c.tr.Leader() }
 
 // Close closes idle connections. Leases keep renewing until released.
-func (c *Client) Close() { c.hc.CloseIdleConnections() }
+func (c *Client) Close() { c.tr.CloseIdleConnections() }

@@ -106,16 +106,14 @@
 // That is what fencing tokens are for: the lease is advisory, the token is
 // the guarantee.
 //
-// # One package
+// # Layout
 //
-// The client is one package of about 2,100 lines, over the 1,500 that
-// fencer's other packages keep to, on purpose. What a user imports is the
-// Client, its Options, Lease, Semaphore, Election, Watch and the sentinel
-// errors; the transport (endpoint following, retries, the dependency on
-// api/wire only) is methods on Client that share its endpoint state and
-// produce those same errors. Moving it under internal/ would mean either
-// a second copy of the error types or an internal package that re-exports
-// them, and users would gain nothing: the public surface would be the same
-// names. deps_test.go guards the one boundary that matters, that the
-// client imports nothing of fencer but api/wire.
+// What a user imports is this package: the Client, its Options, Lease,
+// Semaphore, Election, Watch and the sentinel errors. The machinery behind
+// them is internal: internal/transport sends the requests (endpoints,
+// leader following, retries, encoding), and makes the errors of answers
+// through functions this package gives it, so that every error a caller
+// sees is one of the sentinels above or an *APIError. deps_test.go guards
+// the one boundary that matters, that the client imports nothing of fencer
+// but api/wire.
 package client

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/fencer-io/fencer/api/client/internal/transport"
 	"github.com/fencer-io/fencer/api/wire"
 )
 
@@ -50,7 +51,7 @@ func (c *Client) Campaign(ctx context.Context, name, value string, opts ...Acqui
 // change. ErrLeaseLost: this caller no longer leads.
 func (l *Lease) Proclaim(ctx context.Context, value string) error {
 	var out wire.ValueResponse
-	err := l.c.postJSON(ctx, &request{path: kindPath(l.kind, l.grant.Lock, "value")},
+	err := l.c.tr.PostJSON(ctx, &transport.Request{Path: kindPath(l.kind, l.grant.Lock, "value")},
 		wire.ValueRequest{Lease: l.grant.Lease, Token: l.grant.Token, Value: value}, &out)
 	if err == nil {
 		l.mu.Lock()
@@ -84,14 +85,14 @@ type Leadership struct {
 // Watch does.
 func (c *Client) Observe(ctx context.Context, name string) iter.Seq2[Leadership, error] {
 	return func(yield func(Leadership, error) bool) {
-		resp, err := c.do(ctx, &request{method: http.MethodGet, path: "/v1/locks"})
+		resp, err := c.tr.Do(ctx, &transport.Request{Method: http.MethodGet, Path: "/v1/locks"})
 		var list wire.LockList
 		if err == nil {
-			err = decode(resp, &list)
+			err = transport.Decode(resp, &list)
 		}
 		var index uint64
 		if err == nil {
-			index, err = strconv.ParseUint(resp.header.Get(wire.HeaderIndex), 10, 64)
+			index, err = strconv.ParseUint(resp.Header.Get(wire.HeaderIndex), 10, 64)
 		}
 		if err != nil {
 			yield(Leadership{}, err)

@@ -228,3 +228,15 @@ func newAPIError(status int, body []byte) *APIError {
 		Reason:     wire.Reason,
 	}
 }
+
+// answerError turns a non-2xx answer from base into an error: an *APIError,
+// which a 404 without fencer's error body also wraps in ErrNotFencer, since
+// every route of a fencer node, and its answer for unknown routes, carries
+// one.
+func answerError(base string, status int, body []byte) error {
+	e := newAPIError(status, body)
+	if e.Code == "" && status == http.StatusNotFound {
+		return fmt.Errorf("%s is %w: it answered %w, without fencer's JSON error body", base, ErrNotFencer, e)
+	}
+	return e
+}

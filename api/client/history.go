@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/fencer-io/fencer/api/client/internal/transport"
 	"github.com/fencer-io/fencer/api/wire"
 )
 
@@ -21,7 +22,7 @@ func (c *Client) History(ctx context.Context, lock string, n int) ([]wire.GrantR
 		q.Set("limit", strconv.Itoa(min(n, wire.MaxHistoryLimit)))
 	}
 	var out wire.LockHistory
-	if err := c.getJSON(ctx, lockPath(lock, "history"), q, &out); err != nil {
+	if err := c.tr.GetJSON(ctx, lockPath(lock, "history"), q, &out); err != nil {
 		return nil, err
 	}
 	return out.Grants, nil
@@ -33,7 +34,7 @@ func (c *Client) History(ctx context.Context, lock string, n int) ([]wire.GrantR
 // (wire.ReasonNotKept) or was never a lock's grant (wire.ReasonNeverGranted).
 func (c *Client) Token(ctx context.Context, token uint64) (wire.GrantRecord, error) {
 	var out wire.GrantRecord
-	err := c.getJSON(ctx, "/v1/tokens/"+strconv.FormatUint(token, 10), nil, &out)
+	err := c.tr.GetJSON(ctx, "/v1/tokens/"+strconv.FormatUint(token, 10), nil, &out)
 	return out, err
 }
 
@@ -48,15 +49,15 @@ func (c *Client) WaitLock(ctx context.Context, name string, index uint64, wait t
 		wait = wire.MaxBlockingWait
 	}
 	q := url.Values{"wait_index": {strconv.FormatUint(index, 10)}, "wait": {wait.String()}}
-	resp, err := c.do(ctx, &request{method: http.MethodGet, path: lockPath(name, ""), query: q, extra: wait})
+	resp, err := c.tr.Do(ctx, &transport.Request{Method: http.MethodGet, Path: lockPath(name, ""), Query: q, Extra: wait})
 	if err != nil {
 		return wire.LockStatus{}, 0, err
 	}
 	var st wire.LockStatus
-	if err := decode(resp, &st); err != nil {
+	if err := transport.Decode(resp, &st); err != nil {
 		return st, 0, err
 	}
-	at, err := strconv.ParseUint(resp.header.Get(wire.HeaderIndex), 10, 64)
+	at, err := strconv.ParseUint(resp.Header.Get(wire.HeaderIndex), 10, 64)
 	if err != nil {
 		return st, 0, fmt.Errorf("GET %s: answer has no valid %s header", lockPath(name, ""), wire.HeaderIndex)
 	}

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/fencer-io/fencer/api/client/internal/transport"
 	"github.com/fencer-io/fencer/api/wire"
 )
 
@@ -130,9 +131,9 @@ func (c *Client) Acquire(ctx context.Context, name string, opts ...AcquireOption
 		LockDelayMillis: o.lockDelay.Milliseconds(),
 		Value:           o.value,
 	}
-	r := &request{path: lockPath(name, "acquire"), extra: o.wait}
+	r := &transport.Request{Path: lockPath(name, "acquire"), Extra: o.wait}
 	var g wire.Grant
-	if err := c.postJSON(ctx, r, body, &g); err != nil {
+	if err := c.tr.PostJSON(ctx, r, body, &g); err != nil {
 		return nil, err
 	}
 	return c.hold(ctx, g, "locks", r, o.keepAlive)
@@ -140,13 +141,13 @@ func (c *Client) Acquire(ctx context.Context, name string, opts ...AcquireOption
 
 // hold makes a Lease of a grant of kind ("locks" or "semaphores") that r
 // asked for, and starts keeping it alive.
-func (c *Client) hold(ctx context.Context, g wire.Grant, kind string, r *request, keepAlive bool) (*Lease, error) {
+func (c *Client) hold(ctx context.Context, g wire.Grant, kind string, r *transport.Request, keepAlive bool) (*Lease, error) {
 	// The server starts the lease when it applies the grant, after the
 	// request that asked for it was sent: the attempt that answered, or
 	// for a retry answered with an earlier grant, the first attempt.
-	start := r.sent
+	start := r.Sent
 	if g.Existing {
-		start = r.firstSent
+		start = r.FirstSent
 	}
 	l := newLease(c, g, start)
 	l.kind = kind
@@ -414,14 +415,14 @@ func (l *Lease) renew(ctx context.Context, background bool) error {
 // Attempts are cut at a third of the TTL so that a hung leader leaves time
 // to try another node.
 func (l *Lease) sendRenewal(ctx context.Context) (time.Time, error) {
-	r := &request{
-		path:           kindPath(l.kind, l.grant.Lock, "renew"),
-		attemptTimeout: max(l.ttl/3, 100*time.Millisecond),
-		untilDone:      true,
+	r := &transport.Request{
+		Path:           kindPath(l.kind, l.grant.Lock, "renew"),
+		AttemptTimeout: max(l.ttl/3, 100*time.Millisecond),
+		UntilDone:      true,
 	}
 	var out wire.RenewResponse
-	err := l.c.postJSON(ctx, r, wire.LeaseRequest{Lease: l.grant.Lease, Token: l.grant.Token}, &out)
-	return r.sent, err
+	err := l.c.tr.PostJSON(ctx, r, wire.LeaseRequest{Lease: l.grant.Lease, Token: l.grant.Token}, &out)
+	return r.Sent, err
 }
 
 // refused reports whether the server answered with a definite no.
@@ -460,7 +461,7 @@ func (l *Lease) Release(ctx context.Context) error {
 // as the command-line client does. It does not track any deadline.
 func (c *Client) RenewRaw(ctx context.Context, name string, token uint64, lease string) (wire.RenewResponse, error) {
 	var out wire.RenewResponse
-	err := c.postJSON(ctx, &request{path: lockPath(name, "renew")}, wire.LeaseRequest{Lease: lease, Token: token}, &out)
+	err := c.tr.PostJSON(ctx, &transport.Request{Path: lockPath(name, "renew")}, wire.LeaseRequest{Lease: lease, Token: token}, &out)
 	return out, err
 }
 
@@ -469,17 +470,13 @@ func (c *Client) ReleaseRaw(ctx context.Context, name string, token uint64, leas
 	return c.releaseResp(ctx, name, token, lease)
 }
 
-func (c *Client) release(ctx context.Context, name string, token uint64, lease string) error {
-	return c.releaseKind(ctx, "locks", name, token, lease)
-}
-
 // releaseKind releases a lock's grant or a semaphore's permit, retrying
 // freely as releaseResp does.
 func (c *Client) releaseKind(ctx context.Context, kind, name string, token uint64, lease string) error {
-	r := &request{path: kindPath(kind, name, "release")}
+	r := &transport.Request{Path: kindPath(kind, name, "release")}
 	var out struct{}
-	err := c.postJSON(ctx, r, wire.LeaseRequest{Lease: lease, Token: token}, &out)
-	if err != nil && r.uncertain && errors.Is(err, ErrLeaseLost) {
+	err := c.tr.PostJSON(ctx, r, wire.LeaseRequest{Lease: lease, Token: token}, &out)
+	if err != nil && r.Uncertain && errors.Is(err, ErrLeaseLost) {
 		return nil
 	}
 	return err
@@ -489,9 +486,9 @@ func (c *Client) releaseKind(ctx context.Context, kind, name string, token uint6
 // lease, a later lease_lost means it did.
 func (c *Client) releaseResp(ctx context.Context, name string, token uint64, lease string) (wire.ReleaseResponse, error) {
 	var out wire.ReleaseResponse
-	r := &request{path: lockPath(name, "release")}
-	err := c.postJSON(ctx, r, wire.LeaseRequest{Lease: lease, Token: token}, &out)
-	if err != nil && r.uncertain && errors.Is(err, ErrLeaseLost) {
+	r := &transport.Request{Path: lockPath(name, "release")}
+	err := c.tr.PostJSON(ctx, r, wire.LeaseRequest{Lease: lease, Token: token}, &out)
+	if err != nil && r.Uncertain && errors.Is(err, ErrLeaseLost) {
 		return wire.ReleaseResponse{Lock: name, Token: token, Released: true}, nil
 	}
 	return out, err

@@ -9,20 +9,21 @@ import (
 	"net/url"
 	"strconv"
 
+	"github.com/fencer-io/fencer/api/client/internal/transport"
 	"github.com/fencer-io/fencer/api/wire"
 )
 
 // Lock returns a lock's status (linearizable, from the leader).
 func (c *Client) Lock(ctx context.Context, name string) (wire.LockStatus, error) {
 	var st wire.LockStatus
-	err := c.getJSON(ctx, lockPath(name, ""), nil, &st)
+	err := c.tr.GetJSON(ctx, lockPath(name, ""), nil, &st)
 	return st, err
 }
 
 // Locks returns every held lock.
 func (c *Client) Locks(ctx context.Context) ([]wire.LockStatus, error) {
 	var list wire.LockList
-	err := c.getJSON(ctx, "/v1/locks", nil, &list)
+	err := c.tr.GetJSON(ctx, "/v1/locks", nil, &list)
 	return list.Locks, err
 }
 
@@ -31,7 +32,7 @@ func (c *Client) Locks(ctx context.Context) ([]wire.LockStatus, error) {
 func (c *Client) Check(ctx context.Context, name string, token uint64) (wire.CheckResponse, error) {
 	var out wire.CheckResponse
 	q := url.Values{"token": {strconv.FormatUint(token, 10)}}
-	err := c.getJSON(ctx, lockPath(name, "check"), q, &out)
+	err := c.tr.GetJSON(ctx, lockPath(name, "check"), q, &out)
 	return out, err
 }
 
@@ -39,7 +40,7 @@ func (c *Client) Check(ctx context.Context, name string, token uint64) (wire.Che
 // leader is known, by an endpoint).
 func (c *Client) Cluster(ctx context.Context) (wire.ClusterStatus, error) {
 	var st wire.ClusterStatus
-	err := c.getJSON(ctx, "/v1/cluster", nil, &st)
+	err := c.tr.GetJSON(ctx, "/v1/cluster", nil, &st)
 	return st, err
 }
 
@@ -74,9 +75,9 @@ func (c *Client) PutFenced(ctx context.Context, key string, value []byte, token 
 	if value == nil {
 		value = []byte{}
 	}
-	r := &request{method: http.MethodPut, path: "/v1/kv/" + url.PathEscape(key), body: value, header: h}
-	_, err := c.do(ctx, r)
-	if err != nil && r.uncertain && !errors.Is(err, ErrOutcomeUnknown) && !errors.Is(err, ErrInvalid) && !errors.Is(err, ErrMissingToken) {
+	r := &transport.Request{Method: http.MethodPut, Path: "/v1/kv/" + url.PathEscape(key), Body: value, Header: h}
+	_, err := c.tr.Do(ctx, r)
+	if err != nil && r.Uncertain && !errors.Is(err, ErrOutcomeUnknown) && !errors.Is(err, ErrInvalid) && !errors.Is(err, ErrMissingToken) {
 		return fmt.Errorf("%w: an earlier attempt may have written %q with token %d: %w", ErrOutcomeUnknown, key, token, err)
 	}
 	return err
@@ -88,15 +89,15 @@ func (c *Client) PutFenced(ctx context.Context, key string, value []byte, token 
 // exist is ErrNotFound.
 func (c *Client) DeleteKey(ctx context.Context, key string) (wire.DeleteKeyResponse, error) {
 	var out wire.DeleteKeyResponse
-	r := &request{method: http.MethodDelete, path: "/v1/kv/" + url.PathEscape(key)}
-	resp, err := c.do(ctx, r)
-	if err != nil && r.uncertain && errors.Is(err, ErrNotFound) {
+	r := &transport.Request{Method: http.MethodDelete, Path: "/v1/kv/" + url.PathEscape(key)}
+	resp, err := c.tr.Do(ctx, r)
+	if err != nil && r.Uncertain && errors.Is(err, ErrNotFound) {
 		return out, fmt.Errorf("%w: an earlier attempt may have deleted %q: %w", ErrOutcomeUnknown, key, err)
 	}
 	if err != nil {
 		return out, err
 	}
-	if err := json.Unmarshal(resp.body, &out); err != nil {
+	if err := json.Unmarshal(resp.Body, &out); err != nil {
 		return out, fmt.Errorf("DELETE /v1/kv/%s: %w", key, err)
 	}
 	return out, nil
@@ -104,13 +105,13 @@ func (c *Client) DeleteKey(ctx context.Context, key string) (wire.DeleteKeyRespo
 
 // Get reads a fenced key: its value and the token that wrote it.
 func (c *Client) Get(ctx context.Context, key string) ([]byte, uint64, error) {
-	resp, err := c.do(ctx, &request{method: http.MethodGet, path: "/v1/kv/" + url.PathEscape(key)})
+	resp, err := c.tr.Do(ctx, &transport.Request{Method: http.MethodGet, Path: "/v1/kv/" + url.PathEscape(key)})
 	if err != nil {
 		return nil, 0, err
 	}
-	token, ok := wire.ParseToken(resp.header.Get(wire.HeaderToken))
+	token, ok := wire.ParseToken(resp.Header.Get(wire.HeaderToken))
 	if !ok {
 		return nil, 0, fmt.Errorf("GET /v1/kv/%s: answer has no valid %s header", key, wire.HeaderToken)
 	}
-	return resp.body, token, nil
+	return resp.Body, token, nil
 }

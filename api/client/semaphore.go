@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/fencer-io/fencer/api/client/internal/transport"
 	"github.com/fencer-io/fencer/api/wire"
 )
 
@@ -46,9 +47,9 @@ func (c *Client) AcquirePermit(ctx context.Context, name string, limit int, opts
 
 		LockDelayMillis: o.lockDelay.Milliseconds(),
 	}
-	r := &request{path: kindPath("semaphores", name, "acquire"), extra: o.wait}
+	r := &transport.Request{Path: kindPath("semaphores", name, "acquire"), Extra: o.wait}
 	var p wire.PermitGrant
-	if err := c.postJSON(ctx, r, body, &p); err != nil {
+	if err := c.tr.PostJSON(ctx, r, body, &p); err != nil {
 		return nil, err
 	}
 	g := wire.Grant{Lock: p.Semaphore, Holder: p.Holder, Token: p.Token, Lease: p.Lease, TTLMillis: p.TTLMillis,
@@ -67,14 +68,14 @@ func (l *Lease) Held() int { return l.held }
 // Semaphore returns a semaphore's limit, holders and waiters.
 func (c *Client) Semaphore(ctx context.Context, name string) (wire.SemaphoreStatus, error) {
 	var st wire.SemaphoreStatus
-	err := c.getJSON(ctx, kindPath("semaphores", name, ""), nil, &st)
+	err := c.tr.GetJSON(ctx, kindPath("semaphores", name, ""), nil, &st)
 	return st, err
 }
 
 // Semaphores lists the semaphores with a permit held.
 func (c *Client) Semaphores(ctx context.Context) ([]wire.SemaphoreStatus, error) {
 	var out wire.SemaphoreList
-	err := c.getJSON(ctx, "/v1/semaphores", nil, &out)
+	err := c.tr.GetJSON(ctx, "/v1/semaphores", nil, &out)
 	return out.Semaphores, err
 }
 
@@ -82,7 +83,7 @@ func (c *Client) Semaphores(ctx context.Context) ([]wire.SemaphoreStatus, error)
 func (c *Client) CheckPermit(ctx context.Context, name string, token uint64) (bool, error) {
 	var out wire.PermitCheckResponse
 	q := url.Values{"token": {strconv.FormatUint(token, 10)}}
-	err := c.getJSON(ctx, kindPath("semaphores", name, "check"), q, &out)
+	err := c.tr.GetJSON(ctx, kindPath("semaphores", name, "check"), q, &out)
 	return out.Current, err
 }
 
@@ -90,7 +91,7 @@ func (c *Client) CheckPermit(ctx context.Context, name string, token uint64) (bo
 // command-line client does.
 func (c *Client) RenewPermitRaw(ctx context.Context, name string, token uint64, lease string) (wire.SemRenewResponse, error) {
 	var out wire.SemRenewResponse
-	err := c.postJSON(ctx, &request{path: kindPath("semaphores", name, "renew")}, wire.LeaseRequest{Lease: lease, Token: token}, &out)
+	err := c.tr.PostJSON(ctx, &transport.Request{Path: kindPath("semaphores", name, "renew")}, wire.LeaseRequest{Lease: lease, Token: token}, &out)
 	return out, err
 }
 

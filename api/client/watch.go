@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/fencer-io/fencer/api/client/internal/transport"
 	"github.com/fencer-io/fencer/api/wire"
 )
 
@@ -64,15 +65,15 @@ func (c *Client) Watch(ctx context.Context, prefix string, since uint64) iter.Se
 // (Fencer-Index). Watch from that index then delivers every change after
 // the list and none the list already shows: list, then watch.
 func (c *Client) LocksAt(ctx context.Context) ([]wire.LockStatus, uint64, error) {
-	resp, err := c.do(ctx, &request{method: http.MethodGet, path: "/v1/locks"})
+	resp, err := c.tr.Do(ctx, &transport.Request{Method: http.MethodGet, Path: "/v1/locks"})
 	if err != nil {
 		return nil, 0, err
 	}
 	var list wire.LockList
-	if err := decode(resp, &list); err != nil {
+	if err := transport.Decode(resp, &list); err != nil {
 		return nil, 0, err
 	}
-	index, err := strconv.ParseUint(resp.header.Get(wire.HeaderIndex), 10, 64)
+	index, err := strconv.ParseUint(resp.Header.Get(wire.HeaderIndex), 10, 64)
 	if err != nil {
 		return nil, 0, fmt.Errorf("GET /v1/locks: answer has no valid %s header", wire.HeaderIndex)
 	}
@@ -102,7 +103,8 @@ func (w *watch) run(ctx context.Context, yield func(wire.Event, error) bool) err
 		if err := ctx.Err(); err != nil {
 			return context.Cause(ctx)
 		}
-		base := w.c.endpoints[attempt%len(w.c.endpoints)]
+		eps := w.c.tr.Endpoints()
+		base := eps[attempt%len(eps)]
 		connected, err := w.stream(ctx, base, yield)
 		switch {
 		case errors.Is(err, errStop):
@@ -130,7 +132,7 @@ func (w *watch) run(ctx context.Context, yield func(wire.Event, error) bool) err
 			pause = w.retry
 		}
 		w.c.log.Debug("fencer watch disconnected; reconnecting", "endpoint", base, "last_index", w.last, "err", err)
-		if sleep(ctx, pause) != nil {
+		if transport.Sleep(ctx, pause) != nil {
 			return context.Cause(ctx)
 		}
 	}
@@ -149,7 +151,7 @@ func (w *watch) stream(ctx context.Context, base string, yield func(wire.Event, 
 	if w.since == FromNow {
 		// Resolved once, so that a reconnection resumes from the same
 		// place whatever member it reaches.
-		st, err := w.c.clusterStatus(ctx, base)
+		st, err := w.c.tr.ClusterStatus(ctx, base)
 		if err != nil {
 			return false, err
 		}
@@ -159,29 +161,23 @@ func (w *watch) stream(ctx context.Context, base string, yield func(wire.Event, 
 	if w.prefix != "" {
 		q.Set("prefix", w.prefix)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/v1/events?"+q.Encode(), nil)
-	if err != nil {
-		return false, err
-	}
-	req.Header.Set("Accept", "text/event-stream")
-	req.Header.Set(wire.HeaderLastEventID, strconv.FormatUint(w.last, 10))
-	if w.c.authorization != "" {
-		req.Header.Set("Authorization", w.c.authorization)
-	}
+	h := http.Header{}
+	h.Set("Accept", "text/event-stream")
+	h.Set(wire.HeaderLastEventID, strconv.FormatUint(w.last, 10))
 	// A silent connection is cancelled: the answer must start within the
 	// client's timeout, and the stream must not go quiet for longer than
 	// watchIdle.
 	idle := time.AfterFunc(w.c.timeout, cancel)
 	defer idle.Stop()
 	alive := func() { idle.Reset(watchIdle) }
-	resp, err := w.c.hc.Do(req)
+	resp, err := w.c.tr.Open(ctx, base, http.MethodGet, "/v1/events", q, h, nil)
 	if err != nil {
 		return false, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, wire.MaxBodyBytes))
-		return false, answerError(base, &response{status: resp.StatusCode, header: resp.Header, body: b})
+		return false, answerError(base, resp.StatusCode, b)
 	}
 	alive()
 	w.skip, w.partial = w.partial, 0
