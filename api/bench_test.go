@@ -1,9 +1,12 @@
 package api
 
 import (
+	"maps"
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // discardWriter is a ResponseWriter that keeps only the status, with a
@@ -46,5 +49,52 @@ func BenchmarkLockCycle(b *testing.B) {
 	for b.Loop() {
 		serve("/v1/locks/bench-1a2b3c4d-u-0/acquire", acquire)
 		serve("/v1/locks/bench-1a2b3c4d-u-0/release", release)
+	}
+}
+
+// registryCluster is fakeCluster with one registry, to read the metrics.
+type registryCluster struct {
+	*fakeCluster
+	reg *prometheus.Registry
+}
+
+func (c registryCluster) Registry() *prometheus.Registry { return c.reg }
+
+// Each request is counted under its route's pattern, method and status,
+// also when the series was looked up before (the cache of series).
+func TestRequestMetricsBySeries(t *testing.T) {
+	f := &fakeCluster{leader: true}
+	c := registryCluster{f, prometheus.NewRegistry()}
+	h := NewServer(c, f, nil).Handler()
+	acquire := call{"POST", "/v1/locks/a/acquire", `{"holder":"w"}`, nil}
+	for _, cl := range []call{acquire, acquire, {"POST", "/v1/locks/b/acquire", `{"holder":"w"}`, nil},
+		{"POST", "/v1/locks/a/acquire", `{"holder":""}`, nil}, {"GET", "/v1/locks/a", ``, nil}, {"GET", "/nowhere", ``, nil}, {"GET", "/nowhere/else", ``, nil}} {
+		do(t, h, cl)
+	}
+	families, err := c.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]uint64{}
+	for _, fam := range families {
+		if fam.GetName() != "fencer_http_request_duration_seconds" {
+			continue
+		}
+		for _, m := range fam.GetMetric() {
+			l := map[string]string{}
+			for _, p := range m.GetLabel() {
+				l[p.GetName()] = p.GetValue()
+			}
+			got[l["method"]+" "+l["route"]+" "+l["status"]] = m.GetHistogram().GetSampleCount()
+		}
+	}
+	want := map[string]uint64{
+		"POST /v1/locks/{name}/acquire 200": 3,
+		"POST /v1/locks/{name}/acquire 400": 1,
+		"GET /v1/locks/{name} 200":          1,
+		"GET unmatched 404":                 2,
+	}
+	if !maps.Equal(got, want) {
+		t.Errorf("series %v, want %v", got, want)
 	}
 }

@@ -133,8 +133,12 @@ func writeError(w http.ResponseWriter, status int, body *wire.Error) {
 
 func badRequest(code, msg string) *wire.Error { return &wire.Error{Code: code, Message: msg} }
 
+// jsonContentType is the Content-Type of every JSON answer, shared: the
+// server only reads a header's values.
+var jsonContentType = []string{"application/json"}
+
 func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
+	w.Header()["Content-Type"] = jsonContentType
 	w.WriteHeader(status)
 	json.NewEncoder(w).Encode(v)
 }

@@ -97,6 +97,9 @@ func wireGrant(g entry.GrantRecord) wire.GrantRecord {
 // when there is none. D is a duration ("30s", "2m"), at most wire.MaxBlockingWait,
 // which is also its default.
 func blockingWait(r *http.Request) (index uint64, wait time.Duration, ok bool, err error) {
+	if r.URL.RawQuery == "" {
+		return 0, 0, false, nil // most requests: nothing to parse
+	}
 	q := r.URL.Query()
 	rawIndex, rawWait := q.Get("wait_index"), q.Get("wait")
 	if rawIndex == "" {

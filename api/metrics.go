@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -17,6 +18,21 @@ import (
 type requestMetrics struct {
 	duration *prometheus.HistogramVec
 	handler  http.Handler
+
+	// observers caches each series' histogram by chi's route patterns (as
+	// matched, before RoutePattern joins and cleans them), method and
+	// status: building the label and looking the series up cost 10
+	// allocations a request. Patterns are the registered routes', not
+	// paths, so the cache stays as small as the set of series.
+	mu        sync.RWMutex
+	observers map[seriesKey]prometheus.Observer
+}
+
+// seriesKey names a request's series before its labels are built.
+type seriesKey struct {
+	patterns string // chi's RoutePatterns, concatenated
+	method   string
+	status   int
 }
 
 func newRequestMetrics(reg *prometheus.Registry) *requestMetrics {
@@ -33,7 +49,7 @@ func newRequestMetrics(reg *prometheus.Registry) *requestMetrics {
 		}
 		h = are.ExistingCollector.(*prometheus.HistogramVec)
 	}
-	return &requestMetrics{duration: h, handler: promhttp.HandlerFor(reg, promhttp.HandlerOpts{})}
+	return &requestMetrics{duration: h, handler: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), observers: map[seriesKey]prometheus.Observer{}}
 }
 
 func (m *requestMetrics) middleware(next http.Handler) http.Handler {
@@ -41,16 +57,36 @@ func (m *requestMetrics) middleware(next http.Handler) http.Handler {
 		start := time.Now()
 		ww := middleware.NewWrapResponseWriter(w, r.ProtoMajor)
 		next.ServeHTTP(ww, r)
-		route := "unmatched"
-		if rc := chi.RouteContext(r.Context()); rc != nil {
-			if p := rc.RoutePattern(); p != "" {
-				route = p
-			}
-		}
 		status := ww.Status()
 		if status == 0 {
 			status = http.StatusOK
 		}
-		m.duration.WithLabelValues(route, r.Method, strconv.Itoa(status)).Observe(time.Since(start).Seconds())
+		m.observer(chi.RouteContext(r.Context()), r.Method, status).Observe(time.Since(start).Seconds())
 	})
+}
+
+// observer returns the histogram of a request's route, method and status.
+func (m *requestMetrics) observer(rc *chi.Context, method string, status int) prometheus.Observer {
+	var buf [128]byte
+	patterns := buf[:0]
+	if rc != nil {
+		for _, p := range rc.RoutePatterns {
+			patterns = append(patterns, p...)
+		}
+	}
+	m.mu.RLock()
+	o, ok := m.observers[seriesKey{string(patterns), method, status}] // converts without allocating
+	m.mu.RUnlock()
+	if ok {
+		return o
+	}
+	route := "unmatched"
+	if p := rc.RoutePattern(); p != "" {
+		route = p
+	}
+	o = m.duration.WithLabelValues(route, method, strconv.Itoa(status))
+	m.mu.Lock()
+	m.observers[seriesKey{string(patterns), method, status}] = o
+	m.mu.Unlock()
+	return o
 }

@@ -90,7 +90,9 @@ func (f *Forwarder) SetLeaderWait(d time.Duration) { f.leaderWait = d }
 
 // IsStale reports whether the request asks for a read of this node's own
 // state (?stale=true), which any node answers and nothing forwards.
-func IsStale(r *http.Request) bool { return r.URL.Query().Get("stale") == "true" }
+func IsStale(r *http.Request) bool {
+	return r.URL.RawQuery != "" && r.URL.Query().Get("stale") == "true"
+}
 
 // LeaderOnly serves the request here when this node leads (or is becoming
 // the leader) and forwards it to the leader otherwise, so that a failover
@@ -115,26 +117,37 @@ func (f *Forwarder) LeaderOnly(next http.Handler) http.Handler {
 		}
 		by := r.Header.Get(wire.HeaderForwardedBy)
 		body, replayable := bufferBody(r)
-		ctx, cancel := context.WithTimeout(r.Context(), f.leaderWait)
-		defer cancel()
+		// The wait for a leader is bounded from the request's arrival; its
+		// context is made only when a request has to wait, which one that
+		// reaches the leader never does.
+		waitUntil := time.Now().Add(f.leaderWait)
+		var ctx context.Context
+		cancel := func() {}
+		defer func() { cancel() }()
+		deadline := func() context.Context {
+			if ctx == nil {
+				ctx, cancel = context.WithDeadline(r.Context(), waitUntil)
+			}
+			return ctx
+		}
 		pause := 25 * time.Millisecond
-		restoreRoute := saveRoute(r)
+		route := saveRoute(r)
 		for attempt := 0; ; attempt++ {
 			changed := f.c.LeaderChanged()
 			if attempt > 0 {
 				// The last attempt did nothing. Wait for a change of
 				// leader, or a pause in case the same one serves after all.
-				if wait(ctx, changed, pause) != nil {
+				if wait(deadline(), changed, pause) != nil {
 					f.noLeader(w)
 					return
 				}
 				changed = f.c.LeaderChanged()
 				pause = min(2*pause, 400*time.Millisecond)
-				r.Body = body()
+				r.Body = replay(body)
 			}
 			here, addr := f.route()
 			for !here && addr == "" && by == "" {
-				if wait(ctx, changed, 50*time.Millisecond) != nil { // a member's address can arrive without a notice
+				if wait(deadline(), changed, 50*time.Millisecond) != nil { // a member's address can arrive without a notice
 					f.noLeader(w)
 					return
 				}
@@ -147,9 +160,12 @@ func (f *Forwarder) LeaderOnly(next http.Handler) http.Handler {
 				return
 			case here:
 				if attempt > 0 {
-					restoreRoute() // served here before: route it below again
+					route.restore() // served here before: route it below again
 				}
-				rw := &rerouteWriter{ResponseWriter: w, header: w.Header().Clone()}
+				rw := &rerouteWriter{ResponseWriter: w}
+				if h := w.Header(); len(h) > 0 {
+					rw.header = h.Clone()
+				}
 				next.ServeHTTP(rw, r)
 				if !rw.rerouted {
 					return
@@ -168,24 +184,36 @@ func (f *Forwarder) LeaderOnly(next http.Handler) http.Handler {
 	})
 }
 
-// saveRoute records chi's routing state of r as this middleware sees it,
-// and returns what puts it back, so that the routers below can route r a
-// second time (they consume the path and stack parameters as they go).
-func saveRoute(r *http.Request) (restore func()) {
+// savedRoute is chi's routing state of a request as this middleware sees
+// it, so that the routers below can route it a second time (they consume
+// the path and stack parameters as they go).
+type savedRoute struct {
+	rctx  *chi.Context
+	saved chi.Context
+	// strs holds the parameters' keys and values and the route patterns,
+	// copied in one allocation (the request path's only one here).
+	strs []string
+}
+
+func saveRoute(r *http.Request) savedRoute {
 	rctx := chi.RouteContext(r.Context())
 	if rctx == nil {
-		return func() {}
+		return savedRoute{}
 	}
-	saved := *rctx
-	saved.URLParams.Keys = slices.Clone(rctx.URLParams.Keys)
-	saved.URLParams.Values = slices.Clone(rctx.URLParams.Values)
-	saved.RoutePatterns = slices.Clone(rctx.RoutePatterns)
-	return func() {
-		*rctx = saved
-		rctx.URLParams.Keys = slices.Clone(saved.URLParams.Keys)
-		rctx.URLParams.Values = slices.Clone(saved.URLParams.Values)
-		rctx.RoutePatterns = slices.Clone(saved.RoutePatterns)
+	return savedRoute{rctx: rctx, saved: *rctx, strs: slices.Concat(rctx.URLParams.Keys, rctx.URLParams.Values, rctx.RoutePatterns)}
+}
+
+// restore puts the saved state back, with slices of its own, so that the
+// saved copy survives routing again.
+func (s savedRoute) restore() {
+	if s.rctx == nil {
+		return
 	}
+	k, v := len(s.saved.URLParams.Keys), len(s.saved.URLParams.Values)
+	*s.rctx = s.saved
+	s.rctx.URLParams.Keys = slices.Clone(s.strs[:k])
+	s.rctx.URLParams.Values = slices.Clone(s.strs[k : k+v])
+	s.rctx.RoutePatterns = slices.Clone(s.strs[k+v:])
 }
 
 // route says where a request goes now: here, when this node leads or is
@@ -283,16 +311,34 @@ func (f *Forwarder) proxy(w http.ResponseWriter, r *http.Request, addr string, r
 }
 
 // bufferBody reads a small body into memory, so that the request can be
-// sent again; body returns a fresh reader of it each time. It reports false
-// (leaving the body as it was) for a large one.
-func bufferBody(r *http.Request) (body func() io.ReadCloser, ok bool) {
+// sent again (replay gives a fresh reader of it each time), and leaves r
+// reading it from the start. It reports false (leaving the body as it was)
+// for a large one.
+func bufferBody(r *http.Request) (body []byte, ok bool) {
 	if r.Body == nil || r.Body == http.NoBody {
-		return func() io.ReadCloser { return http.NoBody }, true
+		return nil, true
 	}
 	if r.ContentLength > maxReplay {
 		return nil, false
 	}
-	b, err := io.ReadAll(io.LimitReader(r.Body, maxReplay+1))
+	var b []byte
+	var err error
+	if r.ContentLength > 0 {
+		// The usual case: the size is known, so read it into one buffer
+		// of that size, and make sure nothing follows.
+		b = make([]byte, r.ContentLength)
+		var n int
+		n, err = io.ReadFull(r.Body, b)
+		b = b[:n]
+		if err == nil {
+			var one [1]byte
+			if n, _ := r.Body.Read(one[:]); n > 0 {
+				b, err = append(b, one[0]), errLongerThanSaid
+			}
+		}
+	} else {
+		b, err = io.ReadAll(io.LimitReader(r.Body, maxReplay+1))
+	}
 	if err != nil || len(b) > maxReplay {
 		r.Body = struct {
 			io.Reader
@@ -300,10 +346,27 @@ func bufferBody(r *http.Request) (body func() io.ReadCloser, ok bool) {
 		}{io.MultiReader(bytes.NewReader(b), r.Body), r.Body}
 		return nil, false
 	}
-	body = func() io.ReadCloser { return io.NopCloser(bytes.NewReader(b)) }
-	r.Body = body()
-	return body, true
+	r.Body = replay(b)
+	return b, true
 }
+
+// errLongerThanSaid: a body went on past its Content-Length (net/http's
+// server never lets one; other callers might).
+var errLongerThanSaid = errors.New("body longer than its Content-Length")
+
+// replay returns a fresh reader of a body bufferBody kept (nil: none).
+func replay(b []byte) io.ReadCloser {
+	if b == nil {
+		return http.NoBody
+	}
+	rb := &replayBody{}
+	rb.Reset(b)
+	return rb
+}
+
+type replayBody struct{ bytes.Reader }
+
+func (*replayBody) Close() error { return nil }
 
 // Reroute takes a request served here back to the forwarder, to go to the
 // leader, when its handler found that this node does not lead having done
@@ -352,6 +415,6 @@ func (rw *rerouteWriter) reroute() bool {
 	rw.rerouted = true
 	h := rw.ResponseWriter.Header()
 	clear(h)
-	maps.Copy(h, rw.header)
+	maps.Copy(h, rw.header) // nil when there were none
 	return true
 }
