@@ -146,10 +146,5 @@ func poll(t *testing.T, what string, cond func() bool) {
 // waitReady waits until the service has promoted itself in the current view.
 func waitReady(t *testing.T, s *Service) {
 	t.Helper()
-	poll(t, "the service to serve", func() bool {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		_, changed := s.raft.Leadership()
-		return s.view.ready && s.view.changed == changed
-	})
+	poll(t, "the service to serve", s.leader.Ready)
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/fencer-io/fencer/coord/events"
 	"github.com/fencer-io/fencer/fsm"
 	"github.com/fencer-io/fencer/fsm/entry"
 )
@@ -84,7 +83,7 @@ func (s *Service) settleHistory(want entry.GrantHistorySettings) {
 			}
 			return
 		}
-		if s.raft.EntryFormat() >= entry.LogFormatHistory && s.ready() {
+		if s.raft.EntryFormat() >= entry.LogFormatHistory && s.leader.Ready() {
 			_, err := s.raft.Apply(&entry.SetGrantHistory{GrantHistorySettings: want})
 			if err == nil {
 				s.log.Info("the cluster keeps a grant history", "grant_history", want.Global, "grant_history_per_lock", want.PerLock)
@@ -102,59 +101,13 @@ func (s *Service) settleHistory(want entry.GrantHistorySettings) {
 	}
 }
 
-// ready reports whether this node leads and is promoted in its current
-// view.
-func (s *Service) ready() bool {
-	leader, changed := s.raft.Leadership()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return leader && s.view.ready && s.view.changed == changed
-}
-
 // WaitLock returns once lock's state changed after index (an event of
 // the lock with a higher index), when wait ends, or at once when the
 // node's events after index are no longer kept (the state may have
 // changed: a spurious wake-up, as Consul's blocking queries allow). It
 // says whether it saw a change.
 func (s *Service) WaitLock(ctx context.Context, lock string, index uint64, wait time.Duration) (bool, error) {
-	w, err := s.events.Watch(int64(min(index, 1<<62)))
-	var compacted *events.CompactedError
-	if errors.As(err, &compacted) {
-		return true, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	defer w.Close()
-	ofLock := func(entry []fsm.Event) bool {
-		for i := range entry {
-			if entry[i].Lock == lock {
-				return true
-			}
-		}
-		return false
-	}
-	if ofLock(w.Backlog()) {
-		return true, nil
-	}
-	timer := time.NewTimer(wait)
-	defer timer.Stop()
-	for {
-		select {
-		case entry := <-w.C():
-			if ofLock(entry) {
-				return true, nil
-			}
-		case <-w.Lagged():
-			return true, nil
-		case <-timer.C:
-			return false, nil
-		case <-ctx.Done():
-			return false, ctx.Err()
-		case <-s.stop:
-			return false, nil
-		}
-	}
+	return s.events.WaitFor(ctx, index, wait, s.stop, func(e *fsm.Event) bool { return e.Lock == lock })
 }
 
 // GrantHistorySettings returns the cluster's grant history settings, false

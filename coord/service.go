@@ -2,16 +2,15 @@ package coord
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/fencer-io/fencer/cluster"
 	"github.com/fencer-io/fencer/coord/events"
+	"github.com/fencer-io/fencer/coord/internal/leadership"
 	"github.com/fencer-io/fencer/coord/internal/waitq"
 	"github.com/fencer-io/fencer/coord/lease"
 	"github.com/fencer-io/fencer/fsm"
@@ -104,20 +103,12 @@ type Service struct {
 	events       *events.History
 	metrics      *metrics
 
-	mu   sync.Mutex
-	view view
+	// leader follows the node's views of leadership: leader-only work
+	// (timers, waiters) belongs to one view.
+	leader *leadership.Follower
 
 	stop      chan struct{}
-	wg        sync.WaitGroup
 	closeOnce sync.Once
-}
-
-// view is the service's side of one view of leadership (Raft.Leadership).
-type view struct {
-	leader  bool
-	changed <-chan struct{}
-	ready   bool          // promoted: leases tracked, requests served
-	readyCh chan struct{} // closed when ready
 }
 
 // New starts the coordination layer over a Raft node and the state machine
@@ -140,10 +131,7 @@ func New(r Raft, state *fsm.FSM, cfg Config) *Service {
 	}
 	s.leases = lease.New(cfg.Clock, s.expireTimer)
 	s.metrics = newMetrics(s, cfg.Registry)
-	leader, changed := r.Leadership()
-	s.begin(leader, changed)
-	s.wg.Add(1)
-	go s.follow(changed)
+	s.leader = leadership.Follow(r, leadership.Hooks{End: s.endView, Promote: s.promote}, s.log)
 	if cfg.GrantHistory != nil {
 		go s.settleHistory(*cfg.GrantHistory)
 	}
@@ -155,41 +143,17 @@ func New(r Raft, state *fsm.FSM, cfg Config) *Service {
 func (s *Service) Close() {
 	s.closeOnce.Do(func() {
 		close(s.stop)
-		s.wg.Wait()
+		s.leader.Close()
 		s.leases.Demote()
 		s.failWaiters(cluster.ErrNoLeader)
 	})
 }
 
-// follow begins a new view each time the current one ends.
-func (s *Service) follow(changed <-chan struct{}) {
-	defer s.wg.Done()
-	for {
-		select {
-		case <-s.stop:
-			return
-		case <-changed:
-		}
-		var leader bool
-		leader, changed = s.raft.Leadership()
-		s.begin(leader, changed)
-	}
-}
-
-// begin ends whatever the previous view held on the leader (timers stop,
-// waiters are answered) and, on a leader, starts its promotion.
-func (s *Service) begin(leader bool, changed <-chan struct{}) {
-	s.mu.Lock()
-	s.view = view{leader: leader, changed: changed, readyCh: make(chan struct{})}
-	s.mu.Unlock()
+// endView ends whatever the previous view held on the leader: timers stop,
+// waiters are answered with err.
+func (s *Service) endView(err error) {
 	s.leases.Demote()
-	if leader {
-		s.failWaiters(fmt.Errorf("%w: leadership changed or the state was replaced; retry", cluster.ErrNoLeader))
-		s.wg.Add(1)
-		go s.promote(changed)
-		return
-	}
-	s.failWaiters(cluster.ErrNotLeader)
+	s.failWaiters(err)
 }
 
 // failWaiters answers every queued caller with err (leadership is lost).
@@ -198,68 +162,21 @@ func (s *Service) failWaiters(err error) {
 	s.permitQueues.FailAll(err)
 }
 
-// promote makes this leader serve: a Barrier, so that the FSM holds every
-// entry committed by earlier leaders, then every held lease restarts at its
-// full TTL (deadlines are not replicated, so a new leader cannot know how
-// much of a lease was left: a lease may outlive its TTL across a failover,
-// never end early), and only then are requests served.
-func (s *Service) promote(changed <-chan struct{}) {
-	defer s.wg.Done()
-	for {
-		err := s.raft.Barrier()
-		if err == nil {
-			break
-		}
-		s.log.Warn("barrier failed", "err", err)
-		select {
-		case <-s.stop:
-			return
-		case <-changed:
-			return
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	select {
-	case <-changed:
-		return // a newer view began meanwhile
-	default:
-	}
+// promote starts a new leader's service once its FSM holds every entry
+// committed before its view: every held lease restarts at its full TTL
+// (deadlines are not replicated, so a new leader cannot know how much of a
+// lease was left: a lease may outlive its TTL across a failover, never end
+// early).
+func (s *Service) promote() {
 	held := 0
 	s.leases.Promote(s.fsm.Counts().Locks, timedLeases(s.fsm, &held))
-	s.view.ready = true
-	close(s.view.readyCh)
 	s.log.Info("lock service ready", "held_locks", held, "applied_index", s.fsm.AppliedIndex())
 }
 
 // awaitLeader returns nil once this node leads and the service is promoted
 // in the node's current view of leadership, cluster.ErrNotLeader on a
 // follower, or an error when ctx ends first.
-func (s *Service) awaitLeader(ctx context.Context) error {
-	for {
-		leader, changed := s.raft.Leadership()
-		if !leader {
-			return cluster.ErrNotLeader
-		}
-		s.mu.Lock()
-		v := s.view
-		s.mu.Unlock()
-		if v.ready && v.changed == changed {
-			return nil
-		}
-		ready := v.readyCh
-		if v.ready {
-			ready = nil // an older view's; wait for the next one
-		}
-		select {
-		case <-ready:
-		case <-time.After(50 * time.Millisecond): // the view may have moved on
-		case <-ctx.Done():
-			return fmt.Errorf("%w: leader not ready yet", cluster.ErrNoLeader)
-		}
-	}
-}
+func (s *Service) awaitLeader(ctx context.Context) error { return s.leader.Await(ctx) }
 
 // linearizable makes the local FSM safe to read linearizably. A ready leader
 // has applied everything committed before its term (the Barrier in promote),

@@ -5,9 +5,11 @@
 package events
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/fencer-io/fencer/fsm"
 )
@@ -229,4 +231,50 @@ func (w *Watcher) Close() {
 	w.h.mu.Lock()
 	delete(w.h.watchers, w)
 	w.h.mu.Unlock()
+}
+
+// WaitFor returns once an event that match accepts is applied after index,
+// when wait ends, ctx ends (its error) or stop is closed, or at once when
+// the events after index are no longer kept (one may have been missed: a
+// spurious wake-up, as Consul's blocking queries allow). It says whether
+// it saw such an event, or may have.
+func (h *History) WaitFor(ctx context.Context, index uint64, wait time.Duration, stop <-chan struct{}, match func(*fsm.Event) bool) (bool, error) {
+	w, err := h.Watch(int64(min(index, 1<<62)))
+	var compacted *CompactedError
+	if errors.As(err, &compacted) {
+		return true, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	defer w.Close()
+	matches := func(entry []fsm.Event) bool {
+		for i := range entry {
+			if match(&entry[i]) {
+				return true
+			}
+		}
+		return false
+	}
+	if matches(w.Backlog()) {
+		return true, nil
+	}
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	for {
+		select {
+		case entry := <-w.C():
+			if matches(entry) {
+				return true, nil
+			}
+		case <-w.Lagged():
+			return true, nil
+		case <-timer.C:
+			return false, nil
+		case <-ctx.Done():
+			return false, ctx.Err()
+		case <-stop:
+			return false, nil
+		}
+	}
 }
