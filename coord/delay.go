@@ -4,10 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 	"time"
 
+	"github.com/fencer-io/fencer/coord/internal/timed"
 	"github.com/fencer-io/fencer/coord/internal/waitq"
 	"github.com/fencer-io/fencer/fsm"
 	"github.com/fencer-io/fencer/fsm/entry"
@@ -18,20 +17,7 @@ import (
 // the length) and refuses acquires until an EndDelay entry, which the leader
 // proposes when the delay's timer fires, handing the lock to the head waiter
 // in the same entry. Waiters keep waiting through the delay. A new leader
-// finds the record and restarts the delay at full length (timedLeases).
-
-// delayPrefix starts the timer key of a lock's delay; lock names never hold
-// a NUL (wire.ValidName), so it cannot clash with a lock's own key.
-const delayPrefix = "\x00delay\x00"
-
-func delayKey(lock string) string { return delayPrefix + lock }
-
-// slotDelayPrefix starts the timer key of a semaphore permit slot's delay.
-const slotDelayPrefix = "\x00semdelay\x00"
-
-func slotDelayKey(sem string, since uint64) string {
-	return slotDelayPrefix + sem + "\x00" + strconv.FormatUint(since, 10)
-}
+// finds the record and restarts the delay at full length (timed.All).
 
 // DelayedError is an acquire refused during a lock-delay, with the leader's
 // view of the time left; it matches fsm.ErrLockDelay. Semaphore is set
@@ -59,7 +45,7 @@ func (s *Service) delayed(lock string) error {
 	if !ok {
 		return nil
 	}
-	left, known := s.leases.Remaining(delayKey(lock), d.Since)
+	left, known := s.leases.Remaining(timed.DelayKey(lock), d.Since)
 	if !known {
 		left = time.Duration(d.Millis) * time.Millisecond
 	}
@@ -82,7 +68,7 @@ func (s *Service) DelayRemaining(lock string) (time.Duration, bool) {
 func (s *Service) slotDelayed(st fsm.SemaphoreState) *DelayedError {
 	var first time.Duration
 	for i, d := range st.Delays {
-		left, known := s.leases.Remaining(slotDelayKey(st.Name, d.Since), d.Since)
+		left, known := s.leases.Remaining(timed.SlotDelayKey(st.Name, d.Since), d.Since)
 		if !known {
 			left = time.Duration(d.Millis) * time.Millisecond
 		}
@@ -96,19 +82,16 @@ func (s *Service) slotDelayed(st fsm.SemaphoreState) *DelayedError {
 // expireTimer is called by the lease timers when a deadline passes: a
 // lease's or a lock-delay's.
 func (s *Service) expireTimer(key string, token uint64) {
-	if lock, ok := strings.CutPrefix(key, delayPrefix); ok {
-		s.endDelay(lock, token)
-		return
+	switch kind, name := timed.Parse(key); kind {
+	case timed.LockDelay:
+		s.endDelay(name, token)
+	case timed.SlotDelay:
+		s.endSlotDelay(name, token)
+	case timed.PermitLease:
+		s.expirePermit(name, token)
+	default:
+		s.expire(name, token)
 	}
-	if rest, ok := strings.CutPrefix(key, slotDelayPrefix); ok {
-		s.endSlotDelay(rest[:strings.LastIndexByte(rest, 0)], token)
-		return
-	}
-	if rest, ok := strings.CutPrefix(key, semPrefix); ok {
-		s.expirePermit(rest[:strings.LastIndexByte(rest, 0)], token)
-		return
-	}
-	s.expire(key, token)
 }
 
 // endDelay proposes the end of the delay that started at index since,
@@ -119,7 +102,7 @@ func (s *Service) endDelay(lock string, since uint64) {
 	}
 	q := s.lockQueues.Get(lock)
 	defer s.lockQueues.Put(lock, q)
-	err := finishDelay(s, q, delayKey(lock), since,
+	err := finishDelay(s, q, timed.DelayKey(lock), since,
 		func(next *entry.Acquire) *entry.EndDelay {
 			if next != nil {
 				next.NowMillis = s.nowMillis()
@@ -146,7 +129,7 @@ func (s *Service) endSlotDelay(name string, since uint64) {
 	}
 	q := s.permitQueues.Get(name)
 	defer s.permitQueues.Put(name, q)
-	err := finishDelay(s, q, slotDelayKey(name, since), since,
+	err := finishDelay(s, q, timed.SlotDelayKey(name, since), since,
 		func(next *entry.SemAcquire) *entry.EndDelay {
 			if next != nil {
 				next.NowMillis = s.nowMillis()

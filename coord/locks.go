@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/fencer-io/fencer/api/wire"
+	"github.com/fencer-io/fencer/coord/internal/timed"
 	"github.com/fencer-io/fencer/fsm"
 	"github.com/fencer-io/fencer/fsm/entry"
 )
@@ -266,7 +267,7 @@ func (s *Service) free(name string, token uint64, handoff bool, mk func(next *en
 	}
 	s.leases.Forget(name, token)
 	if r.Delay != nil {
-		s.leases.Track(delayKey(name), r.Delay.Since, millis(r.Delay.Millis))
+		s.leases.Track(timed.DelayKey(name), r.Delay.Since, millis(r.Delay.Millis))
 	}
 	if w != nil {
 		s.handoff(name, w, r.Next, r.NextErr)

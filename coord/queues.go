@@ -81,3 +81,5 @@ func (s *Service) expired(err error, key string, token uint64, what, name string
 	}
 	return false
 }
+
+func millis(ms int64) time.Duration { return time.Duration(ms) * time.Millisecond }

@@ -3,26 +3,19 @@ package coord
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"time"
 
+	"github.com/fencer-io/fencer/coord/internal/timed"
 	"github.com/fencer-io/fencer/fsm"
 	"github.com/fencer-io/fencer/fsm/entry"
 )
 
 // Semaphores share what locks have on the leader: each permit's lease is in
-// the lease timers (permitKey), waiters queue FIFO in a table of queues of
+// the lease timers (timed.PermitKey), waiters queue FIFO in a table of queues of
 // their own (permitQueues), and a release or expiry hands its permit to the
 // head waiter in the same entry. Under the queue's mutex the leader's view
 // of the semaphore is exact, so a full semaphore or a limit mismatch is
 // refused with a quorum round and no entry.
-
-// semPrefix starts the timer keys of permits; names never hold a NUL.
-const semPrefix = "\x00sem\x00"
-
-func permitKey(name string, token uint64) string {
-	return semPrefix + name + "\x00" + strconv.FormatUint(token, 10)
-}
 
 // PermitRequest asks for one permit of a semaphore.
 type PermitRequest struct {
@@ -156,7 +149,7 @@ func (s *Service) grantPermit(cmd *entry.SemAcquire) (fsm.PermitResult, error) {
 }
 
 func (s *Service) trackPermit(p entry.Permit) {
-	s.leases.Track(permitKey(p.Semaphore, p.Token), p.Token, millis(p.TTLMillis))
+	s.leases.Track(timed.PermitKey(p.Semaphore, p.Token), p.Token, millis(p.TTLMillis))
 }
 
 // serveSemWaiters grants free permits to queued waiters, head first.
@@ -181,7 +174,7 @@ func (s *Service) RenewPermit(ctx context.Context, name string, token uint64, se
 	if !ok || !fsm.LeaseEqual(p.Lease, secret) {
 		return entry.Permit{}, fmt.Errorf("%w: semaphore %q has no permit with token %d and that lease", fsm.ErrLeaseLost, name, token)
 	}
-	if !s.leases.Renew(permitKey(name, token), token) {
+	if !s.leases.Renew(timed.PermitKey(name, token), token) {
 		return entry.Permit{}, fmt.Errorf("%w: semaphore %q's permit %d: its lease expired", fsm.ErrLeaseLost, name, token)
 	}
 	s.metrics.renewals.Inc()
@@ -225,7 +218,7 @@ func (s *Service) expirePermit(name string, token uint64) {
 	err := s.freePermit(name, token, offer, func(next *entry.SemAcquire) entry.Command {
 		return &entry.SemExpire{Semaphore: name, Token: token, Next: next}
 	})
-	s.expired(err, permitKey(name, token), token, "semaphore", name)
+	s.expired(err, timed.PermitKey(name, token), token, "semaphore", name)
 }
 
 func (s *Service) freePermit(name string, token uint64, offer bool, mk func(next *entry.SemAcquire) entry.Command) error {
@@ -247,9 +240,9 @@ func (s *Service) freePermit(name string, token uint64, offer bool, mk func(next
 	if err != nil {
 		return err
 	}
-	s.leases.Forget(permitKey(name, token), token)
+	s.leases.Forget(timed.PermitKey(name, token), token)
 	if r.Delay != nil {
-		s.leases.Track(slotDelayKey(name, r.Delay.Since), r.Delay.Since, millis(r.Delay.Millis))
+		s.leases.Track(timed.SlotDelayKey(name, r.Delay.Since), r.Delay.Since, millis(r.Delay.Millis))
 	}
 	if w != nil {
 		s.deliverPermit(w, r.Next, r.NextErr)
@@ -306,7 +299,7 @@ type SlotDelayStatus struct {
 func (s *Service) semStatus(st fsm.SemaphoreState) SemaphoreStatus {
 	out := SemaphoreStatus{Name: st.Name, Limit: st.Limit, Waiters: s.permitWaiters(st.Name)}
 	for _, d := range st.Delays {
-		left, known := s.leases.Remaining(slotDelayKey(st.Name, d.Since), d.Since)
+		left, known := s.leases.Remaining(timed.SlotDelayKey(st.Name, d.Since), d.Since)
 		if !known {
 			left = millis(d.Millis)
 		}
@@ -314,7 +307,7 @@ func (s *Service) semStatus(st fsm.SemaphoreState) SemaphoreStatus {
 	}
 	for _, p := range st.Permits {
 		ps := PermitStatus{Permit: p}
-		ps.Remaining, ps.Known = s.leases.Remaining(permitKey(p.Semaphore, p.Token), p.Token)
+		ps.Remaining, ps.Known = s.leases.Remaining(timed.PermitKey(p.Semaphore, p.Token), p.Token)
 		out.Holders = append(out.Holders, ps)
 	}
 	return out

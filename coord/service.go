@@ -11,6 +11,7 @@ import (
 	"github.com/fencer-io/fencer/cluster"
 	"github.com/fencer-io/fencer/coord/events"
 	"github.com/fencer-io/fencer/coord/internal/leadership"
+	"github.com/fencer-io/fencer/coord/internal/timed"
 	"github.com/fencer-io/fencer/coord/internal/waitq"
 	"github.com/fencer-io/fencer/coord/lease"
 	"github.com/fencer-io/fencer/fsm"
@@ -169,7 +170,7 @@ func (s *Service) failWaiters(err error) {
 // early).
 func (s *Service) promote() {
 	held := 0
-	s.leases.Promote(s.fsm.Counts().Locks, timedLeases(s.fsm, &held))
+	s.leases.Promote(s.fsm.Counts().Locks, timed.All(s.fsm, &held))
 	s.log.Info("lock service ready", "held_locks", held, "applied_index", s.fsm.AppliedIndex())
 }
 
