@@ -173,7 +173,7 @@ func (s *Service) grant(cmd *entry.Acquire) (fsm.AcquireResult, error) {
 	r := res.(*fsm.AcquireResult)
 	s.leases.Track(r.Grant.Name, r.Grant.Token, millis(r.Grant.TTLMillis))
 	if !r.Existing {
-		s.metrics.grants.Inc()
+		s.metrics.Grants.Inc()
 	}
 	return *r, nil
 }
@@ -209,7 +209,7 @@ func (s *Service) Renew(ctx context.Context, name string, token uint64, secret s
 	if !s.leases.Renew(name, token) {
 		return entry.Lock{}, fmt.Errorf("%w: lock %q's grant with token %d: its lease expired", fsm.ErrLeaseLost, name, token)
 	}
-	s.metrics.renewals.Inc()
+	s.metrics.Renewals.Inc()
 	return cur, nil
 }
 
@@ -222,7 +222,7 @@ func (s *Service) Release(ctx context.Context, name string, token uint64, secret
 		return &entry.Release{Lock: name, Token: token, Lease: secret, Next: next}
 	})
 	if err == nil {
-		s.metrics.releases.Inc()
+		s.metrics.Releases.Inc()
 	}
 	return err
 }
@@ -284,7 +284,7 @@ func (s *Service) handoff(name string, w *lockWaiter, next *entry.Lock, nextErr 
 		return
 	}
 	s.leases.Track(name, next.Token, millis(next.TTLMillis))
-	s.metrics.grants.Inc()
+	s.metrics.Grants.Inc()
 	w.Answer(fsm.AcquireResult{Grant: *next}, nil)
 }
 

@@ -71,7 +71,7 @@ func notLeading(err error) bool {
 func (s *Service) expired(err error, key string, token uint64, what, name string) bool {
 	switch {
 	case err == nil:
-		s.metrics.expirations.Inc()
+		s.metrics.Expirations.Inc()
 		return true
 	case errors.Is(err, fsm.ErrLeaseLost):
 		// Released or superseded meanwhile: nothing to do.

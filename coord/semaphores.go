@@ -143,7 +143,7 @@ func (s *Service) grantPermit(cmd *entry.SemAcquire) (fsm.PermitResult, error) {
 	r := res.(*fsm.PermitResult)
 	s.trackPermit(r.Permit)
 	if !r.Existing {
-		s.metrics.grants.Inc()
+		s.metrics.Grants.Inc()
 	}
 	return *r, nil
 }
@@ -177,7 +177,7 @@ func (s *Service) RenewPermit(ctx context.Context, name string, token uint64, se
 	if !s.leases.Renew(timed.PermitKey(name, token), token) {
 		return entry.Permit{}, fmt.Errorf("%w: semaphore %q's permit %d: its lease expired", fsm.ErrLeaseLost, name, token)
 	}
-	s.metrics.renewals.Inc()
+	s.metrics.Renewals.Inc()
 	return p, nil
 }
 
@@ -200,7 +200,7 @@ func (s *Service) ReleasePermit(ctx context.Context, name string, token uint64, 
 		return &entry.SemRelease{Semaphore: name, Token: token, Lease: secret, Next: next}
 	})
 	if err == nil {
-		s.metrics.releases.Inc()
+		s.metrics.Releases.Inc()
 	}
 	return err
 }
@@ -259,7 +259,7 @@ func (s *Service) deliverPermit(w *permitWaiter, next *fsm.PermitResult, err err
 		return
 	}
 	s.trackPermit(next.Permit)
-	s.metrics.grants.Inc()
+	s.metrics.Grants.Inc()
 	w.Answer(*next, nil)
 }
 

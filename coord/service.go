@@ -11,6 +11,7 @@ import (
 	"github.com/fencer-io/fencer/cluster"
 	"github.com/fencer-io/fencer/coord/events"
 	"github.com/fencer-io/fencer/coord/internal/leadership"
+	"github.com/fencer-io/fencer/coord/internal/metrics"
 	"github.com/fencer-io/fencer/coord/internal/timed"
 	"github.com/fencer-io/fencer/coord/internal/waitq"
 	"github.com/fencer-io/fencer/coord/lease"
@@ -102,7 +103,7 @@ type Service struct {
 	permitQueues *waitq.Table[*entry.SemAcquire, fsm.PermitResult]
 	queued       atomic.Int64
 	events       *events.History
-	metrics      *metrics
+	metrics      *metrics.Counters
 
 	// leader follows the node's views of leadership: leader-only work
 	// (timers, waiters) belongs to one view.
@@ -131,7 +132,7 @@ func New(r Raft, state *fsm.FSM, cfg Config) *Service {
 		state.Observe(s.events)
 	}
 	s.leases = lease.New(cfg.Clock, s.expireTimer)
-	s.metrics = newMetrics(s, cfg.Registry)
+	s.metrics = metrics.New(cfg.Registry, s.gauges)
 	s.leader = leadership.Follow(r, leadership.Hooks{End: s.endView, Promote: s.promote}, s.log)
 	if cfg.GrantHistory != nil {
 		go s.settleHistory(*cfg.GrantHistory)
@@ -172,6 +173,16 @@ func (s *Service) promote() {
 	held := 0
 	s.leases.Promote(s.fsm.Counts().Locks, timed.All(s.fsm, &held))
 	s.log.Info("lock service ready", "held_locks", held, "applied_index", s.fsm.AppliedIndex())
+}
+
+// gauges reads the state for a scrape of the metrics: not the FSM's Image
+// (a scrape must not copy the state), nor the queues (their counts are read
+// without their mutexes, held across proposals).
+func (s *Service) gauges() metrics.Gauges {
+	c := s.fsm.Counts()
+	return metrics.Gauges{Locks: float64(c.Locks), Keys: float64(c.Keys), KVBytes: float64(c.KVBytes),
+		LastToken: float64(c.LastToken), Epoch: float64(c.Epoch),
+		Waiters: float64(s.lockQueues.Queued()), Leases: float64(s.leases.Len())}
 }
 
 // awaitLeader returns nil once this node leads and the service is promoted
