@@ -93,42 +93,12 @@ func wireGrant(g entry.GrantRecord) wire.GrantRecord {
 	return out
 }
 
-// blockingWait parses a blocking read's ?wait_index=N&wait=D: ok false
-// when there is none. D is a duration ("30s", "2m"), at most wire.MaxBlockingWait,
-// which is also its default.
-func blockingWait(r *http.Request) (index uint64, wait time.Duration, ok bool, err error) {
-	if r.URL.RawQuery == "" {
-		return 0, 0, false, nil // most requests: nothing to parse
-	}
-	q := r.URL.Query()
-	rawIndex, rawWait := q.Get("wait_index"), q.Get("wait")
-	if rawIndex == "" {
-		if rawWait != "" {
-			return 0, 0, false, badRequest(wire.CodeInvalidWait, "wait: a blocking read needs wait_index too (the Fencer-Index of the last answer)")
-		}
-		return 0, 0, false, nil
-	}
-	index, perr := strconv.ParseUint(rawIndex, 10, 64)
-	if perr != nil {
-		return 0, 0, false, badRequest(wire.CodeInvalidIndex, "wait_index: want a log index, a decimal integer ≥ 0")
-	}
-	wait = wire.MaxBlockingWait
-	if rawWait != "" {
-		d, perr := time.ParseDuration(rawWait)
-		if perr != nil || d < 0 || d > wire.MaxBlockingWait {
-			return 0, 0, false, badRequest(wire.CodeInvalidWait, "wait: want a duration from 0s to "+wire.MaxBlockingWait.String()+" (e.g. 30s)")
-		}
-		wait = d
-	}
-	return index, wait, true, nil
-}
-
 // blockingDeadline lets a blocking read outlast the server's write timeout
 // (which bounds ordinary requests) by its wait, here and on a follower
 // forwarding it to the leader alike.
 func blockingDeadline(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if _, wait, ok, err := blockingWait(r); ok && err == nil {
+		if _, wait, ok, err := request.BlockingWait(r); ok && err == nil {
 			http.NewResponseController(w).SetWriteDeadline(time.Now().Add(wait + time.Minute))
 		}
 		next.ServeHTTP(w, r)

@@ -157,7 +157,7 @@ func (s *Server) getLock(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, err)
 		return
 	}
-	index, wait, blocking, err := blockingWait(r)
+	index, wait, blocking, err := request.BlockingWait(r)
 	if err != nil {
 		writeErr(w, err)
 		return

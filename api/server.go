@@ -1,9 +1,9 @@
 // Package api is fencer's HTTP edge: chi routes, handlers, forwarding to the
-// leader (api/forward), reading requests (api/internal/request), and the one
-// table that maps errors to statuses. Handlers reach the
-// coordination layer through the Coord interface and the Raft node through
-// the Cluster interface (coord.Service and cluster.Node satisfy them; tests
-// fake both).
+// leader (api/forward), reading requests (api/internal/request), the event
+// stream (api/internal/sse), and the one table that maps errors to
+// statuses. Handlers reach the coordination layer through the Coord
+// interface and the Raft node through the Cluster interface (coord.Service
+// and cluster.Node satisfy them; tests fake both).
 //
 // Any node serves any request. Writes and linearizable reads are served by
 // the leader: a follower forwards them, and while no leader is known (an

@@ -1,7 +1,8 @@
 // Package request reads what a client sends the API: a JSON body decoded
 // strictly (refusing what encoding/json would quietly accept), the route's
-// name and key parameters, and the checks of each body's fields and of a
-// member's addresses. Each refusal is a *wire.Error with its code.
+// name and key parameters, its query parameters (a token, where a watch
+// starts, a blocking read's wait), and the checks of each body's fields and
+// of a member's addresses. Each refusal is a *wire.Error with its code.
 package request
 
 import (
