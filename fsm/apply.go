@@ -5,6 +5,7 @@ import (
 
 	"github.com/fencer-io/fencer/fsm/entry"
 	"github.com/fencer-io/fencer/fsm/internal/grants"
+	"github.com/fencer-io/fencer/fsm/internal/locktable"
 )
 
 // appliers holds the one apply function of each command type (entry's
@@ -47,17 +48,17 @@ func applyAcquire(s *state, c *entry.Acquire, index uint64) any {
 	if c.RequestID != "" {
 		// Keyed by principal too: another principal replaying this request
 		// id is a new request, refused as anyone's while the lock is held.
-		if token, ok := s.requests[requestKey(c.Lock, c.Holder, c.RequestID, c.Principal)]; ok {
-			if cur, held := s.locks[c.Lock]; held && cur.token == token {
-				return &AcquireResult{Grant: cur.lock(), Existing: true}
+		if token, ok := s.requests[locktable.RequestKey(c.Lock, c.Holder, c.RequestID, c.Principal)]; ok {
+			if cur, held := s.locks.Get(c.Lock); held && cur.Token() == token {
+				return &AcquireResult{Grant: cur.Lock(), Existing: true}
 			}
 			// The request was granted once and that grant has ended: never
 			// mint a second token for the same request.
 			return fmt.Errorf("%w: the grant for request %q (token %d) has already ended", ErrLeaseLost, c.RequestID, token)
 		}
 	}
-	if cur, held := s.locks[c.Lock]; held {
-		return &HeldError{Lock: c.Lock, Holder: cur.holder(), Token: cur.token}
+	if cur, held := s.locks.Get(c.Lock); held {
+		return &HeldError{Lock: c.Lock, Holder: cur.Holder(), Token: cur.Token()}
 	}
 	if d, delayed := s.delays[c.Lock]; delayed {
 		return &DelayError{Lock: c.Lock, Since: d.Since, Millis: d.Millis}
@@ -81,7 +82,7 @@ func (s *state) grant(c *entry.Acquire, index uint64) any {
 		return fmt.Errorf("%w: token %d would not exceed %d", ErrTokenSpaceExhausted, token, s.lastToken)
 	}
 	s.lastToken = token
-	e := newLockEntry(&entry.Lock{
+	e := locktable.NewEntry(&entry.Lock{
 		Name:            c.Lock,
 		Holder:          c.Holder,
 		Token:           token,
@@ -93,50 +94,47 @@ func (s *state) grant(c *entry.Acquire, index uint64) any {
 		LockDelayMillis: max(c.LockDelayMillis, 0),
 		Value:           c.Value,
 	})
-	s.add(e)
+	s.locks.Add(e)
 	if s.history != nil {
-		s.history.Granted(grants.Grant{Token: token, Granted: index, Lock: e.name(), Holder: e.holder()})
+		s.history.Granted(grants.Grant{Token: token, Granted: index, Lock: e.Name(), Holder: e.Holder()})
 	}
 	if c.RequestID != "" {
-		s.remember(e.requestKey(), token)
+		s.remember(e.RequestKey(), token)
 	}
-	return &AcquireResult{Grant: e.lock()}
+	return &AcquireResult{Grant: e.Lock()}
 }
 
 func applyRelease(s *state, c *entry.Release, index uint64) any {
-	cur, held := s.locks[c.Lock]
+	cur, held := s.locks.Get(c.Lock)
 	if !held {
 		return LeaseRefused(c.Lock, 0, c.Token, c.Lease)
 	}
-	if cur.token != c.Token || !LeaseEqual(cur.secret(), c.Lease) {
-		return LeaseRefused(c.Lock, cur.token, c.Token, c.Lease)
+	if cur.Token() != c.Token || !LeaseEqual(cur.Secret(), c.Lease) {
+		return LeaseRefused(c.Lock, cur.Token(), c.Token, c.Lease)
 	}
 	return s.free(cur, c.Next, index, grants.Released)
 }
 
 func applyExpire(s *state, c *entry.Expire, index uint64) any {
-	cur, held := s.locks[c.Lock]
-	if !held || cur.token != c.Token {
+	cur, held := s.locks.Get(c.Lock)
+	if !held || cur.Token() != c.Token {
 		return fmt.Errorf("%w: lock %q token %d already ended", ErrLeaseLost, c.Lock, c.Token)
 	}
-	if cur.delay > 0 {
+	if cur.LockDelayMillis() > 0 {
 		// The grant asked for a lock-delay: nobody gets the lock until an
 		// EndDelay, not even a waiter offered in this entry (the leader
 		// offers none; a handoff here would be refused by the delay).
-		s.delays[c.Lock] = entry.Delay{Lock: c.Lock, Since: index, Millis: cur.delay}
+		s.delays[c.Lock] = entry.Delay{Lock: c.Lock, Since: index, Millis: cur.LockDelayMillis()}
 	}
 	return s.free(cur, c.Next, index, grants.Expired)
 }
 
 // free ends cur at index, the way says how (released or expired), and
 // grants the lock to next in the same entry, if any (a hand-off).
-func (s *state) free(cur *lockEntry, next *entry.Acquire, index uint64, way grants.Way) *ReleaseResult {
-	res := &ReleaseResult{Freed: cur.lock()}
-	name, holder := cur.name(), cur.holder()
-	delete(s.locks, name)
-	if s.byHolder[holder]--; s.byHolder[holder] <= 0 {
-		delete(s.byHolder, holder)
-	}
+func (s *state) free(cur *locktable.Entry, next *entry.Acquire, index uint64, way grants.Way) *ReleaseResult {
+	res := &ReleaseResult{Freed: cur.Lock()}
+	name := cur.Name()
+	s.locks.Remove(cur)
 	if d, delayed := s.delays[name]; delayed && d.Since == index {
 		res.Delay = &d
 	}
@@ -151,15 +149,9 @@ func (s *state) free(cur *lockEntry, next *entry.Acquire, index uint64, way gran
 		}
 	}
 	if s.history != nil {
-		s.history.Ended(name, cur.token, index, way)
+		s.history.Ended(name, cur.Token(), index, way)
 	}
 	return res
-}
-
-// add puts a held lock in the state.
-func (s *state) add(e *lockEntry) {
-	s.locks[e.name()] = e
-	s.byHolder[e.holder()]++
 }
 
 func applyPut(s *state, c *entry.Put, _ uint64) any {
@@ -180,8 +172,8 @@ func applyPut(s *state, c *entry.Put, _ uint64) any {
 		return &UnissuedError{Key: c.Key, Token: c.Token}
 	}
 	if c.Lock != "" {
-		cur, held := s.locks[c.Lock]
-		if !held || cur.token != c.Token {
+		cur, held := s.locks.Get(c.Lock)
+		if !held || cur.Token() != c.Token {
 			return &NotHolderError{Lock: c.Lock, Token: c.Token}
 		}
 	}

@@ -2,28 +2,27 @@ package fsm
 
 import (
 	"iter"
-	"slices"
-	"strings"
 
 	"github.com/fencer-io/fencer/fsm/entry"
+	"github.com/fencer-io/fencer/fsm/internal/locktable"
 )
 
 // Lock returns the current grant of a lock, if it is held.
 func (f *FSM) Lock(name string) (entry.Lock, bool) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	e, ok := f.s.locks[name]
+	e, ok := f.s.locks.Get(name)
 	if !ok {
 		return entry.Lock{}, false
 	}
-	return e.lock(), true
+	return e.Lock(), true
 }
 
 // LockCount returns how many locks are held, and how many by holder.
 func (f *FSM) LockCount(holder string) (total, byHolder int) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	return len(f.s.locks), f.s.byHolder[holder]
+	return f.s.locks.Len(), f.s.locks.HeldBy(holder)
 }
 
 // Locks returns every held lock, sorted by name.
@@ -31,7 +30,7 @@ func (f *FSM) Locks() []entry.Lock {
 	_, entries := f.lockEntries()
 	out := make([]entry.Lock, len(entries))
 	for i, e := range entries {
-		out[i] = e.lock()
+		out[i] = e.Lock()
 	}
 	return out
 }
@@ -61,7 +60,7 @@ func (f *FSM) LocksAt() (uint64, iter.Seq[entry.Lock]) {
 	index, entries := f.lockEntries()
 	return index, func(yield func(entry.Lock) bool) {
 		for _, e := range entries {
-			if !yield(e.lock()) {
+			if !yield(e.Lock()) {
 				return
 			}
 		}
@@ -74,32 +73,24 @@ func (f *FSM) LocksAt() (uint64, iter.Seq[entry.Lock]) {
 func (f *FSM) EachLockUnordered(fn func(entry.Lock)) {
 	_, entries := f.unsortedEntries()
 	for _, e := range entries {
-		fn(e.lock())
+		fn(e.Lock())
 	}
 }
 
 // lockEntries returns the held locks sorted by name, and the applied index
 // they were read at. Only the pointers are taken under the lock; entries are
 // immutable, so sorting happens outside.
-func (f *FSM) lockEntries() (uint64, []*lockEntry) {
+func (f *FSM) lockEntries() (uint64, []*locktable.Entry) {
 	index, entries := f.unsortedEntries()
-	sortEntries(entries)
+	locktable.Sort(entries)
 	return index, entries
 }
 
 // unsortedEntries takes the held locks' pointers under the lock.
-func (f *FSM) unsortedEntries() (uint64, []*lockEntry) {
+func (f *FSM) unsortedEntries() (uint64, []*locktable.Entry) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	entries := make([]*lockEntry, 0, len(f.s.locks))
-	for _, e := range f.s.locks {
-		entries = append(entries, e)
-	}
-	return f.applied, entries
-}
-
-func sortEntries(entries []*lockEntry) {
-	slices.SortFunc(entries, func(a, b *lockEntry) int { return strings.Compare(a.name(), b.name()) })
+	return f.applied, f.s.locks.Entries()
 }
 
 // Key returns a fenced key's value and last token.
@@ -171,7 +162,7 @@ func (f *FSM) AppliedIndex() uint64 {
 func (f *FSM) RequestGranted(lock, holder, requestID, principal string) bool {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	_, ok := f.s.requests[requestKey(lock, holder, requestID, principal)]
+	_, ok := f.s.requests[locktable.RequestKey(lock, holder, requestID, principal)]
 	return ok
 }
 
@@ -187,7 +178,7 @@ type Counts struct {
 func (f *FSM) Counts() Counts {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	return Counts{Locks: len(f.s.locks), Keys: len(f.s.keys), Members: len(f.s.members),
+	return Counts{Locks: f.s.locks.Len(), Keys: len(f.s.keys), Members: len(f.s.members),
 		Epoch: f.s.epoch, LastToken: f.s.lastToken, KVBytes: f.s.kvBytes}
 }
 

@@ -6,6 +6,7 @@ import (
 	"sort"
 
 	"github.com/fencer-io/fencer/fsm/entry"
+	"github.com/fencer-io/fencer/fsm/internal/locktable"
 )
 
 // A semaphore is N permits under one name, each granted by its own entry
@@ -111,7 +112,7 @@ type SemReleaseResult struct {
 // semRequestKey keeps semaphores' request ids apart from locks' in the one
 // request table (names never hold a NUL).
 func semRequestKey(name, holder, id, principal string) string {
-	return requestKey("\x00sem\x00"+name, holder, id, principal)
+	return locktable.RequestKey("\x00sem\x00"+name, holder, id, principal)
 }
 
 func applySemAcquire(s *state, c *entry.SemAcquire, index uint64) any {

@@ -100,26 +100,6 @@ func TestSnapshotIsUnaffectedByLaterApplies(t *testing.T) {
 	}
 }
 
-// lockEntry packs a lock's strings into one; every field comes back, with
-// empty and NUL-containing strings too.
-func TestLockEntryRoundTrip(t *testing.T) {
-	for _, l := range []entry.Lock{
-		{Name: "a", Holder: "w", Token: 1, Lease: "s", TTLMillis: 2},
-		{Name: "a\x00b", Holder: "\x00", Token: 1 << 50, Lease: strings.Repeat("f", 32), TTLMillis: 1 << 40, RequestID: "r\x00", GrantedAtMillis: -3},
-		{Name: "n", Token: 9, TTLMillis: 1},
-		{Name: "p", Holder: "w", Token: 3, Lease: "s", TTLMillis: 2, RequestID: "r", Principal: "ci"},
-		{Name: "p", Token: 3, TTLMillis: 2, Principal: "\x00x"},
-	} {
-		e := newLockEntry(&l)
-		if got := e.lock(); got != l {
-			t.Errorf("round trip of %+v: %+v", l, got)
-		}
-		if e.requestKey() != requestKey(l.Name, l.Holder, l.RequestID, l.Principal) {
-			t.Errorf("request key of %+v: %q", l, e.requestKey())
-		}
-	}
-}
-
 func TestEachLockIsSortedAndMatchesLocks(t *testing.T) {
 	f, _ := replay(t, goldenHistory())
 	var each []entry.Lock

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/fencer-io/fencer/fsm/entry"
+	"github.com/fencer-io/fencer/fsm/internal/locktable"
 )
 
 // MaxLockValue bounds the value a lock's holder publishes.
@@ -15,22 +16,22 @@ type SetValueResult struct {
 }
 
 func applySetValue(s *state, c *entry.SetValue, _ uint64) any {
-	cur, held := s.locks[c.Lock]
+	cur, held := s.locks.Get(c.Lock)
 	if !held {
 		return LeaseRefused(c.Lock, 0, c.Token, c.Lease)
 	}
-	if cur.token != c.Token || !LeaseEqual(cur.secret(), c.Lease) {
-		return LeaseRefused(c.Lock, cur.token, c.Token, c.Lease)
+	if cur.Token() != c.Token || !LeaseEqual(cur.Secret(), c.Lease) {
+		return LeaseRefused(c.Lock, cur.Token(), c.Token, c.Lease)
 	}
 	if len(c.Value) > MaxLockValue {
 		return fmt.Errorf("%w: value of %d bytes for lock %q", entry.ErrMalformedCommand, len(c.Value), c.Lock)
 	}
 	// Entries are immutable (a snapshot may hold this one): replace it.
-	l := cur.lock()
+	l := cur.Lock()
 	l.Value = c.Value
-	e := newLockEntry(&l)
+	e := locktable.NewEntry(&l)
 	// The request table may still share the old entry's string; equal
 	// content, so only memory is kept a little longer.
-	s.locks[c.Lock] = e
-	return &SetValueResult{Grant: e.lock()}
+	s.locks.Replace(e)
+	return &SetValueResult{Grant: e.Lock()}
 }

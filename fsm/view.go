@@ -12,6 +12,7 @@ import (
 
 	"github.com/fencer-io/fencer/fsm/entry"
 	"github.com/fencer-io/fencer/fsm/internal/grants"
+	"github.com/fencer-io/fencer/fsm/internal/locktable"
 	"github.com/fencer-io/fencer/fsm/snapshot"
 )
 
@@ -23,7 +24,7 @@ import (
 // second copy of the state nor its encoding in memory.
 type View struct {
 	Header   snapshot.Header
-	locks    []*lockEntry       // sorted by name (sorted outside the FSM's lock)
+	locks    []*locktable.Entry // sorted by name (sorted outside the FSM's lock)
 	keys     []*entry.FencedKey // sorted by key
 	members  []entry.Member     // sorted by id
 	requests []entry.RequestRecord
@@ -39,7 +40,7 @@ func (f *FSM) View() *View {
 	f.mu.RLock()
 	v := f.viewLocked()
 	f.mu.RUnlock()
-	sortEntries(v.locks)
+	locktable.Sort(v.locks)
 	v.grants.Sort()
 	slices.SortFunc(v.keys, func(a, b *entry.FencedKey) int { return strings.Compare(a.Key, b.Key) })
 	return v
@@ -57,16 +58,13 @@ func (f *FSM) viewLocked() *View {
 		LastToken:    s.lastToken,
 		AppliedIndex: f.applied,
 		Term:         f.term,
-		Locks:        len(s.locks),
+		Locks:        s.locks.Len(),
 		Keys:         len(s.keys),
 		Members:      len(s.members),
 		Requests:     len(s.reqOrder),
 		Delays:       len(s.delays),
 	}}
-	v.locks = make([]*lockEntry, 0, len(s.locks))
-	for _, e := range s.locks {
-		v.locks = append(v.locks, e)
-	}
+	v.locks = s.locks.Entries()
 	v.keys = make([]*entry.FencedKey, 0, len(s.keys))
 	for _, k := range s.keys {
 		v.keys = append(v.keys, k)
@@ -106,7 +104,7 @@ func (v *View) Image() *snapshot.Image {
 	if len(v.locks) > 0 {
 		img.Locks = make([]entry.Lock, len(v.locks))
 		for i, e := range v.locks {
-			img.Locks[i] = e.lock()
+			img.Locks[i] = e.Lock()
 		}
 	}
 	for _, k := range v.keys {
@@ -134,7 +132,7 @@ func (v *View) WriteTo(w io.Writer) (int64, error) {
 	sw.Encode(v.Header.Written())
 	var l entry.Lock // one, not one per lock: &l escapes into the writer
 	for _, e := range v.locks {
-		l = e.lock()
+		l = e.Lock()
 		sw.Lock(&l)
 	}
 	for _, k := range v.keys {
@@ -172,14 +170,14 @@ func readState(r io.Reader) (*state, *snapshot.Header, error) {
 			s = headerState(&rest.Header)
 		}
 		locks++
-		e := lockEntryOf(l)
-		if err := rest.Header.CheckLock(e.name(), e.token, e.ttlMillis); err != nil {
+		e := locktable.EntryOf(l)
+		if err := rest.Header.CheckLock(e.Name(), e.Token(), e.TTLMillis()); err != nil {
 			return err
 		}
-		if _, dup := s.locks[e.name()]; dup {
-			return fmt.Errorf("snapshot is inconsistent: duplicate lock %q", e.name())
+		if _, dup := s.locks.Get(e.Name()); dup {
+			return fmt.Errorf("snapshot is inconsistent: duplicate lock %q", e.Name())
 		}
-		s.add(e)
+		s.locks.Add(e)
 		return nil
 	})
 	if err != nil {
@@ -195,8 +193,8 @@ func readState(r io.Reader) (*state, *snapshot.Header, error) {
 		s = headerState(&rest.Header)
 	}
 	err = rest.CheckHeldGrants(func(lock string) uint64 {
-		if e, ok := s.locks[lock]; ok {
-			return e.token
+		if e, ok := s.locks.Get(lock); ok {
+			return e.Token()
 		}
 		return 0
 	})
@@ -220,7 +218,7 @@ func headerState(h *snapshot.Header) *state {
 	s.floor = h.EpochFloor
 	s.lastToken = h.LastToken
 	if h.Locks > 0 {
-		s.locks = make(map[string]*lockEntry, min(h.Locks, maxLocksHint))
+		s.locks = locktable.New(min(h.Locks, maxLocksHint))
 	}
 	return s
 }
@@ -258,8 +256,8 @@ func fill(s *state, img *snapshot.Image) {
 // heldGrant returns the name and holder of lock's held grant if its token
 // is token, for a restored grant history to share.
 func (s *state) heldGrant(lock string, token uint64) (name, holder string, ok bool) {
-	if e := s.locks[lock]; e != nil && e.token == token {
-		return e.name(), e.holder(), true
+	if e, ok := s.locks.Get(lock); ok && e.Token() == token {
+		return e.Name(), e.Holder(), true
 	}
 	return "", "", false
 }
@@ -268,8 +266,8 @@ func (s *state) heldGrant(lock string, token uint64) (name, holder string, ok bo
 // to, so a restored request table costs no string per held lock.
 func (s *state) shareKey(key string) string {
 	if i := strings.IndexByte(key, 0); i >= 0 {
-		if e, ok := s.locks[key[:i]]; ok && e.requestKey() == key {
-			return e.requestKey()
+		if e, ok := s.locks.Get(key[:i]); ok && e.RequestKey() == key {
+			return e.RequestKey()
 		}
 	}
 	return key

@@ -1,0 +1,199 @@
+// Package locktable is the state's table of held locks: each grant packed
+// into one string, by lock name, with how many locks each holder holds.
+package locktable
+
+import (
+	"slices"
+	"strings"
+
+	"github.com/fencer-io/fencer/fsm/entry"
+	"github.com/fencer-io/fencer/fsm/snapshot"
+)
+
+// Entry is a grant as the table keeps it: 56 bytes and one string, where
+// an entry.Lock is 104 bytes and five strings. The string holds, in order,
+// the lock name, NUL, the holder, NUL, the request id, then NUL and the
+// principal if there is one, and the secret, so that its prefix up to the
+// secret is the grant's request key (RequestKey) and the request table
+// shares it instead of building another.
+//
+// An entry is never modified once it is in the table: a grant makes a new
+// one and a free deletes it. A snapshot therefore captures entry pointers,
+// not copies (see fsm.View).
+type Entry struct {
+	s         string
+	token     uint64
+	ttlMillis int64
+	granted   int64  // GrantedAtMillis
+	delay     int64  // LockDelayMillis
+	value     string // Value
+	nameEnd   uint32 // s[:nameEnd] is the name
+	holderEnd uint32 // s[nameEnd+1:holderEnd] is the holder
+	idEnd     uint32 // s[holderEnd+1:idEnd] is the request id
+	keyEnd    uint32 // s[idEnd+1:keyEnd] is the principal, if keyEnd > idEnd; s[keyEnd:] the secret
+}
+
+// NewEntry returns l as an entry.
+func NewEntry(l *entry.Lock) *Entry {
+	e := pack(l.Name, l.Holder, l.RequestID, l.Principal, l.Lease)
+	e.token, e.ttlMillis, e.granted, e.delay, e.value = l.Token, l.TTLMillis, l.GrantedAtMillis, l.LockDelayMillis, l.Value
+	return e
+}
+
+// EntryOf returns a snapshot's lock record as an entry, copying its bytes
+// once, into the entry's string.
+func EntryOf(r *snapshot.LockRecord) *Entry {
+	e := pack(r.Name, r.Holder, r.RequestID, r.Principal, r.Lease)
+	e.token, e.ttlMillis, e.granted, e.delay = r.Token, r.TTLMillis, r.GrantedAtMillis, r.LockDelayMillis
+	if len(r.Value) > 0 {
+		e.value = string(r.Value)
+	}
+	return e
+}
+
+// pack lays the strings of a grant out in one, in one allocation (String
+// shares the builder's buffer), from a Lock's strings or a record's bytes.
+func pack[T string | []byte](name, holder, id, principal, secret T) *Entry {
+	var sb strings.Builder
+	sb.Grow(len(name) + len(holder) + len(id) + len(principal) + len(secret) + 3)
+	write(&sb, name)
+	nameEnd := sb.Len()
+	sb.WriteByte(0)
+	write(&sb, holder)
+	holderEnd := sb.Len()
+	sb.WriteByte(0)
+	write(&sb, id)
+	idEnd := sb.Len()
+	if len(principal) > 0 {
+		sb.WriteByte(0)
+		write(&sb, principal)
+	}
+	keyEnd := sb.Len()
+	write(&sb, secret)
+	return &Entry{s: sb.String(), nameEnd: uint32(nameEnd), holderEnd: uint32(holderEnd), idEnd: uint32(idEnd), keyEnd: uint32(keyEnd)}
+}
+
+// write appends v to sb; the conversion to any does not allocate.
+func write[T string | []byte](sb *strings.Builder, v T) {
+	switch v := any(v).(type) {
+	case string:
+		sb.WriteString(v)
+	case []byte:
+		sb.Write(v)
+	}
+}
+
+// Name returns the lock's name.
+func (e *Entry) Name() string { return e.s[:e.nameEnd] }
+
+// Holder returns the grant's holder.
+func (e *Entry) Holder() string { return e.s[e.nameEnd+1 : e.holderEnd] }
+
+// Secret returns the grant's secret (its "lease").
+func (e *Entry) Secret() string { return e.s[e.keyEnd:] }
+
+// Token returns the grant's token.
+func (e *Entry) Token() uint64 { return e.token }
+
+// TTLMillis returns the grant's lease length.
+func (e *Entry) TTLMillis() int64 { return e.ttlMillis }
+
+// LockDelayMillis returns the lock-delay the grant asked for.
+func (e *Entry) LockDelayMillis() int64 { return e.delay }
+
+// RequestKey is RequestKey(name, holder, request id, principal), sharing
+// e's string.
+func (e *Entry) RequestKey() string { return e.s[:e.keyEnd] }
+
+func (e *Entry) principal() string {
+	if e.keyEnd == e.idEnd {
+		return ""
+	}
+	return e.s[e.idEnd+1 : e.keyEnd]
+}
+
+// Lock returns the entry as a Lock; its strings share the entry's.
+func (e *Entry) Lock() entry.Lock {
+	return entry.Lock{
+		Name:            e.Name(),
+		Holder:          e.Holder(),
+		Token:           e.token,
+		Lease:           e.Secret(),
+		TTLMillis:       e.ttlMillis,
+		RequestID:       e.s[e.holderEnd+1 : e.idEnd],
+		GrantedAtMillis: e.granted,
+		Principal:       e.principal(),
+		LockDelayMillis: e.delay,
+		Value:           e.value,
+	}
+}
+
+// RequestKey is what the request table remembers a request id under. The
+// principal comes last and only when there is one, so that the keys of
+// requests without a principal are those older builds wrote (lock, holder
+// and request id never contain NUL: names, and printable API strings).
+func RequestKey(lock, holder, id, principal string) string {
+	k := lock + "\x00" + holder + "\x00" + id
+	if principal != "" {
+		k += "\x00" + principal
+	}
+	return k
+}
+
+// Table is the held locks by name, and how many each holder holds
+// (derived, not snapshotted).
+type Table struct {
+	locks    map[string]*Entry
+	byHolder map[string]int
+}
+
+// New returns an empty table sized for n locks.
+func New(n int) *Table {
+	return &Table{locks: make(map[string]*Entry, n), byHolder: map[string]int{}}
+}
+
+// Get returns the held grant of lock name.
+func (t *Table) Get(name string) (*Entry, bool) {
+	e, ok := t.locks[name]
+	return e, ok
+}
+
+// Add puts a grant of a lock that is not held in the table.
+func (t *Table) Add(e *Entry) {
+	t.locks[e.Name()] = e
+	t.byHolder[e.Holder()]++
+}
+
+// Replace puts e in the place of the held grant it changes (same lock,
+// same holder).
+func (t *Table) Replace(e *Entry) { t.locks[e.Name()] = e }
+
+// Remove frees e's lock.
+func (t *Table) Remove(e *Entry) {
+	delete(t.locks, e.Name())
+	if t.byHolder[e.Holder()]--; t.byHolder[e.Holder()] <= 0 {
+		delete(t.byHolder, e.Holder())
+	}
+}
+
+// Len counts the held locks.
+func (t *Table) Len() int { return len(t.locks) }
+
+// HeldBy counts the locks holder holds.
+func (t *Table) HeldBy(holder string) int { return t.byHolder[holder] }
+
+// Entries returns the held grants in no order: one pointer each, the
+// entries shared, so that a caller sorts them (Sort) outside the FSM's
+// lock.
+func (t *Table) Entries() []*Entry {
+	out := make([]*Entry, 0, len(t.locks))
+	for _, e := range t.locks {
+		out = append(out, e)
+	}
+	return out
+}
+
+// Sort sorts entries by lock name.
+func Sort(entries []*Entry) {
+	slices.SortFunc(entries, func(a, b *Entry) int { return strings.Compare(a.Name(), b.Name()) })
+}
