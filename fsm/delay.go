@@ -71,15 +71,5 @@ func (f *FSM) Delays() []entry.Delay {
 	for _, name := range sortedKeys(f.s.delays) {
 		out = append(out, f.s.delays[name])
 	}
-	return append(out, f.s.slotDelays()...)
-}
-
-// slotDelays returns the semaphores' slot delays, sorted by semaphore and
-// start.
-func (s *state) slotDelays() []entry.Delay {
-	var out []entry.Delay
-	for _, name := range sortedKeys(s.sems) {
-		out = append(out, semState(name, s.sems[name]).Delays...)
-	}
-	return out
+	return append(out, f.s.sems.SlotDelays()...)
 }

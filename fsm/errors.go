@@ -31,6 +31,11 @@ var (
 	// ErrTokenSpaceExhausted: the log index no longer fits below the epoch
 	// bits, so no token could be ordered after the previous ones. Fail closed.
 	ErrTokenSpaceExhausted = errors.New("token space exhausted for this epoch")
+	// ErrSemaphoreFull: every permit of the semaphore is held.
+	ErrSemaphoreFull = errors.New("semaphore is full")
+	// ErrLimitMismatch: an acquire named a limit other than the one of the
+	// semaphore's held permits.
+	ErrLimitMismatch = errors.New("semaphore limit mismatch")
 )
 
 // HeldError reports who holds a lock; it matches ErrLockHeld.
@@ -178,3 +183,47 @@ func (e *DelayError) Error() string {
 
 // Is makes errors.Is(err, ErrLockDelay) true.
 func (e *DelayError) Is(target error) bool { return target == ErrLockDelay }
+
+// FullError is an acquire of a full semaphore; it matches ErrSemaphoreFull.
+type FullError struct {
+	Semaphore string
+	Held      int
+	Limit     int
+}
+
+func (e *FullError) Error() string {
+	return fmt.Sprintf("semaphore %q is full: %d of %d permits held", e.Semaphore, e.Held, e.Limit)
+}
+
+// Is makes errors.Is(err, ErrSemaphoreFull) true.
+func (e *FullError) Is(target error) bool { return target == ErrSemaphoreFull }
+
+// LimitError is an acquire whose limit differs from the semaphore's; it
+// matches ErrLimitMismatch.
+type LimitError struct {
+	Semaphore string
+	Limit     int // the semaphore's
+	Asked     int
+	Held      int
+}
+
+func (e *LimitError) Error() string {
+	return fmt.Sprintf("semaphore %q has limit %d while %d permits are held; the acquire asked for %d", e.Semaphore, e.Limit, e.Held, e.Asked)
+}
+
+// Is makes errors.Is(err, ErrLimitMismatch) true.
+func (e *LimitError) Is(target error) bool { return target == ErrLimitMismatch }
+
+// SlotDelayError is an acquire refused because every slot not held is in
+// its lock-delay; it matches ErrLockDelay.
+type SlotDelayError struct {
+	Semaphore string
+	Delayed   int
+}
+
+func (e *SlotDelayError) Error() string {
+	return fmt.Sprintf("semaphore %q has %d permit slots in their lock-delay and none free", e.Semaphore, e.Delayed)
+}
+
+// Is makes errors.Is(err, ErrLockDelay) true.
+func (e *SlotDelayError) Is(target error) bool { return target == ErrLockDelay }

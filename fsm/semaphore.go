@@ -1,12 +1,11 @@
 package fsm
 
 import (
-	"errors"
 	"fmt"
-	"sort"
 
 	"github.com/fencer-io/fencer/fsm/entry"
 	"github.com/fencer-io/fencer/fsm/internal/locktable"
+	"github.com/fencer-io/fencer/fsm/internal/permits"
 )
 
 // A semaphore is N permits under one name, each granted by its own entry
@@ -19,73 +18,6 @@ import (
 
 // MaxSemaphoreLimit bounds a semaphore's limit.
 const MaxSemaphoreLimit = 10_000
-
-var (
-	// ErrSemaphoreFull: every permit of the semaphore is held.
-	ErrSemaphoreFull = errors.New("semaphore is full")
-	// ErrLimitMismatch: an acquire named a limit other than the one of the
-	// semaphore's held permits.
-	ErrLimitMismatch = errors.New("semaphore limit mismatch")
-)
-
-// FullError is an acquire of a full semaphore; it matches ErrSemaphoreFull.
-type FullError struct {
-	Semaphore string
-	Held      int
-	Limit     int
-}
-
-func (e *FullError) Error() string {
-	return fmt.Sprintf("semaphore %q is full: %d of %d permits held", e.Semaphore, e.Held, e.Limit)
-}
-
-// Is makes errors.Is(err, ErrSemaphoreFull) true.
-func (e *FullError) Is(target error) bool { return target == ErrSemaphoreFull }
-
-// LimitError is an acquire whose limit differs from the semaphore's; it
-// matches ErrLimitMismatch.
-type LimitError struct {
-	Semaphore string
-	Limit     int // the semaphore's
-	Asked     int
-	Held      int
-}
-
-func (e *LimitError) Error() string {
-	return fmt.Sprintf("semaphore %q has limit %d while %d permits are held; the acquire asked for %d", e.Semaphore, e.Limit, e.Held, e.Asked)
-}
-
-// Is makes errors.Is(err, ErrLimitMismatch) true.
-func (e *LimitError) Is(target error) bool { return target == ErrLimitMismatch }
-
-// semaphore is a semaphore with at least one permit held or one slot in
-// its lock-delay; an empty one is not kept. Permits are immutable once
-// stored.
-type semaphore struct {
-	limit   int
-	permits map[uint64]*entry.Permit
-	// delays are the slots whose permit expired with a lock-delay, by the
-	// index of the expiry: each counts against the limit until an EndDelay
-	// ends it, as a lock's delay keeps the lock (delay.go).
-	delays map[uint64]entry.Delay
-}
-
-// inUse counts the slots taken: permits held and slots in their delay.
-func (sem *semaphore) inUse() int { return len(sem.permits) + len(sem.delays) }
-
-// SlotDelayError is an acquire refused because every slot not held is in
-// its lock-delay; it matches ErrLockDelay.
-type SlotDelayError struct {
-	Semaphore string
-	Delayed   int
-}
-
-func (e *SlotDelayError) Error() string {
-	return fmt.Sprintf("semaphore %q has %d permit slots in their lock-delay and none free", e.Semaphore, e.Delayed)
-}
-
-// Is makes errors.Is(err, ErrLockDelay) true.
-func (e *SlotDelayError) Is(target error) bool { return target == ErrLockDelay }
 
 // PermitResult is the Apply result of a granted SemAcquire.
 type PermitResult struct {
@@ -118,8 +50,8 @@ func semRequestKey(name, holder, id, principal string) string {
 func applySemAcquire(s *state, c *entry.SemAcquire, index uint64) any {
 	if c.RequestID != "" {
 		if token, ok := s.requests[semRequestKey(c.Semaphore, c.Holder, c.RequestID, c.Principal)]; ok {
-			if sem := s.sems[c.Semaphore]; sem != nil && sem.permits[token] != nil {
-				return &PermitResult{Permit: *sem.permits[token], Held: len(sem.permits), Existing: true}
+			if sem := s.sems.Get(c.Semaphore); sem != nil && sem.Permit(token) != nil {
+				return &PermitResult{Permit: *sem.Permit(token), Held: sem.Held(), Existing: true}
 			}
 			return fmt.Errorf("%w: the permit for request %q (token %d) has already ended", ErrLeaseLost, c.RequestID, token)
 		}
@@ -127,16 +59,15 @@ func applySemAcquire(s *state, c *entry.SemAcquire, index uint64) any {
 	if c.Semaphore == "" || c.TTLMillis <= 0 || c.Limit < 1 || c.Limit > MaxSemaphoreLimit {
 		return fmt.Errorf("%w: acquire of semaphore %q with ttl %d ms and limit %d", entry.ErrMalformedCommand, c.Semaphore, c.TTLMillis, c.Limit)
 	}
-	sem := s.sems[c.Semaphore]
-	if sem != nil {
-		if c.Limit != sem.limit {
-			return &LimitError{Semaphore: c.Semaphore, Limit: sem.limit, Asked: c.Limit, Held: len(sem.permits)}
+	if sem := s.sems.Get(c.Semaphore); sem != nil {
+		if c.Limit != sem.Limit() {
+			return &LimitError{Semaphore: c.Semaphore, Limit: sem.Limit(), Asked: c.Limit, Held: sem.Held()}
 		}
-		if len(sem.permits) >= sem.limit {
-			return &FullError{Semaphore: c.Semaphore, Held: len(sem.permits), Limit: sem.limit}
+		if sem.Held() >= sem.Limit() {
+			return &FullError{Semaphore: c.Semaphore, Held: sem.Held(), Limit: sem.Limit()}
 		}
-		if sem.inUse() >= sem.limit {
-			return &SlotDelayError{Semaphore: c.Semaphore, Delayed: len(sem.delays)}
+		if sem.InUse() >= sem.Limit() {
+			return &SlotDelayError{Semaphore: c.Semaphore, Delayed: sem.Delayed()}
 		}
 	}
 	if index > entry.MaxIndex || s.epoch >= entry.MaxEpoch {
@@ -152,51 +83,19 @@ func applySemAcquire(s *state, c *entry.SemAcquire, index uint64) any {
 		Limit: c.Limit, RequestID: c.RequestID, GrantedAtMillis: c.NowMillis, Principal: c.Principal,
 		LockDelayMillis: c.LockDelayMillis,
 	}
-	s.addPermit(p)
+	s.sems.Add(p)
 	if c.RequestID != "" {
 		s.remember(semRequestKey(c.Semaphore, c.Holder, c.RequestID, c.Principal), token)
 	}
-	return &PermitResult{Permit: *p, Held: len(s.sems[c.Semaphore].permits)}
-}
-
-func (s *state) addPermit(p *entry.Permit) {
-	sem := s.sems[p.Semaphore]
-	if sem == nil {
-		sem = newSemaphore(p.Limit)
-		s.sems[p.Semaphore] = sem
-	}
-	sem.permits[p.Token] = p
-	s.permits++
-}
-
-func newSemaphore(limit int) *semaphore {
-	return &semaphore{limit: limit, permits: map[uint64]*entry.Permit{}, delays: map[uint64]entry.Delay{}}
-}
-
-// addSlotDelay records a slot's lock-delay (an expiry, or a restore).
-func (s *state) addSlotDelay(d entry.Delay) {
-	sem := s.sems[d.Semaphore]
-	if sem == nil {
-		sem = newSemaphore(d.Limit)
-		s.sems[d.Semaphore] = sem
-	}
-	sem.delays[d.Since] = d
+	return &PermitResult{Permit: *p, Held: s.sems.Get(c.Semaphore).Held()}
 }
 
 // endSlotDelay ends the slot delay of sem since index since, handing the
 // slot to next in the same entry, as a lock's EndDelay does the lock.
 func (s *state) endSlotDelay(c *entry.EndDelay, index uint64) any {
-	sem := s.sems[c.Semaphore]
-	if sem == nil {
-		return fmt.Errorf("%w: semaphore %q has no slot delay since index %d", ErrLeaseLost, c.Semaphore, c.Since)
-	}
-	d, ok := sem.delays[c.Since]
+	d, ok := s.sems.EndSlotDelay(c.Semaphore, c.Since)
 	if !ok {
 		return fmt.Errorf("%w: semaphore %q has no slot delay since index %d", ErrLeaseLost, c.Semaphore, c.Since)
-	}
-	delete(sem.delays, c.Since)
-	if sem.inUse() == 0 {
-		delete(s.sems, c.Semaphore)
 	}
 	res := &EndDelayResult{Ended: d}
 	if c.NextPermit != nil {
@@ -212,10 +111,9 @@ func (s *state) endSlotDelay(c *entry.EndDelay, index uint64) any {
 }
 
 func applySemRelease(s *state, c *entry.SemRelease, index uint64) any {
-	sem := s.sems[c.Semaphore]
 	var p *entry.Permit
-	if sem != nil {
-		p = sem.permits[c.Token]
+	if sem := s.sems.Get(c.Semaphore); sem != nil {
+		p = sem.Permit(c.Token)
 	}
 	if p == nil || !LeaseEqual(p.Lease, c.Lease) {
 		return fmt.Errorf("%w: semaphore %q has no permit with token %d and that lease", ErrLeaseLost, c.Semaphore, c.Token)
@@ -224,30 +122,25 @@ func applySemRelease(s *state, c *entry.SemRelease, index uint64) any {
 }
 
 func applySemExpire(s *state, c *entry.SemExpire, index uint64) any {
-	sem := s.sems[c.Semaphore]
-	if sem == nil || sem.permits[c.Token] == nil {
+	sem := s.sems.Get(c.Semaphore)
+	if sem == nil || sem.Permit(c.Token) == nil {
 		return fmt.Errorf("%w: semaphore %q permit %d already ended", ErrLeaseLost, c.Semaphore, c.Token)
 	}
-	p := sem.permits[c.Token]
+	p, limit := sem.Permit(c.Token), sem.Limit()
 	if p.LockDelayMillis > 0 {
 		// The slot is delayed before it is freed, so that nobody, not
 		// even a waiter offered in this entry, gets it until an EndDelay.
-		s.addSlotDelay(entry.Delay{Semaphore: p.Semaphore, Since: index, Millis: p.LockDelayMillis, Limit: sem.limit})
+		s.sems.AddSlotDelay(entry.Delay{Semaphore: p.Semaphore, Since: index, Millis: p.LockDelayMillis, Limit: limit})
 	}
 	res := s.freePermit(p, c.Next, index)
 	if p.LockDelayMillis > 0 {
-		res.Delay = &entry.Delay{Semaphore: p.Semaphore, Since: index, Millis: p.LockDelayMillis, Limit: sem.limit}
+		res.Delay = &entry.Delay{Semaphore: p.Semaphore, Since: index, Millis: p.LockDelayMillis, Limit: limit}
 	}
 	return res
 }
 
 func (s *state) freePermit(p *entry.Permit, next *entry.SemAcquire, index uint64) *SemReleaseResult {
-	sem := s.sems[p.Semaphore]
-	delete(sem.permits, p.Token)
-	s.permits--
-	if sem.inUse() == 0 {
-		delete(s.sems, p.Semaphore)
-	}
+	s.sems.Remove(p)
 	res := &SemReleaseResult{Freed: *p}
 	if next != nil {
 		next.Semaphore = p.Semaphore
@@ -258,8 +151,8 @@ func (s *state) freePermit(p *entry.Permit, next *entry.SemAcquire, index uint64
 			res.NextErr = r
 		}
 	}
-	if sem := s.sems[p.Semaphore]; sem != nil {
-		res.Held = len(sem.permits)
+	if sem := s.sems.Get(p.Semaphore); sem != nil {
+		res.Held = sem.Held()
 	}
 	return res
 }
@@ -278,23 +171,14 @@ type SemaphoreState struct {
 func (f *FSM) Semaphore(name string) SemaphoreState {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	return semState(name, f.s.sems[name])
+	return semState(name, f.s.sems.Get(name))
 }
 
-func semState(name string, sem *semaphore) SemaphoreState {
+func semState(name string, sem *permits.Semaphore) SemaphoreState {
 	st := SemaphoreState{Name: name}
-	if sem == nil {
-		return st
+	if sem != nil {
+		st.Limit, st.Permits, st.Delays = sem.Limit(), sem.Permits(), sem.Delays()
 	}
-	st.Limit = sem.limit
-	for _, p := range sem.permits {
-		st.Permits = append(st.Permits, *p)
-	}
-	sort.Slice(st.Permits, func(i, j int) bool { return st.Permits[i].Token < st.Permits[j].Token })
-	for _, d := range sem.delays {
-		st.Delays = append(st.Delays, d)
-	}
-	sort.Slice(st.Delays, func(i, j int) bool { return st.Delays[i].Since < st.Delays[j].Since })
 	return st
 }
 
@@ -302,9 +186,9 @@ func semState(name string, sem *semaphore) SemaphoreState {
 func (f *FSM) Semaphores() []SemaphoreState {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	out := make([]SemaphoreState, 0, len(f.s.sems))
-	for _, name := range sortedKeys(f.s.sems) {
-		out = append(out, semState(name, f.s.sems[name]))
+	out := make([]SemaphoreState, 0, f.s.sems.Len())
+	for _, name := range f.s.sems.Names() {
+		out = append(out, semState(name, f.s.sems.Get(name)))
 	}
 	return out
 }
@@ -318,18 +202,9 @@ func (f *FSM) SemRequestGranted(name, holder, requestID, principal string) bool 
 	return ok
 }
 
-// permitList returns every held permit, sorted by semaphore and token.
-func (s *state) permitList() []entry.Permit {
-	var out []entry.Permit
-	for _, name := range sortedKeys(s.sems) {
-		out = append(out, semState(name, s.sems[name]).Permits...)
-	}
-	return out
-}
-
 // PermitCount returns how many permits are held across all semaphores.
 func (f *FSM) PermitCount() int {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	return f.s.permits
+	return f.s.sems.Held()
 }

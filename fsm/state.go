@@ -6,6 +6,7 @@ import (
 	"github.com/fencer-io/fencer/fsm/entry"
 	"github.com/fencer-io/fencer/fsm/internal/grants"
 	"github.com/fencer-io/fencer/fsm/internal/locktable"
+	"github.com/fencer-io/fencer/fsm/internal/permits"
 )
 
 // MaxRequestIDs bounds the idempotency table of acquire request ids; the
@@ -35,8 +36,7 @@ type state struct {
 	kvBytes       int64
 	kvByPrincipal map[string]int64
 	delays        map[string]entry.Delay
-	sems          map[string]*semaphore // only those with a permit held
-	permits       int                   // held in all sems; derived, not snapshotted
+	sems          *permits.Table // the semaphores (fsm/internal/permits)
 	// history is the grant history, nil until SetGrantHistory (history.go).
 	history *grants.History
 	// restoredAt is the index at which a restore or recovery installed
@@ -55,7 +55,7 @@ func newState() *state {
 		requests:      map[string]uint64{},
 		kvByPrincipal: map[string]int64{},
 		delays:        map[string]entry.Delay{},
-		sems:          map[string]*semaphore{},
+		sems:          permits.New(),
 	}
 }
 

@@ -79,11 +79,11 @@ func (f *FSM) viewLocked() *View {
 	for _, name := range sortedKeys(s.delays) {
 		v.delays = append(v.delays, s.delays[name])
 	}
-	v.delays = append(v.delays, s.slotDelays()...)
+	v.delays = append(v.delays, s.sems.SlotDelays()...)
 	v.Header.Delays = len(v.delays)
 	// Copied: permits are few next to locks (a semaphore's limit bounds
 	// them), and copying keeps the view simple.
-	v.permits = s.permitList()
+	v.permits = s.sems.Permits()
 	v.Header.Permits = len(v.permits)
 	if h := s.history; h != nil {
 		cfg := h.Settings()
@@ -237,14 +237,14 @@ func fill(s *state, img *snapshot.Image) {
 	}
 	for _, d := range img.Delays {
 		if d.Semaphore != "" {
-			s.addSlotDelay(d)
+			s.sems.AddSlotDelay(d)
 			continue
 		}
 		s.delays[d.Lock] = d
 	}
 	for i := range img.Permits {
 		p := img.Permits[i]
-		s.addPermit(&p)
+		s.sems.Add(&p)
 	}
 	if h := img.Header.GrantHistory; h != nil {
 		s.history = grants.Rebuild(*h, img.Header.GrantsFrom, img.Grants, img.Header.GrantRing, s.heldGrant)
