@@ -48,7 +48,7 @@ func applyAcquire(s *state, c *entry.Acquire, index uint64) any {
 	if c.RequestID != "" {
 		// Keyed by principal too: another principal replaying this request
 		// id is a new request, refused as anyone's while the lock is held.
-		if token, ok := s.requests[locktable.RequestKey(c.Lock, c.Holder, c.RequestID, c.Principal)]; ok {
+		if token, ok := s.requests.Token(locktable.RequestKey(c.Lock, c.Holder, c.RequestID, c.Principal)); ok {
 			if cur, held := s.locks.Get(c.Lock); held && cur.Token() == token {
 				return &AcquireResult{Grant: cur.Lock(), Existing: true}
 			}
@@ -99,7 +99,7 @@ func (s *state) grant(c *entry.Acquire, index uint64) any {
 		s.history.Granted(grants.Grant{Token: token, Granted: index, Lock: e.Name(), Holder: e.Holder()})
 	}
 	if c.RequestID != "" {
-		s.remember(e.RequestKey(), token)
+		s.requests.Remember(e.RequestKey(), token)
 	}
 	return &AcquireResult{Grant: e.Lock()}
 }
@@ -164,7 +164,7 @@ func applyPut(s *state, c *entry.Put, _ uint64) any {
 	if entry.TokenEpoch(c.Token) < s.floor {
 		// A grant of an epoch before the last restore or recovery: void,
 		// even above a mark that the restore took back (see DESIGN.md).
-		return &StaleError{Key: c.Key, Token: c.Token, LastToken: s.mark(c.Key)}
+		return &StaleError{Key: c.Key, Token: c.Token, LastToken: s.keys.Mark(c.Key)}
 	}
 	if c.IssuedOnly() && c.Token > s.lastToken {
 		// A mark above every token issued would refuse every real holder
@@ -177,25 +177,17 @@ func applyPut(s *state, c *entry.Put, _ uint64) any {
 			return &NotHolderError{Lock: c.Lock, Token: c.Token}
 		}
 	}
-	if k, ok := s.keys[c.Key]; ok && c.Token <= k.Token {
+	if k, ok := s.keys.Get(c.Key); ok && c.Token <= k.Token {
 		return &StaleError{Key: c.Key, Token: c.Token, LastToken: k.Token}
 	}
-	s.setKey(&entry.FencedKey{Key: c.Key, Value: c.Value, Token: c.Token, Principal: c.Principal})
+	s.keys.Set(&entry.FencedKey{Key: c.Key, Value: c.Value, Token: c.Token, Principal: c.Principal})
 	return &PutResult{Key: c.Key, Token: c.Token}
-}
-
-// mark is a key's last token, 0 if it was never written.
-func (s *state) mark(key string) uint64 {
-	if k, ok := s.keys[key]; ok {
-		return k.Token
-	}
-	return 0
 }
 
 // apply removes the key and its mark; a key that does not exist is
 // ErrNoSuchKey.
 func applyDeleteKey(s *state, c *entry.DeleteKey, _ uint64) any {
-	old, ok := s.deleteKey(c.Key)
+	old, ok := s.keys.Delete(c.Key)
 	if !ok {
 		return fmt.Errorf("%w: %q", ErrNoSuchKey, c.Key)
 	}

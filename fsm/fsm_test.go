@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/fencer-io/fencer/fsm/entry"
+	"github.com/fencer-io/fencer/fsm/internal/requests"
 	"github.com/fencer-io/fencer/fsm/snapshot"
 )
 
@@ -178,14 +179,14 @@ func TestRequestIDIsBoundToItsPrincipal(t *testing.T) {
 
 func TestRequestTableIsBounded(t *testing.T) {
 	f := New(nil)
-	for i := range MaxRequestIDs + 10 {
+	for i := range requests.Max + 10 {
 		c := acquire("a", "w", "s")
 		c.RequestID = fmt.Sprint(i)
 		mustGrant(t, f, c, uint64(2*i+1))
 		f.ApplyCommand(&entry.Release{Lock: "a", Token: uint64(2*i + 1), Lease: "s"}, uint64(2*i+2))
 	}
-	if n := len(f.Image().Requests); n != MaxRequestIDs {
-		t.Fatalf("request table holds %d, want %d", n, MaxRequestIDs)
+	if n := len(f.Image().Requests); n != requests.Max {
+		t.Fatalf("request table holds %d, want %d", n, requests.Max)
 	}
 }
 

@@ -103,7 +103,7 @@ func (f *FSM) Key(key string) (entry.FencedKey, bool) {
 func (f *FSM) KeyAt(key string) (entry.FencedKey, bool, uint64) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	k, ok := f.s.keys[key]
+	k, ok := f.s.keys.Get(key)
 	if !ok {
 		return entry.FencedKey{}, false, f.applied
 	}
@@ -162,7 +162,7 @@ func (f *FSM) AppliedIndex() uint64 {
 func (f *FSM) RequestGranted(lock, holder, requestID, principal string) bool {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	_, ok := f.s.requests[locktable.RequestKey(lock, holder, requestID, principal)]
+	_, ok := f.s.requests.Token(locktable.RequestKey(lock, holder, requestID, principal))
 	return ok
 }
 
@@ -178,8 +178,8 @@ type Counts struct {
 func (f *FSM) Counts() Counts {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	return Counts{Locks: f.s.locks.Len(), Keys: len(f.s.keys), Members: len(f.s.members),
-		Epoch: f.s.epoch, LastToken: f.s.lastToken, KVBytes: f.s.kvBytes}
+	return Counts{Locks: f.s.locks.Len(), Keys: f.s.keys.Len(), Members: len(f.s.members),
+		Epoch: f.s.epoch, LastToken: f.s.lastToken, KVBytes: f.s.keys.Bytes()}
 }
 
 // KVUsage is what a fenced put would change: the store's totals, the
@@ -199,8 +199,8 @@ type KVUsage struct {
 func (f *FSM) KVUsage(key, principal string) KVUsage {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	u := KVUsage{Keys: len(f.s.keys), Bytes: f.s.kvBytes, Principal: f.s.kvByPrincipal[principal]}
-	if k, ok := f.s.keys[key]; ok {
+	u := KVUsage{Keys: f.s.keys.Len(), Bytes: f.s.keys.Bytes(), Principal: f.s.keys.BytesOf(principal)}
+	if k, ok := f.s.keys.Get(key); ok {
 		u.Exists, u.OldBytes, u.OldPrincipal = true, int64(len(k.Value)), k.Principal
 	}
 	return u

@@ -49,7 +49,7 @@ func semRequestKey(name, holder, id, principal string) string {
 
 func applySemAcquire(s *state, c *entry.SemAcquire, index uint64) any {
 	if c.RequestID != "" {
-		if token, ok := s.requests[semRequestKey(c.Semaphore, c.Holder, c.RequestID, c.Principal)]; ok {
+		if token, ok := s.requests.Token(semRequestKey(c.Semaphore, c.Holder, c.RequestID, c.Principal)); ok {
 			if sem := s.sems.Get(c.Semaphore); sem != nil && sem.Permit(token) != nil {
 				return &PermitResult{Permit: *sem.Permit(token), Held: sem.Held(), Existing: true}
 			}
@@ -85,7 +85,7 @@ func applySemAcquire(s *state, c *entry.SemAcquire, index uint64) any {
 	}
 	s.sems.Add(p)
 	if c.RequestID != "" {
-		s.remember(semRequestKey(c.Semaphore, c.Holder, c.RequestID, c.Principal), token)
+		s.requests.Remember(semRequestKey(c.Semaphore, c.Holder, c.RequestID, c.Principal), token)
 	}
 	return &PermitResult{Permit: *p, Held: s.sems.Get(c.Semaphore).Held()}
 }
@@ -198,7 +198,7 @@ func (f *FSM) Semaphores() []SemaphoreState {
 func (f *FSM) SemRequestGranted(name, holder, requestID, principal string) bool {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	_, ok := f.s.requests[semRequestKey(name, holder, requestID, principal)]
+	_, ok := f.s.requests.Token(semRequestKey(name, holder, requestID, principal))
 	return ok
 }
 

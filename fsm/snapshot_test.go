@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/fencer-io/fencer/fsm/entry"
+	"github.com/fencer-io/fencer/fsm/internal/requests"
 )
 
 // goldenHistory is the log behind testdata/snapshot-v1.golden, which was
@@ -82,7 +83,7 @@ func TestSnapshotIsUnaffectedByLaterApplies(t *testing.T) {
 		l, _ := f.Lock(fmt.Sprintf("l%02d", i))
 		f.ApplyCommand(&entry.Release{Lock: l.Name, Token: l.Token, Lease: "s"}, next())
 	}
-	for i := range MaxRequestIDs + 10 { // evicts every request id the snapshot saw
+	for i := range requests.Max + 10 { // evicts every request id the snapshot saw
 		mustGrant(t, f, &entry.Acquire{Lock: fmt.Sprintf("m%d", i), Holder: "h", Lease: "s", TTLMillis: 10, RequestID: "r"}, next())
 	}
 	f.ApplyCommand(&entry.Put{Key: "k", Value: []byte("v2"), Token: 1 << 30}, next())

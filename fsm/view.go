@@ -59,23 +59,18 @@ func (f *FSM) viewLocked() *View {
 		AppliedIndex: f.applied,
 		Term:         f.term,
 		Locks:        s.locks.Len(),
-		Keys:         len(s.keys),
+		Keys:         s.keys.Len(),
 		Members:      len(s.members),
-		Requests:     len(s.reqOrder),
+		Requests:     s.requests.Len(),
 		Delays:       len(s.delays),
 	}}
 	v.locks = s.locks.Entries()
-	v.keys = make([]*entry.FencedKey, 0, len(s.keys))
-	for _, k := range s.keys {
-		v.keys = append(v.keys, k)
-	}
+	v.keys = s.keys.All()
 	v.members = make([]entry.Member, 0, len(s.members))
 	for _, id := range sortedKeys(s.members) {
 		v.members = append(v.members, s.members[id])
 	}
-	// Log order, as eviction order must survive. The full slice expression
-	// keeps a later append from ever writing into what the view shares.
-	v.requests = s.reqOrder[:len(s.reqOrder):len(s.reqOrder)]
+	v.requests = s.requests.Records()
 	for _, name := range sortedKeys(s.delays) {
 		v.delays = append(v.delays, s.delays[name])
 	}
@@ -227,13 +222,13 @@ func headerState(h *snapshot.Header) *state {
 func fill(s *state, img *snapshot.Image) {
 	for i := range img.Keys {
 		k := img.Keys[i]
-		s.setKey(&k)
+		s.keys.Set(&k)
 	}
 	for _, m := range img.Members {
 		s.members[m.ID] = m
 	}
 	for _, r := range img.Requests {
-		s.remember(s.shareKey(r.Key), r.Token)
+		s.requests.Remember(s.shareKey(r.Key), r.Token)
 	}
 	for _, d := range img.Delays {
 		if d.Semaphore != "" {
