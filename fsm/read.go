@@ -35,23 +35,6 @@ func (f *FSM) Locks() []entry.Lock {
 	return out
 }
 
-// EachLock calls fn with every held lock, sorted by name, as of one moment.
-// It copies one pointer per lock, not the locks, and runs fn without holding
-// the FSM's lock, so fn may be slow or call back into the FSM.
-func (f *FSM) EachLock(fn func(entry.Lock)) {
-	f.EachLockAt(fn)
-}
-
-// EachLockAt is EachLock, and returns the applied index of the moment the
-// locks were read at.
-func (f *FSM) EachLockAt(fn func(entry.Lock)) uint64 {
-	index, locks := f.LocksAt()
-	for l := range locks {
-		fn(l)
-	}
-	return index
-}
-
 // LocksAt returns the applied index of one moment and every lock held then,
 // sorted by name, as a sequence: it holds one pointer per lock, not the
 // locks, and yields without holding the FSM's lock, so a caller may stream

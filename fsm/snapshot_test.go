@@ -101,13 +101,16 @@ func TestSnapshotIsUnaffectedByLaterApplies(t *testing.T) {
 	}
 }
 
-func TestEachLockIsSortedAndMatchesLocks(t *testing.T) {
+func TestLocksAtIsSortedAndMatchesLocks(t *testing.T) {
 	f, _ := replay(t, goldenHistory())
 	var each []entry.Lock
-	f.EachLock(func(l entry.Lock) { each = append(each, l) })
+	_, seq := f.LocksAt()
+	for l := range seq {
+		each = append(each, l)
+	}
 	locks := f.Locks()
 	if len(each) != len(locks) || len(locks) != 22 {
-		t.Fatalf("EachLock gave %d, Locks %d", len(each), len(locks))
+		t.Fatalf("LocksAt gave %d, Locks %d", len(each), len(locks))
 	}
 	for i := range locks {
 		if each[i] != locks[i] || i > 0 && locks[i-1].Name >= locks[i].Name {

@@ -6,7 +6,7 @@ import (
 	"github.com/fencer-io/fencer/fsm/entry"
 )
 
-// Lock records (and the request table's, up to entry.MaxRequestIDs) are
+// Lock records (and the request table's, up to fsm/internal/requests.Max) are
 // nearly all of a large snapshot (a million held leases are a million
 // lines), and encoding/json spends most of a restore's time and allocations
 // on them: reflection, and five strings per lock that the state then copies
