@@ -51,7 +51,7 @@ func (f *FSM) LocksAt() (uint64, iter.Seq[entry.Lock]) {
 }
 
 // EachLockUnordered calls fn with every held lock as of one moment, in no
-// particular order: EachLock without its sort, for a caller that indexes
+// particular order: LocksAt without its sort, for a caller that indexes
 // the locks itself (a new leader restarting a million leases).
 func (f *FSM) EachLockUnordered(fn func(entry.Lock)) {
 	_, entries := f.unsortedEntries()
