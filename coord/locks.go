@@ -12,6 +12,7 @@ import (
 	"github.com/fencer-io/fencer/coord/internal/timed"
 	"github.com/fencer-io/fencer/fsm"
 	"github.com/fencer-io/fencer/fsm/entry"
+	"github.com/fencer-io/fencer/fsm/secrets"
 )
 
 // AcquireRequest asks for a lock.
@@ -42,13 +43,13 @@ func newRequestID() string {
 }
 
 // newLeaseSecret returns the secret of a new grant of lock name,
-// wire.LeaseSecretLen hex characters (fsm/secret.go; tested).
+// wire.LeaseSecretLen hex characters (fsm/secrets; tested).
 func newLeaseSecret(name string) string {
-	var random [12]byte
+	var random [secrets.RandomLen]byte
 	if _, err := rand.Read(random[:]); err != nil {
 		panic(err) // crypto/rand does not fail on supported platforms
 	}
-	return fsm.NewSecret(name, random)
+	return secrets.New(name, random)
 }
 
 // Acquire grants the lock, queueing for up to req.Wait if it is held. The
@@ -203,7 +204,7 @@ func (s *Service) Renew(ctx context.Context, name string, token uint64, secret s
 		return entry.Lock{}, err
 	}
 	cur, held := s.fsm.Lock(name)
-	if !held || cur.Token != token || !fsm.LeaseEqual(cur.Lease, secret) {
+	if !held || cur.Token != token || !secrets.Equal(cur.Lease, secret) {
 		return entry.Lock{}, fsm.LeaseRefused(name, cur.Token, token, secret)
 	}
 	if !s.leases.Renew(name, token) {

@@ -8,6 +8,7 @@ import (
 	"github.com/fencer-io/fencer/coord/internal/timed"
 	"github.com/fencer-io/fencer/fsm"
 	"github.com/fencer-io/fencer/fsm/entry"
+	"github.com/fencer-io/fencer/fsm/secrets"
 )
 
 // Semaphores share what locks have on the leader: each permit's lease is in
@@ -171,7 +172,7 @@ func (s *Service) RenewPermit(ctx context.Context, name string, token uint64, se
 		return entry.Permit{}, err
 	}
 	p, ok := heldPermit(s.fsm.Semaphore(name), token)
-	if !ok || !fsm.LeaseEqual(p.Lease, secret) {
+	if !ok || !secrets.Equal(p.Lease, secret) {
 		return entry.Permit{}, fmt.Errorf("%w: semaphore %q has no permit with token %d and that lease", fsm.ErrLeaseLost, name, token)
 	}
 	if !s.leases.Renew(timed.PermitKey(name, token), token) {

@@ -6,6 +6,7 @@ import (
 	"github.com/fencer-io/fencer/fsm/entry"
 	"github.com/fencer-io/fencer/fsm/internal/grants"
 	"github.com/fencer-io/fencer/fsm/internal/locktable"
+	"github.com/fencer-io/fencer/fsm/secrets"
 )
 
 // appliers holds the one apply function of each command type (entry's
@@ -109,7 +110,7 @@ func applyRelease(s *state, c *entry.Release, index uint64) any {
 	if !held {
 		return LeaseRefused(c.Lock, 0, c.Token, c.Lease)
 	}
-	if cur.Token() != c.Token || !LeaseEqual(cur.Secret(), c.Lease) {
+	if cur.Token() != c.Token || !secrets.Equal(cur.Secret(), c.Lease) {
 		return LeaseRefused(c.Lock, cur.Token(), c.Token, c.Lease)
 	}
 	return s.free(cur, c.Next, index, grants.Released)

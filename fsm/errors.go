@@ -3,6 +3,8 @@ package fsm
 import (
 	"errors"
 	"fmt"
+
+	"github.com/fencer-io/fencer/fsm/secrets"
 )
 
 // Domain errors returned as Apply results. They are shared by every layer so
@@ -124,15 +126,15 @@ func (e *LeaseError) Is(target error) bool { return target == ErrLeaseLost }
 // Call it only once the grant was found not to match.
 func LeaseRefused(name string, current, token uint64, secret string) *LeaseError {
 	e := &LeaseError{Lock: name, Token: token, Current: current}
-	origin := originOf(secret, name)
+	origin := secrets.OriginOf(secret, name)
 	switch {
-	case origin == originOtherLock:
+	case origin == secrets.OtherLock:
 		e.Why = LeaseOtherLock
 	case current != 0 && token == current:
 		e.Why = LeaseWrongSecret
 	case current != 0 && token > current:
 		e.Why = LeaseNeverGranted
-	case origin == originUnknown:
+	case origin == secrets.Unknown:
 		e.Why = LeaseUnknown
 	default:
 		e.Why = LeaseEnded

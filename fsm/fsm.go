@@ -13,7 +13,6 @@
 package fsm
 
 import (
-	"crypto/subtle"
 	"errors"
 	"fmt"
 	"io"
@@ -143,12 +142,6 @@ func (f *FSM) advanceLocked(index, term uint64) {
 		// a later state has nothing more to report.
 		f.s.voided = nil
 	}
-}
-
-// LeaseEqual compares two grant secrets (the "lease" field of the API) in
-// constant time.
-func LeaseEqual(a, b string) bool {
-	return subtle.ConstantTimeCompare([]byte(a), []byte(b)) == 1
 }
 
 // Snapshot captures the state for raft: a View, whose pointers are taken

@@ -6,40 +6,15 @@ import (
 	"testing"
 
 	"github.com/fencer-io/fencer/fsm/entry"
+	"github.com/fencer-io/fencer/fsm/secrets"
 )
 
 func secretFor(name string, seed byte) string {
-	var r [secretRandomLen]byte
+	var r [secrets.RandomLen]byte
 	for i := range r {
 		r[i] = seed + byte(i)
 	}
-	return NewSecret(name, r)
-}
-
-func TestSecretsKnowTheirLock(t *testing.T) {
-	s := secretFor("a", 1)
-	if len(s) != 32 || strings.Trim(s, "0123456789abcdef") != "" {
-		t.Fatalf("secret %q: want 32 lowercase hex digits", s)
-	}
-	if originOf(s, "a") != originThisLock || originOf(s, "b") != originOtherLock {
-		t.Fatalf("origin of a's secret: for a %v, for b %v", originOf(s, "a"), originOf(s, "b"))
-	}
-	// Secrets of older builds were 32 random hex digits, unmarked.
-	for _, old := range []string{"0123456789abcdef0123456789abcdef", "zz", ""} {
-		if o := originOf(old, "a"); o != originUnknown {
-			t.Errorf("origin of %q: %v, want unknown", old, o)
-		}
-	}
-	// Over many names, the tag tells them apart but for rare collisions.
-	same := 0
-	for i := range 1000 {
-		if originOf(secretFor("lock-"+strings.Repeat("x", i%7)+string(rune('a'+i%26)), byte(i)), "other") == originThisLock {
-			same++
-		}
-	}
-	if same > 5 {
-		t.Fatalf("%d of 1000 secrets looked like they were other's", same)
-	}
+	return secrets.New(name, r)
 }
 
 // A refused release says what the state can prove: a secret of another lock,

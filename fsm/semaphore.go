@@ -6,6 +6,7 @@ import (
 	"github.com/fencer-io/fencer/fsm/entry"
 	"github.com/fencer-io/fencer/fsm/internal/locktable"
 	"github.com/fencer-io/fencer/fsm/internal/permits"
+	"github.com/fencer-io/fencer/fsm/secrets"
 )
 
 // A semaphore is N permits under one name, each granted by its own entry
@@ -115,7 +116,7 @@ func applySemRelease(s *state, c *entry.SemRelease, index uint64) any {
 	if sem := s.sems.Get(c.Semaphore); sem != nil {
 		p = sem.Permit(c.Token)
 	}
-	if p == nil || !LeaseEqual(p.Lease, c.Lease) {
+	if p == nil || !secrets.Equal(p.Lease, c.Lease) {
 		return fmt.Errorf("%w: semaphore %q has no permit with token %d and that lease", ErrLeaseLost, c.Semaphore, c.Token)
 	}
 	return s.freePermit(p, c.Next, index)

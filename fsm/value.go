@@ -5,6 +5,7 @@ import (
 
 	"github.com/fencer-io/fencer/fsm/entry"
 	"github.com/fencer-io/fencer/fsm/internal/locktable"
+	"github.com/fencer-io/fencer/fsm/secrets"
 )
 
 // MaxLockValue bounds the value a lock's holder publishes.
@@ -20,7 +21,7 @@ func applySetValue(s *state, c *entry.SetValue, _ uint64) any {
 	if !held {
 		return LeaseRefused(c.Lock, 0, c.Token, c.Lease)
 	}
-	if cur.Token() != c.Token || !LeaseEqual(cur.Secret(), c.Lease) {
+	if cur.Token() != c.Token || !secrets.Equal(cur.Secret(), c.Lease) {
 		return LeaseRefused(c.Lock, cur.Token(), c.Token, c.Lease)
 	}
 	if len(c.Value) > MaxLockValue {

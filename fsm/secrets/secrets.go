@@ -1,6 +1,11 @@
-package fsm
+// Package secrets makes and reads the secret of a grant (the API's
+// "lease"): the leader makes it from random bytes, and it tells, a little,
+// which lock it was made for (see fsm/DESIGN.md, "A secret knows its lock,
+// a little").
+package secrets
 
 import (
+	"crypto/subtle"
 	"encoding/hex"
 	"hash/fnv"
 )
@@ -13,39 +18,46 @@ import (
 // grant of this lock that ended. 96 random bits stay unguessable; secrets
 // from older builds (all random) carry no mark, except by a 1-in-65,536
 // chance, and are then described less precisely.
-const secretRandomLen = 12
+const RandomLen = 12
 
-// NewSecret returns the secret of a grant of lock name, made from random.
-func NewSecret(name string, random [secretRandomLen]byte) string {
-	var b [secretRandomLen + 4]byte
+// New returns the secret of a grant of lock name, made from random.
+func New(name string, random [RandomLen]byte) string {
+	var b [RandomLen + 4]byte
 	copy(b[:], random[:])
 	mark, tag := secretMark(random[:]), secretTag(name, random[:])
 	b[12], b[13], b[14], b[15] = mark[0], mark[1], tag[0], tag[1]
 	return hex.EncodeToString(b[:])
 }
 
-// secretOrigin is what a secret shows about the lock it was issued for.
-type secretOrigin int
+// Equal compares two secrets in constant time.
+func Equal(a, b string) bool {
+	return subtle.ConstantTimeCompare([]byte(a), []byte(b)) == 1
+}
 
+// Origin is what a secret shows about the lock it was issued for.
+type Origin int
+
+// The origins of a secret.
 const (
-	originUnknown   secretOrigin = iota // no mark: not made by NewSecret
-	originThisLock                      // made by NewSecret for this name
-	originOtherLock                     // made by NewSecret for another name
+	Unknown   Origin = iota // no mark: not made by New
+	ThisLock                // made by New for this name
+	OtherLock               // made by New for another name
 )
 
-func originOf(secret, name string) secretOrigin {
+// OriginOf says which lock secret was made for, as far as it shows.
+func OriginOf(secret, name string) Origin {
 	b, err := hex.DecodeString(secret)
-	if err != nil || len(b) != secretRandomLen+4 {
-		return originUnknown
+	if err != nil || len(b) != RandomLen+4 {
+		return Unknown
 	}
-	random := b[:secretRandomLen]
+	random := b[:RandomLen]
 	if mark := secretMark(random); b[12] != mark[0] || b[13] != mark[1] {
-		return originUnknown
+		return Unknown
 	}
 	if tag := secretTag(name, random); b[14] != tag[0] || b[15] != tag[1] {
-		return originOtherLock
+		return OtherLock
 	}
-	return originThisLock
+	return ThisLock
 }
 
 // secretMark and secretTag need no cryptographic strength: they are not
