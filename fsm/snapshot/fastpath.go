@@ -21,43 +21,65 @@ import (
 // false, with dst unchanged in length, when a string holds a byte
 // encoding/json would escape (or non-ASCII, which it may).
 func appendLockRecord(dst []byte, l *entry.Lock) ([]byte, bool) {
-	n := len(dst)
-	ok := true
-	str := func(key, v string) {
-		dst = append(dst, key...)
-		for i := 0; i < len(v); i++ {
-			if c := v[i]; c < 0x20 || c >= 0x80 || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
-				ok = false
-				return
-			}
-		}
-		dst = append(dst, v...)
-		dst = append(dst, '"')
-	}
-	str(`{"lock":{"name":"`, l.Name)
-	str(`,"holder":"`, l.Holder)
-	dst = strconv.AppendUint(append(dst, `,"token":`...), l.Token, 10)
-	str(`,"lease":"`, l.Lease)
-	dst = strconv.AppendInt(append(dst, `,"ttl_ms":`...), l.TTLMillis, 10)
+	w := lineWriter{b: dst, ok: true}
+	w.str(`{"lock":{"name":"`, l.Name)
+	w.str(`,"holder":"`, l.Holder)
+	w.uint(`,"token":`, l.Token)
+	w.str(`,"lease":"`, l.Lease)
+	w.int(`,"ttl_ms":`, l.TTLMillis)
 	if l.RequestID != "" {
-		str(`,"request_id":"`, l.RequestID)
+		w.str(`,"request_id":"`, l.RequestID)
 	}
 	if l.GrantedAtMillis != 0 {
-		dst = strconv.AppendInt(append(dst, `,"granted_at_ms":`...), l.GrantedAtMillis, 10)
+		w.int(`,"granted_at_ms":`, l.GrantedAtMillis)
 	}
 	if l.Principal != "" {
-		str(`,"principal":"`, l.Principal)
+		w.str(`,"principal":"`, l.Principal)
 	}
 	if l.LockDelayMillis != 0 {
-		dst = strconv.AppendInt(append(dst, `,"lock_delay_ms":`...), l.LockDelayMillis, 10)
+		w.int(`,"lock_delay_ms":`, l.LockDelayMillis)
 	}
 	if l.Value != "" {
-		str(`,"value":"`, l.Value)
+		w.str(`,"value":"`, l.Value)
 	}
-	if !ok {
-		return dst[:n], false
+	return w.end(len(dst))
+}
+
+// lineWriter appends a record's line as json.Encoder writes it, a field at
+// a time (appendLockRecord, appendGrantRecord). ok turns false at the
+// first string encoding/json would write otherwise (an escape, or
+// non-ASCII, which it may escape), and the line is then left to it.
+type lineWriter struct {
+	b  []byte
+	ok bool
+}
+
+// str appends key, which ends with the string's opening quote, then v and
+// its closing quote.
+func (w *lineWriter) str(key, v string) {
+	if !w.ok {
+		return
 	}
-	return append(dst, "}}\n"...), true
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; c < 0x20 || c >= 0x80 || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			w.ok = false
+			return
+		}
+	}
+	w.b = append(append(append(w.b, key...), v...), '"')
+}
+
+func (w *lineWriter) uint(key string, v uint64) { w.b = strconv.AppendUint(append(w.b, key...), v, 10) }
+
+func (w *lineWriter) int(key string, v int64) { w.b = strconv.AppendInt(append(w.b, key...), v, 10) }
+
+// end closes the record and its line, or returns the buffer cut back to
+// its first n bytes, and false, when encoding/json is to write it.
+func (w *lineWriter) end(n int) ([]byte, bool) {
+	if !w.ok {
+		return w.b[:n], false
+	}
+	return append(w.b, "}}\n"...), true
 }
 
 // LockRecord is a lock record as Decode hands it over: the fields of an

@@ -28,6 +28,8 @@ var lockRecordCases = []entry.Lock{
 	{Name: "a<b>&c", Holder: "h", Token: 2, Lease: "s", TTLMillis: 1},
 	{Name: "é", Holder: "h", Token: 2, Lease: "s", TTLMillis: 1},
 	{Name: "n", Holder: "tab\there", Token: 2, Lease: "s", TTLMillis: 1},
+	{Name: "a<b", Holder: "h", Token: 2, Lease: "s", TTLMillis: 1},
+	{Name: "n", Holder: "x&y", Token: 2, Lease: "s", TTLMillis: 1},
 	{Name: "n", Holder: "h", Token: 2, Lease: "s", TTLMillis: 1, Value: "\u2028"},
 	{Name: "n", Holder: "h", Token: 2, Lease: "s", TTLMillis: -3, GrantedAtMillis: -1, LockDelayMillis: -2},
 	{Name: "", Holder: "", Token: 0, Lease: "", TTLMillis: 0},

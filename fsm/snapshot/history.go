@@ -3,7 +3,6 @@ package snapshot
 import (
 	"errors"
 	"fmt"
-	"strconv"
 
 	"github.com/fencer-io/fencer/fsm/entry"
 )
@@ -85,33 +84,18 @@ func (img *Image) CheckHeldGrants(held func(lock string) uint64) error {
 // lines); false, with dst unchanged in length, when a string needs what
 // encoding/json would escape.
 func appendGrantRecord(dst []byte, g *entry.GrantRecord) ([]byte, bool) {
-	n := len(dst)
-	ok := true
-	str := func(key, v string) {
-		dst = append(dst, key...)
-		for i := 0; i < len(v); i++ {
-			if c := v[i]; c < 0x20 || c >= 0x80 || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
-				ok = false
-				return
-			}
-		}
-		dst = append(dst, v...)
-		dst = append(dst, '"')
-	}
-	dst = strconv.AppendUint(append(dst, `{"grant":{"token":`...), g.Token, 10)
-	str(`,"lock":"`, g.Lock)
-	str(`,"holder":"`, g.Holder)
-	dst = strconv.AppendUint(append(dst, `,"granted_index":`...), g.GrantedIndex, 10)
+	w := lineWriter{b: dst, ok: true}
+	w.uint(`{"grant":{"token":`, g.Token)
+	w.str(`,"lock":"`, g.Lock)
+	w.str(`,"holder":"`, g.Holder)
+	w.uint(`,"granted_index":`, g.GrantedIndex)
 	if g.Ended != "" {
-		str(`,"ended":"`, g.Ended)
+		w.str(`,"ended":"`, g.Ended)
 	}
 	if g.EndedIndex != 0 {
-		dst = strconv.AppendUint(append(dst, `,"ended_index":`...), g.EndedIndex, 10)
+		w.uint(`,"ended_index":`, g.EndedIndex)
 	}
-	if !ok {
-		return dst[:n], false
-	}
-	return append(dst, "}}\n"...), true
+	return w.end(len(dst))
 }
 
 // Grant writes a grant record: the bytes Encode(Record{Grant: g}) writes.

@@ -16,6 +16,7 @@ func TestGrantRecordLikeEncodingJSON(t *testing.T) {
 		{Token: 1<<40 | 77, Lock: "jobs/nightly.report", Holder: "worker-1 pid 9", GrantedIndex: 77, Ended: entry.EndHandedOff, EndedIndex: 90},
 		{Token: 5, Lock: "a", Holder: `say "hi"`, GrantedIndex: 5, Ended: entry.EndVoided, EndedIndex: 6},
 		{Token: 6, Lock: "a", Holder: "é<>&", GrantedIndex: 6},
+		{Token: 7, Lock: "a>", Holder: "<", GrantedIndex: 7},
 	} {
 		var want bytes.Buffer
 		json.NewEncoder(&want).Encode(Record{Grant: &g})
