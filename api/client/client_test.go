@@ -286,6 +286,53 @@ func TestAcquireRetryAfterDroppedAnswer(t *testing.T) {
 	}
 }
 
+// AcquireRaw, like Acquire, sends every attempt with one request id: a
+// retry after a lost answer gets the grant the first attempt made.
+func TestAcquireRawRetryAfterDroppedAnswer(t *testing.T) {
+	c := tc.New(t, 1)
+	cl, h := newClient(t, c)
+	var ids []string
+	var mu sync.Mutex
+	h.set(func(req *http.Request, next http.RoundTripper) (*http.Response, error) {
+		if !strings.HasSuffix(req.URL.Path, "/acquire") {
+			return next.RoundTrip(req)
+		}
+		body, _ := io.ReadAll(req.Body)
+		var ar wire.AcquireRequest
+		json.Unmarshal(body, &ar)
+		req.Body = io.NopCloser(strings.NewReader(string(body)))
+		mu.Lock()
+		ids = append(ids, ar.RequestID)
+		first := len(ids) == 1
+		mu.Unlock()
+		resp, err := next.RoundTrip(req)
+		if err != nil || !first {
+			return resp, err
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return nil, errors.New("test: connection reset after the server answered")
+	})
+	g, err := cl.AcquireRaw(context.Background(), "raw-once", wire.AcquireRequest{Holder: "bench", TTLMillis: 5000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(ids) != 2 || ids[0] != ids[1] || len(ids[0]) != 32 {
+		t.Fatalf("request ids %q: want two equal 128-bit ids", ids)
+	}
+	if !g.Existing || g.RequestID != ids[0] {
+		t.Fatalf("grant %+v: want the first attempt's grant back (existing)", g)
+	}
+	if st := serverLock(t, c, "raw-once"); st.Token != g.Token {
+		t.Fatalf("server token %d, grant's %d", st.Token, g.Token)
+	}
+	if _, err := cl.ReleaseRaw(context.Background(), "raw-once", g.Token, g.Lease); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestErrorsMatchCodes(t *testing.T) {
 	c := tc.New(t, 3)
 	cl, _ := newClient(t, c)

@@ -457,6 +457,23 @@ func (l *Lease) Release(ctx context.Context) error {
 	return err
 }
 
+// AcquireRaw asks for a grant of lock name as Acquire does, retried with
+// one request id across all its attempts (req.RequestID, or a random one
+// when that is empty), so that a retry after a lost answer gets the first
+// grant back (Existing) rather than a second token. Unlike Acquire it keeps
+// no lease: nothing renews the grant or tracks its deadline, and req is
+// sent as given (its TTL and wait are checked by the server). It is for
+// tools that keep the grant themselves, as the benchmark does.
+func (c *Client) AcquireRaw(ctx context.Context, name string, req wire.AcquireRequest) (wire.Grant, error) {
+	if req.RequestID == "" {
+		req.RequestID = newRequestID()
+	}
+	var g wire.Grant
+	r := &transport.Request{Path: lockPath(name, "acquire"), Extra: time.Duration(req.WaitMs) * time.Millisecond}
+	err := c.tr.PostJSON(ctx, r, req, &g)
+	return g, err
+}
+
 // RenewRaw renews the lease of a grant known only by its token and secret,
 // as the command-line client does. It does not track any deadline.
 func (c *Client) RenewRaw(ctx context.Context, name string, token uint64, lease string) (wire.RenewResponse, error) {

@@ -9,12 +9,9 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
-	"net/url"
 	"strconv"
 	"time"
 
@@ -27,13 +24,15 @@ import (
 var Workloads = []string{"uncontended", "contended", "renew", "fenced-write", "hold"}
 
 // Fencer runs workloads against a fencer cluster. Every request goes to the
-// leader over kept-alive connections: acquires as raw HTTP requests (the
-// client's Acquire would start a lease watcher per grant, which measures the
-// client rather than the cluster), renewals, releases and fenced writes
-// through the client's raw calls.
+// leader over kept-alive connections, through the client's raw calls
+// (AcquireRaw, RenewRaw, ReleaseRaw; Acquire would start a lease watcher
+// per grant, which measures the client rather than the cluster), retried as
+// the client retries: an acquire with one request id across its attempts,
+// so that a lost answer gets its grant back instead of finding the lock
+// held by itself.
 type Fencer struct {
 	Client *client.Client
-	HTTP   *http.Client // the client's HTTP client, for raw acquires
+	HTTP   *http.Client // the client's HTTP client
 	// TTL of every grant; Wait is how long a contended acquire queues.
 	TTL  time.Duration
 	Wait time.Duration
@@ -79,7 +78,11 @@ func NewFencer(ctx context.Context, endpoints []string, clients int, ttl, wait, 
 //     acquire + release, so ops/s is handoffs/s.
 //   - renew: each client holds a lease; one op is a renewal.
 //   - fenced-write: each client its own lock and key; one op is acquire,
-//     a fenced PUT that also names the lock, and release.
+//     a fenced PUT that also names the lock, and release, written as a
+//     fenced writer does (fencedWrite): an op counts when the write is
+//     known to have landed (answered, or found in place after a lost
+//     answer) and the lock was released; a write refused because a newer
+//     token wrote or the lock is no longer ours counts as an error.
 //   - hold: one op acquires a fresh lock and keeps it until its TTL ends
 //     (for the scale benchmark: run it with a long TTL and Config.Ops);
 //     each client is its own holder, as the servers limit the locks one
@@ -129,7 +132,7 @@ func (f *Fencer) Workload(name string) (load.Client, error) {
 				if err != nil {
 					return err
 				}
-				werr := f.Client.PutFenced(ctx, key, value, g.Token, client.WithLock(lock))
+				werr := f.fencedWrite(ctx, key, value, g.Token, lock)
 				return errors.Join(werr, f.release(ctx, g))
 			}, nil, nil
 		}, nil
@@ -151,55 +154,47 @@ func (f *Fencer) name(kind string, i int) string {
 	return f.Prefix + "-" + kind + "-" + strconv.Itoa(i)
 }
 
-// acquire sends one raw acquire to the leader. On a failure it looks the
-// leader up again for the next operation and reports the error: a benchmark
-// counts failures rather than hiding them behind retries.
+// acquire asks for lock as the benchmark's holder. The client retries it
+// with one request id, so an answer lost on the way comes back as the
+// same grant (Existing) on the next attempt.
 func (f *Fencer) acquire(ctx context.Context, lock string, wait time.Duration) (wire.Grant, error) {
 	return f.acquireAs(ctx, f.Prefix, lock, wait)
 }
 
 // acquireAs is acquire by a named holder.
 func (f *Fencer) acquireAs(ctx context.Context, holder, lock string, wait time.Duration) (wire.Grant, error) {
-	var g wire.Grant
-	leader := f.Client.Leader()
-	if leader == "" {
-		var err error
-		if leader, err = f.leader(ctx); err != nil {
-			return g, err
-		}
-	}
-	body, err := json.Marshal(wire.AcquireRequest{
+	return f.Client.AcquireRaw(ctx, lock, wire.AcquireRequest{
 		Holder:    holder,
 		TTLMillis: f.TTL.Milliseconds(),
 		WaitMs:    wait.Milliseconds(),
-		RequestID: randomHex(16),
 	})
-	if err != nil {
-		return g, err
-	}
-	u := leader + "/v1/locks/" + url.PathEscape(lock) + "/acquire"
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(body))
-	if err != nil {
-		return g, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := f.HTTP.Do(req)
-	if err != nil {
-		f.leader(ctx)
-		return g, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, wire.MaxBodyBytes))
-	if err != nil {
-		return g, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		if resp.StatusCode >= 500 {
-			f.leader(ctx)
+}
+
+// fencedWrite writes value under key with token as a fenced writer does.
+// PutFenced retries what is safe to retry; when an attempt's answer was
+// lost and the retry was refused (ErrOutcomeUnknown: the lost attempt may
+// have written), the writer reads the key: its own token there means the
+// write landed, a lower one or none that it did not, and it is sent again. Any other
+// refusal, a newer token's write (ErrStaleToken) or the lock no longer
+// held by token, means the writer must stop: it is the op's error.
+func (f *Fencer) fencedWrite(ctx context.Context, key string, value []byte, token uint64, lock string) error {
+	for {
+		err := f.Client.PutFenced(ctx, key, value, token, client.WithLock(lock))
+		if !errors.Is(err, client.ErrOutcomeUnknown) {
+			return err
 		}
-		return g, fmt.Errorf("acquire %s: HTTP %d: %s", lock, resp.StatusCode, bytes.TrimSpace(b))
+		_, last, rerr := f.Client.Get(ctx, key)
+		switch {
+		case errors.Is(rerr, client.ErrNotFound):
+			continue // never written: the lost attempt did not land
+		case rerr != nil:
+			return errors.Join(err, rerr)
+		case last == token:
+			return nil // the attempt whose answer was lost wrote it
+		case last > token:
+			return err // a newer holder wrote: stop
+		}
 	}
-	return g, json.Unmarshal(b, &g)
 }
 
 func (f *Fencer) release(ctx context.Context, g wire.Grant) error {

@@ -40,13 +40,19 @@ func NewBenchCmd() *cobra.Command {
 leader over a kept-alive connection (closed loop); with --rate the operations
 are scheduled at that total rate instead, and latency counts from each one's
 scheduled start (open loop). Operations in the warm-up are not counted.
+Requests are retried as the Go client retries them (an acquire with one
+request id across its attempts); an operation that still fails counts as an
+error.
 
 Workloads (comma-separated in --workload):
   uncontended   each client its own lock: acquire, release
   contended     every client on one lock, queueing (--wait): acquire, release;
                 ops/s is handoffs/s
   renew         each client holds a lease and renews it
-  fenced-write  acquire, a fenced PUT naming the lock, release
+  fenced-write  acquire, a fenced PUT naming the lock, release; a write whose
+                answer was lost is confirmed by reading the key, as a fenced
+                writer does; a refused write (a newer token wrote, the lock
+                is no longer held) counts as an error
   hold          acquire a new lock and keep it (use a long --ttl and --ops)`,
 		Example: `  fencer bench                                   # uncontended, 16 clients, 10 s
   fencer bench -w uncontended,contended,renew -c 32 -d 30s
