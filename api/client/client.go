@@ -147,9 +147,6 @@ func (r Retry) withDefaults() Retry {
 	return r
 }
 
-// backoff returns the pause before retry n (n >= 1), with jitter.
-func (r Retry) backoff(n int) time.Duration { return transport.Retry(r).Backoff(n) }
-
 // Endpoints returns the configured endpoints as base URLs.
 func (c *Client) Endpoints() []string { return append([]string(nil), c.tr.Endpoints()...) }
 

@@ -113,7 +113,8 @@
 // them is internal: internal/transport sends the requests (endpoints,
 // leader following, retries, encoding), and makes the errors of answers
 // through functions this package gives it, so that every error a caller
-// sees is one of the sentinels above or an *APIError. deps_test.go guards
+// sees is one of the sentinels above or an *APIError; internal/watch keeps
+// a Watch going across connections and members. deps_test.go guards
 // the one boundary that matters, that the client imports nothing of fencer
 // but api/wire.
 package client

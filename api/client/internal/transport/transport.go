@@ -380,6 +380,9 @@ func (t *Transport) forget(base string) {
 	t.next++
 }
 
+// Config returns the configuration the Transport was made with.
+func (t *Transport) Config() Config { return t.cfg }
+
 // Leader returns the base URL of the cached leader, "" when none is known.
 func (t *Transport) Leader() string {
 	t.mu.Lock()
