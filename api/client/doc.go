@@ -67,24 +67,17 @@
 // true) only the first attempt's send time is safe, since the grant may
 // have been made for any attempt, and slow retries age it the same way.
 //
-// Better bounds were weighed. The receive time minus what the server says
-// has passed since the grant is no bound at all: it is later than the grant
-// by the answer's transit time. The server could instead report how long
-// the request waited before its grant was proposed, and the client start at
-// send time plus that. But that wait, up to a minute, is measured on the
-// server's clock: at the 10% rate difference the margin absorbs, the figure
-// could be 6s too large, more than the margin of any TTL under a minute, so
-// it would have to be shrunk by the rate bound, and it needs a server that
-// reports it. Instead, when the send time of the acquire is older than TTL/3
-// as the grant arrives, Acquire renews once before it returns the lease and
-// starts the lease from that renewal's send time. A renewal the server
-// accepts extends the lease to a full TTL from when it handles it, after the
-// send: the argument of every renewal, which holds across leader changes and
-// asks nothing of the server. It costs one quorum round per late grant. This
-// first renewal is not bound by the stale deadline (an accepted renewal
-// proves the lease current whenever it was sent) but by the caller's context
-// and a TTL after the grant arrived: the server started the lease before it
-// answered, so by then it has expired it unless a new leader restarted it.
+// When the send time of the acquire is older than TTL/3 as the grant
+// arrives, Acquire renews once before it returns the lease and starts the
+// lease from that renewal's send time (DESIGN.md says which other bounds
+// were weighed). A renewal the server accepts extends the lease to a full
+// TTL from when it handles it, after the send: the argument of every
+// renewal, which holds across leader changes and asks nothing of the server.
+// It costs one quorum round per late grant. This first renewal is not bound
+// by the stale deadline (an accepted renewal proves the lease current
+// whenever it was sent) but by the caller's context and a TTL after the
+// grant arrived: the server started the lease before it answered, so by then
+// it has expired it unless a new leader restarted it.
 //
 // If that renewal fails (refused, no node answers, the caller's context
 // ends), Acquire releases the grant with its secret, so that the lock is not
@@ -105,16 +98,4 @@
 // suspended client can therefore believe in a lease the cluster has expired.
 // That is what fencing tokens are for: the lease is advisory, the token is
 // the guarantee.
-//
-// # Layout
-//
-// What a user imports is this package: the Client, its Options, Lease,
-// Semaphore, Election, Watch and the sentinel errors. The machinery behind
-// them is internal: internal/transport sends the requests (endpoints,
-// leader following, retries, encoding), and makes the errors of answers
-// through functions this package gives it, so that every error a caller
-// sees is one of the sentinels above or an *APIError; internal/watch keeps
-// a Watch going across connections and members. deps_test.go guards
-// the one boundary that matters, that the client imports nothing of fencer
-// but api/wire.
 package client
