@@ -14,6 +14,7 @@ import (
 
 	"github.com/fencer-io/fencer/api/client"
 	"github.com/fencer-io/fencer/api/wire"
+	"github.com/fencer-io/fencer/fsm/entry"
 	tc "github.com/fencer-io/fencer/test/testcluster"
 )
 
@@ -459,5 +460,48 @@ func TestFollowsLeaderAcrossFailover(t *testing.T) {
 	}
 	if cl.Leader() != nl.URL() {
 		t.Fatalf("cached leader %q, want %q", cl.Leader(), nl.URL())
+	}
+}
+
+// A release whose answer was lost is retried, and the retry, which finds
+// the lease gone, reports the release the first attempt made: a lock's with
+// the answer the server would have given, a permit's as plain success.
+func TestReleaseAfterLostAnswer(t *testing.T) {
+	c := tc.New(t, 3)
+	cl, h := newClient(t, c)
+	ctx := context.Background()
+	tc.Poll(t, 10*time.Second, "the leader to write a log format with semaphores", func() bool {
+		st, err := cl.Cluster(ctx)
+		return err == nil && st.LogFormat == entry.LogFormat
+	})
+	var lost atomic.Int32
+	h.set(func(req *http.Request, next http.RoundTripper) (*http.Response, error) {
+		resp, err := next.RoundTrip(req)
+		if err == nil && strings.HasSuffix(req.URL.Path, "/release") && lost.Add(1)%2 == 1 {
+			resp.Body.Close()
+			return nil, errors.New("test: connection reset after the server answered")
+		}
+		return resp, err
+	})
+	g, err := cl.Acquire(ctx, "lost-release", client.NoKeepAlive())
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cl.ReleaseRaw(ctx, "lost-release", g.Token(), g.Secret())
+	if want := (wire.ReleaseResponse{Lock: "lost-release", Token: g.Token(), Released: true}); err != nil || out != want {
+		t.Fatalf("release raw after a lost answer: %+v, %v; want %+v", out, err, want)
+	}
+	p, err := cl.AcquirePermit(ctx, "lost-release-sem", 2, client.NoKeepAlive())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.ReleasePermitRaw(ctx, "lost-release-sem", p.Token(), p.Secret()); err != nil {
+		t.Fatalf("release permit raw after a lost answer: %v", err)
+	}
+	if n := lost.Load(); n != 4 {
+		t.Fatalf("%d release attempts, want 4 (two lost, two retries)", n)
+	}
+	if st := serverLock(t, c, "lost-release"); st.Held {
+		t.Fatalf("lock still held: %+v", st)
 	}
 }

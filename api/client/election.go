@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"iter"
-	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/fencer-io/fencer/api/client/internal/transport"
@@ -85,15 +83,7 @@ type Leadership struct {
 // Watch does.
 func (c *Client) Observe(ctx context.Context, name string) iter.Seq2[Leadership, error] {
 	return func(yield func(Leadership, error) bool) {
-		resp, err := c.tr.Do(ctx, &transport.Request{Method: http.MethodGet, Path: "/v1/locks"})
-		var list wire.LockList
-		if err == nil {
-			err = transport.Decode(resp, &list)
-		}
-		var index uint64
-		if err == nil {
-			index, err = strconv.ParseUint(resp.Header.Get(wire.HeaderIndex), 10, 64)
-		}
+		locks, index, err := c.LocksAt(ctx)
 		if err != nil {
 			yield(Leadership{}, err)
 			return
@@ -108,7 +98,7 @@ func (c *Client) Observe(ctx context.Context, name string) iter.Seq2[Leadership,
 			last = l
 			return yield(l, nil)
 		}
-		for _, st := range list.Locks {
+		for _, st := range locks {
 			if st.Lock == name && st.Held && !next(Leadership{Holder: st.Holder, Token: st.Token, Value: st.Value}) {
 				return
 			}

@@ -2,7 +2,6 @@ package client
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -49,17 +48,7 @@ func (c *Client) WaitLock(ctx context.Context, name string, index uint64, wait t
 		wait = wire.MaxBlockingWait
 	}
 	q := url.Values{"wait_index": {strconv.FormatUint(index, 10)}, "wait": {wait.String()}}
-	resp, err := c.tr.Do(ctx, &transport.Request{Method: http.MethodGet, Path: lockPath(name, ""), Query: q, Extra: wait})
-	if err != nil {
-		return wire.LockStatus{}, 0, err
-	}
 	var st wire.LockStatus
-	if err := transport.Decode(resp, &st); err != nil {
-		return st, 0, err
-	}
-	at, err := strconv.ParseUint(resp.Header.Get(wire.HeaderIndex), 10, 64)
-	if err != nil {
-		return st, 0, fmt.Errorf("GET %s: answer has no valid %s header", lockPath(name, ""), wire.HeaderIndex)
-	}
-	return st, at, nil
+	at, err := c.getIndexed(ctx, &transport.Request{Method: http.MethodGet, Path: lockPath(name, ""), Query: q, Extra: wait}, &st)
+	return st, at, err
 }

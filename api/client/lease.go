@@ -55,6 +55,28 @@ func Value(v string) AcquireOption { return func(o *acquireOptions) { o.value = 
 // declares itself lost at its local deadline.
 func NoKeepAlive() AcquireOption { return func(o *acquireOptions) { o.keepAlive = false } }
 
+// newAcquireOptions applies opts over the defaults and checks them against
+// the contract's limits, for a lock's grant and a semaphore's permit alike.
+func newAcquireOptions(opts []AcquireOption) (acquireOptions, error) {
+	o := acquireOptions{ttl: wire.DefaultTTL, keepAlive: true}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.holder == "" {
+		o.holder = DefaultHolder()
+	}
+	o.ttl = o.ttl.Truncate(time.Millisecond)
+	switch {
+	case o.ttl < wire.MinTTL || o.ttl > wire.MaxTTL:
+		return o, fmt.Errorf("%w: ttl %v: want %v to %v", ErrInvalid, o.ttl, wire.MinTTL, wire.MaxTTL)
+	case o.wait < 0 || o.wait > wire.MaxWait:
+		return o, fmt.Errorf("%w: wait %v: want 0 to %v", ErrInvalid, o.wait, wire.MaxWait)
+	case o.lockDelay < 0 || o.lockDelay > wire.MaxLockDelay:
+		return o, fmt.Errorf("%w: lock-delay %v: want 0 to %v", ErrInvalid, o.lockDelay, wire.MaxLockDelay)
+	}
+	return o, nil
+}
+
 // DefaultHolder is "hostname-pid".
 func DefaultHolder() string {
 	host, err := os.Hostname()
@@ -105,22 +127,9 @@ type Lease struct {
 // Every attempt carries the same random request id, so a retry after a lost
 // answer returns the first grant instead of taking a second token.
 func (c *Client) Acquire(ctx context.Context, name string, opts ...AcquireOption) (*Lease, error) {
-	o := acquireOptions{ttl: wire.DefaultTTL, keepAlive: true}
-	for _, opt := range opts {
-		opt(&o)
-	}
-	if o.holder == "" {
-		o.holder = DefaultHolder()
-	}
-	o.ttl = o.ttl.Truncate(time.Millisecond)
-	if o.ttl < wire.MinTTL || o.ttl > wire.MaxTTL {
-		return nil, fmt.Errorf("%w: ttl %v: want %v to %v", ErrInvalid, o.ttl, wire.MinTTL, wire.MaxTTL)
-	}
-	if o.wait < 0 || o.wait > wire.MaxWait {
-		return nil, fmt.Errorf("%w: wait %v: want 0 to %v", ErrInvalid, o.wait, wire.MaxWait)
-	}
-	if o.lockDelay < 0 || o.lockDelay > wire.MaxLockDelay {
-		return nil, fmt.Errorf("%w: lock delay %v: want 0 to %v", ErrInvalid, o.lockDelay, wire.MaxLockDelay)
+	o, err := newAcquireOptions(opts)
+	if err != nil {
+		return nil, err
 	}
 	body := wire.AcquireRequest{
 		Holder:    o.holder,
@@ -190,7 +199,7 @@ func (l *Lease) abandon(ctx context.Context, cause error) error {
 	l.cancel(cause)
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.c.timeout)
 	defer cancel()
-	rerr := l.c.releaseKind(ctx, l.kind, l.grant.Lock, l.grant.Token, l.grant.Lease)
+	rerr := l.c.releaseKind(ctx, l.kind, l.grant.Lock, l.grant.Token, l.grant.Lease, &struct{}{})
 	var after string
 	switch {
 	case rerr == nil:
@@ -450,7 +459,7 @@ func (l *Lease) Release(ctx context.Context) error {
 	l.stopWatch()
 	<-l.stopped
 	l.lose(ErrReleased)
-	err := l.c.releaseKind(ctx, l.kind, l.grant.Lock, l.grant.Token, l.grant.Lease)
+	err := l.c.releaseKind(ctx, l.kind, l.grant.Lock, l.grant.Token, l.grant.Lease, &struct{}{})
 	if lost != nil {
 		return lost
 	}
@@ -484,29 +493,23 @@ func (c *Client) RenewRaw(ctx context.Context, name string, token uint64, lease 
 
 // ReleaseRaw releases a grant known only by its token and secret.
 func (c *Client) ReleaseRaw(ctx context.Context, name string, token uint64, lease string) (wire.ReleaseResponse, error) {
-	return c.releaseResp(ctx, name, token, lease)
+	// What the release answers; kept when an earlier attempt released it.
+	out := wire.ReleaseResponse{Lock: name, Token: token, Released: true}
+	if err := c.releaseKind(ctx, "locks", name, token, lease, &out); err != nil {
+		return wire.ReleaseResponse{}, err
+	}
+	return out, nil
 }
 
-// releaseKind releases a lock's grant or a semaphore's permit, retrying
-// freely as releaseResp does.
-func (c *Client) releaseKind(ctx context.Context, kind, name string, token uint64, lease string) error {
+// releaseKind releases a lock's grant or a semaphore's permit and decodes
+// the answer into out. It retries freely: if an earlier attempt may have
+// released the lease, a later lease_lost means it did, and out is left as
+// it was.
+func (c *Client) releaseKind(ctx context.Context, kind, name string, token uint64, lease string, out any) error {
 	r := &transport.Request{Path: kindPath(kind, name, "release")}
-	var out struct{}
-	err := c.tr.PostJSON(ctx, r, wire.LeaseRequest{Lease: lease, Token: token}, &out)
+	err := c.tr.PostJSON(ctx, r, wire.LeaseRequest{Lease: lease, Token: token}, out)
 	if err != nil && r.Uncertain && errors.Is(err, ErrLeaseLost) {
 		return nil
 	}
 	return err
-}
-
-// releaseResp retries freely: if an earlier attempt may have released the
-// lease, a later lease_lost means it did.
-func (c *Client) releaseResp(ctx context.Context, name string, token uint64, lease string) (wire.ReleaseResponse, error) {
-	var out wire.ReleaseResponse
-	r := &transport.Request{Path: lockPath(name, "release")}
-	err := c.tr.PostJSON(ctx, r, wire.LeaseRequest{Lease: lease, Token: token}, &out)
-	if err != nil && r.Uncertain && errors.Is(err, ErrLeaseLost) {
-		return wire.ReleaseResponse{Lock: name, Token: token, Released: true}, nil
-	}
-	return out, err
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/url"
 	"strconv"
-	"time"
 
 	"github.com/fencer-io/fencer/api/client/internal/transport"
 	"github.com/fencer-io/fencer/api/wire"
@@ -20,23 +19,12 @@ import (
 // ErrSemaphoreFull, with APIError.Held. The options are Acquire's
 // (LockDelay delays the permit's slot if the permit expires).
 func (c *Client) AcquirePermit(ctx context.Context, name string, limit int, opts ...AcquireOption) (*Lease, error) {
-	o := acquireOptions{ttl: wire.DefaultTTL, keepAlive: true}
-	for _, opt := range opts {
-		opt(&o)
+	o, err := newAcquireOptions(opts)
+	if err != nil {
+		return nil, err
 	}
-	if o.holder == "" {
-		o.holder = DefaultHolder()
-	}
-	o.ttl = o.ttl.Truncate(time.Millisecond)
-	switch {
-	case o.ttl < wire.MinTTL || o.ttl > wire.MaxTTL:
-		return nil, fmt.Errorf("%w: ttl %v: want %v to %v", ErrInvalid, o.ttl, wire.MinTTL, wire.MaxTTL)
-	case o.wait < 0 || o.wait > wire.MaxWait:
-		return nil, fmt.Errorf("%w: wait %v: want 0 to %v", ErrInvalid, o.wait, wire.MaxWait)
-	case limit < 1 || limit > wire.MaxSemaphoreLimit:
+	if limit < 1 || limit > wire.MaxSemaphoreLimit {
 		return nil, fmt.Errorf("%w: limit %d: want 1 to %d", ErrInvalid, limit, wire.MaxSemaphoreLimit)
-	case o.lockDelay < 0 || o.lockDelay > wire.MaxLockDelay:
-		return nil, fmt.Errorf("%w: lock-delay %v: want 0 to %v", ErrInvalid, o.lockDelay, wire.MaxLockDelay)
 	}
 	body := wire.SemAcquireRequest{
 		Holder:    o.holder,
@@ -97,5 +85,5 @@ func (c *Client) RenewPermitRaw(ctx context.Context, name string, token uint64, 
 
 // ReleasePermitRaw releases a permit known only by its token and secret.
 func (c *Client) ReleasePermitRaw(ctx context.Context, name string, token uint64, lease string) error {
-	return c.releaseKind(ctx, "semaphores", name, token, lease)
+	return c.releaseKind(ctx, "semaphores", name, token, lease, &struct{}{})
 }

@@ -55,19 +55,26 @@ func (c *Client) Watch(ctx context.Context, prefix string, since uint64) iter.Se
 // (Fencer-Index). Watch from that index then delivers every change after
 // the list and none the list already shows: list, then watch.
 func (c *Client) LocksAt(ctx context.Context) ([]wire.LockStatus, uint64, error) {
-	resp, err := c.tr.Do(ctx, &transport.Request{Method: http.MethodGet, Path: "/v1/locks"})
-	if err != nil {
-		return nil, 0, err
-	}
 	var list wire.LockList
-	if err := transport.Decode(resp, &list); err != nil {
-		return nil, 0, err
+	index, err := c.getIndexed(ctx, &transport.Request{Method: http.MethodGet, Path: "/v1/locks"}, &list)
+	return list.Locks, index, err
+}
+
+// getIndexed is a read whose answer carries the log index it was read at
+// (Fencer-Index): it decodes the answer into out and returns the index.
+func (c *Client) getIndexed(ctx context.Context, r *transport.Request, out any) (uint64, error) {
+	resp, err := c.tr.Do(ctx, r)
+	if err != nil {
+		return 0, err
+	}
+	if err := transport.Decode(resp, out); err != nil {
+		return 0, err
 	}
 	index, err := strconv.ParseUint(resp.Header.Get(wire.HeaderIndex), 10, 64)
 	if err != nil {
-		return nil, 0, fmt.Errorf("GET /v1/locks: answer has no valid %s header", wire.HeaderIndex)
+		return 0, fmt.Errorf("%s %s: answer has no valid %s header", r.Method, r.Path, wire.HeaderIndex)
 	}
-	return list.Locks, index, nil
+	return index, nil
 }
 
 // refusedWatch reports whether a member refused a watch in a way no
