@@ -5,6 +5,11 @@ import "github.com/fencer-io/fencer/fsm/entry"
 // Event types. Events are derived from applied entries only, so every replica
 // that applies the same log produces the same events; an event's index is
 // the log index of the entry that produced it.
+//
+// They are also the types of GET /v1/events, which api/wire spells again:
+// the edge passes Type through as it is, and the two cannot share one
+// definition, since fsm knows nothing of HTTP and the contract imports
+// nothing of fencer. TestEventTypesAreTheContracts keeps them equal.
 const (
 	EventAcquired      = "acquired"
 	EventReleased      = "released"

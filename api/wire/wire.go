@@ -102,7 +102,10 @@ func ParseToken(s string) (uint64, bool) {
 }
 
 // SnapshotHeader is the first record of a snapshot file (fsm/snapshot.Header on the
-// server side), as returned by snapshot save and restore.
+// server side), as returned by snapshot save and restore. It repeats the
+// fields of the format's header that a client reads, since the contract
+// imports nothing of fencer (and fsm nothing of HTTP);
+// TestSnapshotHeaderMirrorsFSMHeader keeps the two in step.
 type SnapshotHeader struct {
 	Format    string `json:"format"`
 	Version   int    `json:"version"`

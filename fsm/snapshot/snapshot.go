@@ -26,7 +26,11 @@ const (
 	Version = Version2
 )
 
-// Header is the first record of a snapshot.
+// Header is the first record of a snapshot. api/wire.SnapshotHeader repeats
+// its version-1 fields for clients (snapshot save and restore answer with
+// it): the contract imports nothing of fencer, and fsm nothing of HTTP, so
+// neither can use the other's; wire's TestSnapshotHeaderMirrorsFSMHeader
+// keeps them in step.
 type Header struct {
 	Format    string `json:"format"`
 	Version   int    `json:"version"`
