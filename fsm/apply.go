@@ -73,16 +73,10 @@ func (s *state) grant(c *entry.Acquire, index uint64) any {
 		// not be written to a snapshot and read back (Image.check).
 		return fmt.Errorf("%w: acquire of lock %q with ttl %d ms", entry.ErrMalformedCommand, c.Lock, c.TTLMillis)
 	}
-	if index > entry.MaxIndex || s.epoch >= entry.MaxEpoch {
-		return ErrTokenSpaceExhausted
+	token, err := s.mint(index)
+	if err != nil {
+		return err
 	}
-	token := entry.MakeToken(s.epoch, index)
-	if token <= s.lastToken {
-		// Cannot happen while log indexes increase; refuse rather than
-		// issue a token that does not move forward.
-		return fmt.Errorf("%w: token %d would not exceed %d", ErrTokenSpaceExhausted, token, s.lastToken)
-	}
-	s.lastToken = token
 	e := locktable.NewEntry(&entry.Lock{
 		Name:            c.Lock,
 		Holder:          c.Holder,
@@ -105,15 +99,41 @@ func (s *state) grant(c *entry.Acquire, index uint64) any {
 	return &AcquireResult{Grant: e.Lock()}
 }
 
-func applyRelease(s *state, c *entry.Release, index uint64) any {
-	cur, held := s.locks.Get(c.Lock)
-	if !held {
-		return LeaseRefused(c.Lock, 0, c.Token, c.Lease)
+// mint returns the token of a grant by the entry at index, now the last
+// token, or why there is none.
+func (s *state) mint(index uint64) (uint64, error) {
+	if index > entry.MaxIndex || s.epoch >= entry.MaxEpoch {
+		return 0, ErrTokenSpaceExhausted
 	}
-	if cur.Token() != c.Token || !secrets.Equal(cur.Secret(), c.Lease) {
-		return LeaseRefused(c.Lock, cur.Token(), c.Token, c.Lease)
+	token := entry.MakeToken(s.epoch, index)
+	if token <= s.lastToken {
+		// Cannot happen while log indexes increase; refuse rather than
+		// issue a token that does not move forward.
+		return 0, fmt.Errorf("%w: token %d would not exceed %d", ErrTokenSpaceExhausted, token, s.lastToken)
+	}
+	s.lastToken = token
+	return token, nil
+}
+
+func applyRelease(s *state, c *entry.Release, index uint64) any {
+	cur, err := s.current(c.Lock, c.Token, c.Lease)
+	if err != nil {
+		return err
 	}
 	return s.free(cur, c.Next, index, grants.Released)
+}
+
+// current returns the held grant of lock with token and secret, or a
+// LeaseError that says why there is none.
+func (s *state) current(lock string, token uint64, secret string) (*locktable.Entry, error) {
+	cur, held := s.locks.Get(lock)
+	if !held {
+		return nil, LeaseRefused(lock, 0, token, secret)
+	}
+	if cur.Token() != token || !secrets.Equal(cur.Secret(), secret) {
+		return nil, LeaseRefused(lock, cur.Token(), token, secret)
+	}
+	return cur, nil
 }
 
 func applyExpire(s *state, c *entry.Expire, index uint64) any {

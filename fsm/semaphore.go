@@ -71,14 +71,10 @@ func applySemAcquire(s *state, c *entry.SemAcquire, index uint64) any {
 			return &SlotDelayError{Semaphore: c.Semaphore, Delayed: sem.Delayed()}
 		}
 	}
-	if index > entry.MaxIndex || s.epoch >= entry.MaxEpoch {
-		return ErrTokenSpaceExhausted
+	token, err := s.mint(index)
+	if err != nil {
+		return err
 	}
-	token := entry.MakeToken(s.epoch, index)
-	if token <= s.lastToken {
-		return fmt.Errorf("%w: token %d would not exceed %d", ErrTokenSpaceExhausted, token, s.lastToken)
-	}
-	s.lastToken = token
 	p := &entry.Permit{
 		Semaphore: c.Semaphore, Holder: c.Holder, Token: token, Lease: c.Lease, TTLMillis: c.TTLMillis,
 		Limit: c.Limit, RequestID: c.RequestID, GrantedAtMillis: c.NowMillis, Principal: c.Principal,

@@ -5,7 +5,6 @@ import (
 
 	"github.com/fencer-io/fencer/fsm/entry"
 	"github.com/fencer-io/fencer/fsm/internal/locktable"
-	"github.com/fencer-io/fencer/fsm/secrets"
 )
 
 // MaxLockValue bounds the value a lock's holder publishes.
@@ -17,12 +16,9 @@ type SetValueResult struct {
 }
 
 func applySetValue(s *state, c *entry.SetValue, _ uint64) any {
-	cur, held := s.locks.Get(c.Lock)
-	if !held {
-		return LeaseRefused(c.Lock, 0, c.Token, c.Lease)
-	}
-	if cur.Token() != c.Token || !secrets.Equal(cur.Secret(), c.Lease) {
-		return LeaseRefused(c.Lock, cur.Token(), c.Token, c.Lease)
+	cur, err := s.current(c.Lock, c.Token, c.Lease)
+	if err != nil {
+		return err
 	}
 	if len(c.Value) > MaxLockValue {
 		return fmt.Errorf("%w: value of %d bytes for lock %q", entry.ErrMalformedCommand, len(c.Value), c.Lock)
