@@ -99,14 +99,7 @@ func appendGrantRecord(dst []byte, g *entry.GrantRecord) ([]byte, bool) {
 }
 
 // Grant writes a grant record: the bytes Encode(Record{Grant: g}) writes.
-func (sw *Writer) Grant(g *entry.GrantRecord) {
-	var ok bool
-	if sw.line, ok = appendGrantRecord(sw.line[:0], g); ok {
-		sw.write(sw.line)
-		return
-	}
-	sw.Encode(Record{Grant: g})
-}
+func (sw *Writer) Grant(g *entry.GrantRecord) { writeLine(sw, g, appendGrantRecord, Record{Grant: g}) }
 
 // parseGrantRecord reads a grant line as appendGrantRecord writes it
 // (without its newline), as parseLockRecord does for locks: false for

@@ -163,24 +163,23 @@ func (sw *Writer) Encode(v any) {
 }
 
 // Lock writes a lock record: the bytes Encode(Record{Lock: l}) writes.
-func (sw *Writer) Lock(l *entry.Lock) {
-	var ok bool
-	if sw.line, ok = appendLockRecord(sw.line[:0], l); ok {
-		sw.write(sw.line)
-		return
-	}
-	sw.Encode(Record{Lock: l})
-}
+func (sw *Writer) Lock(l *entry.Lock) { writeLine(sw, l, appendLockRecord, Record{Lock: l}) }
 
 // Request writes a request record: the bytes Encode(Record{Request: r})
 // writes.
 func (sw *Writer) Request(r *entry.RequestRecord) {
+	writeLine(sw, r, appendRequestRecord, Record{Request: r})
+}
+
+// writeLine writes v's line by its fast path, appendLine, or as rec by
+// encoding/json when that declines: the same bytes either way.
+func writeLine[T any](sw *Writer, v *T, appendLine func([]byte, *T) ([]byte, bool), rec Record) {
 	var ok bool
-	if sw.line, ok = appendRequestRecord(sw.line[:0], r); ok {
+	if sw.line, ok = appendLine(sw.line[:0], v); ok {
 		sw.write(sw.line)
 		return
 	}
-	sw.Encode(Record{Request: r})
+	sw.Encode(rec)
 }
 
 func (sw *Writer) write(line []byte) {
