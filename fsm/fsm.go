@@ -6,6 +6,12 @@
 // in the command, so every replica that applies the same log reaches the
 // same state.
 //
+// fsm holds the rules (who gets a lock, what is refused, which events an
+// entry makes); the state's tables, each with its own bounds and derived
+// counts, are in fsm/internal: locktable (held locks), permits
+// (semaphores), kv (fenced keys), requests (request ids) and grants (the
+// grant history). A grant's secret is fsm/secrets'.
+//
 // The fencing token of a grant is the log index of the entry that granted it
 // (plus the epoch in the high bits, see entry.EpochShift). Only a Raft leader can
 // commit an entry, so only the leader of a majority can mint a token, and all
