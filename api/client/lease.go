@@ -238,11 +238,10 @@ func newRequestID() string {
 func lockPath(name, op string) string { return kindPath("locks", name, op) }
 
 func kindPath(kind, name, op string) string {
-	p := "/v1/" + kind + "/" + url.PathEscape(name)
-	if op != "" {
-		p += "/" + op
+	if op == "" {
+		return "/v1/" + kind + "/" + url.PathEscape(name)
 	}
-	return p
+	return "/v1/" + kind + "/" + url.PathEscape(name) + "/" + op // one allocation
 }
 
 // Token is the fencing token: pass it with every write the lock protects.

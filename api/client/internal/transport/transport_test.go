@@ -1,9 +1,13 @@
 package transport
 
 import (
+	"io"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/fencer-io/fencer/api/wire"
 )
 
 // Backoff doubles from MinBackoff up to MaxBackoff, and its jitter keeps
@@ -40,6 +44,32 @@ func TestRetryable(t *testing.T) {
 		r := &Response{Status: tt.status, Body: []byte(tt.body)}
 		if got := r.retryable(); got != tt.want {
 			t.Errorf("HTTP %d %s: retryable %v, want %v", tt.status, tt.body, got, tt.want)
+		}
+	}
+}
+
+// readBody reads what io.ReadAll would, up to one byte past the largest
+// body, whether the answer states its length, states a wrong one, or none.
+func TestReadBody(t *testing.T) {
+	big := strings.Repeat("x", wire.MaxBodyBytes+10)
+	for _, tc := range []struct {
+		name   string
+		body   string
+		length int64
+		want   string
+	}{
+		{"stated", `{"a":1}`, 7, `{"a":1}`},
+		{"empty", ``, 0, ``},
+		{"longer than stated", `{"a":1}trailing`, 7, `{"a":1}trailing`},
+		{"unstated", `{"a":1}`, -1, `{"a":1}`},
+		{"too long, stated", big, int64(len(big)), big[:wire.MaxBodyBytes+1]},
+		{"too long, stated short", big, 7, big[:wire.MaxBodyBytes+1]},
+		{"too long, unstated", big, -1, big[:wire.MaxBodyBytes+1]},
+	} {
+		resp := &http.Response{Body: io.NopCloser(strings.NewReader(tc.body)), ContentLength: tc.length}
+		got, err := readBody(resp)
+		if err != nil || string(got) != tc.want {
+			t.Errorf("%s: %d bytes, %v; want %d bytes", tc.name, len(got), err, len(tc.want))
 		}
 	}
 }
