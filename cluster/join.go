@@ -24,7 +24,7 @@ func (n *Node) Join(ctx context.Context, req wire.JoinRequest) error {
 	}
 	// The joiner's format is not recorded yet: write no newer one than it
 	// says it reads (JSON if it says nothing) until it is.
-	n.holdFormat(req.LogFormat)
+	n.format.Hold(req.LogFormat)
 	return n.carryOut(plan, req)
 }
 

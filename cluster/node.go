@@ -6,17 +6,16 @@
 // through Apply, VerifyLeader, Barrier and Leadership, and Raft's errors come
 // back as this package's. The data dir on disk (datadir), the Raft transport
 // (transport), offline forced recovery (recovery), Raft's metrics
-// (raftmetrics), the join plan (internal/membership) and the calls to other
-// members (internal/peers) are subpackages.
+// (raftmetrics), the join plan (internal/membership), the calls to other
+// members (internal/peers) and the entry-format gate (internal/logformat)
+// are subpackages.
 package cluster
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -28,6 +27,7 @@ import (
 
 	"github.com/fencer-io/fencer/api/wire"
 	"github.com/fencer-io/fencer/cluster/datadir"
+	"github.com/fencer-io/fencer/cluster/internal/logformat"
 	"github.com/fencer-io/fencer/cluster/internal/peers"
 	"github.com/fencer-io/fencer/cluster/logstore"
 	"github.com/fencer-io/fencer/cluster/raftmetrics"
@@ -61,8 +61,8 @@ type Node struct {
 	leaderNotice leaderNotice
 
 	ident    datadir.Identity
-	configMu sync.Mutex // one configuration change at a time
-	format   entryFormat
+	configMu sync.Mutex      // one configuration change at a time
+	format   *logformat.Gate // the entry format Apply writes
 	fatal    chan error
 	diskOnce sync.Once // a failed write is acted on once
 
@@ -91,6 +91,7 @@ func Open(cfg Config, state *fsm.FSM) (*Node, error) {
 		fatal:   make(chan error, 1),
 		peers:   peers.New(cfg.ID, cfg.ClusterSecret, cfg.PeerTLSClient),
 	}
+	n.format = logformat.New(n.configuration, state.Member)
 	n.ctx, n.cancel = context.WithCancel(context.Background())
 	n.lead.init()
 	// Each node has its own registry, so that several nodes in one process
@@ -170,15 +171,7 @@ func (n *Node) Leader() (id, httpAddr string) {
 // returns the FSM's result. A refusal by the FSM comes back as the error;
 // Raft's errors come back as this package's.
 func (n *Node) Apply(cmd entry.Command) (any, error) {
-	data, err := entry.EncodeFormat(cmd, n.entryFormat())
-	if errors.Is(err, entry.ErrFormatTooOld) {
-		if behind := n.membersBelow(entry.LogFormat); len(behind) > 0 {
-			return nil, fmt.Errorf("%w; upgrade these members to this build first: %s", err, strings.Join(behind, ", "))
-		}
-		// Every member's record reads it: the cached format is a join's
-		// hold, or predates the last registration. Wait it out, once.
-		data, err = entry.EncodeFormat(cmd, n.freshEntryFormat())
-	}
+	data, err := n.format.Encode(cmd)
 	if err != nil {
 		return nil, err
 	}
@@ -199,7 +192,7 @@ func (n *Node) Apply(cmd entry.Command) (any, error) {
 
 // EntryFormat is the log format Apply writes now: the newest every member
 // has recorded.
-func (n *Node) EntryFormat() int { return n.entryFormat() }
+func (n *Node) EntryFormat() int { return n.format.Format() }
 
 // VerifyLeader confirms with a quorum round that this node still leads.
 func (n *Node) VerifyLeader() error { return translate(n.raft.VerifyLeader().Error()) }
@@ -234,7 +227,7 @@ func (n *Node) Status() (wire.ClusterStatus, error) {
 		Epoch:        n.fsm.Epoch(),
 		ClusterID:    n.fsm.ClusterID(),
 		LastToken:    n.fsm.LastToken(),
-		LogFormat:    n.entryFormat(),
+		LogFormat:    n.format.Format(),
 	}
 	if g, ok := n.fsm.GrantHistorySettings(); ok {
 		st.GrantHistory = &wire.GrantHistorySettings{PerLock: g.PerLock, Global: g.Global}
@@ -308,4 +301,13 @@ func (n *Node) initialHTTPAddr(id, raftAddr string) string {
 		}
 	}
 	return ""
+}
+
+// configuration is Raft's configuration, as the node's helpers read it.
+func (n *Node) configuration() (raft.Configuration, error) {
+	cf := n.raft.GetConfiguration()
+	if err := cf.Error(); err != nil {
+		return raft.Configuration{}, err
+	}
+	return cf.Configuration(), nil
 }

@@ -1,0 +1,133 @@
+// Package logformat is the leader's entry-format gate: it encodes each
+// command in the newest log format every member of the configuration has
+// recorded.
+//
+// In a rolling upgrade a member still running an older build is thus never
+// sent an entry it cannot decode (it would stop rather than diverge). A
+// member records its format (entry.Member.LogFormat) when it registers; an
+// upgraded member re-registers because its record no longer matches. Until
+// every member has, entries stay JSON.
+//
+// Reading the configuration goes through Raft's main loop, so the answer is
+// cached for a second; a join lowers it at once (Hold), before the new
+// member is added, to the format the joiner says it reads (JSON from builds
+// that do not say), and it is recomputed from the records afterwards.
+// (Lowering it to JSON for every join would leave a second after each one in
+// which acquires carry no principal.)
+package logformat
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/fencer-io/fencer/fsm/entry"
+)
+
+// refresh is how long the gate trusts the format it computed.
+const refresh = time.Second
+
+// Gate chooses the format of the entries a leader writes.
+type Gate struct {
+	// configuration reads Raft's configuration; member, the member record
+	// of an id.
+	configuration func() (raft.Configuration, error)
+	member        func(id string) (entry.Member, bool)
+	refresh       time.Duration
+
+	mu      sync.Mutex
+	format  int
+	checked time.Time // zero: recompute on next use
+}
+
+// New is a gate over the configuration Raft reports and the members' records.
+func New(configuration func() (raft.Configuration, error), member func(id string) (entry.Member, bool)) *Gate {
+	return &Gate{configuration: configuration, member: member, refresh: refresh}
+}
+
+// Encode encodes cmd in the format every member reads. A command that format
+// cannot carry is refused, with the members to upgrade first, unless every
+// member's record reads it: then the cached format is a join's hold, or
+// predates the last registration, and Encode waits it out, once.
+func (g *Gate) Encode(cmd entry.Command) ([]byte, error) {
+	data, err := entry.EncodeFormat(cmd, g.Format())
+	if errors.Is(err, entry.ErrFormatTooOld) {
+		if behind := g.membersBelow(entry.LogFormat); len(behind) > 0 {
+			return nil, fmt.Errorf("%w; upgrade these members to this build first: %s", err, strings.Join(behind, ", "))
+		}
+		data, err = entry.EncodeFormat(cmd, g.fresh())
+	}
+	return data, err
+}
+
+// Format is the format of the next entry this leader proposes.
+func (g *Gate) Format() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.checked.IsZero() && time.Since(g.checked) < g.refresh {
+		return g.format
+	}
+	g.format, g.checked = g.clusterFormat(), time.Now()
+	return g.format
+}
+
+// Hold makes the leader write at most format, the one a member about to
+// join says it reads, from now until the records are read again after the
+// refresh: the joiner's format is not recorded yet.
+func (g *Gate) Hold(format int) {
+	format = min(format, g.clusterFormat())
+	g.mu.Lock()
+	g.format, g.checked = format, time.Now()
+	g.mu.Unlock()
+}
+
+// clusterFormat is the newest format that every member in the configuration
+// has recorded; a member without a record counts as JSON-only.
+func (g *Gate) clusterFormat() int {
+	conf, err := g.configuration()
+	if err != nil {
+		return entry.LogFormatJSON
+	}
+	format := entry.LogFormat
+	for _, s := range conf.Servers {
+		m, ok := g.member(string(s.ID))
+		if !ok {
+			return entry.LogFormatJSON
+		}
+		format = min(format, m.LogFormat)
+	}
+	return format
+}
+
+// fresh is Format once its cached answer has expired (at most the refresh
+// from now), for a command the cached format cannot carry although every
+// member's record reads it.
+func (g *Gate) fresh() int {
+	g.mu.Lock()
+	wait := g.refresh - time.Since(g.checked)
+	g.mu.Unlock()
+	if wait > 0 {
+		time.Sleep(wait)
+	}
+	return g.Format()
+}
+
+// membersBelow lists the members in the configuration whose recorded log
+// format is below format, for an operator who must upgrade them.
+func (g *Gate) membersBelow(format int) []string {
+	conf, err := g.configuration()
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, s := range conf.Servers {
+		if m, ok := g.member(string(s.ID)); !ok || m.LogFormat < format {
+			out = append(out, fmt.Sprintf("%s (log format %d)", s.ID, m.LogFormat))
+		}
+	}
+	return out
+}
