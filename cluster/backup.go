@@ -5,13 +5,11 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"maps"
-	"slices"
 	"time"
 
 	"github.com/hashicorp/raft"
 
-	"github.com/fencer-io/fencer/fsm/entry"
+	"github.com/fencer-io/fencer/cluster/internal/restore"
 	"github.com/fencer-io/fencer/fsm/snapshot"
 )
 
@@ -39,27 +37,9 @@ type RestoreOptions struct {
 // Restore replaces the cluster's state with a backup, so that every token
 // issued afterwards is larger than every token the old cluster ever issued,
 // including those issued after the backup was taken, which the backup cannot
-// know. The rule:
-//
-//   - the epoch becomes max(backup epoch + 1, current epoch + 1, MinEpoch),
-//     so new tokens (epoch<<40 | index) exceed every token of the backup's
-//     epoch whatever its log index was; never more than entry.LastEpoch
-//     (16,777,215), the last epoch whose tokens fit in 64 bits: a restore
-//     that would move past it is refused (ErrInvalidEpoch), as is a backup
-//     whose epoch leaves no room above it (ErrInvalidSnapshot);
-//   - fenced keys keep their high-water marks (for a key in both the backup
-//     and the current state, the higher mark wins);
-//   - held locks and remembered request ids are dropped: their grants belong
-//     to a cluster that no longer exists, and reviving them would let a
-//     holder that lost its lock after the backup renew it again;
-//   - the epoch floor becomes the new epoch: a fenced write with a token of
-//     an earlier epoch is refused even above the key's restored mark (a
-//     holder of the old cluster may have written past the backup's mark
-//     and been superseded since, which the backup cannot know);
-//   - members and the cluster id are this cluster's, not the backup's.
-//
-// The limit: if the old cluster's epoch had moved past the backup's (it was
-// itself restored or recovered after the backup), pass MinEpoch above it.
+// know: restore.Plan states the rule and builds the state. If the old
+// cluster's epoch had moved past the backup's (it was itself restored or
+// recovered after the backup), pass MinEpoch above it.
 func (n *Node) Restore(ctx context.Context, r io.Reader, opts RestoreOptions) (snapshot.Header, error) {
 	if err := n.awaitLeader(ctx); err != nil {
 		return snapshot.Header{}, err
@@ -73,7 +53,7 @@ func (n *Node) Restore(ctx context.Context, r io.Reader, opts RestoreOptions) (s
 	// Raft installs the snapshot at max(its index, last index)+1; say so in
 	// the header so that the applied index reads right.
 	index := max(n.raft.LastIndex(), backup.Header.AppliedIndex) + 1
-	img, err := planRestore(backup, n.fsm.Image(), opts, index, n.raft.CurrentTerm())
+	img, err := restore.Plan(backup, n.fsm.Image(), opts.MinEpoch, index, n.raft.CurrentTerm())
 	if err != nil {
 		return snapshot.Header{}, err
 	}
@@ -94,55 +74,4 @@ func (n *Node) Restore(ctx context.Context, r io.Reader, opts RestoreOptions) (s
 		"backup_last_token", backup.Header.LastToken, "epoch", img.Header.Epoch, "keys", len(img.Keys),
 		"dropped_locks", len(backup.Locks), "took", time.Since(start))
 	return img.Header, nil
-}
-
-// planRestore builds the state a restore installs (see Restore) from the
-// backup and the current state, to be applied at index in term. A backup
-// that leaves the epoch no room above it is ErrInvalidSnapshot; a restore
-// that would move the epoch past entry.LastEpoch is ErrInvalidEpoch. Either
-// way nothing is installed, where before the epoch wrapped to 0 or moved
-// past the token space and every later acquire failed.
-func planRestore(backup, cur *snapshot.Image, opts RestoreOptions, index, term uint64) (*snapshot.Image, error) {
-	if err := snapshot.CheckBackupHeader(backup.Header); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalidSnapshot, err)
-	}
-	epoch, err := snapshot.RestoreEpoch(backup.Header.Epoch, cur.Header.Epoch, opts.MinEpoch)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalidEpoch, err)
-	}
-	img := &snapshot.Image{Header: backup.Header}
-	img.Header.Epoch = epoch
-	// Every grant of an earlier epoch is void from here on, and fenced
-	// writes with its tokens are refused whatever the key's mark.
-	img.Header.EpochFloor = epoch
-	img.Header.LastToken = max(backup.Header.LastToken, cur.Header.LastToken)
-	img.Header.ClusterID = cur.Header.ClusterID
-	img.Members = cur.Members
-	img.Keys = mergeKeys(backup.Keys, cur.Keys)
-	img.Header.AppliedIndex, img.Header.Term = index, term
-	img.Header.Locks, img.Header.Keys, img.Header.Members, img.Header.Requests, img.Header.Delays, img.Header.Permits = 0, len(img.Keys), len(img.Members), 0, 0, 0
-	// The grants held now are void from index on: every member reports
-	// them from the snapshot (not from what it held), and the grant
-	// history (this cluster's, not the backup's) says so. A grant applied
-	// between reading cur and installing the snapshot is in neither
-	// (docs/operations.md).
-	img.Void(cur, index)
-	return img, nil
-}
-
-// mergeKeys keeps, for every key, the entry with the higher token, sorted.
-func mergeKeys(a, b []entry.FencedKey) []entry.FencedKey {
-	byKey := map[string]entry.FencedKey{}
-	for _, list := range [][]entry.FencedKey{a, b} {
-		for _, k := range list {
-			if old, ok := byKey[k.Key]; !ok || k.Token > old.Token {
-				byKey[k.Key] = k
-			}
-		}
-	}
-	out := make([]entry.FencedKey, 0, len(byKey))
-	for _, k := range slices.Sorted(maps.Keys(byKey)) {
-		out = append(out, byKey[k])
-	}
-	return out
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/fencer-io/fencer/cluster/internal/membership"
+	"github.com/fencer-io/fencer/cluster/internal/restore"
 )
 
 // Cluster errors. Domain refusals (lock held, lease lost, stale token) are
@@ -26,10 +27,10 @@ var (
 	ErrUnknownMember = errors.New("unknown member")
 	// ErrInvalidSnapshot: a backup could not be read, or no log could
 	// have written it.
-	ErrInvalidSnapshot = errors.New("invalid snapshot")
+	ErrInvalidSnapshot = restore.ErrInvalidSnapshot
 	// ErrInvalidEpoch: a restore or recovery would move the token epoch
 	// past entry.LastEpoch, leaving no token to issue.
-	ErrInvalidEpoch = errors.New("invalid epoch")
+	ErrInvalidEpoch = restore.ErrInvalidEpoch
 	// ErrTooManyWaiters: the lock's wait queue, or all queues together, are
 	// full.
 	ErrTooManyWaiters = errors.New("too many waiters")

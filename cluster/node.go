@@ -7,8 +7,8 @@
 // back as this package's. The data dir on disk (datadir), the Raft transport
 // (transport), offline forced recovery (recovery), Raft's metrics
 // (raftmetrics), the join plan (internal/membership), the calls to other
-// members (internal/peers) and the entry-format gate (internal/logformat)
-// are subpackages.
+// members (internal/peers), the entry-format gate (internal/logformat) and
+// the restore plan (internal/restore) are subpackages.
 package cluster
 
 import (

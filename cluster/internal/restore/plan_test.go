@@ -1,4 +1,4 @@
-package cluster
+package restore
 
 import (
 	"errors"
@@ -32,7 +32,7 @@ func TestPlanRestoreRefusesImpossibleEpochs(t *testing.T) {
 		{"backup at the last epoch", image(entry.LastEpoch, 7), image(0, 0), 0, ErrInvalidSnapshot, 0},
 		{"last token above the backup's epoch", image(0, math.MaxUint64), image(0, 0), 0, ErrInvalidSnapshot, 0},
 	} {
-		img, err := planRestore(c.backup, c.cur, RestoreOptions{MinEpoch: c.minEpoch}, 10, 2)
+		img, err := Plan(c.backup, c.cur, c.minEpoch, 10, 2)
 		if c.want != nil {
 			if !errors.Is(err, c.want) || img != nil {
 				t.Errorf("%s: %v, want %v", c.name, err, c.want)
