@@ -69,7 +69,7 @@ func (n *Node) Restore(ctx context.Context, r io.Reader, opts RestoreOptions) (s
 	}
 	// Leader-only work (lease timers, waiters) starts over from the new
 	// state.
-	n.restartView()
+	n.lead.Restart()
 	n.log.Info("restored from backup", "backup_index", backup.Header.AppliedIndex, "backup_epoch", backup.Header.Epoch,
 		"backup_last_token", backup.Header.LastToken, "epoch", img.Header.Epoch, "keys", len(img.Keys),
 		"dropped_locks", len(backup.Locks), "took", time.Since(start))

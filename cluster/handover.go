@@ -2,43 +2,17 @@ package cluster
 
 import (
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/hashicorp/raft"
 )
-
-// leaderNotice is closed, and replaced, whenever the leader this node
-// reports may have changed.
-type leaderNotice struct {
-	mu sync.Mutex
-	ch chan struct{}
-}
-
-func (l *leaderNotice) changed() <-chan struct{} {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.ch == nil {
-		l.ch = make(chan struct{})
-	}
-	return l.ch
-}
-
-func (l *leaderNotice) notify() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.ch != nil {
-		close(l.ch)
-	}
-	l.ch = make(chan struct{})
-}
 
 // LeaderChanged returns a channel closed when the answer of Leader may have
 // changed: Raft learned of a new leader or lost the one it knew, this node's
 // leadership changed, or a handover began or ended. Whoever waits for a
 // leader takes the channel before reading Leader, so that no change slips
 // in between.
-func (n *Node) LeaderChanged() <-chan struct{} { return n.leaderNotice.changed() }
+func (n *Node) LeaderChanged() <-chan struct{} { return n.leaderNotice.Changed() }
 
 // observeLeader makes Raft's leader observations notify LeaderChanged.
 func (n *Node) observeLeader() {
@@ -57,7 +31,7 @@ func (n *Node) observeLeader() {
 			case <-obs:
 				// An observation dropped while the channel was full is
 				// covered: waiters re-read Leader after each notice.
-				n.leaderNotice.notify()
+				n.leaderNotice.Notify()
 			}
 		}
 	}()
@@ -84,7 +58,7 @@ func (n *Node) Handover() (handed bool, err error) {
 	start := time.Now()
 	deadline := start.Add(2 * n.cfg.ElectionTimeout)
 	n.handingOver.Store(true)
-	n.leaderNotice.notify()
+	n.leaderNotice.Notify()
 	if err := n.raft.Barrier(n.cfg.ElectionTimeout).Error(); err != nil {
 		n.log.Warn("handover: barrier failed; transferring anyway", "err", err)
 	}
@@ -92,7 +66,7 @@ func (n *Node) Handover() (handed bool, err error) {
 	err = n.raft.LeadershipTransfer().Error()
 	transfer := time.Since(start) - barrier
 	n.handingOver.Store(false)
-	n.leaderNotice.notify()
+	n.leaderNotice.Notify()
 	if err != nil && n.raft.State() == raft.Leader {
 		return false, fmt.Errorf("leadership transfer (barrier %v, transfer %v): %w", barrier.Round(time.Millisecond), transfer.Round(time.Millisecond), translate(err))
 	}

@@ -3,7 +3,6 @@ package cluster
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -12,57 +11,9 @@ import (
 	"github.com/fencer-io/fencer/fsm/entry"
 )
 
-// leadership is this node's view of its own leadership. Every change Raft
-// reports, and every replacement of the state (a restore), ends the current
-// view: its changed channel is closed and a new one begins. Whoever does
-// leader-only work (this node's own operations, the coordination layer)
-// keys it to one view, so that no work outlives the view it began in.
-type leadership struct {
-	mu      sync.Mutex
-	leader  bool
-	changed chan struct{}
-	// ready: the node's own operations may run in this view (the Barrier
-	// ran and the cluster is named); readyCh is closed then.
-	ready   bool
-	readyCh chan struct{}
-}
-
-func (l *leadership) init() {
-	l.changed, l.readyCh = make(chan struct{}), make(chan struct{})
-}
-
 // Leadership reports whether this node leads, and a channel closed when that
 // view ends: leadership changed, or the state was replaced by a restore.
-func (n *Node) Leadership() (leader bool, changed <-chan struct{}) {
-	n.lead.mu.Lock()
-	defer n.lead.mu.Unlock()
-	return n.lead.leader, n.lead.changed
-}
-
-// setLeadership begins a new view after a change Raft reported; the node's
-// own operations wait until establish has run in it.
-func (n *Node) setLeadership(leader bool) <-chan struct{} {
-	l := &n.lead
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	close(l.changed)
-	l.leader, l.changed = leader, make(chan struct{})
-	if l.ready {
-		l.ready, l.readyCh = false, make(chan struct{})
-	}
-	return l.changed
-}
-
-// restartView ends the current view without a change of leader, after the
-// state was replaced wholesale: leader-only work starts over from the new
-// state. The node's own operations need nothing re-established.
-func (n *Node) restartView() {
-	l := &n.lead
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	close(l.changed)
-	l.changed = make(chan struct{})
-}
+func (n *Node) Leadership() (leader bool, changed <-chan struct{}) { return n.lead.Current() }
 
 // watchLeadership follows Raft's leadership notifications, beginning a new
 // view on each.
@@ -75,8 +26,8 @@ func (n *Node) watchLeadership(notify <-chan bool) {
 		case leader := <-notify:
 			n.metrics.LeaderChanges.Inc()
 			n.trans.SetLeading(leader) // a follower's old replication does not wait for peers
-			changed := n.setLeadership(leader)
-			n.leaderNotice.notify()
+			changed := n.lead.Begin(leader)
+			n.leaderNotice.Notify()
 			if leader {
 				n.log.Info("became leader; barrier before serving", "term", n.raft.CurrentTerm())
 				n.wg.Add(1)
@@ -114,15 +65,9 @@ func (n *Node) establish(changed <-chan struct{}) {
 			return
 		}
 	}
-	l := &n.lead
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.changed != changed || n.raft.State() != raft.Leader {
-		return
+	if n.lead.SetReady(changed, func() bool { return n.raft.State() == raft.Leader }) {
+		n.log.Info("leader ready", "applied_index", n.fsm.AppliedIndex())
 	}
-	l.ready = true
-	close(l.readyCh)
-	n.log.Info("leader ready", "applied_index", n.fsm.AppliedIndex())
 }
 
 // awaitLeader returns nil once this node is a leader ready for the node's
@@ -133,9 +78,7 @@ func (n *Node) awaitLeader(ctx context.Context) error {
 		if n.raft.State() != raft.Leader {
 			return ErrNotLeader
 		}
-		n.lead.mu.Lock()
-		ready, ch := n.lead.ready, n.lead.readyCh
-		n.lead.mu.Unlock()
+		ready, ch := n.lead.Ready()
 		if ready {
 			return nil
 		}
@@ -154,9 +97,8 @@ func (n *Node) IsLeader() bool {
 	if n.raft.State() != raft.Leader || n.handingOver.Load() {
 		return false
 	}
-	n.lead.mu.Lock()
-	defer n.lead.mu.Unlock()
-	return n.lead.ready
+	ready, _ := n.lead.Ready()
+	return ready
 }
 
 // linearizable makes the local FSM safe to read linearizably: a ready

@@ -7,8 +7,9 @@
 // back as this package's. The data dir on disk (datadir), the Raft transport
 // (transport), offline forced recovery (recovery), Raft's metrics
 // (raftmetrics), the join plan (internal/membership), the calls to other
-// members (internal/peers), the entry-format gate (internal/logformat) and
-// the restore plan (internal/restore) are subpackages.
+// members (internal/peers), the entry-format gate (internal/logformat), the
+// restore plan (internal/restore) and the view of its own leadership
+// (internal/leadership) are subpackages.
 package cluster
 
 import (
@@ -27,6 +28,7 @@ import (
 
 	"github.com/fencer-io/fencer/api/wire"
 	"github.com/fencer-io/fencer/cluster/datadir"
+	"github.com/fencer-io/fencer/cluster/internal/leadership"
 	"github.com/fencer-io/fencer/cluster/internal/logformat"
 	"github.com/fencer-io/fencer/cluster/internal/peers"
 	"github.com/fencer-io/fencer/cluster/logstore"
@@ -54,11 +56,11 @@ type Node struct {
 
 	reg     *prometheus.Registry // the node's metrics; others add theirs
 	metrics *raftmetrics.Metrics
-	lead    leadership
+	lead    *leadership.View
 	// handingOver: Handover is giving this node's leadership away; the
 	// node answers as one that knows no leader meanwhile.
 	handingOver  atomic.Bool
-	leaderNotice leaderNotice
+	leaderNotice leadership.Notice
 
 	ident    datadir.Identity
 	configMu sync.Mutex      // one configuration change at a time
@@ -93,7 +95,7 @@ func Open(cfg Config, state *fsm.FSM) (*Node, error) {
 	}
 	n.format = logformat.New(n.configuration, state.Member)
 	n.ctx, n.cancel = context.WithCancel(context.Background())
-	n.lead.init()
+	n.lead = leadership.NewView()
 	// Each node has its own registry, so that several nodes in one process
 	// (tests, fencer dev) do not collide.
 	n.reg = prometheus.NewRegistry()
@@ -136,7 +138,7 @@ func (n *Node) shutdown() error {
 			err = n.raft.Shutdown().Error()
 		}
 		n.wg.Wait()
-		n.setLeadership(false) // a stopped node leads nothing
+		n.lead.Begin(false) // a stopped node leads nothing
 		if n.trans != nil {
 			n.trans.Close()
 		}
