@@ -61,7 +61,7 @@ type History struct {
 
 	mu sync.Mutex
 	// ring holds every event with an index above floor, in index order.
-	ring     []fsm.Event
+	ring     ring
 	floor    uint64
 	last     uint64 // last applied index seen
 	watchers map[*Watcher]struct{}
@@ -88,7 +88,7 @@ func (h *History) Applied(index uint64, events []fsm.Event) {
 	}
 	h.last = index
 	if len(events) > 0 {
-		h.ring = append(h.ring, events...)
+		h.ring.push(events)
 		for w := range h.watchers {
 			w.offer(h, events)
 		}
@@ -104,7 +104,7 @@ func (h *History) Restored(index uint64, boot bool, events []fsm.Event) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if boot || index != h.last+1 {
-		h.ring = nil
+		h.ring.reset()
 		h.floor = index
 		if len(events) > 0 {
 			h.floor = index - 1
@@ -115,7 +115,7 @@ func (h *History) Restored(index uint64, boot bool, events []fsm.Event) {
 	}
 	h.last = max(h.last, index)
 	if len(events) > 0 {
-		h.ring = append(h.ring, events...)
+		h.ring.push(events)
 		for w := range h.watchers {
 			w.offer(h, events)
 		}
@@ -129,17 +129,7 @@ func (h *History) trim() {
 		return
 	}
 	h.floor = h.last - keep
-	i := 0
-	for i < len(h.ring) && h.ring[i].Index <= h.floor {
-		i++
-	}
-	if i == 0 {
-		return
-	}
-	h.ring = h.ring[i:]
-	if cap(h.ring) > 2*len(h.ring)+1024 {
-		h.ring = append([]fsm.Event(nil), h.ring...)
-	}
+	h.ring.dropThrough(h.floor)
 }
 
 // Index returns the last applied index the history has seen.
@@ -172,11 +162,7 @@ func (h *History) Watch(since int64) (*Watcher, error) {
 	w := &Watcher{h: h, from: from, c: make(chan []fsm.Event, h.cfg.Buffer), done: make(chan struct{})}
 	// The backlog is copied now, under the lock that orders it before
 	// every live entry offered later.
-	i := len(h.ring)
-	for i > 0 && h.ring[i-1].Index > from {
-		i--
-	}
-	w.backlog = append([]fsm.Event(nil), h.ring[i:]...)
+	w.backlog = h.ring.since(from)
 	h.watchers[w] = struct{}{}
 	return w, nil
 }
