@@ -3,16 +3,12 @@ package test
 import (
 	"encoding/json"
 	"net/http"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/fencer-io/fencer/api/wire"
-	"github.com/fencer-io/fencer/internal/acl"
-	"github.com/fencer-io/fencer/internal/server"
 	tc "github.com/fencer-io/fencer/test/testcluster"
 )
 
@@ -24,12 +20,7 @@ func TestMemberStatuses(t *testing.T) {
 	c := tc.New(t, 3)
 	leader := c.WaitLeader(10 * time.Second)
 	c.WaitMembers(3, 10*time.Second)
-	var f *tc.Node
-	for _, n := range c.Nodes {
-		if n != leader {
-			f = n
-		}
-	}
+	f := c.Other(leader)
 	read := func() wire.MemberStatusList {
 		t.Helper()
 		status, body, _ := tc.Do(t, http.MethodGet, f.URL()+"/v1/cluster/members", "")
@@ -66,12 +57,7 @@ func TestMemberStatuses(t *testing.T) {
 		}
 	}
 
-	var other *tc.Node
-	for _, n := range c.Nodes {
-		if n != leader && n != f {
-			other = n
-		}
-	}
+	other := c.Other(leader, f)
 	c.Stop(other)
 	start := time.Now()
 	list = read()
@@ -91,15 +77,7 @@ func TestMemberStatuses(t *testing.T) {
 // GET /v1/whoami names the caller's role and prefixes to any role, refuses
 // no token, and, without an ACL, says that everyone may do everything.
 func TestWhoAmI(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "acl.json")
-	if err := os.WriteFile(path, []byte(aclFile), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	store, err := acl.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := tc.New(t, 1, tc.Options{Server: func(string) server.Options { return server.Options{ACL: store} }})
+	c := tc.New(t, 1, tc.Options{Server: aclServer(t, aclFile)})
 	n := c.WaitLeader(10 * time.Second)
 	for _, tt := range []struct {
 		secret string

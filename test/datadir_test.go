@@ -1,14 +1,12 @@
 package test
 
 import (
-	"bytes"
 	"errors"
 	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -17,25 +15,6 @@ import (
 	"github.com/fencer-io/fencer/cluster/logstore"
 	tc "github.com/fencer-io/fencer/test/testcluster"
 )
-
-// lockedBuffer is a bytes.Buffer that a logger may write from several
-// goroutines.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // A data dir created beforehand with mode 0755 is made 0700 at start (and
 // the log says so), and everything fencer writes into it, Raft snapshots
@@ -55,7 +34,7 @@ func dataDirIsPrivate(t *testing.T, kind logstore.Kind) {
 	if err := os.WriteFile(filepath.Join(dir, "node.json.tmp"), []byte("{}"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	var logs lockedBuffer
+	var logs tc.SyncBuffer
 	c := tc.New(t, 1, tc.Options{LogStore: kind, Configure: func(cfg *cluster.Config) {
 		cfg.DataDir = dir
 		cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))

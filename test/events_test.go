@@ -48,29 +48,7 @@ func TestEventsIdenticalOnEveryMember(t *testing.T) {
 		return true
 	})
 
-	// The range every member keeps: a restarted member starts after its
-	// snapshot.
-	var floor int64
-	for _, n := range c.Running() {
-		floor = max(floor, oldestEvent(t, n))
-	}
-	var first []fsm.Event
-	for i, n := range c.Running() {
-		w, err := n.Inst.Coord.Watch(floor)
-		if err != nil {
-			t.Fatalf("%s: watch since %d: %v", n.ID, floor, err)
-		}
-		got := w.Backlog()
-		w.Close()
-		got = slices.DeleteFunc(got, func(e fsm.Event) bool { return e.Index > idx })
-		if i == 0 {
-			first = got
-			continue
-		}
-		if !slices.Equal(got, first) {
-			t.Fatalf("%s's events since %d differ from %s's:\n%v\n%v", n.ID, floor, c.Running()[0].ID, got, first)
-		}
-	}
+	floor, first := sameEvents(t, c, idx)
 	acquired := map[uint64]bool{}
 	for _, e := range first {
 		if e.Type == fsm.EventAcquired {
@@ -85,6 +63,32 @@ func TestEventsIdenticalOnEveryMember(t *testing.T) {
 	if len(first) < 3*len(tokens) && floor == 0 {
 		t.Fatalf("only %d events for %d grants", len(first), len(tokens))
 	}
+}
+
+// sameEvents checks that every running member reports the same events from
+// floor, the oldest index all of them keep (a restarted member starts after
+// its snapshot), up to idx, and returns floor and those events.
+func sameEvents(t *testing.T, c *tc.Cluster, idx uint64) (int64, []fsm.Event) {
+	t.Helper()
+	var floor int64
+	for _, n := range c.Running() {
+		floor = max(floor, oldestEvent(t, n))
+	}
+	var first []fsm.Event
+	for i, n := range c.Running() {
+		w, err := n.Inst.Coord.Watch(floor)
+		if err != nil {
+			t.Fatalf("%s: watch since %d: %v", n.ID, floor, err)
+		}
+		got := slices.DeleteFunc(w.Backlog(), func(e fsm.Event) bool { return e.Index > idx })
+		w.Close()
+		if i == 0 {
+			first = got
+		} else if !slices.Equal(got, first) {
+			t.Fatalf("%s's events since %d differ from %s's:\n%v\n%v", n.ID, floor, c.Running()[0].ID, got, first)
+		}
+	}
+	return floor, first
 }
 
 // oldestEvent is the lowest since a member's event history serves.

@@ -96,10 +96,7 @@ func TestReadmeExecMigration(t *testing.T) {
 		t.Skip("psql not installed")
 	}
 	c := tc.New(t, 3)
-	bin := filepath.Join(t.TempDir(), "fencer")
-	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/fencer").CombinedOutput(); err != nil {
-		t.Fatalf("build fencer: %v\n%s", err, out)
-	}
+	bin := tc.BuildFencer(t, t.TempDir())
 	ctx := context.Background()
 	db, err := pgxpool.New(ctx, dsn)
 	if err != nil {

@@ -101,12 +101,7 @@ func fullRestartKeepsTokensIncreasing(t *testing.T, kind logstore.Kind) {
 func TestFollowerForwards(t *testing.T) {
 	c := tc.New(t, 3)
 	leader := c.WaitLeader(10 * time.Second)
-	var follower *tc.Node
-	for _, n := range c.Nodes {
-		if n != leader {
-			follower = n
-		}
-	}
+	follower := c.Other(leader)
 	g := mustAcquire(t, follower, "fwd", "w")
 	status, body, _ := tc.Do(t, http.MethodGet, follower.URL()+"/v1/locks/fwd/check?token="+tok(g.Token), "")
 	var ck wire.CheckResponse

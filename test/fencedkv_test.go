@@ -133,23 +133,10 @@ func TestRequestIDReplayByAnotherPrincipal(t *testing.T) {
  {"name":"alice","secret":"alice-secret-0123456789","role":"client","locks":["jobs."]},
  {"name":"bob","secret":"bob-secret-0123456789ab","role":"client","locks":["jobs."]}
 ]}`
-	path := filepath.Join(t.TempDir(), "acl.json")
-	if err := os.WriteFile(path, []byte(file), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	c := tc.New(t, 3, tc.Options{Configure: withClusterSecret, Server: func(string) server.Options {
-		store, err := acl.Open(path, acl.WithClusterSecret(testClusterSecret))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return server.Options{ACL: store}
-	}})
+	c := tc.New(t, 3, tc.Options{Configure: withClusterSecret, Server: aclServer(t, file, acl.WithClusterSecret(testClusterSecret))})
 	n := c.WaitLeader(10 * time.Second)
 	// Request ids are bound once every member reads LogFormatPrincipal.
-	tc.Poll(t, 15*time.Second, "every member recorded this build's format", func() bool {
-		st, _ := n.Inst.Node.Status()
-		return st.LogFormat == entry.LogFormat
-	})
+	c.WaitLogFormat(15 * time.Second)
 	body := `{"holder":"w","ttl_ms":30000,"request_id":"alice-0123456789abcdef"}`
 	as := func(secret string) (int, wire.Grant, wire.Error) {
 		status, resp, _ := tc.Do(t, "POST", n.URL()+"/v1/locks/jobs.a/acquire", body, "Authorization", "Bearer "+secret)

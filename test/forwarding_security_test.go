@@ -38,13 +38,13 @@ type secureCluster struct {
 	dir    string
 	acl    map[string]*acl.Store
 	files  map[string]string
-	logs   map[string]*lockedBuffer
+	logs   map[string]*tc.SyncBuffer
 	client *http.Client
 }
 
 func newSecureCluster(t *testing.T) *secureCluster {
 	dir := pki(t, "n1", "n2", "n3", "n4")
-	sc := &secureCluster{dir: dir, acl: map[string]*acl.Store{}, files: map[string]string{}, logs: map[string]*lockedBuffer{}}
+	sc := &secureCluster{dir: dir, acl: map[string]*acl.Store{}, files: map[string]string{}, logs: map[string]*tc.SyncBuffer{}}
 	for _, id := range []string{"n1", "n2", "n3", "n4"} {
 		sc.files[id] = filepath.Join(t.TempDir(), id+"-acl.json")
 		if err := os.WriteFile(sc.files[id], []byte(forwardACLFile), 0o600); err != nil {
@@ -54,7 +54,7 @@ func newSecureCluster(t *testing.T) *secureCluster {
 		if err != nil {
 			t.Fatal(err)
 		}
-		sc.acl[id], sc.logs[id] = store, &lockedBuffer{}
+		sc.acl[id], sc.logs[id] = store, &tc.SyncBuffer{}
 	}
 	sc.Cluster = tc.New(t, 3, tc.Options{
 		Configure: func(cfg *cluster.Config) {
@@ -82,23 +82,13 @@ func newSecureCluster(t *testing.T) *secureCluster {
 // hop-by-hop header when hop is set, and returns the status.
 func (sc *secureCluster) do(t *testing.T, n *tc.Node, method, path, body, secret string, hop bool, headers ...string) int {
 	t.Helper()
-	req, err := http.NewRequest(method, "https://"+n.HTTPAddr+path, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	for i := 0; i+1 < len(headers); i += 2 {
-		req.Header.Set(headers[i], headers[i+1])
-	}
 	if secret != "" {
-		req.Header.Set("Authorization", "Bearer "+secret)
+		headers = append(headers, "Authorization", "Bearer "+secret)
 	}
 	if hop {
-		req.Header.Set("Connection", "Authorization")
+		headers = append(headers, "Connection", "Authorization")
 	}
-	resp, err := sc.client.Do(req)
+	resp, err := sc.client.Do(tc.NewRequest(t, method, "https://"+n.HTTPAddr+path, body, headers...))
 	if err != nil {
 		t.Fatalf("%s %s: %v", method, path, err)
 	}

@@ -126,12 +126,7 @@ func TestGracefulStopHandsLeadershipOver(t *testing.T) {
 func TestRequestAtAFollowerWaitsOutAnElection(t *testing.T) {
 	c := tc.New(t, 3)
 	leader := c.WaitLeader(10 * time.Second)
-	var follower *tc.Node
-	for _, n := range c.Nodes {
-		if n != leader {
-			follower = n
-		}
-	}
+	follower := c.Other(leader)
 	c.Stop(leader) // no handover: the others learn of it as of a crash
 	start := time.Now()
 	status, body, _ := tc.Do(t, http.MethodPost, follower.URL()+"/v1/locks/after-crash/acquire",

@@ -144,24 +144,7 @@ func TestHistoryIdenticalOnEveryMember(t *testing.T) {
 		return true
 	})
 	// And the event streams, from the oldest index every member keeps.
-	var floor int64
-	for _, n := range c.Running() {
-		floor = max(floor, oldestEvent(t, n))
-	}
-	var first []fsm.Event
-	for i, n := range c.Running() {
-		w, err := n.Inst.Coord.Watch(floor)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got := slices.DeleteFunc(w.Backlog(), func(e fsm.Event) bool { return e.Index > idx })
-		w.Close()
-		if i == 0 {
-			first = got
-		} else if !reflect.DeepEqual(got, first) {
-			t.Fatalf("%s's events since %d differ", n.ID, floor)
-		}
-	}
+	sameEvents(t, c, idx)
 }
 
 // A blocking read on a follower wakes when the lock changes, with the index

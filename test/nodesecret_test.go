@@ -30,17 +30,7 @@ const (
 // with the cluster secret, as fencer serve --acl-file --cluster-secret-file
 // does (no TLS).
 func secretACL(t *testing.T) func(string) server.Options {
-	path := filepath.Join(t.TempDir(), "acl.json")
-	if err := os.WriteFile(path, []byte(aclFile), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	return func(string) server.Options {
-		store, err := acl.Open(path, acl.WithClusterSecret(testClusterSecret))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return server.Options{ACL: store}
-	}
+	return aclServer(t, aclFile, acl.WithClusterSecret(testClusterSecret))
 }
 
 // A cluster with ACLs and no TLS: members present the cluster secret to
@@ -52,7 +42,7 @@ func secretACL(t *testing.T) func(string) server.Options {
 // why (issue 13 item 3: the calls carried no credential and were refused
 // forever).
 func TestACLWithoutTLSMembersUseTheClusterSecret(t *testing.T) {
-	var logs lockedBuffer
+	var logs tc.SyncBuffer
 	logger := slog.New(slog.NewTextHandler(&logs, nil))
 	withSecret := func(secret string) func(*cluster.Config) {
 		return func(cfg *cluster.Config) {
@@ -215,7 +205,7 @@ func TestRefusedMemberRetriesSlowly(t *testing.T) {
 	for _, id := range []string{"n1", "n2", "n3"} {
 		peers = append(peers, cluster.Peer{ID: id, RaftAddr: freeAddr(t), HTTPAddr: freeAddr(t)})
 	}
-	var logs lockedBuffer
+	var logs tc.SyncBuffer
 	logger := slog.New(slog.NewTextHandler(&logs, nil))
 	opts := secretACL(t)
 	for _, p := range peers {

@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -20,8 +18,6 @@ import (
 
 	"github.com/fencer-io/fencer/api"
 	"github.com/fencer-io/fencer/api/wire"
-	"github.com/fencer-io/fencer/internal/acl"
-	"github.com/fencer-io/fencer/internal/server"
 	tc "github.com/fencer-io/fencer/test/testcluster"
 )
 
@@ -140,153 +136,89 @@ func TestResponsesMatchOpenAPI(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, string(b)
 	}
-	want := func(wantStatus, status int, body string) {
+	// expect sends the request, fails unless it is answered wantStatus, and
+	// returns the body.
+	expect := func(wantStatus int, method, url, body string, headers ...string) string {
 		t.Helper()
+		status, resp := send(method, url, body, headers...)
 		if status != wantStatus {
-			t.Fatalf("status %d (%s), want %d", status, body, wantStatus)
+			t.Fatalf("%s %s: status %d (%s), want %d", method, url, status, resp, wantStatus)
 		}
+		return resp
 	}
 
 	c := tc.New(t, 3)
 	leader := c.WaitLeader(10 * time.Second)
 	c.WaitHistory(15 * time.Second)
-	var follower *tc.Node
-	for _, n := range c.Nodes {
-		if n != leader {
-			follower = n
-		}
-	}
+	follower := c.Other(leader)
 	for _, u := range []string{leader.URL(), follower.URL()} {
 		for _, m := range []string{http.MethodGet, http.MethodHead} {
-			status, body := send(m, u+"/healthz", "")
-			want(200, status, body)
-			status, body = send(m, u+"/readyz", "")
-			want(200, status, body)
+			expect(200, m, u+"/healthz", "")
+			expect(200, m, u+"/readyz", "")
 		}
-		status, body := send("GET", u+"/v1/openapi.yaml", "")
-		want(200, status, body)
-		status, body = send("GET", u+"/metrics", "")
-		want(200, status, body)
-		status, body = send("GET", u+"/v1/cluster", "")
-		want(200, status, body)
-		status, body = send("GET", u+"/v1/debug/state", "")
-		want(200, status, body)
+		expect(200, "GET", u+"/v1/openapi.yaml", "")
+		expect(200, "GET", u+"/metrics", "")
+		expect(200, "GET", u+"/v1/cluster", "")
+		expect(200, "GET", u+"/v1/debug/state", "")
 	}
 	f := follower.URL()
-	status, body := send("POST", f+"/v1/locks/jobs.a/acquire", `{"holder":"w1","ttl_ms":10000,"wait_ms":0,"request_id":"openapi-test-request-0001"}`)
-	want(200, status, body)
 	var g wire.Grant
-	mustJSON(t, body, &g)
-	status, body = send("POST", f+"/v1/locks/jobs.a/acquire", `{"holder":"w1","ttl_ms":10000,"wait_ms":0,"request_id":"openapi-test-request-0001"}`)
-	want(200, status, body)
-	status, body = send("POST", f+"/v1/locks/jobs.a/acquire", `{"holder":"w2","ttl_ms":10000}`)
-	want(409, status, body)
-	status, body = send("POST", f+"/v1/locks/jobs.a/acquire", `{"holder":"w2","ttl_ms":5}`)
-	want(400, status, body)
-	status, body = send("POST", f+"/v1/locks/jobs.a/acquire", `{"holder":`)
-	want(400, status, body)
-	status, body = send("POST", f+"/v1/locks/jobs.a/acquire", `{"holder":"w2","ttl_ms":1000,"request_id":"`+strings.Repeat("r", 300)+`"}`)
-	want(400, status, body)
-	status, body = send("POST", f+"/v1/locks/bad%20name/acquire", `{"holder":"w2"}`)
-	want(400, status, body)
-	status, body = send("POST", f+"/v1/locks/jobs.a/acquire", `{"holder":"w2"}`, "Content-Type", "text/plain")
-	want(415, status, body)
-	status, body = send("GET", f+"/v1/locks/jobs.a", "", "Host", "rebound.example:80")
-	want(421, status, body)
-	status, body = send("POST", f+"/v1/locks/jobs.a/acquire", `{"holder":"w2"}`, "Sec-Fetch-Site", "cross-site", "Origin", "http://rebound.example")
-	want(403, status, body)
+	mustJSON(t, expect(200, "POST", f+"/v1/locks/jobs.a/acquire", `{"holder":"w1","ttl_ms":10000,"wait_ms":0,"request_id":"openapi-test-request-0001"}`), &g)
+	expect(200, "POST", f+"/v1/locks/jobs.a/acquire", `{"holder":"w1","ttl_ms":10000,"wait_ms":0,"request_id":"openapi-test-request-0001"}`)
+	expect(409, "POST", f+"/v1/locks/jobs.a/acquire", `{"holder":"w2","ttl_ms":10000}`)
+	expect(400, "POST", f+"/v1/locks/jobs.a/acquire", `{"holder":"w2","ttl_ms":5}`)
+	expect(400, "POST", f+"/v1/locks/jobs.a/acquire", `{"holder":`)
+	expect(400, "POST", f+"/v1/locks/jobs.a/acquire", `{"holder":"w2","ttl_ms":1000,"request_id":"`+strings.Repeat("r", 300)+`"}`)
+	expect(400, "POST", f+"/v1/locks/bad%20name/acquire", `{"holder":"w2"}`)
+	expect(415, "POST", f+"/v1/locks/jobs.a/acquire", `{"holder":"w2"}`, "Content-Type", "text/plain")
+	expect(421, "GET", f+"/v1/locks/jobs.a", "", "Host", "rebound.example:80")
+	expect(403, "POST", f+"/v1/locks/jobs.a/acquire", `{"holder":"w2"}`, "Sec-Fetch-Site", "cross-site", "Origin", "http://rebound.example")
 	lease := fmt.Sprintf(`{"lease":%q,"token":%d}`, g.Lease, g.Token)
-	status, body = send("POST", f+"/v1/locks/jobs.a/renew", lease)
-	want(200, status, body)
-	status, body = send("POST", f+"/v1/locks/jobs.a/renew", fmt.Sprintf(`{"lease":"0123456789abcdef0123456789abcdef","token":%d}`, g.Token))
-	want(410, status, body)
-	status, body = send("GET", f+"/v1/locks/jobs.a", "")
-	want(200, status, body)
-	status, body = send("GET", f+"/v1/locks/jobs.a?stale=true", "")
-	want(200, status, body)
-	status, body = send("GET", f+"/v1/locks/jobs.free", "")
-	want(200, status, body)
-	status, body = send("GET", f+"/v1/locks", "")
-	want(200, status, body)
-	status, body = send("GET", f+fmt.Sprintf("/v1/locks/jobs.a/check?token=%d", g.Token), "")
-	want(200, status, body)
-	status, body = send("GET", f+"/v1/locks/jobs.a/check?token=007", "")
-	want(400, status, body)
+	expect(200, "POST", f+"/v1/locks/jobs.a/renew", lease)
+	expect(410, "POST", f+"/v1/locks/jobs.a/renew", fmt.Sprintf(`{"lease":"0123456789abcdef0123456789abcdef","token":%d}`, g.Token))
+	expect(200, "GET", f+"/v1/locks/jobs.a", "")
+	expect(200, "GET", f+"/v1/locks/jobs.a?stale=true", "")
+	expect(200, "GET", f+"/v1/locks/jobs.free", "")
+	expect(200, "GET", f+"/v1/locks", "")
+	expect(200, "GET", f+fmt.Sprintf("/v1/locks/jobs.a/check?token=%d", g.Token), "")
+	expect(400, "GET", f+"/v1/locks/jobs.a/check?token=007", "")
 	tok := fmt.Sprint(g.Token)
-	status, body = send("PUT", f+"/v1/kv/jobs.out", "v1", "Fencing-Token", tok, "Fencing-Lock", "jobs.a")
-	want(200, status, body)
-	status, body = send("PUT", f+"/v1/kv/jobs.out", "v0", "Fencing-Token", fmt.Sprint(g.Token-1))
-	want(409, status, body)
-	status, body = send("PUT", f+"/v1/kv/jobs.out2", "v0", "Fencing-Token", tok, "Fencing-Lock", "jobs.free")
-	want(409, status, body)
-	status, body = send("PUT", f+"/v1/kv/jobs.out", "v2")
-	want(428, status, body)
-	status, body = send("PUT", f+"/v1/kv/jobs.out", "v2", "Fencing-Token", "-3")
-	want(400, status, body)
-	status, body = send("PUT", f+"/v1/kv/jobs.big", strings.Repeat("x", wire.MaxBodyBytes+1), "Fencing-Token", tok)
-	want(413, status, body)
-	status, body = send("GET", f+"/v1/kv/jobs.out", "")
-	want(200, status, body)
-	status, body = send("GET", f+"/v1/kv/jobs.never", "")
-	want(404, status, body)
-	status, body = send("PUT", f+"/v1/kv/jobs.out", "v9", "Fencing-Token", "999999999")
-	want(409, status, body)
-	status, body = send("DELETE", f+"/v1/kv/jobs.out", "")
-	want(200, status, body)
-	status, body = send("DELETE", f+"/v1/kv/jobs.out", "")
-	want(404, status, body)
-	status, body = send("POST", f+"/v1/locks/jobs.a/release", lease)
-	want(200, status, body)
-	status, body = send("POST", f+"/v1/locks/jobs.a/release", lease)
-	want(410, status, body)
-	status, body = send("GET", f+"/v1/locks/jobs.a/history?limit=5", "")
-	want(200, status, body)
-	status, body = send("GET", f+"/v1/locks/jobs.a/history?limit=0", "")
-	want(400, status, body)
-	status, body = send("GET", f+"/v1/tokens/"+tok, "")
-	want(200, status, body)
-	status, body = send("GET", f+"/v1/tokens/1", "")
-	want(404, status, body)
-	status, body = send("GET", f+"/v1/tokens/x", "")
-	want(400, status, body)
-	status, body = send("GET", f+"/v1/locks/jobs.a?wait_index=1&wait=10ms", "")
-	want(200, status, body)
-	status, body = send("GET", f+"/v1/locks/jobs.a?wait_index=1&wait=6m", "")
-	want(400, status, body)
-	status, body = send("GET", f+"/v1/cluster/snapshot", "")
-	want(200, status, body)
-	status, body = send("DELETE", f+"/v1/cluster/members/n9", "")
-	want(404, status, body)
-	status, body = send("POST", f+"/v1/cluster/members", `{"id":"","raft_addr":"x"}`)
-	want(400, status, body)
-	status, body = send("POST", f+"/v1/cluster/join", `{"id":"n4","raft_addr":"127.0.0.1:1","http_addr":"127.0.0.1:2","voter":true,"dry_run":true}`)
-	want(200, status, body)
-	status, body = send("POST", f+"/v1/cluster/restore", "not a snapshot")
-	want(400, status, body)
-	status, body = send("POST", f+"/v1/cluster/leader/transfer", `{"id":"n9"}`)
-	if status < 400 {
+	expect(200, "PUT", f+"/v1/kv/jobs.out", "v1", "Fencing-Token", tok, "Fencing-Lock", "jobs.a")
+	expect(409, "PUT", f+"/v1/kv/jobs.out", "v0", "Fencing-Token", fmt.Sprint(g.Token-1))
+	expect(409, "PUT", f+"/v1/kv/jobs.out2", "v0", "Fencing-Token", tok, "Fencing-Lock", "jobs.free")
+	expect(428, "PUT", f+"/v1/kv/jobs.out", "v2")
+	expect(400, "PUT", f+"/v1/kv/jobs.out", "v2", "Fencing-Token", "-3")
+	expect(413, "PUT", f+"/v1/kv/jobs.big", strings.Repeat("x", wire.MaxBodyBytes+1), "Fencing-Token", tok)
+	expect(200, "GET", f+"/v1/kv/jobs.out", "")
+	expect(404, "GET", f+"/v1/kv/jobs.never", "")
+	expect(409, "PUT", f+"/v1/kv/jobs.out", "v9", "Fencing-Token", "999999999")
+	expect(200, "DELETE", f+"/v1/kv/jobs.out", "")
+	expect(404, "DELETE", f+"/v1/kv/jobs.out", "")
+	expect(200, "POST", f+"/v1/locks/jobs.a/release", lease)
+	expect(410, "POST", f+"/v1/locks/jobs.a/release", lease)
+	expect(200, "GET", f+"/v1/locks/jobs.a/history?limit=5", "")
+	expect(400, "GET", f+"/v1/locks/jobs.a/history?limit=0", "")
+	expect(200, "GET", f+"/v1/tokens/"+tok, "")
+	expect(404, "GET", f+"/v1/tokens/1", "")
+	expect(400, "GET", f+"/v1/tokens/x", "")
+	expect(200, "GET", f+"/v1/locks/jobs.a?wait_index=1&wait=10ms", "")
+	expect(400, "GET", f+"/v1/locks/jobs.a?wait_index=1&wait=6m", "")
+	expect(200, "GET", f+"/v1/cluster/snapshot", "")
+	expect(404, "DELETE", f+"/v1/cluster/members/n9", "")
+	expect(400, "POST", f+"/v1/cluster/members", `{"id":"","raft_addr":"x"}`)
+	expect(200, "POST", f+"/v1/cluster/join", `{"id":"n4","raft_addr":"127.0.0.1:1","http_addr":"127.0.0.1:2","voter":true,"dry_run":true}`)
+	expect(400, "POST", f+"/v1/cluster/restore", "not a snapshot")
+	if status, body := send("POST", f+"/v1/cluster/leader/transfer", `{"id":"n9"}`); status < 400 {
 		t.Fatalf("transfer to n9: %d %s", status, body)
 	}
 
 	// Access control: 401 with its challenge, 403, and the open routes.
-	path := filepath.Join(t.TempDir(), "acl.json")
-	if err := os.WriteFile(path, []byte(aclFile), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	store, err := acl.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	secured := tc.New(t, 1, tc.Options{Server: func(string) server.Options { return server.Options{ACL: store} }})
+	secured := tc.New(t, 1, tc.Options{Server: aclServer(t, aclFile)})
 	s := secured.WaitLeader(10 * time.Second).URL()
-	status, body = send("POST", s+"/v1/locks/jobs.a/acquire", `{"holder":"w"}`)
-	want(401, status, body)
-	status, body = send("POST", s+"/v1/locks/other/acquire", `{"holder":"w"}`, "Authorization", "Bearer client-secret-0123456789")
-	want(403, status, body)
-	status, body = send("GET", s+"/v1/openapi.yaml", "")
-	want(200, status, body)
-	status, body = send("GET", s+"/metrics", "")
-	want(401, status, body)
+	expect(401, "POST", s+"/v1/locks/jobs.a/acquire", `{"holder":"w"}`)
+	expect(403, "POST", s+"/v1/locks/other/acquire", `{"holder":"w"}`, "Authorization", "Bearer client-secret-0123456789")
+	expect(200, "GET", s+"/v1/openapi.yaml", "")
+	expect(401, "GET", s+"/metrics", "")
 
 	rec.validate(t)
 }

@@ -3,8 +3,6 @@ package test
 import (
 	"context"
 	"encoding/json"
-	"math/rand/v2"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -47,12 +45,10 @@ func TestReadmeQuickStart(t *testing.T) {
 	// addresses are moved with it, and the CLI is pointed at it with
 	// FENCER_ENDPOINTS.
 	work := t.TempDir()
-	bin := filepath.Join(work, "bin", "fencer")
-	if out, err := exec.Command("go", "build", "-o", bin, "../cmd/fencer").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	httpPort, raftPort := freePortRuns(t, 3)
-	dev := startDev(t, bin, httpPort, raftPort)
+	bin := tc.BuildFencer(t, work)
+	dev := tc.StartDev(t, bin, tc.FreeDevPorts(t, 3), nil, "--ephemeral")
+	t.Cleanup(func() { dev.Stop(t, syscall.SIGTERM) })
+	httpPort := dev.Ports().HTTP
 	var endpoints []string
 	for i := range 3 {
 		endpoints = append(endpoints, "127.0.0.1:"+strconv.Itoa(httpPort+i))
@@ -74,7 +70,7 @@ func TestReadmeQuickStart(t *testing.T) {
 	outBytes, err := sh.CombinedOutput()
 	out := string(outBytes)
 	if err != nil {
-		t.Fatalf("the quick start failed after %v: %v\n--- output\n%s\n--- dev cluster log\n%s", time.Since(start).Round(time.Millisecond), err, out, dev.log())
+		t.Fatalf("the quick start failed after %v: %v\n--- output\n%s\n--- dev cluster log\n%s", time.Since(start).Round(time.Millisecond), err, out, dev.Stderr.String())
 	}
 	t.Logf("quick start ran in %v:\n%s", time.Since(start).Round(time.Millisecond), out)
 	checkQuickStart(t, out)
@@ -279,70 +275,4 @@ func requireTool(t *testing.T, name string) {
 		}
 		t.Skipf("%s is not installed", name)
 	}
-}
-
-// freePortRuns returns the first of n consecutive free ports for HTTP and
-// the first of n for Raft, as fencer dev numbers its nodes.
-func freePortRuns(t *testing.T, n int) (httpPort, raftPort int) {
-	t.Helper()
-	for range 100 {
-		base := 20000 + rand.IntN(20000)
-		var lns []net.Listener
-		ok := true
-		for p := base; p < base+2*n+10 && ok; p++ {
-			if p >= base+n && p < base+10 {
-				continue // HTTP ports base…, Raft ports base+10…
-			}
-			ln, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
-			if err != nil {
-				ok = false
-				break
-			}
-			lns = append(lns, ln)
-		}
-		for _, ln := range lns {
-			ln.Close()
-		}
-		if ok {
-			return base, base + 10
-		}
-	}
-	t.Fatal("no free ports")
-	return 0, 0
-}
-
-// devProcess is a running `fencer dev`.
-type devProcess struct {
-	cmd            *exec.Cmd
-	stdout, stderr lockedBuffer
-}
-
-func (d *devProcess) log() string { return d.stderr.String() }
-
-// startDev starts a throwaway dev cluster and waits until it has a leader;
-// the cluster is stopped with SIGTERM at the end of the test.
-func startDev(t *testing.T, bin string, httpPort, raftPort int) *devProcess {
-	t.Helper()
-	d := &devProcess{cmd: exec.Command(bin, "dev", "--ephemeral",
-		"--http-port", strconv.Itoa(httpPort), "--raft-port", strconv.Itoa(raftPort))}
-	d.cmd.Env = append(os.Environ(), "TMPDIR="+t.TempDir())
-	d.cmd.Stdout, d.cmd.Stderr = &d.stdout, &d.stderr
-	if err := d.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	go func() { d.cmd.Wait(); close(exited) }()
-	t.Cleanup(func() {
-		d.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(15 * time.Second):
-			d.cmd.Process.Kill()
-			t.Errorf("fencer dev did not stop on SIGTERM")
-		}
-	})
-	tc.Poll(t, 30*time.Second, "a leader in fencer dev", func() bool {
-		return strings.Contains(d.stdout.String(), "\nleader: ")
-	})
-	return d
 }

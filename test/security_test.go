@@ -122,17 +122,26 @@ const aclFile = `{"tokens":[
  {"name":"ops","secret":"operator-secret-012345678","role":"operator"}
 ]}`
 
+// aclServer writes file as an ACL file and returns server options that load
+// it with opts, as fencer serve --acl-file does.
+func aclServer(t *testing.T, file string, opts ...acl.StoreOption) func(string) server.Options {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "acl.json")
+	if err := os.WriteFile(path, []byte(file), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return func(string) server.Options {
+		store, err := acl.Open(path, opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return server.Options{ACL: store}
+	}
+}
+
 // Each role against the endpoints that matter: allowed, 401, 403, prefixes.
 func TestACLRoles(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "acl.json")
-	if err := os.WriteFile(path, []byte(aclFile), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	store, err := acl.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := tc.New(t, 1, tc.Options{Server: func(string) server.Options { return server.Options{ACL: store} }})
+	c := tc.New(t, 1, tc.Options{Server: aclServer(t, aclFile)})
 	n := c.WaitLeader(10 * time.Second)
 	as := func(secret, method, path, body string) int {
 		t.Helper()

@@ -11,12 +11,13 @@ import (
 
 	"github.com/fencer-io/fencer/cmd/fencer/internal/cli"
 	"github.com/fencer-io/fencer/internal/tlsutil"
+	tc "github.com/fencer-io/fencer/test/testcluster"
 )
 
 // runFencer runs a command line as main does: exit status, stdout, stderr.
 func runFencer(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
-	var out, errb syncBuffer
+	var out, errb tc.SyncBuffer
 	code := run(args, strings.NewReader(""), &out, &errb)
 	return code, out.String(), errb.String()
 }

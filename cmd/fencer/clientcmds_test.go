@@ -1,13 +1,11 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/fencer-io/fencer/api/client"
@@ -16,25 +14,6 @@ import (
 	"github.com/fencer-io/fencer/cmd/fencer/internal/clientcmd"
 	tc "github.com/fencer-io/fencer/test/testcluster"
 )
-
-// syncBuffer is a bytes.Buffer that a child's output copier and the test
-// can use at once.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // newTestCluster starts a cluster and points the commands at it through
 // $FENCER_ENDPOINTS, as a user's shell would.
@@ -52,7 +31,7 @@ func newTestCluster(t *testing.T) *tc.Cluster {
 // fencer runs the command line in-process.
 func fencer(t *testing.T, stdin string, args ...string) (string, string, error) {
 	t.Helper()
-	var out, errb syncBuffer
+	var out, errb tc.SyncBuffer
 	root := newRootCmd(&out, &errb)
 	root.SetIn(strings.NewReader(stdin))
 	root.SetArgs(args)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -20,11 +19,8 @@ func TestExecPausedPastDeadline(t *testing.T) {
 		t.Skip("builds the binary")
 	}
 	newTestCluster(t)
-	bin := filepath.Join(t.TempDir(), "fencer")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	var out, stderr syncBuffer
+	bin := tc.BuildFencer(t, t.TempDir())
+	var out, stderr tc.SyncBuffer
 	cmd := exec.Command(bin, "exec", "frozen", "--ttl", "1s", "--grace", "5s", "--",
 		"sh", "-c", `trap 'echo got-term; exit 0' TERM; echo ready; while :; do sleep 0.02; done`)
 	cmd.Stdout, cmd.Stderr = &out, &stderr

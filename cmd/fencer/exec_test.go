@@ -20,9 +20,9 @@ import (
 )
 
 // startFencer runs the command line in-process in the background.
-func startFencer(t *testing.T, args ...string) (out, stderr *syncBuffer, done <-chan error) {
+func startFencer(t *testing.T, args ...string) (out, stderr *tc.SyncBuffer, done <-chan error) {
 	t.Helper()
-	out, stderr = &syncBuffer{}, &syncBuffer{}
+	out, stderr = &tc.SyncBuffer{}, &tc.SyncBuffer{}
 	root := newRootCmd(out, stderr)
 	root.SetIn(strings.NewReader(""))
 	root.SetArgs(args)
@@ -42,17 +42,10 @@ func waitDone(t *testing.T, done <-chan error) error {
 	}
 }
 
+// lockHeld reports whether the lock is held, and its token.
 func lockHeld(t *testing.T, name string) (bool, uint64) {
 	t.Helper()
-	c, err := client.New(strings.Split(os.Getenv("FENCER_ENDPOINTS"), ","))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	st, err := c.Lock(t.Context(), name)
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := lockStatus(t, name)
 	return st.Held, st.Token
 }
 

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/fencer-io/fencer/api/wire"
-	"github.com/fencer-io/fencer/fsm/entry"
 	tc "github.com/fencer-io/fencer/test/testcluster"
 )
 
@@ -19,19 +18,12 @@ import (
 // a third permit is refused while they run; "sem status" shows both, and
 // "sem list" nothing once they are done. "sem acquire/release" by hand.
 func TestExecUnderSemaphorePermits(t *testing.T) {
-	newTestCluster(t)
-	tc.Poll(t, 15*time.Second, "the cluster to write this build's log format", func() bool {
-		out, _, err := fencer(t, "", "cluster", "status", "-o", "json")
-		var st struct {
-			LogFormat int `json:"log_format"`
-		}
-		return err == nil && json.Unmarshal([]byte(out), &st) == nil && st.LogFormat == entry.LogFormat
-	})
+	newTestCluster(t).WaitLogFormat(15 * time.Second)
 	gate := filepath.Join(t.TempDir(), "go")
 	script := `echo "sem=$FENCER_SEMAPHORE token=$FENCER_TOKEN"; while [ ! -e ` + gate + ` ]; do sleep 0.02; done`
 	out1, _, done1 := startFencer(t, "exec", "crawlers", "--limit", "2", "--ttl", "5s", "--", "sh", "-c", script)
 	out2, _, done2 := startFencer(t, "exec", "crawlers", "--limit", "2", "--ttl", "5s", "--", "sh", "-c", script)
-	for _, o := range []*syncBuffer{out1, out2} {
+	for _, o := range []*tc.SyncBuffer{out1, out2} {
 		tc.Poll(t, 10*time.Second, "a child's token line", func() bool { return strings.Contains(o.String(), "sem=crawlers token=") })
 	}
 	if _, _, err := fencer(t, "", "sem", "acquire", "crawlers", "--limit", "2"); err == nil || !strings.Contains(err.Error(), wire.CodeSemaphoreFull) {
@@ -63,18 +55,11 @@ func TestExecUnderSemaphorePermits(t *testing.T) {
 // "fencer elect" leads and runs the command with its term in FENCER_TOKEN;
 // "fencer leader" shows it and its value; a second campaigner waits.
 func TestElectAndLeader(t *testing.T) {
-	newTestCluster(t)
-	tc.Poll(t, 15*time.Second, "the cluster to write this build's log format", func() bool {
-		out, _, err := fencer(t, "", "cluster", "status", "-o", "json")
-		var st struct {
-			LogFormat int `json:"log_format"`
-		}
-		return err == nil && json.Unmarshal([]byte(out), &st) == nil && st.LogFormat == entry.LogFormat
-	})
+	newTestCluster(t).WaitLogFormat(15 * time.Second)
 	gate := filepath.Join(t.TempDir(), "go")
 	script := `echo "term=$FENCER_TOKEN"; while [ ! -e ` + gate + ` ]; do sleep 0.02; done`
-	watched := &syncBuffer{}
-	watcher := newRootCmd(watched, &syncBuffer{})
+	watched := &tc.SyncBuffer{}
+	watcher := newRootCmd(watched, &tc.SyncBuffer{})
 	watcher.SetArgs([]string{"leader", "sched", "--watch"})
 	watchCtx, stopWatching := context.WithCancel(t.Context())
 	watchDone := make(chan error, 1)

@@ -20,6 +20,7 @@ const (
 	waiterTTL  = time.Second
 )
 
+// lockStatus reads a lock's status through the Go client at $FENCER_ENDPOINTS.
 func lockStatus(t *testing.T, name string) wire.LockStatus {
 	t.Helper()
 	c, err := client.New(strings.Split(os.Getenv("FENCER_ENDPOINTS"), ","))

@@ -14,10 +14,10 @@ import (
 
 // watchFencer runs "fencer watch ARGS" in-process until the test stops it
 // (as an interrupt would), and returns its output so far and its end.
-func watchFencer(t *testing.T, args ...string) (out *syncBuffer, stop func() error) {
+func watchFencer(t *testing.T, args ...string) (out *tc.SyncBuffer, stop func() error) {
 	t.Helper()
-	out = &syncBuffer{}
-	var errb syncBuffer
+	out = &tc.SyncBuffer{}
+	var errb tc.SyncBuffer
 	root := newRootCmd(out, &errb)
 	root.SetArgs(append([]string{"watch"}, args...))
 	ctx, cancel := context.WithCancel(context.Background())
@@ -40,7 +40,7 @@ func watchFencer(t *testing.T, args ...string) (out *syncBuffer, stop func() err
 	return out, stop
 }
 
-func waitLines(t *testing.T, out *syncBuffer, n int) []string {
+func waitLines(t *testing.T, out *tc.SyncBuffer, n int) []string {
 	t.Helper()
 	var lines []string
 	tc.Poll(t, 20*time.Second, fmt.Sprintf("%d lines of watch output", n), func() bool {

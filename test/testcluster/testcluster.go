@@ -10,12 +10,15 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/fencer-io/fencer/cluster"
 	"github.com/fencer-io/fencer/cluster/logstore"
+	"github.com/fencer-io/fencer/fsm/entry"
 	"github.com/fencer-io/fencer/internal/server"
 )
 
@@ -303,6 +306,33 @@ func (c *Cluster) waitLeader(timeout time.Duration, not string) *Node {
 	return l
 }
 
+// Other returns the last of the cluster's nodes that is none of not: a
+// follower, given the leader.
+func (c *Cluster) Other(not ...*Node) *Node {
+	var other *Node
+	for _, n := range c.Nodes {
+		if !slices.Contains(not, n) {
+			other = n
+		}
+	}
+	return other
+}
+
+// WaitLogFormat polls until the leader writes this build's log format,
+// which it does once every member has registered it; the newer commands
+// need it.
+func (c *Cluster) WaitLogFormat(timeout time.Duration) {
+	c.t.Helper()
+	Poll(c.t, timeout, "the leader to write log format "+strconv.Itoa(entry.LogFormat), func() bool {
+		l := c.Leader()
+		if l == nil {
+			return false
+		}
+		st, err := l.Inst.Node.Status()
+		return err == nil && st.LogFormat == entry.LogFormat
+	})
+}
+
 // WaitMembers polls until the leader's configuration has n members with
 // recorded HTTP addresses, and every running node knows the leader.
 func (c *Cluster) WaitMembers(n int, timeout time.Duration) {
@@ -365,9 +395,9 @@ func Poll(t testing.TB, timeout time.Duration, what string, cond func() bool) {
 	}
 }
 
-// Do sends an HTTP request and returns status and body. A body goes as
-// application/json unless headers set another Content-Type.
-func Do(t testing.TB, method, url string, body string, headers ...string) (int, string, http.Header) {
+// NewRequest builds a request with headers given as name, value pairs. A
+// body goes as application/json unless headers set another Content-Type.
+func NewRequest(t testing.TB, method, url string, body string, headers ...string) *http.Request {
 	t.Helper()
 	req, err := http.NewRequest(method, url, strings.NewReader(body))
 	if err != nil {
@@ -379,7 +409,13 @@ func Do(t testing.TB, method, url string, body string, headers ...string) (int, 
 	for i := 0; i+1 < len(headers); i += 2 {
 		req.Header.Set(headers[i], headers[i+1])
 	}
-	resp, err := http.DefaultClient.Do(req)
+	return req
+}
+
+// Do sends an HTTP request (see NewRequest) and returns status and body.
+func Do(t testing.TB, method, url string, body string, headers ...string) (int, string, http.Header) {
+	t.Helper()
+	resp, err := http.DefaultClient.Do(NewRequest(t, method, url, body, headers...))
 	if err != nil {
 		t.Fatalf("%s %s: %v", method, url, err)
 	}
