@@ -32,12 +32,11 @@ type failover struct {
 	ttl     int // seconds
 	prefix  string
 
-	mu       sync.Mutex
-	timeline map[string]float64
+	timeline outage.Timeline
 }
 
 func runFailover(ctx context.Context, o options) error {
-	f := &failover{members: map[string]string{}, pids: map[string]int{}, ttl: int(o.ttl / time.Second), prefix: "/failover-" + randomHex(4), timeline: map[string]float64{}}
+	f := &failover{members: map[string]string{}, pids: map[string]int{}, ttl: int(o.ttl / time.Second), prefix: "/failover-" + randomHex(4)}
 	for _, part := range strings.Split(o.endpoints, ",") {
 		name, addr, ok := strings.Cut(strings.TrimSpace(part), "=")
 		if !ok {
@@ -53,15 +52,11 @@ func runFailover(ctx context.Context, o options) error {
 		}
 		f.pids[name] = pid
 	}
-	mode := "graceful"
-	switch o.signal {
-	case "TERM":
-		f.sig = syscall.SIGTERM
-	case "KILL":
-		f.sig, mode = syscall.SIGKILL, "crash"
-	default:
-		return fmt.Errorf("-signal %q: want TERM or KILL", o.signal)
+	sig, mode, err := outage.StopSignal(o.signal)
+	if err != nil {
+		return err
 	}
+	f.sig = sig
 	cfg := outage.Config{Clients: o.load.Clients, Duration: o.failDuration, Warmup: o.load.Warmup, At: o.at, OpTimeout: o.load.OpTimeout,
 		Group: func(int) string { return "clientv3" }, Event: f.stopLeader}
 	res, err := outage.Run(ctx, cfg, f.client)
@@ -69,9 +64,7 @@ func runFailover(ctx context.Context, o options) error {
 		return err
 	}
 	res.System, res.Mode = "etcd", mode
-	f.mu.Lock()
-	res.Timeline = f.timeline
-	f.mu.Unlock()
+	res.Timeline = f.timeline.Marks()
 	return report(o, res)
 }
 
@@ -145,39 +138,26 @@ func (f *failover) stopLeader(ctx context.Context) (string, error) {
 		cli.Close()
 		return "", fmt.Errorf("no pid for leader %s", leader)
 	}
-	at := time.Now()
+	f.timeline.Start(time.Now())
 	if err := syscall.Kill(pid, f.sig); err != nil {
 		cli.Close()
 		return "", err
 	}
 	go func() {
 		defer cli.Close()
-		f.follow(context.WithoutCancel(ctx), cli, leader, leaderID, pid, at)
+		f.follow(context.WithoutCancel(ctx), cli, leader, leaderID, pid)
 	}()
 	return fmt.Sprintf("stopped leader %s (pid %d) with %v", leader, pid, f.sig), nil
 }
 
 // follow records when the old leader's process exited, when a survivor
 // first reported a new leader, and when every survivor did.
-func (f *failover) follow(ctx context.Context, cli *clientv3.Client, old string, oldID uint64, pid int, at time.Time) {
+func (f *failover) follow(ctx context.Context, cli *clientv3.Client, old string, oldID uint64, pid int) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	mark := func(name string) {
-		f.mu.Lock()
-		defer f.mu.Unlock()
-		if _, ok := f.timeline[name]; !ok {
-			f.timeline[name] = float64(time.Since(at).Microseconds()) / 1000
-		}
-	}
+	mark := f.timeline.Mark
 	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for ctx.Err() == nil && syscall.Kill(pid, 0) == nil {
-			time.Sleep(2 * time.Millisecond) // polling a process we cannot wait for
-		}
-		mark("old_leader_exited")
-	}()
+	wg.Go(func() { f.timeline.FollowExit(ctx, pid) })
 	knows := map[string]bool{}
 	survivors := len(f.members) - 1
 	for ctx.Err() == nil && len(knows) < survivors {

@@ -71,13 +71,9 @@ func run(o options) error {
 	if err != nil {
 		return fmt.Errorf("-pids: %w", err)
 	}
-	sig, mode := syscall.SIGTERM, "graceful"
-	switch o.signal {
-	case "TERM":
-	case "KILL":
-		sig, mode = syscall.SIGKILL, "crash"
-	default:
-		return fmt.Errorf("-signal %q: want TERM or KILL", o.signal)
+	sig, mode, err := outage.StopSignal(o.signal)
+	if err != nil {
+		return err
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -89,7 +85,7 @@ func run(o options) error {
 	if o.verbose {
 		w.Log = os.Stderr
 	}
-	p := &prober{members: members, hc: &http.Client{Timeout: 500 * time.Millisecond}, timeline: map[string]float64{}}
+	p := &prober{members: members, hc: &http.Client{Timeout: 500 * time.Millisecond}}
 	cfg := o.outage
 	cfg.Group = w.Group
 	cfg.Event = func(ctx context.Context) (string, error) {
@@ -101,11 +97,11 @@ func run(o options) error {
 		if err != nil {
 			return "", fmt.Errorf("no pid for leader %s", leader)
 		}
-		at := time.Now()
+		p.timeline.Start(time.Now())
 		if err := syscall.Kill(pid, sig); err != nil {
 			return "", err
 		}
-		go p.follow(context.WithoutCancel(ctx), leader, pid, at)
+		go p.follow(context.WithoutCancel(ctx), leader, pid)
 		return fmt.Sprintf("stopped leader %s (pid %d) with SIG%s", leader, pid, o.signal), nil
 	}
 	res, err := outage.Run(ctx, cfg, w.Client)
@@ -113,7 +109,7 @@ func run(o options) error {
 		return err
 	}
 	res.System, res.Mode = "fencer", mode
-	res.Timeline = p.snapshot()
+	res.Timeline = p.timeline.Marks()
 	if o.output == "json" {
 		enc := json.NewEncoder(os.Stdout)
 		enc.SetIndent("", "  ")
@@ -126,11 +122,9 @@ func run(o options) error {
 
 // prober watches the members' own views of the cluster.
 type prober struct {
-	members map[string]string
-	hc      *http.Client
-
-	mu       sync.Mutex
-	timeline map[string]float64
+	members  map[string]string
+	hc       *http.Client
+	timeline outage.Timeline
 }
 
 func (p *prober) status(ctx context.Context, addr string) (wire.ClusterStatus, error) {
@@ -161,29 +155,16 @@ func (p *prober) leader(ctx context.Context) (string, error) {
 	return "", errors.New("no member knows a leader")
 }
 
-// follow records, after the old leader was signalled at at: when its
-// process exited, when a surviving member first reported itself a
-// candidate, when one first reported a new leader, and when every survivor
-// did. It stops after 10 s.
-func (p *prober) follow(ctx context.Context, old string, pid int, at time.Time) {
+// follow records, after the old leader was signalled: when its process
+// exited, when a surviving member first reported itself a candidate, when
+// one first reported a new leader, and when every survivor did. It stops
+// after 10 s.
+func (p *prober) follow(ctx context.Context, old string, pid int) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	mark := func(name string) {
-		p.mu.Lock()
-		defer p.mu.Unlock()
-		if _, ok := p.timeline[name]; !ok {
-			p.timeline[name] = float64(time.Since(at).Microseconds()) / 1000
-		}
-	}
+	mark := p.timeline.Mark
 	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for ctx.Err() == nil && syscall.Kill(pid, 0) == nil {
-			time.Sleep(2 * time.Millisecond) // polling a process we cannot wait for
-		}
-		mark("old_leader_exited")
-	}()
+	wg.Go(func() { p.timeline.FollowExit(ctx, pid) })
 	var survivors []string
 	for _, id := range sortedKeys(p.members) {
 		if id != old {
@@ -211,16 +192,6 @@ func (p *prober) follow(ctx context.Context, old string, pid int, at time.Time) 
 		mark("all_survivors_know_leader")
 	}
 	wg.Wait()
-}
-
-func (p *prober) snapshot() map[string]float64 {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	out := make(map[string]float64, len(p.timeline))
-	for k, v := range p.timeline {
-		out[k] = v
-	}
-	return out
 }
 
 func parseMap(s string) (map[string]string, error) {

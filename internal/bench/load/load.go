@@ -67,6 +67,30 @@ type Op func(ctx context.Context) error
 // leases for a renewal workload) belongs here, not in the operation.
 type Client func(ctx context.Context, i int) (op Op, cleanup func(), err error)
 
+// Prepare prepares n clients in order and returns their operations and one
+// function that runs every cleanup, to be called even when Prepare fails
+// (the clients prepared before the failure are cleaned up then).
+func Prepare(ctx context.Context, n int, newClient Client) ([]Op, func(), error) {
+	ops := make([]Op, n)
+	var cleanups []func()
+	cleanup := func() {
+		for _, c := range cleanups {
+			c()
+		}
+	}
+	for i := range ops {
+		op, c, err := newClient(ctx, i)
+		if err != nil {
+			return nil, cleanup, fmt.Errorf("preparing client %d: %w", i, err)
+		}
+		ops[i] = op
+		if c != nil {
+			cleanups = append(cleanups, c)
+		}
+	}
+	return ops, cleanup, nil
+}
+
 // Result is the outcome of a run. Latencies are in milliseconds.
 type Result struct {
 	System    string  `json:"system"`
@@ -100,22 +124,10 @@ func Run(ctx context.Context, cfg Config, newClient Client) (Result, error) {
 	if err := cfg.Validate(); err != nil {
 		return Result{}, err
 	}
-	ops := make([]Op, cfg.Clients)
-	var cleanups []func()
-	defer func() {
-		for _, c := range cleanups {
-			c()
-		}
-	}()
-	for i := range ops {
-		op, cleanup, err := newClient(ctx, i)
-		if err != nil {
-			return Result{}, fmt.Errorf("preparing client %d: %w", i, err)
-		}
-		ops[i] = op
-		if cleanup != nil {
-			cleanups = append(cleanups, cleanup)
-		}
+	ops, cleanup, err := Prepare(ctx, cfg.Clients, newClient)
+	defer cleanup()
+	if err != nil {
+		return Result{}, err
 	}
 
 	start := time.Now()

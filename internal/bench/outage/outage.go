@@ -132,22 +132,10 @@ func Run(ctx context.Context, cfg Config, newClient load.Client) (Result, error)
 	if err := cfg.Validate(); err != nil {
 		return Result{}, err
 	}
-	ops := make([]load.Op, cfg.Clients)
-	var cleanups []func()
-	defer func() {
-		for _, c := range cleanups {
-			c()
-		}
-	}()
-	for i := range ops {
-		op, cleanup, err := newClient(ctx, i)
-		if err != nil {
-			return Result{}, fmt.Errorf("preparing client %d: %w", i, err)
-		}
-		ops[i] = op
-		if cleanup != nil {
-			cleanups = append(cleanups, cleanup)
-		}
+	ops, cleanup, err := load.Prepare(ctx, cfg.Clients, newClient)
+	defer cleanup()
+	if err != nil {
+		return Result{}, err
 	}
 
 	start := time.Now()
