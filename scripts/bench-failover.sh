@@ -33,7 +33,8 @@
 # dir removed at exit), KEEP=1 keeps the temp dir.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-root=$(pwd)
+# shellcheck source=scripts/lib/bench.sh
+source scripts/lib/bench.sh
 
 if [[ ${QUICK:-0} == 1 ]]; then
 	REPS=${REPS:-1} STABILITY=${STABILITY:-0}
@@ -48,60 +49,25 @@ RUN=${RUN:-10s}
 PORT_BASE=${PORT_BASE:-17300}
 FENCER_FLAGS=${FENCER_FLAGS:-}
 
-if [[ -n ${BENCH_DIR:-} ]]; then
-	work=$BENCH_DIR
-	mkdir -p "$work"
-	rm -rf "$work"/fencer-n* "$work"/etcd-e* "$work/results"
-else
-	work=$(mktemp -d /tmp/fencer-failover.XXXXXX)
-fi
+bench_workdir fencer-failover 'fencer-n*' 'etcd-e*' results
 mkdir -p "$work/results"
 
 declare -A pid
 cleanup() {
 	local status=$?
-	for p in "${pid[@]}"; do
-		kill -TERM "$p" 2>/dev/null || true
-	done
-	for p in "${pid[@]}"; do
-		for _ in $(seq 1 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
-		kill -KILL "$p" 2>/dev/null || true
-	done
-	if [[ -z ${BENCH_DIR:-} && ${KEEP:-0} != 1 ]]; then
-		rm -rf "$work"
-	else
-		echo "kept $work"
-	fi
+	bench_stop "${pid[@]}"
+	bench_remove_workdir
 	exit "$status"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-log() { echo "== $*" >&2; }
-
-if [[ $SYSTEMS == *etcd* ]] && ! command -v etcd >/dev/null; then
-	log "installing Debian's etcd-server"
-	policy=""
-	if [[ ! -e /usr/sbin/policy-rc.d ]]; then
-		printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d
-		chmod +x /usr/sbin/policy-rc.d
-		policy=/usr/sbin/policy-rc.d
-	fi
-	apt-get update -qq
-	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq etcd-server >/dev/null
-	[[ -n $policy ]] && rm -f "$policy"
-fi
+if [[ $SYSTEMS == *etcd* ]]; then ensure_etcd; fi
 
 log "building fencer, failoverbench and etcdbench"
 go build -o "$work/fencer" ./cmd/fencer
 go build -o "$work/failoverbench" ./internal/bench/failoverbench
-if [[ $SYSTEMS == *etcd* ]]; then
-	# See bench-vs-etcd.sh: a copy whose requirements go may update.
-	rm -rf "$work/etcdbench-src"
-	cp -r scripts/etcdbench "$work/etcdbench-src"
-	(cd "$work/etcdbench-src" && go mod edit -replace "github.com/fencer-io/fencer=$root" &&
-		go build -mod=mod -o "$work/etcdbench" .)
-fi
+if [[ $SYSTEMS == *etcd* ]]; then build_etcdbench; fi
 
 fhttp() { echo "127.0.0.1:$((PORT_BASE + $1))"; }
 fraft() { echo "127.0.0.1:$((PORT_BASE + 10 + $1))"; }
@@ -137,14 +103,6 @@ start_etcd() { # i
 	disown
 }
 
-ready() { # url pattern
-	for _ in $(seq 1 300); do
-		if curl -fsS "$1" 2>/dev/null | grep -q "$2"; then return 0; fi
-		sleep 0.1
-	done
-	echo "not ready after 30s: $1; logs in $work" >&2
-	return 1
-}
 all_ready() { # system
 	for i in 1 2 3; do
 		if [[ $1 == fencer ]]; then

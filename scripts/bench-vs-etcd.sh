@@ -29,7 +29,8 @@
 # the temp dir.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-root=$(pwd)
+# shellcheck source=scripts/lib/bench.sh
+source scripts/lib/bench.sh
 
 if [[ ${QUICK:-0} == 1 ]]; then
 	REPS=${REPS:-1} DURATION=${DURATION:-2s} WARMUP=${WARMUP:-500ms} RAFT_BENCHTIME=${RAFT_BENCHTIME:-1s}
@@ -49,68 +50,29 @@ OPEN_DURATION=${OPEN_DURATION:-4s}
 OPEN_POOL=${OPEN_POOL:-64}
 PORT_BASE=${PORT_BASE:-17100}
 
-if [[ -n ${BENCH_DIR:-} ]]; then
-	work=$BENCH_DIR
-	mkdir -p "$work"
-	rm -rf "$work"/fencer-n* "$work"/etcd-e* "$work/results"
-else
-	work=$(mktemp -d /tmp/fencer-bench.XXXXXX)
-fi
+bench_workdir fencer-bench 'fencer-n*' 'etcd-e*' results
 mkdir -p "$work/results"
 
 pids=()
 stop_all() {
-	for pid in "${pids[@]}"; do
-		kill -TERM "$pid" 2>/dev/null || true
-	done
-	for pid in "${pids[@]}"; do
-		for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-		kill -KILL "$pid" 2>/dev/null || true
-		wait "$pid" 2>/dev/null || true
-	done
+	bench_stop "${pids[@]}"
 	pids=()
 }
 cleanup() {
 	local status=$?
 	stop_all
-	if [[ -z ${BENCH_DIR:-} && ${KEEP:-0} != 1 ]]; then
-		rm -rf "$work"
-	else
-		echo "kept $work"
-	fi
+	bench_remove_workdir
 	exit "$status"
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-log() { echo "== $*" >&2; }
-
-# --- etcd ---------------------------------------------------------------
-if ! command -v etcd >/dev/null; then
-	log "installing Debian's etcd-server"
-	# Keep the package from starting its own etcd service.
-	policy=""
-	if [[ ! -e /usr/sbin/policy-rc.d ]]; then
-		printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d
-		chmod +x /usr/sbin/policy-rc.d
-		policy=/usr/sbin/policy-rc.d
-	fi
-	apt-get update -qq
-	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq etcd-server >/dev/null
-	[[ -n $policy ]] && rm -f "$policy"
-fi
+ensure_etcd
 
 # --- build --------------------------------------------------------------
 log "building fencer and etcdbench"
 go build -o "$work/fencer" ./cmd/fencer
-# etcdbench is its own module and shares fencer's internal/bench/load through a
-# replace directive, so a change to fencer's go.mod can leave its go.mod
-# behind. Build a copy whose requirements go may update (-mod=mod), which
-# keeps the checked-in files untouched.
-rm -rf "$work/etcdbench-src"
-cp -r scripts/etcdbench "$work/etcdbench-src"
-(cd "$work/etcdbench-src" && go mod edit -replace "github.com/fencer-io/fencer=$root" &&
-	go build -mod=mod -o "$work/etcdbench" .)
+build_etcdbench
 go test -c -o "$work/bench.test" ./internal/bench/
 
 # The log stores this build offers (--log-store), unless STORES says.
@@ -176,14 +138,6 @@ for i in 1 2 3; do
 	pids+=($!)
 done
 
-ready() {
-	for _ in $(seq 1 300); do
-		if curl -fsS "$1" 2>/dev/null | grep -q "$2"; then return 0; fi
-		sleep 0.1
-	done
-	echo "not ready after 30s: $1; logs in $work" >&2
-	return 1
-}
 k=0
 for store in $STORES; do
 	for i in 1 2 3; do ready "http://$(fhttp $i $k)/readyz" ready; done

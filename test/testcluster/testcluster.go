@@ -1,6 +1,8 @@
-// Package testcluster starts real fencer clusters inside a test process: real
-// Raft over TCP on 127.0.0.1:0, real log stores (bolt or wal) in temp dirs,
-// and each node's HTTP API. Helpers poll with deadlines; none sleeps to wait for a state.
+// Package testcluster starts real fencer clusters for tests: in the test
+// process (real Raft over TCP on 127.0.0.1:0, real log stores, bolt or wal,
+// in temp dirs, and each node's HTTP API), or as a fencer dev child process
+// (devprocess.go). Helpers poll with deadlines; none sleeps to wait for a
+// state.
 package testcluster
 
 import (
