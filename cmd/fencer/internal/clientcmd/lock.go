@@ -77,26 +77,8 @@ the lifetime of a command, use "fencer exec".`,
 	acquire.Flags().StringVar(&o.holder, "holder", "", "holder name shown in lock status (default hostname-pid)")
 	acquire.Flags().DurationVar(&o.delay, "lock-delay", 0, "if this grant expires, nobody can acquire the lock for this long (at most 1m)")
 
-	renew := &cobra.Command{
-		Use:   "renew NAME --token N --lease SECRET",
-		Short: "Renew a lease for another TTL",
-		Example: `  # $token and $lease as printed by "fencer lock acquire"
-  fencer lock renew job --token "$token" --lease "$lease"`,
-		Args: cli.Positional("NAME"),
-		RunE: func(cmd *cobra.Command, args []string) error { return o.renew(cmd, args[0]) },
-	}
-	release := &cobra.Command{
-		Use:   "release NAME --token N --lease SECRET",
-		Short: "Release a lease",
-		Example: `  # $token and $lease as printed by "fencer lock acquire"
-  fencer lock release job --token "$token" --lease "$lease"`,
-		Args: cli.Positional("NAME"),
-		RunE: func(cmd *cobra.Command, args []string) error { return o.release(cmd, args[0]) },
-	}
-	for _, c := range []*cobra.Command{renew, release} {
-		c.Flags().Var((*cli.TokenFlag)(&o.token), "token", "fencing token of the grant")
-		c.Flags().StringVar(&o.lease, "lease", "", "lease secret of the grant")
-	}
+	raw := newRenewReleaseCmds(o, grantWords{group: "lock", example: "job", of: "grant",
+		renew: "Renew a lease for another TTL", release: "Release a lease"}, o.renew, o.release)
 	status := &cobra.Command{
 		Use:   "status NAME",
 		Short: "Show a lock's holder, token and remaining time",
@@ -113,7 +95,7 @@ the lifetime of a command, use "fencer exec".`,
 		Args: cli.Positional(),
 		RunE: func(cmd *cobra.Command, _ []string) error { return o.list(cmd) },
 	}
-	return cli.Group(cmd, acquire, renew, release, status, list, newLockHistoryCmd(o))
+	return cli.Group(cmd, acquire, raw[0], raw[1], status, list, newLockHistoryCmd(o))
 }
 
 func (o *lockOptions) acquire(cmd *cobra.Command, name string) error {
@@ -126,40 +108,23 @@ func (o *lockOptions) acquire(cmd *cobra.Command, name string) error {
 	if err != nil {
 		return fmt.Errorf("acquire %q: %w", name, err)
 	}
-	g := lease.Grant()
-	if o.client.JSON() {
-		return cli.WriteJSON(cmd.OutOrStdout(), g)
-	}
-	_, err = fmt.Fprintf(cmd.OutOrStdout(), "token=%d lease=%s ttl=%v\n", g.Token, g.Lease, lease.TTL())
-	return err
+	return o.acquired(cmd, lease, lease.Grant())
 }
 
 func (o *lockOptions) renew(cmd *cobra.Command, name string) error {
-	if err := o.validateLease(); err != nil {
-		return err
-	}
-	return cli.Call(cmd, &o.client, fmt.Sprintf("renew %q token %d", name, o.token),
-		func(ctx context.Context, c *client.Client) (wire.RenewResponse, error) {
-			return c.RenewRaw(ctx, name, o.token, o.lease)
+	return callGrant(cmd, o, fmt.Sprintf("renew %q token %d", name, o.token),
+		func(ctx context.Context, c *client.Client, token uint64, lease string) (wire.RenewResponse, error) {
+			return c.RenewRaw(ctx, name, token, lease)
 		},
-		func(w io.Writer, out wire.RenewResponse) error {
-			_, err := fmt.Fprintf(w, "token=%d ttl=%v\n", out.Token, time.Duration(out.TTLMillis)*time.Millisecond)
-			return err
-		})
+		func(w io.Writer, out wire.RenewResponse) error { return printRenewed(w, out.Token, out.TTLMillis) })
 }
 
 func (o *lockOptions) release(cmd *cobra.Command, name string) error {
-	if err := o.validateLease(); err != nil {
-		return err
-	}
-	return cli.Call(cmd, &o.client, fmt.Sprintf("release %q token %d", name, o.token),
-		func(ctx context.Context, c *client.Client) (wire.ReleaseResponse, error) {
-			return c.ReleaseRaw(ctx, name, o.token, o.lease)
+	return callGrant(cmd, o, fmt.Sprintf("release %q token %d", name, o.token),
+		func(ctx context.Context, c *client.Client, token uint64, lease string) (wire.ReleaseResponse, error) {
+			return c.ReleaseRaw(ctx, name, token, lease)
 		},
-		func(w io.Writer, out wire.ReleaseResponse) error {
-			_, err := fmt.Fprintf(w, "released token=%d\n", out.Token)
-			return err
-		})
+		func(w io.Writer, out wire.ReleaseResponse) error { return printReleased(w, out.Token) })
 }
 
 func (o *lockOptions) status(cmd *cobra.Command, name string) error {
@@ -177,14 +142,7 @@ func (o *lockOptions) list(cmd *cobra.Command) error {
 			}
 			return wire.LockList{Locks: locks}, err
 		},
-		func(w io.Writer, list wire.LockList) error {
-			for _, st := range list.Locks {
-				if err := printStatus(w, st); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
+		func(w io.Writer, list wire.LockList) error { return printEach(w, list.Locks, printStatus) })
 }
 
 // printStatus writes one line of key=value pairs.

@@ -55,26 +55,8 @@ renewed. To hold a permit while a command runs, use "fencer exec NAME --limit N"
 	acquire.Flags().StringVar(&o.holder, "holder", "", "holder name shown in status (default hostname-pid)")
 	acquire.Flags().DurationVar(&o.delay, "lock-delay", 0, "if this permit expires, its slot cannot be granted for this long (at most 1m)")
 
-	renew := &cobra.Command{
-		Use:   "renew NAME --token N --lease SECRET",
-		Short: "Renew a permit's lease for another TTL",
-		Example: `  # $token and $lease as printed by "fencer sem acquire"
-  fencer sem renew workers --token "$token" --lease "$lease"`,
-		Args: cli.Positional("NAME"),
-		RunE: func(cmd *cobra.Command, args []string) error { return o.renew(cmd, args[0]) },
-	}
-	release := &cobra.Command{
-		Use:   "release NAME --token N --lease SECRET",
-		Short: "Release a permit",
-		Example: `  # $token and $lease as printed by "fencer sem acquire"
-  fencer sem release workers --token "$token" --lease "$lease"`,
-		Args: cli.Positional("NAME"),
-		RunE: func(cmd *cobra.Command, args []string) error { return o.release(cmd, args[0]) },
-	}
-	for _, c := range []*cobra.Command{renew, release} {
-		c.Flags().Var((*cli.TokenFlag)(&o.token), "token", "fencing token of the permit")
-		c.Flags().StringVar(&o.lease, "lease", "", "lease secret of the permit")
-	}
+	raw := newRenewReleaseCmds(&o.lockOptions, grantWords{group: "sem", example: "workers", of: "permit",
+		renew: "Renew a permit's lease for another TTL", release: "Release a permit"}, o.renew, o.release)
 	status := &cobra.Command{
 		Use:   "status NAME",
 		Short: "Show a semaphore's limit, holders and waiters",
@@ -91,7 +73,7 @@ renewed. To hold a permit while a command runs, use "fencer exec NAME --limit N"
 		Args: cli.Positional(),
 		RunE: func(cmd *cobra.Command, _ []string) error { return o.list(cmd) },
 	}
-	return cli.Group(cmd, acquire, renew, release, status, list)
+	return cli.Group(cmd, acquire, raw[0], raw[1], status, list)
 }
 
 func (o *semOptions) acquire(cmd *cobra.Command, name string) error {
@@ -108,42 +90,26 @@ func (o *semOptions) acquire(cmd *cobra.Command, name string) error {
 		return fmt.Errorf("acquire a permit of %q: %w", name, err)
 	}
 	g := lease.Grant()
-	if o.client.JSON() {
-		return cli.WriteJSON(cmd.OutOrStdout(), wire.PermitGrant{Semaphore: g.Lock, Holder: g.Holder, Token: g.Token, Lease: g.Lease,
-			TTLMillis: g.TTLMillis, Limit: o.limit, Held: lease.Held(), RequestID: g.RequestID, Existing: g.Existing,
-			LockDelayMillis: o.delay.Milliseconds()})
-	}
-	_, err = fmt.Fprintf(cmd.OutOrStdout(), "token=%d lease=%s ttl=%v\n", g.Token, g.Lease, lease.TTL())
-	return err
+	return o.acquired(cmd, lease, wire.PermitGrant{Semaphore: g.Lock, Holder: g.Holder, Token: g.Token, Lease: g.Lease,
+		TTLMillis: g.TTLMillis, Limit: o.limit, Held: lease.Held(), RequestID: g.RequestID, Existing: g.Existing,
+		LockDelayMillis: o.delay.Milliseconds()})
 }
 
 func (o *semOptions) renew(cmd *cobra.Command, name string) error {
-	if err := o.validateLease(); err != nil {
-		return err
-	}
-	return cli.Call(cmd, &o.client, fmt.Sprintf("renew permit %d of %q", o.token, name),
-		func(ctx context.Context, c *client.Client) (wire.SemRenewResponse, error) {
-			return c.RenewPermitRaw(ctx, name, o.token, o.lease)
+	return callGrant(cmd, &o.lockOptions, fmt.Sprintf("renew permit %d of %q", o.token, name),
+		func(ctx context.Context, c *client.Client, token uint64, lease string) (wire.SemRenewResponse, error) {
+			return c.RenewPermitRaw(ctx, name, token, lease)
 		},
-		func(w io.Writer, out wire.SemRenewResponse) error {
-			_, err := fmt.Fprintf(w, "token=%d ttl=%v\n", out.Token, time.Duration(out.TTLMillis)*time.Millisecond)
-			return err
-		})
+		func(w io.Writer, out wire.SemRenewResponse) error { return printRenewed(w, out.Token, out.TTLMillis) })
 }
 
 func (o *semOptions) release(cmd *cobra.Command, name string) error {
-	if err := o.validateLease(); err != nil {
-		return err
-	}
-	return cli.Call(cmd, &o.client, fmt.Sprintf("release permit %d of %q", o.token, name),
-		func(ctx context.Context, c *client.Client) (wire.SemReleaseResponse, error) {
-			err := c.ReleasePermitRaw(ctx, name, o.token, o.lease)
-			return wire.SemReleaseResponse{Semaphore: name, Token: o.token, Released: true}, err
+	return callGrant(cmd, &o.lockOptions, fmt.Sprintf("release permit %d of %q", o.token, name),
+		func(ctx context.Context, c *client.Client, token uint64, lease string) (wire.SemReleaseResponse, error) {
+			err := c.ReleasePermitRaw(ctx, name, token, lease)
+			return wire.SemReleaseResponse{Semaphore: name, Token: token, Released: true}, err
 		},
-		func(w io.Writer, out wire.SemReleaseResponse) error {
-			_, err := fmt.Fprintf(w, "released token=%d\n", out.Token)
-			return err
-		})
+		func(w io.Writer, out wire.SemReleaseResponse) error { return printReleased(w, out.Token) })
 }
 
 func (o *semOptions) status(cmd *cobra.Command, name string) error {
@@ -163,14 +129,7 @@ func (o *semOptions) list(cmd *cobra.Command) error {
 			}
 			return wire.SemaphoreList{Semaphores: sems}, err
 		},
-		func(w io.Writer, list wire.SemaphoreList) error {
-			for _, st := range list.Semaphores {
-				if err := printSemaphore(w, st); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
+		func(w io.Writer, list wire.SemaphoreList) error { return printEach(w, list.Semaphores, printSemaphore) })
 }
 
 // printSemaphore writes one line for the semaphore, then one per permit.
