@@ -7,23 +7,33 @@ import (
 	"time"
 
 	"github.com/fencer-io/fencer/cluster"
+	"github.com/fencer-io/fencer/cluster/logstore"
 	"github.com/fencer-io/fencer/internal/bench/load"
 	tc "github.com/fencer-io/fencer/test/testcluster"
 )
 
 // BenchmarkFencer runs the workloads against an in-process 3-node cluster
-// (real Raft over loopback TCP, bolt files with fsync, production timings),
-// so that one process holds the client and all three nodes for pprof:
+// per log store (real Raft over loopback TCP, log files with fsync,
+// production timings), so that one process holds the client and all three
+// nodes for pprof, and shares one Go runtime as BenchmarkRaftApply's nodes
+// do, which makes the two comparable:
 //
-//	go test -run '^$' -bench Fencer/uncontended/clients=64 -benchtime 20000x \
-//	  -cpuprofile cpu.out ./bench/ && go tool pprof -top bench.test cpu.out
+//	go test -run '^$' -bench 'Fencer/store=bolt/uncontended/clients=64' -benchtime 20000x \
+//	  -cpuprofile cpu.out ./internal/bench/ && go tool pprof -top bench.test cpu.out
 //
-// The numbers are lower than against separate processes would be (the
-// client shares the process), so the script's table, not this, is what
-// compares with etcd.
+// Against separate processes the numbers differ (each hand-off between
+// nodes then wakes another process), so the script's table, not this, is
+// what compares with etcd.
 func BenchmarkFencer(b *testing.B) {
+	for _, store := range logStores {
+		b.Run("store="+string(store), func(b *testing.B) { benchmarkFencer(b, store) })
+	}
+}
+
+func benchmarkFencer(b *testing.B, store logstore.Kind) {
 	c := tc.New(b, 3, tc.Options{Configure: func(cfg *cluster.Config) {
 		cfg.HeartbeatTimeout, cfg.ElectionTimeout, cfg.LeaderLeaseTimeout = 0, 0, 0
+		cfg.LogStore = store
 	}})
 	leader := c.WaitLeader(20 * time.Second)
 	for _, w := range []string{"uncontended", "contended", "renew", "fenced-write"} {

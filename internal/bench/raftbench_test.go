@@ -1,12 +1,11 @@
 package bench
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net"
 	"path/filepath"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,6 +13,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/fencer-io/fencer/cluster/logstore"
+	"github.com/fencer-io/fencer/internal/bench/load"
 )
 
 // BenchmarkRaftApply measures what hashicorp/raft alone commits on this
@@ -53,26 +53,20 @@ func benchmarkRaftApply(b *testing.B, store logstore.Kind) {
 	entry := make([]byte, 200) // about a JSON acquire with its lease secret and request id
 	for _, writers := range []int{1, 16, 64} {
 		b.Run(fmt.Sprintf("writers=%d", writers), func(b *testing.B) {
-			var next atomic.Int64
-			var failed atomic.Int64
-			var wg sync.WaitGroup
-			start := time.Now()
-			for range writers {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					for next.Add(1) <= int64(b.N) {
-						if err := leader.Apply(entry, 5*time.Second).Error(); err != nil {
-							failed.Add(1)
-						}
-					}
-				}()
+			// Measured by package load, as fencer's workloads are, so that
+			// the latencies compare: p50-ms beside fencer's.
+			apply := func(context.Context, int) (load.Op, func(), error) {
+				return func(context.Context) error { return leader.Apply(entry, 5*time.Second).Error() }, nil, nil
 			}
-			wg.Wait()
-			if n := failed.Load(); n > 0 {
-				b.Fatalf("%d applies failed", n)
+			res, err := load.Run(context.Background(), load.Config{Clients: writers, Duration: time.Hour, Ops: int64(b.N)}, apply)
+			if err != nil {
+				b.Fatal(err)
 			}
-			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "commits/s")
+			if res.Errors > 0 {
+				b.Fatalf("%d applies failed, first: %s", res.Errors, res.FirstError)
+			}
+			b.ReportMetric(res.OpsPerSec, "commits/s")
+			b.ReportMetric(res.P50Ms, "p50-ms")
 		})
 	}
 }
