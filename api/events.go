@@ -6,7 +6,7 @@ import (
 
 	"github.com/fencer-io/fencer/api/internal/request"
 	"github.com/fencer-io/fencer/api/internal/sse"
-	"github.com/fencer-io/fencer/fsm"
+	"github.com/fencer-io/fencer/fsm/event"
 	"github.com/fencer-io/fencer/internal/acl"
 )
 
@@ -35,10 +35,10 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 // its ?prefix= that its principal may read (events of neither a lock nor a
 // key, such as a member's, only without a prefix, to those who may read
 // status).
-func visibleEvents(r *http.Request) func(e *fsm.Event) bool {
+func visibleEvents(r *http.Request) func(e *event.Event) bool {
 	prefix := r.URL.Query().Get("prefix")
 	p, authenticated := acl.PrincipalFrom(r.Context())
-	return func(e *fsm.Event) bool {
+	return func(e *event.Event) bool {
 		switch {
 		case e.Lock != "":
 			return strings.HasPrefix(e.Lock, prefix) && (!authenticated || acl.Allow(p, acl.ActionReadLock, e.Lock))

@@ -12,7 +12,7 @@ import (
 
 	"github.com/fencer-io/fencer/api/wire"
 	"github.com/fencer-io/fencer/coord/events"
-	"github.com/fencer-io/fencer/fsm"
+	"github.com/fencer-io/fencer/fsm/event"
 	"github.com/fencer-io/fencer/internal/acl"
 )
 
@@ -76,13 +76,13 @@ func TestEventStreamFilteredByACLAndPrefix(t *testing.T) {
 		t.Fatal(err)
 	}
 	f := &fakeCluster{leader: true, events: events.New(events.Config{})}
-	f.events.Applied(1, []fsm.Event{{Index: 1, Type: fsm.EventMemberAdded, Member: "n1"}})
-	f.events.Applied(2, []fsm.Event{{Index: 2, Type: fsm.EventAcquired, Lock: "jobs.a", Holder: "w", Token: 2}})
-	f.events.Applied(3, []fsm.Event{{Index: 3, Type: fsm.EventAcquired, Lock: "billing.x", Holder: "w", Token: 3}})
-	f.events.Applied(4, []fsm.Event{{Index: 4, Type: fsm.EventPut, Key: "cfg.db", Token: 2, ValueSize: 5}})
-	f.events.Applied(5, []fsm.Event{{Index: 5, Type: fsm.EventPut, Key: "jobs.k", Token: 3}})
-	f.events.Applied(6, []fsm.Event{{Index: 6, Type: fsm.EventPermitAcquired, Semaphore: "billing.s", Holder: "w", Token: 6, Limit: 2, Held: 1}})
-	f.events.Applied(7, []fsm.Event{{Index: 7, Type: fsm.EventReleased, Lock: "jobs.a", Holder: "w", Token: 2}})
+	f.events.Applied(1, []event.Event{{Index: 1, Type: event.MemberAdded, Member: "n1"}})
+	f.events.Applied(2, []event.Event{{Index: 2, Type: event.Acquired, Lock: "jobs.a", Holder: "w", Token: 2}})
+	f.events.Applied(3, []event.Event{{Index: 3, Type: event.Acquired, Lock: "billing.x", Holder: "w", Token: 3}})
+	f.events.Applied(4, []event.Event{{Index: 4, Type: event.Put, Key: "cfg.db", Token: 2, ValueSize: 5}})
+	f.events.Applied(5, []event.Event{{Index: 5, Type: event.Put, Key: "jobs.k", Token: 3}})
+	f.events.Applied(6, []event.Event{{Index: 6, Type: event.PermitAcquired, Semaphore: "billing.s", Holder: "w", Token: 6, Limit: 2, Held: 1}})
+	f.events.Applied(7, []event.Event{{Index: 7, Type: event.Released, Lock: "jobs.a", Holder: "w", Token: 2}})
 	srv := httptest.NewServer(acl.Middleware(acl.NewStore(a))(newFakeServer(f).Handler()))
 	t.Cleanup(srv.Close) // after the streams close (cleanups run last first)
 
@@ -116,7 +116,7 @@ func TestEventStreamFilteredByACLAndPrefix(t *testing.T) {
 func TestEventStreamCompacted(t *testing.T) {
 	f := &fakeCluster{leader: true, events: events.New(events.Config{History: 3})}
 	for i := uint64(1); i <= 10; i++ {
-		f.events.Applied(i, []fsm.Event{{Index: i, Type: fsm.EventAcquired, Lock: "l", Token: i}})
+		f.events.Applied(i, []event.Event{{Index: i, Type: event.Acquired, Lock: "l", Token: i}})
 	}
 	srv := httptest.NewServer(newFakeServer(f).Handler())
 	t.Cleanup(srv.Close) // after the streams close (cleanups run last first)
@@ -154,7 +154,7 @@ func TestEventStreamLaggedReader(t *testing.T) {
 	// fills, the handler blocks on it, and its buffer of 8 overflows.
 	holder := strings.Repeat("h", 200)
 	for i := uint64(1); i <= 200_000; i++ {
-		f.events.Applied(i, []fsm.Event{{Index: i, Type: fsm.EventAcquired, Lock: "l", Holder: holder, Token: i}})
+		f.events.Applied(i, []event.Event{{Index: i, Type: event.Acquired, Lock: "l", Holder: holder, Token: i}})
 	}
 	got := readSSE(t, resp.Body, nil)
 	if len(got) < 2 {

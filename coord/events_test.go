@@ -8,21 +8,21 @@ import (
 	"time"
 
 	"github.com/fencer-io/fencer/coord/events"
-	"github.com/fencer-io/fencer/fsm"
+	"github.com/fencer-io/fencer/fsm/event"
 )
 
 // describe renders events one per line, for comparing sequences.
-func describe(events []fsm.Event) string {
+func describe(events []event.Event) string {
 	var b strings.Builder
 	for _, e := range events {
 		switch e.Type {
-		case fsm.EventHandedOff:
+		case event.HandedOff:
 			fmt.Fprintf(&b, "%d %s %s %s:%d->%s:%d (%s)\n", e.Index, e.Type, e.Lock, e.PrevHolder, e.PrevToken, e.Holder, e.Token, e.Reason)
-		case fsm.EventPermitHandedOff:
+		case event.PermitHandedOff:
 			fmt.Fprintf(&b, "%d %s %s %s:%d->%s:%d (%s) %d/%d\n", e.Index, e.Type, e.Semaphore, e.PrevHolder, e.PrevToken, e.Holder, e.Token, e.Reason, e.Held, e.Limit)
-		case fsm.EventPermitAcquired, fsm.EventPermitReleased, fsm.EventPermitExpired:
+		case event.PermitAcquired, event.PermitReleased, event.PermitExpired:
 			fmt.Fprintf(&b, "%d %s %s %s %d %d/%d\n", e.Index, e.Type, e.Semaphore, e.Holder, e.Token, e.Held, e.Limit)
-		case fsm.EventPut:
+		case event.Put:
 			fmt.Fprintf(&b, "%d %s %s %d %dB\n", e.Index, e.Type, e.Key, e.Token, e.ValueSize)
 		default:
 			fmt.Fprintf(&b, "%d %s %s %s %d\n", e.Index, e.Type, e.Lock, e.Holder, e.Token)
@@ -33,7 +33,7 @@ func describe(events []fsm.Event) string {
 
 // drain reads what a watcher has now: its backlog and whatever its channel
 // holds.
-func drain(w *events.Watcher) []fsm.Event {
+func drain(w *events.Watcher) []event.Event {
 	out := w.Backlog()
 	for {
 		select {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/fencer-io/fencer/fsm"
 	"github.com/fencer-io/fencer/fsm/entry"
+	"github.com/fencer-io/fencer/fsm/event"
 )
 
 // The grant history is replicated state (fsm/history.go): any node answers
@@ -107,7 +108,7 @@ func (s *Service) settleHistory(want entry.GrantHistorySettings) {
 // changed: a spurious wake-up, as Consul's blocking queries allow). It
 // says whether it saw a change.
 func (s *Service) WaitLock(ctx context.Context, lock string, index uint64, wait time.Duration) (bool, error) {
-	return s.events.WaitFor(ctx, index, wait, s.stop, func(e *fsm.Event) bool { return e.Lock == lock })
+	return s.events.WaitFor(ctx, index, wait, s.stop, func(e *event.Event) bool { return e.Lock == lock })
 }
 
 // GrantHistorySettings returns the cluster's grant history settings, false

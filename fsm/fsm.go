@@ -10,7 +10,8 @@
 // entry makes); the state's tables, each with its own bounds and derived
 // counts, are in fsm/internal: locktable (held locks), permits
 // (semaphores), kv (fenced keys), requests (request ids) and grants (the
-// grant history). A grant's secret is fsm/secrets'.
+// grant history). A grant's secret is fsm/secrets', and the events it
+// reports are fsm/event's.
 //
 // The fencing token of a grant is the log index of the entry that granted it
 // (plus the epoch in the high bits, see entry.EpochShift). Only a Raft leader can
@@ -28,6 +29,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/fencer-io/fencer/fsm/entry"
+	"github.com/fencer-io/fencer/fsm/event"
 )
 
 // FSM implements raft.FSM.
@@ -38,7 +40,7 @@ type FSM struct {
 	s       *state
 	applied uint64 // index of the last applied entry
 	term    uint64 // term of the last applied entry
-	obs     Observer
+	obs     event.Observer
 }
 
 // New returns an empty FSM. A nil logger discards.
@@ -107,7 +109,7 @@ func (f *FSM) Apply(l *raft.Log) any {
 	}
 	f.mu.Lock()
 	var result any
-	var events []Event
+	var events []event.Event
 	if err != nil {
 		f.log.Error("skipping malformed committed entry", "index", l.Index, "err", err)
 		result = err
@@ -169,7 +171,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	f.s = s
 	f.applied, f.term = h.AppliedIndex, h.Term
 	if f.obs != nil {
-		var events []Event
+		var events []event.Event
 		if !boot {
 			events = restoreEvents(s, f.applied)
 		}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/fencer-io/fencer/fsm/entry"
+	"github.com/fencer-io/fencer/fsm/event"
 	"github.com/fencer-io/fencer/fsm/snapshot"
 )
 
@@ -311,7 +312,7 @@ func TestRestoreEventsComeFromTheSnapshotAlone(t *testing.T) {
 	if _, err := img.WriteTo(&buf); err != nil {
 		t.Fatal(err)
 	}
-	var streams [][]Event
+	var streams [][]event.Event
 	var digests []string
 	for _, f := range []*FSM{leader.f, lagging} {
 		rec := &recorder{}
@@ -322,11 +323,11 @@ func TestRestoreEventsComeFromTheSnapshotAlone(t *testing.T) {
 		streams = append(streams, rec.events)
 		digests = append(digests, f.Digest())
 	}
-	want := []Event{
-		{Index: 20, Type: EventVoided, Lock: "a", Holder: "w1", Token: 2},
-		{Index: 20, Type: EventVoided, Lock: "b", Holder: "w2", Token: 3},
-		{Index: 20, Type: EventVoided, Lock: "c", Holder: "w3", Token: 4},
-		{Index: 20, Type: EventEpoch, Epoch: 1},
+	want := []event.Event{
+		{Index: 20, Type: event.Voided, Lock: "a", Holder: "w1", Token: 2},
+		{Index: 20, Type: event.Voided, Lock: "b", Holder: "w2", Token: 3},
+		{Index: 20, Type: event.Voided, Lock: "c", Holder: "w3", Token: 4},
+		{Index: 20, Type: event.Epoch, Epoch: 1},
 	}
 	for i, s := range streams {
 		if !reflect.DeepEqual(s, want) {
@@ -356,10 +357,10 @@ func TestRestoreEventsComeFromTheSnapshotAlone(t *testing.T) {
 	}
 }
 
-type recorder struct{ events []Event }
+type recorder struct{ events []event.Event }
 
-func (r *recorder) Applied(_ uint64, events []Event) { r.events = append(r.events, events...) }
-func (r *recorder) Restored(_ uint64, _ bool, events []Event) {
+func (r *recorder) Applied(_ uint64, events []event.Event) { r.events = append(r.events, events...) }
+func (r *recorder) Restored(_ uint64, _ bool, events []event.Event) {
 	r.events = append(r.events, events...)
 }
 

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/fencer-io/fencer/fsm/entry"
+	"github.com/fencer-io/fencer/fsm/event"
 )
 
 // A grant publishes its value; SetValue changes it for the current grant
@@ -33,11 +34,11 @@ func TestLockValue(t *testing.T) {
 // lock-delay is an acquired event like any other grant.
 func TestValueAndDelayEvents(t *testing.T) {
 	set := eventsOf(&entry.SetValue{}, &SetValueResult{Grant: entry.Lock{Name: "l", Holder: "h", Token: 3, Value: "v2"}}, 9, false)
-	if len(set) != 1 || set[0].Type != EventValueSet || set[0].Value != "v2" || set[0].Token != 3 {
+	if len(set) != 1 || set[0].Type != event.ValueSet || set[0].Value != "v2" || set[0].Token != 3 {
 		t.Fatalf("set value events %+v", set)
 	}
 	got := eventsOf(&entry.EndDelay{}, &EndDelayResult{Next: &entry.Lock{Name: "l", Holder: "w", Token: 10, Value: "v"}}, 10, false)
-	if len(got) != 1 || got[0].Type != EventAcquired || got[0].Token != 10 || got[0].Value != "v" {
+	if len(got) != 1 || got[0].Type != event.Acquired || got[0].Token != 10 || got[0].Value != "v" {
 		t.Fatalf("end of delay events %+v", got)
 	}
 	if none := eventsOf(&entry.EndDelay{}, &EndDelayResult{}, 11, false); len(none) != 0 {

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/fencer-io/fencer/coord/events"
-	"github.com/fencer-io/fencer/fsm"
+	"github.com/fencer-io/fencer/fsm/event"
 	tc "github.com/fencer-io/fencer/test/testcluster"
 )
 
@@ -51,7 +51,7 @@ func TestEventsIdenticalOnEveryMember(t *testing.T) {
 	floor, first := sameEvents(t, c, idx)
 	acquired := map[uint64]bool{}
 	for _, e := range first {
-		if e.Type == fsm.EventAcquired {
+		if e.Type == event.Acquired {
 			acquired[e.Token] = true
 		}
 	}
@@ -68,19 +68,19 @@ func TestEventsIdenticalOnEveryMember(t *testing.T) {
 // sameEvents checks that every running member reports the same events from
 // floor, the oldest index all of them keep (a restarted member starts after
 // its snapshot), up to idx, and returns floor and those events.
-func sameEvents(t *testing.T, c *tc.Cluster, idx uint64) (int64, []fsm.Event) {
+func sameEvents(t *testing.T, c *tc.Cluster, idx uint64) (int64, []event.Event) {
 	t.Helper()
 	var floor int64
 	for _, n := range c.Running() {
 		floor = max(floor, oldestEvent(t, n))
 	}
-	var first []fsm.Event
+	var first []event.Event
 	for i, n := range c.Running() {
 		w, err := n.Inst.Coord.Watch(floor)
 		if err != nil {
 			t.Fatalf("%s: watch since %d: %v", n.ID, floor, err)
 		}
-		got := slices.DeleteFunc(w.Backlog(), func(e fsm.Event) bool { return e.Index > idx })
+		got := slices.DeleteFunc(w.Backlog(), func(e event.Event) bool { return e.Index > idx })
 		w.Close()
 		if i == 0 {
 			first = got

@@ -17,7 +17,7 @@ import (
 	"github.com/fencer-io/fencer/api/client"
 	"github.com/fencer-io/fencer/api/wire"
 	"github.com/fencer-io/fencer/coord/events"
-	"github.com/fencer-io/fencer/fsm"
+	"github.com/fencer-io/fencer/fsm/event"
 	tc "github.com/fencer-io/fencer/test/testcluster"
 )
 
@@ -258,7 +258,7 @@ func TestRestoreVoidsAlikeOnALaggingMember(t *testing.T) {
 		}
 		return true
 	})
-	var first []fsm.Event
+	var first []event.Event
 	reported := 0
 	for _, n := range c.Running() {
 		// A member whose first state is the restored one (it installed
@@ -271,7 +271,7 @@ func TestRestoreVoidsAlikeOnALaggingMember(t *testing.T) {
 		case err != nil:
 			t.Fatalf("%s: watch since %d: %v", n.ID, at-1, err)
 		default:
-			got := slices.DeleteFunc(w.Backlog(), func(e fsm.Event) bool { return e.Index != at })
+			got := slices.DeleteFunc(w.Backlog(), func(e event.Event) bool { return e.Index != at })
 			w.Close()
 			if len(got) != len(held)+1 {
 				t.Fatalf("%s reports %+v at the restore's index %d, want %d voided grants and the epoch", n.ID, got, at, len(held))

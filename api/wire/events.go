@@ -3,10 +3,10 @@ package wire
 // Event types of GET /v1/events. More are added over time: a client skips a
 // type it does not know.
 //
-// fsm/events.go spells them again for the events the state machine emits,
+// fsm/event spells them again for the events the state machine emits,
 // which the server passes through as they are: the contract imports nothing
 // of fencer and fsm knows nothing of HTTP, so neither can use the other's;
-// fsm's TestEventTypesAreTheContracts keeps them equal.
+// fsm/event's TestTypesAreTheContracts keeps them equal.
 const (
 	EventAcquired  = "acquired"
 	EventReleased  = "released"

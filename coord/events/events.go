@@ -11,7 +11,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/fencer-io/fencer/fsm"
+	"github.com/fencer-io/fencer/fsm/event"
 )
 
 // Defaults of Config.
@@ -79,8 +79,8 @@ func New(cfg Config) *History {
 	return &History{cfg: cfg, watchers: map[*Watcher]struct{}{}}
 }
 
-// Applied implements fsm.Observer.
-func (h *History) Applied(index uint64, events []fsm.Event) {
+// Applied implements event.Observer.
+func (h *History) Applied(index uint64, events []event.Event) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if index <= h.last {
@@ -96,11 +96,11 @@ func (h *History) Applied(index uint64, events []fsm.Event) {
 	h.trim()
 }
 
-// Restored implements fsm.Observer. A snapshot that does not follow the
+// Restored implements event.Observer. A snapshot that does not follow the
 // last applied entry leaves a gap no event describes: the history starts
 // over after it and watchers are cut off (they will resume, be told the
 // history is compacted, and re-list).
-func (h *History) Restored(index uint64, boot bool, events []fsm.Event) {
+func (h *History) Restored(index uint64, boot bool, events []event.Event) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if boot || index != h.last+1 {
@@ -159,7 +159,7 @@ func (h *History) Watch(since int64) (*Watcher, error) {
 			return nil, &CompactedError{Oldest: h.floor, Index: h.last}
 		}
 	}
-	w := &Watcher{h: h, from: from, c: make(chan []fsm.Event, h.cfg.Buffer), done: make(chan struct{})}
+	w := &Watcher{h: h, from: from, c: make(chan []event.Event, h.cfg.Buffer), done: make(chan struct{})}
 	// The backlog is copied now, under the lock that orders it before
 	// every live entry offered later.
 	w.backlog = h.ring.since(from)
@@ -170,15 +170,15 @@ func (h *History) Watch(since int64) (*Watcher, error) {
 // Watcher follows a node's events. Next returns them one entry at a time.
 type Watcher struct {
 	from    uint64
-	backlog []fsm.Event
-	c       chan []fsm.Event
+	backlog []event.Event
+	c       chan []event.Event
 	done    chan struct{} // closed when cut off
 	h       *History
 }
 
 // offer queues one entry's events; under h.mu. A full buffer cuts the
 // watcher off.
-func (w *Watcher) offer(h *History, events []fsm.Event) {
+func (w *Watcher) offer(h *History, events []event.Event) {
 	if events[0].Index <= w.from {
 		return
 	}
@@ -197,14 +197,14 @@ func (h *History) cut(w *Watcher) {
 
 // Backlog returns the events that were already kept when the watch began,
 // in order, once; Next delivers the rest.
-func (w *Watcher) Backlog() []fsm.Event {
+func (w *Watcher) Backlog() []event.Event {
 	b := w.backlog
 	w.backlog = nil
 	return b
 }
 
 // C delivers the events of each later entry, in order.
-func (w *Watcher) C() <-chan []fsm.Event { return w.c }
+func (w *Watcher) C() <-chan []event.Event { return w.c }
 
 // Lagged is closed when the watcher was cut off because it fell more than
 // its buffer behind (or the node's state was replaced): whatever C still
@@ -224,7 +224,7 @@ func (w *Watcher) Close() {
 // the events after index are no longer kept (one may have been missed: a
 // spurious wake-up, as Consul's blocking queries allow). It says whether
 // it saw such an event, or may have.
-func (h *History) WaitFor(ctx context.Context, index uint64, wait time.Duration, stop <-chan struct{}, match func(*fsm.Event) bool) (bool, error) {
+func (h *History) WaitFor(ctx context.Context, index uint64, wait time.Duration, stop <-chan struct{}, match func(*event.Event) bool) (bool, error) {
 	w, err := h.Watch(int64(min(index, 1<<62)))
 	var compacted *CompactedError
 	if errors.As(err, &compacted) {
@@ -234,7 +234,7 @@ func (h *History) WaitFor(ctx context.Context, index uint64, wait time.Duration,
 		return false, err
 	}
 	defer w.Close()
-	matches := func(entry []fsm.Event) bool {
+	matches := func(entry []event.Event) bool {
 		for i := range entry {
 			if match(&entry[i]) {
 				return true

@@ -1,6 +1,6 @@
 package events
 
-import "github.com/fencer-io/fencer/fsm"
+import "github.com/fencer-io/fencer/fsm/event"
 
 // minRing is the smallest capacity a ring grows to.
 const minRing = 1024
@@ -12,7 +12,7 @@ const minRing = 1024
 // entries: 7% of the bytes a loaded node allocated.) It halves when it is
 // less than a quarter full, so a burst does not hold its memory for good.
 type ring struct {
-	buf  []fsm.Event
+	buf  []event.Event
 	head int // the oldest event's position in buf
 	n    int
 }
@@ -20,10 +20,10 @@ type ring struct {
 func (r *ring) len() int { return r.n }
 
 // at returns the i-th oldest event (0 ≤ i < len).
-func (r *ring) at(i int) *fsm.Event { return &r.buf[(r.head+i)%len(r.buf)] }
+func (r *ring) at(i int) *event.Event { return &r.buf[(r.head+i)%len(r.buf)] }
 
 // push appends events after the newest.
-func (r *ring) push(events []fsm.Event) {
+func (r *ring) push(events []event.Event) {
 	if r.n+len(events) > len(r.buf) {
 		r.resize(max(minRing, 2*len(r.buf), r.n+len(events)))
 	}
@@ -36,7 +36,7 @@ func (r *ring) push(events []fsm.Event) {
 // dropThrough forgets the oldest events while their index is at most floor.
 func (r *ring) dropThrough(floor uint64) {
 	for r.n > 0 && r.buf[r.head].Index <= floor {
-		r.buf[r.head] = fsm.Event{} // let its strings go
+		r.buf[r.head] = event.Event{} // let its strings go
 		r.head = (r.head + 1) % len(r.buf)
 		r.n--
 	}
@@ -49,7 +49,7 @@ func (r *ring) dropThrough(floor uint64) {
 func (r *ring) reset() { *r = ring{} }
 
 // since returns a copy of the events with an index above from.
-func (r *ring) since(from uint64) []fsm.Event {
+func (r *ring) since(from uint64) []event.Event {
 	i := r.n
 	for i > 0 && r.at(i-1).Index > from {
 		i--
@@ -57,7 +57,7 @@ func (r *ring) since(from uint64) []fsm.Event {
 	if i == r.n {
 		return nil
 	}
-	out := make([]fsm.Event, 0, r.n-i)
+	out := make([]event.Event, 0, r.n-i)
 	for ; i < r.n; i++ {
 		out = append(out, *r.at(i))
 	}
@@ -66,7 +66,7 @@ func (r *ring) since(from uint64) []fsm.Event {
 
 // resize moves the events, oldest first, into a buffer of size c ≥ n.
 func (r *ring) resize(c int) {
-	buf := make([]fsm.Event, c)
+	buf := make([]event.Event, c)
 	for i := range r.n {
 		buf[i] = *r.at(i)
 	}

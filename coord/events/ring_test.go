@@ -5,7 +5,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/fencer-io/fencer/fsm"
+	"github.com/fencer-io/fencer/fsm/event"
 )
 
 // The ring holds what a plain slice appended at its end and cut at its
@@ -13,7 +13,7 @@ import (
 func TestRingMatchesASlice(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	var r ring
-	var model []fsm.Event
+	var model []event.Event
 	index := uint64(0)
 	grew, shrank := false, false
 	for step := range 20_000 {
@@ -21,9 +21,9 @@ func TestRingMatchesASlice(t *testing.T) {
 		// that the ring grows past minRing and later shrinks.
 		burst := step%5000 < 2500
 		index++
-		var entry []fsm.Event
+		var entry []event.Event
 		for k := range rng.IntN(4) {
-			entry = append(entry, fsm.Event{Index: index, Lock: string(rune('a' + k))})
+			entry = append(entry, event.Event{Index: index, Lock: string(rune('a' + k))})
 		}
 		if burst || rng.IntN(4) == 0 {
 			before := len(r.buf)
@@ -49,7 +49,7 @@ func TestRingMatchesASlice(t *testing.T) {
 		}
 		if step%97 == 0 {
 			from := index - uint64(rng.IntN(300))
-			var want []fsm.Event
+			var want []event.Event
 			for _, e := range model {
 				if e.Index > from {
 					want = append(want, e)
@@ -71,7 +71,7 @@ func TestRingMatchesASlice(t *testing.T) {
 //	go test -run '^$' -bench Applied -benchmem ./coord/events/
 func BenchmarkApplied(b *testing.B) {
 	h := New(Config{})
-	entry := []fsm.Event{{Type: "acquired", Lock: "bench-u-0", Holder: "bench", Token: 1}}
+	entry := []event.Event{{Type: "acquired", Lock: "bench-u-0", Holder: "bench", Token: 1}}
 	index := uint64(0)
 	for range 2 * DefaultHistory {
 		index++

@@ -19,16 +19,16 @@ import (
 	"time"
 
 	"github.com/fencer-io/fencer/api/wire"
-	"github.com/fencer-io/fencer/fsm"
+	"github.com/fencer-io/fencer/fsm/event"
 )
 
 // Watch is what a stream follows: a watch of the node's events
 // (events.Watcher).
 type Watch interface {
 	// Backlog is the events kept before the watch began, in log order.
-	Backlog() []fsm.Event
+	Backlog() []event.Event
 	// C delivers each new entry's events.
-	C() <-chan []fsm.Event
+	C() <-chan []event.Event
 	// Lagged is closed when the watch fell too far behind and was cut off.
 	Lagged() <-chan struct{}
 }
@@ -36,7 +36,7 @@ type Watch interface {
 // Stream answers 200 and writes watch's events that visible shows until
 // ctx ends, the client goes away or the watch is cut off, with a comment
 // line every keepAlive while idle.
-func Stream(ctx context.Context, w http.ResponseWriter, watch Watch, visible func(e *fsm.Event) bool, keepAlive time.Duration) {
+func Stream(ctx context.Context, w http.ResponseWriter, watch Watch, visible func(e *event.Event) bool, keepAlive time.Duration) {
 	st := start(w, visible)
 	if st.backlog(watch.Backlog()) != nil {
 		return
@@ -65,13 +65,13 @@ func Stream(ctx context.Context, w http.ResponseWriter, watch Watch, visible fun
 type stream struct {
 	bw      *bufio.Writer
 	rc      *http.ResponseController
-	visible func(e *fsm.Event) bool
+	visible func(e *event.Event) bool
 	buf     []byte
 	last    uint64 // index of the last entry sent (or filtered out)
 }
 
 // start answers 200 with the headers of an event stream.
-func start(w http.ResponseWriter, visible func(e *fsm.Event) bool) *stream {
+func start(w http.ResponseWriter, visible func(e *event.Event) bool) *stream {
 	// The stream outlives the server's write timeout, which bounds requests.
 	rc := http.NewResponseController(w)
 	rc.SetWriteDeadline(time.Time{})
@@ -91,8 +91,8 @@ func (st *stream) flush() error {
 }
 
 // send writes the visible events of one entry, the id on the last.
-func (st *stream) send(entry []fsm.Event) {
-	var shown []*fsm.Event
+func (st *stream) send(entry []event.Event) {
+	var shown []*event.Event
 	for i := range entry {
 		if st.visible(&entry[i]) {
 			shown = append(shown, &entry[i])
@@ -112,7 +112,7 @@ func (st *stream) send(entry []fsm.Event) {
 
 // backlog sends the events kept before the watch began, entry by entry,
 // flushing every 8 KiB and at the end.
-func (st *stream) backlog(events []fsm.Event) error {
+func (st *stream) backlog(events []event.Event) error {
 	for len(events) > 0 {
 		n := 1
 		for n < len(events) && events[n].Index == events[0].Index {
@@ -131,7 +131,7 @@ func (st *stream) backlog(events []fsm.Event) error {
 
 // lagged ends a stream cut off for falling behind: what was buffered before
 // the cut is still delivered, then a lagged event naming the last index.
-func (st *stream) lagged(c <-chan []fsm.Event) {
+func (st *stream) lagged(c <-chan []event.Event) {
 	for drained := false; !drained; {
 		select {
 		case entry := <-c:
@@ -150,13 +150,13 @@ func (st *stream) lagged(c <-chan []fsm.Event) {
 	st.flush()
 }
 
-func wireEvent(e *fsm.Event) wire.Event {
+func wireEvent(e *event.Event) wire.Event {
 	out := wire.Event{
 		Index: e.Index, Type: e.Type, Lock: e.Lock, Holder: e.Holder, Token: e.Token,
 		PrevHolder: e.PrevHolder, PrevToken: e.PrevToken, Reason: e.Reason,
 		Key: e.Key, Member: e.Member, Epoch: e.Epoch, Value: e.Value,
 	}
-	if e.Type == fsm.EventPut {
+	if e.Type == event.Put {
 		size := e.ValueSize
 		out.ValueSize = &size
 	}

@@ -7,22 +7,22 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fencer-io/fencer/fsm"
+	"github.com/fencer-io/fencer/fsm/event"
 )
 
 type watch struct {
-	backlog []fsm.Event
-	c       chan []fsm.Event
+	backlog []event.Event
+	c       chan []event.Event
 	lagged  chan struct{}
 }
 
-func (w *watch) Backlog() []fsm.Event    { return w.backlog }
-func (w *watch) C() <-chan []fsm.Event   { return w.c }
+func (w *watch) Backlog() []event.Event  { return w.backlog }
+func (w *watch) C() <-chan []event.Event { return w.c }
 func (w *watch) Lagged() <-chan struct{} { return w.lagged }
 func lines(body string) []string         { return strings.Split(strings.TrimSpace(body), "\n") }
-func shown(e *fsm.Event) bool            { return e.Lock != "hidden" }
-func ev(index uint64, typ, lock string) fsm.Event {
-	return fsm.Event{Index: index, Type: typ, Lock: lock}
+func shown(e *event.Event) bool          { return e.Lock != "hidden" }
+func ev(index uint64, typ, lock string) event.Event {
+	return event.Event{Index: index, Type: typ, Lock: lock}
 }
 
 // Only the last shown event of an entry carries the id, so that resuming
@@ -32,12 +32,12 @@ func ev(index uint64, typ, lock string) fsm.Event {
 // of the last entry it was sent.
 func TestStreamIDsAndLagged(t *testing.T) {
 	w := &watch{
-		backlog: []fsm.Event{ev(3, fsm.EventVoided, "a"), ev(3, fsm.EventVoided, "b")},
-		c:       make(chan []fsm.Event, 2),
+		backlog: []event.Event{ev(3, event.Voided, "a"), ev(3, event.Voided, "b")},
+		c:       make(chan []event.Event, 2),
 		lagged:  make(chan struct{}),
 	}
-	w.c <- []fsm.Event{ev(4, fsm.EventAcquired, "c")}
-	w.c <- []fsm.Event{ev(5, fsm.EventAcquired, "hidden")}
+	w.c <- []event.Event{ev(4, event.Acquired, "c")}
+	w.c <- []event.Event{ev(5, event.Acquired, "hidden")}
 	close(w.lagged)
 	rec := httptest.NewRecorder()
 	Stream(context.Background(), rec, w, shown, time.Minute)
