@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/fencer-io/fencer/cluster/internal/leadership"
 )
 
 // LeaderChanged returns a channel closed when the answer of Leader may have
@@ -51,7 +53,7 @@ func (n *Node) observeLeader() {
 // timeout): one stopped as it is being elected would otherwise win and
 // then stop as a crash does. It reports whether it gave leadership away.
 func (n *Node) Handover() (handed bool, err error) {
-	awaitElection(n.raft.State, n.LeaderChanged, n.stop, 2*n.cfg.ElectionTimeout)
+	leadership.AwaitElection(n.raft.State, n.LeaderChanged, n.stop, 2*n.cfg.ElectionTimeout)
 	if n.raft.State() != raft.Leader || !n.hasOtherVoter() {
 		return false, nil
 	}
@@ -88,25 +90,6 @@ func (n *Node) Handover() (handed bool, err error) {
 		case <-n.stop:
 			return true, ErrNoLeader
 		case <-time.After(min(wait, 50*time.Millisecond)): // a member's address may arrive without a notice
-		}
-	}
-}
-
-// awaitElection waits while state says this node is a candidate, up to d,
-// waking on each change of leader (changed) and otherwise every 10 ms.
-func awaitElection(state func() raft.RaftState, changed func() <-chan struct{}, stop <-chan struct{}, d time.Duration) {
-	deadline := time.Now().Add(d)
-	for {
-		ch := changed()
-		wait := time.Until(deadline)
-		if state() != raft.Candidate || wait <= 0 {
-			return
-		}
-		select {
-		case <-ch:
-		case <-stop:
-			return
-		case <-time.After(min(wait, 10*time.Millisecond)):
 		}
 	}
 }

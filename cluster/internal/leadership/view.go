@@ -1,7 +1,7 @@
 // Package leadership is a node's view of its own leadership: whether it
 // leads, a channel closed when that view ends, and whether the node's own
-// leader-only operations may run in it; and the notice of a change of the
-// leader it knows.
+// leader-only operations may run in it; the notice of a change of the
+// leader it knows; and waiting out an election in progress.
 package leadership
 
 import "sync"

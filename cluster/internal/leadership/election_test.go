@@ -1,4 +1,4 @@
-package cluster
+package leadership
 
 import (
 	"sync/atomic"
@@ -18,14 +18,14 @@ func TestHandoverAwaitsAnElectionInProgress(t *testing.T) {
 	changed := func() <-chan struct{} { return make(chan struct{}) }
 	won := time.AfterFunc(30*time.Millisecond, func() { st.Store(uint32(raft.Leader)) })
 	defer won.Stop()
-	awaitElection(state, changed, nil, 5*time.Second)
+	AwaitElection(state, changed, nil, 5*time.Second)
 	if got := state(); got != raft.Leader {
 		t.Fatalf("after waiting for the election: %v, want Leader", got)
 	}
 
 	st.Store(uint32(raft.Candidate))
 	start := time.Now()
-	awaitElection(state, changed, nil, 50*time.Millisecond)
+	AwaitElection(state, changed, nil, 50*time.Millisecond)
 	if took := time.Since(start); took < 50*time.Millisecond || took > 2*time.Second {
 		t.Fatalf("an endless election held the stop for %v, want its bound of 50ms", took)
 	}
