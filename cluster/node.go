@@ -8,8 +8,9 @@
 // (transport), offline forced recovery (recovery), Raft's metrics
 // (raftmetrics), the join plan (internal/membership), the calls to other
 // members (internal/peers), the entry-format gate (internal/logformat), the
-// restore plan (internal/restore) and the view of its own leadership
-// (internal/leadership) are subpackages.
+// restore plan (internal/restore), the view of its own leadership
+// (internal/leadership) and Raft's logger (internal/raftlog) are
+// subpackages.
 package cluster
 
 import (
@@ -31,6 +32,7 @@ import (
 	"github.com/fencer-io/fencer/cluster/internal/leadership"
 	"github.com/fencer-io/fencer/cluster/internal/logformat"
 	"github.com/fencer-io/fencer/cluster/internal/peers"
+	"github.com/fencer-io/fencer/cluster/internal/raftlog"
 	"github.com/fencer-io/fencer/cluster/logstore"
 	"github.com/fencer-io/fencer/cluster/raftmetrics"
 	"github.com/fencer-io/fencer/cluster/stall"
@@ -87,7 +89,7 @@ func Open(cfg Config, state *fsm.FSM) (*Node, error) {
 	n := &Node{
 		cfg:     cfg,
 		log:     cfg.Logger.With("node", cfg.ID),
-		raftLog: newRaftLogger(cfg),
+		raftLog: raftlog.New(cfg.ID, cfg.RaftLogLevel),
 		fsm:     state,
 		stop:    make(chan struct{}),
 		fatal:   make(chan error, 1),

@@ -3,12 +3,8 @@ package cluster
 import (
 	"errors"
 	"fmt"
-	"io"
-	"net"
 	"os"
-	"syscall"
 
-	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 
 	"github.com/fencer-io/fencer/cluster/datadir"
@@ -109,33 +105,6 @@ func (n *Node) openStores(kind logstore.Kind) error {
 		return fmt.Errorf("raft log cache: %w", err)
 	}
 	return nil
-}
-
-// newRaftLogger is hashicorp/raft's own logger, at the configured level.
-func newRaftLogger(cfg Config) hclog.Logger {
-	return hclog.New(&hclog.LoggerOptions{
-		Name:    "raft." + cfg.ID,
-		Level:   hclog.LevelFromString(cfg.RaftLogLevel),
-		Output:  os.Stderr,
-		Exclude: peerWentAway,
-	})
-}
-
-// peerWentAway drops the transport's error for an incoming connection that
-// its peer closed or reset: every peer restart or stop causes one, it says
-// nothing about this node, and as an ERROR it would page someone for a
-// rolling restart. Any other decode failure is still logged.
-func peerWentAway(level hclog.Level, msg string, args ...any) bool {
-	if level != hclog.Error || msg != "failed to decode incoming command" {
-		return false
-	}
-	for _, a := range args {
-		if err, ok := a.(error); ok {
-			return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
-				errors.Is(err, syscall.ECONNRESET) || errors.Is(err, net.ErrClosed)
-		}
-	}
-	return false
 }
 
 // openTransport binds the Raft transport.
