@@ -1,6 +1,7 @@
-// Package membership decides how the leader admits a node: a pure plan from
-// the Raft configuration, the member record known for the joiner, the
-// cluster's id and the join request, table-tested without Raft.
+// Package membership is how the leader admits a node: a pure plan from the
+// Raft configuration, the member record known for the joiner, the cluster's
+// id and the join request (table-tested without Raft), carried out change
+// by change through the part of Raft it declares.
 package membership
 
 import (
