@@ -242,11 +242,10 @@ func TestLeaseLostWhenRenewalRefused(t *testing.T) {
 	}
 }
 
-// An acquire whose answer is lost is retried with the same request id and
-// returns the same grant.
-func TestAcquireRetryAfterDroppedAnswer(t *testing.T) {
-	c := tc.New(t, 3)
-	cl, h := newClient(t, c)
+// dropFirstAcquireAnswer makes the first acquire's answer get lost on its
+// way back, after the server made the grant; the function it returns
+// lists the request ids of the acquires sent so far.
+func dropFirstAcquireAnswer(h *hooks) func() []string {
 	var ids []string
 	var mu sync.Mutex
 	h.set(func(req *http.Request, next http.RoundTripper) (*http.Response, error) {
@@ -269,14 +268,25 @@ func TestAcquireRetryAfterDroppedAnswer(t *testing.T) {
 		resp.Body.Close()
 		return nil, errors.New("test: connection reset after the server answered")
 	})
+	return func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]string(nil), ids...)
+	}
+}
+
+// An acquire whose answer is lost is retried with the same request id and
+// returns the same grant.
+func TestAcquireRetryAfterDroppedAnswer(t *testing.T) {
+	c := tc.New(t, 3)
+	cl, h := newClient(t, c)
+	requestIDs := dropFirstAcquireAnswer(h)
 	lease, err := cl.Acquire(context.Background(), "once", client.TTL(5*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer lease.Release(context.Background())
-	mu.Lock()
-	defer mu.Unlock()
-	if len(ids) != 2 || ids[0] != ids[1] || len(ids[0]) != 32 {
+	if ids := requestIDs(); len(ids) != 2 || ids[0] != ids[1] || len(ids[0]) != 32 {
 		t.Fatalf("request ids %q: want two equal 128-bit ids", ids)
 	}
 	if !lease.Grant().Existing {
@@ -292,38 +302,15 @@ func TestAcquireRetryAfterDroppedAnswer(t *testing.T) {
 func TestAcquireRawRetryAfterDroppedAnswer(t *testing.T) {
 	c := tc.New(t, 1)
 	cl, h := newClient(t, c)
-	var ids []string
-	var mu sync.Mutex
-	h.set(func(req *http.Request, next http.RoundTripper) (*http.Response, error) {
-		if !strings.HasSuffix(req.URL.Path, "/acquire") {
-			return next.RoundTrip(req)
-		}
-		body, _ := io.ReadAll(req.Body)
-		var ar wire.AcquireRequest
-		json.Unmarshal(body, &ar)
-		req.Body = io.NopCloser(strings.NewReader(string(body)))
-		mu.Lock()
-		ids = append(ids, ar.RequestID)
-		first := len(ids) == 1
-		mu.Unlock()
-		resp, err := next.RoundTrip(req)
-		if err != nil || !first {
-			return resp, err
-		}
-		io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		return nil, errors.New("test: connection reset after the server answered")
-	})
+	requestIDs := dropFirstAcquireAnswer(h)
 	g, err := cl.AcquireRaw(context.Background(), "raw-once", wire.AcquireRequest{Holder: "bench", TTLMillis: 5000})
 	if err != nil {
 		t.Fatal(err)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(ids) != 2 || ids[0] != ids[1] || len(ids[0]) != 32 {
+	if ids := requestIDs(); len(ids) != 2 || ids[0] != ids[1] || len(ids[0]) != 32 {
 		t.Fatalf("request ids %q: want two equal 128-bit ids", ids)
 	}
-	if !g.Existing || g.RequestID != ids[0] {
+	if !g.Existing || g.RequestID != requestIDs()[0] {
 		t.Fatalf("grant %+v: want the first attempt's grant back (existing)", g)
 	}
 	if st := serverLock(t, c, "raw-once"); st.Token != g.Token {

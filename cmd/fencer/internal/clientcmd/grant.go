@@ -89,3 +89,12 @@ func printEach[T any](w io.Writer, items []T, text func(io.Writer, T) error) err
 	}
 	return nil
 }
+
+// orEmpty returns items, or an empty slice for nil, so that a list prints
+// as [] under -o json, not null.
+func orEmpty[T any](items []T) []T {
+	if items == nil {
+		return []T{}
+	}
+	return items
+}

@@ -50,10 +50,7 @@ func (o *historyOptions) run(cmd *cobra.Command, name string) error {
 		return fmt.Errorf("history of %q: %w", name, err)
 	}
 	if o.lock.client.JSON() {
-		if grants == nil {
-			grants = []wire.GrantRecord{}
-		}
-		return cli.WriteJSON(cmd.OutOrStdout(), wire.LockHistory{Lock: name, Grants: grants})
+		return cli.WriteJSON(cmd.OutOrStdout(), wire.LockHistory{Lock: name, Grants: orEmpty(grants)})
 	}
 	for _, g := range grants {
 		if err := printGrant(cmd.OutOrStdout(), g, false); err != nil {

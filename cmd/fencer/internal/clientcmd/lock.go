@@ -137,10 +137,7 @@ func (o *lockOptions) list(cmd *cobra.Command) error {
 	return cli.Call(cmd, &o.client, "list locks",
 		func(ctx context.Context, c *client.Client) (wire.LockList, error) {
 			locks, err := c.Locks(ctx)
-			if locks == nil {
-				locks = []wire.LockStatus{}
-			}
-			return wire.LockList{Locks: locks}, err
+			return wire.LockList{Locks: orEmpty(locks)}, err
 		},
 		func(w io.Writer, list wire.LockList) error { return printEach(w, list.Locks, printStatus) })
 }

@@ -124,10 +124,7 @@ func (o *semOptions) list(cmd *cobra.Command) error {
 	return cli.Call(cmd, &o.client, "list semaphores",
 		func(ctx context.Context, c *client.Client) (wire.SemaphoreList, error) {
 			sems, err := c.Semaphores(ctx)
-			if sems == nil {
-				sems = []wire.SemaphoreStatus{}
-			}
-			return wire.SemaphoreList{Semaphores: sems}, err
+			return wire.SemaphoreList{Semaphores: orEmpty(sems)}, err
 		},
 		func(w io.Writer, list wire.SemaphoreList) error { return printEach(w, list.Semaphores, printSemaphore) })
 }
