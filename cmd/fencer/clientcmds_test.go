@@ -52,6 +52,12 @@ var grantLine = regexp.MustCompile(`^token=(\d+) lease=([0-9a-f]{32}) ttl=(\S+)\
 
 func TestLockAndKVCommands(t *testing.T) {
 	newTestCluster(t)
+	// Empty lists are [] under -o json, not null.
+	for _, group := range []string{"lock", "sem"} {
+		if out := mustFencer(t, group, "list", "-o", "json"); !regexp.MustCompile(`":\s*\[\]`).MatchString(out) {
+			t.Fatalf("%s list of none: %q", group, out)
+		}
+	}
 	out := mustFencer(t, "lock", "acquire", "job", "--ttl", "30s", "--holder", "cli-test")
 	m := grantLine.FindStringSubmatch(out)
 	if m == nil || m[3] != "30s" {
