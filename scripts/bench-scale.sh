@@ -28,7 +28,7 @@
 # is still one HTTP request and its own Raft entry.
 #
 # Knobs: LEASES (1000000), CLIENTS (256), LAG (20000; 0 skips), PORT_BASE
-# (17500), PROFILE (10: seconds of the leader's CPU profile while
+# (17500), PROFILE (10: seconds of the leader's CPU profile late in the
 # acquiring), BENCH_DIR, KEEP=1.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -123,9 +123,21 @@ done
 echo "acquiring $LEASES leases with $CLIENTS clients (TTL 2h, kept held)"
 l=$(leader)
 for i in 1 2 3; do cpu0[$i]=$(cpu "$i"); done
-# A CPU profile of the leader and of the client over PROFILE seconds of the
-# acquiring (kept as acquire-leader.pprof and acquire-client.pprof).
-curl -fsS -o "$work/acquire-leader.pprof" "http://$(http "$l")/debug/pprof/profile?seconds=$PROFILE" 2>/dev/null &
+# A CPU profile of the leader over PROFILE seconds once 80% of the leases
+# are held (what an acquire costs at that scale), and of the client over
+# the whole run (kept as acquire-leader.pprof and acquire-client.pprof).
+profile_leader() {
+	local from target a
+	from=$(applied "$l")
+	target=$((from + LEASES * 8 / 10))
+	for _ in $(seq 1 24000); do
+		a=$(applied "$l" || true)
+		[[ -n $a ]] && ((a >= target)) && break
+		sleep 0.05
+	done
+	curl -fsS -o "$work/acquire-leader.pprof" "http://$(http "$l")/debug/pprof/profile?seconds=$PROFILE" 2>/dev/null
+}
+profile_leader &
 prof=$!
 /usr/bin/time -f '%U %S' -o "$work/client.cpu" "$work/fencer" bench --endpoints "$endpoints" -w hold -c "$CLIENTS" --ops "$LEASES" \
 	--ttl 2h -d 2h --warmup 0s --cpu-profile "$work/acquire-client.pprof"
