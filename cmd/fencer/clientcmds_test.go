@@ -182,3 +182,20 @@ func TestErrorsSayWhatHappened(t *testing.T) {
 		t.Errorf("status of a name with a slash: %v", err)
 	}
 }
+
+// A renew or release without its grant points at the acquire of its own
+// group: a permit's token comes from "fencer sem acquire", not "lock".
+func TestMissingGrantFlagsNameTheGroupsAcquire(t *testing.T) {
+	for _, group := range []string{"lock", "sem"} {
+		for _, sub := range []string{"renew", "release"} {
+			for _, args := range [][]string{{"--lease", "s"}, {"--token", "7"}} {
+				cmdline := append([]string{group, sub, "job"}, args...)
+				_, _, err := fencer(t, "", cmdline...)
+				want := `"fencer ` + group + ` acquire"`
+				if err == nil || !strings.Contains(err.Error(), want) {
+					t.Errorf("fencer %s: got %v, want an error naming %s", strings.Join(cmdline, " "), err, want)
+				}
+			}
+		}
+	}
+}

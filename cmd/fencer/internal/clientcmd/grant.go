@@ -28,6 +28,7 @@ type grantWords struct {
 // newRenewReleaseCmds returns the renew and release subcommands of a group,
 // running renew and release on the NAME they are given.
 func newRenewReleaseCmds(o *lockOptions, w grantWords, renew, release func(*cobra.Command, string) error) []*cobra.Command {
+	o.group = w.group
 	cmds := []*cobra.Command{
 		{Use: "renew NAME --token N --lease SECRET", Short: w.renew, RunE: nameRun(renew)},
 		{Use: "release NAME --token N --lease SECRET", Short: w.release, RunE: nameRun(release)},

@@ -26,14 +26,15 @@ type lockOptions struct {
 	holder string
 	token  uint64
 	lease  string
+	group  string // "lock" or "sem": whose acquire printed --token and --lease
 }
 
 func (o *lockOptions) validateLease() error {
 	if o.token == 0 {
-		return cli.Usagef("--token is required: the token printed by \"fencer lock acquire\"")
+		return cli.Usagef("--token is required: the token printed by \"fencer %s acquire\"", o.group)
 	}
 	if o.lease == "" {
-		return cli.Usagef("--lease is required: the lease secret printed by \"fencer lock acquire\"")
+		return cli.Usagef("--lease is required: the lease secret printed by \"fencer %s acquire\"", o.group)
 	}
 	return nil
 }
