@@ -11,8 +11,8 @@ import (
 	"github.com/fencer-io/fencer/cluster"
 	"github.com/fencer-io/fencer/coord"
 	"github.com/fencer-io/fencer/coord/events"
-	"github.com/fencer-io/fencer/fsm"
 	"github.com/fencer-io/fencer/fsm/entry"
+	"github.com/fencer-io/fencer/fsm/refusal"
 )
 
 // errorTable maps domain and cluster errors to a status and a code. It is the
@@ -22,17 +22,17 @@ var errorTable = []struct {
 	status int
 	code   string
 }{
-	{fsm.ErrLockHeld, http.StatusConflict, wire.CodeLockHeld},
-	{fsm.ErrLeaseLost, http.StatusGone, wire.CodeLeaseLost},
-	{fsm.ErrStaleToken, http.StatusConflict, wire.CodeStaleToken},
-	{fsm.ErrNotLockHolder, http.StatusConflict, wire.CodeNotLockHolder},
-	{fsm.ErrUnissuedToken, http.StatusConflict, wire.CodeUnissuedToken},
-	{fsm.ErrNoSuchKey, http.StatusNotFound, wire.CodeNotFound},
-	{fsm.ErrLockDelay, http.StatusConflict, wire.CodeLockDelay},
-	{fsm.ErrSemaphoreFull, http.StatusConflict, wire.CodeSemaphoreFull},
-	{fsm.ErrLimitMismatch, http.StatusConflict, wire.CodeLimitMismatch},
+	{refusal.ErrLockHeld, http.StatusConflict, wire.CodeLockHeld},
+	{refusal.ErrLeaseLost, http.StatusGone, wire.CodeLeaseLost},
+	{refusal.ErrStaleToken, http.StatusConflict, wire.CodeStaleToken},
+	{refusal.ErrNotLockHolder, http.StatusConflict, wire.CodeNotLockHolder},
+	{refusal.ErrUnissuedToken, http.StatusConflict, wire.CodeUnissuedToken},
+	{refusal.ErrNoSuchKey, http.StatusNotFound, wire.CodeNotFound},
+	{refusal.ErrLockDelay, http.StatusConflict, wire.CodeLockDelay},
+	{refusal.ErrSemaphoreFull, http.StatusConflict, wire.CodeSemaphoreFull},
+	{refusal.ErrLimitMismatch, http.StatusConflict, wire.CodeLimitMismatch},
 	{entry.ErrFormatTooOld, http.StatusConflict, wire.CodeUpgradeRequired},
-	{fsm.ErrTokenSpaceExhausted, http.StatusServiceUnavailable, wire.CodeInternal},
+	{refusal.ErrTokenSpaceExhausted, http.StatusServiceUnavailable, wire.CodeInternal},
 	{cluster.ErrNotLeader, http.StatusServiceUnavailable, wire.CodeNoLeader},
 	{cluster.ErrNoLeader, http.StatusServiceUnavailable, wire.CodeNoLeader},
 	{cluster.ErrOutcomeUnknown, http.StatusServiceUnavailable, wire.CodeOutcomeUnknown},
@@ -68,19 +68,19 @@ func writeErr(w http.ResponseWriter, err error) {
 			break
 		}
 	}
-	var held *fsm.HeldError
+	var held *refusal.HeldError
 	if errors.As(err, &held) {
 		body.Holder, body.Token = held.Holder, held.Token
 	}
-	var stale *fsm.StaleError
+	var stale *refusal.StaleError
 	if errors.As(err, &stale) {
 		body.LastToken = stale.LastToken
 	}
-	var full *fsm.FullError
+	var full *refusal.FullError
 	if errors.As(err, &full) {
 		body.Held, body.Limit = full.Held, full.Limit
 	}
-	var mismatch *fsm.LimitError
+	var mismatch *refusal.LimitError
 	if errors.As(err, &mismatch) {
 		body.Held, body.Limit = mismatch.Held, mismatch.Limit
 	}

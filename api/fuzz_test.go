@@ -17,26 +17,26 @@ import (
 	"github.com/fencer-io/fencer/api/wire"
 	"github.com/fencer-io/fencer/cluster"
 	"github.com/fencer-io/fencer/coord"
-	"github.com/fencer-io/fencer/fsm"
 	"github.com/fencer-io/fencer/fsm/entry"
+	"github.com/fencer-io/fencer/fsm/refusal"
 )
 
 // fuzzErrs are the answers the fake cluster can give, chosen by a fuzzed byte.
 var fuzzErrs = []error{
 	nil,
-	&fsm.HeldError{Lock: "a", Holder: "w0", Token: 4},
-	fsm.ErrLeaseLost,
-	&fsm.StaleError{Key: "k", Token: 5, LastToken: 9},
-	fsm.ErrNotLockHolder,
+	&refusal.HeldError{Lock: "a", Holder: "w0", Token: 4},
+	refusal.ErrLeaseLost,
+	&refusal.StaleError{Key: "k", Token: 5, LastToken: 9},
+	refusal.ErrNotLockHolder,
 	cluster.ErrNoLeader,
 	cluster.ErrOutcomeUnknown,
 	coord.ErrTooManyWaiters,
 	cluster.ErrMemberConflict,
 	cluster.ErrUnknownMember,
 	errors.New("boom"),
-	&fsm.UnissuedError{Key: "k", Token: 1 << 62},
+	&refusal.UnissuedError{Key: "k", Token: 1 << 62},
 	coord.ErrKVFull,
-	fsm.ErrNoSuchKey,
+	refusal.ErrNoSuchKey,
 	entry.ErrFormatTooOld,
 	cluster.ErrInvalidEpoch,
 }

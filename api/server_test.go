@@ -22,6 +22,7 @@ import (
 	"github.com/fencer-io/fencer/coord/events"
 	"github.com/fencer-io/fencer/fsm"
 	"github.com/fencer-io/fencer/fsm/entry"
+	"github.com/fencer-io/fencer/fsm/refusal"
 	"github.com/fencer-io/fencer/fsm/snapshot"
 )
 
@@ -307,18 +308,18 @@ func TestClusterErrorsMapToCodes(t *testing.T) {
 		status int
 		code   string
 	}{
-		{okAcquire, &fsm.HeldError{Lock: "a", Holder: "w0", Token: 4}, 409, wire.CodeLockHeld},
+		{okAcquire, &refusal.HeldError{Lock: "a", Holder: "w0", Token: 4}, 409, wire.CodeLockHeld},
 		{okAcquire, fmt.Errorf("wrapped: %w", cluster.ErrNoLeader), 503, wire.CodeNoLeader},
 		{okAcquire, cluster.ErrOutcomeUnknown, 503, wire.CodeOutcomeUnknown},
 		{okAcquire, coord.ErrTooManyWaiters, 429, wire.CodeTooManyWaiters},
-		{okRenew, fsm.ErrLeaseLost, 410, wire.CodeLeaseLost},
-		{okRelease, fsm.ErrLeaseLost, 410, wire.CodeLeaseLost},
+		{okRenew, refusal.ErrLeaseLost, 410, wire.CodeLeaseLost},
+		{okRelease, refusal.ErrLeaseLost, 410, wire.CodeLeaseLost},
 		{okRelease, cluster.ErrNotLeader, 503, wire.CodeNoLeader},
-		{okPut, &fsm.StaleError{Key: "k", Token: 5, LastToken: 9}, 409, wire.CodeStaleToken},
-		{okPut, fsm.ErrNotLockHolder, 409, wire.CodeNotLockHolder},
-		{okPut, &fsm.UnissuedError{Key: "k", Token: 5}, 409, wire.CodeUnissuedToken},
+		{okPut, &refusal.StaleError{Key: "k", Token: 5, LastToken: 9}, 409, wire.CodeStaleToken},
+		{okPut, refusal.ErrNotLockHolder, 409, wire.CodeNotLockHolder},
+		{okPut, &refusal.UnissuedError{Key: "k", Token: 5}, 409, wire.CodeUnissuedToken},
 		{okPut, fmt.Errorf("%w: 9 keys", coord.ErrKVFull), 429, wire.CodeKVFull},
-		{okDelete, fmt.Errorf("%w: \"k\"", fsm.ErrNoSuchKey), 404, wire.CodeNotFound},
+		{okDelete, fmt.Errorf("%w: \"k\"", refusal.ErrNoSuchKey), 404, wire.CodeNotFound},
 		{okDelete, fmt.Errorf("%w: delete-key needs log format 2", entry.ErrFormatTooOld), 409, wire.CodeUpgradeRequired},
 		{call{"POST", "/v1/cluster/restore", "", nil}, fmt.Errorf("%w: no epoch left", cluster.ErrInvalidEpoch), 400, wire.CodeInvalidEpoch},
 		{call{"POST", "/v1/cluster/join", `{"id":"n4","raft_addr":"127.0.0.1:8004","http_addr":"127.0.0.1:7004"}`, nil}, cluster.ErrMemberConflict, 409, wire.CodeMemberConflict},
@@ -332,11 +333,11 @@ func TestClusterErrorsMapToCodes(t *testing.T) {
 		if status == 503 && h.Get("Retry-After") == "" {
 			t.Fatalf("503 without Retry-After")
 		}
-		var held *fsm.HeldError
+		var held *refusal.HeldError
 		if errors.As(tc.err, &held) && (e.Holder != "w0" || e.Token != 4) {
 			t.Fatalf("lock_held body lacks holder/token: %+v", e)
 		}
-		var stale *fsm.StaleError
+		var stale *refusal.StaleError
 		if errors.As(tc.err, &stale) && e.LastToken != 9 {
 			t.Fatalf("stale_token body lacks last_token: %+v", e)
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/fencer-io/fencer/coord/internal/waitq"
 	"github.com/fencer-io/fencer/fsm"
 	"github.com/fencer-io/fencer/fsm/entry"
+	"github.com/fencer-io/fencer/fsm/refusal"
 )
 
 // A lock-delay is timed like a lease, by the shared lease timers on the
@@ -20,7 +21,7 @@ import (
 // finds the record and restarts the delay at full length (timed.All).
 
 // DelayedError is an acquire refused during a lock-delay, with the leader's
-// view of the time left; it matches fsm.ErrLockDelay. Semaphore is set
+// view of the time left; it matches refusal.ErrLockDelay. Semaphore is set
 // instead of Lock when a semaphore's free slots are all in their delay, and
 // Remaining is then the time until the first of them ends.
 type DelayedError struct {
@@ -36,8 +37,8 @@ func (e *DelayedError) Error() string {
 	return fmt.Sprintf("lock %q is in its lock-delay for %d ms more: its last grant expired", e.Lock, e.Remaining.Milliseconds())
 }
 
-// Is makes errors.Is(err, fsm.ErrLockDelay) true.
-func (e *DelayedError) Is(target error) bool { return target == fsm.ErrLockDelay }
+// Is makes errors.Is(err, refusal.ErrLockDelay) true.
+func (e *DelayedError) Is(target error) bool { return target == refusal.ErrLockDelay }
 
 // delayed returns the refusal of an acquire of a lock in its delay, or nil.
 func (s *Service) delayed(lock string) error {
@@ -166,7 +167,7 @@ func finishDelay[C, R any](s *Service, q *waitq.Queue[C, R], key string, since u
 		return err
 	})
 	if err != nil {
-		if errors.Is(err, fsm.ErrLeaseLost) {
+		if errors.Is(err, refusal.ErrLeaseLost) {
 			s.leases.Forget(key, since) // ended already
 			return nil
 		}

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fencer-io/fencer/fsm"
 	"github.com/fencer-io/fencer/fsm/entry"
+	"github.com/fencer-io/fencer/fsm/refusal"
 )
 
 func acquireDelayed(s *Service, lock, holder string, ttl, delay time.Duration) (entry.Lock, error) {
@@ -32,7 +32,7 @@ func TestLockDelayAfterExpiry(t *testing.T) {
 	entries := len(f.log())
 	_, err := acquireDelayed(s, "l", "b", time.Second, 0)
 	var de *DelayedError
-	if !errors.As(err, &de) || !errors.Is(err, fsm.ErrLockDelay) || de.Remaining != 3*time.Second {
+	if !errors.As(err, &de) || !errors.Is(err, refusal.ErrLockDelay) || de.Remaining != 3*time.Second {
 		t.Fatalf("acquire during the delay: %v, want lock_delay with 3s left", err)
 	}
 	if len(f.log()) != entries {
@@ -90,7 +90,7 @@ func TestLockDelayRestartedOnPromotion(t *testing.T) {
 	f.setLeader(true)
 	waitReady(t, s)
 	clock.Advance(4999 * time.Millisecond)
-	if _, err := acquireDelayed(s, "l", "b", time.Second, 0); !errors.Is(err, fsm.ErrLockDelay) {
+	if _, err := acquireDelayed(s, "l", "b", time.Second, 0); !errors.Is(err, refusal.ErrLockDelay) {
 		t.Fatalf("acquire before a full delay after the promotion: %v", err)
 	}
 	clock.Advance(time.Millisecond)
@@ -119,7 +119,7 @@ func TestProclaim(t *testing.T) {
 	}
 	clock.Advance(time.Second)
 	poll(t, "the expiry", func() bool { return !isHeld(f, "leader") })
-	if _, err := s.Proclaim(bg, "leader", g.Token, g.Lease, "a:3"); !errors.Is(err, fsm.ErrLeaseLost) {
+	if _, err := s.Proclaim(bg, "leader", g.Token, g.Lease, "a:3"); !errors.Is(err, refusal.ErrLeaseLost) {
 		t.Fatalf("a deposed leader's proclaim: %v", err)
 	}
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/fencer-io/fencer/fsm"
 	"github.com/fencer-io/fencer/fsm/entry"
+	"github.com/fencer-io/fencer/fsm/refusal"
 )
 
 // PutRequest is a fenced write.
@@ -31,7 +32,7 @@ func (s *Service) Put(ctx context.Context, req PutRequest) (uint64, error) {
 		return 0, err
 	}
 	if last := s.fsm.LastToken(); req.Token > last {
-		return 0, &fsm.UnissuedError{Key: req.Key, Token: req.Token}
+		return 0, &refusal.UnissuedError{Key: req.Key, Token: req.Token}
 	}
 	if s.raft.EntryFormat() < entry.LogFormatPrincipal {
 		req.Principal = "" // the entry carries none
@@ -77,7 +78,7 @@ func (s *Service) checkKVLimits(req PutRequest) error {
 // DeleteKey removes a fenced key and its mark through the log, so that the
 // next write to it is accepted whatever its token. It needs every member to
 // read entry.LogFormatPrincipal (entry.ErrFormatTooOld otherwise); a key that
-// is not stored is fsm.ErrNoSuchKey.
+// is not stored is refusal.ErrNoSuchKey.
 func (s *Service) DeleteKey(ctx context.Context, key string) (fsm.DeleteKeyResult, error) {
 	if err := s.awaitLeader(ctx); err != nil {
 		return fsm.DeleteKeyResult{}, err

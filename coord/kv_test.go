@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fencer-io/fencer/fsm"
 	"github.com/fencer-io/fencer/fsm/entry"
+	"github.com/fencer-io/fencer/fsm/refusal"
 )
 
 // setFormat makes the fake cluster's members read format, as their records
@@ -31,7 +31,7 @@ func TestPutRefusesUnissuedTokenWithoutAnEntry(t *testing.T) {
 		entries := len(f.log())
 		for _, token := range []uint64{g.Token + 1, math.MaxUint64} {
 			_, err := s.Put(bg, PutRequest{Key: "report", Value: []byte("x"), Token: token})
-			if !errors.Is(err, fsm.ErrUnissuedToken) {
+			if !errors.Is(err, refusal.ErrUnissuedToken) {
 				t.Fatalf("format %d, token %d (last granted %d): %v, want unissued", format, token, g.Token, err)
 			}
 		}
@@ -113,7 +113,7 @@ func TestDeleteKeyWaitsForTheFormat(t *testing.T) {
 	if err != nil || res.LastToken != g.Token {
 		t.Fatalf("delete: %+v %v", res, err)
 	}
-	if _, err := s.DeleteKey(bg, "k"); !errors.Is(err, fsm.ErrNoSuchKey) {
+	if _, err := s.DeleteKey(bg, "k"); !errors.Is(err, refusal.ErrNoSuchKey) {
 		t.Fatalf("second delete: %v", err)
 	}
 }
@@ -143,7 +143,7 @@ func TestRequestIDBoundToPrincipal(t *testing.T) {
 			}
 			continue
 		}
-		var held *fsm.HeldError
+		var held *refusal.HeldError
 		if !errors.As(err, &held) || res.Grant.Lease != "" {
 			t.Fatalf("bob replaying alice's request: %+v %v, want lock held", res, err)
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/fencer-io/fencer/coord/internal/timed"
 	"github.com/fencer-io/fencer/fsm"
 	"github.com/fencer-io/fencer/fsm/entry"
+	"github.com/fencer-io/fencer/fsm/refusal"
 	"github.com/fencer-io/fencer/fsm/secrets"
 )
 
@@ -108,7 +109,7 @@ func (s *Service) Acquire(ctx context.Context, req AcquireRequest) (fsm.AcquireR
 		// Refuse without writing the log. Under the queue's mutex, this
 		// leader's view of the lock is exact; a quorum round proves it
 		// still leads.
-		err := s.refuse(&fsm.HeldError{Lock: req.Lock, Holder: cur.Holder, Token: cur.Token})
+		err := s.refuse(&refusal.HeldError{Lock: req.Lock, Holder: cur.Holder, Token: cur.Token})
 		q.Unlock()
 		return fsm.AcquireResult{}, err
 	}
@@ -142,7 +143,7 @@ func (s *Service) Acquire(ctx context.Context, req AcquireRequest) (fsm.AcquireR
 		// after a SIGSTOP): the lock had been released, by its successor,
 		// as the wait ended.
 		if cur, held := s.fsm.Lock(req.Lock); held {
-			return fsm.AcquireResult{}, s.refuse(&fsm.HeldError{Lock: req.Lock, Holder: cur.Holder, Token: cur.Token})
+			return fsm.AcquireResult{}, s.refuse(&refusal.HeldError{Lock: req.Lock, Holder: cur.Holder, Token: cur.Token})
 		}
 		if err := s.delayed(req.Lock); err != nil {
 			return fsm.AcquireResult{}, err
@@ -205,10 +206,10 @@ func (s *Service) Renew(ctx context.Context, name string, token uint64, secret s
 	}
 	cur, held := s.fsm.Lock(name)
 	if !held || cur.Token != token || !secrets.Equal(cur.Lease, secret) {
-		return entry.Lock{}, fsm.LeaseRefused(name, cur.Token, token, secret)
+		return entry.Lock{}, refusal.LeaseRefused(name, cur.Token, token, secret)
 	}
 	if !s.leases.Renew(name, token) {
-		return entry.Lock{}, fmt.Errorf("%w: lock %q's grant with token %d: its lease expired", fsm.ErrLeaseLost, name, token)
+		return entry.Lock{}, fmt.Errorf("%w: lock %q's grant with token %d: its lease expired", refusal.ErrLeaseLost, name, token)
 	}
 	s.metrics.Renewals.Inc()
 	return cur, nil
@@ -370,7 +371,7 @@ func (s *Service) Waiters(name string) int {
 
 // Proclaim changes the value a held lock publishes (an election leader's
 // address, say): a log write under the lock's queue; the token is
-// unchanged. A grant that is not current is fsm.ErrLeaseLost.
+// unchanged. A grant that is not current is refusal.ErrLeaseLost.
 func (s *Service) Proclaim(ctx context.Context, name string, token uint64, secret, value string) (entry.Lock, error) {
 	if err := s.awaitLeader(ctx); err != nil {
 		return entry.Lock{}, err

@@ -12,6 +12,7 @@ import (
 	"github.com/fencer-io/fencer/cluster"
 	"github.com/fencer-io/fencer/fsm"
 	"github.com/fencer-io/fencer/fsm/entry"
+	"github.com/fencer-io/fencer/fsm/refusal"
 )
 
 // These tests run the lock service over a fake Raft (fakeraft_test.go) and
@@ -213,7 +214,7 @@ func TestRetryWithRequestIDGetsTheSameGrant(t *testing.T) {
 	if _, err := s.Renew(bg, "l", first.Token, first.Lease); err != nil {
 		t.Fatalf("the retried grant's lease is not tracked: %v", err)
 	}
-	if _, err := s.Acquire(bg, AcquireRequest{Lock: "l", Holder: "a", TTL: 10 * time.Second, RequestID: "r2"}); !errors.Is(err, fsm.ErrLockHeld) {
+	if _, err := s.Acquire(bg, AcquireRequest{Lock: "l", Holder: "a", TTL: 10 * time.Second, RequestID: "r2"}); !errors.Is(err, refusal.ErrLockHeld) {
 		t.Fatalf("another request id: %v", err)
 	}
 }
@@ -224,7 +225,7 @@ func TestHeldLockRefusedWithoutAnEntry(t *testing.T) {
 	a := mustAcquire(t, s, "l", "a", 10*time.Second)
 	entries := len(f.log())
 	_, err := s.Acquire(bg, AcquireRequest{Lock: "l", Holder: "b", TTL: time.Second})
-	var held *fsm.HeldError
+	var held *refusal.HeldError
 	if !errors.As(err, &held) || held.Holder != "a" || held.Token != a.Token || len(f.log()) != entries {
 		t.Fatalf("acquire of a held lock: %v, %d new entries", err, len(f.log())-entries)
 	}
@@ -236,7 +237,7 @@ func TestWaiterGivesUpAtItsWait(t *testing.T) {
 	mustAcquire(t, s, "l", "a", time.Minute)
 	b := enqueue(t, s, "l", "b", 5*time.Second, 1)
 	clock.Advance(5 * time.Second)
-	var held *fsm.HeldError
+	var held *refusal.HeldError
 	if got := receive(t, b); !errors.As(got.err, &held) || held.Holder != "a" {
 		t.Fatalf("waiter at the end of its wait: %v", got.err)
 	}
@@ -293,7 +294,7 @@ func TestFencedPutAndGet(t *testing.T) {
 	if _, err := s.Put(bg, PutRequest{Key: "k", Value: []byte("v1"), Token: g.Token, Lock: "l"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Put(bg, PutRequest{Key: "k", Value: []byte("v0"), Token: g.Token - 1}); !errors.Is(err, fsm.ErrStaleToken) {
+	if _, err := s.Put(bg, PutRequest{Key: "k", Value: []byte("v0"), Token: g.Token - 1}); !errors.Is(err, refusal.ErrStaleToken) {
 		t.Fatalf("write below the mark: %v", err)
 	}
 	k, ok, _, err := s.Get(bg, "k", false)

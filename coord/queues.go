@@ -9,6 +9,7 @@ import (
 	"github.com/fencer-io/fencer/coord/internal/waitq"
 	"github.com/fencer-io/fencer/fsm"
 	"github.com/fencer-io/fencer/fsm/entry"
+	"github.com/fencer-io/fencer/fsm/refusal"
 )
 
 // What the primitives share on the leader besides the lease timers: each
@@ -73,7 +74,7 @@ func (s *Service) expired(err error, key string, token uint64, what, name string
 	case err == nil:
 		s.metrics.Expirations.Inc()
 		return true
-	case errors.Is(err, fsm.ErrLeaseLost):
+	case errors.Is(err, refusal.ErrLeaseLost):
 		// Released or superseded meanwhile: nothing to do.
 	default:
 		s.log.Warn("expire proposal failed; will retry", what, name, "token", token, "err", err)

@@ -8,6 +8,7 @@ import (
 	"github.com/fencer-io/fencer/coord/internal/timed"
 	"github.com/fencer-io/fencer/fsm"
 	"github.com/fencer-io/fencer/fsm/entry"
+	"github.com/fencer-io/fencer/fsm/refusal"
 	"github.com/fencer-io/fencer/fsm/secrets"
 )
 
@@ -73,19 +74,19 @@ func (s *Service) AcquirePermit(ctx context.Context, req PermitRequest) (fsm.Per
 	st := s.fsm.Semaphore(req.Semaphore)
 	retry := s.fsm.SemRequestGranted(req.Semaphore, req.Holder, req.RequestID, req.Principal)
 	full := st.Limit != 0 && len(st.Permits)+len(st.Delays) >= st.Limit
-	var refusal error
+	var refused error
 	switch {
 	case retry:
 	case st.Limit != 0 && st.Limit != req.Limit:
-		refusal = &fsm.LimitError{Semaphore: req.Semaphore, Limit: st.Limit, Asked: req.Limit, Held: len(st.Permits)}
+		refused = &refusal.LimitError{Semaphore: req.Semaphore, Limit: st.Limit, Asked: req.Limit, Held: len(st.Permits)}
 	case full && req.Wait <= 0 && len(st.Permits) < st.Limit:
 		// Free but for slots in their lock-delay: when to retry.
-		refusal = s.slotDelayed(st)
+		refused = s.slotDelayed(st)
 	case full && req.Wait <= 0:
-		refusal = &fsm.FullError{Semaphore: req.Semaphore, Held: len(st.Permits), Limit: st.Limit}
+		refused = &refusal.FullError{Semaphore: req.Semaphore, Held: len(st.Permits), Limit: st.Limit}
 	}
-	if refusal != nil {
-		err := s.refuse(refusal)
+	if refused != nil {
+		err := s.refuse(refused)
 		q.Unlock()
 		return fsm.PermitResult{}, err
 	}
@@ -115,7 +116,7 @@ func (s *Service) AcquirePermit(ctx context.Context, req PermitRequest) (fsm.Per
 		// by a quorum round, or a permit, rather than "full" with a permit
 		// free.
 		if st := s.fsm.Semaphore(req.Semaphore); st.Limit != 0 && len(st.Permits) >= st.Limit {
-			return fsm.PermitResult{}, s.refuse(&fsm.FullError{Semaphore: req.Semaphore, Held: len(st.Permits), Limit: st.Limit})
+			return fsm.PermitResult{}, s.refuse(&refusal.FullError{Semaphore: req.Semaphore, Held: len(st.Permits), Limit: st.Limit})
 		}
 		return s.grantPermit(cmd)
 	})
@@ -173,10 +174,10 @@ func (s *Service) RenewPermit(ctx context.Context, name string, token uint64, se
 	}
 	p, ok := heldPermit(s.fsm.Semaphore(name), token)
 	if !ok || !secrets.Equal(p.Lease, secret) {
-		return entry.Permit{}, fmt.Errorf("%w: semaphore %q has no permit with token %d and that lease", fsm.ErrLeaseLost, name, token)
+		return entry.Permit{}, fmt.Errorf("%w: semaphore %q has no permit with token %d and that lease", refusal.ErrLeaseLost, name, token)
 	}
 	if !s.leases.Renew(timed.PermitKey(name, token), token) {
-		return entry.Permit{}, fmt.Errorf("%w: semaphore %q's permit %d: its lease expired", fsm.ErrLeaseLost, name, token)
+		return entry.Permit{}, fmt.Errorf("%w: semaphore %q's permit %d: its lease expired", refusal.ErrLeaseLost, name, token)
 	}
 	s.metrics.Renewals.Inc()
 	return p, nil

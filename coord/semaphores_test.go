@@ -7,6 +7,7 @@ import (
 
 	"github.com/fencer-io/fencer/fsm"
 	"github.com/fencer-io/fencer/fsm/entry"
+	"github.com/fencer-io/fencer/fsm/refusal"
 )
 
 // permitted is what a permit acquire in a goroutine answered.
@@ -30,7 +31,7 @@ func TestPermitHandoffInOneEntry(t *testing.T) {
 	s, f, clock := newTestService(t, Config{})
 	a := mustPermit(t, s, "a", 2)
 	mustPermit(t, s, "b", 2)
-	if _, err := s.AcquirePermit(bg, PermitRequest{Semaphore: "s", Holder: "c", Limit: 2, TTL: time.Second}); !errors.Is(err, fsm.ErrSemaphoreFull) {
+	if _, err := s.AcquirePermit(bg, PermitRequest{Semaphore: "s", Holder: "c", Limit: 2, TTL: time.Second}); !errors.Is(err, refusal.ErrSemaphoreFull) {
 		t.Fatalf("a third permit of 2: %v", err)
 	}
 	queued := make(chan permitted, 2)
@@ -67,7 +68,7 @@ func TestPermitLimitMismatch(t *testing.T) {
 	a := mustPermit(t, s, "a", 3)
 	entries := len(f.log())
 	_, err := s.AcquirePermit(bg, PermitRequest{Semaphore: "s", Holder: "b", Limit: 2, TTL: time.Second, Wait: time.Minute})
-	var le *fsm.LimitError
+	var le *refusal.LimitError
 	if !errors.As(err, &le) || le.Limit != 3 || le.Asked != 2 {
 		t.Fatalf("limit 2 while 3 is held: %v", err)
 	}
@@ -160,7 +161,7 @@ func TestPermitDelayAfterExpiry(t *testing.T) {
 	}
 	_, err = permitDelayed(s, "c", time.Second, 0, 0)
 	var de *DelayedError
-	if !errors.Is(err, fsm.ErrLockDelay) || !errors.As(err, &de) || de.Semaphore != "s" || de.Remaining != 5*time.Second {
+	if !errors.Is(err, refusal.ErrLockDelay) || !errors.As(err, &de) || de.Semaphore != "s" || de.Remaining != 5*time.Second {
 		t.Fatalf("acquire while the only free slot is delayed: %v, want lock_delay with 5s left", err)
 	}
 	st, err := s.Semaphore(bg, "s", false)
@@ -228,7 +229,7 @@ func TestPermitDelayRestartedOnPromotion(t *testing.T) {
 		t.Fatalf("after the promotion: %+v (%v), want the delay restarted at its full 5s", st.Delays, err)
 	}
 	clock.Advance(4999 * time.Millisecond)
-	if _, err := permitDelayed(s, "c", time.Second, 0, 0); !errors.Is(err, fsm.ErrLockDelay) {
+	if _, err := permitDelayed(s, "c", time.Second, 0, 0); !errors.Is(err, refusal.ErrLockDelay) {
 		t.Fatalf("acquire before a full delay after the promotion: %v", err)
 	}
 	clock.Advance(time.Millisecond)

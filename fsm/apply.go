@@ -6,6 +6,7 @@ import (
 	"github.com/fencer-io/fencer/fsm/entry"
 	"github.com/fencer-io/fencer/fsm/internal/grants"
 	"github.com/fencer-io/fencer/fsm/internal/locktable"
+	"github.com/fencer-io/fencer/fsm/refusal"
 	"github.com/fencer-io/fencer/fsm/secrets"
 )
 
@@ -55,14 +56,14 @@ func applyAcquire(s *state, c *entry.Acquire, index uint64) any {
 			}
 			// The request was granted once and that grant has ended: never
 			// mint a second token for the same request.
-			return fmt.Errorf("%w: the grant for request %q (token %d) has already ended", ErrLeaseLost, c.RequestID, token)
+			return fmt.Errorf("%w: the grant for request %q (token %d) has already ended", refusal.ErrLeaseLost, c.RequestID, token)
 		}
 	}
 	if cur, held := s.locks.Get(c.Lock); held {
-		return &HeldError{Lock: c.Lock, Holder: cur.Holder(), Token: cur.Token()}
+		return &refusal.HeldError{Lock: c.Lock, Holder: cur.Holder(), Token: cur.Token()}
 	}
 	if d, delayed := s.delays[c.Lock]; delayed {
-		return &DelayError{Lock: c.Lock, Since: d.Since, Millis: d.Millis}
+		return &refusal.DelayError{Lock: c.Lock, Since: d.Since, Millis: d.Millis}
 	}
 	return s.grant(c, index)
 }
@@ -103,13 +104,13 @@ func (s *state) grant(c *entry.Acquire, index uint64) any {
 // token, or why there is none.
 func (s *state) mint(index uint64) (uint64, error) {
 	if index > entry.MaxIndex || s.epoch >= entry.MaxEpoch {
-		return 0, ErrTokenSpaceExhausted
+		return 0, refusal.ErrTokenSpaceExhausted
 	}
 	token := entry.MakeToken(s.epoch, index)
 	if token <= s.lastToken {
 		// Cannot happen while log indexes increase; refuse rather than
 		// issue a token that does not move forward.
-		return 0, fmt.Errorf("%w: token %d would not exceed %d", ErrTokenSpaceExhausted, token, s.lastToken)
+		return 0, fmt.Errorf("%w: token %d would not exceed %d", refusal.ErrTokenSpaceExhausted, token, s.lastToken)
 	}
 	s.lastToken = token
 	return token, nil
@@ -124,14 +125,14 @@ func applyRelease(s *state, c *entry.Release, index uint64) any {
 }
 
 // current returns the held grant of lock with token and secret, or a
-// LeaseError that says why there is none.
+// refusal.LeaseError that says why there is none.
 func (s *state) current(lock string, token uint64, secret string) (*locktable.Entry, error) {
 	cur, held := s.locks.Get(lock)
 	if !held {
-		return nil, LeaseRefused(lock, 0, token, secret)
+		return nil, refusal.LeaseRefused(lock, 0, token, secret)
 	}
 	if cur.Token() != token || !secrets.Equal(cur.Secret(), secret) {
-		return nil, LeaseRefused(lock, cur.Token(), token, secret)
+		return nil, refusal.LeaseRefused(lock, cur.Token(), token, secret)
 	}
 	return cur, nil
 }
@@ -139,7 +140,7 @@ func (s *state) current(lock string, token uint64, secret string) (*locktable.En
 func applyExpire(s *state, c *entry.Expire, index uint64) any {
 	cur, held := s.locks.Get(c.Lock)
 	if !held || cur.Token() != c.Token {
-		return fmt.Errorf("%w: lock %q token %d already ended", ErrLeaseLost, c.Lock, c.Token)
+		return fmt.Errorf("%w: lock %q token %d already ended", refusal.ErrLeaseLost, c.Lock, c.Token)
 	}
 	if cur.LockDelayMillis() > 0 {
 		// The grant asked for a lock-delay: nobody gets the lock until an
@@ -180,37 +181,37 @@ func applyPut(s *state, c *entry.Put, _ uint64) any {
 		return fmt.Errorf("%w: put without a key", entry.ErrMalformedCommand)
 	}
 	if c.Token == 0 {
-		return fmt.Errorf("%w: token 0 is never issued", ErrStaleToken)
+		return fmt.Errorf("%w: token 0 is never issued", refusal.ErrStaleToken)
 	}
 	if entry.TokenEpoch(c.Token) < s.floor {
 		// A grant of an epoch before the last restore or recovery: void,
 		// even above a mark that the restore took back (see DESIGN.md).
-		return &StaleError{Key: c.Key, Token: c.Token, LastToken: s.keys.Mark(c.Key)}
+		return &refusal.StaleError{Key: c.Key, Token: c.Token, LastToken: s.keys.Mark(c.Key)}
 	}
 	if c.IssuedOnly() && c.Token > s.lastToken {
 		// A mark above every token issued would refuse every real holder
 		// until tokens caught up with it, for good at 2^64-1.
-		return &UnissuedError{Key: c.Key, Token: c.Token}
+		return &refusal.UnissuedError{Key: c.Key, Token: c.Token}
 	}
 	if c.Lock != "" {
 		cur, held := s.locks.Get(c.Lock)
 		if !held || cur.Token() != c.Token {
-			return &NotHolderError{Lock: c.Lock, Token: c.Token}
+			return &refusal.NotHolderError{Lock: c.Lock, Token: c.Token}
 		}
 	}
 	if k, ok := s.keys.Get(c.Key); ok && c.Token <= k.Token {
-		return &StaleError{Key: c.Key, Token: c.Token, LastToken: k.Token}
+		return &refusal.StaleError{Key: c.Key, Token: c.Token, LastToken: k.Token}
 	}
 	s.keys.Set(&entry.FencedKey{Key: c.Key, Value: c.Value, Token: c.Token, Principal: c.Principal})
 	return &PutResult{Key: c.Key, Token: c.Token}
 }
 
 // apply removes the key and its mark; a key that does not exist is
-// ErrNoSuchKey.
+// refusal.ErrNoSuchKey.
 func applyDeleteKey(s *state, c *entry.DeleteKey, _ uint64) any {
 	old, ok := s.keys.Delete(c.Key)
 	if !ok {
-		return fmt.Errorf("%w: %q", ErrNoSuchKey, c.Key)
+		return fmt.Errorf("%w: %q", refusal.ErrNoSuchKey, c.Key)
 	}
 	return &DeleteKeyResult{Key: old.Key, LastToken: old.Token}
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/fencer-io/fencer/fsm/entry"
+	"github.com/fencer-io/fencer/fsm/refusal"
 )
 
 // A lock-delay (Chubby's, Consul's) protects resources that cannot check a
@@ -37,7 +38,7 @@ func applyEndDelay(s *state, c *entry.EndDelay, index uint64) any {
 	}
 	d, ok := s.delays[c.Lock]
 	if !ok || d.Since != c.Since {
-		return fmt.Errorf("%w: lock %q has no lock-delay since index %d", ErrLeaseLost, c.Lock, c.Since)
+		return fmt.Errorf("%w: lock %q has no lock-delay since index %d", refusal.ErrLeaseLost, c.Lock, c.Since)
 	}
 	delete(s.delays, c.Lock)
 	res := &EndDelayResult{Ended: d}

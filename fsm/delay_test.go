@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/fencer-io/fencer/fsm/entry"
+	"github.com/fencer-io/fencer/fsm/refusal"
 	"github.com/fencer-io/fencer/fsm/snapshot"
 )
 
@@ -28,11 +29,11 @@ func TestLockDelayAfterExpiryOnly(t *testing.T) {
 		t.Fatalf("expire: %+v, want a delay since 2", res)
 	}
 	err, _ := f.ApplyCommand(acquire("a", "w2", "s2"), 3).(error)
-	var de *DelayError
-	if !errors.As(err, &de) || !errors.Is(err, ErrLockDelay) || de.Since != 2 {
+	var de *refusal.DelayError
+	if !errors.As(err, &de) || !errors.Is(err, refusal.ErrLockDelay) || de.Since != 2 {
 		t.Fatalf("acquire during the delay: %v, want lock_delay", err)
 	}
-	if err, _ := f.ApplyCommand(&entry.EndDelay{Lock: "a", Since: 1}, 4).(error); !errors.Is(err, ErrLeaseLost) {
+	if err, _ := f.ApplyCommand(&entry.EndDelay{Lock: "a", Since: 1}, 4).(error); !errors.Is(err, refusal.ErrLeaseLost) {
 		t.Fatalf("end of another delay: %v", err)
 	}
 	// Snapshots carry the running delay.

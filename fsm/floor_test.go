@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/fencer-io/fencer/fsm/entry"
+	"github.com/fencer-io/fencer/fsm/refusal"
 	"github.com/fencer-io/fencer/fsm/snapshot"
 )
 
@@ -47,8 +48,8 @@ func TestEpochFloorRefusesEveryTokenOfAnEarlierEpoch(t *testing.T) {
 	stale := func(p *entry.Put, wantMark uint64) {
 		t.Helper()
 		err, _ := f.ApplyCommand(p, t0+10).(error)
-		var se *StaleError
-		if !errors.As(err, &se) || !errors.Is(err, ErrStaleToken) || se.LastToken != wantMark || se.Token != p.Token {
+		var se *refusal.StaleError
+		if !errors.As(err, &se) || !errors.Is(err, refusal.ErrStaleToken) || se.LastToken != wantMark || se.Token != p.Token {
 			t.Fatalf("put %+v after restore: %v, want stale with last token %d", p, err, wantMark)
 		}
 	}
@@ -70,7 +71,7 @@ func TestEpochFloorRefusesEveryTokenOfAnEarlierEpoch(t *testing.T) {
 
 	// The floor survives a snapshot of its own.
 	again := restoreImage(t, f.Image())
-	if err, _ := again.ApplyCommand(&entry.Put{Key: "other", Value: []byte("zombie"), Token: t0 + k}, t0+13).(error); !errors.Is(err, ErrStaleToken) {
+	if err, _ := again.ApplyCommand(&entry.Put{Key: "other", Value: []byte("zombie"), Token: t0 + k}, t0+13).(error); !errors.Is(err, refusal.ErrStaleToken) {
 		t.Fatalf("after a second snapshot: %v", err)
 	}
 	if again.Digest() != f.Digest() {

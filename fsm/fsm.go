@@ -10,8 +10,8 @@
 // entry makes); the state's tables, each with its own bounds and derived
 // counts, are in fsm/internal: locktable (held locks), permits
 // (semaphores), kv (fenced keys), requests (request ids) and grants (the
-// grant history). A grant's secret is fsm/secrets', and the events it
-// reports are fsm/event's.
+// grant history). Why a command is refused is fsm/refusal's, a grant's
+// secret fsm/secrets', and the events an entry reports fsm/event's.
 //
 // The fencing token of a grant is the log index of the entry that granted it
 // (plus the epoch in the high bits, see entry.EpochShift). Only a Raft leader can

@@ -12,6 +12,7 @@ import (
 
 	"github.com/fencer-io/fencer/fsm/entry"
 	"github.com/fencer-io/fencer/fsm/internal/requests"
+	"github.com/fencer-io/fencer/fsm/refusal"
 	"github.com/fencer-io/fencer/fsm/snapshot"
 )
 
@@ -35,8 +36,8 @@ func TestAcquireTokenIsLogIndex(t *testing.T) {
 		t.Fatalf("grant = %+v, want token 7 for w1", g)
 	}
 	err, _ := f.ApplyCommand(acquire("a", "w2", "s2"), 8).(error)
-	var held *HeldError
-	if !errors.As(err, &held) || !errors.Is(err, ErrLockHeld) || held.Token != 7 || held.Holder != "w1" {
+	var held *refusal.HeldError
+	if !errors.As(err, &held) || !errors.Is(err, refusal.ErrLockHeld) || held.Token != 7 || held.Holder != "w1" {
 		t.Fatalf("second acquire: %v, want lock held by w1 with 7", err)
 	}
 	if g2 := mustGrant(t, f, acquire("b", "w2", "s3"), 9); g2.Token != 9 {
@@ -55,7 +56,7 @@ func TestReleaseNeedsCurrentTokenAndLease(t *testing.T) {
 		{Lock: "a", Token: g.Token + 1, Lease: "s1"},
 		{Lock: "nope", Token: g.Token, Lease: "s1"},
 	} {
-		if err, _ := f.ApplyCommand(bad, 4).(error); !errors.Is(err, ErrLeaseLost) {
+		if err, _ := f.ApplyCommand(bad, 4).(error); !errors.Is(err, refusal.ErrLeaseLost) {
 			t.Fatalf("release %+v: %v, want lease lost", bad, err)
 		}
 	}
@@ -66,7 +67,7 @@ func TestReleaseNeedsCurrentTokenAndLease(t *testing.T) {
 	if _, held := f.Lock("a"); held {
 		t.Fatal("lock still held after release")
 	}
-	if err, _ := f.ApplyCommand(&entry.Release{Lock: "a", Token: g.Token, Lease: "s1"}, 6).(error); !errors.Is(err, ErrLeaseLost) {
+	if err, _ := f.ApplyCommand(&entry.Release{Lock: "a", Token: g.Token, Lease: "s1"}, 6).(error); !errors.Is(err, refusal.ErrLeaseLost) {
 		t.Fatalf("second release: %v", err)
 	}
 	if g2 := mustGrant(t, f, acquire("a", "w2", "s2"), 7); g2.Token != 7 {
@@ -94,7 +95,7 @@ func TestExpireForSupersededTokenDoesNothing(t *testing.T) {
 	f.ApplyCommand(&entry.Release{Lock: "a", Token: g.Token, Lease: "s1"}, 4)
 	g2 := mustGrant(t, f, acquire("a", "w2", "s2"), 5)
 	before := f.Digest()
-	if err, _ := f.ApplyCommand(&entry.Expire{Lock: "a", Token: g.Token}, 6).(error); !errors.Is(err, ErrLeaseLost) {
+	if err, _ := f.ApplyCommand(&entry.Expire{Lock: "a", Token: g.Token}, 6).(error); !errors.Is(err, refusal.ErrLeaseLost) {
 		t.Fatalf("stale expire: %v", err)
 	}
 	if f.Digest() != before {
@@ -123,7 +124,7 @@ func TestRequestIDNeverMintsSecondToken(t *testing.T) {
 		t.Fatalf("retry = %+v, want the first grant", res)
 	}
 	f.ApplyCommand(&entry.Release{Lock: "a", Token: g.Token, Lease: "s1"}, 10)
-	if err, _ := f.ApplyCommand(&retry, 11).(error); !errors.Is(err, ErrLeaseLost) {
+	if err, _ := f.ApplyCommand(&retry, 11).(error); !errors.Is(err, refusal.ErrLeaseLost) {
 		t.Fatalf("retry after release: %v, want lease lost", err)
 	}
 	if _, held := f.Lock("a"); held {
@@ -147,7 +148,7 @@ func TestRequestIDIsBoundToItsPrincipal(t *testing.T) {
 	check := func(f *FSM, index uint64) {
 		t.Helper()
 		res := f.ApplyCommand(&replay, index)
-		var held *HeldError
+		var held *refusal.HeldError
 		if err, _ := res.(error); !errors.As(err, &held) || held.Token != g.Token {
 			t.Fatalf("another principal's replay: %+v, want lock held", res)
 		}
@@ -201,14 +202,14 @@ func TestPutFencing(t *testing.T) {
 	}
 	ok(&entry.Put{Key: "k", Value: []byte("new"), Token: 34}, 41)
 	err, _ := f.ApplyCommand(&entry.Put{Key: "k", Value: []byte("old"), Token: 33}, 42).(error)
-	var stale *StaleError
+	var stale *refusal.StaleError
 	if !errors.As(err, &stale) || stale.LastToken != 34 {
 		t.Fatalf("older token: %v", err)
 	}
-	if err, _ := f.ApplyCommand(&entry.Put{Key: "k", Value: []byte("replay"), Token: 34}, 43).(error); !errors.Is(err, ErrStaleToken) {
+	if err, _ := f.ApplyCommand(&entry.Put{Key: "k", Value: []byte("replay"), Token: 34}, 43).(error); !errors.Is(err, refusal.ErrStaleToken) {
 		t.Fatalf("equal token: %v", err)
 	}
-	if err, _ := f.ApplyCommand(&entry.Put{Key: "k2", Value: []byte("zero"), Token: 0}, 44).(error); !errors.Is(err, ErrStaleToken) {
+	if err, _ := f.ApplyCommand(&entry.Put{Key: "k2", Value: []byte("zero"), Token: 0}, 44).(error); !errors.Is(err, refusal.ErrStaleToken) {
 		t.Fatalf("zero token: %v", err)
 	}
 	ok(&entry.Put{Key: "k", Value: []byte("newer"), Token: 35}, 45)
@@ -229,7 +230,7 @@ func TestPutWithLockRequiresCurrentGrant(t *testing.T) {
 	err, _ := f.ApplyCommand(&entry.Put{Key: "k2", Value: []byte("x"), Token: g.Token, Lock: "a"}, 13).(error)
 	// The message says it once, not "token is not the lock's current grant:
 	// token 10 is not the current grant of lock "a"".
-	if !errors.Is(err, ErrNotLockHolder) || err.Error() != `token 10 is not the current grant of lock "a"` {
+	if !errors.Is(err, refusal.ErrNotLockHolder) || err.Error() != `token 10 is not the current grant of lock "a"` {
 		t.Fatalf("write after expiry: %v", err)
 	}
 }
@@ -242,7 +243,7 @@ func TestBumpEpochMovesTokensAboveOldEpoch(t *testing.T) {
 	if g2.Token <= g.Token || g2.Token != 1<<entry.EpochShift|6 {
 		t.Fatalf("token after bump = %d, want > %d", g2.Token, g.Token)
 	}
-	if err, _ := f.ApplyCommand(acquire("c", "w", "s"), entry.MaxIndex+1).(error); !errors.Is(err, ErrTokenSpaceExhausted) {
+	if err, _ := f.ApplyCommand(acquire("c", "w", "s"), entry.MaxIndex+1).(error); !errors.Is(err, refusal.ErrTokenSpaceExhausted) {
 		t.Fatalf("index past epoch: %v", err)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/fencer-io/fencer/fsm/entry"
+	"github.com/fencer-io/fencer/fsm/refusal"
 )
 
 // applyFormat applies cmd as the entry the leader writes for members that
@@ -30,8 +31,8 @@ func TestPutRefusesUnissuedToken(t *testing.T) {
 	g := mustGrant(t, f, acquire("a", "w", "s"), 5)
 	for _, token := range []uint64{g.Token + 1, math.MaxUint64} {
 		err, _ := f.ApplyCommand(&entry.Put{Key: "report", Value: []byte("x"), Token: token}, 6).(error)
-		var unissued *UnissuedError
-		if !errors.Is(err, ErrUnissuedToken) || !errors.As(err, &unissued) || unissued.Token != token {
+		var unissued *refusal.UnissuedError
+		if !errors.Is(err, refusal.ErrUnissuedToken) || !errors.As(err, &unissued) || unissued.Token != token {
 			t.Fatalf("put with token %d, the last granted %d: %v, want unissued", token, g.Token, err)
 		}
 	}
@@ -74,7 +75,7 @@ func TestDeleteKeyRemovesTheMark(t *testing.T) {
 		t.Fatal("put after delete refused")
 	}
 	f.ApplyCommand(&entry.DeleteKey{Key: "k"}, 13)
-	if err, _ := f.ApplyCommand(&entry.DeleteKey{Key: "k"}, 14).(error); !errors.Is(err, ErrNoSuchKey) {
+	if err, _ := f.ApplyCommand(&entry.DeleteKey{Key: "k"}, 14).(error); !errors.Is(err, refusal.ErrNoSuchKey) {
 		t.Fatalf("delete of a missing key: %v", err)
 	}
 	if c := f.Counts(); c.Keys != 0 || c.KVBytes != 0 {

@@ -6,6 +6,7 @@ import (
 	"github.com/fencer-io/fencer/fsm/entry"
 	"github.com/fencer-io/fencer/fsm/internal/locktable"
 	"github.com/fencer-io/fencer/fsm/internal/permits"
+	"github.com/fencer-io/fencer/fsm/refusal"
 	"github.com/fencer-io/fencer/fsm/secrets"
 )
 
@@ -54,7 +55,7 @@ func applySemAcquire(s *state, c *entry.SemAcquire, index uint64) any {
 			if sem := s.sems.Get(c.Semaphore); sem != nil && sem.Permit(token) != nil {
 				return &PermitResult{Permit: *sem.Permit(token), Held: sem.Held(), Existing: true}
 			}
-			return fmt.Errorf("%w: the permit for request %q (token %d) has already ended", ErrLeaseLost, c.RequestID, token)
+			return fmt.Errorf("%w: the permit for request %q (token %d) has already ended", refusal.ErrLeaseLost, c.RequestID, token)
 		}
 	}
 	if c.Semaphore == "" || c.TTLMillis <= 0 || c.Limit < 1 || c.Limit > MaxSemaphoreLimit {
@@ -62,13 +63,13 @@ func applySemAcquire(s *state, c *entry.SemAcquire, index uint64) any {
 	}
 	if sem := s.sems.Get(c.Semaphore); sem != nil {
 		if c.Limit != sem.Limit() {
-			return &LimitError{Semaphore: c.Semaphore, Limit: sem.Limit(), Asked: c.Limit, Held: sem.Held()}
+			return &refusal.LimitError{Semaphore: c.Semaphore, Limit: sem.Limit(), Asked: c.Limit, Held: sem.Held()}
 		}
 		if sem.Held() >= sem.Limit() {
-			return &FullError{Semaphore: c.Semaphore, Held: sem.Held(), Limit: sem.Limit()}
+			return &refusal.FullError{Semaphore: c.Semaphore, Held: sem.Held(), Limit: sem.Limit()}
 		}
 		if sem.InUse() >= sem.Limit() {
-			return &SlotDelayError{Semaphore: c.Semaphore, Delayed: sem.Delayed()}
+			return &refusal.SlotDelayError{Semaphore: c.Semaphore, Delayed: sem.Delayed()}
 		}
 	}
 	token, err := s.mint(index)
@@ -92,7 +93,7 @@ func applySemAcquire(s *state, c *entry.SemAcquire, index uint64) any {
 func (s *state) endSlotDelay(c *entry.EndDelay, index uint64) any {
 	d, ok := s.sems.EndSlotDelay(c.Semaphore, c.Since)
 	if !ok {
-		return fmt.Errorf("%w: semaphore %q has no slot delay since index %d", ErrLeaseLost, c.Semaphore, c.Since)
+		return fmt.Errorf("%w: semaphore %q has no slot delay since index %d", refusal.ErrLeaseLost, c.Semaphore, c.Since)
 	}
 	res := &EndDelayResult{Ended: d}
 	if c.NextPermit != nil {
@@ -113,7 +114,7 @@ func applySemRelease(s *state, c *entry.SemRelease, index uint64) any {
 		p = sem.Permit(c.Token)
 	}
 	if p == nil || !secrets.Equal(p.Lease, c.Lease) {
-		return fmt.Errorf("%w: semaphore %q has no permit with token %d and that lease", ErrLeaseLost, c.Semaphore, c.Token)
+		return fmt.Errorf("%w: semaphore %q has no permit with token %d and that lease", refusal.ErrLeaseLost, c.Semaphore, c.Token)
 	}
 	return s.freePermit(p, c.Next, index)
 }
@@ -121,7 +122,7 @@ func applySemRelease(s *state, c *entry.SemRelease, index uint64) any {
 func applySemExpire(s *state, c *entry.SemExpire, index uint64) any {
 	sem := s.sems.Get(c.Semaphore)
 	if sem == nil || sem.Permit(c.Token) == nil {
-		return fmt.Errorf("%w: semaphore %q permit %d already ended", ErrLeaseLost, c.Semaphore, c.Token)
+		return fmt.Errorf("%w: semaphore %q permit %d already ended", refusal.ErrLeaseLost, c.Semaphore, c.Token)
 	}
 	p, limit := sem.Permit(c.Token), sem.Limit()
 	if p.LockDelayMillis > 0 {

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/fencer-io/fencer/fsm/entry"
+	"github.com/fencer-io/fencer/fsm/refusal"
 )
 
 func semAcquire(holder string, limit int) *entry.SemAcquire {
@@ -25,12 +26,12 @@ func TestSemaphorePermits(t *testing.T) {
 	if a == nil || b == nil || a.Permit.Token != 1 || b.Permit.Token != 2 || b.Held != 2 {
 		t.Fatalf("permits %+v %+v", a, b)
 	}
-	var full *FullError
+	var full *refusal.FullError
 	if err, _ := f.ApplyCommand(semAcquire("c", 2), 3).(error); !errors.As(err, &full) || full.Held != 2 {
 		t.Fatalf("third permit of 2: %v", err)
 	}
-	var mismatch *LimitError
-	if err, _ := f.ApplyCommand(semAcquire("c", 3), 4).(error); !errors.As(err, &mismatch) || mismatch.Limit != 2 || !errors.Is(err, ErrLimitMismatch) {
+	var mismatch *refusal.LimitError
+	if err, _ := f.ApplyCommand(semAcquire("c", 3), 4).(error); !errors.As(err, &mismatch) || mismatch.Limit != 2 || !errors.Is(err, refusal.ErrLimitMismatch) {
 		t.Fatalf("limit 3 while 2 are held: %v", err)
 	}
 	if again, _ := f.ApplyCommand(semAcquire("a", 2), 5).(*PermitResult); again == nil || !again.Existing || again.Permit.Token != 1 {
@@ -89,8 +90,8 @@ func TestSemaphoreSlotDelay(t *testing.T) {
 	if r, _ := f.ApplyCommand(semAcquire("b", 2), 3).(*PermitResult); r == nil {
 		t.Fatal("the other slot was not granted")
 	}
-	var sd *SlotDelayError
-	if err, _ := f.ApplyCommand(semAcquire("c", 2), 4).(error); !errors.As(err, &sd) || !errors.Is(err, ErrLockDelay) {
+	var sd *refusal.SlotDelayError
+	if err, _ := f.ApplyCommand(semAcquire("c", 2), 4).(error); !errors.As(err, &sd) || !errors.Is(err, refusal.ErrLockDelay) {
 		t.Fatalf("acquire of the delayed slot: %v", err)
 	}
 	end, _ := f.ApplyCommand(&entry.EndDelay{Semaphore: "s", Since: 2, NextPermit: semAcquire("c", 2)}, 5).(*EndDelayResult)

@@ -6,6 +6,7 @@ import (
 
 	"github.com/fencer-io/fencer/fsm/entry"
 	"github.com/fencer-io/fencer/fsm/event"
+	"github.com/fencer-io/fencer/fsm/refusal"
 )
 
 // A grant publishes its value; SetValue changes it for the current grant
@@ -18,7 +19,7 @@ func TestLockValue(t *testing.T) {
 	if g.Value != "10.0.0.1:80" {
 		t.Fatalf("grant %+v", g)
 	}
-	if err, _ := f.ApplyCommand(&entry.SetValue{Lock: "leader", Token: 1, Lease: "wrong", Value: "x"}, 2).(error); !errors.Is(err, ErrLeaseLost) {
+	if err, _ := f.ApplyCommand(&entry.SetValue{Lock: "leader", Token: 1, Lease: "wrong", Value: "x"}, 2).(error); !errors.Is(err, refusal.ErrLeaseLost) {
 		t.Fatalf("set value with a wrong lease: %v", err)
 	}
 	res, _ := f.ApplyCommand(&entry.SetValue{Lock: "leader", Token: 1, Lease: "s1", Value: "10.0.0.2:80"}, 3).(*SetValueResult)

@@ -223,7 +223,7 @@ type Expire struct {
 // Put stores a value under a fenced key if Token is greater than the key's
 // last token, and, when Lock is set, only while Token is that lock's current
 // grant. In its LogFormatPrincipal form it also refuses a token above the
-// last one ever granted (fsm.ErrUnissuedToken) and records its principal as the
+// last one ever granted (refusal.ErrUnissuedToken) and records its principal as the
 // key's writer.
 type Put struct {
 	Key   string `json:"key"`

@@ -1,4 +1,8 @@
-package fsm
+// Package refusal is why the state machine refuses a valid command: the
+// sentinel errors that every layer, from the FSM up to the HTTP edge,
+// matches with errors.Is, and the typed errors that say more (who holds the
+// lock, the key's last token, why a secret is not the grant's).
+package refusal
 
 import (
 	"errors"
@@ -7,9 +11,10 @@ import (
 	"github.com/fencer-io/fencer/fsm/secrets"
 )
 
-// Domain errors returned as Apply results. They are shared by every layer so
-// that errors.Is works from the FSM up to the HTTP edge, which alone maps them
-// to status codes.
+// Domain errors returned as Apply results (and by coord for the same
+// refusals seen on the leader). They are shared by every layer so that
+// errors.Is works from the FSM up to the HTTP edge, which alone maps them to
+// status codes.
 var (
 	// ErrLockHeld: the lock is held by another grant.
 	ErrLockHeld = errors.New("lock is held")
