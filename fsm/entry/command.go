@@ -263,8 +263,9 @@ type RemoveMember struct {
 
 // BumpEpoch moves every future token above every token of the previous epoch.
 // No build has proposed it: a restore sets the epoch in the snapshot it
-// installs, and a forced recovery calls ForceRecovery, because neither can
-// wait for a log entry. It stays decodable, and type 7 stays taken.
+// installs, and a forced recovery sets it in the snapshot it writes
+// (cluster/recovery), because neither can wait for a log entry. It stays
+// decodable, and type 7 stays taken.
 type BumpEpoch struct {
 	Reason string `json:"reason"`
 }
