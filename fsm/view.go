@@ -23,14 +23,14 @@ import (
 // Writing a view streams it record by record, so a snapshot never holds a
 // second copy of the state nor its encoding in memory.
 type View struct {
-	Header   snapshot.Header
-	locks    []*locktable.Entry // sorted by name (sorted outside the FSM's lock)
-	keys     []*entry.FencedKey // sorted by key
-	members  []entry.Member     // sorted by id
-	requests []entry.RequestRecord
-	delays   []entry.Delay  // sorted by lock
-	permits  []entry.Permit // sorted by semaphore and token
-	voided   []entry.VoidedGrant
+	Header snapshot.Header
+	locks  []*locktable.Entry // sorted by name (sorted outside the FSM's lock)
+	keys   []*entry.FencedKey // sorted by key
+	// rest holds the records written between the keys and the grants:
+	// members sorted by id, the request table in log order, lock-delays
+	// sorted by lock then slot delays, permits sorted by semaphore and
+	// token, voided grants.
+	rest snapshot.Image
 	// The grant history as captured (sorted outside the FSM's lock).
 	grants grants.Captured
 }
@@ -66,20 +66,20 @@ func (f *FSM) viewLocked() *View {
 	}}
 	v.locks = s.locks.Entries()
 	v.keys = s.keys.All()
-	v.members = make([]entry.Member, 0, len(s.members))
+	v.rest.Members = make([]entry.Member, 0, len(s.members))
 	for _, id := range sortedKeys(s.members) {
-		v.members = append(v.members, s.members[id])
+		v.rest.Members = append(v.rest.Members, s.members[id])
 	}
-	v.requests = s.requests.Records()
+	v.rest.Requests = s.requests.Records()
 	for _, name := range sortedKeys(s.delays) {
-		v.delays = append(v.delays, s.delays[name])
+		v.rest.Delays = append(v.rest.Delays, s.delays[name])
 	}
-	v.delays = append(v.delays, s.sems.SlotDelays()...)
-	v.Header.Delays = len(v.delays)
+	v.rest.Delays = append(v.rest.Delays, s.sems.SlotDelays()...)
+	v.Header.Delays = len(v.rest.Delays)
 	// Copied: permits are few next to locks (a semaphore's limit bounds
 	// them), and copying keeps the view simple.
-	v.permits = s.sems.Permits()
-	v.Header.Permits = len(v.permits)
+	v.rest.Permits = s.sems.Permits()
+	v.Header.Permits = len(v.rest.Permits)
 	if h := s.history; h != nil {
 		cfg := h.Settings()
 		v.Header.GrantHistory, v.Header.GrantsFrom = &cfg, h.From()
@@ -87,7 +87,7 @@ func (f *FSM) viewLocked() *View {
 		v.Header.Grants, v.Header.GrantRing = v.grants.Len(), v.grants.RingLen()
 	}
 	// Never written in place: a restore replaces the slice.
-	v.voided = s.voided
+	v.rest.Voided = s.voided
 	v.Header.RestoredAt, v.Header.Voided = s.restoredAt, len(s.voided)
 	v.Header = v.Header.Written()
 	return v
@@ -105,15 +105,15 @@ func (v *View) Image() *snapshot.Image {
 	for _, k := range v.keys {
 		img.Keys = append(img.Keys, *k)
 	}
-	if len(v.members) > 0 {
-		img.Members = slices.Clone(v.members)
+	if len(v.rest.Members) > 0 {
+		img.Members = slices.Clone(v.rest.Members)
 	}
-	if len(v.requests) > 0 {
-		img.Requests = slices.Clone(v.requests)
+	if len(v.rest.Requests) > 0 {
+		img.Requests = slices.Clone(v.rest.Requests)
 	}
-	img.Delays = slices.Clone(v.delays)
-	img.Permits = slices.Clone(v.permits)
-	img.Voided = slices.Clone(v.voided)
+	img.Delays = slices.Clone(v.rest.Delays)
+	img.Permits = slices.Clone(v.rest.Permits)
+	img.Voided = slices.Clone(v.rest.Voided)
 	if v.grants.Len() > 0 {
 		img.Grants = v.grants.Records()
 	}
@@ -133,21 +133,7 @@ func (v *View) WriteTo(w io.Writer) (int64, error) {
 	for _, k := range v.keys {
 		sw.Encode(snapshot.Record{Key: k})
 	}
-	for i := range v.members {
-		sw.Encode(snapshot.Record{Member: &v.members[i]})
-	}
-	for i := range v.requests {
-		sw.Request(&v.requests[i])
-	}
-	for i := range v.delays {
-		sw.Encode(snapshot.Record{Delay: &v.delays[i]})
-	}
-	for i := range v.permits {
-		sw.Encode(snapshot.Record{Permit: &v.permits[i]})
-	}
-	for i := range v.voided {
-		sw.Encode(snapshot.Record{Voided: &v.voided[i]})
-	}
+	sw.Middle(&v.rest)
 	v.grants.Each(sw.Grant)
 	return sw.Close()
 }

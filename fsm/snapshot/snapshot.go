@@ -119,6 +119,18 @@ func (img *Image) WriteTo(w io.Writer) (int64, error) {
 	for i := range img.Keys {
 		sw.Encode(Record{Key: &img.Keys[i]})
 	}
+	sw.Middle(img)
+	for i := range img.Grants {
+		sw.Grant(&img.Grants[i])
+	}
+	return sw.Close()
+}
+
+// Middle writes img's records from its members to its voided grants, in
+// the format's order: members, requests, delays, permits, voided grants.
+// Image.WriteTo, and fsm's View, which streams its locks, keys and grants
+// from the state's own layout, write the rest around it.
+func (sw *Writer) Middle(img *Image) {
 	for i := range img.Members {
 		sw.Encode(Record{Member: &img.Members[i]})
 	}
@@ -134,10 +146,6 @@ func (img *Image) WriteTo(w io.Writer) (int64, error) {
 	for i := range img.Voided {
 		sw.Encode(Record{Voided: &img.Voided[i]})
 	}
-	for i := range img.Grants {
-		sw.Grant(&img.Grants[i])
-	}
-	return sw.Close()
 }
 
 // Writer encodes snapshot lines through a buffer; the first error
