@@ -16,136 +16,120 @@ import (
 
 func (s *Server) clusterRoutes() chi.Router {
 	r := chi.NewRouter()
-	r.Get("/", s.clusterStatus)
-	r.Get("/members", s.memberStatuses)
+	r.Get("/", handleJSON(s.clusterStatus))
+	r.Get("/members", handleJSON(s.memberStatuses))
 	r.Group(func(r chi.Router) {
 		r.Use(s.fwd.LeaderOnly)
-		r.Post("/join", s.join)
-		r.Post("/members", s.addMember)
-		r.Delete("/members/{id}", s.removeMember)
-		r.Post("/leader/transfer", s.transferLeader)
+		r.Post("/join", handleJSON(s.join))
+		r.Post("/members", handleJSON(s.addMember))
+		r.Delete("/members/{id}", handleJSON(s.removeMember))
+		r.Post("/leader/transfer", handleJSON(s.transferLeader))
 		r.Get("/snapshot", s.snapshotSave)
-		r.Post("/restore", s.snapshotRestore)
+		r.Post("/restore", handleJSON(s.snapshotRestore))
 	})
 	return r
 }
 
-func (s *Server) clusterStatus(w http.ResponseWriter, r *http.Request) {
+func (s *Server) clusterStatus(w http.ResponseWriter, r *http.Request) (any, error) {
 	st, err := s.c.Status()
 	if err != nil {
-		writeErr(w, err)
-		return
+		return nil, err
 	}
-	writeJSON(w, http.StatusOK, st)
+	return st, nil
 }
 
 // memberStatuses answers every member's own view, which this node gathers
 // (any node answers; nothing is forwarded).
-func (s *Server) memberStatuses(w http.ResponseWriter, r *http.Request) {
+func (s *Server) memberStatuses(w http.ResponseWriter, r *http.Request) (any, error) {
 	ctx, cancel := s.work(r, 0)
 	defer cancel()
 	st, err := s.c.MemberStatuses(ctx)
 	if err != nil {
-		writeErr(w, err)
-		return
+		return nil, err
 	}
-	writeJSON(w, http.StatusOK, st)
+	return st, nil
 }
 
-func (s *Server) join(w http.ResponseWriter, r *http.Request) {
+func (s *Server) join(w http.ResponseWriter, r *http.Request) (any, error) {
 	var req wire.JoinRequest
 	if err := request.DecodeJSON(w, r, &req); err != nil {
-		writeErr(w, err)
-		return
+		return nil, err
 	}
 	if req.ID == "" || req.RaftAddr == "" || req.HTTPAddr == "" {
-		writeErr(w, badRequest(wire.CodeInvalidMember, "join needs id, raft_addr and http_addr"))
-		return
+		return nil, badRequest(wire.CodeInvalidMember, "join needs id, raft_addr and http_addr")
 	}
 	if err := request.CheckMemberAddrs(req.RaftAddr, req.HTTPAddr); err != nil {
-		writeErr(w, err)
-		return
+		return nil, err
 	}
 	if h := r.Header.Get(wire.HeaderLogFormat); h != "" {
 		f, err := strconv.Atoi(h)
 		if err != nil || f < 0 || f > 255 {
-			writeErr(w, badRequest(wire.CodeInvalidMember, wire.HeaderLogFormat+": want a small non-negative integer"))
-			return
+			return nil, badRequest(wire.CodeInvalidMember, wire.HeaderLogFormat+": want a small non-negative integer")
 		}
 		req.LogFormat = f
 	}
 	ctx, cancel := s.work(r, 0)
 	defer cancel()
 	if err := s.c.Join(ctx, req); err != nil {
-		writeErr(w, err)
-		return
+		return nil, err
 	}
 	s.log.Info("member joined", "id", req.ID, "raft_addr", req.RaftAddr, "http_addr", req.HTTPAddr, "from", r.RemoteAddr)
-	writeJSON(w, http.StatusOK, wire.JoinResponse{Joined: req.ID})
+	return wire.JoinResponse{Joined: req.ID}, nil
 }
 
-func (s *Server) addMember(w http.ResponseWriter, r *http.Request) {
+func (s *Server) addMember(w http.ResponseWriter, r *http.Request) (any, error) {
 	var req wire.AddMemberRequest
 	if err := request.DecodeJSON(w, r, &req); err != nil {
-		writeErr(w, err)
-		return
+		return nil, err
 	}
 	if !wire.ValidNodeID(req.ID) || req.RaftAddr == "" || req.HTTPAddr == "" {
-		writeErr(w, badRequest(wire.CodeInvalidMember, "want id ("+wire.NodeIDRule+"), raft_addr and http_addr"))
-		return
+		return nil, badRequest(wire.CodeInvalidMember, "want id ("+wire.NodeIDRule+"), raft_addr and http_addr")
 	}
 	if err := request.CheckMemberAddrs(req.RaftAddr, req.HTTPAddr); err != nil {
-		writeErr(w, err)
-		return
+		return nil, err
 	}
 	voter := req.Voter == nil || *req.Voter
 	ctx, cancel := s.work(r, 0)
 	defer cancel()
 	err := s.c.Join(ctx, wire.JoinRequest{ID: req.ID, RaftAddr: req.RaftAddr, HTTPAddr: req.HTTPAddr, Voter: voter})
 	if err != nil {
-		writeErr(w, err)
-		return
+		return nil, err
 	}
 	s.log.Info("member added", "id", req.ID, "raft_addr", req.RaftAddr, "voter", voter, "by", r.RemoteAddr)
-	writeJSON(w, http.StatusOK, wire.Member{ID: req.ID, RaftAddr: req.RaftAddr, HTTPAddr: req.HTTPAddr, Voter: voter})
+	return wire.Member{ID: req.ID, RaftAddr: req.RaftAddr, HTTPAddr: req.HTTPAddr, Voter: voter}, nil
 }
 
-func (s *Server) removeMember(w http.ResponseWriter, r *http.Request) {
+func (s *Server) removeMember(w http.ResponseWriter, r *http.Request) (any, error) {
 	id := chi.URLParam(r, "id")
 	if !wire.ValidNodeID(id) {
-		writeErr(w, badRequest(wire.CodeInvalidMember, "member id: want "+wire.NodeIDRule))
-		return
+		return nil, badRequest(wire.CodeInvalidMember, "member id: want "+wire.NodeIDRule)
 	}
 	ctx, cancel := s.work(r, 0)
 	defer cancel()
 	if err := s.c.RemoveMember(ctx, id); err != nil {
-		writeErr(w, err)
-		return
+		return nil, err
 	}
 	s.log.Info("member removed", "id", id, "by", r.RemoteAddr)
-	writeJSON(w, http.StatusOK, wire.RemoveMemberResponse{Removed: id})
+	return wire.RemoveMemberResponse{Removed: id}, nil
 }
 
-func (s *Server) transferLeader(w http.ResponseWriter, r *http.Request) {
+func (s *Server) transferLeader(w http.ResponseWriter, r *http.Request) (any, error) {
 	var req wire.TransferRequest
 	if r.ContentLength != 0 {
 		if err := request.DecodeJSON(w, r, &req); err != nil {
-			writeErr(w, err)
-			return
+			return nil, err
 		}
 	}
 	if req.ID != "" && !wire.ValidNodeID(req.ID) {
-		writeErr(w, badRequest(wire.CodeInvalidMember, "member id: want "+wire.NodeIDRule))
-		return
+		return nil, badRequest(wire.CodeInvalidMember, "member id: want "+wire.NodeIDRule)
 	}
 	ctx, cancel := s.work(r, 0)
 	defer cancel()
 	if err := s.c.TransferLeadership(ctx, req.ID); err != nil {
-		writeErr(w, err)
-		return
+		return nil, err
 	}
 	s.log.Info("leadership transferred", "to", req.ID, "by", r.RemoteAddr)
-	writeJSON(w, http.StatusOK, wire.TransferResponse{To: req.ID, Transferred: "ok"})
+	return wire.TransferResponse{To: req.ID, Transferred: "ok"}, nil
 }
 
 // MaxSnapshotBytes caps a restore upload.
@@ -178,13 +162,12 @@ func (s *Server) snapshotSave(w http.ResponseWriter, r *http.Request) {
 
 // snapshotRestore replaces the cluster's state with an uploaded backup; see
 // cluster.Node.Restore for the token rule.
-func (s *Server) snapshotRestore(w http.ResponseWriter, r *http.Request) {
+func (s *Server) snapshotRestore(w http.ResponseWriter, r *http.Request) (any, error) {
 	var opts cluster.RestoreOptions
 	if v := r.URL.Query().Get("min_epoch"); v != "" {
 		e, err := strconv.ParseUint(v, 10, 24)
 		if err != nil {
-			writeErr(w, badRequest(wire.CodeInvalidSnapshot, "min_epoch: want an integer below 2^24"))
-			return
+			return nil, badRequest(wire.CodeInvalidSnapshot, "min_epoch: want an integer below 2^24")
 		}
 		opts.MinEpoch = e
 	}
@@ -192,9 +175,8 @@ func (s *Server) snapshotRestore(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	h, err := s.c.Restore(ctx, http.MaxBytesReader(w, r.Body, MaxSnapshotBytes), opts)
 	if err != nil {
-		writeErr(w, err)
-		return
+		return nil, err
 	}
 	s.log.Info("restored from snapshot", "epoch", h.Epoch, "last_token", h.LastToken, "keys", h.Keys, "by", r.RemoteAddr)
-	writeJSON(w, http.StatusOK, h)
+	return h, nil
 }

@@ -131,6 +131,20 @@ func writeError(w http.ResponseWriter, status int, body *wire.Error) {
 	wire.WriteError(w, status, body)
 }
 
+// handleJSON adapts a handler that returns the body of its 200 answer or the
+// error to answer instead: the body is written as JSON, the error as
+// writeErr writes it (and the body is then not looked at).
+func handleJSON(h func(w http.ResponseWriter, r *http.Request) (any, error)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		body, err := h(w, r)
+		if err != nil {
+			writeErr(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, body)
+	}
+}
+
 func badRequest(code, msg string) *wire.Error { return &wire.Error{Code: code, Message: msg} }
 
 // jsonContentType is the Content-Type of every JSON answer, shared: the

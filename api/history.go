@@ -22,18 +22,16 @@ import (
 
 // lockHistory answers GET /v1/locks/{name}/history?limit=N: the lock's last
 // grants, newest first (all that are kept without a limit).
-func (s *Server) lockHistory(w http.ResponseWriter, r *http.Request) {
+func (s *Server) lockHistory(w http.ResponseWriter, r *http.Request) (any, error) {
 	name, err := request.LockName(r)
 	if err != nil {
-		writeErr(w, err)
-		return
+		return nil, err
 	}
 	limit := wire.MaxHistoryLimit
 	if raw := r.URL.Query().Get("limit"); raw != "" {
 		n, err := strconv.Atoi(raw)
 		if err != nil || n < 1 || n > wire.MaxHistoryLimit {
-			writeErr(w, badRequest(wire.CodeInvalidLimit, "limit: want a number of grants from 1 to "+strconv.Itoa(wire.MaxHistoryLimit)))
-			return
+			return nil, badRequest(wire.CodeInvalidLimit, "limit: want a number of grants from 1 to "+strconv.Itoa(wire.MaxHistoryLimit))
 		}
 		limit = n
 	}
@@ -43,7 +41,7 @@ func (s *Server) lockHistory(w http.ResponseWriter, r *http.Request) {
 		out.Grants = append(out.Grants, wireGrant(g))
 	}
 	w.Header().Set(wire.HeaderIndex, strconv.FormatUint(index, 10))
-	writeJSON(w, http.StatusOK, out)
+	return out, nil
 }
 
 // token answers GET /v1/tokens/{token}: which lock and holder had the

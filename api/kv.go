@@ -19,9 +19,9 @@ import (
 func (s *Server) kvRoutes() chi.Router {
 	r := chi.NewRouter()
 	r.Use(s.fwd.LeaderOnly)
-	r.Put("/{key}", s.putKey)
+	r.Put("/{key}", handleJSON(s.putKey))
 	r.Get("/{key}", s.getKey)
-	r.Delete("/{key}", s.deleteKey)
+	r.Delete("/{key}", handleJSON(s.deleteKey))
 	return r
 }
 
@@ -40,42 +40,36 @@ func principalName(r *http.Request) string {
 // fence reads it too) fails closed with 428 missing_token; a malformed one
 // ("007", "-3", two headers) with 400 invalid_token, the code and status of
 // every other malformed token.
-func (s *Server) putKey(w http.ResponseWriter, r *http.Request) {
+func (s *Server) putKey(w http.ResponseWriter, r *http.Request) (any, error) {
 	key, err := request.KeyName(r)
 	if err != nil {
-		writeErr(w, err)
-		return
+		return nil, err
 	}
 	token, err := fencingToken(r.Header)
 	if err != nil {
-		writeErr(w, err)
-		return
+		return nil, err
 	}
 	lock := r.Header.Get(wire.HeaderLock)
 	if lock != "" {
 		if err := request.CheckName(lock); err != nil {
-			writeErr(w, err)
-			return
+			return nil, err
 		}
 	}
 	value, err := io.ReadAll(http.MaxBytesReader(w, r.Body, wire.MaxBodyBytes))
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			writeErr(w, &wire.Error{Code: wire.CodeBodyTooLarge, Message: fmt.Sprintf("value exceeds %d bytes", wire.MaxBodyBytes)})
-			return
+			return nil, &wire.Error{Code: wire.CodeBodyTooLarge, Message: fmt.Sprintf("value exceeds %d bytes", wire.MaxBodyBytes)}
 		}
-		writeErr(w, badRequest(wire.CodeInvalidJSON, "reading body: "+err.Error()))
-		return
+		return nil, badRequest(wire.CodeInvalidJSON, "reading body: "+err.Error())
 	}
 	ctx, cancel := s.work(r, 0)
 	defer cancel()
 	put := coord.PutRequest{Key: key, Value: value, Token: token, Lock: lock, Principal: principalName(r)}
 	if _, err := s.co.Put(ctx, put); err != nil {
-		writeErr(w, err)
-		return
+		return nil, err
 	}
-	writeJSON(w, http.StatusOK, wire.PutResponse{Key: key, Token: token})
+	return wire.PutResponse{Key: key, Token: token}, nil
 }
 
 // fencingToken reads the Fencing-Token header of a fenced write.
@@ -97,21 +91,19 @@ func fencingToken(h http.Header) (uint64, error) {
 // deleteKey removes a key and its mark through the log (operators only when
 // there is an ACL, which audits it), so that the next fenced write to it is
 // accepted whatever its token: the way out of a mark no holder can pass.
-func (s *Server) deleteKey(w http.ResponseWriter, r *http.Request) {
+func (s *Server) deleteKey(w http.ResponseWriter, r *http.Request) (any, error) {
 	key, err := request.KeyName(r)
 	if err != nil {
-		writeErr(w, err)
-		return
+		return nil, err
 	}
 	ctx, cancel := s.work(r, 0)
 	defer cancel()
 	res, err := s.co.DeleteKey(ctx, key)
 	if err != nil {
-		writeErr(w, err)
-		return
+		return nil, err
 	}
 	s.log.Info("key deleted", "key", key, "last_token", res.LastToken, "by", principalName(r), "remote", r.RemoteAddr)
-	writeJSON(w, http.StatusOK, wire.DeleteKeyResponse{Key: key, Deleted: true, LastToken: res.LastToken})
+	return wire.DeleteKeyResponse{Key: key, Deleted: true, LastToken: res.LastToken}, nil
 }
 
 func (s *Server) getKey(w http.ResponseWriter, r *http.Request) {

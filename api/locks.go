@@ -21,17 +21,17 @@ import (
 func (s *Server) lockRoutes() chi.Router {
 	r := chi.NewRouter()
 	// Answered from this node's applied state (history.go).
-	r.Get("/{name}/history", s.lockHistory)
+	r.Get("/{name}/history", handleJSON(s.lockHistory))
 	r.Group(func(r chi.Router) {
 		r.Use(blockingDeadline, s.fwd.LeaderOnly)
 		r.Get("/", s.listLocks)
 		r.Route("/{name}", func(r chi.Router) {
-			r.Get("/", s.getLock)
-			r.Post("/acquire", s.acquire)
-			r.Post("/renew", s.renew)
-			r.Post("/release", s.release)
-			r.Post("/value", s.proclaim)
-			r.Get("/check", s.check)
+			r.Get("/", handleJSON(s.getLock))
+			r.Post("/acquire", handleJSON(s.acquire))
+			r.Post("/renew", handleJSON(s.renew))
+			r.Post("/release", handleJSON(s.release))
+			r.Post("/value", handleJSON(s.proclaim))
+			r.Get("/check", handleJSON(s.check))
 		})
 	})
 	return r
@@ -42,20 +42,10 @@ func (s *Server) work(r *http.Request, extra time.Duration) (context.Context, co
 	return context.WithTimeout(r.Context(), s.requestTimeout+extra)
 }
 
-func (s *Server) acquire(w http.ResponseWriter, r *http.Request) {
-	name, err := request.LockName(r)
+func (s *Server) acquire(w http.ResponseWriter, r *http.Request) (any, error) {
+	name, req, err := request.NamedBody(w, r, request.ValidateAcquire)
 	if err != nil {
-		writeErr(w, err)
-		return
-	}
-	var req wire.AcquireRequest
-	if err := request.DecodeJSON(w, r, &req); err != nil {
-		writeErr(w, err)
-		return
-	}
-	if err := request.ValidateAcquire(&req); err != nil {
-		writeErr(w, err)
-		return
+		return nil, err
 	}
 	wait := time.Duration(req.WaitMs) * time.Millisecond
 	ctx, cancel := s.work(r, wait)
@@ -71,11 +61,10 @@ func (s *Server) acquire(w http.ResponseWriter, r *http.Request) {
 		Value:     req.Value,
 	})
 	if err != nil {
-		writeErr(w, err)
-		return
+		return nil, err
 	}
 	g := res.Grant
-	writeJSON(w, http.StatusOK, wire.Grant{
+	return wire.Grant{
 		Lock:      g.Name,
 		Holder:    g.Holder,
 		Token:     g.Token,
@@ -86,52 +75,34 @@ func (s *Server) acquire(w http.ResponseWriter, r *http.Request) {
 
 		LockDelayMillis: g.LockDelayMillis,
 		Value:           g.Value,
-	})
+	}, nil
 }
 
-func (s *Server) leaseRequest(w http.ResponseWriter, r *http.Request) (string, wire.LeaseRequest, bool) {
-	var req wire.LeaseRequest
-	name, err := request.LockName(r)
-	if err == nil {
-		err = request.DecodeJSON(w, r, &req)
-	}
-	if err == nil {
-		err = request.ValidateLease(&req)
-	}
+func (s *Server) renew(w http.ResponseWriter, r *http.Request) (any, error) {
+	name, req, err := request.NamedBody(w, r, request.ValidateLease)
 	if err != nil {
-		writeErr(w, err)
-		return "", req, false
-	}
-	return name, req, true
-}
-
-func (s *Server) renew(w http.ResponseWriter, r *http.Request) {
-	name, req, ok := s.leaseRequest(w, r)
-	if !ok {
-		return
+		return nil, err
 	}
 	ctx, cancel := s.work(r, 0)
 	defer cancel()
 	l, err := s.co.Renew(ctx, name, req.Token, req.Lease)
 	if err != nil {
-		writeErr(w, err)
-		return
+		return nil, err
 	}
-	writeJSON(w, http.StatusOK, wire.RenewResponse{Lock: name, Token: l.Token, TTLMillis: l.TTLMillis})
+	return wire.RenewResponse{Lock: name, Token: l.Token, TTLMillis: l.TTLMillis}, nil
 }
 
-func (s *Server) release(w http.ResponseWriter, r *http.Request) {
-	name, req, ok := s.leaseRequest(w, r)
-	if !ok {
-		return
+func (s *Server) release(w http.ResponseWriter, r *http.Request) (any, error) {
+	name, req, err := request.NamedBody(w, r, request.ValidateLease)
+	if err != nil {
+		return nil, err
 	}
 	ctx, cancel := s.work(r, 0)
 	defer cancel()
 	if err := s.co.Release(ctx, name, req.Token, req.Lease); err != nil {
-		writeErr(w, err)
-		return
+		return nil, err
 	}
-	writeJSON(w, http.StatusOK, wire.ReleaseResponse{Lock: name, Token: req.Token, Released: true})
+	return wire.ReleaseResponse{Lock: name, Token: req.Token, Released: true}, nil
 }
 
 func lockStatus(st coord.LockStatus) wire.LockStatus {
@@ -151,24 +122,21 @@ func lockStatus(st coord.LockStatus) wire.LockStatus {
 	return out
 }
 
-func (s *Server) getLock(w http.ResponseWriter, r *http.Request) {
+func (s *Server) getLock(w http.ResponseWriter, r *http.Request) (any, error) {
 	name, err := request.LockName(r)
 	if err != nil {
-		writeErr(w, err)
-		return
+		return nil, err
 	}
 	index, wait, blocking, err := request.BlockingWait(r)
 	if err != nil {
-		writeErr(w, err)
-		return
+		return nil, err
 	}
 	if blocking {
 		// A blocking read (Consul's): wait for an event of this lock
 		// after index, then read. A node that stops leading meanwhile
 		// still answers when the wait ends; the read then says where to go.
 		if _, err := s.co.WaitLock(r.Context(), name, index, wait); err != nil {
-			writeErr(w, err)
-			return
+			return nil, err
 		}
 	}
 	ctx, cancel := s.work(r, 0)
@@ -179,11 +147,10 @@ func (s *Server) getLock(w http.ResponseWriter, r *http.Request) {
 	at := s.co.AppliedIndex()
 	st, err := s.co.Lock(ctx, name, forward.IsStale(r))
 	if err != nil {
-		writeErr(w, err)
-		return
+		return nil, err
 	}
 	w.Header().Set(wire.HeaderIndex, strconv.FormatUint(at, 10))
-	writeJSON(w, http.StatusOK, lockStatus(st))
+	return lockStatus(st), nil
 }
 
 func (s *Server) listLocks(w http.ResponseWriter, r *http.Request) {
@@ -225,53 +192,35 @@ func writeLockList(w http.ResponseWriter, locks iter.Seq[coord.LockStatus], visi
 	bw.Flush()
 }
 
-func (s *Server) check(w http.ResponseWriter, r *http.Request) {
+func (s *Server) check(w http.ResponseWriter, r *http.Request) (any, error) {
 	name, err := request.LockName(r)
 	if err != nil {
-		writeErr(w, err)
-		return
+		return nil, err
 	}
-	token, ok := wire.ParseToken(r.URL.Query().Get("token"))
-	if !ok {
-		writeErr(w, badRequest(wire.CodeInvalidToken, "token: want ?token=N with N a positive decimal integer"))
-		return
+	token, err := request.QueryToken(r)
+	if err != nil {
+		return nil, err
 	}
 	ctx, cancel := s.work(r, 0)
 	defer cancel()
 	current, cur, err := s.co.Check(ctx, name, token, forward.IsStale(r))
 	if err != nil {
-		writeErr(w, err)
-		return
+		return nil, err
 	}
-	writeJSON(w, http.StatusOK, wire.CheckResponse{Current: current, Token: cur})
+	return wire.CheckResponse{Current: current, Token: cur}, nil
 }
 
 // proclaim changes the value the holder publishes (an election's leader).
-func (s *Server) proclaim(w http.ResponseWriter, r *http.Request) {
-	name, err := request.LockName(r)
+func (s *Server) proclaim(w http.ResponseWriter, r *http.Request) (any, error) {
+	name, req, err := request.NamedBody(w, r, request.ValidateValue)
 	if err != nil {
-		writeErr(w, err)
-		return
-	}
-	var req wire.ValueRequest
-	if err := request.DecodeJSON(w, r, &req); err != nil {
-		writeErr(w, err)
-		return
-	}
-	if err := request.ValidateLease(&wire.LeaseRequest{Lease: req.Lease, Token: req.Token}); err != nil {
-		writeErr(w, err)
-		return
-	}
-	if err := request.CheckValue(req.Value); err != nil {
-		writeErr(w, err)
-		return
+		return nil, err
 	}
 	ctx, cancel := s.work(r, 0)
 	defer cancel()
 	l, err := s.co.Proclaim(ctx, name, req.Token, req.Lease, req.Value)
 	if err != nil {
-		writeErr(w, err)
-		return
+		return nil, err
 	}
-	writeJSON(w, http.StatusOK, wire.ValueResponse{Lock: name, Token: l.Token, Value: l.Value})
+	return wire.ValueResponse{Lock: name, Token: l.Token, Value: l.Value}, nil
 }

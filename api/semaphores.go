@@ -1,7 +1,6 @@
 package api
 
 import (
-	"fmt"
 	"net/http"
 	"time"
 
@@ -19,43 +18,21 @@ import (
 func (s *Server) semaphoreRoutes() chi.Router {
 	r := chi.NewRouter()
 	r.Use(s.fwd.LeaderOnly)
-	r.Get("/", s.listSemaphores)
+	r.Get("/", handleJSON(s.listSemaphores))
 	r.Route("/{name}", func(r chi.Router) {
-		r.Get("/", s.getSemaphore)
-		r.Post("/acquire", s.acquirePermit)
-		r.Post("/renew", s.renewPermit)
-		r.Post("/release", s.releasePermit)
-		r.Get("/check", s.checkPermit)
+		r.Get("/", handleJSON(s.getSemaphore))
+		r.Post("/acquire", handleJSON(s.acquirePermit))
+		r.Post("/renew", handleJSON(s.renewPermit))
+		r.Post("/release", handleJSON(s.releasePermit))
+		r.Get("/check", handleJSON(s.checkPermit))
 	})
 	return r
 }
 
-func validateSemAcquire(r *wire.SemAcquireRequest) error {
-	lock := wire.AcquireRequest{Holder: r.Holder, TTLMillis: r.TTLMillis, WaitMs: r.WaitMs, RequestID: r.RequestID, LockDelayMillis: r.LockDelayMillis}
-	if err := request.ValidateAcquire(&lock); err != nil {
-		return err
-	}
-	r.TTLMillis = lock.TTLMillis
-	if r.Limit < 1 || r.Limit > wire.MaxSemaphoreLimit {
-		return badRequest(wire.CodeInvalidLimit, fmt.Sprintf("limit %d: want 1 to %d", r.Limit, wire.MaxSemaphoreLimit))
-	}
-	return nil
-}
-
-func (s *Server) acquirePermit(w http.ResponseWriter, r *http.Request) {
-	name, err := request.LockName(r)
+func (s *Server) acquirePermit(w http.ResponseWriter, r *http.Request) (any, error) {
+	name, req, err := request.NamedBody(w, r, request.ValidateSemAcquire)
 	if err != nil {
-		writeErr(w, err)
-		return
-	}
-	var req wire.SemAcquireRequest
-	if err := request.DecodeJSON(w, r, &req); err != nil {
-		writeErr(w, err)
-		return
-	}
-	if err := validateSemAcquire(&req); err != nil {
-		writeErr(w, err)
-		return
+		return nil, err
 	}
 	wait := time.Duration(req.WaitMs) * time.Millisecond
 	ctx, cancel := s.work(r, wait)
@@ -71,43 +48,40 @@ func (s *Server) acquirePermit(w http.ResponseWriter, r *http.Request) {
 		LockDelay: time.Duration(req.LockDelayMillis) * time.Millisecond,
 	})
 	if err != nil {
-		writeErr(w, err)
-		return
+		return nil, err
 	}
 	p := res.Permit
-	writeJSON(w, http.StatusOK, wire.PermitGrant{
+	return wire.PermitGrant{
 		Semaphore: p.Semaphore, Holder: p.Holder, Token: p.Token, Lease: p.Lease, TTLMillis: p.TTLMillis,
 		Limit: p.Limit, Held: res.Held, RequestID: p.RequestID, Existing: res.Existing, LockDelayMillis: p.LockDelayMillis,
-	})
+	}, nil
 }
 
-func (s *Server) renewPermit(w http.ResponseWriter, r *http.Request) {
-	name, req, ok := s.leaseRequest(w, r)
-	if !ok {
-		return
+func (s *Server) renewPermit(w http.ResponseWriter, r *http.Request) (any, error) {
+	name, req, err := request.NamedBody(w, r, request.ValidateLease)
+	if err != nil {
+		return nil, err
 	}
 	ctx, cancel := s.work(r, 0)
 	defer cancel()
 	p, err := s.co.RenewPermit(ctx, name, req.Token, req.Lease)
 	if err != nil {
-		writeErr(w, err)
-		return
+		return nil, err
 	}
-	writeJSON(w, http.StatusOK, wire.SemRenewResponse{Semaphore: name, Token: p.Token, TTLMillis: p.TTLMillis})
+	return wire.SemRenewResponse{Semaphore: name, Token: p.Token, TTLMillis: p.TTLMillis}, nil
 }
 
-func (s *Server) releasePermit(w http.ResponseWriter, r *http.Request) {
-	name, req, ok := s.leaseRequest(w, r)
-	if !ok {
-		return
+func (s *Server) releasePermit(w http.ResponseWriter, r *http.Request) (any, error) {
+	name, req, err := request.NamedBody(w, r, request.ValidateLease)
+	if err != nil {
+		return nil, err
 	}
 	ctx, cancel := s.work(r, 0)
 	defer cancel()
 	if err := s.co.ReleasePermit(ctx, name, req.Token, req.Lease); err != nil {
-		writeErr(w, err)
-		return
+		return nil, err
 	}
-	writeJSON(w, http.StatusOK, wire.SemReleaseResponse{Semaphore: name, Token: req.Token, Released: true})
+	return wire.SemReleaseResponse{Semaphore: name, Token: req.Token, Released: true}, nil
 }
 
 func semaphoreStatus(st coord.SemaphoreStatus) wire.SemaphoreStatus {
@@ -126,29 +100,26 @@ func semaphoreStatus(st coord.SemaphoreStatus) wire.SemaphoreStatus {
 	return out
 }
 
-func (s *Server) getSemaphore(w http.ResponseWriter, r *http.Request) {
+func (s *Server) getSemaphore(w http.ResponseWriter, r *http.Request) (any, error) {
 	name, err := request.LockName(r)
 	if err != nil {
-		writeErr(w, err)
-		return
+		return nil, err
 	}
 	ctx, cancel := s.work(r, 0)
 	defer cancel()
 	st, err := s.co.Semaphore(ctx, name, forward.IsStale(r))
 	if err != nil {
-		writeErr(w, err)
-		return
+		return nil, err
 	}
-	writeJSON(w, http.StatusOK, semaphoreStatus(st))
+	return semaphoreStatus(st), nil
 }
 
-func (s *Server) listSemaphores(w http.ResponseWriter, r *http.Request) {
+func (s *Server) listSemaphores(w http.ResponseWriter, r *http.Request) (any, error) {
 	ctx, cancel := s.work(r, 0)
 	defer cancel()
 	sems, err := s.co.Semaphores(ctx, forward.IsStale(r))
 	if err != nil {
-		writeErr(w, err)
-		return
+		return nil, err
 	}
 	out := wire.SemaphoreList{Semaphores: []wire.SemaphoreStatus{}}
 	for _, st := range sems {
@@ -156,26 +127,23 @@ func (s *Server) listSemaphores(w http.ResponseWriter, r *http.Request) {
 			out.Semaphores = append(out.Semaphores, semaphoreStatus(st))
 		}
 	}
-	writeJSON(w, http.StatusOK, out)
+	return out, nil
 }
 
-func (s *Server) checkPermit(w http.ResponseWriter, r *http.Request) {
+func (s *Server) checkPermit(w http.ResponseWriter, r *http.Request) (any, error) {
 	name, err := request.LockName(r)
 	if err != nil {
-		writeErr(w, err)
-		return
+		return nil, err
 	}
-	token, ok := wire.ParseToken(r.URL.Query().Get("token"))
-	if !ok {
-		writeErr(w, badRequest(wire.CodeInvalidToken, "token: want ?token=N with N a positive decimal integer"))
-		return
+	token, err := request.QueryToken(r)
+	if err != nil {
+		return nil, err
 	}
 	ctx, cancel := s.work(r, 0)
 	defer cancel()
 	current, err := s.co.CheckPermit(ctx, name, token, forward.IsStale(r))
 	if err != nil {
-		writeErr(w, err)
-		return
+		return nil, err
 	}
-	writeJSON(w, http.StatusOK, wire.PermitCheckResponse{Current: current})
+	return wire.PermitCheckResponse{Current: current}, nil
 }

@@ -132,6 +132,43 @@ func ValidateLease(r *wire.LeaseRequest) error {
 	return nil
 }
 
+// ValidateSemAcquire checks a semaphore acquire body as an acquire's,
+// filling in the default TTL, and its limit.
+func ValidateSemAcquire(r *wire.SemAcquireRequest) error {
+	lock := wire.AcquireRequest{Holder: r.Holder, TTLMillis: r.TTLMillis, WaitMs: r.WaitMs, RequestID: r.RequestID, LockDelayMillis: r.LockDelayMillis}
+	if err := ValidateAcquire(&lock); err != nil {
+		return err
+	}
+	r.TTLMillis = lock.TTLMillis
+	if r.Limit < 1 || r.Limit > wire.MaxSemaphoreLimit {
+		return badRequest(wire.CodeInvalidLimit, fmt.Sprintf("limit %d: want 1 to %d", r.Limit, wire.MaxSemaphoreLimit))
+	}
+	return nil
+}
+
+// ValidateValue checks a body that changes a held lock's value: the
+// grant's secret and token, and the value.
+func ValidateValue(r *wire.ValueRequest) error {
+	if err := ValidateLease(&wire.LeaseRequest{Lease: r.Lease, Token: r.Token}); err != nil {
+		return err
+	}
+	return CheckValue(r.Value)
+}
+
+// NamedBody reads a request to a {name} route with a JSON body: the name,
+// checked, and the body decoded strictly into a T and checked by check.
+func NamedBody[T any](w http.ResponseWriter, r *http.Request, check func(*T) error) (string, T, error) {
+	var body T
+	name, err := LockName(r)
+	if err == nil {
+		err = DecodeJSON(w, r, &body)
+	}
+	if err == nil {
+		err = check(&body)
+	}
+	return name, body, err
+}
+
 // DecodeJSON reads a JSON body strictly: sent as application/json, then
 // size-capped, then checked by
 // strictJSON (one object, exact field names, no duplicate keys, valid UTF-8),
