@@ -117,19 +117,8 @@ func (f *Forwarder) LeaderOnly(next http.Handler) http.Handler {
 		}
 		by := r.Header.Get(wire.HeaderForwardedBy)
 		body, replayable := bufferBody(r)
-		// The wait for a leader is bounded from the request's arrival; its
-		// context is made only when a request has to wait, which one that
-		// reaches the leader never does.
-		waitUntil := time.Now().Add(f.leaderWait)
-		var ctx context.Context
-		cancel := func() {}
-		defer func() { cancel() }()
-		deadline := func() context.Context {
-			if ctx == nil {
-				ctx, cancel = context.WithDeadline(r.Context(), waitUntil)
-			}
-			return ctx
-		}
+		deadline := &leaderDeadline{parent: r.Context(), at: time.Now().Add(f.leaderWait)}
+		defer deadline.stop()
 		pause := 25 * time.Millisecond
 		route := saveRoute(r)
 		for attempt := 0; ; attempt++ {
@@ -137,7 +126,7 @@ func (f *Forwarder) LeaderOnly(next http.Handler) http.Handler {
 			if attempt > 0 {
 				// The last attempt did nothing. Wait for a change of
 				// leader, or a pause in case the same one serves after all.
-				if wait(deadline(), changed, pause) != nil {
+				if wait(deadline.context(), changed, pause) != nil {
 					f.noLeader(w)
 					return
 				}
@@ -147,7 +136,7 @@ func (f *Forwarder) LeaderOnly(next http.Handler) http.Handler {
 			}
 			here, addr := f.route()
 			for !here && addr == "" && by == "" {
-				if wait(deadline(), changed, 50*time.Millisecond) != nil { // a member's address can arrive without a notice
+				if wait(deadline.context(), changed, 50*time.Millisecond) != nil { // a member's address can arrive without a notice
 					f.noLeader(w)
 					return
 				}
@@ -162,12 +151,7 @@ func (f *Forwarder) LeaderOnly(next http.Handler) http.Handler {
 				if attempt > 0 {
 					route.restore() // served here before: route it below again
 				}
-				rw := &rerouteWriter{ResponseWriter: w}
-				if h := w.Header(); len(h) > 0 {
-					rw.header = h.Clone()
-				}
-				next.ServeHTTP(rw, r)
-				if !rw.rerouted {
+				if !serveHere(next, w, r) {
 					return
 				}
 				if by != "" {
@@ -182,6 +166,41 @@ func (f *Forwarder) LeaderOnly(next http.Handler) http.Handler {
 			}
 		}
 	})
+}
+
+// leaderDeadline bounds a request's wait for a leader from its arrival;
+// its context is made only when the request has to wait, which one that
+// reaches the leader never does.
+type leaderDeadline struct {
+	parent context.Context
+	at     time.Time
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+func (d *leaderDeadline) context() context.Context {
+	if d.ctx == nil {
+		d.ctx, d.cancel = context.WithDeadline(d.parent, d.at)
+	}
+	return d.ctx
+}
+
+func (d *leaderDeadline) stop() {
+	if d.cancel != nil {
+		d.cancel()
+	}
+}
+
+// serveHere serves a request that may be sent again on this node, the
+// leader, and reports whether the handler found that this node no longer
+// leads having done nothing (the request may then go to the next leader).
+func serveHere(next http.Handler, w http.ResponseWriter, r *http.Request) (rerouted bool) {
+	rw := &rerouteWriter{ResponseWriter: w}
+	if h := w.Header(); len(h) > 0 {
+		rw.header = h.Clone()
+	}
+	next.ServeHTTP(rw, r)
+	return rw.rerouted
 }
 
 // savedRoute is chi's routing state of a request as this middleware sees
