@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/fencer-io/fencer/api/wire"
+	"github.com/fencer-io/fencer/cluster/internal/membership"
 	"github.com/fencer-io/fencer/cluster/logstore"
 )
 
@@ -217,4 +218,14 @@ func (c *Config) Validate() error {
 		c.RaftLogLevel = "warn"
 	}
 	return nil
+}
+
+// start is what the start plan needs of the configuration, with what the
+// data dir says: whether it holds Raft state, and the cluster it records.
+func (c *Config) start(hasState bool, clusterID string) membership.Start {
+	s := membership.Start{ID: c.ID, DataDir: c.DataDir, Bootstrap: c.Bootstrap, Join: len(c.Join) > 0, HasState: hasState, ClusterID: clusterID}
+	for _, p := range c.InitialCluster {
+		s.Initial = append(s.Initial, raft.Server{ID: raft.ServerID(p.ID), Address: raft.ServerAddress(p.RaftAddr)})
+	}
+	return s
 }

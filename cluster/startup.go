@@ -8,7 +8,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/fencer-io/fencer/cluster/datadir"
-	"github.com/fencer-io/fencer/cluster/internal/peers"
+	"github.com/fencer-io/fencer/cluster/internal/membership"
 	"github.com/fencer-io/fencer/cluster/logstore"
 	"github.com/fencer-io/fencer/cluster/stall"
 	"github.com/fencer-io/fencer/cluster/transport"
@@ -51,15 +51,16 @@ func (n *Node) start() error {
 	if err != nil {
 		return fmt.Errorf("inspect raft state: %w", err)
 	}
-	var view peers.View
-	if needsProbe(n.cfg, hasState, n.ident) {
+	start := n.cfg.start(hasState, n.ident.ClusterID)
+	var view membership.View
+	if start.NeedsProbe() {
 		view = n.peers.Probe(n.ctx, n.peerHTTPAddrs())
 	}
-	plan, err := planStart(n.cfg, hasState, n.ident, view, n.trans.LocalAddr())
+	plan, err := start.Plan(view, n.trans.LocalAddr())
 	if err != nil {
 		return err
 	}
-	if plan.preJoin {
+	if plan.PreJoin {
 		if len(n.cfg.InitialCluster) > 0 {
 			n.log.Warn("data dir is empty but the initial cluster already runs: joining it instead of bootstrapping")
 		}
@@ -74,7 +75,7 @@ func (n *Node) start() error {
 		n.log.Info("restarting with existing state", "last_index", n.raft.LastIndex())
 		return nil
 	}
-	return n.bootstrap(plan.bootstrap)
+	return n.bootstrap(plan.Bootstrap)
 }
 
 // logCacheSize is how many of the newest log entries stay in memory: more
@@ -125,51 +126,6 @@ func (n *Node) openTransport() error {
 	}
 	n.trans = trans
 	return nil
-}
-
-// needsProbe reports whether the start depends on what the peers say: an
-// empty data dir with an initial cluster (bootstrap, or join what already
-// runs?) and a data dir that records its cluster (is it theirs?).
-func needsProbe(cfg Config, hasState bool, ident datadir.Identity) bool {
-	return !hasState && len(cfg.InitialCluster) > 0 || ident.ClusterID != ""
-}
-
-// startPlan is what a node does before and after Raft starts.
-type startPlan struct {
-	// preJoin: ask the leader to admit this node before Raft starts.
-	preJoin bool
-	// bootstrap is the first configuration to write; nil when there is
-	// none to write.
-	bootstrap []raft.Server
-}
-
-// planStart decides how a node starts from its data dir (hasState, ident),
-// its configuration and what its peers said (view). A node whose data dir is empty
-// but whose initial cluster already has a leader joins rather than
-// bootstrap: bootstrapping again would give it a fresh vote in a cluster
-// that may count on what it acknowledged before.
-func planStart(cfg Config, hasState bool, ident datadir.Identity, view peers.View, self raft.ServerAddress) (startPlan, error) {
-	if ident.ClusterID != "" && view.ClusterID != "" && view.ClusterID != ident.ClusterID {
-		return startPlan{}, fmt.Errorf("data dir %s belongs to cluster %s, but the members this node was told about are cluster %s: "+
-			"start it with an empty data dir to join them, or point it at its own cluster", cfg.DataDir, ident.ClusterID, view.ClusterID)
-	}
-	switch {
-	case hasState:
-		return startPlan{}, nil
-	case len(cfg.Join) > 0 || len(cfg.InitialCluster) > 0 && view.Running:
-		// A node with no state takes part in Raft only once the leader
-		// has accepted it, so a wiped voter never votes under its old id.
-		return startPlan{preJoin: true}, nil
-	case cfg.Bootstrap:
-		return startPlan{bootstrap: []raft.Server{{ID: raft.ServerID(cfg.ID), Address: self}}}, nil
-	case len(cfg.InitialCluster) > 0:
-		var servers []raft.Server
-		for _, p := range cfg.InitialCluster {
-			servers = append(servers, raft.Server{ID: raft.ServerID(p.ID), Address: raft.ServerAddress(p.RaftAddr)})
-		}
-		return startPlan{bootstrap: servers}, nil
-	}
-	return startPlan{}, nil
 }
 
 // raftConfig is hashicorp/raft's configuration for this node.

@@ -3,17 +3,13 @@ package cluster
 import (
 	"net"
 	"path/filepath"
-	"reflect"
 	"runtime"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/hashicorp/raft"
 	"go.etcd.io/bbolt"
 
-	"github.com/fencer-io/fencer/cluster/datadir"
-	"github.com/fencer-io/fencer/cluster/internal/peers"
 	"github.com/fencer-io/fencer/fsm"
 )
 
@@ -80,42 +76,4 @@ func TestFailedBootstrapLeavesNothingRunning(t *testing.T) {
 		t.Fatalf("raft transport still bound: %v", err)
 	}
 	ln.Close()
-}
-
-func TestPlanStart(t *testing.T) {
-	initial := []Peer{{ID: "n1", RaftAddr: "r1", HTTPAddr: "h1"}, {ID: "n2", RaftAddr: "r2", HTTPAddr: "h2"}}
-	self := raft.ServerAddress("r1")
-	for _, tc := range []struct {
-		name     string
-		cfg      Config
-		hasState bool
-		ident    datadir.Identity
-		view     peers.View
-		want     startPlan
-		wantErr  bool
-	}{
-		{name: "restart", cfg: Config{Bootstrap: true}, hasState: true},
-		{name: "bootstrap alone", cfg: Config{ID: "n1", Bootstrap: true}, want: startPlan{bootstrap: []raft.Server{{ID: "n1", Address: self}}}},
-		{name: "bootstrap the initial cluster", cfg: Config{ID: "n1", InitialCluster: initial},
-			want: startPlan{bootstrap: []raft.Server{{ID: "n1", Address: "r1"}, {ID: "n2", Address: "r2"}}}},
-		{name: "the initial cluster runs: join it", cfg: Config{ID: "n1", InitialCluster: initial}, view: peers.View{Running: true},
-			want: startPlan{preJoin: true}},
-		{name: "join", cfg: Config{ID: "n3", Join: []string{"h1"}}, want: startPlan{preJoin: true}},
-		{name: "restart with state: no join", cfg: Config{ID: "n3", Join: []string{"h1"}}, hasState: true},
-		{name: "neither", cfg: Config{ID: "n3"}},
-		{name: "another cluster's data dir", cfg: Config{ID: "n1", Join: []string{"h1"}}, hasState: true,
-			ident: datadir.Identity{ClusterID: "c1"}, view: peers.View{ClusterID: "c2"}, wantErr: true},
-		{name: "its own cluster", cfg: Config{ID: "n1", Join: []string{"h1"}}, hasState: true,
-			ident: datadir.Identity{ClusterID: "c1"}, view: peers.View{Running: true, ClusterID: "c1"}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			got, err := planStart(tc.cfg, tc.hasState, tc.ident, tc.view, self)
-			if (err != nil) != tc.wantErr {
-				t.Fatalf("err %v, want error %v", err, tc.wantErr)
-			}
-			if !reflect.DeepEqual(got, tc.want) {
-				t.Fatalf("plan %+v, want %+v", got, tc.want)
-			}
-		})
-	}
 }

@@ -1,7 +1,9 @@
-// Package membership is how the leader admits a node: a pure plan from the
-// Raft configuration, the member record known for the joiner, the cluster's
-// id and the join request (table-tested without Raft), carried out change
-// by change through the part of Raft it declares.
+// Package membership is how a node becomes a member: how it starts
+// (restart, bootstrap, or ask to join first), and how the leader admits it,
+// a pure plan from the Raft configuration, the member record known for the
+// joiner, the cluster's id and the join request, carried out change by
+// change through the part of Raft it declares. The plans are table-tested
+// without Raft.
 package membership
 
 import (

@@ -104,29 +104,23 @@ type refused struct {
 func (e *refused) Error() string { return e.msg }
 func (e *refused) Unwrap() error { return e.sentinel }
 
-// View is what the members a node was told about said when probed.
-type View struct {
-	Running   bool   // one of them knows a leader
-	ClusterID string // the first cluster id one reported
-}
-
 // Probe asks the members at addrs, in turn, whether a cluster already runs,
 // and which. The first that knows a leader or a cluster id answers for all.
-func (c *Client) Probe(ctx context.Context, addrs []string) View {
+func (c *Client) Probe(ctx context.Context, addrs []string) membership.View {
 	if len(addrs) == 0 {
-		return View{}
+		return membership.View{}
 	}
 	api, err := c.api(addrs, time.Second, 1)
 	if err != nil {
-		return View{}
+		return membership.View{}
 	}
 	for _, addr := range addrs {
 		st, err := api.MemberStatus(ctx, addr)
 		if err == nil && (st.Leader != "" || st.ClusterID != "") {
-			return View{Running: st.Leader != "", ClusterID: st.ClusterID}
+			return membership.View{Running: st.Leader != "", ClusterID: st.ClusterID}
 		}
 	}
-	return View{}
+	return membership.View{}
 }
 
 // RemoveSelf asks the leader that took over from this node to remove the
