@@ -9,8 +9,8 @@
 // (raftmetrics), the join plan (internal/membership), the calls to other
 // members (internal/peers), the entry-format gate (internal/logformat), the
 // restore plan (internal/restore), the view of its own leadership
-// (internal/leadership) and Raft's logger (internal/raftlog) are
-// subpackages.
+// (internal/leadership), Raft's logger (internal/raftlog) and a failing
+// leader's hand-off (internal/handoff) are subpackages.
 package cluster
 
 import (
