@@ -31,12 +31,6 @@ var (
 	// ErrInvalidEpoch: a restore or recovery would move the token epoch
 	// past entry.LastEpoch, leaving no token to issue.
 	ErrInvalidEpoch = restore.ErrInvalidEpoch
-	// ErrTooManyWaiters: the lock's wait queue, or all queues together, are
-	// full.
-	ErrTooManyWaiters = errors.New("too many waiters")
-	// ErrTooManyLocks: the cluster, or this holder, holds the most locks
-	// allowed.
-	ErrTooManyLocks = errors.New("too many locks held")
 )
 
 // translate maps raft's errors to the cluster's.
