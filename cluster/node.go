@@ -20,7 +20,6 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
@@ -117,9 +116,6 @@ func (n *Node) ID() string { return n.cfg.ID }
 
 // RaftAddr returns the address the Raft transport advertises.
 func (n *Node) RaftAddr() string { return string(n.trans.LocalAddr()) }
-
-// HTTPAddr returns the node's advertised HTTP address.
-func (n *Node) HTTPAddr() string { return n.cfg.HTTPAddr }
 
 // Close shuts the node down: leadership work stops, raft shuts down, and
 // the stores are closed. It does not leave the cluster.
@@ -275,18 +271,6 @@ func (n *Node) MemberStatuses(ctx context.Context) (wire.MemberStatusList, error
 func parseUint(s string) uint64 {
 	v, _ := strconv.ParseUint(s, 10, 64)
 	return v
-}
-
-// WaitForLeader polls until some leader is known or the deadline passes.
-func (n *Node) WaitForLeader(timeout time.Duration) (string, error) {
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
-		if id, _ := n.Leader(); id != "" {
-			return id, nil
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	return "", ErrNoLeader
 }
 
 // Digest returns the applied index and a hash of the replicated state, both
