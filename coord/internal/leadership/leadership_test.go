@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -42,37 +43,27 @@ func (r *raft) change(leader bool, barrier chan struct{}) {
 	r.changed = make(chan struct{})
 }
 
-func poll(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
 // A leader serves only after its Barrier, and only in the view it was
 // promoted in: a view that ends before its Barrier returns is never
 // promoted, and every view's start ends the previous one's work.
 func TestPromotionAfterBarrierInItsOwnView(t *testing.T) {
 	r := &raft{changed: make(chan struct{})}
-	var mu sync.Mutex
-	var ends []error
-	promoted := 0
-	f := Follow(r, Hooks{
-		End:     func(err error) { mu.Lock(); ends = append(ends, err); mu.Unlock() },
-		Promote: func() { mu.Lock(); promoted++; mu.Unlock() },
-	}, slog.New(slog.DiscardHandler))
+	ends := make(chan error, 3)
+	var promoted atomic.Int32
+	f := Follow(r, Hooks{End: func(err error) { ends <- err }, Promote: func() { promoted.Add(1) }}, slog.New(slog.DiscardHandler))
 	defer f.Close()
 	if err := f.Await(context.Background()); !errors.Is(err, cluster.ErrNotLeader) {
 		t.Fatalf("a follower awaits: %v", err)
 	}
+	if err := <-ends; !errors.Is(err, cluster.ErrNotLeader) {
+		t.Fatalf("the follower's view began with %v", err)
+	}
 
 	stuck := make(chan struct{}) // this view's Barrier never returns
 	r.change(true, stuck)
-	poll(t, "the leader's view to begin", func() bool { mu.Lock(); defer mu.Unlock(); return len(ends) == 2 })
+	if err := <-ends; !errors.Is(err, cluster.ErrNoLeader) {
+		t.Fatalf("the leader's view began with %v", err)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
 	if err := f.Await(ctx); !errors.Is(err, cluster.ErrNoLeader) || f.Ready() {
@@ -86,9 +77,7 @@ func TestPromotionAfterBarrierInItsOwnView(t *testing.T) {
 	if err := f.Await(context.Background()); err != nil || !f.Ready() {
 		t.Fatalf("after its Barrier: %v (ready %v)", err, f.Ready())
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if promoted != 1 || len(ends) != 3 || !errors.Is(ends[0], cluster.ErrNotLeader) || !errors.Is(ends[2], cluster.ErrNoLeader) {
-		t.Fatalf("promoted %d times, ends %v; want once, and three ends", promoted, ends)
+	if err := <-ends; !errors.Is(err, cluster.ErrNoLeader) || promoted.Load() != 1 {
+		t.Fatalf("promoted %d times, the last view began with %v; want once", promoted.Load(), err)
 	}
 }

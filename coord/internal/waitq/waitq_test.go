@@ -9,6 +9,22 @@ import (
 
 var errGone = errors.New("leadership lost")
 
+// queueOf returns a new table and its queue "a", held until the test ends.
+func queueOf(t *testing.T) (*Table[string, int], *Queue[string, int]) {
+	var queued atomic.Int64
+	tab := New[string, int](&queued)
+	q := tab.Get("a")
+	t.Cleanup(func() { tab.Put("a", q) })
+	return tab, q
+}
+
+// push queues a waiter for cmd.
+func push(q *Queue[string, int], cmd string) *Waiter[string, int] {
+	q.Lock()
+	defer q.Unlock()
+	return q.Push(cmd)
+}
+
 // The count of waiters (MaxWaiters) follows every way in and out of a
 // queue: queued, popped by a proposal, put back after a failed one, given
 // up, failed on a leadership loss; tables that share it count together. It
@@ -59,10 +75,7 @@ func TestQueuesCountWaiters(t *testing.T) {
 // HandOver offers the name to the head waiter only when asked, and a failed
 // proposal leaves the head where it was.
 func TestHandOver(t *testing.T) {
-	var queued atomic.Int64
-	tab := New[string, int](&queued)
-	q := tab.Get("a")
-	defer tab.Put("a", q)
+	tab, q := queueOf(t)
 	q.Lock()
 	defer q.Unlock()
 	if w, err := q.HandOver(true, func(next string) error {
@@ -99,10 +112,7 @@ func TestHandOver(t *testing.T) {
 // the end of the wait reaches Wait first is the scheduler's choice; twenty
 // rounds meet the second case with near certainty.)
 func TestWaitDeliversATakenWaitersGrant(t *testing.T) {
-	var queued atomic.Int64
-	tab := New[string, int](&queued)
-	q := tab.Get("a")
-	defer tab.Put("a", q)
+	tab, q := queueOf(t)
 	for range 20 {
 		q.Lock()
 		w := q.Push("a")
@@ -125,21 +135,14 @@ func TestWaitDeliversATakenWaitersGrant(t *testing.T) {
 // A waiter whose wait ends while it is still queued leaves the queue and
 // is answered by gaveUp, or with its context's error.
 func TestWaitGivesUp(t *testing.T) {
-	var queued atomic.Int64
-	tab := New[string, int](&queued)
-	q := tab.Get("a")
-	defer tab.Put("a", q)
-	q.Lock()
-	w := q.Push("a")
-	q.Unlock()
+	tab, q := queueOf(t)
+	w := push(q, "a")
 	ended := make(chan struct{})
 	close(ended)
 	if r, err := q.Wait(context.Background(), w, ended, nil, func() (int, error) { return 3, nil }); r != 3 || err != nil || tab.Queued() != 0 {
 		t.Fatalf("gave up: %d, %v, %d queued", r, err, tab.Queued())
 	}
-	q.Lock()
-	w = q.Push("a")
-	q.Unlock()
+	w = push(q, "a")
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	if _, err := q.Wait(ctx, w, nil, nil, func() (int, error) { return 3, nil }); !errors.Is(err, context.Canceled) || tab.Queued() != 0 {
@@ -150,10 +153,7 @@ func TestWaitGivesUp(t *testing.T) {
 // Serve grants head first while there is room and stops at an error that
 // says this node cannot propose.
 func TestServe(t *testing.T) {
-	var queued atomic.Int64
-	tab := New[string, int](&queued)
-	q := tab.Get("a")
-	defer tab.Put("a", q)
+	_, q := queueOf(t)
 	q.Lock()
 	defer q.Unlock()
 	ws := []*Waiter[string, int]{q.Push("1"), q.Push("2"), q.Push("3"), q.Push("4")}
