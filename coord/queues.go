@@ -23,20 +23,20 @@ type (
 	permitWaiter = waitq.Waiter[*entry.SemAcquire, fsm.PermitResult]
 )
 
-// refuse returns refusal, an answer read from the leader's state under a
+// refuse returns why, a refusal read from the leader's state under a
 // name's queue without writing the log, once a quorum round proves this
 // node still leads (so the state it read is current); the round's error
 // otherwise.
-func (s *Service) refuse(refusal error) error {
+func (s *Service) refuse(why error) error {
 	if err := s.raft.VerifyLeader(); err != nil {
 		return err
 	}
-	return refusal
+	return why
 }
 
-// checkWaiters refuses a new waiter beyond the queue limits: a name that
-// has queued waiters already, or all names together. what and name say
-// whose queue it is ("lock", "semaphore").
+// checkWaiters refuses a new waiter beyond the queue limits, of the name
+// (queued waiters there already) or of all names together. what and name
+// say whose queue it is ("lock", "semaphore").
 func (s *Service) checkWaiters(queued int, what, name string) error {
 	c := s.cfg
 	if all := s.queued.Load(); queued >= c.MaxWaitersPerLock || all >= int64(c.MaxWaiters) {
