@@ -1,12 +1,14 @@
 package cluster
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
 
 	"github.com/hashicorp/raft"
 
+	"github.com/fencer-io/fencer/cluster/internal/stepdown"
 	"github.com/fencer-io/fencer/cluster/stall"
 )
 
@@ -69,5 +71,36 @@ func (n *Node) die(err error) {
 	select {
 	case n.fatal <- err:
 	default: // one fatal error is enough
+	}
+}
+
+// handOff asks the most up-to-date other voter to stand for election at
+// once (see cluster/internal/stepdown). The most up-to-date voter is the one
+// with the highest last index, asked over HTTP; without answers, the first
+// voter.
+func (n *Node) handOff() {
+	ctx, cancel := context.WithTimeout(context.Background(), stepdown.Timeout)
+	defer cancel()
+	var voters []raft.Server
+	addrs := map[string]string{}
+	for _, s := range n.raft.GetConfiguration().Configuration().Servers {
+		if s.Suffrage == raft.Voter && string(s.ID) != n.cfg.ID {
+			voters = append(voters, s)
+			if m, ok := n.fsm.Member(string(s.ID)); ok && m.HTTPAddr != "" {
+				addrs[string(s.ID)] = m.HTTPAddr
+			}
+		}
+	}
+	if len(voters) == 0 {
+		return
+	}
+	target := stepdown.Best(voters, n.peers.LastIndexes(ctx, addrs, stepdown.Timeout/2))
+	switch err := stepdown.Send(ctx, n.trans, raft.ServerID(n.cfg.ID), target); {
+	case errors.Is(err, context.DeadlineExceeded):
+		n.log.Warn("handing leadership over timed out; the followers elect a leader once this node is silent", "to", target.ID)
+	case err != nil:
+		n.log.Warn("could not hand leadership over; the followers elect a leader once this node is silent", "to", target.ID, "err", err)
+	default:
+		n.log.Info("asked a follower to stand for election now", "to", target.ID)
 	}
 }

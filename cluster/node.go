@@ -10,7 +10,7 @@
 // members (internal/peers), the entry-format gate (internal/logformat), the
 // restore plan (internal/restore), the view of its own leadership
 // (internal/leadership), Raft's logger (internal/raftlog) and a failing
-// leader's hand-off (internal/handoff) are subpackages.
+// leader's step-down (internal/stepdown) are subpackages.
 package cluster
 
 import (

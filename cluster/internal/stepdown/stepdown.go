@@ -1,6 +1,6 @@
-// Package handoff is a leader's hand-off of its leadership when it cannot go
-// on (its log store failed or stalled): it asks the most up-to-date other
-// voter to stand for election at once, with Raft's TimeoutNow.
+// Package stepdown is how a leader that cannot go on (its log store failed
+// or stalled) gives its leadership away at once: it asks the most
+// up-to-date other voter to stand for election now, with Raft's TimeoutNow.
 //
 // TimeoutNow is the last step of a leadership transfer, which the node sends
 // itself because Raft's own transfer runs on the main loop, the goroutine a
@@ -8,7 +8,7 @@
 // pre-vote, and the others grant their votes although they still heard from
 // this leader (the request says it is a transfer). It is only a head start:
 // if it fails, the followers elect a leader anyway once the node is silent.
-package handoff
+package stepdown
 
 import (
 	"context"
@@ -17,11 +17,11 @@ import (
 	"github.com/hashicorp/raft"
 )
 
-// Timeout bounds a hand-off: past it, the node goes on stopping and the
+// Timeout bounds a step-down's hand-over: past it, the node goes on stopping and the
 // followers elect a leader when their heartbeat timeout runs out.
 const Timeout = time.Second
 
-// Transport is the part of the Raft transport a hand-off sends through.
+// Transport is the part of the Raft transport a step-down sends through.
 type Transport interface {
 	LocalAddr() raft.ServerAddress
 	EncodePeer(id raft.ServerID, addr raft.ServerAddress) []byte

@@ -1,4 +1,4 @@
-package handoff
+package stepdown
 
 import (
 	"context"
