@@ -20,8 +20,8 @@ import (
 	"time"
 
 	"github.com/fencer-io/fencer/api/wire"
-	"github.com/fencer-io/fencer/test/chaos/checker"
 	"github.com/fencer-io/fencer/test/chaos/harness"
+	"github.com/fencer-io/fencer/test/chaos/history"
 	tc "github.com/fencer-io/fencer/test/testcluster"
 )
 
@@ -419,7 +419,7 @@ func TestElectionLeaderKilledPausedPartitioned(t *testing.T) {
 	// And the resource let through only writes that moved forward.
 	log := rs.Accepted()[key]
 	for i := 1; i < len(log); i++ {
-		if !log[i-1].Admits(log[i]) && log[i-1] != (checker.Stamp{}) {
+		if !log[i-1].Admits(log[i]) && log[i-1] != (history.Stamp{}) {
 			t.Errorf("the resource accepted %v after %v", log[i], log[i-1])
 		}
 	}

@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/fencer-io/fencer/test/chaos/checker"
 	"github.com/fencer-io/fencer/test/chaos/harness"
+	"github.com/fencer-io/fencer/test/chaos/history"
 )
 
 // The disk faults: a member's log store stalls or fails (test/diskfault,
@@ -88,7 +88,7 @@ func (n *nemesis) diskActive(m *harness.Node, mustExit bool, hold time.Duration)
 			if err := n.cl.Restart(m); err != nil {
 				return err
 			}
-			n.ev.add(checker.EventRestart, "restarted "+m.ID+" on its data dir")
+			n.ev.add(history.EventRestart, "restarted "+m.ID+" on its data dir")
 			return nil
 		},
 		busy: []*harness.Node{m}, disturbed: 1,

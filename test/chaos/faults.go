@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/fencer-io/fencer/test/chaos/checker"
 	"github.com/fencer-io/fencer/test/chaos/harness"
+	"github.com/fencer-io/fencer/test/chaos/history"
 	"github.com/fencer-io/fencer/test/chaos/workload"
 )
 
@@ -53,7 +53,7 @@ func (n *nemesis) kill(m *harness.Node, what string) *active {
 			if err := n.cl.Restart(m); err != nil {
 				return err
 			}
-			n.ev.add(checker.EventRestart, "restarted "+m.ID+" on its data dir")
+			n.ev.add(history.EventRestart, "restarted "+m.ID+" on its data dir")
 			return nil
 		},
 		busy: []*harness.Node{m}, disturbed: 1,
@@ -183,7 +183,7 @@ func (n *nemesis) replace(ctx context.Context, _ int) (*active, error) {
 	if err := n.cl.Join(v, false); err != nil {
 		return nil, err
 	}
-	n.ev.add(checker.EventReplace, "replaced "+v.ID+": removed, wiped, joined again")
+	n.ev.add(history.EventReplace, "replaced "+v.ID+": removed, wiped, joined again")
 	return &active{busy: []*harness.Node{v}, disturbed: 1}, nil
 }
 
@@ -219,7 +219,7 @@ func (n *nemesis) wipedRefused(ctx context.Context, _ int) (*active, error) {
 	if err := n.cl.Join(v, true); err != nil {
 		return nil, err
 	}
-	n.ev.add(checker.EventReplace, "rejoined "+v.ID+" with --replace")
+	n.ev.add(history.EventReplace, "rejoined "+v.ID+" with --replace")
 	return &active{busy: []*harness.Node{v}, disturbed: 1}, nil
 }
 
@@ -244,7 +244,7 @@ func (n *nemesis) killAll(context.Context, int) (*active, error) {
 					return err
 				}
 			}
-			n.ev.add(checker.EventRestart, "restarted every member")
+			n.ev.add(history.EventRestart, "restarted every member")
 			return nil
 		},
 		busy: victims, disturbed: len(victims),
@@ -272,6 +272,6 @@ func (n *nemesis) startResource(ctx context.Context) error {
 	if err := within(ctx, 30*time.Second, n.rs.Start); err != nil {
 		return err
 	}
-	n.ev.add(checker.EventKind("resource-restart"), "resource restarted on its data dir")
+	n.ev.add(history.EventKind("resource-restart"), "resource restarted on its data dir")
 	return nil
 }

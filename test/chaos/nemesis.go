@@ -9,8 +9,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/fencer-io/fencer/test/chaos/checker"
 	"github.com/fencer-io/fencer/test/chaos/harness"
+	"github.com/fencer-io/fencer/test/chaos/history"
 	"github.com/fencer-io/fencer/test/chaos/workload"
 )
 
@@ -110,9 +110,9 @@ type active struct {
 
 // Events the checker reads nothing from but the reader does.
 const (
-	evFault   checker.EventKind = "fault"
-	evHeal    checker.EventKind = "heal"
-	evRefused checker.EventKind = "refused"
+	evFault   history.EventKind = "fault"
+	evHeal    history.EventKind = "heal"
+	evRefused history.EventKind = "refused"
 )
 
 // recoverWithin bounds how long the cluster may take to become healthy

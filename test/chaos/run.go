@@ -15,6 +15,7 @@ import (
 	"github.com/fencer-io/fencer/api/client"
 	"github.com/fencer-io/fencer/test/chaos/checker"
 	"github.com/fencer-io/fencer/test/chaos/harness"
+	"github.com/fencer-io/fencer/test/chaos/history"
 	"github.com/fencer-io/fencer/test/chaos/netfault"
 	"github.com/fencer-io/fencer/test/chaos/workload"
 )
@@ -115,7 +116,7 @@ func (c *Config) defaults() error {
 // Result is what a run found.
 type Result struct {
 	Config  Config
-	History checker.History
+	History history.History
 	Report  checker.Report
 	// Faults counts the faults injected, by name, stacked ones included.
 	Faults map[string]int
@@ -245,7 +246,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		rng: rand.New(rand.NewPCG(cfg.Seed, 0x6e656d65)), cfg: cfg,
 		cl: cl, rs: rs, clients: clients, rec: rec, ev: ev, res: res, soak: soak,
 	}
-	ev.add(checker.EventKind("start"), "workload started")
+	ev.add(history.EventKind("start"), "workload started")
 	soak.sample(ctx, cl)
 	nem.run(ctx, cfg.Duration)
 
@@ -259,8 +260,8 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	res.Gated, res.HTTPStats = cl.HTTP().Counts(), cl.HTTP().Stats()
 	stopClients(clients, res)
 	end := workload.Now()
-	ev.add(checker.EventKind("stop"), "workload stopped")
-	h := checker.History{Ops: rec.Ops(end), Events: ev.list(), Accepted: rs.Accepted(), Observations: rec.Observations()}
+	ev.add(history.EventKind("stop"), "workload stopped")
+	h := history.History{Ops: rec.Ops(end), Events: ev.list(), Accepted: rs.Accepted(), Observations: rec.Observations()}
 	if h.FinalReads, err = finalReads(ctx, cl, rs); err != nil {
 		res.problem("final reads: %v", err)
 	}
@@ -299,16 +300,16 @@ func within(ctx context.Context, d time.Duration, fn func(context.Context) error
 // eventLog collects the nemesis's events on the clients' clock.
 type eventLog struct {
 	mu     sync.Mutex
-	events []checker.Event
+	events []history.Event
 }
 
-func (e *eventLog) add(kind checker.EventKind, desc string) {
+func (e *eventLog) add(kind history.EventKind, desc string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.events = append(e.events, checker.Event{Kind: kind, Time: workload.Now(), Description: desc})
+	e.events = append(e.events, history.Event{Kind: kind, Time: workload.Now(), Description: desc})
 }
 
-func (e *eventLog) list() []checker.Event {
+func (e *eventLog) list() []history.Event {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return slices.Clone(e.events)
@@ -366,7 +367,7 @@ func stopClients(clients []*harness.Proc, res *Result) {
 
 // finalReads reads every key from the cluster (linearizably, through the
 // leader) and from the resource.
-func finalReads(ctx context.Context, cl *harness.Cluster, rs *harness.Resource) ([]checker.FinalRead, error) {
+func finalReads(ctx context.Context, cl *harness.Cluster, rs *harness.Resource) ([]history.FinalRead, error) {
 	c, err := client.New(cl.HTTPAddrs(), client.WithTimeout(2*time.Second))
 	if err != nil {
 		return nil, err
@@ -374,7 +375,7 @@ func finalReads(ctx context.Context, cl *harness.Cluster, rs *harness.Resource) 
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	reads := []checker.FinalRead{}
+	reads := []history.FinalRead{}
 	r, err := finalResourceRead(ctx, rs, workload.ResourceKey(election))
 	if err != nil {
 		return nil, err
@@ -382,17 +383,17 @@ func finalReads(ctx context.Context, cl *harness.Cluster, rs *harness.Resource) 
 	reads = append(reads, r)
 	for _, lock := range locks {
 		key := workload.KVKey(lock)
-		var r checker.FinalRead
+		var r history.FinalRead
 		err := retry(ctx, func() error {
 			v, token, err := c.Get(ctx, key)
 			switch {
 			case errors.Is(err, client.ErrNotFound):
-				r = checker.FinalRead{Key: key}
+				r = history.FinalRead{Key: key}
 				return nil
 			case err != nil:
 				return err
 			}
-			r = checker.FinalRead{Key: key, Found: true, Value: string(v), Token: token}
+			r = history.FinalRead{Key: key, Found: true, Value: string(v), Token: token}
 			return nil
 		})
 		if err != nil {
@@ -407,8 +408,8 @@ func finalReads(ctx context.Context, cl *harness.Cluster, rs *harness.Resource) 
 	return reads, nil
 }
 
-func finalResourceRead(ctx context.Context, rs *harness.Resource, key string) (checker.FinalRead, error) {
-	var r checker.FinalRead
+func finalResourceRead(ctx context.Context, rs *harness.Resource, key string) (history.FinalRead, error) {
+	var r history.FinalRead
 	err := retry(ctx, func() error {
 		var err error
 		r, err = rs.FinalRead(ctx, key)

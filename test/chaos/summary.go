@@ -5,7 +5,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/fencer-io/fencer/test/chaos/checker"
+	"github.com/fencer-io/fencer/test/chaos/history"
 )
 
 // Summary renders the run for a human: what was injected, what the clients
@@ -32,20 +32,20 @@ func (r *Result) Summary() string {
 	b.WriteString(r.httpLine())
 
 	h := r.History
-	byKind := map[checker.OpKind]map[checker.Outcome]int{}
+	byKind := map[history.OpKind]map[history.Outcome]int{}
 	for _, op := range h.Ops {
 		if byKind[op.Kind] == nil {
-			byKind[op.Kind] = map[checker.Outcome]int{}
+			byKind[op.Kind] = map[history.Outcome]int{}
 		}
 		byKind[op.Kind][op.Outcome]++
 	}
 	fmt.Fprintf(&b, "operations: %d\n", len(h.Ops))
-	for _, kind := range []checker.OpKind{checker.Acquire, checker.Renew, checker.Release, checker.Read, checker.Put, checker.Get,
-		checker.SemAcquire, checker.SemRenew, checker.SemRelease, checker.Campaign, checker.Proclaim, checker.Resign} {
+	for _, kind := range []history.OpKind{history.Acquire, history.Renew, history.Release, history.Read, history.Put, history.Get,
+		history.SemAcquire, history.SemRenew, history.SemRelease, history.Campaign, history.Proclaim, history.Resign} {
 		var parts []string
 		n := 0
-		for _, o := range []checker.Outcome{checker.OK, checker.LockHeld, checker.SemaphoreFull, checker.LockDelay, checker.LeaseLost, checker.StaleToken,
-			checker.NotLockHolder, checker.Unknown, checker.OtherError} {
+		for _, o := range []history.Outcome{history.OK, history.LockHeld, history.SemaphoreFull, history.LockDelay, history.LeaseLost, history.StaleToken,
+			history.NotLockHolder, history.Unknown, history.OtherError} {
 			if k := byKind[kind][o]; k > 0 {
 				parts = append(parts, fmt.Sprintf("%s %d", o, k))
 				n += k
@@ -60,7 +60,7 @@ func (r *Result) Summary() string {
 
 	var tokens []uint64
 	for _, op := range h.Ops {
-		if (op.Kind == checker.Acquire || op.Kind == checker.SemAcquire || op.Kind == checker.Campaign) && op.Outcome == checker.OK {
+		if (op.Kind == history.Acquire || op.Kind == history.SemAcquire || op.Kind == history.Campaign) && op.Outcome == history.OK {
 			tokens = append(tokens, op.Token)
 		}
 	}
@@ -100,7 +100,7 @@ func (r *Result) Summary() string {
 // lateWrites tells what became of the writes paused clients made with
 // their old token after they woke up: the seed's scenario.
 func (r *Result) lateWrites() string {
-	count := map[checker.Outcome]int{}
+	count := map[history.Outcome]int{}
 	events := r.History.Events
 	for i, e := range events {
 		var client int
@@ -120,7 +120,7 @@ func (r *Result) lateWrites() string {
 			continue
 		}
 		for _, op := range r.History.Ops {
-			if op.Client == client && op.Kind == checker.Put && op.Token == token && op.Call > resumed {
+			if op.Client == client && op.Kind == history.Put && op.Token == token && op.Call > resumed {
 				count[op.Outcome]++
 			}
 		}
@@ -129,8 +129,8 @@ func (r *Result) lateWrites() string {
 		return "writes by paused clients after waking: none\n"
 	}
 	return fmt.Sprintf("writes by paused clients after waking: %d refused (stale %d, not holder %d), %d accepted, %d unknown\n",
-		count[checker.StaleToken]+count[checker.NotLockHolder], count[checker.StaleToken], count[checker.NotLockHolder],
-		count[checker.OK], count[checker.Unknown]+count[checker.OtherError])
+		count[history.StaleToken]+count[history.NotLockHolder], count[history.StaleToken], count[history.NotLockHolder],
+		count[history.OK], count[history.Unknown]+count[history.OtherError])
 }
 
 // counts renders name×count pairs, sorted by name, or "none".
@@ -174,7 +174,7 @@ func (r *Result) otherErrors() string {
 	seen := map[string]int{}
 	var order []string
 	for _, op := range r.History.Ops {
-		if op.Outcome != checker.OtherError {
+		if op.Outcome != history.OtherError {
 			continue
 		}
 		key := fmt.Sprintf("%s: %s", op.Kind, op.Error)

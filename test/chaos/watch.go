@@ -9,8 +9,8 @@ import (
 
 	"github.com/fencer-io/fencer/api/client"
 	"github.com/fencer-io/fencer/api/wire"
-	"github.com/fencer-io/fencer/test/chaos/checker"
 	"github.com/fencer-io/fencer/test/chaos/harness"
+	"github.com/fencer-io/fencer/test/chaos/history"
 )
 
 // watcher follows GET /v1/events through a whole run, as a user's watcher
@@ -24,7 +24,7 @@ type watcher struct {
 	done   chan struct{}
 
 	mu    sync.Mutex
-	w     checker.Watch
+	w     history.Watch
 	last  uint64 // index of the last event received
 	fails int    // watches that ended in an error other than a gap
 }
@@ -64,7 +64,7 @@ func (w *watcher) add(ev wire.Event) {
 	defer w.mu.Unlock()
 	w.last = ev.Index
 	if ev.Type == wire.EventAcquired || ev.Type == wire.EventHandedOff {
-		w.w.Grants = append(w.w.Grants, checker.WatchedGrant{Index: ev.Index, Type: ev.Type, Lock: ev.Lock, Holder: ev.Holder, Token: ev.Token})
+		w.w.Grants = append(w.w.Grants, history.WatchedGrant{Index: ev.Index, Type: ev.Type, Lock: ev.Lock, Holder: ev.Holder, Token: ev.Token})
 	}
 }
 
@@ -76,7 +76,7 @@ func (w *watcher) failed(ctx context.Context, err error) uint64 {
 	defer w.mu.Unlock()
 	var apiErr *client.APIError
 	if errors.Is(err, client.ErrEventsCompacted) && errors.As(err, &apiErr) && apiErr.Oldest > w.last {
-		w.w.Gaps = append(w.w.Gaps, checker.WatchGap{After: w.last, Until: apiErr.Oldest})
+		w.w.Gaps = append(w.w.Gaps, history.WatchGap{After: w.last, Until: apiErr.Oldest})
 		w.last = apiErr.Oldest
 		return w.last
 	}
@@ -92,7 +92,7 @@ func (w *watcher) failed(ctx context.Context, err error) uint64 {
 
 // finish grants watchEndLock once, waits until the watcher has seen that
 // grant (and so every entry before it), stops it and returns what it saw.
-func (w *watcher) finish(ctx context.Context) (*checker.Watch, error) {
+func (w *watcher) finish(ctx context.Context) (*history.Watch, error) {
 	defer w.c.Close()
 	defer func() { w.cancel(); <-w.done }()
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/anishathalye/porcupine"
+
+	"github.com/fencer-io/fencer/test/chaos/history"
 )
 
 // Names of the checks, as they appear in a Report.
@@ -65,10 +67,10 @@ const (
 
 // Violation is one broken rule with the evidence for it.
 type Violation struct {
-	Message      string        `json:"message"`
-	Ops          []Op          `json:"ops,omitempty"`
-	Events       []Event       `json:"events,omitempty"`
-	Observations []Observation `json:"observations,omitempty"`
+	Message      string                `json:"message"`
+	Ops          []history.Op          `json:"ops,omitempty"`
+	Events       []history.Event       `json:"events,omitempty"`
+	Observations []history.Observation `json:"observations,omitempty"`
 }
 
 // Verdict is the result of one check.
@@ -86,14 +88,14 @@ func (v Verdict) OK() bool { return v.Status == Pass || v.Status == Skipped }
 type Report struct {
 	Verdicts []Verdict
 
-	history History
+	history history.History
 	runs    []*linearization
 }
 
 // Check runs every check on h: porcupine on the lock and fenced key models,
 // then each whole-history invariant. A malformed history is reported as
 // such and nothing else is checked, since no verdict on it would mean much.
-func Check(h History, opts Options) Report {
+func Check(h history.History, opts Options) Report {
 	r := Report{history: h}
 	if err := h.Validate(); err != nil {
 		r.Verdicts = []Verdict{{Name: CheckHistory, Status: Fail, Violations: []Violation{{Message: err.Error()}}}}
@@ -103,7 +105,7 @@ func Check(h History, opts Options) Report {
 	for _, m := range []struct {
 		name  string
 		model porcupine.Model
-		keep  func(OpKind) bool
+		keep  func(history.OpKind) bool
 	}{
 		{CheckLocks, lockModel, onLock},
 		{CheckKeys, keyModel, onKey},
@@ -122,8 +124,8 @@ func Check(h History, opts Options) Report {
 		invariant(CheckFenceOrder, FenceOrder(h), ""),
 		invariant(CheckNoLostWrite, NoLostWrite(h), skipIf(h.FinalReads == nil, "no final reads")),
 		invariant(CheckMemberHashes, MemberHashes(h), skipIf(len(h.MemberHashes) == 0, "no member hashes")),
-		invariant(CheckPermits, PermitLimits(h), skipIf(!hasKind(h, SemAcquire), "no semaphore permits")),
-		invariant(CheckLeaders, OneLeaderPerTerm(h), skipIf(!hasKind(h, Campaign) && len(h.Observations) == 0, "no election")),
+		invariant(CheckPermits, PermitLimits(h), skipIf(!hasKind(h, history.SemAcquire), "no semaphore permits")),
+		invariant(CheckLeaders, OneLeaderPerTerm(h), skipIf(!hasKind(h, history.Campaign) && len(h.Observations) == 0, "no election")),
 		invariant(CheckObservers, ObserverOrder(h), skipIf(len(h.Observations) == 0, "no observations")),
 		invariant(CheckWatch, WatchedGrants(h), skipIf(h.Watch == nil, "no watcher")),
 	)
@@ -147,7 +149,7 @@ func skipIf(cond bool, why string) string {
 	return ""
 }
 
-func hasKind(h History, kind OpKind) bool {
+func hasKind(h history.History, kind history.OpKind) bool {
 	for _, op := range h.Ops {
 		if op.Kind == kind {
 			return true
@@ -156,7 +158,7 @@ func hasKind(h History, kind OpKind) bool {
 	return false
 }
 
-func hasEpoch(events []Event) bool {
+func hasEpoch(events []history.Event) bool {
 	for _, e := range events {
 		if e.Kind.IsEpoch() {
 			return true

@@ -7,48 +7,50 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/fencer-io/fencer/test/chaos/history"
 )
 
 // validRun is a small but complete history of a correct run: contention,
 // implicit expiry, unknown outcomes, a restore, fenced writes, final reads.
-func validRun() History {
-	return History{
-		Ops: []Op{
+func validRun() history.History {
+	return history.History{
+		Ops: []history.Op{
 			acquireOK(0, "a", "h1", 5, 0, 10),
 			acquireHeld(1, "a", "h2", "h1", 5, 5, 15),
-			put(0, "k", "v1", 5, OK, 20, 30),
-			renew(0, "a", 5, OK, 20, 30),
+			put(0, "k", "v1", 5, history.OK, 20, 30),
+			renew(0, "a", 5, history.OK, 20, 30),
 			acquireOK(1, "a", "h2", 8, 40, 50), // h1's lease expired unseen
-			put(0, "k", "v2", 5, StaleToken, 60, 70),
-			renew(0, "a", 5, LeaseLost, 60, 70),
-			put(1, "k", "v3", 8, Unknown, 60, 70),
+			put(0, "k", "v2", 5, history.StaleToken, 60, 70),
+			renew(0, "a", 5, history.LeaseLost, 60, 70),
+			put(1, "k", "v3", 8, history.Unknown, 60, 70),
 			acquireUnknown(2, "b", "h3", 80, 90),
-			{Kind: SemAcquire, Target: "s", Client: 1, Holder: "h2", Limit: 2, TTL: 1000, Token: 9, Outcome: OK, Call: 95, Return: 100},
-			{Kind: SemRelease, Target: "s", Client: 1, Token: 9, Outcome: OK, Call: 102, Return: 104},
+			{Kind: history.SemAcquire, Target: "s", Client: 1, Holder: "h2", Limit: 2, TTL: 1000, Token: 9, Outcome: history.OK, Call: 95, Return: 100},
+			{Kind: history.SemRelease, Target: "s", Client: 1, Token: 9, Outcome: history.OK, Call: 102, Return: 104},
 			campaignOK(0, "e", "h1", "h1.v1", 10, 105, 110),
 			readHeld(2, "b", 1<<32|2, 200, 210),
 			acquireOK(0, "c", "h1", 1<<32|4, 220, 230),
-			put(0, "j", "w1", 1<<32|4, OK, 240, 250),
+			put(0, "j", "w1", 1<<32|4, history.OK, 240, 250),
 			get(1, "j", "w1", 1<<32|4, 260, 270),
 		},
-		Events: []Event{
+		Events: []history.Event{
 			{Kind: "partition", Time: 55, Description: "isolate n1"},
-			{Kind: EventRestore, Time: 150, Description: "restore n1..n3 from snapshot 3"},
+			{Kind: history.EventRestore, Time: 150, Description: "restore n1..n3 from snapshot 3"},
 		},
-		FinalReads: []FinalRead{
+		FinalReads: []history.FinalRead{
 			{Key: "k", Found: true, Value: "v3", Token: 8},
 			{Key: "j", Found: true, Value: "w1", Token: 1<<32 | 4},
 		},
-		Accepted: map[string][]Stamp{
+		Accepted: map[string][]history.Stamp{
 			"k": {{Token: 5}, {Token: 8}},
 			"j": {{Token: 1<<32 | 4}},
 		},
 		MemberHashes: map[string]string{"n1": "c0ffee", "n2": "c0ffee", "n3": "c0ffee"},
-		Observations: []Observation{seen(3, 0, "e", "h1", 10, "h1.v1", 107)},
+		Observations: []history.Observation{seen(3, 0, "e", "h1", 10, "h1.v1", 107)},
 		// The restore's entries were not seen: a gap up to the new epoch.
-		Watch: &Watch{
-			Grants: []WatchedGrant{watched("acquired", "a", 5), watched("acquired", "a", 8), watched("acquired", "e", 10), watched("acquired", "c", 1<<32|4)},
-			Gaps:   []WatchGap{{After: 10, Until: 1 << 32}},
+		Watch: &history.Watch{
+			Grants: []history.WatchedGrant{watched("acquired", "a", 5), watched("acquired", "a", 8), watched("acquired", "e", 10), watched("acquired", "c", 1<<32|4)},
+			Gaps:   []history.WatchGap{{After: 10, Until: 1 << 32}},
 			Until:  1<<32 | 4,
 		},
 	}
@@ -70,12 +72,12 @@ func TestCheckPassesAValidRun(t *testing.T) {
 }
 
 func TestCheckRejectsAMalformedHistory(t *testing.T) {
-	for name, op := range map[string]Op{
-		"unknown kind":           {Kind: "lock", Target: "a", Outcome: OK},
-		"outcome the kind lacks": {Kind: Read, Target: "a", Outcome: StaleToken},
-		"misspelt outcome":       {Kind: Acquire, Target: "a", Outcome: "OK"},
-		"no target":              {Kind: Get, Outcome: OK},
-		"returns before call":    {Kind: Get, Target: "k", Outcome: OK, Call: 10, Return: 5},
+	for name, op := range map[string]history.Op{
+		"unknown kind":           {Kind: "lock", Target: "a", Outcome: history.OK},
+		"outcome the kind lacks": {Kind: history.Read, Target: "a", Outcome: history.StaleToken},
+		"misspelt outcome":       {Kind: history.Acquire, Target: "a", Outcome: "OK"},
+		"no target":              {Kind: history.Get, Outcome: history.OK},
+		"returns before call":    {Kind: history.Get, Target: "k", Outcome: history.OK, Call: 10, Return: 5},
 	} {
 		t.Run(name, func(t *testing.T) {
 			h := validRun()
@@ -90,7 +92,7 @@ func TestCheckRejectsAMalformedHistory(t *testing.T) {
 
 func TestReportSummarizesFailures(t *testing.T) {
 	h := validRun()
-	h.Ops = append(h.Ops, renew(0, "a", 5, OK, 300, 310)) // the old holder told it still holds
+	h.Ops = append(h.Ops, renew(0, "a", 5, history.OK, 300, 310)) // the old holder told it still holds
 	h.MemberHashes["n3"] = "deadbeef"
 	r := Check(h, Options{})
 	if r.OK() {
@@ -112,7 +114,7 @@ func TestReportSummarizesFailures(t *testing.T) {
 
 func TestWriteArtifacts(t *testing.T) {
 	h := validRun()
-	h.Ops = append(h.Ops, renew(0, "a", 5, OK, 300, 310), get(2, "k", "v2", 5, 300, 310))
+	h.Ops = append(h.Ops, renew(0, "a", 5, history.OK, 300, 310), get(2, "k", "v2", 5, 300, 310))
 	dir := filepath.Join(t.TempDir(), "run")
 	paths, err := Check(h, Options{}).WriteArtifacts(dir)
 	if err != nil {
@@ -130,7 +132,7 @@ func TestWriteArtifacts(t *testing.T) {
 	if !reflect.DeepEqual(names, want) {
 		t.Errorf("wrote %v, want %v", names, want)
 	}
-	back, err := ReadHistory(filepath.Join(dir, "history.json"))
+	back, err := history.ReadHistory(filepath.Join(dir, "history.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,12 +154,12 @@ func TestWriteArtifactsSkipsPassingModels(t *testing.T) {
 }
 
 func TestFinalReadsSurviveJSONWhenEmpty(t *testing.T) {
-	h := History{Ops: []Op{put(0, "k", "a", 5, OK, 0, 10)}, FinalReads: []FinalRead{}}
+	h := history.History{Ops: []history.Op{put(0, "k", "a", 5, history.OK, 0, 10)}, FinalReads: []history.FinalRead{}}
 	path := filepath.Join(t.TempDir(), "h.json")
 	if err := h.WriteFile(path); err != nil {
 		t.Fatal(err)
 	}
-	back, err := ReadHistory(path)
+	back, err := history.ReadHistory(path)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,8 @@ package checker
 import (
 	"fmt"
 	"slices"
+
+	"github.com/fencer-io/fencer/test/chaos/history"
 )
 
 // An election is a lock whose holder publishes a value; its token is the
@@ -12,8 +14,8 @@ import (
 // leaderClaim is one source's word on who led a term.
 type leaderClaim struct {
 	election, holder string
-	op               *Op
-	obs              *Observation
+	op               *history.Op
+	obs              *history.Observation
 }
 
 func (c leaderClaim) evidence(v *Violation) {
@@ -31,7 +33,7 @@ func (c leaderClaim) evidence(v *Violation) {
 // values observed for a term that its leader never published: the
 // campaign's own value or a proclaim under that token that may have taken
 // effect.
-func OneLeaderPerTerm(h History) []Violation {
+func OneLeaderPerTerm(h history.History) []Violation {
 	first := map[uint64]leaderClaim{}
 	reported := map[uint64]bool{}
 	var out []Violation
@@ -59,14 +61,14 @@ func OneLeaderPerTerm(h History) []Violation {
 	campaigns := false
 	for i, op := range h.Ops {
 		switch op.Kind {
-		case Campaign:
+		case history.Campaign:
 			campaigns = true
 			published[who{op.Target, op.Holder}] = append(published[who{op.Target, op.Holder}], op.Value)
-			if op.Outcome == OK {
+			if op.Outcome == history.OK {
 				claim(op.Token, leaderClaim{election: op.Target, holder: op.Holder, op: &h.Ops[i]})
 			}
-		case Proclaim:
-			if op.Outcome == OK || op.Outcome.indeterminate() {
+		case history.Proclaim:
+			if op.Outcome == history.OK || op.Outcome.Indeterminate() {
 				proclaimed[term{op.Target, op.Token}] = append(proclaimed[term{op.Target, op.Token}], op.Value)
 			}
 		}
@@ -78,7 +80,7 @@ func OneLeaderPerTerm(h History) []Violation {
 			out = append(out, Violation{
 				Message: fmt.Sprintf("%s: t%d was seen publishing %q, which %s never published in that term",
 					o.Election, o.Token, o.Value, o.Holder),
-				Observations: []Observation{o},
+				Observations: []history.Observation{o},
 			})
 		}
 	}
@@ -93,7 +95,7 @@ func OneLeaderPerTerm(h History) []Violation {
 // other repeat means the observer saw a term twice or went back in time.
 // This assumes every publish of a term carries a value of its own, as the
 // chaos workload's do.
-func ObserverOrder(h History) []Violation {
+func ObserverOrder(h history.History) []Violation {
 	type stream struct {
 		observer int
 		election string
@@ -102,7 +104,7 @@ func ObserverOrder(h History) []Violation {
 		token uint64
 		value string
 	}
-	last := map[stream]Observation{}
+	last := map[stream]history.Observation{}
 	seen := map[stream]map[sighting]bool{}
 	var out []Violation
 	for _, o := range h.Observations {
@@ -131,7 +133,7 @@ func ObserverOrder(h History) []Violation {
 		}
 		out = append(out, Violation{
 			Message:      fmt.Sprintf("observer %d on %s %s", o.Observer, o.Election, why),
-			Observations: []Observation{prev, o},
+			Observations: []history.Observation{prev, o},
 		})
 	}
 	return out

@@ -4,13 +4,15 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+
+	"github.com/fencer-io/fencer/test/chaos/history"
 )
 
 // grants returns the ops of h that were granted a token (acquire,
 // sem_acquire and campaign ok), in history order. Every token comes from
 // one sequence, whatever it was granted for.
-func grants(h History) []Op {
-	var out []Op
+func grants(h history.History) []history.Op {
+	var out []history.Op
 	for _, op := range h.Ops {
 		if isGrant(op) {
 			out = append(out, op)
@@ -19,14 +21,14 @@ func grants(h History) []Op {
 	return out
 }
 
-func isGrant(op Op) bool {
-	return op.Outcome == OK && (op.Kind == Acquire || op.Kind == SemAcquire || op.Kind == Campaign)
+func isGrant(op history.Op) bool {
+	return op.Outcome == history.OK && (op.Kind == history.Acquire || op.Kind == history.SemAcquire || op.Kind == history.Campaign)
 }
 
 // grantScope names what a grant is of: an election is a lock, so a
 // campaign shares its lock's scope; a semaphore's names are its own.
-func grantScope(op Op) string {
-	if op.Kind == SemAcquire {
+func grantScope(op history.Op) string {
+	if op.Kind == history.SemAcquire {
 		return "semaphore " + op.Target
 	}
 	return op.Target
@@ -35,8 +37,8 @@ func grantScope(op Op) string {
 // UniqueGrants finds tokens granted more than once, on any locks: a token is
 // a log index, so two grants sharing one means two log entries claimed the
 // same index.
-func UniqueGrants(h History) []Violation {
-	first := map[uint64]Op{}
+func UniqueGrants(h history.History) []Violation {
+	first := map[uint64]history.Op{}
 	var out []Violation
 	for _, g := range grants(h) {
 		prev, dup := first[g.Token]
@@ -46,7 +48,7 @@ func UniqueGrants(h History) []Violation {
 		}
 		out = append(out, Violation{
 			Message: fmt.Sprintf("token t%d granted twice: on %s and on %s", g.Token, prev.Target, g.Target),
-			Ops:     []Op{prev, g},
+			Ops:     []history.Op{prev, g},
 		})
 	}
 	return out
@@ -55,18 +57,18 @@ func UniqueGrants(h History) []Violation {
 // GrantOrder finds grants of a lock (or an election, or a semaphore's
 // permits) that do not follow real time: if grant A returned before grant B
 // was called, B must carry the greater token.
-func GrantOrder(h History) []Violation {
-	byLock := map[string][]Op{}
+func GrantOrder(h history.History) []Violation {
+	byLock := map[string][]history.Op{}
 	for _, g := range grants(h) {
 		byLock[grantScope(g)] = append(byLock[grantScope(g)], g)
 	}
 	var out []Violation
 	for _, lock := range sortedKeys(byLock) {
-		for _, r := range regressions(byLock[lock], func(op Op) Stamp { return Stamp{Token: op.Token} }) {
+		for _, r := range regressions(byLock[lock], func(op history.Op) history.Stamp { return history.Stamp{Token: op.Token} }) {
 			out = append(out, Violation{
 				Message: fmt.Sprintf("%s: grant t%d was called after grant t%d returned, but its token is not greater",
 					lock, r.later.Token, r.earlier.Token),
-				Ops: []Op{r.earlier, r.later},
+				Ops: []history.Op{r.earlier, r.later},
 			})
 		}
 	}
@@ -78,13 +80,13 @@ func GrantOrder(h History) []Violation {
 // must exceed every token the service acknowledged before it. A token is
 // acknowledged when the service reports it to a client as granted or current
 // (acquire ok or lock_held, renew or release ok, read held).
-func EpochTokens(h History) []Violation {
+func EpochTokens(h history.History) []Violation {
 	var out []Violation
 	for _, e := range h.Events {
 		if !e.Kind.IsEpoch() {
 			continue
 		}
-		var highest *Op
+		var highest *history.Op
 		for i, op := range h.Ops {
 			if op.Return < e.Time && acknowledgesToken(op) && (highest == nil || op.Token > highest.Token) {
 				highest = &h.Ops[i]
@@ -98,8 +100,8 @@ func EpochTokens(h History) []Violation {
 				out = append(out, Violation{
 					Message: fmt.Sprintf("%s: grant t%d called after the %s at %d does not exceed t%d, acknowledged before it",
 						g.Target, g.Token, e.Kind, e.Time, highest.Token),
-					Ops:    []Op{*highest, g},
-					Events: []Event{e},
+					Ops:    []history.Op{*highest, g},
+					Events: []history.Event{e},
 				})
 			}
 		}
@@ -107,14 +109,14 @@ func EpochTokens(h History) []Violation {
 	return out
 }
 
-func acknowledgesToken(op Op) bool {
-	if op.Outcome != OK && !(op.Kind == Acquire && op.Outcome == LockHeld) {
+func acknowledgesToken(op history.Op) bool {
+	if op.Outcome != history.OK && !(op.Kind == history.Acquire && op.Outcome == history.LockHeld) {
 		return false
 	}
 	switch op.Kind {
-	case Acquire, Renew, Release, SemAcquire, SemRenew, SemRelease, Campaign, Proclaim, Resign:
+	case history.Acquire, history.Renew, history.Release, history.SemAcquire, history.SemRenew, history.SemRelease, history.Campaign, history.Proclaim, history.Resign:
 		return true
-	case Read:
+	case history.Read:
 		return op.Held
 	}
 	return false
@@ -122,18 +124,18 @@ func acknowledgesToken(op Op) bool {
 
 // regression is a pair of ops where later was called after earlier returned
 // and yet its stamp does not come after earlier's.
-type regression struct{ earlier, later Op }
+type regression struct{ earlier, later history.Op }
 
 // regressions checks that stamps follow real time: for every op, the greatest
 // stamp among the ops that returned before it was called must admit its own.
 // Only that greatest predecessor is reported, one pair per offending op.
-func regressions(ops []Op, stamp func(Op) Stamp) []regression {
+func regressions(ops []history.Op, stamp func(history.Op) history.Stamp) []regression {
 	byReturn := slices.Clone(ops)
-	slices.SortStableFunc(byReturn, func(a, b Op) int { return cmp.Compare(a.Return, b.Return) })
+	slices.SortStableFunc(byReturn, func(a, b history.Op) int { return cmp.Compare(a.Return, b.Return) })
 	byCall := slices.Clone(ops)
-	slices.SortStableFunc(byCall, func(a, b Op) int { return cmp.Compare(a.Call, b.Call) })
+	slices.SortStableFunc(byCall, func(a, b history.Op) int { return cmp.Compare(a.Call, b.Call) })
 	var out []regression
-	var best *Op
+	var best *history.Op
 	next := 0
 	for _, op := range byCall {
 		for ; next < len(byReturn) && byReturn[next].Return < op.Call; next++ {
@@ -148,7 +150,7 @@ func regressions(ops []Op, stamp func(Op) Stamp) []regression {
 	return out
 }
 
-func stampLess(a, b Stamp) bool {
+func stampLess(a, b history.Stamp) bool {
 	return a.Token < b.Token || (a.Token == b.Token && a.Seq < b.Seq)
 }
 
@@ -166,20 +168,20 @@ func sortedKeys[V any](m map[string]V) []string {
 // acquire ok granted can only come from an indeterminate acquire on that
 // lock, called before the token was first observed, and each such acquire
 // grants one token.
-func UnseenGrants(h History) []Violation {
+func UnseenGrants(h history.History) []Violation {
 	granted := map[uint64]bool{}
 	for _, g := range grants(h) {
 		granted[g.Token] = true
 	}
-	first := map[string]map[uint64]Op{} // per lock, per unseen token: its earliest-returning observer
-	acquires := map[string][]Op{}
+	first := map[string]map[uint64]history.Op{} // per lock, per unseen token: its earliest-returning observer
+	acquires := map[string][]history.Op{}
 	for _, op := range h.Ops {
 		switch {
-		case op.Kind == Acquire && op.Outcome.indeterminate():
+		case op.Kind == history.Acquire && op.Outcome.Indeterminate():
 			acquires[op.Target] = append(acquires[op.Target], op)
 		case observesToken(op) && !granted[op.Token]:
 			if first[op.Target] == nil {
-				first[op.Target] = map[uint64]Op{}
+				first[op.Target] = map[uint64]history.Op{}
 			}
 			if o, seen := first[op.Target][op.Token]; !seen || op.Return < o.Return {
 				first[op.Target][op.Token] = op
@@ -188,11 +190,11 @@ func UnseenGrants(h History) []Violation {
 	}
 	var out []Violation
 	for _, lock := range sortedKeys(first) {
-		var observers []Op
+		var observers []history.Op
 		for _, o := range first[lock] {
 			observers = append(observers, o)
 		}
-		slices.SortFunc(observers, func(a, b Op) int { return cmp.Compare(a.Return, b.Return) })
+		slices.SortFunc(observers, func(a, b history.Op) int { return cmp.Compare(a.Return, b.Return) })
 		// Any acquire called before one deadline is called before every
 		// later one too, so counting in deadline order is a maximum matching.
 		calls := make([]int64, 0, len(acquires[lock]))
@@ -211,7 +213,7 @@ func UnseenGrants(h History) []Violation {
 			}
 			out = append(out, Violation{
 				Message: fmt.Sprintf("%s: t%d was observed as the current grant, but no acquire granted it", lock, o.Token),
-				Ops:     []Op{o},
+				Ops:     []history.Op{o},
 			})
 		}
 	}

@@ -4,59 +4,61 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/fencer-io/fencer/test/chaos/history"
 )
 
 // Constructors for test histories. Times are small integers; what matters is
 // which intervals overlap.
 
-func acquireOK(c int, lock, holder string, token uint64, call, ret int64) Op {
-	return Op{Kind: Acquire, Target: lock, Client: c, Holder: holder, Token: token, Outcome: OK, Call: call, Return: ret}
+func acquireOK(c int, lock, holder string, token uint64, call, ret int64) history.Op {
+	return history.Op{Kind: history.Acquire, Target: lock, Client: c, Holder: holder, Token: token, Outcome: history.OK, Call: call, Return: ret}
 }
 
-func acquireHeld(c int, lock, holder, heldBy string, token uint64, call, ret int64) Op {
-	return Op{Kind: Acquire, Target: lock, Client: c, Holder: holder, HeldBy: heldBy, Token: token, Outcome: LockHeld, Call: call, Return: ret}
+func acquireHeld(c int, lock, holder, heldBy string, token uint64, call, ret int64) history.Op {
+	return history.Op{Kind: history.Acquire, Target: lock, Client: c, Holder: holder, HeldBy: heldBy, Token: token, Outcome: history.LockHeld, Call: call, Return: ret}
 }
 
-func acquireUnknown(c int, lock, holder string, call, ret int64) Op {
-	return Op{Kind: Acquire, Target: lock, Client: c, Holder: holder, Outcome: Unknown, Error: "timeout", Call: call, Return: ret}
+func acquireUnknown(c int, lock, holder string, call, ret int64) history.Op {
+	return history.Op{Kind: history.Acquire, Target: lock, Client: c, Holder: holder, Outcome: history.Unknown, Error: "timeout", Call: call, Return: ret}
 }
 
-func renew(c int, lock string, token uint64, out Outcome, call, ret int64) Op {
-	return Op{Kind: Renew, Target: lock, Client: c, Token: token, Outcome: out, Call: call, Return: ret}
+func renew(c int, lock string, token uint64, out history.Outcome, call, ret int64) history.Op {
+	return history.Op{Kind: history.Renew, Target: lock, Client: c, Token: token, Outcome: out, Call: call, Return: ret}
 }
 
-func release(c int, lock string, token uint64, out Outcome, call, ret int64) Op {
-	return Op{Kind: Release, Target: lock, Client: c, Token: token, Outcome: out, Call: call, Return: ret}
+func release(c int, lock string, token uint64, out history.Outcome, call, ret int64) history.Op {
+	return history.Op{Kind: history.Release, Target: lock, Client: c, Token: token, Outcome: out, Call: call, Return: ret}
 }
 
-func readHeld(c int, lock string, token uint64, call, ret int64) Op {
-	return Op{Kind: Read, Target: lock, Client: c, Held: true, Token: token, Outcome: OK, Call: call, Return: ret}
+func readHeld(c int, lock string, token uint64, call, ret int64) history.Op {
+	return history.Op{Kind: history.Read, Target: lock, Client: c, Held: true, Token: token, Outcome: history.OK, Call: call, Return: ret}
 }
 
-func readFree(c int, lock string, call, ret int64) Op {
-	return Op{Kind: Read, Target: lock, Client: c, Outcome: OK, Call: call, Return: ret}
+func readFree(c int, lock string, call, ret int64) history.Op {
+	return history.Op{Kind: history.Read, Target: lock, Client: c, Outcome: history.OK, Call: call, Return: ret}
 }
 
-func put(c int, key, value string, token uint64, out Outcome, call, ret int64) Op {
-	return Op{Kind: Put, Target: key, Client: c, Value: value, Token: token, Outcome: out, Call: call, Return: ret}
+func put(c int, key, value string, token uint64, out history.Outcome, call, ret int64) history.Op {
+	return history.Op{Kind: history.Put, Target: key, Client: c, Value: value, Token: token, Outcome: out, Call: call, Return: ret}
 }
 
-func putSeq(c int, key, value string, token, seq uint64, out Outcome, call, ret int64) Op {
+func putSeq(c int, key, value string, token, seq uint64, out history.Outcome, call, ret int64) history.Op {
 	op := put(c, key, value, token, out, call, ret)
 	op.Seq = seq
 	return op
 }
 
-func get(c int, key, value string, token uint64, call, ret int64) Op {
-	return Op{Kind: Get, Target: key, Client: c, Found: true, Value: value, Token: token, Outcome: OK, Call: call, Return: ret}
+func get(c int, key, value string, token uint64, call, ret int64) history.Op {
+	return history.Op{Kind: history.Get, Target: key, Client: c, Found: true, Value: value, Token: token, Outcome: history.OK, Call: call, Return: ret}
 }
 
-func getMissing(c int, key string, call, ret int64) Op {
-	return Op{Kind: Get, Target: key, Client: c, Outcome: OK, Call: call, Return: ret}
+func getMissing(c int, key string, call, ret int64) history.Op {
+	return history.Op{Kind: history.Get, Target: key, Client: c, Outcome: history.OK, Call: call, Return: ret}
 }
 
 // check runs Check with a short search budget and returns the named verdict.
-func check(t *testing.T, h History, name string) Verdict {
+func check(t *testing.T, h history.History, name string) Verdict {
 	t.Helper()
 	r := Check(h, Options{Timeout: 10 * time.Second})
 	v, ok := r.Verdict(name)
@@ -66,7 +68,7 @@ func check(t *testing.T, h History, name string) Verdict {
 	return v
 }
 
-func wantStatus(t *testing.T, h History, name string, want Status) Verdict {
+func wantStatus(t *testing.T, h history.History, name string, want Status) Verdict {
 	t.Helper()
 	v := check(t, h, name)
 	if v.Status != want {

@@ -5,6 +5,8 @@ import (
 	"hash/fnv"
 
 	"github.com/anishathalye/porcupine"
+
+	"github.com/fencer-io/fencer/test/chaos/history"
 )
 
 // keyState is one fenced key: its value and the stamp of the write that set
@@ -12,7 +14,7 @@ import (
 type keyState struct {
 	Written bool
 	Value   string
-	Last    Stamp
+	Last    history.Stamp
 }
 
 func (s keyState) String() string {
@@ -25,37 +27,37 @@ func (s keyState) String() string {
 // stepKey is the sequential specification of one fenced key: a put is
 // accepted iff the fence admits its stamp, and a get returns the last
 // accepted put.
-func stepKey(s keyState, op Op) []keyState {
-	applied := keyState{Written: true, Value: op.Value, Last: op.stamp()}
+func stepKey(s keyState, op history.Op) []keyState {
+	applied := keyState{Written: true, Value: op.Value, Last: op.Stamp()}
 	switch op.Kind {
-	case Put:
+	case history.Put:
 		switch op.Outcome {
-		case OK:
-			if !s.Last.Admits(op.stamp()) {
+		case history.OK:
+			if !s.Last.Admits(op.Stamp()) {
 				return nil
 			}
 			return []keyState{applied}
-		case StaleToken:
-			if s.Last.Admits(op.stamp()) {
+		case history.StaleToken:
+			if s.Last.Admits(op.Stamp()) {
 				return nil
 			}
 			return []keyState{s}
-		case NotLockHolder:
+		case history.NotLockHolder:
 			return []keyState{s}
 		default:
-			if s.Last.Admits(op.stamp()) {
+			if s.Last.Admits(op.Stamp()) {
 				return []keyState{s, applied}
 			}
 			return []keyState{s}
 		}
-	case Get:
-		if op.Outcome != OK {
+	case history.Get:
+		if op.Outcome != history.OK {
 			return []keyState{s}
 		}
 		if op.Found != s.Written {
 			return nil
 		}
-		if op.Found && (op.Value != s.Value || op.stamp() != s.Last) {
+		if op.Found && (op.Value != s.Value || op.Stamp() != s.Last) {
 			return nil
 		}
 		return []keyState{s}
@@ -75,7 +77,7 @@ var keyModel = (&porcupine.NondeterministicModel{
 	Partition: partitionByTarget,
 	Init:      func() []any { return []any{keyState{}} },
 	Step: func(state, input, _ any) []any {
-		return toAny(stepKey(state.(keyState), input.(Op)))
+		return toAny(stepKey(state.(keyState), input.(history.Op)))
 	},
 	Hash:                      hashKey,
 	DescribeOperation:         describeOp,

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/anishathalye/porcupine"
+
+	"github.com/fencer-io/fencer/test/chaos/history"
 )
 
 // linearization is one porcupine run, kept so that a failure can be drawn.
@@ -17,7 +19,7 @@ type linearization struct {
 
 // checkLinearizable runs model over the ops of h that keep selects and turns
 // the result into a verdict.
-func checkLinearizable(name string, model porcupine.Model, h History, keep func(OpKind) bool, timeout time.Duration) (Verdict, *linearization) {
+func checkLinearizable(name string, model porcupine.Model, h history.History, keep func(history.OpKind) bool, timeout time.Duration) (Verdict, *linearization) {
 	ops, pruned := operations(h, keep)
 	if len(ops) == 0 {
 		return Verdict{Name: name, Status: Skipped, Note: "no operations"}, nil
@@ -42,7 +44,7 @@ func checkLinearizable(name string, model porcupine.Model, h History, keep func(
 // operations converts the selected ops for porcupine, with the window each
 // must take effect in (see plan), and counts the ops left out. Lock ops are
 // wrapped in a lockInput.
-func operations(h History, keep func(OpKind) bool) (ops []porcupine.Operation, pruned int) {
+func operations(h history.History, keep func(history.OpKind) bool) (ops []porcupine.Operation, pruned int) {
 	window, unseen := plan(h)
 	for i, op := range h.Ops {
 		if !keep(op.Kind) {
@@ -53,7 +55,7 @@ func operations(h History, keep func(OpKind) bool) (ops []porcupine.Operation, p
 			continue
 		}
 		var input any = op
-		if op.Kind.onLock() {
+		if op.Kind.OnLock() {
 			input = lockInput{Op: op, Unseen: unseen[i]}
 		}
 		ops = append(ops, porcupine.Operation{
@@ -68,11 +70,11 @@ func operations(h History, keep func(OpKind) bool) (ops []porcupine.Operation, p
 }
 
 // opOf returns the Op inside a porcupine input.
-func opOf(input any) Op {
+func opOf(input any) history.Op {
 	if in, ok := input.(lockInput); ok {
 		return in.Op
 	}
-	return input.(Op)
+	return input.(history.Op)
 }
 
 // partitionByTarget splits a history into one partition per lock or key, in
@@ -127,7 +129,7 @@ func stuckPoints(model porcupine.Model, ops []porcupine.Operation, info porcupin
 				earliestReturn = op.Return
 			}
 		}
-		var evidence []Op
+		var evidence []history.Op
 		if len(longest) > 0 {
 			evidence = append(evidence, opOf(part[longest[len(longest)-1]].Input))
 		}
@@ -147,7 +149,7 @@ func stuckPoints(model porcupine.Model, ops []porcupine.Operation, info porcupin
 	return out
 }
 
-func eventAnnotations(events []Event) []porcupine.Annotation {
+func eventAnnotations(events []history.Event) []porcupine.Annotation {
 	var out []porcupine.Annotation
 	for _, e := range events {
 		color := "#dddddd"
@@ -182,5 +184,5 @@ func toAny[S any](states []S) []any {
 	return out
 }
 
-func onLock(k OpKind) bool { return k.onLock() }
-func onKey(k OpKind) bool  { return k == Put || k == Get }
+func onLock(k history.OpKind) bool { return k.OnLock() }
+func onKey(k history.OpKind) bool  { return k == history.Put || k == history.Get }

@@ -1,10 +1,13 @@
 package checker
 
 import (
+	"cmp"
 	"fmt"
 	"hash/fnv"
 
 	"github.com/anishathalye/porcupine"
+
+	"github.com/fencer-io/fencer/test/chaos/history"
 )
 
 // lockState is one lock as the model sees it. States are compared with ==,
@@ -20,7 +23,7 @@ func (s lockState) String() string {
 	if !s.Held {
 		return fmt.Sprintf("free (max t%d)", s.Max)
 	}
-	return fmt.Sprintf("held by %s t%d (max t%d)", orDash(s.Holder), s.Token, s.Max)
+	return fmt.Sprintf("held by %s t%d (max t%d)", cmp.Or(s.Holder, "-"), s.Token, s.Max)
 }
 
 func freeLock(max uint64) lockState { return lockState{Max: max} }
@@ -29,7 +32,7 @@ func freeLock(max uint64) lockState { return lockState{Max: max} }
 // observes a token that no acquire ok granted on its lock but that an
 // indeterminate acquire called before op returned may have (see windows).
 type lockInput struct {
-	Op     Op
+	Op     history.Op
 	Unseen bool
 }
 
@@ -55,42 +58,42 @@ func (s lockState) observe(in lockInput, holder string) []lockState {
 func stepLock(s lockState, in lockInput) []lockState {
 	op := in.Op
 	switch op.Kind {
-	case Acquire:
+	case history.Acquire:
 		switch op.Outcome {
-		case OK:
+		case history.OK:
 			if op.Token <= s.Max {
 				return nil
 			}
 			return []lockState{{Held: true, Token: op.Token, Holder: op.Holder, Max: op.Token}}
-		case LockHeld:
+		case history.LockHeld:
 			return s.observe(in, op.HeldBy)
 		default:
 			// If it happened, its grant is unseen until observed, and
 			// observe accounts for it then.
 			return []lockState{s}
 		}
-	case Renew:
+	case history.Renew:
 		switch op.Outcome {
-		case OK:
+		case history.OK:
 			return s.observe(in, "")
-		case LeaseLost:
+		case history.LeaseLost:
 			return []lockState{s.lost(op.Token)}
 		default:
 			return []lockState{s}
 		}
-	case Release:
+	case history.Release:
 		switch op.Outcome {
-		case OK:
+		case history.OK:
 			return releaseAll(s.observe(in, ""))
-		case LeaseLost:
+		case history.LeaseLost:
 			return []lockState{s.lost(op.Token)}
 		default:
 			// Freeing the lock is what a spontaneous expiry does anyway.
 			return []lockState{s}
 		}
-	case Read:
+	case history.Read:
 		switch {
-		case op.Outcome != OK:
+		case op.Outcome != history.OK:
 			return []lockState{s}
 		case op.Held:
 			return s.observe(in, "")

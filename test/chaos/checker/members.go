@@ -3,11 +3,13 @@ package checker
 import (
 	"fmt"
 	"strings"
+
+	"github.com/fencer-io/fencer/test/chaos/history"
 )
 
 // MemberHashes finds members whose state machines diverged: after the run
 // every member has applied the same log, so every state hash must be equal.
-func MemberHashes(h History) []Violation {
+func MemberHashes(h history.History) []Violation {
 	byHash := map[string][]string{}
 	for _, m := range sortedKeys(h.MemberHashes) {
 		byHash[h.MemberHashes[m]] = append(byHash[h.MemberHashes[m]], m)

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/fencer-io/fencer/test/chaos/history"
 )
 
 // A semaphore's permits are judged like the lock model judges grants: only
@@ -27,13 +29,13 @@ import (
 
 // permitSpan is the time a permit was certainly live.
 type permitSpan struct {
-	grant    Op
+	grant    history.Op
 	from, to int64
 }
 
 // PermitLimits finds instants at which a semaphore had more permits
 // certainly live than its limit.
-func PermitLimits(h History) []Violation {
+func PermitLimits(h history.History) []Violation {
 	type permit struct {
 		sem   string
 		token uint64
@@ -43,9 +45,9 @@ func PermitLimits(h History) []Violation {
 	for _, op := range h.Ops {
 		p := permit{op.Target, op.Token}
 		switch {
-		case op.Kind == SemRenew && op.Outcome == OK:
+		case op.Kind == history.SemRenew && op.Outcome == history.OK:
 			renewed[p] = max(renewed[p], op.Call)
-		case op.Kind == SemRelease:
+		case op.Kind == history.SemRelease:
 			if at, ok := released[p]; !ok || op.Call < at {
 				released[p] = op.Call
 			}
@@ -53,13 +55,13 @@ func PermitLimits(h History) []Violation {
 	}
 	var restores []int64
 	for _, e := range h.Events {
-		if e.Kind == EventRestore {
+		if e.Kind == history.EventRestore {
 			restores = append(restores, e.Time)
 		}
 	}
 	bySem := map[string][]permitSpan{}
 	for _, g := range h.Ops {
-		if g.Kind != SemAcquire || g.Outcome != OK {
+		if g.Kind != history.SemAcquire || g.Outcome != history.OK {
 			continue
 		}
 		p := permit{g.Target, g.Token}
@@ -127,11 +129,11 @@ func excessPermits(sem string, spans []permitSpan) []Violation {
 		switch {
 		case len(live) > limit && !over:
 			over = true
-			var ops []Op
+			var ops []history.Op
 			for i := range live {
 				ops = append(ops, spans[i].grant)
 			}
-			slices.SortFunc(ops, func(a, b Op) int { return cmp.Compare(a.Token, b.Token) })
+			slices.SortFunc(ops, func(a, b history.Op) int { return cmp.Compare(a.Token, b.Token) })
 			out = append(out, Violation{
 				Message: fmt.Sprintf("semaphore %s: %d permits certainly live at once at %d, limit %d", sem, len(live), e.at, limit),
 				Ops:     ops,

@@ -1,5 +1,7 @@
 package checker
 
+import "github.com/fencer-io/fencer/test/chaos/history"
+
 // Porcupine must try every place an indeterminate operation could take
 // effect, and an Unknown one may take effect anywhere up to the end of the
 // history: a failing history with a dozen of them on one lock is beyond any
@@ -26,16 +28,16 @@ package checker
 // plan returns, for each op of h, the time by which the linearizability
 // check must place it (-1: leave it out), and whether it observes an unseen
 // token (see lockInput).
-func plan(h History) (window []int64, unseen []bool) {
+func plan(h history.History) (window []int64, unseen []bool) {
 	granted := map[uint64]bool{}
-	var acked, acquires []Op
+	var acked, acquires []history.Op
 	for _, op := range h.Ops {
 		switch {
-		case op.Kind == Acquire && op.Outcome == OK:
+		case op.Kind == history.Acquire && op.Outcome == history.OK:
 			granted[op.Token] = true
-		case op.Kind == Acquire && op.Outcome.indeterminate():
+		case op.Kind == history.Acquire && op.Outcome.Indeterminate():
 			acquires = append(acquires, op)
-		case op.Kind == Put && op.Outcome == OK:
+		case op.Kind == history.Put && op.Outcome == history.OK:
 			acked = append(acked, op)
 		}
 	}
@@ -51,9 +53,9 @@ func plan(h History) (window []int64, unseen []bool) {
 			}
 		}
 		switch {
-		case !u.Outcome.indeterminate():
+		case !u.Outcome.Indeterminate():
 			window[i] = u.Return
-		case u.Kind == Put:
+		case u.Kind == history.Put:
 			window[i] = putWindow(h.Ops, u, acked)
 		default:
 			window[i] = -1
@@ -66,7 +68,7 @@ func plan(h History) (window []int64, unseen []bool) {
 // effect to matter, or -1 if it never does. A get reads a write first no
 // later than the earliest such get returns, so for each write only the
 // earliest get counts; a refusal may rest on u wherever it falls.
-func putWindow(ops []Op, u Op, acked []Op) int64 {
+func putWindow(ops []history.Op, u history.Op, acked []history.Op) int64 {
 	firstGet := int64(-1)
 	last := int64(-1)
 	for _, o := range ops {
@@ -74,11 +76,11 @@ func putWindow(ops []Op, u Op, acked []Op) int64 {
 			continue
 		}
 		switch {
-		case o.Kind == Get && o.Outcome == OK && o.Found && o.stamp() == u.stamp() && o.Value == u.Value:
+		case o.Kind == history.Get && o.Outcome == history.OK && o.Found && o.Stamp() == u.Stamp() && o.Value == u.Value:
 			if firstGet < 0 || o.Return < firstGet {
 				firstGet = o.Return
 			}
-		case o.Kind == Put && o.Outcome == StaleToken && !u.stamp().Admits(o.stamp()) && !refusedAnyway(o, acked):
+		case o.Kind == history.Put && o.Outcome == history.StaleToken && !u.Stamp().Admits(o.Stamp()) && !refusedAnyway(o, acked):
 			last = max(last, o.Return)
 		}
 	}
@@ -86,7 +88,7 @@ func putWindow(ops []Op, u Op, acked []Op) int64 {
 	switch {
 	case last < 0:
 		return -1
-	case u.Outcome == Unknown:
+	case u.Outcome == history.Unknown:
 		return max(u.Return, last)
 	}
 	return u.Return // answered: if it took effect, it did before the answer
@@ -94,14 +96,14 @@ func putWindow(ops []Op, u Op, acked []Op) int64 {
 
 // observesToken reports whether op tells its client that op.Token is the
 // lock's current grant.
-func observesToken(op Op) bool {
+func observesToken(op history.Op) bool {
 	switch {
-	case op.Kind == Acquire:
-		return op.Outcome == LockHeld
-	case op.Kind == Renew, op.Kind == Release:
-		return op.Outcome == OK
-	case op.Kind == Read:
-		return op.Outcome == OK && op.Held
+	case op.Kind == history.Acquire:
+		return op.Outcome == history.LockHeld
+	case op.Kind == history.Renew, op.Kind == history.Release:
+		return op.Outcome == history.OK
+	case op.Kind == history.Read:
+		return op.Outcome == history.OK && op.Held
 	}
 	return false
 }
@@ -109,9 +111,9 @@ func observesToken(op Op) bool {
 // refusedAnyway reports whether the refusal s is explained without any
 // indeterminate put: an acknowledged put of a stamp at least s's returned
 // before s was called, and a key's stamp never goes back.
-func refusedAnyway(s Op, acked []Op) bool {
+func refusedAnyway(s history.Op, acked []history.Op) bool {
 	for _, a := range acked {
-		if a.Target == s.Target && a.Return < s.Call && !a.stamp().Admits(s.stamp()) {
+		if a.Target == s.Target && a.Return < s.Call && !a.Stamp().Admits(s.Stamp()) {
 			return true
 		}
 	}

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/fencer-io/fencer/test/chaos/history"
 )
 
 // simulate runs a correct lock service and fenced store sequentially and
@@ -13,7 +15,7 @@ import (
 // linearization point, somewhere inside an interval that overlaps its
 // neighbours'. Leases expire at random, and some outcomes are lost to
 // timeouts whether or not the op took effect.
-func simulate(seed int64, n, lostOneIn int) History {
+func simulate(seed int64, n, lostOneIn int) history.History {
 	rng := rand.New(rand.NewSource(seed))
 	type lock struct {
 		held   bool
@@ -24,10 +26,10 @@ func simulate(seed int64, n, lostOneIn int) History {
 	keys := map[string]*keyState{"k": {}, "j": {}}
 	var next uint64 = 1
 	known := map[string][]uint64{} // tokens clients were told, per lock
-	var h History
+	var h history.History
 	for i := 0; i < n; i++ {
 		lp := int64(i) * 10
-		op := Op{Client: rng.Intn(5), Call: lp - rng.Int63n(40), Return: lp + rng.Int63n(40), Outcome: OK}
+		op := history.Op{Client: rng.Intn(5), Call: lp - rng.Int63n(40), Return: lp + rng.Int63n(40), Outcome: history.OK}
 		name := []string{"a", "b"}[rng.Intn(2)]
 		l := locks[name]
 		if l.held && rng.Intn(8) == 0 {
@@ -46,9 +48,9 @@ func simulate(seed int64, n, lostOneIn int) History {
 		apply := !lost || rng.Intn(2) == 0
 		switch rng.Intn(6) {
 		case 0:
-			op.Kind, op.Target, op.Holder = Acquire, name, fmt.Sprintf("h%d", op.Client)
+			op.Kind, op.Target, op.Holder = history.Acquire, name, fmt.Sprintf("h%d", op.Client)
 			if l.held {
-				op.Outcome, op.Token, op.HeldBy = LockHeld, l.token, l.holder
+				op.Outcome, op.Token, op.HeldBy = history.LockHeld, l.token, l.holder
 			} else if apply {
 				next += uint64(1 + rng.Intn(3))
 				*l = lock{held: true, token: next, holder: op.Holder}
@@ -58,34 +60,34 @@ func simulate(seed int64, n, lostOneIn int) History {
 				}
 			}
 		case 1, 2:
-			op.Kind, op.Target, op.Token = []OpKind{Renew, Release}[rng.Intn(2)], name, pick()
+			op.Kind, op.Target, op.Token = []history.OpKind{history.Renew, history.Release}[rng.Intn(2)], name, pick()
 			if !l.held || l.token != op.Token {
-				op.Outcome = LeaseLost
-			} else if op.Kind == Release && apply {
+				op.Outcome = history.LeaseLost
+			} else if op.Kind == history.Release && apply {
 				*l = lock{}
 			}
 		case 3:
-			op.Kind, op.Target = Read, name
+			op.Kind, op.Target = history.Read, name
 			op.Held, op.Token = l.held, l.token
 		case 4:
 			key := []string{"k", "j"}[rng.Intn(2)]
-			op.Kind, op.Target, op.Token, op.Value = Put, key, pick(), fmt.Sprintf("v%d", i)
+			op.Kind, op.Target, op.Token, op.Value = history.Put, key, pick(), fmt.Sprintf("v%d", i)
 			s := keys[key]
-			if !s.Last.Admits(op.stamp()) {
-				op.Outcome = StaleToken
+			if !s.Last.Admits(op.Stamp()) {
+				op.Outcome = history.StaleToken
 			} else if apply {
-				*s = keyState{Written: true, Value: op.Value, Last: op.stamp()}
+				*s = keyState{Written: true, Value: op.Value, Last: op.Stamp()}
 			}
 		case 5:
 			key := []string{"k", "j"}[rng.Intn(2)]
 			s := keys[key]
-			op.Kind, op.Target = Get, key
+			op.Kind, op.Target = history.Get, key
 			op.Found, op.Value, op.Token = s.Written, s.Value, s.Last.Token
 		}
 		if lost {
-			op = Op{Kind: op.Kind, Target: op.Target, Client: op.Client, Holder: op.Holder,
-				Token: op.Token, Value: op.Value, Call: op.Call, Return: op.Return, Outcome: Unknown}
-			if op.Kind == Acquire {
+			op = history.Op{Kind: op.Kind, Target: op.Target, Client: op.Client, Holder: op.Holder,
+				Token: op.Token, Value: op.Value, Call: op.Call, Return: op.Return, Outcome: history.Unknown}
+			if op.Kind == history.Acquire {
 				op.Token = 0
 			}
 		}
@@ -93,7 +95,7 @@ func simulate(seed int64, n, lostOneIn int) History {
 	}
 	for _, key := range sortedKeys(keys) {
 		s := keys[key]
-		h.FinalReads = append(h.FinalReads, FinalRead{Key: key, Found: s.Written, Value: s.Value, Token: s.Last.Token})
+		h.FinalReads = append(h.FinalReads, history.FinalRead{Key: key, Found: s.Written, Value: s.Value, Token: s.Last.Token})
 	}
 	return h
 }
@@ -118,10 +120,10 @@ func TestSimulatedCorrectRunsPass(t *testing.T) {
 // renews keep succeeding after its lease was re-granted.
 func TestSimulatedDoubleHolderFails(t *testing.T) {
 	h := simulate(7, 400, 10)
-	var old, newer *Op
+	var old, newer *history.Op
 	for i := range h.Ops {
 		op := &h.Ops[i]
-		if op.Kind == Acquire && op.Outcome == OK && op.Target == "a" {
+		if op.Kind == history.Acquire && op.Outcome == history.OK && op.Target == "a" {
 			if old == nil {
 				old = op
 			} else if newer == nil {
@@ -132,7 +134,7 @@ func TestSimulatedDoubleHolderFails(t *testing.T) {
 	if old == nil || newer == nil {
 		t.Fatal("simulation granted lock a fewer than twice")
 	}
-	h.Ops = append(h.Ops, renew(9, "a", old.Token, OK, newer.Return+1, newer.Return+2))
+	h.Ops = append(h.Ops, renew(9, "a", old.Token, history.OK, newer.Return+1, newer.Return+2))
 	wantStatus(t, h, CheckLocks, Fail)
 }
 
@@ -141,14 +143,14 @@ func TestSimulatedDoubleHolderFails(t *testing.T) {
 // plan must keep that within budget, or the verdict would be Inconclusive.
 func TestSimulatedLateViolationIsConclusive(t *testing.T) {
 	h := simulate(5, 2000, 10)
-	var old *Op
+	var old *history.Op
 	for i := range h.Ops {
-		if op := &h.Ops[i]; op.Kind == Acquire && op.Outcome == OK && op.Target == "a" {
+		if op := &h.Ops[i]; op.Kind == history.Acquire && op.Outcome == history.OK && op.Target == "a" {
 			old = op
 			break
 		}
 	}
-	h.Ops = append(h.Ops, renew(9, "a", old.Token, OK, 30000, 30010))
+	h.Ops = append(h.Ops, renew(9, "a", old.Token, history.OK, 30000, 30010))
 	start := time.Now()
 	wantStatus(t, h, CheckLocks, Fail)
 	if d := time.Since(start); d > 5*time.Second {

@@ -3,28 +3,30 @@ package checker
 import (
 	"fmt"
 	"slices"
+
+	"github.com/fencer-io/fencer/test/chaos/history"
 )
 
 // puts returns, per key, the put ops of h whose outcome satisfies keep.
-func puts(h History, keep func(Outcome) bool) map[string][]Op {
-	out := map[string][]Op{}
+func puts(h history.History, keep func(history.Outcome) bool) map[string][]history.Op {
+	out := map[string][]history.Op{}
 	for _, op := range h.Ops {
-		if op.Kind == Put && keep(op.Outcome) {
+		if op.Kind == history.Put && keep(op.Outcome) {
 			out[op.Target] = append(out[op.Target], op)
 		}
 	}
 	return out
 }
 
-func acked(o Outcome) bool { return o == OK }
+func acked(o history.Outcome) bool { return o == history.OK }
 
-func mayHaveApplied(o Outcome) bool { return o == OK || o.indeterminate() }
+func mayHaveApplied(o history.Outcome) bool { return o == history.OK || o.Indeterminate() }
 
 // FenceOrder finds writes a fence should have refused. From the resource's
 // own log: each accepted write must be admitted over the one before it. From
 // the clients' view: if put A was acknowledged before put B was called on the
 // same key and both were acknowledged, B's stamp must come after A's.
-func FenceOrder(h History) []Violation {
+func FenceOrder(h history.History) []Violation {
 	var out []Violation
 	candidates := puts(h, mayHaveApplied)
 	for _, key := range sortedKeys(h.Accepted) {
@@ -48,11 +50,11 @@ func FenceOrder(h History) []Violation {
 	}
 	ok := puts(h, acked)
 	for _, key := range sortedKeys(ok) {
-		for _, r := range regressions(ok[key], Op.stamp) {
+		for _, r := range regressions(ok[key], history.Op.Stamp) {
 			out = append(out, Violation{
 				Message: fmt.Sprintf("%s: put %s was acknowledged although put %s had been acknowledged before it was called",
-					key, r.later.stamp(), r.earlier.stamp()),
-				Ops: []Op{r.earlier, r.later},
+					key, r.later.Stamp(), r.earlier.Stamp()),
+				Ops: []history.Op{r.earlier, r.later},
 			})
 		}
 	}
@@ -61,10 +63,10 @@ func FenceOrder(h History) []Violation {
 
 // putsStamped returns the ops among ops carrying one of the stamps, as
 // evidence of who made a write the resource logged.
-func putsStamped(ops []Op, stamps ...Stamp) []Op {
-	var out []Op
+func putsStamped(ops []history.Op, stamps ...history.Stamp) []history.Op {
+	var out []history.Op
 	for _, op := range ops {
-		if slices.Contains(stamps, op.stamp()) {
+		if slices.Contains(stamps, op.Stamp()) {
 			out = append(out, op)
 		}
 	}
@@ -76,11 +78,11 @@ func putsStamped(ops []Op, stamps ...Stamp) []Op {
 // indeterminate), with a stamp no older than the newest acknowledged one; a
 // key with acknowledged writes must have a final read and must be found.
 // A nil h.FinalReads means no final reads were taken: nothing to check.
-func NoLostWrite(h History) []Violation {
+func NoLostWrite(h history.History) []Violation {
 	if h.FinalReads == nil {
 		return nil
 	}
-	final := map[string]FinalRead{}
+	final := map[string]history.FinalRead{}
 	for _, r := range h.FinalReads {
 		final[r.Key] = r
 	}
@@ -95,9 +97,9 @@ func NoLostWrite(h History) []Violation {
 	slices.Sort(keys)
 	var out []Violation
 	for _, key := range keys {
-		var newest *Op
+		var newest *history.Op
 		for i, op := range ok[key] {
-			if newest == nil || stampLess(newest.stamp(), op.stamp()) {
+			if newest == nil || stampLess(newest.Stamp(), op.Stamp()) {
 				newest = &ok[key][i]
 			}
 		}
@@ -106,34 +108,34 @@ func NoLostWrite(h History) []Violation {
 		case !read && newest != nil:
 			out = append(out, Violation{
 				Message: fmt.Sprintf("%s: no final read, but writes to it were acknowledged", key),
-				Ops:     []Op{*newest},
+				Ops:     []history.Op{*newest},
 			})
 		case !read:
 		case !r.Found && newest != nil:
 			out = append(out, Violation{
-				Message: fmt.Sprintf("%s: final read found nothing, but %s was acknowledged", key, newest.stamp()),
-				Ops:     []Op{*newest},
+				Message: fmt.Sprintf("%s: final read found nothing, but %s was acknowledged", key, newest.Stamp()),
+				Ops:     []history.Op{*newest},
 			})
 		case !r.Found:
 		case !madeBy(applied[key], r):
 			out = append(out, Violation{
 				Message: fmt.Sprintf("%s: final read returned %q %s, which no acknowledged or indeterminate put wrote",
-					key, r.Value, r.stamp()),
-				Ops: putsStamped(applied[key], r.stamp()),
+					key, r.Value, r.Stamp()),
+				Ops: putsStamped(applied[key], r.Stamp()),
 			})
-		case newest != nil && stampLess(r.stamp(), newest.stamp()):
+		case newest != nil && stampLess(r.Stamp(), newest.Stamp()):
 			out = append(out, Violation{
-				Message: fmt.Sprintf("%s: final read returned %s, older than the acknowledged %s", key, r.stamp(), newest.stamp()),
-				Ops:     append(putsStamped(applied[key], r.stamp()), *newest),
+				Message: fmt.Sprintf("%s: final read returned %s, older than the acknowledged %s", key, r.Stamp(), newest.Stamp()),
+				Ops:     append(putsStamped(applied[key], r.Stamp()), *newest),
 			})
 		}
 	}
 	return out
 }
 
-func madeBy(ops []Op, r FinalRead) bool {
+func madeBy(ops []history.Op, r history.FinalRead) bool {
 	for _, op := range ops {
-		if op.stamp() == r.stamp() && op.Value == r.Value {
+		if op.Stamp() == r.Stamp() && op.Value == r.Value {
 			return true
 		}
 	}

@@ -15,7 +15,7 @@ import (
 
 	"github.com/fencer-io/fencer/fence/resource"
 	"github.com/fencer-io/fencer/test/chaos/brokenfence"
-	"github.com/fencer-io/fencer/test/chaos/checker"
+	"github.com/fencer-io/fencer/test/chaos/history"
 	"github.com/fencer-io/fencer/test/chaos/workload"
 )
 
@@ -42,7 +42,7 @@ type Resource struct {
 
 	mu       sync.Mutex
 	keys     map[string]*sync.Mutex
-	accepted map[string][]checker.Stamp
+	accepted map[string][]history.Stamp
 }
 
 // NewResource picks the resource's address and starts its proxy; Start
@@ -56,7 +56,7 @@ func NewResource(opts ResourceOptions) (*Resource, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &Resource{opts: opts, addr: addr, keys: map[string]*sync.Mutex{}, accepted: map[string][]checker.Stamp{}}
+	r := &Resource{opts: opts, addr: addr, keys: map[string]*sync.Mutex{}, accepted: map[string][]history.Stamp{}}
 	r.proxy = &http.Server{Handler: http.HandlerFunc(r.serve), ReadHeaderTimeout: 5 * time.Second}
 	r.url = "http://" + l.Addr().String()
 	go r.proxy.Serve(l)
@@ -108,23 +108,23 @@ func (r *Resource) Running() bool { return r.proc != nil && r.proc.Running() }
 func (r *Resource) Close() error { return r.proxy.Close() }
 
 // Accepted returns, per key, every write the resource accepted, in order.
-func (r *Resource) Accepted() map[string][]checker.Stamp {
+func (r *Resource) Accepted() map[string][]history.Stamp {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	out := make(map[string][]checker.Stamp, len(r.accepted))
+	out := make(map[string][]history.Stamp, len(r.accepted))
 	for k, v := range r.accepted {
-		out[k] = append([]checker.Stamp(nil), v...)
+		out[k] = append([]history.Stamp(nil), v...)
 	}
 	return out
 }
 
 // FinalRead reads key from the resource itself.
-func (r *Resource) FinalRead(ctx context.Context, key string) (checker.FinalRead, error) {
+func (r *Resource) FinalRead(ctx context.Context, key string) (history.FinalRead, error) {
 	found, value, stamp, err := workload.GetResource(ctx, adminClient, "http://"+r.addr, key)
 	if err != nil {
-		return checker.FinalRead{}, err
+		return history.FinalRead{}, err
 	}
-	return checker.FinalRead{Key: key, Found: found, Value: value, Token: stamp.Token, Seq: stamp.Seq}, nil
+	return history.FinalRead{Key: key, Found: found, Value: value, Token: stamp.Token, Seq: stamp.Seq}, nil
 }
 
 var upstream = &http.Client{Timeout: 5 * time.Second}
@@ -168,7 +168,7 @@ func (r *Resource) serve(w http.ResponseWriter, req *http.Request) {
 		var m resource.MarkResponse
 		if err := json.Unmarshal(answer, &m); err == nil {
 			r.mu.Lock()
-			r.accepted[key] = append(r.accepted[key], checker.Stamp{Token: m.Token, Seq: m.Seq})
+			r.accepted[key] = append(r.accepted[key], history.Stamp{Token: m.Token, Seq: m.Seq})
 			r.mu.Unlock()
 		}
 	}

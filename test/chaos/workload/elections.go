@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/fencer-io/fencer/api/client"
-	"github.com/fencer-io/fencer/test/chaos/checker"
+	"github.com/fencer-io/fencer/test/chaos/history"
 )
 
 // campaignTimeout bounds a campaign: long enough to outwait a leader that
@@ -45,8 +45,8 @@ func (w *worker) nextValue() string {
 
 func (w *worker) campaign(ttl time.Duration) *client.Lease {
 	var lease *client.Lease
-	op := checker.Op{Kind: checker.Campaign, Target: w.cfg.Election, Holder: w.holder(), Value: w.nextValue(), TTL: ttl.Milliseconds()}
-	w.record(op, func(ctx context.Context, op *checker.Op) {
+	op := history.Op{Kind: history.Campaign, Target: w.cfg.Election, Holder: w.holder(), Value: w.nextValue(), TTL: ttl.Milliseconds()}
+	w.record(op, func(ctx context.Context, op *history.Op) {
 		ctx, cancel := context.WithTimeout(ctx, campaignTimeout)
 		defer cancel()
 		l, err := w.c.Campaign(ctx, w.cfg.Election, op.Value, client.TTL(ttl), client.Holder(w.holder()))
@@ -60,20 +60,20 @@ func (w *worker) campaign(ttl time.Duration) *client.Lease {
 }
 
 func (w *worker) proclaim(l *client.Lease) {
-	op := checker.Op{Kind: checker.Proclaim, Target: l.Name(), Token: l.Token(), Lease: l.Secret(), Value: w.nextValue()}
-	w.record(op, func(ctx context.Context, op *checker.Op) {
+	op := history.Op{Kind: history.Proclaim, Target: l.Name(), Token: l.Token(), Lease: l.Secret(), Value: w.nextValue()}
+	w.record(op, func(ctx context.Context, op *history.Op) {
 		w.settle(op, l.Proclaim(ctx, op.Value))
 	})
 }
 
 // resign makes a single attempt, as release does.
 func (w *worker) resign(l *client.Lease) {
-	op := checker.Op{Kind: checker.Resign, Target: l.Name(), Token: l.Token(), Lease: l.Secret()}
-	got := w.record(op, func(ctx context.Context, op *checker.Op) {
+	op := history.Op{Kind: history.Resign, Target: l.Name(), Token: l.Token(), Lease: l.Secret()}
+	got := w.record(op, func(ctx context.Context, op *history.Op) {
 		_, err := w.once.ReleaseRaw(ctx, l.Name(), l.Token(), l.Secret())
 		w.settle(op, err)
 	})
-	if got.Outcome != checker.OK && got.Outcome != checker.LeaseLost {
+	if got.Outcome != history.OK && got.Outcome != history.LeaseLost {
 		ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 		defer cancel()
 		_ = l.Release(ctx)
@@ -89,7 +89,7 @@ func (w *worker) observe(ctx context.Context) {
 			if err != nil {
 				break
 			}
-			w.emit(Line{Ev: Observe, Obs: &checker.Observation{
+			w.emit(Line{Ev: Observe, Obs: &history.Observation{
 				Observer: w.cfg.Client, Session: session, Election: w.cfg.Election,
 				Holder: l.Holder, Token: l.Token, Value: l.Value, Time: Now(),
 			}})

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/fencer-io/fencer/api/client"
-	"github.com/fencer-io/fencer/test/chaos/checker"
+	"github.com/fencer-io/fencer/test/chaos/history"
 )
 
 // permitIteration is one pass of a semaphore client: take a permit
@@ -37,9 +37,9 @@ func (w *worker) permitIteration(ctx context.Context) {
 
 func (w *worker) acquirePermit(ttl, wait, delay time.Duration) *client.Lease {
 	var lease *client.Lease
-	op := checker.Op{Kind: checker.SemAcquire, Target: w.cfg.Semaphore, Holder: w.holder(),
+	op := history.Op{Kind: history.SemAcquire, Target: w.cfg.Semaphore, Holder: w.holder(),
 		Limit: w.cfg.Limit, TTL: ttl.Milliseconds()}
-	w.record(op, func(ctx context.Context, op *checker.Op) {
+	w.record(op, func(ctx context.Context, op *history.Op) {
 		ctx, cancel := context.WithTimeout(ctx, opTimeout+wait)
 		defer cancel()
 		l, err := w.c.AcquirePermit(ctx, w.cfg.Semaphore, w.cfg.Limit, client.TTL(ttl), client.Wait(wait), client.Holder(w.holder()), client.LockDelay(delay))
@@ -53,8 +53,8 @@ func (w *worker) acquirePermit(ttl, wait, delay time.Duration) *client.Lease {
 }
 
 func (w *worker) renewPermit(l *client.Lease) {
-	op := checker.Op{Kind: checker.SemRenew, Target: l.Name(), Token: l.Token(), Lease: l.Secret()}
-	w.record(op, func(ctx context.Context, op *checker.Op) {
+	op := history.Op{Kind: history.SemRenew, Target: l.Name(), Token: l.Token(), Lease: l.Secret()}
+	w.record(op, func(ctx context.Context, op *history.Op) {
 		_, err := w.c.RenewPermitRaw(ctx, l.Name(), l.Token(), l.Secret())
 		w.settle(op, err)
 	})
@@ -63,11 +63,11 @@ func (w *worker) renewPermit(l *client.Lease) {
 // releasePermit makes a single attempt, as release does, for the same
 // reason, and stops the keep-alive unrecorded if it went astray.
 func (w *worker) releasePermit(l *client.Lease) {
-	op := checker.Op{Kind: checker.SemRelease, Target: l.Name(), Token: l.Token(), Lease: l.Secret()}
-	got := w.record(op, func(ctx context.Context, op *checker.Op) {
+	op := history.Op{Kind: history.SemRelease, Target: l.Name(), Token: l.Token(), Lease: l.Secret()}
+	got := w.record(op, func(ctx context.Context, op *history.Op) {
 		w.settle(op, w.once.ReleasePermitRaw(ctx, l.Name(), l.Token(), l.Secret()))
 	})
-	if got.Outcome != checker.OK && got.Outcome != checker.LeaseLost {
+	if got.Outcome != history.OK && got.Outcome != history.LeaseLost {
 		ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 		defer cancel()
 		_ = l.Release(ctx)

@@ -7,7 +7,7 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/fencer-io/fencer/test/chaos/checker"
+	"github.com/fencer-io/fencer/test/chaos/history"
 )
 
 // Line is one record a client writes on stdout.
@@ -15,13 +15,13 @@ type Line struct {
 	Ev LineKind `json:"ev"`
 	// ID numbers the client's operations; an invoke and its complete share it.
 	ID int         `json:"id,omitempty"`
-	Op *checker.Op `json:"op,omitempty"`
+	Op *history.Op `json:"op,omitempty"`
 	// Lock, Token and TTLMillis describe the grant of a hold line.
 	Lock      string `json:"lock,omitempty"`
 	Token     uint64 `json:"token,omitempty"`
 	TTLMillis int64  `json:"ttl_ms,omitempty"`
 	// Obs is what an observe line reports.
-	Obs *checker.Observation `json:"obs,omitempty"`
+	Obs *history.Observation `json:"obs,omitempty"`
 }
 
 // LineKind names a Line.
@@ -49,15 +49,15 @@ type Holding struct {
 // concurrent use: each client's stdout is read by its own goroutine.
 type Recorder struct {
 	mu      sync.Mutex
-	done    []checker.Op
-	pending map[[2]int]checker.Op // (client, id) → invoked op
+	done    []history.Op
+	pending map[[2]int]history.Op // (client, id) → invoked op
 	holding map[int]Holding
-	seen    []checker.Observation
+	seen    []history.Observation
 }
 
 // NewRecorder returns an empty recorder.
 func NewRecorder() *Recorder {
-	return &Recorder{pending: map[[2]int]checker.Op{}, holding: map[int]Holding{}}
+	return &Recorder{pending: map[[2]int]history.Op{}, holding: map[int]Holding{}}
 }
 
 // Feed records one line from client.
@@ -116,7 +116,7 @@ func (r *Recorder) ClientGone(client int) {
 
 // Observations returns what the election observers saw, each observer's
 // in the order it reported them.
-func (r *Recorder) Observations() []checker.Observation {
+func (r *Recorder) Observations() []history.Observation {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return slices.Clone(r.seen)
@@ -124,17 +124,17 @@ func (r *Recorder) Observations() []checker.Observation {
 
 // Ops returns every operation recorded, ordered by call time. An operation
 // invoked but never completed is returned as unknown, returning at end.
-func (r *Recorder) Ops(end int64) []checker.Op {
+func (r *Recorder) Ops(end int64) []history.Op {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	ops := slices.Clone(r.done)
 	for _, op := range r.pending {
-		op.Outcome = checker.Unknown
+		op.Outcome = history.Unknown
 		op.Error = "no answer recorded before the run ended"
 		op.Return = max(end, op.Call)
 		ops = append(ops, op)
 	}
-	slices.SortStableFunc(ops, func(a, b checker.Op) int {
+	slices.SortStableFunc(ops, func(a, b history.Op) int {
 		if c := cmp.Compare(a.Call, b.Call); c != 0 {
 			return c
 		}

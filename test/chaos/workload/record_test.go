@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/fencer-io/fencer/api/client"
-	"github.com/fencer-io/fencer/test/chaos/checker"
+	"github.com/fencer-io/fencer/test/chaos/history"
 )
 
 func line(t *testing.T, l Line) []byte {
@@ -20,8 +20,8 @@ func line(t *testing.T, l Line) []byte {
 
 func TestRecorderPairsInvokesAndCompletes(t *testing.T) {
 	r := NewRecorder()
-	acq := checker.Op{Kind: checker.Acquire, Target: "a", Holder: "c0", Call: 10}
-	put := checker.Op{Kind: checker.Put, Target: "kv.a", Token: 5, Call: 5}
+	acq := history.Op{Kind: history.Acquire, Target: "a", Holder: "c0", Call: 10}
+	put := history.Op{Kind: history.Put, Target: "kv.a", Token: 5, Call: 5}
 	for _, l := range []Line{
 		{Ev: Invoke, ID: 1, Op: &put},
 		{Ev: Invoke, ID: 2, Op: &acq},
@@ -31,7 +31,7 @@ func TestRecorderPairsInvokesAndCompletes(t *testing.T) {
 		}
 	}
 	done := acq
-	done.Outcome, done.Token, done.Return = checker.OK, 7, 20
+	done.Outcome, done.Token, done.Return = history.OK, 7, 20
 	if err := r.Feed(0, line(t, Line{Ev: Complete, ID: 2, Op: &done})); err != nil {
 		t.Fatal(err)
 	}
@@ -41,10 +41,10 @@ func TestRecorderPairsInvokesAndCompletes(t *testing.T) {
 	}
 	// Ordered by call: the put that never completed comes first, unknown,
 	// returning at the end of the history.
-	if ops[0].Kind != checker.Put || ops[0].Outcome != checker.Unknown || ops[0].Return != 100 {
+	if ops[0].Kind != history.Put || ops[0].Outcome != history.Unknown || ops[0].Return != 100 {
 		t.Errorf("pending put recorded as %v", ops[0])
 	}
-	if ops[1].Kind != checker.Acquire || ops[1].Outcome != checker.OK || ops[1].Token != 7 {
+	if ops[1].Kind != history.Acquire || ops[1].Outcome != history.OK || ops[1].Token != 7 {
 		t.Errorf("completed acquire recorded as %v", ops[1])
 	}
 }
@@ -77,23 +77,23 @@ func TestRecorderRejectsGarbage(t *testing.T) {
 func TestOutcomeOf(t *testing.T) {
 	api := func(status int, code string) error { return &client.APIError{Status: status, Code: code} }
 	cases := []struct {
-		kind checker.OpKind
+		kind history.OpKind
 		err  error
-		want checker.Outcome
+		want history.Outcome
 	}{
-		{checker.Acquire, nil, checker.OK},
-		{checker.Acquire, api(409, "lock_held"), checker.LockHeld},
-		{checker.Acquire, api(410, "lease_lost"), checker.OtherError},
-		{checker.Acquire, api(503, "no_leader"), checker.Unknown},
-		{checker.Acquire, fmt.Errorf("POST: %w", client.ErrUnavailable), checker.Unknown},
-		{checker.Renew, api(410, "lease_lost"), checker.LeaseLost},
-		{checker.Release, api(410, "lease_lost"), checker.LeaseLost},
-		{checker.Put, api(409, "stale_token"), checker.StaleToken},
-		{checker.Put, api(428, "missing_token"), checker.StaleToken},
-		{checker.Put, api(409, "not_lock_holder"), checker.NotLockHolder},
+		{history.Acquire, nil, history.OK},
+		{history.Acquire, api(409, "lock_held"), history.LockHeld},
+		{history.Acquire, api(410, "lease_lost"), history.OtherError},
+		{history.Acquire, api(503, "no_leader"), history.Unknown},
+		{history.Acquire, fmt.Errorf("POST: %w", client.ErrUnavailable), history.Unknown},
+		{history.Renew, api(410, "lease_lost"), history.LeaseLost},
+		{history.Release, api(410, "lease_lost"), history.LeaseLost},
+		{history.Put, api(409, "stale_token"), history.StaleToken},
+		{history.Put, api(428, "missing_token"), history.StaleToken},
+		{history.Put, api(409, "not_lock_holder"), history.NotLockHolder},
 		// A retried put whose first attempt may have landed.
-		{checker.Put, fmt.Errorf("%w: %w", client.ErrOutcomeUnknown, api(409, "stale_token")), checker.Unknown},
-		{checker.Read, api(400, "invalid_name"), checker.OtherError},
+		{history.Put, fmt.Errorf("%w: %w", client.ErrOutcomeUnknown, api(409, "stale_token")), history.Unknown},
+		{history.Read, api(400, "invalid_name"), history.OtherError},
 	}
 	for _, c := range cases {
 		if got := outcomeOf(c.kind, c.err); got != c.want {

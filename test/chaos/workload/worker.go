@@ -16,7 +16,7 @@ import (
 
 	"github.com/fencer-io/fencer/api/client"
 	"github.com/fencer-io/fencer/api/wire"
-	"github.com/fencer-io/fencer/test/chaos/checker"
+	"github.com/fencer-io/fencer/test/chaos/history"
 )
 
 // Config is one client's part of the workload.
@@ -252,7 +252,7 @@ func (w *worker) emit(l Line) {
 }
 
 // record announces op, runs it, and reports it with its outcome.
-func (w *worker) record(op checker.Op, run func(ctx context.Context, op *checker.Op)) checker.Op {
+func (w *worker) record(op history.Op, run func(ctx context.Context, op *history.Op)) history.Op {
 	w.id++
 	id := w.id
 	op.Client = w.cfg.Client
@@ -273,7 +273,7 @@ func (w *worker) value(token, seq uint64) string {
 }
 
 func (w *worker) read(lock string) {
-	w.record(checker.Op{Kind: checker.Read, Target: lock}, func(ctx context.Context, op *checker.Op) {
+	w.record(history.Op{Kind: history.Read, Target: lock}, func(ctx context.Context, op *history.Op) {
 		st, err := w.c.Lock(ctx, lock)
 		w.settle(op, err)
 		if err == nil {
@@ -284,7 +284,7 @@ func (w *worker) read(lock string) {
 
 func (w *worker) acquire(lock string, ttl, wait time.Duration) *client.Lease {
 	var lease *client.Lease
-	w.record(checker.Op{Kind: checker.Acquire, Target: lock, Holder: w.holder()}, func(ctx context.Context, op *checker.Op) {
+	w.record(history.Op{Kind: history.Acquire, Target: lock, Holder: w.holder()}, func(ctx context.Context, op *history.Op) {
 		ctx, cancel := context.WithTimeout(ctx, opTimeout+wait)
 		defer cancel()
 		l, err := w.c.Acquire(ctx, lock, client.TTL(ttl), client.Wait(wait), client.Holder(w.holder()))
@@ -294,7 +294,7 @@ func (w *worker) acquire(lock string, ttl, wait time.Duration) *client.Lease {
 		case err == nil:
 			lease = l
 			op.Token, op.Lease = l.Token(), l.Secret()
-		case op.Outcome == checker.LockHeld && errors.As(err, &ae):
+		case op.Outcome == history.LockHeld && errors.As(err, &ae):
 			op.Token, op.HeldBy = ae.Token, ae.Holder
 		}
 	})
@@ -302,8 +302,8 @@ func (w *worker) acquire(lock string, ttl, wait time.Duration) *client.Lease {
 }
 
 func (w *worker) renew(l *client.Lease) {
-	op := checker.Op{Kind: checker.Renew, Target: l.Name(), Token: l.Token(), Lease: l.Secret()}
-	w.record(op, func(ctx context.Context, op *checker.Op) {
+	op := history.Op{Kind: history.Renew, Target: l.Name(), Token: l.Token(), Lease: l.Secret()}
+	w.record(op, func(ctx context.Context, op *history.Op) {
 		_, err := w.c.RenewRaw(ctx, l.Name(), l.Token(), l.Secret())
 		w.settle(op, err)
 	})
@@ -314,12 +314,12 @@ func (w *worker) renew(l *client.Lease) {
 // have freed it), which is right for applications but would tell the
 // checker the lease was current when it may have expired instead.
 func (w *worker) release(l *client.Lease) {
-	op := checker.Op{Kind: checker.Release, Target: l.Name(), Token: l.Token(), Lease: l.Secret()}
-	got := w.record(op, func(ctx context.Context, op *checker.Op) {
+	op := history.Op{Kind: history.Release, Target: l.Name(), Token: l.Token(), Lease: l.Secret()}
+	got := w.record(op, func(ctx context.Context, op *history.Op) {
 		_, err := w.once.ReleaseRaw(ctx, l.Name(), l.Token(), l.Secret())
 		w.settle(op, err)
 	})
-	if got.Outcome != checker.OK && got.Outcome != checker.LeaseLost {
+	if got.Outcome != history.OK && got.Outcome != history.LeaseLost {
 		// Stop the keep-alive, which would otherwise renew a lease whose
 		// release went astray for as long as the run lasts. Unrecorded,
 		// this release looks to the checker like an expiry, which the lock
@@ -332,8 +332,8 @@ func (w *worker) release(l *client.Lease) {
 
 func (w *worker) putKV(lock string, token uint64, withLock bool) {
 	key := KVKey(lock)
-	op := checker.Op{Kind: checker.Put, Target: key, Token: token, Value: w.value(token, 0)}
-	w.record(op, func(ctx context.Context, op *checker.Op) {
+	op := history.Op{Kind: history.Put, Target: key, Token: token, Value: w.value(token, 0)}
+	w.record(op, func(ctx context.Context, op *history.Op) {
 		var opts []client.PutOption
 		if withLock {
 			opts = append(opts, client.WithLock(lock))
@@ -344,10 +344,10 @@ func (w *worker) putKV(lock string, token uint64, withLock bool) {
 
 func (w *worker) getKV(lock string) {
 	key := KVKey(lock)
-	w.record(checker.Op{Kind: checker.Get, Target: key}, func(ctx context.Context, op *checker.Op) {
+	w.record(history.Op{Kind: history.Get, Target: key}, func(ctx context.Context, op *history.Op) {
 		v, token, err := w.c.Get(ctx, key)
 		if errors.Is(err, client.ErrNotFound) {
-			op.Outcome = checker.OK
+			op.Outcome = history.OK
 			return
 		}
 		w.settle(op, err)
@@ -361,8 +361,8 @@ func (w *worker) getKV(lock string) {
 // token at all and seq 0 no sequence.
 func (w *worker) putResource(lock string, token, seq uint64) {
 	key := ResourceKey(lock)
-	op := checker.Op{Kind: checker.Put, Target: key, Token: token, Seq: seq, Value: w.value(token, seq)}
-	w.record(op, func(ctx context.Context, op *checker.Op) {
+	op := history.Op{Kind: history.Put, Target: key, Token: token, Seq: seq, Value: w.value(token, seq)}
+	w.record(op, func(ctx context.Context, op *history.Op) {
 		req, err := http.NewRequestWithContext(ctx, http.MethodPut, w.cfg.Resource+"/v1/data/"+key, strings.NewReader(op.Value))
 		if err != nil {
 			panic(err)
@@ -375,34 +375,34 @@ func (w *worker) putResource(lock string, token, seq uint64) {
 		}
 		resp, err := w.res.Do(req)
 		if err != nil {
-			op.Outcome, op.Error = checker.Unknown, err.Error()
+			op.Outcome, op.Error = history.Unknown, err.Error()
 			return
 		}
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
 		resp.Body.Close()
 		switch {
 		case resp.StatusCode == http.StatusOK:
-			op.Outcome = checker.OK
+			op.Outcome = history.OK
 		case resp.StatusCode == http.StatusConflict, resp.StatusCode == http.StatusPreconditionRequired:
 			// 409 stale, or 428 no token: the fence refused the write.
-			op.Outcome = checker.StaleToken
+			op.Outcome = history.StaleToken
 		case resp.StatusCode >= 500:
-			op.Outcome, op.Error = checker.Unknown, resp.Status+": "+string(body)
+			op.Outcome, op.Error = history.Unknown, resp.Status+": "+string(body)
 		default:
-			op.Outcome, op.Error = checker.OtherError, resp.Status+": "+string(body)
+			op.Outcome, op.Error = history.OtherError, resp.Status+": "+string(body)
 		}
 	})
 }
 
 func (w *worker) getResource(lock string) {
 	key := ResourceKey(lock)
-	w.record(checker.Op{Kind: checker.Get, Target: key}, func(ctx context.Context, op *checker.Op) {
+	w.record(history.Op{Kind: history.Get, Target: key}, func(ctx context.Context, op *history.Op) {
 		found, value, stamp, err := GetResource(ctx, w.res, w.cfg.Resource, key)
 		if err != nil {
-			op.Outcome, op.Error = checker.Unknown, err.Error()
+			op.Outcome, op.Error = history.Unknown, err.Error()
 			return
 		}
-		op.Outcome, op.Found = checker.OK, found
+		op.Outcome, op.Found = history.OK, found
 		if found {
 			op.Value, op.Token, op.Seq = value, stamp.Token, stamp.Seq
 		}
@@ -411,78 +411,78 @@ func (w *worker) getResource(lock string) {
 
 // GetResource reads key from the resource at base: whether it has a value,
 // the value, and the stamp of the write that stored it.
-func GetResource(ctx context.Context, hc *http.Client, base, key string) (bool, string, checker.Stamp, error) {
+func GetResource(ctx context.Context, hc *http.Client, base, key string) (bool, string, history.Stamp, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/v1/data/"+key, nil)
 	if err != nil {
-		return false, "", checker.Stamp{}, err
+		return false, "", history.Stamp{}, err
 	}
 	resp, err := hc.Do(req)
 	if err != nil {
-		return false, "", checker.Stamp{}, err
+		return false, "", history.Stamp{}, err
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	switch {
 	case err != nil:
-		return false, "", checker.Stamp{}, err
+		return false, "", history.Stamp{}, err
 	case resp.StatusCode == http.StatusNotFound:
-		return false, "", checker.Stamp{}, nil
+		return false, "", history.Stamp{}, nil
 	case resp.StatusCode != http.StatusOK:
-		return false, "", checker.Stamp{}, fmt.Errorf("GET %s: %s: %s", key, resp.Status, body)
+		return false, "", history.Stamp{}, fmt.Errorf("GET %s: %s: %s", key, resp.Status, body)
 	}
 	token, err := strconv.ParseUint(resp.Header.Get(wire.HeaderToken), 10, 64)
 	if err != nil {
-		return false, "", checker.Stamp{}, fmt.Errorf("GET %s: bad %s header: %w", key, wire.HeaderToken, err)
+		return false, "", history.Stamp{}, fmt.Errorf("GET %s: bad %s header: %w", key, wire.HeaderToken, err)
 	}
 	var seq uint64
 	if raw := resp.Header.Get(wire.HeaderSequence); raw != "" {
 		if seq, err = strconv.ParseUint(raw, 10, 64); err != nil {
-			return false, "", checker.Stamp{}, fmt.Errorf("GET %s: bad %s header: %w", key, wire.HeaderSequence, err)
+			return false, "", history.Stamp{}, fmt.Errorf("GET %s: bad %s header: %w", key, wire.HeaderSequence, err)
 		}
 	}
-	return true, string(body), checker.Stamp{Token: token, Seq: seq}, nil
+	return true, string(body), history.Stamp{Token: token, Seq: seq}, nil
 }
 
 // settle sets op's outcome from a client call's error. Only answers that
 // say for certain what happened are definite; a timeout, a connection
 // error or a 5xx is unknown, and any other error answer is an error.
-func (w *worker) settle(op *checker.Op, err error) {
+func (w *worker) settle(op *history.Op, err error) {
 	op.Outcome = outcomeOf(op.Kind, err)
 	if err != nil {
 		op.Error = err.Error()
 	}
 }
 
-func outcomeOf(kind checker.OpKind, err error) checker.Outcome {
+func outcomeOf(kind history.OpKind, err error) history.Outcome {
 	if err == nil {
-		return checker.OK
+		return history.OK
 	}
 	if errors.Is(err, client.ErrOutcomeUnknown) {
-		return checker.Unknown
+		return history.Unknown
 	}
 	switch kind {
-	case checker.Renew, checker.Release, checker.SemRenew, checker.SemRelease, checker.Proclaim, checker.Resign:
+	case history.Renew, history.Release, history.SemRenew, history.SemRelease, history.Proclaim, history.Resign:
 		if errors.Is(err, client.ErrLeaseLost) {
-			return checker.LeaseLost
+			return history.LeaseLost
 		}
 	}
 	switch {
-	case kind == checker.Acquire && errors.Is(err, client.ErrLockHeld):
-		return checker.LockHeld
-	case kind == checker.SemAcquire && errors.Is(err, client.ErrSemaphoreFull):
-		return checker.SemaphoreFull
-	case kind == checker.SemAcquire && errors.Is(err, client.ErrLockDelay):
-		return checker.LockDelay
-	case kind == checker.Put && (errors.Is(err, client.ErrStaleToken) || errors.Is(err, client.ErrMissingToken)):
+	case kind == history.Acquire && errors.Is(err, client.ErrLockHeld):
+		return history.LockHeld
+	case kind == history.SemAcquire && errors.Is(err, client.ErrSemaphoreFull):
+		return history.SemaphoreFull
+	case kind == history.SemAcquire && errors.Is(err, client.ErrLockDelay):
+		return history.LockDelay
+	case kind == history.Put && (errors.Is(err, client.ErrStaleToken) || errors.Is(err, client.ErrMissingToken)):
 		// A write with no token is refused like a stale one: the model's
 		// stamp 0 is admitted by no fence.
-		return checker.StaleToken
-	case kind == checker.Put && errors.Is(err, client.ErrNotLockHolder):
-		return checker.NotLockHolder
+		return history.StaleToken
+	case kind == history.Put && errors.Is(err, client.ErrNotLockHolder):
+		return history.NotLockHolder
 	}
 	var ae *client.APIError
 	if errors.As(err, &ae) && ae.Status >= 400 && ae.Status < 500 {
-		return checker.OtherError
+		return history.OtherError
 	}
-	return checker.Unknown
+	return history.Unknown
 }

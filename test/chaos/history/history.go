@@ -1,4 +1,8 @@
-package checker
+// Package history is the record of a chaos run that the checker judges:
+// client operations with their call and return times, nemesis events, final
+// reads, the resource's log of accepted writes, election observations,
+// the watcher's stream and the members' state digests, with its JSON file.
+package history
 
 import (
 	"encoding/json"
@@ -32,8 +36,8 @@ const (
 	Resign   OpKind = "resign"
 )
 
-// onLock reports whether k acts on a lock rather than a fenced key.
-func (k OpKind) onLock() bool {
+// OnLock reports whether k acts on a lock rather than a fenced key.
+func (k OpKind) OnLock() bool {
 	return k == Acquire || k == Renew || k == Release || k == Read
 }
 
@@ -58,8 +62,8 @@ const (
 	OtherError Outcome = "error"
 )
 
-// indeterminate reports whether o leaves open whether the operation happened.
-func (o Outcome) indeterminate() bool { return o == Unknown || o == OtherError }
+// Indeterminate reports whether o leaves open whether the operation happened.
+func (o Outcome) Indeterminate() bool { return o == Unknown || o == OtherError }
 
 // outcomesByKind lists the outcomes each kind can have. Anything else is a
 // malformed history: guessing what an unexpected outcome means would let a
@@ -127,7 +131,7 @@ func (op Op) String() string {
 	case Read:
 		in = fmt.Sprintf("read(%s)", op.Target)
 	case Put:
-		in = fmt.Sprintf("put(%s, %q, %s)", op.Target, op.Value, op.stamp())
+		in = fmt.Sprintf("put(%s, %q, %s)", op.Target, op.Value, op.Stamp())
 	case Get:
 		in = fmt.Sprintf("get(%s)", op.Target)
 	case SemAcquire:
@@ -152,10 +156,10 @@ func (op Op) String() string {
 	case op.Kind == Read && op.Outcome == OK:
 		out = "free"
 	case op.Kind == Get && op.Outcome == OK && op.Found:
-		out = fmt.Sprintf("%q %s", op.Value, op.stamp())
+		out = fmt.Sprintf("%q %s", op.Value, op.Stamp())
 	case op.Kind == Get && op.Outcome == OK:
 		out = "not found"
-	case op.Outcome.indeterminate() && op.Error != "":
+	case op.Outcome.Indeterminate() && op.Error != "":
 		out = fmt.Sprintf("%s (%s)", op.Outcome, op.Error)
 	default:
 		out = string(op.Outcome)
@@ -170,7 +174,7 @@ func orDash(s string) string {
 	return s
 }
 
-func (op Op) stamp() Stamp { return Stamp{Token: op.Token, Seq: op.Seq} }
+func (op Op) Stamp() Stamp { return Stamp{Token: op.Token, Seq: op.Seq} }
 
 // Stamp is what a fenced write carries: a token and, optionally, a sequence
 // numbering the writes made under that token (0 means none).
@@ -236,7 +240,7 @@ type FinalRead struct {
 	Seq   uint64 `json:"seq,omitempty"`
 }
 
-func (r FinalRead) stamp() Stamp { return Stamp{Token: r.Token, Seq: r.Seq} }
+func (r FinalRead) Stamp() Stamp { return Stamp{Token: r.Token, Seq: r.Seq} }
 
 // History is everything a chaos run recorded.
 type History struct {
