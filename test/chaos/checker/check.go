@@ -9,6 +9,7 @@ import (
 
 	"github.com/anishathalye/porcupine"
 
+	"github.com/fencer-io/fencer/test/chaos/checker/model"
 	"github.com/fencer-io/fencer/test/chaos/history"
 )
 
@@ -107,8 +108,8 @@ func Check(h history.History, opts Options) Report {
 		model porcupine.Model
 		keep  func(history.OpKind) bool
 	}{
-		{CheckLocks, lockModel, onLock},
-		{CheckKeys, keyModel, onKey},
+		{CheckLocks, model.Lock, onLock},
+		{CheckKeys, model.Key, onKey},
 	} {
 		v, run := checkLinearizable(m.name, m.model, h, m.keep, opts.timeout())
 		r.Verdicts = append(r.Verdicts, v)

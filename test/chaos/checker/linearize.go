@@ -6,6 +6,7 @@ import (
 
 	"github.com/anishathalye/porcupine"
 
+	"github.com/fencer-io/fencer/test/chaos/checker/model"
 	"github.com/fencer-io/fencer/test/chaos/history"
 )
 
@@ -43,7 +44,7 @@ func checkLinearizable(name string, model porcupine.Model, h history.History, ke
 
 // operations converts the selected ops for porcupine, with the window each
 // must take effect in (see plan), and counts the ops left out. Lock ops are
-// wrapped in a lockInput.
+// wrapped in a model.LockInput.
 func operations(h history.History, keep func(history.OpKind) bool) (ops []porcupine.Operation, pruned int) {
 	window, unseen := plan(h)
 	for i, op := range h.Ops {
@@ -56,7 +57,7 @@ func operations(h history.History, keep func(history.OpKind) bool) (ops []porcup
 		}
 		var input any = op
 		if op.Kind.OnLock() {
-			input = lockInput{Op: op, Unseen: unseen[i]}
+			input = model.LockInput{Op: op, Unseen: unseen[i]}
 		}
 		ops = append(ops, porcupine.Operation{
 			ClientId: op.Client,
@@ -69,37 +70,11 @@ func operations(h history.History, keep func(history.OpKind) bool) (ops []porcup
 	return ops, pruned
 }
 
-// opOf returns the Op inside a porcupine input.
-func opOf(input any) history.Op {
-	if in, ok := input.(lockInput); ok {
-		return in.Op
-	}
-	return input.(history.Op)
-}
-
-// partitionByTarget splits a history into one partition per lock or key, in
-// order of first appearance so that partition indexes are reproducible.
-func partitionByTarget(history []porcupine.Operation) [][]porcupine.Operation {
-	index := map[string]int{}
-	var parts [][]porcupine.Operation
-	for _, op := range history {
-		target := opOf(op.Input).Target
-		i, ok := index[target]
-		if !ok {
-			i = len(parts)
-			index[target] = i
-			parts = append(parts, nil)
-		}
-		parts[i] = append(parts[i], op)
-	}
-	return parts
-}
-
 // stuckPoints explains each partition that has no linearization: the longest
 // prefix porcupine could order, the state it leaves, and the operations that
 // could come next, none of which the model accepts there.
-func stuckPoints(model porcupine.Model, ops []porcupine.Operation, info porcupine.LinearizationInfo) []Violation {
-	parts := partitionByTarget(ops)
+func stuckPoints(m porcupine.Model, ops []porcupine.Operation, info porcupine.LinearizationInfo) []Violation {
+	parts := model.PartitionByTarget(ops)
 	partials := info.PartialLinearizations()
 	var out []Violation
 	for p, part := range parts {
@@ -115,10 +90,10 @@ func stuckPoints(model porcupine.Model, ops []porcupine.Operation, info porcupin
 		if len(longest) == len(part) {
 			continue
 		}
-		state := model.Init()
+		state := m.Init()
 		done := make([]bool, len(part))
 		for _, id := range longest {
-			_, state = model.Step(state, part[id].Input, part[id].Output)
+			_, state = m.Step(state, part[id].Input, part[id].Output)
 			done[id] = true
 		}
 		// An op can come next iff no other pending op returned before
@@ -131,16 +106,16 @@ func stuckPoints(model porcupine.Model, ops []porcupine.Operation, info porcupin
 		}
 		var evidence []history.Op
 		if len(longest) > 0 {
-			evidence = append(evidence, opOf(part[longest[len(longest)-1]].Input))
+			evidence = append(evidence, model.OpOf(part[longest[len(longest)-1]].Input))
 		}
 		for id, op := range part {
 			if !done[id] && op.Call <= earliestReturn {
-				evidence = append(evidence, opOf(op.Input))
+				evidence = append(evidence, model.OpOf(op.Input))
 			}
 		}
-		target := opOf(part[0].Input).Target
+		target := model.OpOf(part[0].Input).Target
 		msg := fmt.Sprintf("%s: not linearizable; after %d of %d ops the state is %s, and no pending op can come next",
-			target, len(longest), len(part), model.DescribeState(state))
+			target, len(longest), len(part), m.DescribeState(state))
 		if len(longest) > 0 {
 			msg += " (first op listed is the last one ordered)"
 		}
@@ -163,23 +138,6 @@ func eventAnnotations(events []history.Event) []porcupine.Annotation {
 			Details:         e.Description,
 			BackgroundColor: color,
 		})
-	}
-	return out
-}
-
-func describeOp(input, _ any) string { return opOf(input).String() }
-
-func describeMetadata(m any) string {
-	if i, ok := m.(int); ok {
-		return fmt.Sprintf("op #%d in history.json", i)
-	}
-	return ""
-}
-
-func toAny[S any](states []S) []any {
-	out := make([]any, len(states))
-	for i, s := range states {
-		out[i] = s
 	}
 	return out
 }

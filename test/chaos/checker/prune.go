@@ -16,7 +16,7 @@ import "github.com/fencer-io/fencer/test/chaos/history"
 //   - acquire: "happened" grants an unseen token, which only matters to an
 //     op that observes it. Placing the grant right before that op allows
 //     everything placing it earlier does, so the acquire is left out and the
-//     observing op may adopt the token itself (lockInput.Unseen), if an
+//     observing op may adopt the token itself (model.LockInput.Unseen), if an
 //     indeterminate acquire on the lock could have granted it. That each
 //     unseen token has an acquire of its own is checked by UnseenGrants.
 //   - put: "happened" sets the key, which only matters to a get returning
@@ -27,7 +27,7 @@ import "github.com/fencer-io/fencer/test/chaos/history"
 
 // plan returns, for each op of h, the time by which the linearizability
 // check must place it (-1: leave it out), and whether it observes an unseen
-// token (see lockInput).
+// token (see model.LockInput).
 func plan(h history.History) (window []int64, unseen []bool) {
 	granted := map[uint64]bool{}
 	var acked, acquires []history.Op

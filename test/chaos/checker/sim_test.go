@@ -22,6 +22,11 @@ func simulate(seed int64, n, lostOneIn int) history.History {
 		token  uint64
 		holder string
 	}
+	type keyState struct {
+		Written bool
+		Value   string
+		Last    history.Stamp
+	}
 	locks := map[string]*lock{"a": {}, "b": {}}
 	keys := map[string]*keyState{"k": {}, "j": {}}
 	var next uint64 = 1

@@ -1,4 +1,4 @@
-package checker
+package model
 
 import (
 	"cmp"
@@ -28,10 +28,10 @@ func (s lockState) String() string {
 
 func freeLock(max uint64) lockState { return lockState{Max: max} }
 
-// lockInput is an op as the lock model sees it. Unseen is set when op
+// LockInput is an op as the lock model sees it. Unseen is set when op
 // observes a token that no acquire ok granted on its lock but that an
 // indeterminate acquire called before op returned may have (see windows).
-type lockInput struct {
+type LockInput struct {
 	Op     history.Op
 	Unseen bool
 }
@@ -41,7 +41,7 @@ type lockInput struct {
 // held under t, or, for an unseen token above every grant so far, an
 // indeterminate acquire granted it just now (after any current lease
 // expired unseen).
-func (s lockState) observe(in lockInput, holder string) []lockState {
+func (s lockState) observe(in LockInput, holder string) []lockState {
 	t := in.Op.Token
 	switch {
 	case s.Held && s.Token == t && (holder == "" || s.Holder == "" || holder == s.Holder):
@@ -55,7 +55,7 @@ func (s lockState) observe(in lockInput, holder string) []lockState {
 // stepLock is the sequential specification of one lock. Expiry is
 // spontaneous, so any step that observes a free lock is allowed from any
 // state; what the model forbids is observing a grant that cannot be current.
-func stepLock(s lockState, in lockInput) []lockState {
+func stepLock(s lockState, in LockInput) []lockState {
 	op := in.Op
 	switch op.Kind {
 	case history.Acquire:
@@ -128,12 +128,12 @@ func hashLock(v any) uint64 {
 	return h.Sum64()
 }
 
-// lockModel is the porcupine model of every lock, partitioned by lock name.
-var lockModel = (&porcupine.NondeterministicModel{
-	Partition: partitionByTarget,
+// Lock is the porcupine model of every lock, partitioned by lock name.
+var Lock = (&porcupine.NondeterministicModel{
+	Partition: PartitionByTarget,
 	Init:      func() []any { return []any{lockState{}} },
 	Step: func(state, input, _ any) []any {
-		return toAny(stepLock(state.(lockState), input.(lockInput)))
+		return toAny(stepLock(state.(lockState), input.(LockInput)))
 	},
 	Hash:                      hashLock,
 	DescribeOperation:         describeOp,

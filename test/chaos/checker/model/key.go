@@ -1,4 +1,4 @@
-package checker
+package model
 
 import (
 	"fmt"
@@ -72,9 +72,9 @@ func hashKey(v any) uint64 {
 	return h.Sum64()
 }
 
-// keyModel is the porcupine model of every fenced key, partitioned by key.
-var keyModel = (&porcupine.NondeterministicModel{
-	Partition: partitionByTarget,
+// Key is the porcupine model of every fenced key, partitioned by key.
+var Key = (&porcupine.NondeterministicModel{
+	Partition: PartitionByTarget,
 	Init:      func() []any { return []any{keyState{}} },
 	Step: func(state, input, _ any) []any {
 		return toAny(stepKey(state.(keyState), input.(history.Op)))
