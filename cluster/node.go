@@ -20,6 +20,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
@@ -76,6 +77,9 @@ type Node struct {
 	stop      chan struct{}
 	wg        sync.WaitGroup
 	closeOnce sync.Once
+	// proposing counts the Apply and Barrier calls waiting on Raft, which
+	// shutdown lets finish before it stops Raft (see drainProposals).
+	proposing atomic.Int64
 }
 
 // Open starts a node over state, the replicated state machine it applies
@@ -132,6 +136,7 @@ func (n *Node) shutdown() error {
 		if n.trans != nil {
 			n.trans.StopWaiting() // Shutdown waits for replication a wait would hold
 		}
+		n.drainProposals(proposalDrain)
 		if n.raft != nil {
 			err = n.raft.Shutdown().Error()
 		}
@@ -175,6 +180,10 @@ func (n *Node) Apply(cmd entry.Command) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	if !n.enterProposal() {
+		return nil, translate(raft.ErrRaftShutdown)
+	}
+	defer n.proposing.Add(-1)
 	f := n.raft.Apply(data, n.cfg.ApplyTimeout)
 	if err := f.Error(); err != nil {
 		if failed := n.logWatch.Failure(); failed != nil && translate(err) == err {
@@ -199,7 +208,49 @@ func (n *Node) VerifyLeader() error { return translate(n.raft.VerifyLeader().Err
 
 // Barrier returns once the FSM has applied every entry committed before the
 // call.
-func (n *Node) Barrier() error { return translate(n.raft.Barrier(n.cfg.ApplyTimeout).Error()) }
+func (n *Node) Barrier() error {
+	if !n.enterProposal() {
+		return translate(raft.ErrRaftShutdown)
+	}
+	defer n.proposing.Add(-1)
+	return translate(n.raft.Barrier(n.cfg.ApplyTimeout).Error())
+}
+
+// proposalDrain bounds how long a stopping node waits for its proposals in
+// flight. A leader that cannot commit answers them within its leader lease
+// (it steps down, and Raft fails what it had in flight); a stalled disk is
+// the case the bound is for.
+const proposalDrain = 2 * time.Second
+
+// enterProposal counts a proposal in, or reports that the node is stopping
+// (the caller must not propose, and must not count itself out). Counting in
+// before looking at n.stop means that shutdown, which closes n.stop before
+// it waits, sees every proposal that went ahead.
+func (n *Node) enterProposal() bool {
+	n.proposing.Add(1)
+	select {
+	case <-n.stop:
+		n.proposing.Add(-1)
+		return false
+	default:
+		return true
+	}
+}
+
+// drainProposals waits, up to bound, for the proposals in flight to be
+// answered while Raft still runs. Raft's apply channel is buffered
+// (BatchApplyCh): a proposal queued there when Raft shuts down is never
+// answered, and its caller (a lease timer's expiry, a promotion's Barrier,
+// whose goroutines coord's Close waits for) would wait for ever.
+func (n *Node) drainProposals(bound time.Duration) {
+	deadline := time.Now().Add(bound)
+	for n.proposing.Load() > 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if left := n.proposing.Load(); left > 0 {
+		n.log.Warn("stopping with proposals unanswered", "proposals", left, "waited", bound)
+	}
+}
 
 // Ready reports whether a leader is known and this node has applied up to
 // its commit index.

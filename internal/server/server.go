@@ -205,8 +205,9 @@ func (in *Instance) Stop() error {
 const drainAfterHandover = 200 * time.Millisecond
 
 // Close stops serving HTTP (letting requests in flight finish for a moment),
-// then shuts the node down and, once Raft is stopped (which ends any
-// proposal in flight), the coordination layer. A leader stops as if it
+// then shuts the node down and, once Raft is stopped (the node lets every
+// proposal in flight be answered first, and refuses new ones), the
+// coordination layer. A leader stops as if it
 // crashed: Stop hands leadership over first.
 func (in *Instance) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
