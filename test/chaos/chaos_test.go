@@ -15,6 +15,7 @@ import (
 	"github.com/fencer-io/fencer/test/chaos/brokenfence"
 	"github.com/fencer-io/fencer/test/chaos/checker"
 	"github.com/fencer-io/fencer/test/chaos/harness"
+	"github.com/fencer-io/fencer/test/chaos/nemesis"
 	"github.com/fencer-io/fencer/test/chaos/workload"
 )
 
@@ -165,15 +166,15 @@ func TestChaosShort(t *testing.T) {
 	}
 	t.Run("3-nodes", func(t *testing.T) {
 		requireOK(t, run(t, "short-3", Config{Nodes: 3, Duration: 30 * time.Second, CheckTimeout: 30 * time.Second, StackChance: 0.5, Faults: []string{
-			FaultKillLeader, FaultPauseClient, FaultPauseLeader, FaultIsolateLeader,
-			FaultOneWay, FaultWipedRefused, FaultRestartResource, FaultClientCut, FaultHTTPCut, FaultDiskStall,
+			nemesis.FaultKillLeader, nemesis.FaultPauseClient, nemesis.FaultPauseLeader, nemesis.FaultIsolateLeader,
+			nemesis.FaultOneWay, nemesis.FaultWipedRefused, nemesis.FaultRestartResource, nemesis.FaultClientCut, nemesis.FaultHTTPCut, nemesis.FaultDiskStall,
 		}}))
 	})
 	// The 5 members mix the log stores (n2 and n4 wal, the others bolt).
 	t.Run("5-nodes", func(t *testing.T) {
 		requireOK(t, run(t, "short-5", Config{Nodes: 5, LogStore: "mixed", Duration: 30 * time.Second, CheckTimeout: 30 * time.Second, StackChance: 0.5, Faults: []string{
-			FaultKillNode, FaultSplit, FaultMembership, FaultReplace,
-			FaultKillAll, FaultDelay, FaultPauseClient, FaultClientCut, FaultHTTPCut, FaultDiskFull,
+			nemesis.FaultKillNode, nemesis.FaultSplit, nemesis.FaultMembership, nemesis.FaultReplace,
+			nemesis.FaultKillAll, nemesis.FaultDelay, nemesis.FaultPauseClient, nemesis.FaultClientCut, nemesis.FaultHTTPCut, nemesis.FaultDiskFull,
 		}}))
 	})
 }
@@ -188,7 +189,7 @@ func TestChaosBrokenResource(t *testing.T) {
 	}
 	res := run(t, "broken-resource", Config{
 		Nodes: 3, Duration: 20 * time.Second, CheckTimeout: 30 * time.Second,
-		Faults:                []string{FaultPauseClient, FaultRestartResource},
+		Faults:                []string{nemesis.FaultPauseClient, nemesis.FaultRestartResource},
 		PauseRestartsResource: 1,
 		Broken:                "forget-on-restart",
 	})

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -16,6 +15,7 @@ import (
 	"github.com/fencer-io/fencer/test/chaos/checker"
 	"github.com/fencer-io/fencer/test/chaos/harness"
 	"github.com/fencer-io/fencer/test/chaos/history"
+	"github.com/fencer-io/fencer/test/chaos/nemesis"
 	"github.com/fencer-io/fencer/test/chaos/netfault"
 	"github.com/fencer-io/fencer/test/chaos/workload"
 )
@@ -32,7 +32,7 @@ type Config struct {
 	SemLimit    int
 	Campaigners int
 	Duration    time.Duration // of faults under load (default 1m)
-	// Faults lists the faults to inject (default AllFaults).
+	// Faults lists the faults to inject (default nemesis.AllFaults).
 	Faults []string
 	// PauseRestartsResource is the chance that a client pause also
 	// restarts the resource just before the client resumes (default 0.5).
@@ -82,7 +82,7 @@ func (c *Config) defaults() error {
 		c.Duration = time.Minute
 	}
 	if len(c.Faults) == 0 {
-		c.Faults = AllFaults
+		c.Faults = nemesis.AllFaults
 	}
 	if c.PauseRestartsResource == 0 {
 		c.PauseRestartsResource = 0.5
@@ -96,10 +96,8 @@ func (c *Config) defaults() error {
 	if c.Logf == nil {
 		c.Logf = func(string, ...any) {}
 	}
-	for _, f := range c.Faults {
-		if _, ok := kinds[f]; !ok {
-			return fmt.Errorf("unknown fault %q (known: %v)", f, AllFaults)
-		}
+	if err := nemesis.CheckFaults(c.Faults); err != nil {
+		return err
 	}
 	if c.Witness != "" && !slices.Contains(initialIDs(c.Nodes), c.Witness) {
 		return fmt.Errorf("witness %q is not an initial member (%v)", c.Witness, initialIDs(c.Nodes))
@@ -143,6 +141,15 @@ type Result struct {
 // OK reports whether every check passed and the harness saw no problem.
 func (r *Result) OK() bool {
 	return r.Report.OK() && len(r.Problems) == 0 && len(r.Soak.Flags) == 0
+}
+
+// nemesisConfig returns the nemesis's part of c.
+func (c Config) nemesisConfig() nemesis.Config {
+	return nemesis.Config{
+		Seed: c.Seed, Nodes: c.Nodes, Faults: c.Faults,
+		PauseRestartsResource: c.PauseRestartsResource, StackChance: c.StackChance,
+		Witness: c.Witness, Logf: c.Logf,
+	}
 }
 
 // initialIDs are the ids of the initial members, as the harness names them.
@@ -196,7 +203,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, err
 	}
 	start := time.Now()
-	res := &Result{Config: cfg, Faults: map[string]int{}, Stacked: map[string]int{}, Incomplete: map[string]int{}}
+	res := &Result{Config: cfg}
 	logs := filepath.Join(cfg.Artifacts, "logs")
 	if err := os.MkdirAll(logs, 0o755); err != nil {
 		return nil, err
@@ -215,7 +222,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, err
 	}
 	defer cl.Close()
-	if err := within(ctx, time.Minute, cl.Start); err != nil {
+	if err := harness.Within(ctx, time.Minute, cl.Start); err != nil {
 		return nil, fmt.Errorf("start cluster: %w (logs in %s)", err, logs)
 	}
 	rs, err := harness.NewResource(harness.ResourceOptions{
@@ -226,7 +233,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, err
 	}
 	defer rs.Close()
-	if err := within(ctx, 30*time.Second, rs.Start); err != nil {
+	if err := harness.Within(ctx, 30*time.Second, rs.Start); err != nil {
 		return nil, fmt.Errorf("start resource: %w", err)
 	}
 	cfg.Logf("cluster of %d up, resource at %s; logs in %s", cfg.Nodes, rs.URL(), logs)
@@ -236,23 +243,24 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, err
 	}
 	rec := workload.NewRecorder()
-	ev := &eventLog{}
+	ev := &nemesis.EventLog{}
 	clients, err := startClients(cfg, group, cl, rs, rec, logs, res)
 	if err != nil {
 		return nil, err
 	}
 	soak := &soakSampler{begin: time.Now(), logf: cfg.Logf}
-	nem := &nemesis{
-		rng: rand.New(rand.NewPCG(cfg.Seed, 0x6e656d65)), cfg: cfg,
-		cl: cl, rs: rs, clients: clients, rec: rec, ev: ev, res: res, soak: soak,
-	}
-	ev.add(history.EventKind("start"), "workload started")
+	nem := nemesis.New(cfg.nemesisConfig(), nemesis.Target{
+		Cluster: cl, Resource: rs, Clients: clients, Recorder: rec, Events: ev,
+		Problem: res.problem, Sample: func(ctx context.Context) { soak.sample(ctx, cl) },
+	})
+	res.Faults, res.Stacked, res.Incomplete = nem.Faults, nem.Stacked, nem.Incomplete
+	ev.Add(history.EventKind("start"), "workload started")
 	soak.sample(ctx, cl)
-	nem.run(ctx, cfg.Duration)
+	nem.Run(ctx, cfg.Duration)
 
 	// Heal everything, take the last sample under load, let the clients
 	// finish, then look at the end state.
-	if err := nem.healAll(ctx); err != nil {
+	if err := nem.HealAll(ctx); err != nil {
 		res.problem("after the run: %v", err)
 	}
 	soak.sample(ctx, cl)
@@ -260,8 +268,8 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	res.Gated, res.HTTPStats = cl.HTTP().Counts(), cl.HTTP().Stats()
 	stopClients(clients, res)
 	end := workload.Now()
-	ev.add(history.EventKind("stop"), "workload stopped")
-	h := history.History{Ops: rec.Ops(end), Events: ev.list(), Accepted: rs.Accepted(), Observations: rec.Observations()}
+	ev.Add(history.EventKind("stop"), "workload stopped")
+	h := history.History{Ops: rec.Ops(end), Events: ev.List(), Accepted: rs.Accepted(), Observations: rec.Observations()}
 	if h.FinalReads, err = finalReads(ctx, cl, rs); err != nil {
 		res.problem("final reads: %v", err)
 	}
@@ -288,31 +296,6 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 
 func (r *Result) problem(format string, args ...any) {
 	r.Problems = append(r.Problems, fmt.Sprintf(format, args...))
-}
-
-// within runs fn with a deadline of d.
-func within(ctx context.Context, d time.Duration, fn func(context.Context) error) error {
-	ctx, cancel := context.WithTimeout(ctx, d)
-	defer cancel()
-	return fn(ctx)
-}
-
-// eventLog collects the nemesis's events on the clients' clock.
-type eventLog struct {
-	mu     sync.Mutex
-	events []history.Event
-}
-
-func (e *eventLog) add(kind history.EventKind, desc string) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.events = append(e.events, history.Event{Kind: kind, Time: workload.Now(), Description: desc})
-}
-
-func (e *eventLog) list() []history.Event {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return slices.Clone(e.events)
 }
 
 // startClients starts the client processes, each feeding the recorder.
@@ -384,7 +367,7 @@ func finalReads(ctx context.Context, cl *harness.Cluster, rs *harness.Resource) 
 	for _, lock := range locks {
 		key := workload.KVKey(lock)
 		var r history.FinalRead
-		err := retry(ctx, func() error {
+		err := harness.Retry(ctx, func() error {
 			v, token, err := c.Get(ctx, key)
 			switch {
 			case errors.Is(err, client.ErrNotFound):
@@ -410,7 +393,7 @@ func finalReads(ctx context.Context, cl *harness.Cluster, rs *harness.Resource) 
 
 func finalResourceRead(ctx context.Context, rs *harness.Resource, key string) (history.FinalRead, error) {
 	var r history.FinalRead
-	err := retry(ctx, func() error {
+	err := harness.Retry(ctx, func() error {
 		var err error
 		r, err = rs.FinalRead(ctx, key)
 		return err
@@ -432,7 +415,7 @@ func memberHashes(ctx context.Context, cl *harness.Cluster) (map[string]string, 
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	err = retry(ctx, func() error {
+	err = harness.Retry(ctx, func() error {
 		held, err := c.Locks(ctx)
 		if err == nil && len(held) > 0 {
 			return fmt.Errorf("%d locks still held", len(held))
@@ -458,21 +441,4 @@ func memberHashes(ctx context.Context, cl *harness.Cluster) (map[string]string, 
 		digests[id] = s.Digest
 	}
 	return digests, nil
-}
-
-// retry calls fn every 200ms until it succeeds or ctx ends.
-func retry(ctx context.Context, fn func() error) error {
-	t := time.NewTicker(200 * time.Millisecond)
-	defer t.Stop()
-	for {
-		err := fn()
-		if err == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%w (last: %v)", ctx.Err(), err)
-		case <-t.C:
-		}
-	}
 }

@@ -98,7 +98,7 @@ func (w *watcher) finish(ctx context.Context) (*history.Watch, error) {
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	var token uint64
-	err := retry(ctx, func() error {
+	err := harness.Retry(ctx, func() error {
 		l, err := w.c.Acquire(ctx, watchEndLock, client.TTL(time.Minute), client.NoKeepAlive())
 		if err != nil {
 			return err

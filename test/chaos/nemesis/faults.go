@@ -1,4 +1,4 @@
-package chaos
+package nemesis
 
 import (
 	"context"
@@ -16,7 +16,7 @@ import (
 
 // killLeader kills the leader; if that is the witness, which must live, it
 // first hands leadership to another member.
-func (n *nemesis) killLeader(ctx context.Context, _ int) (*active, error) {
+func (n *Nemesis) killLeader(ctx context.Context, _ int) (*active, error) {
 	l, err := n.freeLeader(ctx)
 	if err != nil {
 		return nil, err
@@ -25,7 +25,7 @@ func (n *nemesis) killLeader(ctx context.Context, _ int) (*active, error) {
 		if err := n.cl.TransferLeader(ctx, l); err != nil {
 			return nil, fmt.Errorf("moving leadership off the witness %s: %w", l.ID, err)
 		}
-		n.ev.add(evFault, "leadership moved off the witness "+l.ID)
+		n.ev.Add(evFault, "leadership moved off the witness "+l.ID)
 		if l, err = n.freeLeader(ctx); err != nil {
 			return nil, err
 		}
@@ -36,7 +36,7 @@ func (n *nemesis) killLeader(ctx context.Context, _ int) (*active, error) {
 	return n.kill(l, "leader"), nil
 }
 
-func (n *nemesis) killNode(_ context.Context, _ int) (*active, error) {
+func (n *Nemesis) killNode(_ context.Context, _ int) (*active, error) {
 	m, err := n.pick(n.free(true), "member")
 	if err != nil {
 		return nil, err
@@ -44,23 +44,23 @@ func (n *nemesis) killNode(_ context.Context, _ int) (*active, error) {
 	return n.kill(m, "node"), nil
 }
 
-func (n *nemesis) kill(m *harness.Node, what string) *active {
+func (n *Nemesis) kill(m *harness.Node, what string) *active {
 	n.cl.Kill(m)
-	n.ev.add(evFault, fmt.Sprintf("SIGKILL %s %s", what, m.ID))
+	n.ev.Add(evFault, fmt.Sprintf("SIGKILL %s %s", what, m.ID))
 	return &active{
 		hold: n.between(500*time.Millisecond, 2*time.Second),
 		heal: func(context.Context) error {
 			if err := n.cl.Restart(m); err != nil {
 				return err
 			}
-			n.ev.add(history.EventRestart, "restarted "+m.ID+" on its data dir")
+			n.ev.Add(history.EventRestart, "restarted "+m.ID+" on its data dir")
 			return nil
 		},
 		busy: []*harness.Node{m}, disturbed: 1,
 	}
 }
 
-func (n *nemesis) pauseLeader(ctx context.Context, _ int) (*active, error) {
+func (n *Nemesis) pauseLeader(ctx context.Context, _ int) (*active, error) {
 	l, err := n.freeLeader(ctx)
 	if err != nil {
 		return nil, err
@@ -69,11 +69,11 @@ func (n *nemesis) pauseLeader(ctx context.Context, _ int) (*active, error) {
 		return nil, err
 	}
 	d := n.between(1500*time.Millisecond, 3*time.Second) // well past the 400 ms election timeout
-	n.ev.add(evFault, fmt.Sprintf("SIGSTOP leader %s for %v", l.ID, d))
+	n.ev.Add(evFault, fmt.Sprintf("SIGSTOP leader %s for %v", l.ID, d))
 	return &active{
 		hold: d,
 		heal: func(context.Context) error {
-			n.ev.add(evHeal, "SIGCONT "+l.ID)
+			n.ev.Add(evHeal, "SIGCONT "+l.ID)
 			return n.cl.Resume(l)
 		},
 		busy: []*harness.Node{l}, disturbed: 1,
@@ -84,12 +84,12 @@ func (n *nemesis) pauseLeader(ctx context.Context, _ int) (*active, error) {
 // that its lease expires and another client takes the lock: the writes it
 // makes when it wakes up must be refused. Sometimes the resource restarts
 // meanwhile, so the refusal must survive the restart.
-func (n *nemesis) pauseClient(ctx context.Context, _ int) (*active, error) {
+func (n *Nemesis) pauseClient(ctx context.Context, _ int) (*active, error) {
 	var who int
 	var h workload.Holding
 	ctx2, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	err := retry(ctx2, func() error {
+	err := harness.Retry(ctx2, func() error {
 		for _, i := range n.rng.Perm(len(n.clients)) {
 			var ok bool
 			if h, ok = n.rec.Holding(i); ok && n.clients[i].Running() {
@@ -108,7 +108,7 @@ func (n *nemesis) pauseClient(ctx context.Context, _ int) (*active, error) {
 	}
 	ttl := time.Duration(h.TTL) * time.Millisecond
 	d := ttl + n.between(time.Second, 2*time.Second)
-	n.ev.add(evFault, fmt.Sprintf("SIGSTOP client %d holding %s t%d (ttl %v) for %v", who, h.Lock, h.Token, ttl, d))
+	n.ev.Add(evFault, fmt.Sprintf("SIGSTOP client %d holding %s t%d (ttl %v) for %v", who, h.Lock, h.Token, ttl, d))
 	restart := n.rng.Float64() < n.cfg.PauseRestartsResource
 	return &active{
 		hold: d,
@@ -119,7 +119,7 @@ func (n *nemesis) pauseClient(ctx context.Context, _ int) (*active, error) {
 					return err
 				}
 			}
-			n.ev.add(evHeal, fmt.Sprintf("SIGCONT client %d", who))
+			n.ev.Add(evHeal, fmt.Sprintf("SIGCONT client %d", who))
 			return p.Resume()
 		},
 	}, nil
@@ -127,7 +127,7 @@ func (n *nemesis) pauseClient(ctx context.Context, _ int) (*active, error) {
 
 // membership adds a member while there are only the initial ones, and
 // otherwise removes one, a third of the time the leader.
-func (n *nemesis) membership(ctx context.Context, _ int) (*active, error) {
+func (n *Nemesis) membership(ctx context.Context, _ int) (*active, error) {
 	members := n.cl.Members()
 	if spares := n.cl.Spares(); len(members) <= n.cfg.Nodes && len(spares) > 0 {
 		s, _ := n.pick(spares, "spare")
@@ -137,7 +137,7 @@ func (n *nemesis) membership(ctx context.Context, _ int) (*active, error) {
 		if err := n.cl.Join(s, false); err != nil {
 			return nil, err
 		}
-		n.ev.add(evFault, "add member "+s.ID)
+		n.ev.Add(evFault, "add member "+s.ID)
 		return &active{busy: []*harness.Node{s}, disturbed: 1}, nil
 	}
 	victim, err := n.pick(n.free(true), "member")
@@ -153,7 +153,7 @@ func (n *nemesis) membership(ctx context.Context, _ int) (*active, error) {
 		return nil, err
 	}
 	n.cl.Kill(victim)
-	n.ev.add(evFault, "removed member "+victim.ID)
+	n.ev.Add(evFault, "removed member "+victim.ID)
 	if err := n.cl.Wipe(victim); err != nil {
 		return nil, err
 	}
@@ -162,7 +162,7 @@ func (n *nemesis) membership(ctx context.Context, _ int) (*active, error) {
 
 // replace removes a follower, wipes its disk and joins it again under the
 // same id: a new incarnation, admitted because it was removed first.
-func (n *nemesis) replace(ctx context.Context, _ int) (*active, error) {
+func (n *Nemesis) replace(ctx context.Context, _ int) (*active, error) {
 	l, err := n.leader(ctx)
 	if err != nil {
 		return nil, err
@@ -183,14 +183,14 @@ func (n *nemesis) replace(ctx context.Context, _ int) (*active, error) {
 	if err := n.cl.Join(v, false); err != nil {
 		return nil, err
 	}
-	n.ev.add(history.EventReplace, "replaced "+v.ID+": removed, wiped, joined again")
+	n.ev.Add(history.EventReplace, "replaced "+v.ID+": removed, wiped, joined again")
 	return &active{busy: []*harness.Node{v}, disturbed: 1}, nil
 }
 
 // wipedRefused wipes a follower's disk and restarts it under its old id
 // without removing it: the cluster must refuse it and the process must exit
 // non-zero. Then it comes back properly, with --replace.
-func (n *nemesis) wipedRefused(ctx context.Context, _ int) (*active, error) {
+func (n *Nemesis) wipedRefused(ctx context.Context, _ int) (*active, error) {
 	l, err := n.leader(ctx)
 	if err != nil {
 		return nil, err
@@ -206,12 +206,12 @@ func (n *nemesis) wipedRefused(ctx context.Context, _ int) (*active, error) {
 	if err := n.cl.Join(v, false); err != nil {
 		return nil, err
 	}
-	n.ev.add(evFault, "restarted "+v.ID+" wiped, under its old id")
+	n.ev.Add(evFault, "restarted "+v.ID+" wiped, under its old id")
 	if err := n.cl.ExpectRefusal(v, 60*time.Second); err != nil {
 		n.cl.Kill(v)
-		n.res.problem("wiped member: %v", err)
+		n.problem("wiped member: %v", err)
 	} else {
-		n.ev.add(evRefused, v.ID+" refused and exited")
+		n.ev.Add(evRefused, v.ID+" refused and exited")
 	}
 	if err := n.cl.Wipe(v); err != nil {
 		return nil, err
@@ -219,13 +219,13 @@ func (n *nemesis) wipedRefused(ctx context.Context, _ int) (*active, error) {
 	if err := n.cl.Join(v, true); err != nil {
 		return nil, err
 	}
-	n.ev.add(history.EventReplace, "rejoined "+v.ID+" with --replace")
+	n.ev.Add(history.EventReplace, "rejoined "+v.ID+" with --replace")
 	return &active{busy: []*harness.Node{v}, disturbed: 1}, nil
 }
 
 // killAll kills every member (but the witness, in a soak) and restarts
 // them together.
-func (n *nemesis) killAll(context.Context, int) (*active, error) {
+func (n *Nemesis) killAll(context.Context, int) (*active, error) {
 	var victims []*harness.Node
 	for _, m := range n.cl.Members() {
 		if !n.spared(m) {
@@ -235,7 +235,7 @@ func (n *nemesis) killAll(context.Context, int) (*active, error) {
 	for _, m := range victims {
 		n.cl.Kill(m)
 	}
-	n.ev.add(evFault, "SIGKILL every member: "+ids(victims))
+	n.ev.Add(evFault, "SIGKILL every member: "+ids(victims))
 	return &active{
 		hold: n.between(500*time.Millisecond, 1500*time.Millisecond),
 		heal: func(context.Context) error {
@@ -244,16 +244,16 @@ func (n *nemesis) killAll(context.Context, int) (*active, error) {
 					return err
 				}
 			}
-			n.ev.add(history.EventRestart, "restarted every member")
+			n.ev.Add(history.EventRestart, "restarted every member")
 			return nil
 		},
 		busy: victims, disturbed: len(victims),
 	}, nil
 }
 
-func (n *nemesis) restartResource(context.Context, int) (*active, error) {
+func (n *Nemesis) restartResource(context.Context, int) (*active, error) {
 	n.rs.Kill()
-	n.ev.add(evFault, "SIGKILL resource")
+	n.ev.Add(evFault, "SIGKILL resource")
 	return &active{
 		hold: n.between(100*time.Millisecond, time.Second),
 		heal: n.startResource,
@@ -261,17 +261,17 @@ func (n *nemesis) restartResource(context.Context, int) (*active, error) {
 }
 
 // bounceResource kills the resource and starts it again at once.
-func (n *nemesis) bounceResource(ctx context.Context) error {
+func (n *Nemesis) bounceResource(ctx context.Context) error {
 	n.rs.Kill()
-	n.ev.add(evFault, "SIGKILL resource")
+	n.ev.Add(evFault, "SIGKILL resource")
 	n.hold(ctx, n.between(100*time.Millisecond, time.Second))
 	return n.startResource(ctx)
 }
 
-func (n *nemesis) startResource(ctx context.Context) error {
-	if err := within(ctx, 30*time.Second, n.rs.Start); err != nil {
+func (n *Nemesis) startResource(ctx context.Context) error {
+	if err := harness.Within(ctx, 30*time.Second, n.rs.Start); err != nil {
 		return err
 	}
-	n.ev.add(history.EventKind("resource-restart"), "resource restarted on its data dir")
+	n.ev.Add(history.EventKind("resource-restart"), "resource restarted on its data dir")
 	return nil
 }

@@ -1,4 +1,4 @@
-package chaos
+package nemesis
 
 import (
 	"context"
@@ -68,29 +68,29 @@ type faultKind struct {
 	disturbs int
 	// inject puts the fault in place and tells how to undo it. budget is
 	// the most members it may disturb; it must leave busy members alone.
-	inject func(n *nemesis, ctx context.Context, budget int) (*active, error)
+	inject func(n *Nemesis, ctx context.Context, budget int) (*active, error)
 }
 
 // kinds describes every fault. A new kind is one entry here and its inject
 // function: see the package doc.
 var kinds = map[string]faultKind{
-	FaultKillLeader:      {leverProcess, 1, (*nemesis).killLeader},
-	FaultKillNode:        {leverProcess, 1, (*nemesis).killNode},
-	FaultPauseLeader:     {leverProcess, 1, (*nemesis).pauseLeader},
-	FaultPauseClient:     {leverResource, 0, (*nemesis).pauseClient},
-	FaultIsolateLeader:   {leverNetwork, 1, (*nemesis).isolateLeader},
-	FaultSplit:           {leverNetwork, 1, (*nemesis).split},
-	FaultOneWay:          {leverNetwork, 1, (*nemesis).oneWay},
-	FaultDelay:           {leverNetwork, 0, (*nemesis).delay},
-	FaultClientCut:       {leverNetwork, 0, (*nemesis).clientCut},
-	FaultHTTPCut:         {leverNetwork, 0, (*nemesis).httpCut},
-	FaultMembership:      {leverMembership, 1, (*nemesis).membership},
-	FaultReplace:         {leverMembership, 1, (*nemesis).replace},
-	FaultWipedRefused:    {leverMembership, 1, (*nemesis).wipedRefused},
-	FaultKillAll:         {leverEverything, 0, (*nemesis).killAll}, // disturbs every member, but is never stacked
-	FaultRestartResource: {leverResource, 0, (*nemesis).restartResource},
-	FaultDiskStall:       {leverProcess, 1, (*nemesis).diskStall},
-	FaultDiskFull:        {leverProcess, 1, (*nemesis).diskFull},
+	FaultKillLeader:      {leverProcess, 1, (*Nemesis).killLeader},
+	FaultKillNode:        {leverProcess, 1, (*Nemesis).killNode},
+	FaultPauseLeader:     {leverProcess, 1, (*Nemesis).pauseLeader},
+	FaultPauseClient:     {leverResource, 0, (*Nemesis).pauseClient},
+	FaultIsolateLeader:   {leverNetwork, 1, (*Nemesis).isolateLeader},
+	FaultSplit:           {leverNetwork, 1, (*Nemesis).split},
+	FaultOneWay:          {leverNetwork, 1, (*Nemesis).oneWay},
+	FaultDelay:           {leverNetwork, 0, (*Nemesis).delay},
+	FaultClientCut:       {leverNetwork, 0, (*Nemesis).clientCut},
+	FaultHTTPCut:         {leverNetwork, 0, (*Nemesis).httpCut},
+	FaultMembership:      {leverMembership, 1, (*Nemesis).membership},
+	FaultReplace:         {leverMembership, 1, (*Nemesis).replace},
+	FaultWipedRefused:    {leverMembership, 1, (*Nemesis).wipedRefused},
+	FaultKillAll:         {leverEverything, 0, (*Nemesis).killAll}, // disturbs every member, but is never stacked
+	FaultRestartResource: {leverResource, 0, (*Nemesis).restartResource},
+	FaultDiskStall:       {leverProcess, 1, (*Nemesis).diskStall},
+	FaultDiskFull:        {leverProcess, 1, (*Nemesis).diskFull},
 }
 
 // active is a fault in place.
@@ -119,25 +119,88 @@ const (
 // after a fault is undone. Generous: the machine is small and shared.
 const recoverWithin = 90 * time.Second
 
-type nemesis struct {
+// Config tunes a nemesis. Zero values mean none, not defaults: the suite's
+// Config fills them in.
+type Config struct {
+	Seed   uint64   // everything random derives from it
+	Nodes  int      // initial members: membership adds one only while there are no more
+	Faults []string // the faults to deal
+	// PauseRestartsResource is the chance that a client pause also
+	// restarts the resource just before the client resumes.
+	PauseRestartsResource float64
+	// StackChance is the chance of stacking a second fault on one that
+	// holds (negative: never).
+	StackChance float64
+	// Witness names a member that no fault kills, wipes or removes; empty:
+	// none.
+	Witness string
+	Logf    func(format string, args ...any)
+}
+
+// Target is what a nemesis acts on, and where it tells what it did.
+type Target struct {
+	Cluster  *harness.Cluster
+	Resource *harness.Resource
+	Clients  []*harness.Proc
+	Recorder *workload.Recorder // which clients hold a lock, to pause one
+	Events   *EventLog
+	// Problem records a failure the nemesis saw itself: a wiped member
+	// that was not refused, a cluster that did not recover.
+	Problem func(format string, args ...any)
+	// Sample is called after each round, once the cluster is healthy
+	// again (the soak's samples).
+	Sample func(context.Context)
+}
+
+// Nemesis injects faults into a cluster, one round at a time.
+type Nemesis struct {
 	rng     *rand.Rand
 	cfg     Config
 	cl      *harness.Cluster
 	rs      *harness.Resource
 	clients []*harness.Proc
 	rec     *workload.Recorder
-	ev      *eventLog
-	res     *Result
-	soak    *soakSampler
+	ev      *EventLog
+	problem func(format string, args ...any)
+	sample  func(context.Context)
 	deck    []string
 	actives []*active // faults in place, in the order injected
+
+	// Faults counts the faults injected, by name, stacked ones included.
+	Faults map[string]int
+	// Stacked counts the stacked pairs, as "first+second".
+	Stacked map[string]int
+	// Incomplete counts the faults that could not be put in place or
+	// healed as planned (no lock held to pause, no free leader).
+	Incomplete map[string]int
 }
 
-// run injects faults until d has passed, or the cluster fails to recover.
+// New returns a nemesis that acts on t as cfg says.
+func New(cfg Config, t Target) *Nemesis {
+	return &Nemesis{
+		rng: rand.New(rand.NewPCG(cfg.Seed, 0x6e656d65)), cfg: cfg,
+		cl: t.Cluster, rs: t.Resource, clients: t.Clients, rec: t.Recorder, ev: t.Events,
+		problem: t.Problem, sample: t.Sample,
+		Faults: map[string]int{}, Stacked: map[string]int{}, Incomplete: map[string]int{},
+	}
+}
+
+// CheckFaults returns an error for the first of faults that is no fault's
+// name.
+func CheckFaults(faults []string) error {
+	for _, f := range faults {
+		if _, ok := kinds[f]; !ok {
+			return fmt.Errorf("unknown fault %q (known: %v)", f, AllFaults)
+		}
+	}
+	return nil
+}
+
+// Run injects faults until d has passed, or the cluster fails to recover.
 // Each round deals one fault from the deck and, with Config.StackChance,
 // stacks a second on it while it holds; then heals both, each when its
 // hold ends, and waits for the cluster to be healthy.
-func (n *nemesis) run(ctx context.Context, d time.Duration) {
+func (n *Nemesis) Run(ctx context.Context, d time.Duration) {
 	deadline := time.Now().Add(d)
 	n.hold(ctx, n.between(time.Second, 2*time.Second)) // let the clients get going
 	for time.Now().Before(deadline) && ctx.Err() == nil {
@@ -147,16 +210,16 @@ func (n *nemesis) run(ctx context.Context, d time.Duration) {
 			n.hold(ctx, n.between(0, first.hold/2))
 			if second := n.pickStacked(); second != "" {
 				if n.inject(ctx, second, name) != nil {
-					n.res.Stacked[name+"+"+second]++
+					n.Stacked[name+"+"+second]++
 				}
 			}
 		}
 		n.healActives(ctx)
-		if err := n.healAll(ctx); err != nil {
-			n.res.problem("after %s: %v", name, err)
+		if err := n.HealAll(ctx); err != nil {
+			n.problem("after %s: %v", name, err)
 			return
 		}
-		n.soak.sample(ctx, n.cl)
+		n.sample(ctx)
 		n.hold(ctx, n.between(300*time.Millisecond, 1500*time.Millisecond))
 	}
 }
@@ -164,20 +227,20 @@ func (n *nemesis) run(ctx context.Context, d time.Duration) {
 // inject puts fault name in place, stacked on another if on is set, and
 // records it among the actives; it returns nil if the fault could not be
 // put in place.
-func (n *nemesis) inject(ctx context.Context, name, on string) *active {
+func (n *Nemesis) inject(ctx context.Context, name, on string) *active {
 	kind := kinds[name]
 	if on == "" {
 		n.cfg.Logf("fault %s", name)
 	} else {
 		n.cfg.Logf("fault %s, stacked on %s", name, on)
-		n.ev.add(evFault, fmt.Sprintf("stacking %s on %s", name, on))
+		n.ev.Add(evFault, fmt.Sprintf("stacking %s on %s", name, on))
 	}
-	n.res.Faults[name]++
+	n.Faults[name]++
 	a, err := kind.inject(n, ctx, budget(len(n.cl.Members()), n.actives))
 	if err != nil {
-		n.res.Incomplete[name]++
+		n.Incomplete[name]++
 		n.cfg.Logf("fault %s: %v", name, err)
-		n.ev.add(evFault, fmt.Sprintf("%s did not complete: %v", name, err))
+		n.ev.Add(evFault, fmt.Sprintf("%s did not complete: %v", name, err))
 		return nil
 	}
 	a.name, a.kind, a.until = name, kind, time.Now().Add(a.hold)
@@ -211,7 +274,7 @@ func budget(members int, actives []*active) int {
 }
 
 // pickStacked chooses a fault to stack on those active, "" when none fits.
-func (n *nemesis) pickStacked() string {
+func (n *Nemesis) pickStacked() string {
 	fit := stackable(n.cfg.Faults, n.actives, len(n.cl.Members()))
 	if len(fit) == 0 {
 		return ""
@@ -245,7 +308,7 @@ func leverFree(actives []*active, l lever) bool {
 
 // healActives heals each active fault when its hold ends, earliest first,
 // so that stacked faults end in either order.
-func (n *nemesis) healActives(ctx context.Context) {
+func (n *Nemesis) healActives(ctx context.Context) {
 	slices.SortStableFunc(n.actives, func(a, b *active) int { return a.until.Compare(b.until) })
 	for _, a := range n.actives {
 		n.hold(ctx, time.Until(a.until))
@@ -253,16 +316,16 @@ func (n *nemesis) healActives(ctx context.Context) {
 			continue
 		}
 		if err := a.heal(ctx); err != nil {
-			n.res.Incomplete[a.name]++
+			n.Incomplete[a.name]++
 			n.cfg.Logf("healing %s: %v", a.name, err)
-			n.ev.add(evHeal, fmt.Sprintf("healing %s did not complete: %v", a.name, err))
+			n.ev.Add(evHeal, fmt.Sprintf("healing %s did not complete: %v", a.name, err))
 		}
 	}
 	n.actives = nil
 }
 
 // next deals the next fault from a shuffled deck of the enabled ones.
-func (n *nemesis) next() string {
+func (n *Nemesis) next() string {
 	if len(n.deck) == 0 {
 		n.deck = append([]string(nil), n.cfg.Faults...)
 		n.rng.Shuffle(len(n.deck), func(i, j int) { n.deck[i], n.deck[j] = n.deck[j], n.deck[i] })
@@ -272,10 +335,10 @@ func (n *nemesis) next() string {
 	return f
 }
 
-// healAll undoes anything left: heals the network, continues paused
+// HealAll undoes anything left: heals the network, continues paused
 // processes, restarts members and the resource that are down, and waits
 // for the cluster to be healthy.
-func (n *nemesis) healAll(ctx context.Context) error {
+func (n *Nemesis) HealAll(ctx context.Context) error {
 	n.cl.HealNetwork()
 	for _, p := range n.clients {
 		if p.Running() {
@@ -290,12 +353,12 @@ func (n *nemesis) healAll(ctx context.Context) error {
 		}
 	}
 	if !n.rs.Running() {
-		if err := within(ctx, 30*time.Second, n.rs.Start); err != nil {
+		if err := harness.Within(ctx, 30*time.Second, n.rs.Start); err != nil {
 			return err
 		}
 	}
 	start := time.Now()
-	if err := within(ctx, recoverWithin, n.cl.WaitHealthy); err != nil {
+	if err := harness.Within(ctx, recoverWithin, n.cl.WaitHealthy); err != nil {
 		return fmt.Errorf("cluster not healthy within %v: %w", recoverWithin, err)
 	}
 	if waited := time.Since(start); waited > 10*time.Second {
@@ -304,12 +367,12 @@ func (n *nemesis) healAll(ctx context.Context) error {
 	return nil
 }
 
-func (n *nemesis) between(lo, hi time.Duration) time.Duration {
+func (n *Nemesis) between(lo, hi time.Duration) time.Duration {
 	return lo + time.Duration(n.rng.Int64N(int64(hi-lo)+1))
 }
 
 // hold keeps a fault in place for d: sleeping here is the point.
-func (n *nemesis) hold(ctx context.Context, d time.Duration) {
+func (n *Nemesis) hold(ctx context.Context, d time.Duration) {
 	if d <= 0 {
 		return
 	}
@@ -322,7 +385,7 @@ func (n *nemesis) hold(ctx context.Context, d time.Duration) {
 }
 
 // busy reports whether an active fault acts on m.
-func (n *nemesis) busy(m *harness.Node) bool {
+func (n *Nemesis) busy(m *harness.Node) bool {
 	for _, a := range n.actives {
 		if slices.Contains(a.busy, m) {
 			return true
@@ -333,24 +396,24 @@ func (n *nemesis) busy(m *harness.Node) bool {
 
 // spared reports whether m must outlive the run (Config.Witness): no
 // fault kills, wipes or removes it.
-func (n *nemesis) spared(m *harness.Node) bool { return m.ID == n.cfg.Witness }
+func (n *Nemesis) spared(m *harness.Node) bool { return m.ID == n.cfg.Witness }
 
 // leader waits up to 10s for a leader, to leave it alone.
-func (n *nemesis) leader(ctx context.Context) (*harness.Node, error) {
+func (n *Nemesis) leader(ctx context.Context) (*harness.Node, error) {
 	return n.awaitLeader(ctx, false)
 }
 
 // freeLeader waits up to 10s for a leader that no active fault acts on,
 // to act on it.
-func (n *nemesis) freeLeader(ctx context.Context) (*harness.Node, error) {
+func (n *Nemesis) freeLeader(ctx context.Context) (*harness.Node, error) {
 	return n.awaitLeader(ctx, true)
 }
 
-func (n *nemesis) awaitLeader(ctx context.Context, free bool) (*harness.Node, error) {
+func (n *Nemesis) awaitLeader(ctx context.Context, free bool) (*harness.Node, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	var l *harness.Node
-	err := retry(ctx, func() error {
+	err := harness.Retry(ctx, func() error {
 		var err error
 		if l, _, err = n.cl.Leader(ctx); err != nil {
 			return err
@@ -365,7 +428,7 @@ func (n *nemesis) awaitLeader(ctx context.Context, free bool) (*harness.Node, er
 
 // free returns the members no active fault acts on, but for except;
 // destructive leaves out the witness too.
-func (n *nemesis) free(destructive bool, except ...*harness.Node) []*harness.Node {
+func (n *Nemesis) free(destructive bool, except ...*harness.Node) []*harness.Node {
 	var out []*harness.Node
 	for _, m := range n.cl.Members() {
 		if !n.busy(m) && !slices.Contains(except, m) && !(destructive && n.spared(m)) {
@@ -376,7 +439,7 @@ func (n *nemesis) free(destructive bool, except ...*harness.Node) []*harness.Nod
 }
 
 // pick returns a random element of nodes, or an error saying there is none.
-func (n *nemesis) pick(nodes []*harness.Node, what string) (*harness.Node, error) {
+func (n *Nemesis) pick(nodes []*harness.Node, what string) (*harness.Node, error) {
 	if len(nodes) == 0 {
 		return nil, errors.New("no " + what + " to act on")
 	}
@@ -384,7 +447,7 @@ func (n *nemesis) pick(nodes []*harness.Node, what string) (*harness.Node, error
 }
 
 // clientNames returns the clients' names in the HTTP mesh, shuffled.
-func (n *nemesis) clientNames() []string {
+func (n *Nemesis) clientNames() []string {
 	var out []string
 	for _, i := range n.rng.Perm(len(n.clients)) {
 		out = append(out, harness.ClientName(i))

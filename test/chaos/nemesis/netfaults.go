@@ -1,4 +1,4 @@
-package chaos
+package nemesis
 
 import (
 	"context"
@@ -17,16 +17,16 @@ import (
 // them heals every link, which is why they share one lever.
 
 // healNetwork is the heal of every network fault.
-func (n *nemesis) healNetwork(context.Context) error {
+func (n *Nemesis) healNetwork(context.Context) error {
 	n.cl.HealNetwork()
-	n.ev.add(evHeal, "heal network")
+	n.ev.Add(evHeal, "heal network")
 	return nil
 }
 
 // isolateLeader cuts the leader off from every other member, and every
 // client off from it but a few that end up on its side: those can reach
 // only the deposed leader, the rest only the majority.
-func (n *nemesis) isolateLeader(ctx context.Context, _ int) (*active, error) {
+func (n *Nemesis) isolateLeader(ctx context.Context, _ int) (*active, error) {
 	l, err := n.freeLeader(ctx)
 	if err != nil {
 		return nil, err
@@ -41,13 +41,13 @@ func (n *nemesis) isolateLeader(ctx context.Context, _ int) (*active, error) {
 	}
 	n.cl.Partition(sideA, sideB)
 	d := n.between(1500*time.Millisecond, 4*time.Second)
-	n.ev.add(evFault, fmt.Sprintf("isolate leader %s (with clients {%s}) for %v", l.ID, strings.Join(with, ","), d))
+	n.ev.Add(evFault, fmt.Sprintf("isolate leader %s (with clients {%s}) for %v", l.ID, strings.Join(with, ","), d))
 	return &active{hold: d, heal: n.healNetwork, busy: []*harness.Node{l}, disturbed: 1}, nil
 }
 
 // split partitions the members into a minority of up to budget members
 // that no other fault acts on, and the rest; each client lands on one side.
-func (n *nemesis) split(_ context.Context, budget int) (*active, error) {
+func (n *Nemesis) split(_ context.Context, budget int) (*active, error) {
 	members := n.cl.Members()
 	k := 1 + n.rng.IntN(max(1, min(budget, (len(members)-1)/2)))
 	free := n.free(false)
@@ -72,13 +72,13 @@ func (n *nemesis) split(_ context.Context, budget int) (*active, error) {
 	}
 	n.cl.Partition(sideA, sideB)
 	d := n.between(1500*time.Millisecond, 4*time.Second)
-	n.ev.add(evFault, fmt.Sprintf("partition {%s + clients %s} | {%s + clients %s} for %v",
+	n.ev.Add(evFault, fmt.Sprintf("partition {%s + clients %s} | {%s + clients %s} for %v",
 		ids(minority), strings.Join(with, ","), ids(majority), strings.Join(without, ","), d))
 	return &active{hold: d, heal: n.healNetwork, busy: minority, disturbed: k}, nil
 }
 
 // sideClients deals each client to side A with probability p, else to B.
-func (n *nemesis) sideClients(p float64) (a, b []string) {
+func (n *Nemesis) sideClients(p float64) (a, b []string) {
 	for _, c := range n.clientNames() {
 		if n.rng.Float64() < p {
 			a = append(a, c)
@@ -91,7 +91,7 @@ func (n *nemesis) sideClients(p float64) (a, b []string) {
 
 // oneWay silently drops everything one of the leader and a follower sends
 // the other over Raft.
-func (n *nemesis) oneWay(ctx context.Context, _ int) (*active, error) {
+func (n *Nemesis) oneWay(ctx context.Context, _ int) (*active, error) {
 	l, err := n.freeLeader(ctx)
 	if err != nil {
 		return nil, err
@@ -106,23 +106,23 @@ func (n *nemesis) oneWay(ctx context.Context, _ int) (*active, error) {
 	}
 	n.cl.Net().CutOneWay(from, to)
 	d := n.between(1500*time.Millisecond, 4*time.Second)
-	n.ev.add(evFault, fmt.Sprintf("drop every raft message %s sends to %s for %v", from, to, d))
+	n.ev.Add(evFault, fmt.Sprintf("drop every raft message %s sends to %s for %v", from, to, d))
 	// The follower is the one the pair may lose; the leader stays free, so
 	// that a stacked fault may still kill or pause it (within the budget).
 	return &active{hold: d, heal: n.healNetwork, busy: []*harness.Node{f}, disturbed: 1}, nil
 }
 
-func (n *nemesis) delay(context.Context, int) (*active, error) {
+func (n *Nemesis) delay(context.Context, int) (*active, error) {
 	lat := n.between(5*time.Millisecond, 60*time.Millisecond)
 	n.cl.DelayNetwork(lat)
 	d := n.between(2*time.Second, 4*time.Second)
-	n.ev.add(evFault, fmt.Sprintf("delay every raft and http link by %v for %v", lat, d))
+	n.ev.Add(evFault, fmt.Sprintf("delay every raft and http link by %v for %v", lat, d))
 	return &active{hold: d, heal: n.healNetwork}, nil
 }
 
 // clientCut cuts some clients off the leader's HTTP API, and nothing else:
 // they can still reach the followers, which forward to the leader.
-func (n *nemesis) clientCut(ctx context.Context, _ int) (*active, error) {
+func (n *Nemesis) clientCut(ctx context.Context, _ int) (*active, error) {
 	l, err := n.freeLeader(ctx)
 	if err != nil {
 		return nil, err
@@ -134,14 +134,14 @@ func (n *nemesis) clientCut(ctx context.Context, _ int) (*active, error) {
 		n.cl.CutHTTP(c, l.ID, silent)
 	}
 	d := n.between(2*time.Second, 5*time.Second)
-	n.ev.add(evFault, fmt.Sprintf("cut clients %s off leader %s over http (%s) for %v; the followers stay reachable",
+	n.ev.Add(evFault, fmt.Sprintf("cut clients %s off leader %s over http (%s) for %v; the followers stay reachable",
 		strings.Join(cut, ","), l.ID, howCut(silent), d))
 	return &active{hold: d, heal: n.healNetwork}, nil
 }
 
 // httpCut cuts some followers' HTTP to the leader while their Raft links
 // stay up: they follow the leader but cannot forward to it.
-func (n *nemesis) httpCut(ctx context.Context, _ int) (*active, error) {
+func (n *Nemesis) httpCut(ctx context.Context, _ int) (*active, error) {
 	l, err := n.freeLeader(ctx)
 	if err != nil {
 		return nil, err
@@ -157,7 +157,7 @@ func (n *nemesis) httpCut(ctx context.Context, _ int) (*active, error) {
 		n.cl.CutHTTP(f.ID, l.ID, silent)
 	}
 	d := n.between(2*time.Second, 5*time.Second)
-	n.ev.add(evFault, fmt.Sprintf("cut http from followers %s to leader %s (%s) for %v; raft untouched",
+	n.ev.Add(evFault, fmt.Sprintf("cut http from followers %s to leader %s (%s) for %v; raft untouched",
 		ids(cut), l.ID, howCut(silent), d))
 	// The cut followers keep the quorum, but a stacked fault must not pick
 	// them: a wiped one could not hear its refusal, which comes over HTTP.

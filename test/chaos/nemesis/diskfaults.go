@@ -1,4 +1,4 @@
-package chaos
+package nemesis
 
 import (
 	"context"
@@ -22,7 +22,7 @@ const exitWithin = harness.StallTimeout + 10*time.Second
 
 // diskStall stalls the disk of the leader, or sometimes of a follower,
 // which only falls behind while it lasts.
-func (n *nemesis) diskStall(ctx context.Context, _ int) (*active, error) {
+func (n *Nemesis) diskStall(ctx context.Context, _ int) (*active, error) {
 	m, leader, err := n.diskVictim(ctx, 0.7)
 	if err != nil {
 		return nil, err
@@ -34,12 +34,12 @@ func (n *nemesis) diskStall(ctx context.Context, _ int) (*active, error) {
 	if leader {
 		what = "leader"
 	}
-	n.ev.add(evFault, fmt.Sprintf("stalled the disk of %s %s", what, m.ID))
+	n.ev.Add(evFault, fmt.Sprintf("stalled the disk of %s %s", what, m.ID))
 	return n.diskActive(m, leader, n.between(harness.StallTimeout+time.Second, harness.StallTimeout+3*time.Second)), nil
 }
 
 // diskFull makes a member's disk fail writes with ENOSPC.
-func (n *nemesis) diskFull(ctx context.Context, _ int) (*active, error) {
+func (n *Nemesis) diskFull(ctx context.Context, _ int) (*active, error) {
 	m, leader, err := n.diskVictim(ctx, 0.5)
 	if err != nil {
 		return nil, err
@@ -47,13 +47,13 @@ func (n *nemesis) diskFull(ctx context.Context, _ int) (*active, error) {
 	if err := n.cl.SetDisk(m, harness.DiskFull); err != nil {
 		return nil, err
 	}
-	n.ev.add(evFault, fmt.Sprintf("filled the disk of %s (leader: %v)", m.ID, leader))
+	n.ev.Add(evFault, fmt.Sprintf("filled the disk of %s (leader: %v)", m.ID, leader))
 	return n.diskActive(m, true, n.between(time.Second, 3*time.Second)), nil
 }
 
 // diskVictim picks the free leader with probability pLeader, else a free
 // member; never the witness, whose process must live the whole run.
-func (n *nemesis) diskVictim(ctx context.Context, pLeader float64) (m *harness.Node, leader bool, err error) {
+func (n *Nemesis) diskVictim(ctx context.Context, pLeader float64) (m *harness.Node, leader bool, err error) {
 	l, err := n.leader(ctx)
 	if err != nil {
 		return nil, false, err
@@ -69,26 +69,26 @@ func (n *nemesis) diskVictim(ctx context.Context, pLeader float64) (m *harness.N
 // heal (a stalled leader, a failing disk); else (a stalled follower) it
 // must still run. The heal makes the disk healthy and restarts m if it
 // exited.
-func (n *nemesis) diskActive(m *harness.Node, mustExit bool, hold time.Duration) *active {
+func (n *Nemesis) diskActive(m *harness.Node, mustExit bool, hold time.Duration) *active {
 	injected := time.Now()
 	return &active{
 		hold: hold,
 		heal: func(context.Context) error {
 			if mustExit && !n.cl.WaitExit(m, time.Until(injected.Add(exitWithin))) {
-				n.res.problem("%s was still running %v after its disk failed or stalled", m.ID, time.Since(injected).Round(time.Millisecond))
+				n.problem("%s was still running %v after its disk failed or stalled", m.ID, time.Since(injected).Round(time.Millisecond))
 			}
 			if err := n.cl.SetDisk(m, harness.DiskHealthy); err != nil {
 				return err
 			}
 			if m.Running() {
-				n.ev.add(evHeal, "healed the disk of "+m.ID)
+				n.ev.Add(evHeal, "healed the disk of "+m.ID)
 				return nil
 			}
-			n.ev.add(evHeal, fmt.Sprintf("healed the disk of %s, which exited as designed", m.ID))
+			n.ev.Add(evHeal, fmt.Sprintf("healed the disk of %s, which exited as designed", m.ID))
 			if err := n.cl.Restart(m); err != nil {
 				return err
 			}
-			n.ev.add(history.EventRestart, "restarted "+m.ID+" on its data dir")
+			n.ev.Add(history.EventRestart, "restarted "+m.ID+" on its data dir")
 			return nil
 		},
 		busy: []*harness.Node{m}, disturbed: 1,
