@@ -131,10 +131,7 @@ func (n *Nemesis) membership(ctx context.Context, _ int) (*active, error) {
 	members := n.cl.Members()
 	if spares := n.cl.Spares(); len(members) <= n.cfg.Nodes && len(spares) > 0 {
 		s, _ := n.pick(spares, "spare")
-		if err := n.cl.Wipe(s); err != nil {
-			return nil, err
-		}
-		if err := n.cl.Join(s, false); err != nil {
+		if err := n.rejoin(s, false); err != nil {
 			return nil, err
 		}
 		n.ev.Add(evFault, "add member "+s.ID)
@@ -163,24 +160,16 @@ func (n *Nemesis) membership(ctx context.Context, _ int) (*active, error) {
 // replace removes a follower, wipes its disk and joins it again under the
 // same id: a new incarnation, admitted because it was removed first.
 func (n *Nemesis) replace(ctx context.Context, _ int) (*active, error) {
-	l, err := n.leader(ctx)
+	v, err := n.killFollower(ctx)
 	if err != nil {
 		return nil, err
 	}
-	v, err := n.pick(n.free(true, l), "follower")
-	if err != nil {
-		return nil, err
-	}
-	n.cl.Kill(v)
 	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	if err := n.cl.Remove(rctx, v); err != nil {
 		return nil, err
 	}
-	if err := n.cl.Wipe(v); err != nil {
-		return nil, err
-	}
-	if err := n.cl.Join(v, false); err != nil {
+	if err := n.rejoin(v, false); err != nil {
 		return nil, err
 	}
 	n.ev.Add(history.EventReplace, "replaced "+v.ID+": removed, wiped, joined again")
@@ -191,19 +180,11 @@ func (n *Nemesis) replace(ctx context.Context, _ int) (*active, error) {
 // without removing it: the cluster must refuse it and the process must exit
 // non-zero. Then it comes back properly, with --replace.
 func (n *Nemesis) wipedRefused(ctx context.Context, _ int) (*active, error) {
-	l, err := n.leader(ctx)
+	v, err := n.killFollower(ctx)
 	if err != nil {
 		return nil, err
 	}
-	v, err := n.pick(n.free(true, l), "follower")
-	if err != nil {
-		return nil, err
-	}
-	n.cl.Kill(v)
-	if err := n.cl.Wipe(v); err != nil {
-		return nil, err
-	}
-	if err := n.cl.Join(v, false); err != nil {
+	if err := n.rejoin(v, false); err != nil {
 		return nil, err
 	}
 	n.ev.Add(evFault, "restarted "+v.ID+" wiped, under its old id")
@@ -213,14 +194,35 @@ func (n *Nemesis) wipedRefused(ctx context.Context, _ int) (*active, error) {
 	} else {
 		n.ev.Add(evRefused, v.ID+" refused and exited")
 	}
-	if err := n.cl.Wipe(v); err != nil {
-		return nil, err
-	}
-	if err := n.cl.Join(v, true); err != nil {
+	if err := n.rejoin(v, true); err != nil {
 		return nil, err
 	}
 	n.ev.Add(history.EventReplace, "rejoined "+v.ID+" with --replace")
 	return &active{busy: []*harness.Node{v}, disturbed: 1}, nil
+}
+
+// killFollower kills a follower that no active fault acts on, never the
+// witness, and returns it.
+func (n *Nemesis) killFollower(ctx context.Context) (*harness.Node, error) {
+	l, err := n.leader(ctx)
+	if err != nil {
+		return nil, err
+	}
+	v, err := n.pick(n.free(true, l), "follower")
+	if err != nil {
+		return nil, err
+	}
+	n.cl.Kill(v)
+	return v, nil
+}
+
+// rejoin wipes m's data dir and starts it joining the cluster again, with
+// --replace if replace is set.
+func (n *Nemesis) rejoin(m *harness.Node, replace bool) error {
+	if err := n.cl.Wipe(m); err != nil {
+		return err
+	}
+	return n.cl.Join(m, replace)
 }
 
 // killAll kills every member (but the witness, in a soak) and restarts

@@ -67,18 +67,7 @@ func (w *worker) proclaim(l *client.Lease) {
 }
 
 // resign makes a single attempt, as release does.
-func (w *worker) resign(l *client.Lease) {
-	op := history.Op{Kind: history.Resign, Target: l.Name(), Token: l.Token(), Lease: l.Secret()}
-	got := w.record(op, func(ctx context.Context, op *history.Op) {
-		_, err := w.once.ReleaseRaw(ctx, l.Name(), l.Token(), l.Secret())
-		w.settle(op, err)
-	})
-	if got.Outcome != history.OK && got.Outcome != history.LeaseLost {
-		ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
-		defer cancel()
-		_ = l.Release(ctx)
-	}
-}
+func (w *worker) resign(l *client.Lease) { w.releaseOnce(history.Resign, l) }
 
 // observe watches the election until ctx ends, reporting every leadership
 // it is told of. When a watch ends (every endpoint failed in a row, say),

@@ -313,8 +313,12 @@ func (w *worker) renew(l *client.Lease) {
 // release that finds the lease gone as a success (the first attempt must
 // have freed it), which is right for applications but would tell the
 // checker the lease was current when it may have expired instead.
-func (w *worker) release(l *client.Lease) {
-	op := history.Op{Kind: history.Release, Target: l.Name(), Token: l.Token(), Lease: l.Secret()}
+func (w *worker) release(l *client.Lease) { w.releaseOnce(history.Release, l) }
+
+// releaseOnce releases l in a single attempt, recorded as an op of kind
+// (a release, or an election's resign).
+func (w *worker) releaseOnce(kind history.OpKind, l *client.Lease) {
+	op := history.Op{Kind: kind, Target: l.Name(), Token: l.Token(), Lease: l.Secret()}
 	got := w.record(op, func(ctx context.Context, op *history.Op) {
 		_, err := w.once.ReleaseRaw(ctx, l.Name(), l.Token(), l.Secret())
 		w.settle(op, err)
