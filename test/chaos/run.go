@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -63,36 +64,18 @@ type Config struct {
 }
 
 func (c *Config) defaults() error {
-	if c.Nodes == 0 {
-		c.Nodes = 3
-	}
-	if c.Clients == 0 {
-		c.Clients = c.Nodes + 1
-	}
-	if c.SemClients == 0 {
-		c.SemClients = 3
-	}
-	if c.SemLimit == 0 {
-		c.SemLimit = 2
-	}
-	if c.Campaigners == 0 {
-		c.Campaigners = 2
-	}
-	if c.Duration == 0 {
-		c.Duration = time.Minute
-	}
+	c.Nodes = cmp.Or(c.Nodes, 3)
+	c.Clients = cmp.Or(c.Clients, c.Nodes+1)
+	c.SemClients = cmp.Or(c.SemClients, 3)
+	c.SemLimit = cmp.Or(c.SemLimit, 2)
+	c.Campaigners = cmp.Or(c.Campaigners, 2)
+	c.Duration = cmp.Or(c.Duration, time.Minute)
 	if len(c.Faults) == 0 {
 		c.Faults = nemesis.AllFaults
 	}
-	if c.PauseRestartsResource == 0 {
-		c.PauseRestartsResource = 0.5
-	}
-	if c.StackChance == 0 {
-		c.StackChance = 0.3
-	}
-	if c.CheckTimeout == 0 {
-		c.CheckTimeout = time.Minute
-	}
+	c.PauseRestartsResource = cmp.Or(c.PauseRestartsResource, 0.5)
+	c.StackChance = cmp.Or(c.StackChance, 0.3)
+	c.CheckTimeout = cmp.Or(c.CheckTimeout, time.Minute)
 	if c.Logf == nil {
 		c.Logf = func(string, ...any) {}
 	}
