@@ -31,6 +31,39 @@ func (r *Result) Summary() string {
 	}
 	b.WriteString(r.httpLine())
 
+	b.WriteString(r.operations())
+	b.WriteString(r.observations())
+	b.WriteString(r.watched())
+
+	b.WriteString(r.otherErrors())
+
+	b.WriteString(r.tokensAndWrites())
+	b.WriteString(r.lateWrites())
+
+	fmt.Fprintf(&b, "member digests: %d members", len(r.History.MemberHashes))
+	seen := map[string]bool{}
+	for _, d := range r.History.MemberHashes {
+		seen[d] = true
+	}
+	fmt.Fprintf(&b, ", %d distinct\n", len(seen))
+
+	b.WriteString(r.Soak.String(c.Duration))
+	b.WriteString(r.Report.String())
+	if len(r.Problems) > 0 {
+		fmt.Fprintf(&b, "harness problems: %d\n", len(r.Problems))
+		for _, p := range r.Problems {
+			fmt.Fprintf(&b, "  - %s\n", p)
+		}
+	}
+	if len(r.ArtifactPaths) > 0 {
+		fmt.Fprintf(&b, "artifacts: %s\n", strings.Join(r.ArtifactPaths, " "))
+	}
+	return b.String()
+}
+
+// operations counts the ops by kind and outcome.
+func (r *Result) operations() string {
+	var b strings.Builder
 	h := r.History
 	byKind := map[history.OpKind]map[history.Outcome]int{}
 	for _, op := range h.Ops {
@@ -53,11 +86,14 @@ func (r *Result) Summary() string {
 		}
 		fmt.Fprintf(&b, "  %-11s %6d: %s\n", kind, n, strings.Join(parts, ", "))
 	}
-	b.WriteString(r.observations())
-	b.WriteString(r.watched())
+	return b.String()
+}
 
-	b.WriteString(r.otherErrors())
-
+// tokensAndWrites tells the range of the tokens granted and how many
+// writes the resource accepted.
+func (r *Result) tokensAndWrites() string {
+	var b strings.Builder
+	h := r.History
 	var tokens []uint64
 	for _, op := range h.Ops {
 		if (op.Kind == history.Acquire || op.Kind == history.SemAcquire || op.Kind == history.Campaign) && op.Outcome == history.OK {
@@ -74,26 +110,6 @@ func (r *Result) Summary() string {
 		accepted += len(log)
 	}
 	fmt.Fprintf(&b, "resource accepted %d writes on %d keys\n", accepted, len(h.Accepted))
-	b.WriteString(r.lateWrites())
-
-	fmt.Fprintf(&b, "member digests: %d members", len(h.MemberHashes))
-	seen := map[string]bool{}
-	for _, d := range h.MemberHashes {
-		seen[d] = true
-	}
-	fmt.Fprintf(&b, ", %d distinct\n", len(seen))
-
-	b.WriteString(r.Soak.String(c.Duration))
-	b.WriteString(r.Report.String())
-	if len(r.Problems) > 0 {
-		fmt.Fprintf(&b, "harness problems: %d\n", len(r.Problems))
-		for _, p := range r.Problems {
-			fmt.Fprintf(&b, "  - %s\n", p)
-		}
-	}
-	if len(r.ArtifactPaths) > 0 {
-		fmt.Fprintf(&b, "artifacts: %s\n", strings.Join(r.ArtifactPaths, " "))
-	}
 	return b.String()
 }
 
