@@ -197,29 +197,12 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	}
 	defer group.KillAll()
 
-	cl, err := harness.NewCluster(harness.Options{
-		Bin: cfg.Bin, Dir: filepath.Join(cfg.WorkDir, "nodes"), LogDir: logs,
-		Nodes: cfg.Nodes, Spares: 1, Clients: len(cfg.workloads()), Group: group, LogStore: cfg.LogStore,
-	})
+	cl, rs, err := startServers(ctx, cfg, group, logs)
 	if err != nil {
 		return nil, err
 	}
 	defer cl.Close()
-	if err := harness.Within(ctx, time.Minute, cl.Start); err != nil {
-		return nil, fmt.Errorf("start cluster: %w (logs in %s)", err, logs)
-	}
-	rs, err := harness.NewResource(harness.ResourceOptions{
-		Bin: cfg.Bin, DataDir: filepath.Join(cfg.WorkDir, "resource"),
-		Log: filepath.Join(logs, "resource.log"), Broken: cfg.Broken, Group: group,
-	})
-	if err != nil {
-		return nil, err
-	}
 	defer rs.Close()
-	if err := harness.Within(ctx, 30*time.Second, rs.Start); err != nil {
-		return nil, fmt.Errorf("start resource: %w", err)
-	}
-	cfg.Logf("cluster of %d up, resource at %s; logs in %s", cfg.Nodes, rs.URL(), logs)
 
 	watch, err := startWatcher(ctx, cl)
 	if err != nil {
@@ -252,16 +235,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	stopClients(clients, res)
 	end := workload.Now()
 	ev.Add(history.EventKind("stop"), "workload stopped")
-	h := history.History{Ops: rec.Ops(end), Events: ev.List(), Accepted: rs.Accepted(), Observations: rec.Observations()}
-	if h.FinalReads, err = finalReads(ctx, cl, rs); err != nil {
-		res.problem("final reads: %v", err)
-	}
-	if h.MemberHashes, err = memberHashes(ctx, cl); err != nil {
-		res.problem("member digests: %v", err)
-	}
-	if h.Watch, err = watch.finish(ctx); err != nil {
-		res.problem("watcher: %v", err)
-	}
+	h := collect(ctx, cl, rs, rec, ev, watch, end, res)
 	res.History = h
 	cfg.Logf("checking %d operations", len(h.Ops))
 	res.Report = checker.Check(h, checker.Options{Timeout: cfg.CheckTimeout})
@@ -275,6 +249,56 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		res.problem("writing summary: %v", err)
 	}
 	return res, nil
+}
+
+// startServers starts the cluster and the resource. On an error it closes
+// what it opened; the group kills the processes.
+func startServers(ctx context.Context, cfg Config, group *harness.Group, logs string) (*harness.Cluster, *harness.Resource, error) {
+	cl, err := harness.NewCluster(harness.Options{
+		Bin: cfg.Bin, Dir: filepath.Join(cfg.WorkDir, "nodes"), LogDir: logs,
+		Nodes: cfg.Nodes, Spares: 1, Clients: len(cfg.workloads()), Group: group, LogStore: cfg.LogStore,
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := harness.Within(ctx, time.Minute, cl.Start); err != nil {
+		cl.Close()
+		return nil, nil, fmt.Errorf("start cluster: %w (logs in %s)", err, logs)
+	}
+	rs, err := harness.NewResource(harness.ResourceOptions{
+		Bin: cfg.Bin, DataDir: filepath.Join(cfg.WorkDir, "resource"),
+		Log: filepath.Join(logs, "resource.log"), Broken: cfg.Broken, Group: group,
+	})
+	if err != nil {
+		cl.Close()
+		return nil, nil, err
+	}
+	if err := harness.Within(ctx, 30*time.Second, rs.Start); err != nil {
+		rs.Close()
+		cl.Close()
+		return nil, nil, fmt.Errorf("start resource: %w", err)
+	}
+	cfg.Logf("cluster of %d up, resource at %s; logs in %s", cfg.Nodes, rs.URL(), logs)
+	return cl, rs, nil
+}
+
+// collect assembles the history once the clients have stopped at end: their
+// ops and observations, the nemesis's events, the resource's log, the final
+// reads, the members' digests and the watcher's stream.
+func collect(ctx context.Context, cl *harness.Cluster, rs *harness.Resource, rec *workload.Recorder,
+	ev *nemesis.EventLog, watch *watcher, end int64, res *Result) history.History {
+	h := history.History{Ops: rec.Ops(end), Events: ev.List(), Accepted: rs.Accepted(), Observations: rec.Observations()}
+	var err error
+	if h.FinalReads, err = finalReads(ctx, cl, rs); err != nil {
+		res.problem("final reads: %v", err)
+	}
+	if h.MemberHashes, err = memberHashes(ctx, cl); err != nil {
+		res.problem("member digests: %v", err)
+	}
+	if h.Watch, err = watch.finish(ctx); err != nil {
+		res.problem("watcher: %v", err)
+	}
+	return h
 }
 
 func (r *Result) problem(format string, args ...any) {
