@@ -237,18 +237,26 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	ev.Add(history.EventKind("stop"), "workload stopped")
 	h := collect(ctx, cl, rs, rec, ev, watch, end, res)
 	res.History = h
+	res.judge(start)
+	return res, nil
+}
+
+// judge checks the history, and writes the summary and, if a check
+// failed, the artifacts.
+func (r *Result) judge(start time.Time) {
+	cfg, h := r.Config, r.History
+	var err error
 	cfg.Logf("checking %d operations", len(h.Ops))
-	res.Report = checker.Check(h, checker.Options{Timeout: cfg.CheckTimeout})
-	res.Elapsed = time.Since(start)
-	if !res.Report.OK() {
-		if res.ArtifactPaths, err = res.Report.WriteArtifacts(cfg.Artifacts); err != nil {
-			res.problem("writing artifacts: %v", err)
+	r.Report = checker.Check(h, checker.Options{Timeout: cfg.CheckTimeout})
+	r.Elapsed = time.Since(start)
+	if !r.Report.OK() {
+		if r.ArtifactPaths, err = r.Report.WriteArtifacts(cfg.Artifacts); err != nil {
+			r.problem("writing artifacts: %v", err)
 		}
 	}
-	if err := os.WriteFile(filepath.Join(cfg.Artifacts, "summary.txt"), []byte(res.Summary()), 0o644); err != nil {
-		res.problem("writing summary: %v", err)
+	if err := os.WriteFile(filepath.Join(cfg.Artifacts, "summary.txt"), []byte(r.Summary()), 0o644); err != nil {
+		r.problem("writing summary: %v", err)
 	}
-	return res, nil
 }
 
 // startServers starts the cluster and the resource. On an error it closes
