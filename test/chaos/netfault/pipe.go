@@ -77,73 +77,86 @@ func (p *pipe) run(target string) {
 // each chunk with its due time and the writer delivers chunks in order no
 // earlier than that, so Delay adds latency without serialising throughput.
 func (p *pipe) pump(wg *sync.WaitGroup, dir Direction, src, dst net.Conn) {
-	l := p.link
 	queue := make(chan chunk, queueLen)
 	wg.Add(2)
 	go func() {
 		defer wg.Done()
-		defer close(queue)
-		buf := make([]byte, chunkSize)
-		for {
-			n, err := src.Read(buf)
-			if n > 0 {
-				if l.drop[dir].Load() {
-					p.damaged.Store(true)
-					l.dropped[dir].Add(int64(n))
-				} else {
-					c := chunk{
-						data: append([]byte(nil), buf[:n]...),
-						due:  time.Now().Add(time.Duration(l.delay.Load())),
-					}
-					select {
-					case queue <- c:
-					case <-p.ctx.Done():
-						return
-					}
-				}
-			}
-			if err != nil {
-				if !errors.Is(err, io.EOF) {
-					// A reset (or our own abort): pass it on to the other side.
-					p.abort()
-				}
-				return
-			}
-		}
+		p.read(dir, src, queue)
 	}()
 	go func() {
 		defer wg.Done()
-		for c := range queue {
-			if wait := time.Until(c.due); wait > 0 {
-				t := time.NewTimer(wait)
+		p.write(dir, dst, queue)
+	}()
+}
+
+// read stamps what src sends with its due time and queues it, or drops it
+// while dir is blackholed; it closes queue when src ends.
+func (p *pipe) read(dir Direction, src net.Conn, queue chan<- chunk) {
+	l := p.link
+	defer close(queue)
+	buf := make([]byte, chunkSize)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			if l.drop[dir].Load() {
+				p.damaged.Store(true)
+				l.dropped[dir].Add(int64(n))
+			} else {
+				c := chunk{
+					data: append([]byte(nil), buf[:n]...),
+					due:  time.Now().Add(time.Duration(l.delay.Load())),
+				}
 				select {
-				case <-t.C:
+				case queue <- c:
 				case <-p.ctx.Done():
-					t.Stop()
 					return
 				}
 			}
-			n, err := dst.Write(c.data)
-			l.bytes[dir].Add(int64(n))
-			if err != nil {
+		}
+		if err != nil {
+			if !errors.Is(err, io.EOF) {
+				// A reset (or our own abort): pass it on to the other side.
 				p.abort()
+			}
+			return
+		}
+	}
+}
+
+// write delivers the queued chunks to dst, each no earlier than it is due,
+// then passes on the source's FIN.
+func (p *pipe) write(dir Direction, dst net.Conn, queue <-chan chunk) {
+	l := p.link
+	for c := range queue {
+		if wait := time.Until(c.due); wait > 0 {
+			t := time.NewTimer(wait)
+			select {
+			case <-t.C:
+			case <-p.ctx.Done():
+				t.Stop()
 				return
 			}
 		}
-		// The source sent FIN. Pass it on, unless this direction is
-		// blackholed, in which case the FIN is lost like everything else
-		// and the stream is as damaged as if bytes had been dropped.
-		if p.ctx.Err() != nil {
+		n, err := dst.Write(c.data)
+		l.bytes[dir].Add(int64(n))
+		if err != nil {
+			p.abort()
 			return
 		}
-		if l.drop[dir].Load() {
-			p.damaged.Store(true)
-			return
-		}
-		if cw, ok := dst.(interface{ CloseWrite() error }); ok {
-			_ = cw.CloseWrite()
-		}
-	}()
+	}
+	// The source sent FIN. Pass it on, unless this direction is
+	// blackholed, in which case the FIN is lost like everything else
+	// and the stream is as damaged as if bytes had been dropped.
+	if p.ctx.Err() != nil {
+		return
+	}
+	if l.drop[dir].Load() {
+		p.damaged.Store(true)
+		return
+	}
+	if cw, ok := dst.(interface{ CloseWrite() error }); ok {
+		_ = cw.CloseWrite()
+	}
 }
 
 // abort resets both sides of the pipe and unblocks its goroutines.
