@@ -265,14 +265,11 @@ func (s *Service) deliverPermit(w *permitWaiter, next *fsm.PermitResult, err err
 	w.Answer(*next, nil)
 }
 
-// permitWaiters counts the callers queued for a semaphore on this node.
-func (s *Service) permitWaiters(name string) int {
-	q := s.permitQueues.Get(name)
-	defer s.permitQueues.Put(name, q)
-	q.Lock()
-	defer q.Unlock()
-	return q.Len()
-}
+// permitWaiters counts the callers queued for a semaphore on this node,
+// without the name's queue mutex: it is held across proposals, and a
+// status read must not wait for one (on a leader whose disk stalled, it
+// would wait for good).
+func (s *Service) permitWaiters(name string) int { return s.permitQueues.QueuedFor(name) }
 
 // PermitStatus is a held permit as reported to clients (never its secret).
 type PermitStatus struct {

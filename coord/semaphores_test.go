@@ -238,3 +238,49 @@ func TestPermitDelayRestartedOnPromotion(t *testing.T) {
 		t.Fatalf("acquire after the delay: %v", err)
 	}
 }
+
+// A semaphore's status, and the list, do not wait for a proposal in flight
+// on its name: the name's queue mutex is held across proposals, and on a
+// leader whose disk stalled a read that took it would wait for good.
+func TestSemaphoreStatusDoesNotWaitForAProposal(t *testing.T) {
+	s, f, _ := newTestService(t, Config{})
+	mustPermit(t, s, "a", 2)
+	entered, release := make(chan struct{}), make(chan struct{})
+	f.mu.Lock()
+	f.hook = func(cmd entry.Command) (bool, error) {
+		if _, ok := cmd.(*entry.SemAcquire); ok {
+			close(entered)
+			<-release
+		}
+		return true, nil
+	}
+	f.mu.Unlock()
+	acquired := make(chan error, 1)
+	go func() {
+		_, err := s.AcquirePermit(bg, PermitRequest{Semaphore: "s", Holder: "b", Limit: 2, TTL: time.Second})
+		acquired <- err
+	}()
+	<-entered // b's proposal holds the queue of "s" now
+	read := make(chan int, 2)
+	go func() {
+		st, _ := s.Semaphore(bg, "s", true)
+		read <- len(st.Holders)
+		all, _ := s.Semaphores(bg, true)
+		read <- len(all)
+	}()
+	for _, what := range []string{"status", "list"} {
+		select {
+		case n := <-read:
+			if n != 1 {
+				t.Errorf("%s: %d; want 1 (a's permit, b's not yet committed)", what, n)
+			}
+		case <-time.After(5 * time.Second):
+			close(release)
+			t.Fatalf("the semaphore's %s waited for a proposal in flight", what)
+		}
+	}
+	close(release)
+	if err := <-acquired; err != nil {
+		t.Fatal(err)
+	}
+}
