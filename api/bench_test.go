@@ -68,7 +68,8 @@ func TestRequestMetricsBySeries(t *testing.T) {
 	h := NewServer(c, f, nil).Handler()
 	acquire := call{"POST", "/v1/locks/a/acquire", `{"holder":"w"}`, nil}
 	for _, cl := range []call{acquire, acquire, {"POST", "/v1/locks/b/acquire", `{"holder":"w"}`, nil},
-		{"POST", "/v1/locks/a/acquire", `{"holder":""}`, nil}, {"GET", "/v1/locks/a", ``, nil}, {"GET", "/nowhere", ``, nil}, {"GET", "/nowhere/else", ``, nil}} {
+		{"POST", "/v1/locks/a/acquire", `{"holder":""}`, nil}, {"GET", "/v1/locks/a", ``, nil}, {"GET", "/nowhere", ``, nil}, {"GET", "/nowhere/else", ``, nil},
+		{"BREW", "/v1/locks/a", ``, nil}, {"X-1", "/v1/locks/a", ``, nil}} {
 		do(t, h, cl)
 	}
 	families, err := c.reg.Gather()
@@ -93,6 +94,7 @@ func TestRequestMetricsBySeries(t *testing.T) {
 		"POST /v1/locks/{name}/acquire 400": 1,
 		"GET /v1/locks/{name} 200":          1,
 		"GET unmatched 404":                 2,
+		"other unmatched 405":               2, // a method is the client's to choose: not a label value
 	}
 	if !maps.Equal(got, want) {
 		t.Errorf("series %v, want %v", got, want)

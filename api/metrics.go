@@ -61,8 +61,20 @@ func (m *requestMetrics) middleware(next http.Handler) http.Handler {
 		if status == 0 {
 			status = http.StatusOK
 		}
-		m.observer(chi.RouteContext(r.Context()), r.Method, status).Observe(time.Since(start).Seconds())
+		m.observer(chi.RouteContext(r.Context()), methodLabel(r.Method), status).Observe(time.Since(start).Seconds())
 	})
+}
+
+// methodLabel is a request's method as a label value: HTTP's own methods
+// as they are, any other "other", so that a client sending made-up
+// methods cannot grow the series (and the cache of them) without bound.
+func methodLabel(method string) string {
+	switch method {
+	case http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch,
+		http.MethodDelete, http.MethodConnect, http.MethodOptions, http.MethodTrace:
+		return method
+	}
+	return "other"
 }
 
 // observer returns the histogram of a request's route, method and status.
