@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"syscall"
 	"testing"
 	"time"
 
@@ -23,6 +24,27 @@ func freeAddr(t *testing.T) string {
 	addr := ln.Addr().String()
 	ln.Close()
 	return addr
+}
+
+// refusingAddr returns a loopback address that refuses connections for the
+// whole test: a socket bound to it that never listens, so that no other
+// test or process can take the port meanwhile (a released port can be, and
+// then a dial meant to fail connects somewhere).
+func refusingAddr(t *testing.T) string {
+	t.Helper()
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Close(fd) })
+	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	sa, err := syscall.Getsockname(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprintf("127.0.0.1:%d", sa.(*syscall.SockaddrInet4).Port)
 }
 
 func openAt(t *testing.T, addr string, wait time.Duration) *Transport {
@@ -97,7 +119,7 @@ func TestWaitEnds(t *testing.T) {
 				c.bare(tr)
 			}
 			start := time.Now()
-			done := heartbeatAsync(tr, freeAddr(t))
+			done := heartbeatAsync(tr, refusingAddr(t))
 			if c.end != nil {
 				select {
 				case err := <-done:
@@ -119,7 +141,7 @@ func TestWaitEnds(t *testing.T) {
 	tr := openAt(t, "127.0.0.1:0", time.Minute)
 	tr.SetLeading(false)
 	tr.SetLeading(true)
-	done := heartbeatAsync(tr, freeAddr(t))
+	done := heartbeatAsync(tr, refusingAddr(t))
 	select {
 	case err := <-done:
 		t.Fatalf("a leader's call did not wait: %v", err)
