@@ -8,6 +8,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/fencer-io/fencer/api/forward"
 	"github.com/fencer-io/fencer/api/internal/request"
 	"github.com/fencer-io/fencer/api/wire"
 	"github.com/fencer-io/fencer/coord"
@@ -16,9 +17,12 @@ import (
 	"github.com/fencer-io/fencer/internal/acl"
 )
 
-// The grant history is replicated state: any node answers from its own
-// applied state (never forwarded), with the index it read at in
-// Fencer-Index, as the events stream does.
+// The grant history is replicated state. Its reads are linearizable, like
+// every other read, unless ?stale=true: they are forwarded to the leader,
+// which confirms it still leads before it answers, so that "never granted"
+// or a history without the caller's own grant is never a follower's lag.
+// With stale=true any node answers from its own applied state. Fencer-Index
+// says the index the answer was read at.
 
 // lockHistory answers GET /v1/locks/{name}/history?limit=N: the lock's last
 // grants, newest first (all that are kept without a limit).
@@ -35,7 +39,12 @@ func (s *Server) lockHistory(w http.ResponseWriter, r *http.Request) (any, error
 		}
 		limit = n
 	}
-	grants, index := s.co.History(name, limit)
+	ctx, cancel := s.work(r, 0)
+	defer cancel()
+	grants, index, err := s.co.History(ctx, name, limit, forward.IsStale(r))
+	if err != nil {
+		return nil, err
+	}
 	out := wire.LockHistory{Lock: name, Grants: make([]wire.GrantRecord, 0, len(grants))}
 	for _, g := range grants {
 		out.Grants = append(out.Grants, wireGrant(g))
@@ -54,7 +63,13 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, badRequest(wire.CodeInvalidToken, "token: want /v1/tokens/N with N a positive decimal integer"))
 		return
 	}
-	g, index, err := s.co.Grant(token)
+	ctx, cancel := s.work(r, 0)
+	defer cancel()
+	g, index, err := s.co.Grant(ctx, token, forward.IsStale(r))
+	if err != nil && !errors.As(err, new(*coord.TokenError)) {
+		writeErr(w, err)
+		return
+	}
 	w.Header().Set(wire.HeaderIndex, strconv.FormatUint(index, 10))
 	var unknown *coord.TokenError
 	if errors.As(err, &unknown) {

@@ -15,11 +15,15 @@ import (
 	"github.com/fencer-io/fencer/internal/acl"
 )
 
-func (f *fakeCluster) History(lock string, n int) ([]entry.GrantRecord, uint64) {
+func (f *fakeCluster) History(_ context.Context, lock string, n int, _ bool) ([]entry.GrantRecord, uint64, error) {
 	f.calls = append(f.calls, "history")
-	return f.state.GrantHistory(lock, n)
+	if f.err != nil {
+		return nil, 0, f.err
+	}
+	grants, index := f.state.GrantHistory(lock, n)
+	return grants, index, nil
 }
-func (f *fakeCluster) Grant(token uint64) (entry.GrantRecord, uint64, error) {
+func (f *fakeCluster) Grant(_ context.Context, token uint64, _ bool) (entry.GrantRecord, uint64, error) {
 	f.calls = append(f.calls, "grant")
 	g, why := f.state.GrantOf(token)
 	if why != fsm.TokenFound {

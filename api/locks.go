@@ -20,11 +20,10 @@ import (
 
 func (s *Server) lockRoutes() chi.Router {
 	r := chi.NewRouter()
-	// Answered from this node's applied state (history.go).
-	r.Get("/{name}/history", handleJSON(s.lockHistory))
 	r.Group(func(r chi.Router) {
 		r.Use(blockingDeadline, s.fwd.LeaderOnly)
 		r.Get("/", s.listLocks)
+		r.Get("/{name}/history", handleJSON(s.lockHistory))
 		r.Route("/{name}", func(r chi.Router) {
 			r.Get("/", handleJSON(s.getLock))
 			r.Post("/acquire", handleJSON(s.acquire))

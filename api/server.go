@@ -16,6 +16,7 @@ package api
 import (
 	"context"
 	"crypto/tls"
+	"fmt"
 	"io"
 	"iter"
 	"log/slog"
@@ -46,7 +47,6 @@ type Cluster interface {
 	// LeaderChanged returns a channel closed when Leader's answer may have
 	// changed.
 	LeaderChanged() <-chan struct{}
-	Ready() bool
 
 	Join(ctx context.Context, req wire.JoinRequest) error
 	RemoveMember(ctx context.Context, id string) error
@@ -73,10 +73,13 @@ type Coord interface {
 	DeleteKey(ctx context.Context, key string) (fsm.DeleteKeyResult, error)
 	Get(ctx context.Context, key string, stale bool) (entry.FencedKey, bool, uint64, error)
 	Watch(since int64) (*events.Watcher, error)
-	// The grant history and blocking reads (history.go), from this
-	// node's applied state.
-	History(lock string, n int) ([]entry.GrantRecord, uint64)
-	Grant(token uint64) (entry.GrantRecord, uint64, error)
+	// The grant history and blocking reads (history.go): linearizable
+	// unless stale.
+	History(ctx context.Context, lock string, n int, stale bool) ([]entry.GrantRecord, uint64, error)
+	Grant(ctx context.Context, token uint64, stale bool) (entry.GrantRecord, uint64, error)
+	// Ready returns the log format the members read once this node can
+	// serve every command of it, or why not.
+	Ready() (format int, err error)
 	WaitLock(ctx context.Context, lock string, index uint64, wait time.Duration) (bool, error)
 	AppliedIndex() uint64
 
@@ -159,7 +162,7 @@ func (s *Server) Handler() http.Handler {
 		r.Mount("/cluster", s.clusterRoutes())
 		r.Get("/events", s.events)
 		r.Get("/whoami", s.whoami)
-		r.Get("/tokens/{token}", s.token)
+		r.With(s.fwd.LeaderOnly).Get("/tokens/{token}", s.token)
 		r.Get("/debug/state", s.debugState)
 		r.Get("/openapi.yaml", s.openapi)
 	})
@@ -179,12 +182,22 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, wire.Health{Node: s.c.ID(), Status: "ok"})
 }
 
+// readyz answers 200 once this node can serve every command its members
+// read: a leader is known, the node is caught up, every member's format is
+// recorded and the cluster's grant-history settings are applied (coord's
+// Ready). During a real mixed-version upgrade it is ready for what the
+// oldest member reads, and the body says so.
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
-	if !s.c.Ready() {
-		writeError(w, http.StatusServiceUnavailable, &wire.Error{Code: wire.CodeNoLeader, Message: "no leader known, or this node has not applied up to the commit index"})
+	format, err := s.co.Ready()
+	if err != nil {
+		writeError(w, http.StatusServiceUnavailable, &wire.Error{Code: wire.CodeNoLeader, Message: "not ready: " + err.Error()})
 		return
 	}
-	writeJSON(w, http.StatusOK, wire.Health{Node: s.c.ID(), Status: "ready"})
+	h := wire.Health{Node: s.c.ID(), Status: "ready", LogFormat: format}
+	if format < entry.LogFormat {
+		h.Note = fmt.Sprintf("the members read log format %d, this build %d: commands that need a newer format are refused (409 upgrade_required) until every member runs this build", format, entry.LogFormat)
+	}
+	writeJSON(w, http.StatusOK, h)
 }
 
 func (s *Server) debugState(w http.ResponseWriter, r *http.Request) {

@@ -43,7 +43,12 @@ func (f *fakeCluster) ID() string                     { return "n1" }
 func (f *fakeCluster) IsLeader() bool                 { return f.leader }
 func (f *fakeCluster) Leader() (string, string)       { return "", "" }
 func (f *fakeCluster) LeaderChanged() <-chan struct{} { return nil }
-func (f *fakeCluster) Ready() bool                    { return f.leader }
+func (f *fakeCluster) Ready() (int, error) {
+	if !f.leader {
+		return 0, cluster.ErrNoLeader
+	}
+	return entry.LogFormat, nil
+}
 func (f *fakeCluster) Digest() (uint64, string)       { return 1, "d" }
 func (f *fakeCluster) Registry() *prometheus.Registry { return prometheus.NewRegistry() }
 func (f *fakeCluster) Status() (wire.ClusterStatus, error) {

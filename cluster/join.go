@@ -22,9 +22,15 @@ func (n *Node) Join(ctx context.Context, req wire.JoinRequest) error {
 	if err != nil || req.DryRun {
 		return err
 	}
-	// The joiner's format is not recorded yet: write no newer one than it
-	// says it reads (JSON if it says nothing) until it is.
-	n.format.Hold(req.LogFormat)
+	if plan.Add != nil {
+		// From the moment the joiner is added it is sent every entry, and
+		// the gate's cached format may predate its record: write no newer
+		// format than it says it reads (JSON if it says nothing) until the
+		// records are read again. A join that adds nobody (a member
+		// registering again, a replay) changes no member's format.
+		n.format.Hold(req.LogFormat)
+	}
+	defer n.format.Invalidate()
 	return translate(plan.Carry(n.raft, n.propose, n.cfg.ApplyTimeout, n.log, req))
 }
 

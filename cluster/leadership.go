@@ -27,6 +27,7 @@ func (n *Node) watchLeadership(notify <-chan bool) {
 			n.metrics.LeaderChanges.Inc()
 			n.trans.SetLeading(leader) // a follower's old replication does not wait for peers
 			changed := n.lead.Begin(leader)
+			n.format.Invalidate() // another leader may have changed the members
 			n.leaderNotice.Notify()
 			if leader {
 				n.log.Info("became leader; barrier before serving", "term", n.raft.CurrentTerm())
@@ -60,6 +61,10 @@ func (n *Node) establish(changed <-chan struct{}) {
 		}
 	}
 	if n.fsm.ClusterID() == "" {
+		if err := n.recordBootstrap(); err != nil {
+			n.log.Warn("recording the bootstrap members failed", "err", err)
+			return
+		}
 		if _, err := n.Apply(&entry.SetClusterID{ID: datadir.NewID()}); err != nil {
 			n.log.Warn("naming the cluster failed", "err", err)
 			return
@@ -68,6 +73,50 @@ func (n *Node) establish(changed <-chan struct{}) {
 	if n.lead.SetReady(changed, func() bool { return n.raft.State() == raft.Leader }) {
 		n.log.Info("leader ready", "applied_index", n.fsm.AppliedIndex())
 	}
+}
+
+// recordBootstrap records, as a new cluster's first leader, every member of
+// the configuration this process bootstrapped at this build's log format,
+// before the cluster is named and so before any command is served: the
+// members of an --initial-cluster (or fencer dev) run one build, and each
+// would otherwise count as JSON-only until it registered, up to a second
+// or more in which newer commands were refused. Each member's own
+// registration then adds its incarnation and keeps the format. A cluster
+// that already has records (a restarted first leader, an upgraded cluster
+// that predates cluster ids) is left to its members' own registrations.
+func (n *Node) recordBootstrap() error {
+	if !n.bootstrapped.Load() {
+		return nil
+	}
+	cf := n.raft.GetConfiguration()
+	if err := cf.Error(); err != nil {
+		return translate(err)
+	}
+	servers := cf.Configuration().Servers
+	for _, s := range servers {
+		if _, ok := n.fsm.Member(string(s.ID)); ok {
+			return nil
+		}
+	}
+	records := make([]entry.Member, 0, len(servers))
+	for _, s := range servers {
+		m := entry.Member{ID: string(s.ID), RaftAddr: string(s.Address), HTTPAddr: n.initialHTTPAddr(string(s.ID), string(s.Address)), LogFormat: entry.LogFormat}
+		if m.ID == n.cfg.ID {
+			m.HTTPAddr, m.Incarnation = n.cfg.HTTPAddr, n.ident.Incarnation
+		}
+		if m.HTTPAddr == "" {
+			return nil // a record without an HTTP address would misroute forwarding
+		}
+		records = append(records, m)
+	}
+	for _, m := range records {
+		if _, err := n.Apply(&entry.SetMember{Member: m}); err != nil {
+			return err
+		}
+	}
+	n.format.Invalidate()
+	n.log.Info("recorded the bootstrap members", "members", len(servers), "log_format", entry.LogFormat)
+	return nil
 }
 
 // awaitLeader returns nil once this node is a leader ready for the node's

@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -63,6 +64,11 @@ type Node struct {
 	// node answers as one that knows no leader meanwhile.
 	handingOver  atomic.Bool
 	leaderNotice leadership.Notice
+
+	// bootstrapped: this process wrote a new cluster's first
+	// configuration; as that cluster's first leader it records the
+	// members' format before it names the cluster (recordBootstrap).
+	bootstrapped atomic.Bool
 
 	ident    datadir.Identity
 	configMu sync.Mutex      // one configuration change at a time
@@ -252,13 +258,31 @@ func (n *Node) drainProposals(bound time.Duration) {
 	}
 }
 
-// Ready reports whether a leader is known and this node has applied up to
-// its commit index.
-func (n *Node) Ready() bool {
+// Ready reports whether this node can serve every command the cluster's
+// members read, and the log format they read (the gate's): a leader is
+// known, this node has applied up to its commit index, the cluster is named
+// (its first leader's own entries are applied), and every member of the
+// configuration has recorded its format. The format is below this build's
+// only in a real mixed-version upgrade, where some member recorded an older
+// one; commands that need a newer format are refused until it is upgraded.
+func (n *Node) Ready() (format int, err error) {
 	if id, addr := n.Leader(); id == "" || addr == "" {
-		return false
+		return 0, fmt.Errorf("%w: no leader is known to %s", ErrNoLeader, n.cfg.ID)
 	}
-	return n.raft.AppliedIndex() >= n.raft.CommitIndex()
+	if applied, commit := n.raft.AppliedIndex(), n.raft.CommitIndex(); applied < commit {
+		return 0, fmt.Errorf("%w: %s has applied up to index %d of %d committed", ErrNoLeader, n.cfg.ID, applied, commit)
+	}
+	if n.fsm.ClusterID() == "" {
+		return 0, fmt.Errorf("%w: the cluster's first leader has not named it yet", ErrNoLeader)
+	}
+	format, unrecorded, err := n.format.Members()
+	if err != nil {
+		return 0, fmt.Errorf("%w: %s cannot read its configuration: %v", ErrNoLeader, n.cfg.ID, err)
+	}
+	if len(unrecorded) > 0 {
+		return 0, fmt.Errorf("%w: members %s have not recorded which log format they read yet", ErrNoLeader, strings.Join(unrecorded, ", "))
+	}
+	return format, nil
 }
 
 // Status returns this node's view of the cluster, as GET /v1/cluster

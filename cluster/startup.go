@@ -171,5 +171,6 @@ func (n *Node) bootstrap(servers []raft.Server) error {
 	if err := n.raft.BootstrapCluster(raft.Configuration{Servers: servers}).Error(); err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
 		return fmt.Errorf("bootstrap: %w", err)
 	}
+	n.bootstrapped.Store(true)
 	return nil
 }

@@ -92,6 +92,8 @@ func (f *fakeRaft) EntryFormat() int {
 	return f.format
 }
 
+func (f *fakeRaft) Ready() (int, error) { return f.EntryFormat(), nil }
+
 func (f *fakeRaft) Leadership() (bool, <-chan struct{}) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

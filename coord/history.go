@@ -6,15 +6,18 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/fencer-io/fencer/cluster"
 	"github.com/fencer-io/fencer/fsm"
 	"github.com/fencer-io/fencer/fsm/entry"
 	"github.com/fencer-io/fencer/fsm/event"
 )
 
-// The grant history is replicated state (fsm/history.go): any node answers
-// from its own applied state, as for events, so reads here are never
-// forwarded and never linearizable; each returns the applied index it was
-// read at.
+// The grant history is replicated state (fsm/history.go). Its reads are
+// linearizable unless stale, as every read is: a leader confirms it still
+// leads before it answers, so that "never granted", "not kept" or a
+// history without a grant the caller was given is never this node's lag
+// (a follower answered never_granted for a token it had not applied yet).
+// Each returns the applied index it was read at.
 
 // historySettle is how often a node looks whether the cluster's history
 // settings are applied yet, and whether, as its leader, it can propose them.
@@ -42,17 +45,28 @@ func (e *TokenError) Error() string {
 func (e *TokenError) Unwrap() error { return ErrUnknownToken }
 
 // History returns up to n of lock's last grants, newest first, and the
-// applied index they were read at.
-func (s *Service) History(lock string, n int) ([]entry.GrantRecord, uint64) {
-	return s.fsm.GrantHistory(lock, n)
+// applied index they were read at; linearizable unless stale.
+func (s *Service) History(ctx context.Context, lock string, n int, stale bool) ([]entry.GrantRecord, uint64, error) {
+	if !stale {
+		if err := s.linearizable(ctx); err != nil {
+			return nil, 0, err
+		}
+	}
+	grants, index := s.fsm.GrantHistory(lock, n)
+	return grants, index, nil
 }
 
 // AppliedIndex is the index of the last entry this node applied.
 func (s *Service) AppliedIndex() uint64 { return s.fsm.AppliedIndex() }
 
 // Grant returns the grant that had token, or a *TokenError, and the
-// applied index it was read at.
-func (s *Service) Grant(token uint64) (entry.GrantRecord, uint64, error) {
+// applied index it was read at; linearizable unless stale.
+func (s *Service) Grant(ctx context.Context, token uint64, stale bool) (entry.GrantRecord, uint64, error) {
+	if !stale {
+		if err := s.linearizable(ctx); err != nil {
+			return entry.GrantRecord{}, 0, err
+		}
+	}
 	index := s.fsm.AppliedIndex()
 	g, why := s.fsm.GrantOf(token)
 	if why == fsm.TokenFound {
@@ -60,6 +74,51 @@ func (s *Service) Grant(token uint64) (entry.GrantRecord, uint64, error) {
 	}
 	cfg, _ := s.fsm.GrantHistorySettings()
 	return g, index, &TokenError{Token: token, Lookup: why, Settings: cfg}
+}
+
+// prepare puts the cluster's grant-history settings in the log, when it
+// has none and every member reads them, before a new leader serves anyone:
+// so the first grant of a new cluster is in the history. It waits (an
+// error, retried) until the node is ready, when the members' formats are
+// known; in a mixed-version cluster whose members do not all read the
+// settings yet it leaves them to settleHistory.
+func (s *Service) prepare() error {
+	if s.cfg.GrantHistory == nil {
+		return nil
+	}
+	if _, ok := s.fsm.GrantHistorySettings(); ok {
+		return nil
+	}
+	format, err := s.raft.Ready()
+	if err != nil {
+		return err
+	}
+	if format < entry.LogFormatHistory {
+		return nil
+	}
+	if _, err := s.raft.Apply(&entry.SetGrantHistory{GrantHistorySettings: *s.cfg.GrantHistory}); err != nil {
+		return err
+	}
+	s.log.Info("the cluster keeps a grant history", "grant_history", s.cfg.GrantHistory.Global, "grant_history_per_lock", s.cfg.GrantHistory.PerLock)
+	return nil
+}
+
+// Ready returns the log format the members read once this node can serve
+// every command of it: the node is ready (Raft.Ready) and, where the
+// members read them, the cluster's grant-history settings are applied, so
+// that a grant made through this node is in the history. The error says
+// why not (cluster.ErrNoLeader).
+func (s *Service) Ready() (int, error) {
+	format, err := s.raft.Ready()
+	if err != nil {
+		return 0, err
+	}
+	if s.cfg.GrantHistory != nil && format >= entry.LogFormatHistory {
+		if _, ok := s.fsm.GrantHistorySettings(); !ok {
+			return 0, fmt.Errorf("%w: the cluster's grant-history settings are not applied here yet", cluster.ErrNoLeader)
+		}
+	}
+	return format, nil
 }
 
 // settleHistory runs on every node until the cluster's history settings

@@ -34,14 +34,14 @@ func TestHistorySettingsProposedOnceMembersReadThem(t *testing.T) {
 	if cfg, _ := s.GrantHistorySettings(); cfg != want {
 		t.Fatalf("settings %+v, want %+v", cfg, want)
 	}
-	if _, _, err := s.Grant(g.Token); !errors.Is(err, ErrUnknownToken) {
+	if _, _, err := s.Grant(context.Background(), g.Token, false); !errors.Is(err, ErrUnknownToken) {
 		t.Fatalf("a grant before the settings: %v", err)
 	}
 	g2 := mustAcquire(t, s, "b", "w", time.Minute)
-	if got, _, err := s.Grant(g2.Token); err != nil || got.Lock != "b" || got.Ended != "" {
+	if got, _, err := s.Grant(context.Background(), g2.Token, false); err != nil || got.Lock != "b" || got.Ended != "" {
 		t.Fatalf("grant after the settings: %+v %v", got, err)
 	}
-	if hist, _ := s.History("b", 5); len(hist) != 1 || hist[0].Token != g2.Token {
+	if hist, _, _ := s.History(context.Background(), "b", 5, false); len(hist) != 1 || hist[0].Token != g2.Token {
 		t.Fatalf("history of b: %+v", hist)
 	}
 

@@ -22,4 +22,9 @@ type Raft interface {
 	// member has recorded (entry.LogFormat*). Below entry.LogFormatPrincipal
 	// entries carry no principal and key deletes cannot be written.
 	EntryFormat() int
+	// Ready returns the log format the members read once this node can
+	// serve every command they read (a leader is known, this node is caught
+	// up, the cluster is named and every member's format recorded), or why
+	// not (cluster.ErrNoLeader).
+	Ready() (format int, err error)
 }

@@ -133,7 +133,7 @@ func New(r Raft, state *fsm.FSM, cfg Config) *Service {
 	}
 	s.leases = lease.New(cfg.Clock, s.expireTimer)
 	s.metrics = metrics.New(cfg.Registry, s.gauges)
-	s.leader = leadership.Follow(r, leadership.Hooks{End: s.endView, Promote: s.promote}, s.log)
+	s.leader = leadership.Follow(r, leadership.Hooks{End: s.endView, Prepare: s.prepare, Promote: s.promote}, s.log)
 	if cfg.GrantHistory != nil {
 		go s.settleHistory(*cfg.GrantHistory)
 	}

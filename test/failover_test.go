@@ -204,7 +204,7 @@ func TestLinearizableReadRightAfterFailover(t *testing.T) {
 			t.Fatalf("GET %s right after failover: %s", path, resp.Status)
 		}
 	}
-	if !next.Inst.Node.Ready() {
-		t.Fatal("the new leader is not ready before any write")
+	if _, err := next.Inst.Node.Ready(); err != nil {
+		t.Fatalf("the new leader is not ready before any write: %v", err)
 	}
 }

@@ -285,7 +285,7 @@ func TestRestoreVoidsAlikeOnALaggingMember(t *testing.T) {
 		// The history says the same on every member, the lagging one too,
 		// which never held these grants.
 		for _, g := range held {
-			rec, _, err := n.Inst.Coord.Grant(g.Token)
+			rec, _, err := n.Inst.Coord.Grant(context.Background(), g.Token, true) // each member's own state
 			if err != nil || rec.Ended != "voided" || rec.EndedIndex != at {
 				t.Fatalf("%s: grant %d after the restore: %+v %v", n.ID, g.Token, rec, err)
 			}

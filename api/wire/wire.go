@@ -387,11 +387,17 @@ type RemoveMemberResponse struct {
 }
 
 // Health is the answer to GET /healthz ("ok": the process serves) and to
-// GET /readyz ("ready": it knows a leader and has applied up to the commit
-// index).
+// GET /readyz ("ready": the node can serve every command its cluster's
+// members read: it knows a leader, has applied up to the commit index, and
+// the cluster's own first entries, the members' formats and the grant
+// history settings, are applied).
 type Health struct {
 	Node   string `json:"node"`
 	Status string `json:"status"`
+	// LogFormat (readyz) is the log format every member reads; Note says
+	// what is refused when it is below this build's (a rolling upgrade).
+	LogFormat int    `json:"log_format,omitempty"`
+	Note      string `json:"note,omitempty"`
 }
 
 // SemAcquireRequest is the body of POST /v1/semaphores/{name}/acquire.

@@ -8,12 +8,19 @@
 // upgraded member re-registers because its record no longer matches. Until
 // every member has, entries stay JSON.
 //
-// Reading the configuration goes through Raft's main loop, so the answer is
-// cached for a second; a join lowers it at once (Hold), before the new
-// member is added, to the format the joiner says it reads (JSON from builds
-// that do not say), and it is recomputed from the records afterwards.
-// (Lowering it to JSON for every join would leave a second after each one in
-// which acquires carry no principal.)
+// The gate never drops below what the members run: a new cluster's first
+// leader records every member of the bootstrap configuration at its own
+// build's format before it names the cluster (cluster.establish), a joiner's
+// record is written before it is added, and a restarted member keeps the
+// record it had. A member without a record (an operator's add of a node that
+// has not registered yet) counts as JSON-only: its build is unknown.
+//
+// Reading the configuration goes through Raft, so the answer is cached for a
+// second and dropped (Invalidate) whenever the node changes the records or
+// the configuration itself, or gains the leadership; a join that adds a
+// member lowers it at once (Hold), before the member is added, to the format
+// the joiner says it reads (JSON from builds that do not say). A join that
+// adds nothing (a member registering again, a replayed join) holds nothing.
 package logformat
 
 import (
@@ -85,21 +92,38 @@ func (g *Gate) Hold(format int) {
 	g.mu.Unlock()
 }
 
-// clusterFormat is the newest format that every member in the configuration
-// has recorded; a member without a record counts as JSON-only.
-func (g *Gate) clusterFormat() int {
+// Invalidate makes the next Format read the configuration and the records
+// again: the node changed one of them, or now leads.
+func (g *Gate) Invalidate() {
+	g.mu.Lock()
+	g.checked = time.Time{}
+	g.mu.Unlock()
+}
+
+// Members reads the configuration and the records now, uncached: the
+// newest format every member has recorded, and the members without a record,
+// whose format is unknown (counted as JSON).
+func (g *Gate) Members() (format int, unrecorded []string, err error) {
 	conf, err := g.configuration()
 	if err != nil {
-		return entry.LogFormatJSON
+		return entry.LogFormatJSON, nil, err
 	}
-	format := entry.LogFormat
+	format = entry.LogFormat
 	for _, s := range conf.Servers {
 		m, ok := g.member(string(s.ID))
 		if !ok {
-			return entry.LogFormatJSON
+			unrecorded = append(unrecorded, string(s.ID))
+			m.LogFormat = entry.LogFormatJSON
 		}
 		format = min(format, m.LogFormat)
 	}
+	return format, unrecorded, nil
+}
+
+// clusterFormat is the newest format that every member in the configuration
+// has recorded; a member without a record counts as JSON-only.
+func (g *Gate) clusterFormat() int {
+	format, _, _ := g.Members()
 	return format
 }
 

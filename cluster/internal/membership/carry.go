@@ -17,7 +17,8 @@ type Raft interface {
 	RemoveServer(id raft.ServerID, prevIndex uint64, timeout time.Duration) raft.IndexFuture
 }
 
-// Carry makes the changes of p, the plan for req, in order: Raft's through
+// Carry makes the changes of p, the plan for req, in order (the old
+// incarnation out, conflicting servers out, the record, the joiner in): Raft's through
 // r, each bounded by timeout, and the member records through apply, which
 // proposes an entry. Each is a change of its own; if one fails, Carry stops
 // and the joiner's next attempt plans from what was done. Raft's errors come
@@ -38,6 +39,14 @@ func (p JoinPlan) Carry(r Raft, apply func(entry.Command) error, timeout time.Du
 			return err
 		}
 	}
+	// The record goes first: a member in the configuration without one
+	// counts as JSON-only to the format gate, and the joiner's says which
+	// format it reads.
+	if p.Record != nil {
+		if err := apply(&entry.SetMember{Member: *p.Record}); err != nil {
+			return err
+		}
+	}
 	if a := p.Add; a != nil {
 		add := r.AddNonvoter
 		if a.Suffrage == raft.Voter {
@@ -49,9 +58,6 @@ func (p JoinPlan) Carry(r Raft, apply func(entry.Command) error, timeout time.Du
 		if !p.Promote {
 			log.Info("member added", "id", req.ID, "raft_addr", req.RaftAddr, "voter", req.Voter)
 		}
-	}
-	if p.Record != nil {
-		return apply(&entry.SetMember{Member: *p.Record})
 	}
 	return nil
 }

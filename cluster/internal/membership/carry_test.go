@@ -58,7 +58,8 @@ func (r *recorder) apply(cmd entry.Command) error {
 }
 
 // A plan is carried out in its order (the old incarnation out, the
-// conflicting servers out, the joiner in, its record last), and a failed
+// conflicting servers out, the joiner's record, then the joiner in: a member
+// in the configuration without a record would count as JSON-only), and a failed
 // change stops it there, so that the next attempt plans from what was done.
 func TestCarryInOrderAndStopsAtAFailure(t *testing.T) {
 	conf := raft.Configuration{Servers: []raft.Server{voter("n1", "r1"), voter("n2", "r2"), voter("n3", "r4")}}
@@ -68,7 +69,7 @@ func TestCarryInOrderAndStopsAtAFailure(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	all := []string{"remove server n2", "forget n2", "remove server n3", "add voter n2@r4", "record n2@r4 new"}
+	all := []string{"remove server n2", "forget n2", "remove server n3", "record n2@r4 new", "add voter n2@r4"}
 	log := slog.New(slog.DiscardHandler)
 	for i := -1; i < len(all); i++ {
 		r := &recorder{}

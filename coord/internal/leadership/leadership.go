@@ -11,6 +11,7 @@ package leadership
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -34,6 +35,11 @@ type Hooks struct {
 	// End runs as each view begins, before any promotion: it ends what
 	// the previous view held, answering its waiters with err.
 	End func(err error)
+	// Prepare, when set, runs once a leading view's Barrier returned and
+	// before Promote: what must be in the log before the view serves
+	// anyone (the cluster's grant-history settings on a new cluster). An
+	// error is retried, as a failed Barrier is, while the view lasts.
+	Prepare func() error
 	// Promote runs once a leading view's Barrier returned and before any
 	// caller is served in it: it starts the view's leader-only work.
 	Promote func()
@@ -113,19 +119,11 @@ func (f *Follower) begin(leader bool, changed <-chan struct{}) {
 // are requests served.
 func (f *Follower) promote(changed <-chan struct{}) {
 	defer f.wg.Done()
-	for {
-		err := f.raft.Barrier()
-		if err == nil {
-			break
-		}
-		f.log.Warn("barrier failed", "err", err)
-		select {
-		case <-f.stop:
-			return
-		case <-changed:
-			return
-		case <-time.After(100 * time.Millisecond):
-		}
+	if !f.retry(changed, "barrier failed", f.raft.Barrier) {
+		return
+	}
+	if f.hooks.Prepare != nil && !f.retry(changed, "preparing the leader failed", f.hooks.Prepare) {
+		return
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -137,6 +135,31 @@ func (f *Follower) promote(changed <-chan struct{}) {
 	f.hooks.Promote()
 	f.view.ready = true
 	close(f.view.readyCh)
+}
+
+// retry calls step until it succeeds, pausing between failures, and
+// reports false, having given up, when the view ends or the follower stops.
+func (f *Follower) retry(changed <-chan struct{}, failed string, step func() error) bool {
+	pause := 5 * time.Millisecond
+	for {
+		err := step()
+		if err == nil {
+			return true
+		}
+		level := slog.LevelWarn
+		if errors.Is(err, cluster.ErrNoLeader) {
+			level = slog.LevelDebug // not ready yet: the node's own first entries
+		}
+		f.log.Log(context.Background(), level, failed, "err", err)
+		select {
+		case <-f.stop:
+			return false
+		case <-changed:
+			return false
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, 100*time.Millisecond)
+	}
 }
 
 // Await returns nil once this node leads and is promoted in the node's
