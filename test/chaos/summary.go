@@ -35,6 +35,7 @@ func (r *Result) Summary() string {
 	b.WriteString(r.observations())
 	b.WriteString(r.watched())
 
+	b.WriteString(r.refusalCodes())
 	b.WriteString(r.otherErrors())
 
 	b.WriteString(r.tokensAndWrites())
@@ -78,7 +79,7 @@ func (r *Result) operations() string {
 		var parts []string
 		n := 0
 		for _, o := range []history.Outcome{history.OK, history.LockHeld, history.SemaphoreFull, history.LockDelay, history.LeaseLost, history.StaleToken,
-			history.NotLockHolder, history.Unknown, history.OtherError} {
+			history.NotLockHolder, history.Refused, history.Unknown, history.OtherError} {
 			if k := byKind[kind][o]; k > 0 {
 				parts = append(parts, fmt.Sprintf("%s %d", o, k))
 				n += k
@@ -144,9 +145,67 @@ func (r *Result) lateWrites() string {
 	if len(count) == 0 {
 		return "writes by paused clients after waking: none\n"
 	}
-	return fmt.Sprintf("writes by paused clients after waking: %d refused (stale %d, not holder %d), %d accepted, %d unknown\n",
-		count[history.StaleToken]+count[history.NotLockHolder], count[history.StaleToken], count[history.NotLockHolder],
+	return fmt.Sprintf("writes by paused clients after waking: %d refused (stale %d, not holder %d, other %d), %d accepted, %d unknown\n",
+		count[history.StaleToken]+count[history.NotLockHolder]+count[history.Refused],
+		count[history.StaleToken], count[history.NotLockHolder], count[history.Refused],
 		count[history.OK], count[history.Unknown]+count[history.OtherError])
+}
+
+// refusalCodes counts the answers that carried an error code, by code and
+// then by kind of op, most frequent first. A code on an indeterminate op
+// (a put refused after an attempt whose answer was lost, a no_leader after
+// the last retry) is counted apart: it is what the service said, not what
+// the checker took it to mean.
+func (r *Result) refusalCodes() string {
+	type tally struct {
+		total, indeterminate int
+		byKind               map[history.OpKind]int
+	}
+	byCode := map[string]*tally{}
+	for _, op := range r.History.Ops {
+		if op.Code == "" {
+			continue
+		}
+		t := byCode[op.Code]
+		if t == nil {
+			t = &tally{byKind: map[history.OpKind]int{}}
+			byCode[op.Code] = t
+		}
+		t.total++
+		t.byKind[op.Kind]++
+		if op.Outcome.Indeterminate() {
+			t.indeterminate++
+		}
+	}
+	if len(byCode) == 0 {
+		return "answers with an error code: none\n"
+	}
+	codes := make([]string, 0, len(byCode))
+	for code := range byCode {
+		codes = append(codes, code)
+	}
+	slices.SortFunc(codes, func(a, b string) int {
+		if c := byCode[b].total - byCode[a].total; c != 0 {
+			return c
+		}
+		return strings.Compare(a, b)
+	})
+	var b strings.Builder
+	b.WriteString("answers with an error code (code, count: by kind):\n")
+	for _, code := range codes {
+		t := byCode[code]
+		kinds := make([]string, 0, len(t.byKind))
+		for kind, k := range t.byKind {
+			kinds = append(kinds, fmt.Sprintf("%s %d", kind, k))
+		}
+		slices.Sort(kinds)
+		fmt.Fprintf(&b, "  %-22s %6d: %s", code, t.total, strings.Join(kinds, ", "))
+		if t.indeterminate > 0 {
+			fmt.Fprintf(&b, " (%d on indeterminate ops)", t.indeterminate)
+		}
+		b.WriteByte('\n')
+	}
+	return b.String()
 }
 
 // counts renders name×count pairs, sorted by name, or "none".

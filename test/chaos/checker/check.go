@@ -29,6 +29,7 @@ const (
 	CheckLeaders      = "one leader per term"
 	CheckObservers    = "observers in term order"
 	CheckWatch        = "watched grants"
+	CheckUnissued     = "no false unissued_token"
 )
 
 // DefaultTimeout bounds each linearizability search when Options.Timeout is
@@ -129,6 +130,7 @@ func Check(h history.History, opts Options) Report {
 		invariant(CheckLeaders, OneLeaderPerTerm(h), skipIf(!hasKind(h, history.Campaign) && len(h.Observations) == 0, "no election")),
 		invariant(CheckObservers, ObserverOrder(h), skipIf(len(h.Observations) == 0, "no observations")),
 		invariant(CheckWatch, WatchedGrants(h), skipIf(h.Watch == nil, "no watcher")),
+		invariant(CheckUnissued, FalseUnissued(h), skipIf(!hasCodes(h), "no error codes recorded")),
 	)
 	return r
 }

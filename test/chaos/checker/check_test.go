@@ -21,8 +21,9 @@ func validRun() history.History {
 			put(0, "k", "v1", 5, history.OK, 20, 30),
 			renew(0, "a", 5, history.OK, 20, 30),
 			acquireOK(1, "a", "h2", 8, 40, 50), // h1's lease expired unseen
-			put(0, "k", "v2", 5, history.StaleToken, 60, 70),
-			renew(0, "a", 5, history.LeaseLost, 60, 70),
+			withCode(put(0, "k", "v2", 5, history.StaleToken, 60, 70), "stale_token"),
+			withCode(renew(0, "a", 5, history.LeaseLost, 60, 70), "lease_lost"),
+			refused(2, "k", "", 0, "missing_token", 62, 68),
 			put(1, "k", "v3", 8, history.Unknown, 60, 70),
 			acquireUnknown(2, "b", "h3", 80, 90),
 			{Kind: history.SemAcquire, Target: "s", Client: 1, Holder: "h2", Limit: 2, TTL: 1000, Token: 9, Outcome: history.OK, Call: 95, Return: 100},
@@ -32,6 +33,8 @@ func validRun() history.History {
 			acquireOK(0, "c", "h1", 1<<32|4, 220, 230),
 			put(0, "j", "w1", 1<<32|4, history.OK, 240, 250),
 			get(1, "j", "w1", 1<<32|4, 260, 270),
+			// A forged token, above every grant: truly never issued.
+			refused(2, "j", "w2", 1<<32|9, "unissued_token", 280, 290),
 		},
 		Events: []history.Event{
 			{Kind: "partition", Time: 55, Description: "isolate n1"},
@@ -66,7 +69,7 @@ func TestCheckPassesAValidRun(t *testing.T) {
 			t.Errorf("%s: %s, want every check to run and pass", v.Name, v.Status)
 		}
 	}
-	if !strings.Contains(r.String(), "all 14 checks passed") {
+	if !strings.Contains(r.String(), "all 15 checks passed") {
 		t.Errorf("summary:\n%s", r)
 	}
 }
@@ -78,6 +81,13 @@ func TestCheckRejectsAMalformedHistory(t *testing.T) {
 		"misspelt outcome":       {Kind: history.Acquire, Target: "a", Outcome: "OK"},
 		"no target":              {Kind: history.Get, Outcome: history.OK},
 		"returns before call":    {Kind: history.Get, Target: "k", Outcome: history.OK, Call: 10, Return: 5},
+		"refused without a code": {Kind: history.Put, Target: "k", Token: 5, Outcome: history.Refused},
+		"refusals are puts'":     {Kind: history.Acquire, Target: "a", Outcome: history.Refused, Code: "upgrade_required"},
+		"ok with an error code":  {Kind: history.Put, Target: "k", Token: 5, Outcome: history.OK, Code: "stale_token"},
+		// A refusal with an outcome of its own must be recorded as that
+		// outcome, not as one the model reads nothing into.
+		"stale_token as refused":  {Kind: history.Put, Target: "k", Token: 5, Outcome: history.Refused, Code: "stale_token"},
+		"stale_token, wrong code": {Kind: history.Put, Target: "k", Token: 5, Outcome: history.StaleToken, Code: "unissued_token"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			h := validRun()
@@ -90,6 +100,11 @@ func TestCheckRejectsAMalformedHistory(t *testing.T) {
 	}
 }
 
+func withCode(op history.Op, code string) history.Op {
+	op.Code = code
+	return op
+}
+
 func TestReportSummarizesFailures(t *testing.T) {
 	h := validRun()
 	h.Ops = append(h.Ops, renew(0, "a", 5, history.OK, 300, 310)) // the old holder told it still holds
@@ -100,7 +115,7 @@ func TestReportSummarizesFailures(t *testing.T) {
 	}
 	s := r.String()
 	for _, want := range []string{
-		"2 of 14 checks not OK",
+		"2 of 15 checks not OK",
 		"FAIL          lock linearizability",
 		"renew(a, t5) -> ok [300, 310]",
 		"FAIL          member state hashes",

@@ -60,6 +60,23 @@
 //     wherever it is seen, and shows only values its leader published.
 //   - ObserverOrder: each election observer saw the terms in token order,
 //     each once.
+//   - FalseUnissued: no write is refused unissued_token ("above every token
+//     granted so far") when a token at least as great had been
+//     acknowledged to a client, or seen by an observer, before it was sent.
+//
+// # Refusals by code
+//
+// Every answer of the service with an error body is recorded with its code
+// (history.Op.Code). A refusal is read by its code and nothing else: only
+// stale_token says a put's stamp is not above the key's mark (fencer has no
+// separate code for an equal token: a replay is stale_token too);
+// not_lock_holder and every other definite refusal of a put (outcome
+// refused: unissued_token, missing_token, kv_full, ...) mean it did not
+// take effect and say nothing of the mark. A put's refusal is definite
+// because the client reports one that follows an attempt which may have
+// landed as outcome unknown; the other kinds' clients make no such promise,
+// so their refusals without an outcome of their own stay indeterminate
+// (error), as does any answer without a code.
 //
 // # Limits
 //

@@ -43,6 +43,14 @@ func put(c int, key, value string, token uint64, out history.Outcome, call, ret 
 	return history.Op{Kind: history.Put, Target: key, Client: c, Value: value, Token: token, Outcome: out, Call: call, Return: ret}
 }
 
+// refused is a put refused with code (not stale_token nor not_lock_holder,
+// which have outcomes of their own).
+func refused(c int, key, value string, token uint64, code string, call, ret int64) history.Op {
+	op := put(c, key, value, token, history.Refused, call, ret)
+	op.Code = code
+	return op
+}
+
 func putSeq(c int, key, value string, token, seq uint64, out history.Outcome, call, ret int64) history.Op {
 	op := put(c, key, value, token, out, call, ret)
 	op.Seq = seq

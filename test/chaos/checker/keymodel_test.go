@@ -57,6 +57,10 @@ func TestKeyModelRejects(t *testing.T) {
 			getMissing(1, "k", 20, 30),
 			get(1, "k", "a", 5, 40, 50),
 		}},
+		{name: "a refused put takes effect", ops: []history.Op{
+			refused(0, "k", "a", 5, "unissued_token", 0, 10),
+			get(1, "k", "a", 5, 20, 30),
+		}, evidence: "get(k)"},
 		{name: "a value goes back after the newer write was read", ops: []history.Op{
 			put(0, "k", "a", 5, history.Unknown, 0, 10),
 			put(1, "k", "b", 7, history.OK, 0, 10),
@@ -93,6 +97,18 @@ func TestKeyModelAccepts(t *testing.T) {
 			put(0, "k", "a", 5, history.OK, 0, 10),
 			put(1, "k", "b", 9, history.NotLockHolder, 20, 30),
 			get(2, "k", "a", 5, 40, 50),
+		}},
+		// Only stale_token says the token is not above the mark: a newer
+		// token refused for another reason is no contradiction.
+		{name: "unissued_token says nothing of the mark", ops: []history.Op{
+			put(0, "k", "a", 5, history.OK, 0, 10),
+			refused(1, "k", "b", 7, "unissued_token", 20, 30),
+			get(2, "k", "a", 5, 40, 50),
+		}},
+		{name: "a refusal without a token says nothing of the mark", ops: []history.Op{
+			refused(1, "k", "b", 0, "missing_token", 0, 10),
+			put(0, "k", "a", 5, history.OK, 20, 30),
+			refused(1, "k", "b", 0, "missing_token", 40, 50),
 		}},
 		{name: "an unknown put that did not happen", ops: []history.Op{
 			put(0, "k", "a", 5, history.Unknown, 0, 10),

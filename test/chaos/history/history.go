@@ -10,6 +10,8 @@ import (
 	"os"
 	"slices"
 	"strings"
+
+	"github.com/fencer-io/fencer/api/wire"
 )
 
 // OpKind names what a client asked for.
@@ -49,6 +51,12 @@ type Outcome string
 // timeout, a dropped connection) may take effect at any later time, even after
 // the client gave up, while an OtherError was answered by the service, so if
 // it took effect at all it did so before the answer.
+//
+// Each definite refusal the models reason about has an outcome of its own,
+// named after its code: StaleToken alone says that a put's stamp is not
+// admitted by the key's mark. Refused is every other definite refusal of a
+// put: it did not take effect, and its code (Op.Code) says why, which the
+// models read nothing into (unissued_token, missing_token, kv_full, ...).
 const (
 	OK            Outcome = "ok"
 	LockHeld      Outcome = "lock_held"
@@ -58,9 +66,21 @@ const (
 	SemaphoreFull Outcome = "semaphore_full"
 	// LockDelay: the only free permits were in a lock-delay.
 	LockDelay  Outcome = "lock_delay"
+	Refused    Outcome = "refused"
 	Unknown    Outcome = "unknown"
 	OtherError Outcome = "error"
 )
+
+// outcomeCodes maps each outcome named after a code to that code: an op with
+// one of these outcomes that records a code must record this one.
+var outcomeCodes = map[Outcome]string{
+	LockHeld:      wire.CodeLockHeld,
+	LeaseLost:     wire.CodeLeaseLost,
+	StaleToken:    wire.CodeStaleToken,
+	NotLockHolder: wire.CodeNotLockHolder,
+	SemaphoreFull: wire.CodeSemaphoreFull,
+	LockDelay:     wire.CodeLockDelay,
+}
 
 // Indeterminate reports whether o leaves open whether the operation happened.
 func (o Outcome) Indeterminate() bool { return o == Unknown || o == OtherError }
@@ -73,7 +93,7 @@ var outcomesByKind = map[OpKind][]Outcome{
 	Renew:   {OK, LeaseLost, Unknown, OtherError},
 	Release: {OK, LeaseLost, Unknown, OtherError},
 	Read:    {OK, Unknown, OtherError},
-	Put:     {OK, StaleToken, NotLockHolder, Unknown, OtherError},
+	Put:     {OK, StaleToken, NotLockHolder, Refused, Unknown, OtherError},
 	Get:     {OK, Unknown, OtherError},
 
 	SemAcquire: {OK, SemaphoreFull, LockDelay, Unknown, OtherError},
@@ -117,7 +137,12 @@ type Op struct {
 	Call    int64   `json:"call"`
 	Return  int64   `json:"return"`
 	Outcome Outcome `json:"outcome"`
-	Error   string  `json:"error,omitempty"` // message for unknown and error outcomes
+	// Code is the "code" of the error body the service answered with
+	// (wire.Code*), whatever the outcome: a refusal's reason, or the last
+	// answer of an indeterminate op (no_leader, outcome_unknown). Empty
+	// when there was no such answer.
+	Code  string `json:"code,omitempty"`
+	Error string `json:"error,omitempty"` // message for unknown and error outcomes
 }
 
 // String renders op in one line for reports and visualizations.
@@ -159,6 +184,8 @@ func (op Op) String() string {
 		out = fmt.Sprintf("%q %s", op.Value, op.Stamp())
 	case op.Kind == Get && op.Outcome == OK:
 		out = "not found"
+	case op.Outcome == Refused:
+		out = fmt.Sprintf("refused %s", op.Code)
 	case op.Outcome.Indeterminate() && op.Error != "":
 		out = fmt.Sprintf("%s (%s)", op.Outcome, op.Error)
 	default:
@@ -304,6 +331,9 @@ func (h History) Validate() error {
 		if !slices.Contains(allowed, op.Outcome) {
 			problems = append(problems, fmt.Sprintf("op %d: %s cannot have outcome %q", i, op.Kind, op.Outcome))
 		}
+		if p := op.codeProblem(allowed); p != "" {
+			problems = append(problems, fmt.Sprintf("op %d: %s", i, p))
+		}
 	}
 	for i, o := range h.Observations {
 		if o.Election == "" || o.Token == 0 {
@@ -314,6 +344,32 @@ func (h History) Validate() error {
 		return fmt.Errorf("malformed history: %s", strings.Join(problems, "; "))
 	}
 	return nil
+}
+
+// codeProblem says what is wrong with op's code for its outcome, if
+// anything. A refusal that has an outcome of its own must be recorded as
+// that outcome, so that a model cannot miss it as a mere Refused; an ok has
+// no error code; a Refused says which refusal it was. A definite outcome
+// without a code is allowed: histories from before codes were recorded
+// have none.
+func (op Op) codeProblem(allowed []Outcome) string {
+	switch {
+	case op.Outcome == OK && op.Code != "":
+		return fmt.Sprintf("%s ok with error code %q", op.Kind, op.Code)
+	case op.Outcome == Refused && op.Code == "":
+		return fmt.Sprintf("%s refused without a code", op.Kind)
+	}
+	if want, ok := outcomeCodes[op.Outcome]; ok && op.Code != "" && op.Code != want {
+		return fmt.Sprintf("%s %s with code %q", op.Kind, op.Outcome, op.Code)
+	}
+	if !op.Outcome.Indeterminate() {
+		for o, code := range outcomeCodes {
+			if op.Code == code && o != op.Outcome && slices.Contains(allowed, o) {
+				return fmt.Sprintf("%s %s with code %q, which is outcome %s", op.Kind, op.Outcome, op.Code, o)
+			}
+		}
+	}
+	return ""
 }
 
 // WriteFile writes h as indented JSON to path.

@@ -89,15 +89,64 @@ func TestOutcomeOf(t *testing.T) {
 		{history.Renew, api(410, "lease_lost"), history.LeaseLost},
 		{history.Release, api(410, "lease_lost"), history.LeaseLost},
 		{history.Put, api(409, "stale_token"), history.StaleToken},
-		{history.Put, api(428, "missing_token"), history.StaleToken},
 		{history.Put, api(409, "not_lock_holder"), history.NotLockHolder},
+		// Only stale_token says the token is not above the key's mark:
+		// every other refusal of a put is its own, and definite.
+		{history.Put, api(409, "unissued_token"), history.Refused},
+		{history.Put, api(428, "missing_token"), history.Refused},
+		{history.Put, api(429, "kv_full"), history.Refused},
+		{history.Put, api(409, "upgrade_required"), history.Refused},
+		{history.Put, api(409, ""), history.OtherError}, // not fencer's answer
+		{history.Put, api(503, "no_leader"), history.Unknown},
 		// A retried put whose first attempt may have landed.
 		{history.Put, fmt.Errorf("%w: %w", client.ErrOutcomeUnknown, api(409, "stale_token")), history.Unknown},
+		{history.Put, fmt.Errorf("%w: %w", client.ErrOutcomeUnknown, api(409, "unissued_token")), history.Unknown},
 		{history.Read, api(400, "invalid_name"), history.OtherError},
+		// An acquire retried after a lost answer may have been granted.
+		{history.Acquire, api(409, "upgrade_required"), history.OtherError},
 	}
 	for _, c := range cases {
 		if got := outcomeOf(c.kind, c.err); got != c.want {
 			t.Errorf("outcomeOf(%s, %v) = %s, want %s", c.kind, c.err, got, c.want)
+		}
+	}
+}
+
+func TestSettleRecordsTheCode(t *testing.T) {
+	w := &worker{}
+	for _, c := range []struct {
+		err  error
+		want string
+	}{
+		{nil, ""},
+		{&client.APIError{Status: 409, Code: "unissued_token"}, "unissued_token"},
+		{fmt.Errorf("PUT: %w", &client.APIError{Status: 503, Code: "outcome_unknown"}), "outcome_unknown"},
+		{fmt.Errorf("%w: %w", client.ErrOutcomeUnknown, &client.APIError{Status: 409, Code: "stale_token"}), "stale_token"},
+		{client.ErrUnavailable, ""},
+	} {
+		op := history.Op{Kind: history.Put}
+		w.settle(&op, c.err)
+		if op.Code != c.want {
+			t.Errorf("settle(%v): code %q, want %q", c.err, op.Code, c.want)
+		}
+	}
+}
+
+func TestResourceOutcome(t *testing.T) {
+	for _, c := range []struct {
+		status int
+		body   string
+		want   history.Outcome
+	}{
+		{409, `{"error":"stale","code":"stale_token","last_token":7}`, history.StaleToken},
+		{428, `{"error":"no token","code":"missing_token"}`, history.Refused},
+		{400, `{"error":"bad","code":"malformed_sequence"}`, history.Refused},
+		{409, `not json`, history.OtherError},
+		{500, `{"error":"disk","code":"internal"}`, history.Unknown},
+		{502, `bad gateway`, history.Unknown},
+	} {
+		if got := resourceOutcome(c.status, errorCode([]byte(c.body))); got != c.want {
+			t.Errorf("resourceOutcome(%d, %s) = %s, want %s", c.status, c.body, got, c.want)
 		}
 	}
 }

@@ -384,18 +384,37 @@ func (w *worker) putResource(lock string, token, seq uint64) {
 		}
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
 		resp.Body.Close()
-		switch {
-		case resp.StatusCode == http.StatusOK:
+		if resp.StatusCode == http.StatusOK {
 			op.Outcome = history.OK
-		case resp.StatusCode == http.StatusConflict, resp.StatusCode == http.StatusPreconditionRequired:
-			// 409 stale, or 428 no token: the fence refused the write.
-			op.Outcome = history.StaleToken
-		case resp.StatusCode >= 500:
-			op.Outcome, op.Error = history.Unknown, resp.Status+": "+string(body)
-		default:
-			op.Outcome, op.Error = history.OtherError, resp.Status+": "+string(body)
+			return
 		}
+		op.Code, op.Error = errorCode(body), resp.Status+": "+string(body)
+		op.Outcome = resourceOutcome(resp.StatusCode, op.Code)
 	})
+}
+
+// resourceOutcome classifies the resource's answer to a write, made in one
+// attempt (net/http does not resend a PUT), so that an answer with a code
+// is a definite refusal; a 5xx may hide a write that landed.
+func resourceOutcome(status int, code string) history.Outcome {
+	switch {
+	case status >= 500:
+		return history.Unknown
+	case code == wire.CodeStaleToken:
+		return history.StaleToken
+	case status >= 400 && code != "":
+		return history.Refused
+	}
+	return history.OtherError
+}
+
+// errorCode reads the code of a wire.Error body; empty if it is none.
+func errorCode(body []byte) string {
+	var e wire.Error
+	if json.Unmarshal(body, &e) != nil {
+		return ""
+	}
+	return e.Code
 }
 
 func (w *worker) getResource(lock string) {
@@ -455,6 +474,10 @@ func (w *worker) settle(op *history.Op, err error) {
 	if err != nil {
 		op.Error = err.Error()
 	}
+	var ae *client.APIError
+	if errors.As(err, &ae) {
+		op.Code = ae.Code
+	}
 }
 
 func outcomeOf(kind history.OpKind, err error) history.Outcome {
@@ -477,16 +500,22 @@ func outcomeOf(kind history.OpKind, err error) history.Outcome {
 		return history.SemaphoreFull
 	case kind == history.SemAcquire && errors.Is(err, client.ErrLockDelay):
 		return history.LockDelay
-	case kind == history.Put && (errors.Is(err, client.ErrStaleToken) || errors.Is(err, client.ErrMissingToken)):
-		// A write with no token is refused like a stale one: the model's
-		// stamp 0 is admitted by no fence.
+	case kind == history.Put && errors.Is(err, client.ErrStaleToken):
 		return history.StaleToken
 	case kind == history.Put && errors.Is(err, client.ErrNotLockHolder):
 		return history.NotLockHolder
 	}
 	var ae *client.APIError
-	if errors.As(err, &ae) && ae.Status >= 400 && ae.Status < 500 {
-		return history.OtherError
+	switch {
+	case !errors.As(err, &ae) || ae.Status < 400 || ae.Status >= 500:
+		return history.Unknown
+	case kind == history.Put && ae.Code != "":
+		// PutFenced reports any refusal that follows an attempt which may
+		// have landed as ErrOutcomeUnknown (above), so a put refused with
+		// a code certainly did nothing, whatever the code: unissued_token,
+		// missing_token, kv_full... The other kinds' clients do not
+		// guarantee that, so their other refusals stay indeterminate.
+		return history.Refused
 	}
-	return history.Unknown
+	return history.OtherError
 }

@@ -13,9 +13,12 @@
 //
 // A fenced key is modeled as {value, last stamp}. put ok needs the fence to
 // admit the put's stamp (a greater token, or the same token with a greater
-// non-zero write sequence), stale_token needs it to refuse, not_lock_holder
-// is always valid and changes nothing, and get returns exactly the last
-// accepted put, or not found before the first.
+// non-zero write sequence), stale_token needs it to refuse, and get returns
+// exactly the last accepted put, or not found before the first. Only
+// stale_token speaks of the mark: not_lock_holder and every other definite
+// refusal (refused, with its code: unissued_token, missing_token, kv_full,
+// ...) are always valid and change nothing, and only an unknown or error
+// put branches on whether it took effect.
 //
 // Both are partitioned by lock name or key, so each lock and each key is
 // checked on its own.

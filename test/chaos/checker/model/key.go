@@ -42,14 +42,17 @@ func stepKey(s keyState, op history.Op) []keyState {
 				return nil
 			}
 			return []keyState{s}
-		case history.NotLockHolder:
+		case history.NotLockHolder, history.Refused:
+			// Definite refusals that say nothing of the mark: the put did
+			// not take effect, whatever the state.
 			return []keyState{s}
-		default:
+		case history.Unknown, history.OtherError:
 			if s.Last.Admits(op.Stamp()) {
 				return []keyState{s, applied}
 			}
 			return []keyState{s}
 		}
+		panic(fmt.Sprintf("checker: put outcome %q in the key model", op.Outcome))
 	case history.Get:
 		if op.Outcome != history.OK {
 			return []keyState{s}
