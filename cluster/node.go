@@ -15,6 +15,7 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -184,6 +185,9 @@ func (n *Node) Leader() (id, httpAddr string) {
 func (n *Node) Apply(cmd entry.Command) (any, error) {
 	data, err := n.format.Encode(cmd)
 	if err != nil {
+		if verr := n.VerifyLeader(); verr != nil {
+			return nil, verr // the gate's view of the members may be a deposed leader's
+		}
 		return nil, err
 	}
 	if !n.enterProposal() {
@@ -209,8 +213,17 @@ func (n *Node) Apply(cmd entry.Command) (any, error) {
 // has recorded.
 func (n *Node) EntryFormat() int { return n.format.Format() }
 
-// VerifyLeader confirms with a quorum round that this node still leads.
-func (n *Node) VerifyLeader() error { return translate(n.raft.VerifyLeader().Error()) }
+// VerifyLeader confirms with a quorum round that this node still leads. A
+// round that ends in a lost leadership means only that: the node does not
+// lead (ErrNotLeader, so that the request goes to the leader), for nothing
+// was proposed whose outcome could be unknown.
+func (n *Node) VerifyLeader() error {
+	err := n.raft.VerifyLeader().Error()
+	if errors.Is(err, raft.ErrLeadershipLost) {
+		return fmt.Errorf("%w: %v", ErrNotLeader, err)
+	}
+	return translate(err)
+}
 
 // Barrier returns once the FSM has applied every entry committed before the
 // call.

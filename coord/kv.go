@@ -26,19 +26,21 @@ type PutRequest struct {
 // The leader refuses first, without an entry, a token above every token
 // granted so far (the FSM's rule too, which members on older builds lack;
 // fsm/DESIGN.md says why checking here keeps them in step) and a write
-// beyond the store's limits.
+// beyond the store's limits, each only once a quorum round proved it still
+// leads: a leader deposed while it slept has not applied what its
+// successor granted, and "never issued" from it was false.
 func (s *Service) Put(ctx context.Context, req PutRequest) (uint64, error) {
 	if err := s.awaitLeader(ctx); err != nil {
 		return 0, err
 	}
 	if last := s.fsm.LastToken(); req.Token > last {
-		return 0, &refusal.UnissuedError{Key: req.Key, Token: req.Token}
+		return 0, s.refuse(&refusal.UnissuedError{Key: req.Key, Token: req.Token})
 	}
 	if s.raft.EntryFormat() < entry.LogFormatPrincipal {
 		req.Principal = "" // the entry carries none
 	}
 	if err := s.checkKVLimits(req); err != nil {
-		return 0, err
+		return 0, s.refuse(err)
 	}
 	res, err := s.raft.Apply(&entry.Put{Key: req.Key, Value: req.Value, Token: req.Token, Lock: req.Lock, Principal: req.Principal})
 	if err != nil {

@@ -74,8 +74,8 @@ func (s *Service) Acquire(ctx context.Context, req AcquireRequest) (fsm.AcquireR
 	}
 	if f := s.raft.EntryFormat(); (req.LockDelay > 0 || req.Value != "") && f < entry.LogFormatCoord {
 		// Refused before it could queue: no entry could carry it.
-		return fsm.AcquireResult{}, fmt.Errorf("%w: a lock-delay or a value needs log format %d, the members read %d; upgrade every member first",
-			entry.ErrFormatTooOld, entry.LogFormatCoord, f)
+		return fsm.AcquireResult{}, s.refuse(fmt.Errorf("%w: a lock-delay or a value needs log format %d, the members read %d; upgrade every member first",
+			entry.ErrFormatTooOld, entry.LogFormatCoord, f))
 	}
 	cmd := &entry.Acquire{
 		Lock:      req.Lock,
@@ -118,6 +118,7 @@ func (s *Service) Acquire(ctx context.Context, req AcquireRequest) (fsm.AcquireR
 		err = s.checkWaiters(q.Len(), "lock", req.Lock)
 	}
 	if err != nil {
+		err = s.refuse(err)
 		q.Unlock()
 		return fsm.AcquireResult{}, err
 	}

@@ -45,12 +45,12 @@ func (s *Service) AcquirePermit(ctx context.Context, req PermitRequest) (fsm.Per
 		return fsm.PermitResult{}, err
 	}
 	if f := s.raft.EntryFormat(); f < entry.LogFormatCoord {
-		return fsm.PermitResult{}, fmt.Errorf("%w: semaphores need log format %d, the members read %d; upgrade every member first",
-			entry.ErrFormatTooOld, entry.LogFormatCoord, f)
+		return fsm.PermitResult{}, s.refuse(fmt.Errorf("%w: semaphores need log format %d, the members read %d; upgrade every member first",
+			entry.ErrFormatTooOld, entry.LogFormatCoord, f))
 	}
 	if f := s.raft.EntryFormat(); req.LockDelay > 0 && f < entry.LogFormatPermitDelay {
-		return fsm.PermitResult{}, fmt.Errorf("%w: a semaphore permit's lock-delay needs log format %d, the members read %d; upgrade every member first",
-			entry.ErrFormatTooOld, entry.LogFormatPermitDelay, f)
+		return fsm.PermitResult{}, s.refuse(fmt.Errorf("%w: a semaphore permit's lock-delay needs log format %d, the members read %d; upgrade every member first",
+			entry.ErrFormatTooOld, entry.LogFormatPermitDelay, f))
 	}
 	if req.RequestID == "" {
 		req.RequestID = newRequestID()
@@ -96,6 +96,7 @@ func (s *Service) AcquirePermit(ctx context.Context, req PermitRequest) (fsm.Per
 		err = s.checkWaiters(q.Len(), "semaphore", req.Semaphore)
 	}
 	if err != nil {
+		err = s.refuse(err)
 		q.Unlock()
 		return fsm.PermitResult{}, err
 	}
