@@ -34,14 +34,18 @@ func TestOutsideClientEveryPrimitiveAfterReadyz(t *testing.T) {
 	}
 	oc := startOutside(t, 3)
 	oc.awaitReady(t)
-	t.Run("fresh", func(t *testing.T) { outsideRound(t, oc, oc.members, "fresh") })
+	var granted []outsideToken
+	round := func(t *testing.T, members []*outsideMember, prefix string) {
+		granted = append(granted, outsideRound(t, oc, members, prefix)...)
+	}
+	t.Run("fresh", func(t *testing.T) { round(t, oc.members, "fresh") })
 	for _, id := range []string{"n1", "n2", "n3"} {
 		t.Run("restart-"+id, func(t *testing.T) {
 			m := oc.member(t, id)
 			oc.stop(t, m)
 			oc.start(t, m, m.args...)
 			oc.awaitReady(t)
-			outsideRound(t, oc, oc.startingWith(m), "restart-"+id)
+			round(t, oc.startingWith(m), "restart-"+id)
 		})
 	}
 	t.Run("replace-n3", func(t *testing.T) {
@@ -54,7 +58,7 @@ func TestOutsideClientEveryPrimitiveAfterReadyz(t *testing.T) {
 		oc.forget(old)
 		m := oc.join(t, "n4")
 		oc.awaitReady(t)
-		outsideRound(t, oc, oc.startingWith(m), "replace-n3")
+		round(t, oc.startingWith(m), "replace-n3")
 	})
 	t.Run("transfer", func(t *testing.T) {
 		via := oc.members[len(oc.members)-1]
@@ -62,13 +66,40 @@ func TestOutsideClientEveryPrimitiveAfterReadyz(t *testing.T) {
 			t.Fatalf("POST /v1/cluster/leader/transfer via %s: %d %s", via.id, st, body)
 		}
 		oc.awaitReady(t)
-		outsideRound(t, oc, oc.members, "transfer")
+		round(t, oc.members, "transfer")
 	})
 	t.Run("join-fourth", func(t *testing.T) {
 		m := oc.join(t, "n5")
 		oc.awaitReady(t)
-		outsideRound(t, oc, oc.startingWith(m), "join-fourth")
+		round(t, oc.startingWith(m), "join-fourth")
 	})
+	// Seconds later, every grant of the test is still answered by every
+	// member, the fresh cluster's first ones included (issue 25 saw them
+	// answered "older than the grant history this cluster keeps").
+	t.Run("every-grant-kept", func(t *testing.T) {
+		for _, g := range granted {
+			path := "/v1/tokens/" + strconv.FormatUint(g.token, 10)
+			var answers []string
+			first := ""
+			for _, m := range oc.members {
+				st, body := oc.do(t, "GET", m, path, "")
+				e := outsideError(body)
+				answers = append(answers, fmt.Sprintf("%s %d %s", m.id, st, e.Reason))
+				if (st != http.StatusOK || !strings.Contains(body, g.name)) && first == "" {
+					first = fmt.Sprintf("%s: %d %s", m.id, st, strings.TrimSpace(body))
+				}
+			}
+			if first != "" {
+				t.Errorf("%s %s: GET %s: %s; first refusal %s", g.round, g.what, path, strings.Join(answers, ", "), first)
+			}
+		}
+	})
+}
+
+// outsideToken is a token a round was granted, for the lookups at the end.
+type outsideToken struct {
+	round, what, name string
+	token             uint64
 }
 
 // Issue 25, item 3: a member answers a token lookup from its own applied
@@ -380,8 +411,9 @@ func outsideAcquire(t *testing.T, oc *outsideCluster, m *outsideMember, name, bo
 
 // outsideRound uses every primitive once, each call to the next of members
 // in turn, with names under prefix. A refused call fails the test with its
-// status and body; calls that need its answer are skipped.
-func outsideRound(t *testing.T, oc *outsideCluster, members []*outsideMember, prefix string) {
+// status and body; calls that need its answer are skipped. It returns the
+// lock grant and the permit it got.
+func outsideRound(t *testing.T, oc *outsideCluster, members []*outsideMember, prefix string) []outsideToken {
 	t.Helper()
 	turn := 0
 	var last *outsideMember // the member the last call went to
@@ -506,9 +538,15 @@ func outsideRound(t *testing.T, oc *outsideCluster, members []*outsideMember, pr
 			t.Errorf("%s: permit token lookup: GET /v1/tokens/%d on %s: %v does not name semaphore %s", prefix, p.Token, last.id, rec, sem)
 		}
 	}
+	var tokens []outsideToken
 	if locked {
 		outsideEvent(t, oc, next(), prefix, lock, g.Token)
+		tokens = append(tokens, outsideToken{prefix, "lock grant", lock, g.Token})
 	}
+	if permitted {
+		tokens = append(tokens, outsideToken{prefix, "permit", sem, p.Token})
+	}
+	return tokens
 }
 
 // outsideEvent reads GET /v1/events on m from just before the grant of
