@@ -82,6 +82,7 @@ type Node struct {
 	ctx       context.Context // ends when the node stops
 	cancel    context.CancelFunc
 	stop      chan struct{}
+	raftDown  chan struct{} // closed once Raft has shut down
 	wg        sync.WaitGroup
 	closeOnce sync.Once
 	// proposing counts the Apply and Barrier calls waiting on Raft, which
@@ -97,13 +98,14 @@ func Open(cfg Config, state *fsm.FSM) (*Node, error) {
 		return nil, err
 	}
 	n := &Node{
-		cfg:     cfg,
-		log:     cfg.Logger.With("node", cfg.ID),
-		raftLog: raftlog.New(cfg.ID, cfg.RaftLogLevel),
-		fsm:     state,
-		stop:    make(chan struct{}),
-		fatal:   make(chan error, 1),
-		peers:   peers.New(cfg.ID, cfg.ClusterSecret, cfg.PeerTLSClient),
+		cfg:      cfg,
+		log:      cfg.Logger.With("node", cfg.ID),
+		raftLog:  raftlog.New(cfg.ID, cfg.RaftLogLevel),
+		fsm:      state,
+		stop:     make(chan struct{}),
+		raftDown: make(chan struct{}),
+		fatal:    make(chan error, 1),
+		peers:    peers.New(cfg.ID, cfg.ClusterSecret, cfg.PeerTLSClient),
 	}
 	n.format = logformat.New(n.configuration, state.Member)
 	n.ctx, n.cancel = context.WithCancel(context.Background())
@@ -147,6 +149,7 @@ func (n *Node) shutdown() error {
 		if n.raft != nil {
 			err = n.raft.Shutdown().Error()
 		}
+		close(n.raftDown) // answers what Raft left unanswered (await)
 		n.wg.Wait()
 		n.lead.Begin(false) // a stopped node leads nothing
 		if n.trans != nil {
@@ -195,7 +198,7 @@ func (n *Node) Apply(cmd entry.Command) (any, error) {
 	}
 	defer n.proposing.Add(-1)
 	f := n.raft.Apply(data, n.cfg.ApplyTimeout)
-	if err := f.Error(); err != nil {
+	if err := n.await(f, ErrOutcomeUnknown); err != nil {
 		if failed := n.logWatch.Failure(); failed != nil && translate(err) == err {
 			// The leader's own write failed before it replicated the
 			// entry: not committed, and the node is stopping.
@@ -218,7 +221,7 @@ func (n *Node) EntryFormat() int { return n.format.Format() }
 // lead (ErrNotLeader, so that the request goes to the leader), for nothing
 // was proposed whose outcome could be unknown.
 func (n *Node) VerifyLeader() error {
-	err := n.raft.VerifyLeader().Error()
+	err := n.await(n.raft.VerifyLeader(), ErrNoLeader)
 	if errors.Is(err, raft.ErrLeadershipLost) {
 		return fmt.Errorf("%w: %v", ErrNotLeader, err)
 	}
@@ -232,7 +235,31 @@ func (n *Node) Barrier() error {
 		return translate(raft.ErrRaftShutdown)
 	}
 	defer n.proposing.Add(-1)
-	return translate(n.raft.Barrier(n.cfg.ApplyTimeout).Error())
+	return translate(n.await(n.raft.Barrier(n.cfg.ApplyTimeout), ErrNoLeader))
+}
+
+// await returns f's answer, or past the proposal bound (ApplyTimeout from
+// the call) or once Raft has shut down, an error wrapping unanswered:
+// ErrOutcomeUnknown for a command, which may still commit; ErrNoLeader for
+// a barrier or a quorum round, which change nothing. Raft answers a future
+// only once its entry is applied or its leadership lost, so without a bound
+// a request to a leader whose disk stalls waited until the node stopped,
+// and one queued in Raft's apply channel as Raft shut down waited for ever.
+// The wait costs a goroutine per proposal (hashicorp/raft's futures offer
+// no channel to select on).
+func (n *Node) await(f raft.Future, unanswered error) error {
+	done := make(chan error, 1)
+	go func() { done <- f.Error() }()
+	bound := time.NewTimer(n.cfg.ApplyTimeout)
+	defer bound.Stop()
+	select {
+	case err := <-done:
+		return err
+	case <-bound.C:
+		return fmt.Errorf("%w: no answer from raft within %v (a stalled disk, or no quorum)", unanswered, n.cfg.ApplyTimeout)
+	case <-n.raftDown:
+		return fmt.Errorf("%w: raft shut down with the request in flight", unanswered)
+	}
 }
 
 // proposalDrain bounds how long a stopping node waits for its proposals in

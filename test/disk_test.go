@@ -274,3 +274,39 @@ func TestMeasureStallFailover(t *testing.T) {
 	}
 	t.Logf("stall → first grant by the new leader: median %v of %v; step-down → grant: median %v of %v", median(total), total, median(after), after)
 }
+
+// A request to a leader whose disk stalls is answered within the proposal
+// bound (ApplyTimeout) with 503 outcome_unknown, even while the stall is
+// too short to stop the node: without the bound it waited for as long as
+// the disk did (here, for good; in production until the stall watch
+// stopped the node, which answers nothing). Fails with the bound removed
+// from Node.await: the acquire is still unanswered at its client's timeout.
+func TestStalledLeaderAnswersWithinTheProposalBound(t *testing.T) {
+	const bound = 700 * time.Millisecond
+	disks := diskfault.NewDisks()
+	c := tc.New(t, 3, tc.Options{Configure: func(cfg *cluster.Config) {
+		cfg.WrapLogStore = disks.Wrap(cfg.ID)
+		cfg.StallTimeout = time.Hour // the node never stops: only the bound answers
+		cfg.ApplyTimeout = bound
+	}})
+	t.Cleanup(disks.HealAll)
+	leader := c.WaitLeader(10 * time.Second)
+	mustAcquire(t, leader, "before", "w")
+
+	disks.Of(leader.ID).Stall()
+	hc := &http.Client{Timeout: 10 * bound}
+	start := time.Now()
+	resp, err := hc.Post(leader.URL()+"/v1/locks/during/acquire", "application/json", strings.NewReader(`{"holder":"w","ttl_ms":10000}`))
+	if err != nil {
+		t.Fatalf("an acquire on a leader whose disk stalls: %v after %v", err, time.Since(start))
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	took := time.Since(start)
+	var e wire.Error
+	json.Unmarshal(body, &e)
+	if resp.StatusCode != http.StatusServiceUnavailable || e.Code != wire.CodeOutcomeUnknown {
+		t.Fatalf("an acquire on a leader whose disk stalls: %d %s after %v; want 503 outcome_unknown", resp.StatusCode, body, took)
+	}
+	t.Logf("answered %d %s after %v (bound %v)", resp.StatusCode, e.Code, took.Round(time.Millisecond), bound)
+}
