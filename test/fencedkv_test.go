@@ -136,7 +136,7 @@ func TestRequestIDReplayByAnotherPrincipal(t *testing.T) {
 	c := tc.New(t, 3, tc.Options{Configure: withClusterSecret, Server: aclServer(t, file, acl.WithClusterSecret(testClusterSecret))})
 	n := c.WaitLeader(10 * time.Second)
 	// Request ids are bound once every member reads LogFormatPrincipal.
-	c.WaitLogFormat(15 * time.Second)
+	c.WaitReady(15 * time.Second)
 	body := `{"holder":"w","ttl_ms":30000,"request_id":"alice-0123456789abcdef"}`
 	as := func(secret string) (int, wire.Grant, wire.Error) {
 		status, resp, _ := tc.Do(t, "POST", n.URL()+"/v1/locks/jobs.a/acquire", body, "Authorization", "Bearer "+secret)

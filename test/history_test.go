@@ -28,7 +28,7 @@ import (
 func TestHistoryIdenticalOnEveryMember(t *testing.T) {
 	c := tc.New(t, 3)
 	leader := c.WaitLeader(10 * time.Second)
-	c.WaitHistory(15 * time.Second)
+	c.WaitReady(15 * time.Second)
 	type outcome struct {
 		lock, holder, ended string
 	}
@@ -227,7 +227,7 @@ func jsonBool(body, field string) bool {
 func TestRestoreVoidsAlikeOnALaggingMember(t *testing.T) {
 	c := tc.New(t, 3)
 	leader := c.WaitLeader(10 * time.Second)
-	c.WaitHistory(15 * time.Second)
+	c.WaitReady(15 * time.Second)
 	admin, _ := client.New(endpoints(c))
 	var backup bytes.Buffer
 	if _, err := admin.SnapshotSave(context.Background(), &backup); err != nil {

@@ -149,7 +149,7 @@ func TestResponsesMatchOpenAPI(t *testing.T) {
 
 	c := tc.New(t, 3)
 	leader := c.WaitLeader(10 * time.Second)
-	c.WaitHistory(15 * time.Second)
+	c.WaitReady(15 * time.Second)
 	follower := c.Other(leader)
 	for _, u := range []string{leader.URL(), follower.URL()} {
 		for _, m := range []string{http.MethodGet, http.MethodHead} {

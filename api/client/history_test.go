@@ -13,7 +13,7 @@ import (
 
 func TestHistoryTokenAndWaitLock(t *testing.T) {
 	c := tc.New(t, 3)
-	c.WaitHistory(15 * time.Second)
+	c.WaitReady(15 * time.Second)
 	cl, _ := newClient(t, c)
 	ctx := context.Background()
 	a, err := cl.Acquire(ctx, "hist.a", client.Holder("one"), client.NoKeepAlive())

@@ -16,7 +16,7 @@ import (
 
 func TestLockHistoryAndTokenCommands(t *testing.T) {
 	c := newTestCluster(t)
-	c.WaitHistory(15 * time.Second)
+	c.WaitReady(15 * time.Second)
 	m := grantLine.FindStringSubmatch(mustFencer(t, "lock", "acquire", "hjob", "--ttl", "30s", "--holder", "first"))
 	if m == nil {
 		t.Fatal("acquire")

@@ -18,7 +18,7 @@ import (
 // a third permit is refused while they run; "sem status" shows both, and
 // "sem list" nothing once they are done. "sem acquire/release" by hand.
 func TestExecUnderSemaphorePermits(t *testing.T) {
-	newTestCluster(t).WaitLogFormat(15 * time.Second)
+	newTestCluster(t).WaitReady(15 * time.Second)
 	gate := filepath.Join(t.TempDir(), "go")
 	script := `echo "sem=$FENCER_SEMAPHORE token=$FENCER_TOKEN"; while [ ! -e ` + gate + ` ]; do sleep 0.02; done`
 	out1, _, done1 := startFencer(t, "exec", "crawlers", "--limit", "2", "--ttl", "5s", "--", "sh", "-c", script)
@@ -55,7 +55,7 @@ func TestExecUnderSemaphorePermits(t *testing.T) {
 // "fencer elect" leads and runs the command with its term in FENCER_TOKEN;
 // "fencer leader" shows it and its value; a second campaigner waits.
 func TestElectAndLeader(t *testing.T) {
-	newTestCluster(t).WaitLogFormat(15 * time.Second)
+	newTestCluster(t).WaitReady(15 * time.Second)
 	gate := filepath.Join(t.TempDir(), "go")
 	script := `echo "term=$FENCER_TOKEN"; while [ ! -e ` + gate + ` ]; do sleep 0.02; done`
 	watched := &tc.SyncBuffer{}

@@ -13,14 +13,12 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/fencer-io/fencer/cluster"
 	"github.com/fencer-io/fencer/cluster/logstore"
-	"github.com/fencer-io/fencer/fsm/entry"
 	"github.com/fencer-io/fencer/internal/server"
 )
 
@@ -320,18 +318,24 @@ func (c *Cluster) Other(not ...*Node) *Node {
 	return other
 }
 
-// WaitLogFormat polls until the leader writes this build's log format,
-// which it does once every member has registered it; the newer commands
-// need it.
-func (c *Cluster) WaitLogFormat(timeout time.Duration) {
+// WaitReady polls until every running node answers GET /readyz with 200,
+// as a client would wait: from then on every primitive works on its first
+// call (a new cluster's formats and grant-history settings are applied).
+func (c *Cluster) WaitReady(timeout time.Duration) {
 	c.t.Helper()
-	Poll(c.t, timeout, "the leader to write log format "+strconv.Itoa(entry.LogFormat), func() bool {
-		l := c.Leader()
-		if l == nil {
-			return false
+	hc := &http.Client{Timeout: time.Second}
+	Poll(c.t, timeout, "every running node ready (GET /readyz)", func() bool {
+		for _, n := range c.Running() {
+			resp, err := hc.Get(n.URL() + "/readyz")
+			if err != nil {
+				return false
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				return false
+			}
 		}
-		st, err := l.Inst.Node.Status()
-		return err == nil && st.LogFormat == entry.LogFormat
+		return true
 	})
 }
 
@@ -355,21 +359,6 @@ func (c *Cluster) WaitMembers(n int, timeout time.Duration) {
 		}
 		for _, r := range c.Running() {
 			if _, addr := r.Inst.Node.Leader(); addr == "" {
-				return false
-			}
-		}
-		return true
-	})
-}
-
-// WaitHistory polls until every running node has applied the cluster's
-// grant history settings, which its leader proposes once every member reads
-// them: grants before are not in the history.
-func (c *Cluster) WaitHistory(timeout time.Duration) {
-	c.t.Helper()
-	Poll(c.t, timeout, "the grant history settings on every member", func() bool {
-		for _, n := range c.Running() {
-			if _, ok := n.Inst.Coord.GrantHistorySettings(); !ok {
 				return false
 			}
 		}
