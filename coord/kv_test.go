@@ -120,8 +120,10 @@ func TestDeleteKeyWaitsForTheFormat(t *testing.T) {
 
 // A request id is its principal's: another principal replaying holder and
 // request id is refused as anyone would be, not handed the grant and its
-// secret. Until every member reads LogFormatPrincipal the entries carry no
-// principal, and retries work as they did.
+// secret, whatever the log format: until every member reads
+// LogFormatPrincipal the entries carry no principal, and the request id
+// they carry is derived from both (the caller still sees its own). Fails at
+// the older format with the derivation removed: bob is handed alice's grant.
 func TestRequestIDBoundToPrincipal(t *testing.T) {
 	for _, format := range []int{entry.LogFormatBinary, entry.LogFormat} {
 		s, f, _ := newTestService(t, Config{})
@@ -131,21 +133,18 @@ func TestRequestIDBoundToPrincipal(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if again, err := s.Acquire(bg, req); err != nil || !again.Existing || again.Grant.Lease != first.Grant.Lease {
+		if first.Grant.RequestID != req.RequestID {
+			t.Fatalf("format %d: alice is answered request id %q, asked %q", format, first.Grant.RequestID, req.RequestID)
+		}
+		if again, err := s.Acquire(bg, req); err != nil || !again.Existing || again.Grant.Lease != first.Grant.Lease || again.Grant.RequestID != req.RequestID {
 			t.Fatalf("format %d: alice's retry: %+v %v", format, again, err)
 		}
 		bob := req
 		bob.Principal = "bob"
 		res, err := s.Acquire(bg, bob)
-		if format < entry.LogFormatPrincipal {
-			if err != nil || !res.Existing {
-				t.Fatalf("format %d: entries without principals answer as before: %+v %v", format, res, err)
-			}
-			continue
-		}
 		var held *refusal.HeldError
 		if !errors.As(err, &held) || res.Grant.Lease != "" {
-			t.Fatalf("bob replaying alice's request: %+v %v, want lock held", res, err)
+			t.Fatalf("format %d: bob replaying alice's request: %+v %v, want lock held", format, res, err)
 		}
 	}
 }

@@ -3,6 +3,7 @@ package coord
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
 	"iter"
@@ -43,6 +44,14 @@ func newRequestID() string {
 	return hex.EncodeToString(b[:])
 }
 
+// principalRequestID is the request id an entry without a principal carries
+// for principal's request id: a hash of both, in the form of a request id
+// (wire.LeaseSecretLen hex characters).
+func principalRequestID(principal, requestID string) string {
+	sum := sha256.Sum256([]byte(principal + "\x00" + requestID))
+	return hex.EncodeToString(sum[:wire.LeaseSecretLen/2])
+}
+
 // newLeaseSecret returns the secret of a new grant of lock name,
 // wire.LeaseSecretLen hex characters (fsm/secrets; tested).
 func newLeaseSecret(name string) string {
@@ -55,11 +64,8 @@ func newLeaseSecret(name string) string {
 
 // Acquire grants the lock, queueing for up to req.Wait if it is held. The
 // token is the log index of the entry that granted it. A retry with the
-// request id of an earlier grant gets that grant back (Existing).
-//
-// It is long because the order of its steps under the name's queue is the
-// handoff guarantee (DESIGN.md, "One proposal at a time per name"); it reads
-// best in one piece.
+// request id of an earlier grant gets that grant back (Existing); a request
+// id is its principal's.
 func (s *Service) Acquire(ctx context.Context, req AcquireRequest) (fsm.AcquireResult, error) {
 	if err := s.awaitLeader(ctx); err != nil {
 		return fsm.AcquireResult{}, err
@@ -68,10 +74,31 @@ func (s *Service) Acquire(ctx context.Context, req AcquireRequest) (fsm.AcquireR
 		req.RequestID = newRequestID()
 	}
 	if s.raft.EntryFormat() < entry.LogFormatPrincipal {
-		// The entry will carry no principal, so the request is remembered
-		// without one, as by the members' older builds.
+		// The entry will carry no principal (a member runs a build from
+		// before it), yet a request id stays its principal's: the entry
+		// carries one derived from both, so that another principal's
+		// replay is a new request whatever the format, and the caller is
+		// answered with its own.
+		asked, principal := req.RequestID, req.Principal
 		req.Principal = ""
+		if principal != "" {
+			req.RequestID = principalRequestID(principal, asked)
+			res, err := s.acquire(ctx, req)
+			if res.Grant.RequestID == req.RequestID {
+				res.Grant.RequestID = asked
+			}
+			return res, err
+		}
 	}
+	return s.acquire(ctx, req)
+}
+
+// acquire is Acquire once the request id is settled.
+//
+// It is long because the order of its steps under the name's queue is the
+// handoff guarantee (DESIGN.md, "One proposal at a time per name"); it reads
+// best in one piece.
+func (s *Service) acquire(ctx context.Context, req AcquireRequest) (fsm.AcquireResult, error) {
 	if f := s.raft.EntryFormat(); (req.LockDelay > 0 || req.Value != "") && f < entry.LogFormatCoord {
 		// Refused before it could queue: no entry could carry it.
 		return fsm.AcquireResult{}, s.refuse(fmt.Errorf("%w: a lock-delay or a value needs log format %d, the members read %d; upgrade every member first",
