@@ -71,7 +71,7 @@ func watchReq(t *testing.T, url, secret string) *http.Response {
 func TestEventStreamFilteredByACLAndPrefix(t *testing.T) {
 	a, err := acl.Parse([]byte(`{"tokens":[
 	 {"name":"ci","secret":"scoped-secret-0123456789","role":"reader","locks":["jobs."],"keys":["cfg."]},
-	 {"name":"ops","secret":"operator-secret-0123456789","role":"operator"}]}`))
+	 {"name":"ops","secret":"operator-secret-0123456789","role":"operator","keys":["*"]}]}`))
 	if err != nil {
 		t.Fatal(err)
 	}

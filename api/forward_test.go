@@ -44,7 +44,7 @@ func TestForwardKeepsEndToEndHeaders(t *testing.T) {
 	f := &followerOf{addr: strings.TrimPrefix(leader.URL, "http://")}
 	h := NewServer(f, f, nil).Handler()
 
-	a, err := acl.Parse([]byte(`{"tokens":[{"name":"app","secret":"client-secret-0123456789","role":"client"}]}`))
+	a, err := acl.Parse([]byte(`{"tokens":[{"name":"app","secret":"client-secret-0123456789","role":"client","keys":["*"]}]}`))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +87,7 @@ func TestForwardKeepsEndToEndHeaders(t *testing.T) {
 // coordination layer, which binds request ids and counts store usage by it.
 func TestPrincipalReachesCoord(t *testing.T) {
 	f := &fakeCluster{leader: true}
-	a, err := acl.Parse([]byte(`{"tokens":[{"name":"app","secret":"client-secret-0123456789","role":"client"}]}`))
+	a, err := acl.Parse([]byte(`{"tokens":[{"name":"app","secret":"client-secret-0123456789","role":"client","keys":["*"]}]}`))
 	if err != nil {
 		t.Fatal(err)
 	}

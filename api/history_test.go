@@ -117,7 +117,7 @@ func TestLockHistoryAndTokens(t *testing.T) {
 // locks only: another lock's history is 403, as its status is, and so is
 // the grant of another lock's token.
 func TestHistoryScopedByPrefix(t *testing.T) {
-	a, err := acl.Parse([]byte(`{"tokens":[{"name":"ci","secret":"scoped-secret-0123456789","role":"client","locks":["jobs."]}]}`))
+	a, err := acl.Parse([]byte(`{"tokens":[{"name":"ci","secret":"scoped-secret-0123456789","role":"client","locks":["jobs."],"keys":["*"]}]}`))
 	if err != nil {
 		t.Fatal(err)
 	}

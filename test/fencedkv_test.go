@@ -130,8 +130,8 @@ func mustAcquireAs(t *testing.T, n *tc.Node, secret, lock string) wire.Grant {
 // not the grant and its secret; the owner's retry still gets its grant.
 func TestRequestIDReplayByAnotherPrincipal(t *testing.T) {
 	const file = `{"tokens":[
- {"name":"alice","secret":"alice-secret-0123456789","role":"client","locks":["jobs."]},
- {"name":"bob","secret":"bob-secret-0123456789ab","role":"client","locks":["jobs."]}
+ {"name":"alice","secret":"alice-secret-0123456789","role":"client","locks":["jobs."],"keys":["*"]},
+ {"name":"bob","secret":"bob-secret-0123456789ab","role":"client","locks":["jobs."],"keys":["*"]}
 ]}`
 	c := tc.New(t, 3, tc.Options{Configure: withClusterSecret, Server: aclServer(t, file, acl.WithClusterSecret(testClusterSecret))})
 	n := c.WaitLeader(10 * time.Second)

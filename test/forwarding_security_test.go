@@ -23,10 +23,10 @@ const (
 	jobsSecret     = "client-secret-0123456789"
 	readerSecret   = "reader-secret-0123456789"
 	forwardACLFile = `{"tokens":[
- {"name":"gone","secret":"` + goneSecret + `","role":"operator"},
- {"name":"ops","secret":"` + opsSecret + `","role":"operator"},
+ {"name":"gone","secret":"` + goneSecret + `","role":"operator","keys":["*"]},
+ {"name":"ops","secret":"` + opsSecret + `","role":"operator","keys":["*"]},
  {"name":"jobs-client","secret":"` + jobsSecret + `","role":"client","locks":["jobs."],"keys":["jobs."]},
- {"name":"dashboard","secret":"` + readerSecret + `","role":"reader"}
+ {"name":"dashboard","secret":"` + readerSecret + `","role":"reader","keys":["*"]}
 ]}`
 )
 
@@ -115,7 +115,7 @@ func TestForwardingKeepsTheClientsIdentity(t *testing.T) {
 	leader := sc.WaitLeader(10 * time.Second)
 	follower := sc.follower()
 	// The leader stops knowing "gone"; the follower still does.
-	trimmed := strings.Replace(forwardACLFile, `{"name":"gone","secret":"`+goneSecret+`","role":"operator"},`, "", 1)
+	trimmed := strings.Replace(forwardACLFile, `{"name":"gone","secret":"`+goneSecret+`","role":"operator","keys":["*"]},`, "", 1)
 	if err := os.WriteFile(sc.files[leader.ID], []byte(trimmed), 0o600); err != nil {
 		t.Fatal(err)
 	}

@@ -118,8 +118,8 @@ func TestMutualTLSCluster(t *testing.T) {
 
 const aclFile = `{"tokens":[
  {"name":"jobs-client","secret":"client-secret-0123456789","role":"client","locks":["jobs."],"keys":["jobs."]},
- {"name":"dashboard","secret":"reader-secret-0123456789","role":"reader"},
- {"name":"ops","secret":"operator-secret-012345678","role":"operator"}
+ {"name":"dashboard","secret":"reader-secret-0123456789","role":"reader","keys":["*"]},
+ {"name":"ops","secret":"operator-secret-012345678","role":"operator","keys":["*"]}
 ]}`
 
 // aclServer writes file as an ACL file and returns server options that load

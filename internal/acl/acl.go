@@ -40,7 +40,11 @@
 //	]}
 //
 // Prefixes use the alphabet of lock names and keys (wire.ValidNamePrefix; a
-// "/" could never match one); an empty or absent list means every name.
+// "/" could never match one); "*" means every name. An absent or empty
+// "locks" list means every lock; an absent or empty "keys" list means no
+// key: a token scoped to its locks must not read or overwrite the fenced
+// keys of others (it once could: "no prefixes" was read as "all"). Parse
+// warns of each token without "keys", which relied on that reading.
 package acl
 
 import (
@@ -85,7 +89,8 @@ const MinSecretLen = 16
 type Principal struct {
 	Name string
 	Role Role
-	// Locks and Keys are name prefixes; empty means all.
+	// Locks and Keys are name prefixes, "*" every name. No Locks means
+	// every lock; no Keys means no key.
 	Locks []string
 	Keys  []string
 	// Node is the member id of a RoleNode principal.
@@ -95,7 +100,16 @@ type Principal struct {
 // ACL is a loaded token file. It is immutable; Store swaps whole ACLs.
 type ACL struct {
 	tokens []token
+	// warnings are what an operator should know of the file (Warnings).
+	warnings []string
 }
+
+// AllNames is the prefix list entry that matches every lock name or key.
+const AllNames = "*"
+
+// Warnings says what in the file changed meaning with this build: tokens
+// without a "keys" entry, which now may read and write no key.
+func (a *ACL) Warnings() []string { return a.warnings }
 
 type token struct {
 	sum       [sha256.Size]byte // SHA-256 of the secret
@@ -180,9 +194,13 @@ func Parse(data []byte) (*ACL, error) {
 			return nil, fmt.Errorf("token %q: role %q: want reader, client or operator", e.Name, e.Role)
 		}
 		for _, p := range append(append([]string(nil), e.Locks...), e.Keys...) {
-			if !wire.ValidNamePrefix(p) {
+			if p != AllNames && !wire.ValidNamePrefix(p) {
 				return nil, fmt.Errorf("token %q: prefix %q: want 1-%d of %s, the characters of lock names and keys", e.Name, p, wire.MaxNameLen, wire.NameChars)
 			}
+		}
+		if len(e.Keys) == 0 {
+			a.warnings = append(a.warnings, fmt.Sprintf("token %q has no \"keys\" entry: it may read and write no fenced key (before this build an absent list meant every key); "+
+				"add \"keys\": [\"*\"] for every key, or the prefixes it needs", e.Name))
 		}
 		a.tokens = append(a.tokens, token{sum: sum, principal: &Principal{Name: e.Name, Role: e.Role, Locks: e.Locks, Keys: e.Keys}})
 	}

@@ -21,9 +21,9 @@ const (
 )
 
 const testFile = `{"tokens":[
- {"name":"dash","secret":"` + readerSecret + `","role":"reader"},
- {"name":"app","secret":"` + clientSecret + `","role":"client"},
- {"name":"ops","secret":"` + operatorSecret + `","role":"operator"},
+ {"name":"dash","secret":"` + readerSecret + `","role":"reader","keys":["*"]},
+ {"name":"app","secret":"` + clientSecret + `","role":"client","keys":["*"]},
+ {"name":"ops","secret":"` + operatorSecret + `","role":"operator","keys":["*"]},
  {"name":"ci","secret":"` + scopedSecret + `","role":"client","locks":["jobs."],"keys":["jobs."]}
 ]}`
 
@@ -204,8 +204,8 @@ func TestReload(t *testing.T) {
 	// ops is demoted to reader, app is removed, a new token appears.
 	const newSecret = "fresh-secret-0123456789"
 	os.WriteFile(path, []byte(`{"tokens":[
-	 {"name":"ops","secret":"`+operatorSecret+`","role":"reader"},
-	 {"name":"new","secret":"`+newSecret+`","role":"client"}]}`), 0o600)
+	 {"name":"ops","secret":"`+operatorSecret+`","role":"reader","keys":["*"]},
+	 {"name":"new","secret":"`+newSecret+`","role":"client","keys":["*"]}]}`), 0o600)
 	if err := s.Reload(); err != nil {
 		t.Fatal(err)
 	}
@@ -219,7 +219,7 @@ func TestReload(t *testing.T) {
 		t.Fatalf("new token after reload: %d", status)
 	}
 	// A broken edit keeps the ACL in force.
-	os.WriteFile(path, []byte(`{"tokens":[{"name":"x","secret":"short","role":"reader"}]}`), 0o600)
+	os.WriteFile(path, []byte(`{"tokens":[{"name":"x","secret":"short","role":"reader","keys":["*"]}]}`), 0o600)
 	if err := s.Reload(); err == nil {
 		t.Fatal("a broken file was loaded")
 	}
@@ -264,14 +264,14 @@ func TestSecretsComparedInConstantTime(t *testing.T) {
 func TestParseRefusesMistakes(t *testing.T) {
 	for name, content := range map[string]string{
 		"empty":             `{"tokens":[]}`,
-		"unknown field":     `{"tokens":[{"name":"a","secret":"` + readerSecret + `","role":"reader","prefix":["x"]}]}`,
-		"short secret":      `{"tokens":[{"name":"a","secret":"short","role":"reader"}]}`,
-		"secret with space": `{"tokens":[{"name":"a","secret":"has a space in it 0123","role":"reader"}]}`,
+		"unknown field":     `{"tokens":[{"name":"a","secret":"` + readerSecret + `","role":"reader","prefix":["x"],"keys":["*"]}]}`,
+		"short secret":      `{"tokens":[{"name":"a","secret":"short","role":"reader","keys":["*"]}]}`,
+		"secret with space": `{"tokens":[{"name":"a","secret":"has a space in it 0123","role":"reader","keys":["*"]}]}`,
 		"bad role":          `{"tokens":[{"name":"a","secret":"` + readerSecret + `","role":"admin"}]}`,
 		"no name":           `{"tokens":[{"secret":"` + readerSecret + `","role":"reader"}]}`,
-		"duplicate name":    `{"tokens":[{"name":"a","secret":"` + readerSecret + `","role":"reader"},{"name":"a","secret":"` + clientSecret + `","role":"reader"}]}`,
-		"duplicate secret":  `{"tokens":[{"name":"a","secret":"` + readerSecret + `","role":"reader"},{"name":"b","secret":"` + readerSecret + `","role":"client"}]}`,
-		"slash prefix":      `{"tokens":[{"name":"a","secret":"` + readerSecret + `","role":"client","locks":["jobs/"]}]}`,
+		"duplicate name":    `{"tokens":[{"name":"a","secret":"` + readerSecret + `","role":"reader","keys":["*"]},{"name":"a","secret":"` + clientSecret + `","role":"reader","keys":["*"]}]}`,
+		"duplicate secret":  `{"tokens":[{"name":"a","secret":"` + readerSecret + `","role":"reader","keys":["*"]},{"name":"b","secret":"` + readerSecret + `","role":"client","keys":["*"]}]}`,
+		"slash prefix":      `{"tokens":[{"name":"a","secret":"` + readerSecret + `","role":"client","locks":["jobs/"],"keys":["*"]}]}`,
 		"empty prefix":      `{"tokens":[{"name":"a","secret":"` + readerSecret + `","role":"client","keys":[""]}]}`,
 		"trailing data":     testFile + `{}`,
 	} {

@@ -62,7 +62,8 @@ func Allow(p *Principal, action Action, resource string) bool {
 	case ActionReadLock:
 		return resource == "" || inScope(p.Locks, resource)
 	case ActionWrite, ActionReadKey, ActionDeleteKey:
-		return inScope(p.Keys, resource)
+		return len(p.Keys) > 0 && inScope(p.Keys, resource) // no keys: none
+
 	case ActionMembership:
 		return p.Role != RoleNode || resource == p.Node // a node removes only itself
 	}
@@ -77,7 +78,7 @@ func inScope(prefixes []string, name string) bool {
 		return true
 	}
 	for _, p := range prefixes {
-		if strings.HasPrefix(name, p) {
+		if p == AllNames || strings.HasPrefix(name, p) {
 			return true
 		}
 	}

@@ -65,7 +65,7 @@ func TestRateLimitKeysByPrincipal(t *testing.T) {
 		t.Fatal(err)
 	}
 	h := mw(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
-	a, _ := acl.Parse([]byte(`{"tokens":[{"name":"ci","secret":"ci-secret-0123456789","role":"client"},{"name":"ops","secret":"ops-secret-0123456789","role":"operator"}]}`))
+	a, _ := acl.Parse([]byte(`{"tokens":[{"name":"ci","secret":"ci-secret-0123456789","role":"client","keys":["*"]},{"name":"ops","secret":"ops-secret-0123456789","role":"operator","keys":["*"]}]}`))
 	auth := acl.Middleware(acl.NewStore(a))
 	h = auth(h)
 	do := func(secret string) int {

@@ -261,7 +261,7 @@ func aclCluster(t *testing.T) *procCluster {
 	dir := t.TempDir()
 	aclFile := filepath.Join(dir, "acl.json")
 	secretFile := filepath.Join(dir, "cluster-secret")
-	acl := fmt.Sprintf(`{"tokens":[{"name":"dash","secret":%q,"role":"reader"},{"name":"jobs-dash","secret":%q,"role":"reader","locks":["jobs."]},{"name":"ops","secret":%q,"role":"operator"}]}`, readerSecret, jobsReaderSecret, operatorSecret)
+	acl := fmt.Sprintf(`{"tokens":[{"name":"dash","secret":%q,"role":"reader","keys":["*"]},{"name":"jobs-dash","secret":%q,"role":"reader","locks":["jobs."],"keys":["*"]},{"name":"ops","secret":%q,"role":"operator","keys":["*"]}]}`, readerSecret, jobsReaderSecret, operatorSecret)
 	if err := os.WriteFile(aclFile, []byte(acl), 0o600); err != nil {
 		t.Fatal(err)
 	}

@@ -93,8 +93,8 @@ func TestServeClusterSecretRules(t *testing.T) {
 		return path
 	}
 	const secret = "cluster-secret-0123456789abcdef0123456789"
-	aclFile := write("acl.json", `{"tokens":[{"name":"ops","secret":"operator-secret-0123456789","role":"operator"}]}`)
-	granting := write("granting.json", `{"tokens":[{"name":"ops","secret":"`+secret+`","role":"operator"}]}`)
+	aclFile := write("acl.json", `{"tokens":[{"name":"ops","secret":"operator-secret-0123456789","role":"operator","keys":["*"]}]}`)
+	granting := write("granting.json", `{"tokens":[{"name":"ops","secret":"`+secret+`","role":"operator","keys":["*"]}]}`)
 	secretFile := write("cluster.secret", secret+"\n")
 	short := write("short.secret", "0123456789abcdef\n")
 	for _, tc := range []struct {

@@ -129,6 +129,9 @@ func (o *serveOptions) security(cfg *cluster.Config, logger *slog.Logger) (serve
 		if err != nil {
 			return opts, err
 		}
+		for _, w := range store.ACL().Warnings() {
+			logger.Warn("acl file: "+w, "file", o.aclFile)
+		}
 		store.ReloadOnSignal(context.Background(), logger)
 		opts.ACL = store
 	}
