@@ -280,6 +280,10 @@ func TestEntryBytesGolden(t *testing.T) {
 		{&SetClusterID{ID: "c1"}, LogFormat, "\x08" + `{"id":"c1"}`},
 		{&DeleteKey{Key: "k"}, LogFormat, "\x0d" + `{"key":"k"}`},
 		{&SetGrantHistory{GrantHistorySettings{PerLock: 16, Global: 100_000}}, LogFormatHistory, "\x17" + `{"per_lock":16,"global":100000}`},
+		// From LogFormatPermitHistory on, set-grant-history is written under
+		// type 24, which carries permits (an older build stops on it).
+		{&SetGrantHistory{GrantHistorySettings{PerLock: 16, Global: 100_000, Permits: true}}, LogFormatPermitHistory, "\x18" + `{"per_lock":16,"global":100000,"permits":true}`},
+		{&SetGrantHistory{GrantHistorySettings{PerLock: 16, Global: 100_000}}, LogFormatPermitHistory, "\x18" + `{"per_lock":16,"global":100000,"permits":false}`},
 	} {
 		got, err := EncodeFormat(c.cmd, c.format)
 		if err != nil {
