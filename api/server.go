@@ -76,6 +76,7 @@ type Coord interface {
 	// The grant history and blocking reads (history.go), from this
 	// node's applied state.
 	History(lock string, n int) ([]entry.GrantRecord, uint64)
+	SemaphoreHistory(sem string, n int) ([]entry.GrantRecord, uint64)
 	Grant(token uint64) (entry.GrantRecord, uint64, error)
 	WaitLock(ctx context.Context, lock string, index uint64, wait time.Duration) (bool, error)
 	AppliedIndex() uint64
