@@ -64,19 +64,22 @@ type commandSpec struct {
 	empty func() Command
 	// forms are the command's other forms (compact ones, or one that
 	// carries a newer field), oldest log format first; the newest one the
-	// members read is written (none: always JSON).
+	// members read and the command's fields allow is written (none: JSON).
 	forms []*binaryForm
 	// since is the log format that introduced the command: it is never
 	// encoded for members that read less.
 	since int
 }
 
-// form returns the form a command is written in for members that read
-// format: nil for JSON.
-func (s *commandSpec) form(format int) *binaryForm {
+// form returns the form a command whose fields need log format fields
+// (fieldsFormat) is written in for members that read format: nil for JSON.
+// A form carries the fields of its format and older ones (the binary forms
+// none of LogFormatCoord's: such a command is JSON), and a form that is
+// not binary is written only for the field it exists to carry.
+func (s *commandSpec) form(format, fields int) *binaryForm {
 	var f *binaryForm
 	for _, b := range s.forms {
-		if b.format <= format {
+		if b.format <= format && fields <= b.format && (b.tag == "" || fields == b.format) {
 			f = b
 		}
 	}
@@ -310,9 +313,7 @@ func EncodeFormat(cmd Command, format int) ([]byte, error) {
 	if need := max(k.spec.since, fields); format < need {
 		return nil, fmt.Errorf("%w: %s needs log format %d, the members read %d", ErrFormatTooOld, k.spec.name, need, format)
 	}
-	if b := k.spec.form(format); b != nil && fields <= b.format {
-		// The form carries every field of its format and older ones (the
-		// binary forms none of LogFormatCoord's: such a command is JSON).
+	if b := k.spec.form(format, fields); b != nil {
 		return b.append(append(make([]byte, 0, 128), byte(b.typ)), cmd), nil
 	}
 	payload, err := json.Marshal(cmd)

@@ -32,7 +32,7 @@ func TestCommandsTable(t *testing.T) {
 				t.Fatalf("%s: %v", spec.name, err)
 			}
 			want := spec.typ
-			if f := spec.form(format); f != nil {
+			if f := spec.form(format, fieldsFormat(cmd)); f != nil {
 				want = f.typ
 				if f.format > format {
 					t.Errorf("%s: form %d of format %d written for format %d", spec.name, f.typ, f.format, format)
