@@ -27,17 +27,9 @@ import (
 // lockHistory answers GET /v1/locks/{name}/history?limit=N: the lock's last
 // grants, newest first (all that are kept without a limit).
 func (s *Server) lockHistory(w http.ResponseWriter, r *http.Request) (any, error) {
-	name, err := request.LockName(r)
+	name, limit, err := historyRequest(r)
 	if err != nil {
 		return nil, err
-	}
-	limit := wire.MaxHistoryLimit
-	if raw := r.URL.Query().Get("limit"); raw != "" {
-		n, err := strconv.Atoi(raw)
-		if err != nil || n < 1 || n > wire.MaxHistoryLimit {
-			return nil, badRequest(wire.CodeInvalidLimit, "limit: want a number of grants from 1 to "+strconv.Itoa(wire.MaxHistoryLimit))
-		}
-		limit = n
 	}
 	ctx, cancel := s.work(r, 0)
 	defer cancel()
@@ -45,18 +37,58 @@ func (s *Server) lockHistory(w http.ResponseWriter, r *http.Request) (any, error
 	if err != nil {
 		return nil, err
 	}
-	out := wire.LockHistory{Lock: name, Grants: make([]wire.GrantRecord, 0, len(grants))}
-	for _, g := range grants {
-		out.Grants = append(out.Grants, wireGrant(g))
-	}
 	w.Header().Set(wire.HeaderIndex, strconv.FormatUint(index, 10))
-	return out, nil
+	return wire.LockHistory{Lock: name, Grants: wireGrants(grants)}, nil
 }
 
-// token answers GET /v1/tokens/{token}: which lock and holder had the
-// token, and how the grant ended. An ACL principal sees only grants of
-// locks it may read: another's is 403 forbidden (the token's existence is
-// no secret, tokens being log indexes; its lock and holder are).
+// semaphoreHistory answers GET /v1/semaphores/{name}/history?limit=N: the
+// semaphore's last permits, newest first, as lockHistory does a lock's.
+func (s *Server) semaphoreHistory(w http.ResponseWriter, r *http.Request) (any, error) {
+	name, limit, err := historyRequest(r)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := s.work(r, 0)
+	defer cancel()
+	grants, index, err := s.co.SemaphoreHistory(ctx, name, limit, forward.IsStale(r))
+	if err != nil {
+		return nil, err
+	}
+	w.Header().Set(wire.HeaderIndex, strconv.FormatUint(index, 10))
+	return wire.SemaphoreHistory{Semaphore: name, Grants: wireGrants(grants)}, nil
+}
+
+// historyRequest reads a history's name and ?limit= (all that are kept
+// without one).
+func historyRequest(r *http.Request) (string, int, error) {
+	name, err := request.LockName(r)
+	if err != nil {
+		return "", 0, err
+	}
+	limit := wire.MaxHistoryLimit
+	if raw := r.URL.Query().Get("limit"); raw != "" {
+		n, err := strconv.Atoi(raw)
+		if err != nil || n < 1 || n > wire.MaxHistoryLimit {
+			return "", 0, badRequest(wire.CodeInvalidLimit, "limit: want a number of grants from 1 to "+strconv.Itoa(wire.MaxHistoryLimit))
+		}
+		limit = n
+	}
+	return name, limit, nil
+}
+
+func wireGrants(grants []entry.GrantRecord) []wire.GrantRecord {
+	out := make([]wire.GrantRecord, 0, len(grants))
+	for _, g := range grants {
+		out = append(out, wireGrant(g))
+	}
+	return out
+}
+
+// token answers GET /v1/tokens/{token}: which lock (or semaphore) and
+// holder had the token, and how the grant ended. An ACL principal sees
+// only grants of names it may read (semaphores follow the locks' prefixes):
+// another's is 403 forbidden (the token's existence is no secret, tokens
+// being log indexes; its name and holder are).
 func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 	token, ok := wire.ParseToken(chi.URLParam(r, "token"))
 	if !ok {
@@ -80,9 +112,13 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, err)
 		return
 	}
-	if p, authenticated := acl.PrincipalFrom(r.Context()); authenticated && !acl.Allow(p, acl.ActionReadLock, g.Lock) {
+	name, kind := g.Lock, "lock"
+	if g.Semaphore != "" {
+		name, kind = g.Semaphore, "semaphore"
+	}
+	if p, authenticated := acl.PrincipalFrom(r.Context()); authenticated && !acl.Allow(p, acl.ActionReadLock, name) {
 		writeError(w, http.StatusForbidden, &wire.Error{Code: wire.CodeForbidden,
-			Message: "token " + p.Name + " (" + string(p.Role) + ") may not read the lock of token " + strconv.FormatUint(token, 10)})
+			Message: "token " + p.Name + " (" + string(p.Role) + ") may not read the " + kind + " of token " + strconv.FormatUint(token, 10)})
 		return
 	}
 	writeJSON(w, http.StatusOK, wireGrant(g))
@@ -90,7 +126,7 @@ func (s *Server) token(w http.ResponseWriter, r *http.Request) {
 
 func tokenReason(l fsm.TokenLookup) string {
 	switch l {
-	case fsm.TokenNotKept:
+	case fsm.TokenNotKept, fsm.TokenPermitNotKept:
 		return wire.ReasonNotKept
 	case fsm.TokenNoHistory:
 		return wire.ReasonNoHistory
@@ -99,7 +135,7 @@ func tokenReason(l fsm.TokenLookup) string {
 }
 
 func wireGrant(g entry.GrantRecord) wire.GrantRecord {
-	out := wire.GrantRecord{Token: g.Token, Lock: g.Lock, Holder: g.Holder, GrantedIndex: g.GrantedIndex, Ended: g.Ended, EndedIndex: g.EndedIndex}
+	out := wire.GrantRecord{Token: g.Token, Lock: g.Lock, Semaphore: g.Semaphore, Holder: g.Holder, GrantedIndex: g.GrantedIndex, Ended: g.Ended, EndedIndex: g.EndedIndex}
 	if out.Ended == "" {
 		out.Ended = wire.GrantHeld
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net/http/httptest"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -23,6 +24,11 @@ func (f *fakeCluster) History(_ context.Context, lock string, n int, _ bool) ([]
 	grants, index := f.state.GrantHistory(lock, n)
 	return grants, index, nil
 }
+func (f *fakeCluster) SemaphoreHistory(_ context.Context, sem string, n int, _ bool) ([]entry.GrantRecord, uint64, error) {
+	f.calls = append(f.calls, "semaphore history")
+	permits, index := f.state.PermitHistory(sem, n)
+	return permits, index, nil
+}
 func (f *fakeCluster) Grant(_ context.Context, token uint64, _ bool) (entry.GrantRecord, uint64, error) {
 	f.calls = append(f.calls, "grant")
 	g, why := f.state.GrantOf(token)
@@ -37,15 +43,20 @@ func (f *fakeCluster) WaitLock(context.Context, string, uint64, time.Duration) (
 func (f *fakeCluster) AppliedIndex() uint64 { return 9 }
 
 // historyState: lock a granted at 2, released at 3, granted again at 4
-// (held); lock b granted at 5; history kept from index 1.
+// (held); lock b granted at 5; a permit of semaphore jobs.s granted at 6,
+// released at 7; one of semaphore s at 8 (held); history kept, permits
+// too, from index 1.
 func historyState(t *testing.T) *fsm.FSM {
 	s := fsm.New(nil)
 	for i, c := range []entry.Command{
-		&entry.SetGrantHistory{GrantHistorySettings: entry.GrantHistorySettings{PerLock: 16, Global: 100}},
+		&entry.SetGrantHistory{GrantHistorySettings: entry.GrantHistorySettings{PerLock: 16, Global: 100, Permits: true}},
 		&entry.Acquire{Lock: "a", Holder: "w1", Lease: "s", TTLMillis: 1000},
 		&entry.Release{Lock: "a", Token: 2, Lease: "s"},
 		&entry.Acquire{Lock: "a", Holder: "w2", Lease: "s", TTLMillis: 1000},
 		&entry.Acquire{Lock: "jobs.b", Holder: "w3", Lease: "s", TTLMillis: 1000},
+		&entry.SemAcquire{Semaphore: "jobs.s", Holder: "w4", Lease: "s", TTLMillis: 1000, Limit: 2},
+		&entry.SemRelease{Semaphore: "jobs.s", Token: 6, Lease: "s"},
+		&entry.SemAcquire{Semaphore: "s", Holder: "w5", Lease: "s", TTLMillis: 1000, Limit: 2},
 	} {
 		if err, ok := s.ApplyCommand(c, uint64(i+1)).(error); ok {
 			t.Fatal(err)
@@ -75,7 +86,7 @@ func TestLockHistoryAndTokens(t *testing.T) {
 		{Token: 4, Lock: "a", Holder: "w2", GrantedIndex: 4, Ended: wire.GrantHeld},
 		{Token: 2, Lock: "a", Holder: "w1", GrantedIndex: 2, Ended: "released", EndedIndex: 3},
 	}}
-	if status != 200 || index != "5" || !reflect.DeepEqual(hist, want) {
+	if status != 200 || index != "8" || !reflect.DeepEqual(hist, want) {
 		t.Fatalf("history: %d (index %s) %+v", status, index, hist)
 	}
 	if status, _, _ := get("/v1/locks/a/history?limit=1", &hist); status != 200 || len(hist.Grants) != 1 || hist.Grants[0].Token != 4 {
@@ -105,6 +116,43 @@ func TestLockHistoryAndTokens(t *testing.T) {
 			t.Errorf("%s: %d %+v, want %d %s %s", c.path, status, e, c.status, c.code, c.reason)
 		}
 	}
+	// A permit's token names its semaphore (the lock is ""), and the
+	// semaphore's history lists it; the lock of the same name has none.
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("GET", "/v1/tokens/6", nil))
+	if body := rec.Body.String(); rec.Code != 200 || !strings.Contains(body, `"lock":"","semaphore":"jobs.s","holder":"w4"`) {
+		t.Fatalf("a permit's token: %d %s", rec.Code, body)
+	}
+	permit := wire.GrantRecord{Token: 6, Semaphore: "jobs.s", Holder: "w4", GrantedIndex: 6, Ended: "released", EndedIndex: 7}
+	if status, _, _ := get("/v1/tokens/6", &g); status != 200 || g != permit {
+		t.Fatalf("token 6: %d %+v", status, g)
+	}
+	var semHist wire.SemaphoreHistory
+	status, _, index = get("/v1/semaphores/jobs.s/history", &semHist)
+	if status != 200 || index != "8" || !reflect.DeepEqual(semHist, wire.SemaphoreHistory{Semaphore: "jobs.s", Grants: []wire.GrantRecord{permit}}) {
+		t.Fatalf("semaphore history: %d (index %s) %+v", status, index, semHist)
+	}
+	if status, _, _ := get("/v1/semaphores/s/history?limit=1", &semHist); status != 200 || len(semHist.Grants) != 1 || semHist.Grants[0].Ended != wire.GrantHeld {
+		t.Fatalf("semaphore s: %d %+v", status, semHist)
+	}
+	if status, _, _ := get("/v1/locks/jobs.s/history", &hist); status != 200 || len(hist.Grants) != 0 {
+		t.Fatalf("the lock jobs.s: %d %+v", status, hist)
+	}
+	if status, e, _ := get("/v1/semaphores/s/history?limit=0", nil); status != 400 || e.Code != wire.CodeInvalidLimit {
+		t.Fatalf("limit 0: %d %+v", status, e)
+	}
+	// A cluster whose history records no permits (its members read an
+	// older log format) says a permit's token may be one: not_kept.
+	f.state = fsm.New(nil)
+	for i, c := range []entry.Command{
+		&entry.SetGrantHistory{GrantHistorySettings: entry.GrantHistorySettings{PerLock: 16, Global: 100}},
+		&entry.SemAcquire{Semaphore: "s", Holder: "w", Lease: "s", TTLMillis: 1000, Limit: 2},
+	} {
+		f.state.ApplyCommand(c, uint64(i+1))
+	}
+	if status, e, _ := get("/v1/tokens/2", nil); status != 404 || e.Code != wire.CodeUnknownToken || e.Reason != wire.ReasonNotKept {
+		t.Fatalf("a permit without permits recorded: %d %+v", status, e)
+	}
 	// Without a history: a token not kept, said so.
 	f.state = fsm.New(nil)
 	f.state.ApplyCommand(&entry.Acquire{Lock: "a", Holder: "w1", Lease: "s", TTLMillis: 1000}, 1)
@@ -130,6 +178,11 @@ func TestHistoryScopedByPrefix(t *testing.T) {
 		"/v1/tokens/5":             200,
 		"/v1/tokens/4":             403,
 		"/v1/tokens/3":             404,
+		// Semaphores follow the same prefixes.
+		"/v1/semaphores/jobs.s/history": 200,
+		"/v1/semaphores/s/history":      403,
+		"/v1/tokens/6":                  200,
+		"/v1/tokens/8":                  403,
 	} {
 		if status, e, _ := do(t, h, call{"GET", path, "", auth}); status != want {
 			t.Errorf("%s: %d %+v, want %d", path, status, e, want)

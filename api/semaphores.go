@@ -17,14 +17,17 @@ import (
 // their own.
 func (s *Server) semaphoreRoutes() chi.Router {
 	r := chi.NewRouter()
-	r.Use(s.fwd.LeaderOnly)
-	r.Get("/", handleJSON(s.listSemaphores))
-	r.Route("/{name}", func(r chi.Router) {
-		r.Get("/", handleJSON(s.getSemaphore))
-		r.Post("/acquire", handleJSON(s.acquirePermit))
-		r.Post("/renew", handleJSON(s.renewPermit))
-		r.Post("/release", handleJSON(s.releasePermit))
-		r.Get("/check", handleJSON(s.checkPermit))
+	r.Group(func(r chi.Router) {
+		r.Use(s.fwd.LeaderOnly)
+		r.Get("/", handleJSON(s.listSemaphores))
+		r.Get("/{name}/history", handleJSON(s.semaphoreHistory)) // linearizable unless stale (history.go)
+		r.Route("/{name}", func(r chi.Router) {
+			r.Get("/", handleJSON(s.getSemaphore))
+			r.Post("/acquire", handleJSON(s.acquirePermit))
+			r.Post("/renew", handleJSON(s.renewPermit))
+			r.Post("/release", handleJSON(s.releasePermit))
+			r.Get("/check", handleJSON(s.checkPermit))
+		})
 	})
 	return r
 }

@@ -76,6 +76,7 @@ type Coord interface {
 	// The grant history and blocking reads (history.go): linearizable
 	// unless stale.
 	History(ctx context.Context, lock string, n int, stale bool) ([]entry.GrantRecord, uint64, error)
+	SemaphoreHistory(ctx context.Context, sem string, n int, stale bool) ([]entry.GrantRecord, uint64, error)
 	Grant(ctx context.Context, token uint64, stale bool) (entry.GrantRecord, uint64, error)
 	// Ready returns the log format the members read once this node can
 	// serve every command of it, or why not.

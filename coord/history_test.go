@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/fencer-io/fencer/coord/internal/fakeclock"
+	"github.com/fencer-io/fencer/fsm"
 	"github.com/fencer-io/fencer/fsm/entry"
 )
 
@@ -31,8 +32,8 @@ func TestHistorySettingsProposedOnceMembersReadThem(t *testing.T) {
 	f.format = entry.LogFormat
 	f.mu.Unlock()
 	poll(t, "the settings", func() bool { _, ok := s.GrantHistorySettings(); return ok })
-	if cfg, _ := s.GrantHistorySettings(); cfg != want {
-		t.Fatalf("settings %+v, want %+v", cfg, want)
+	if cfg, _ := s.GrantHistorySettings(); cfg.Sizes() != want || !cfg.Permits {
+		t.Fatalf("settings %+v, want %+v with permits", cfg, want)
 	}
 	if _, _, err := s.Grant(context.Background(), g.Token, false); !errors.Is(err, ErrUnknownToken) {
 		t.Fatalf("a grant before the settings: %v", err)
@@ -52,7 +53,7 @@ func TestHistorySettingsProposedOnceMembersReadThem(t *testing.T) {
 		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	defer s2.Close()
 	poll(t, "the warning", func() bool { return strings.Contains(logs.String(), "not the cluster's") })
-	if cfg, _ := s2.GrantHistorySettings(); cfg != want {
+	if cfg, _ := s2.GrantHistorySettings(); cfg.Sizes() != want {
 		t.Fatalf("the other node changed the settings: %+v", cfg)
 	}
 }
@@ -119,5 +120,107 @@ func TestWaitLock(t *testing.T) {
 	cancel()
 	if _, err := s.WaitLock(ctx, "a", s.AppliedIndex(), time.Minute); !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled: %v", err)
+	}
+}
+
+// A cluster whose members all read LogFormatPermitHistory records permits
+// from its settings' entry: a permit's token answers with its semaphore,
+// holder and end (released, expired), and the semaphore's history lists
+// it. One whose members read less keeps the lock history only, and says
+// of a permit's token that it may be one (not "never granted"); once they
+// all read it, the leader turns permits on with the cluster's own sizes.
+func TestPermitHistoryFollowsTheMembersFormat(t *testing.T) {
+	f := newFakeRaft()
+	f.format = entry.LogFormatPermitDelay
+	want := entry.GrantHistorySettings{PerLock: 4, Global: 50}
+	s, _, clock := newTestServiceOver(t, f, Config{GrantHistory: &want})
+	poll(t, "the settings", func() bool { _, ok := s.GrantHistorySettings(); return ok })
+	if cfg, _ := s.GrantHistorySettings(); cfg.Permits {
+		t.Fatalf("permits recorded while a member reads log format %d", entry.LogFormatPermitDelay)
+	}
+	early := mustPermit(t, s, "a", 3).Permit
+	var unknown *TokenError
+	if _, _, err := s.Grant(bg, early.Token, false); !errors.As(err, &unknown) || unknown.Lookup != fsm.TokenPermitNotKept || !strings.Contains(err.Error(), "semaphore permit") {
+		t.Fatalf("a permit before permits are recorded: %v", err)
+	}
+
+	setFormat(f, entry.LogFormat)
+	poll(t, "permits in the settings", func() bool { cfg, _ := s.GrantHistorySettings(); return cfg.Permits })
+	if cfg, _ := s.GrantHistorySettings(); cfg.Sizes() != want {
+		t.Fatalf("the upgrade changed the sizes: %+v", cfg)
+	}
+	released := mustPermit(t, s, "b", 3).Permit
+	if err := s.ReleasePermit(bg, "s", released.Token, released.Lease); err != nil {
+		t.Fatal(err)
+	}
+	expired := mustPermit(t, s, "c", 3).Permit
+	clock.Advance(time.Second)
+	poll(t, "c's permit to expire", func() bool { g, _, _ := s.Grant(bg, expired.Token, false); return g.Ended != "" })
+	held := mustPermit(t, s, "d", 3).Permit
+	for _, c := range []struct {
+		p     entry.Permit
+		ended string
+	}{{released, entry.EndReleased}, {expired, entry.EndExpired}, {held, ""}} {
+		g, index, err := s.Grant(bg, c.p.Token, false)
+		if err != nil || g.Semaphore != "s" || g.Lock != "" || g.Holder != c.p.Holder || g.GrantedIndex != c.p.Token || g.Ended != c.ended || index < g.GrantedIndex {
+			t.Errorf("token %d: %+v at %d (%v), want semaphore s, holder %s, ended %q", c.p.Token, g, index, err, c.p.Holder, c.ended)
+		}
+	}
+	hist, _, _ := s.SemaphoreHistory(bg, "s", 10, false)
+	if len(hist) != 3 || hist[0].Token != held.Token || hist[2].Token != released.Token {
+		t.Fatalf("history of semaphore s: %+v", hist)
+	}
+	if hist, _, _ := s.History(bg, "s", 10, false); len(hist) != 0 {
+		t.Fatalf("the lock s has a history: %+v", hist)
+	}
+	if _, _, err := s.Grant(bg, early.Token, false); !errors.As(err, &unknown) || unknown.Lookup != fsm.TokenPermitNotKept {
+		t.Fatalf("the permit from before, after the upgrade: %v", err)
+	}
+}
+
+// A new cluster of this build records permits from its first settings:
+// one entry, no second proposal.
+func TestPermitHistoryFromTheFirstSettings(t *testing.T) {
+	want := entry.GrantHistorySettings{PerLock: 4, Global: 50}
+	s, f, _ := newTestService(t, Config{GrantHistory: &want})
+	poll(t, "the settings", func() bool { _, ok := s.GrantHistorySettings(); return ok })
+	p := mustPermit(t, s, "a", 1).Permit
+	if g, _, err := s.Grant(bg, p.Token, false); err != nil || g.Semaphore != "s" || g.Holder != "a" || g.Ended != "" {
+		t.Fatalf("the first permit: %+v %v", g, err)
+	}
+	n := 0
+	for _, c := range f.log() {
+		if _, ok := c.(*entry.SetGrantHistory); ok {
+			n++
+		}
+	}
+	if n != 1 {
+		t.Fatalf("%d settings entries, want 1", n)
+	}
+}
+
+func TestHistoryProposal(t *testing.T) {
+	want := entry.GrantHistorySettings{PerLock: 4, Global: 50}
+	cluster := entry.GrantHistorySettings{PerLock: 2, Global: 10}
+	withPermits := func(g entry.GrantHistorySettings) entry.GrantHistorySettings { g.Permits = true; return g }
+	for _, c := range []struct {
+		cur     entry.GrantHistorySettings
+		ok      bool
+		format  int
+		next    entry.GrantHistorySettings
+		propose bool
+	}{
+		{format: entry.LogFormatCoord},
+		{format: entry.LogFormatHistory, next: want, propose: true},
+		{format: entry.LogFormatPermitDelay, next: want, propose: true},
+		{format: entry.LogFormatPermitHistory, next: withPermits(want), propose: true},
+		{cur: cluster, ok: true, format: entry.LogFormatPermitDelay},
+		{cur: cluster, ok: true, format: entry.LogFormatPermitHistory, next: withPermits(cluster), propose: true},
+		{cur: withPermits(cluster), ok: true, format: entry.LogFormatPermitHistory},
+	} {
+		next, propose := historyProposal(c.cur, c.ok, want, c.format)
+		if next != c.next || propose != c.propose {
+			t.Errorf("cluster's %+v (%v), format %d: %+v %v, want %+v %v", c.cur, c.ok, c.format, next, propose, c.next, c.propose)
+		}
 	}
 }

@@ -92,7 +92,7 @@ func (s *state) grant(c *entry.Acquire, index uint64) any {
 	})
 	s.locks.Add(e)
 	if s.history != nil {
-		s.history.Granted(grants.Grant{Token: token, Granted: index, Lock: e.Name(), Holder: e.Holder()})
+		s.history.Granted(grants.Grant{Token: token, Granted: index, Name: e.Name(), Holder: e.Holder()})
 	}
 	if c.RequestID != "" {
 		s.requests.Remember(e.RequestKey(), token)
@@ -171,7 +171,7 @@ func (s *state) free(cur *locktable.Entry, next *entry.Acquire, index uint64, wa
 		}
 	}
 	if s.history != nil {
-		s.history.Ended(name, cur.Token(), index, way)
+		s.history.Ended(grants.OfLock, name, cur.Token(), index, way)
 	}
 	return res
 }

@@ -224,6 +224,9 @@ func FuzzRestore(f *testing.F) {
 	if golden, err := os.ReadFile("testdata/snapshot-v2.golden"); err == nil {
 		f.Add(golden) // a grant history and a restore's voided grants
 	}
+	if golden, err := os.ReadFile("testdata/snapshot-v3.golden"); err == nil {
+		f.Add(golden) // permits in the grant history
+	}
 	f.Add([]byte(`{"format":"fencer-snapshot","version":1}` + "\n{}\n"))
 	f.Add([]byte(`not json`))
 

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/fencer-io/fencer/fsm/entry"
+	"github.com/fencer-io/fencer/fsm/internal/grants"
 	"github.com/fencer-io/fencer/fsm/internal/locktable"
 	"github.com/fencer-io/fencer/fsm/internal/permits"
 	"github.com/fencer-io/fencer/fsm/refusal"
@@ -82,6 +83,9 @@ func applySemAcquire(s *state, c *entry.SemAcquire, index uint64) any {
 		LockDelayMillis: c.LockDelayMillis,
 	}
 	s.sems.Add(p)
+	if h := s.permitHistory(); h != nil {
+		h.Granted(grants.Grant{Token: token, Granted: index, Name: p.Semaphore, Holder: p.Holder, Kind: grants.OfPermit})
+	}
 	if c.RequestID != "" {
 		s.requests.Remember(semRequestKey(c.Semaphore, c.Holder, c.RequestID, c.Principal), token)
 	}
@@ -116,7 +120,7 @@ func applySemRelease(s *state, c *entry.SemRelease, index uint64) any {
 	if p == nil || !secrets.Equal(p.Lease, c.Lease) {
 		return fmt.Errorf("%w: semaphore %q has no permit with token %d and that lease", refusal.ErrLeaseLost, c.Semaphore, c.Token)
 	}
-	return s.freePermit(p, c.Next, index)
+	return s.freePermit(p, c.Next, index, grants.Released)
 }
 
 func applySemExpire(s *state, c *entry.SemExpire, index uint64) any {
@@ -130,14 +134,16 @@ func applySemExpire(s *state, c *entry.SemExpire, index uint64) any {
 		// even a waiter offered in this entry, gets it until an EndDelay.
 		s.sems.AddSlotDelay(entry.Delay{Semaphore: p.Semaphore, Since: index, Millis: p.LockDelayMillis, Limit: limit})
 	}
-	res := s.freePermit(p, c.Next, index)
+	res := s.freePermit(p, c.Next, index, grants.Expired)
 	if p.LockDelayMillis > 0 {
 		res.Delay = &entry.Delay{Semaphore: p.Semaphore, Since: index, Millis: p.LockDelayMillis, Limit: limit}
 	}
 	return res
 }
 
-func (s *state) freePermit(p *entry.Permit, next *entry.SemAcquire, index uint64) *SemReleaseResult {
+// freePermit ends p at index, the way says how (released or expired), and
+// grants a permit to next in the same entry, if any (a hand-off).
+func (s *state) freePermit(p *entry.Permit, next *entry.SemAcquire, index uint64, way grants.Way) *SemReleaseResult {
 	s.sems.Remove(p)
 	res := &SemReleaseResult{Freed: *p}
 	if next != nil {
@@ -145,9 +151,13 @@ func (s *state) freePermit(p *entry.Permit, next *entry.SemAcquire, index uint64
 		switch r := applySemAcquire(s, next, index).(type) {
 		case *PermitResult:
 			res.Next = r
+			way = grants.HandedOff
 		case error:
 			res.NextErr = r
 		}
+	}
+	if h := s.permitHistory(); h != nil {
+		h.Ended(grants.OfPermit, p.Semaphore, p.Token, index, way)
 	}
 	if sem := s.sems.Get(p.Semaphore); sem != nil {
 		res.Held = sem.Held()

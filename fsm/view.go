@@ -82,7 +82,7 @@ func (f *FSM) viewLocked() *View {
 	v.Header.Permits = len(v.rest.Permits)
 	if h := s.history; h != nil {
 		cfg := h.Settings()
-		v.Header.GrantHistory, v.Header.GrantsFrom = &cfg, h.From()
+		v.Header.GrantHistory, v.Header.GrantsFrom, v.Header.PermitsFrom = &cfg, h.From(), h.PermitsFrom()
 		v.grants = h.Capture()
 		v.Header.Grants, v.Header.GrantRing = v.grants.Len(), v.grants.RingLen()
 	}
@@ -227,8 +227,11 @@ func fill(s *state, img *snapshot.Image) {
 		p := img.Permits[i]
 		s.sems.Add(&p)
 	}
-	if h := img.Header.GrantHistory; h != nil {
-		s.history = grants.Rebuild(*h, img.Header.GrantsFrom, img.Grants, img.Header.GrantRing, s.heldGrant)
+	if cfg, ok := img.Header.Settings(); ok {
+		s.history = grants.Rebuild(cfg, img.Header.GrantsFrom, img.Grants, img.Header.GrantRing, s.heldGrant)
+		if cfg.Permits {
+			s.history.RecordsPermits(img.Header.PermitsFrom)
+		}
 	}
 	s.restoredAt = img.Header.RestoredAt
 	s.voided = slices.Clone(img.Voided)

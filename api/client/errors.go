@@ -179,7 +179,8 @@ type APIError struct {
 	// semaphore_full and limit_mismatch.
 	Held, Limit int
 	// Reason says why on unknown_token: wire.ReasonNotKept (older than
-	// the history kept), wire.ReasonNeverGranted or wire.ReasonNoHistory.
+	// the history kept, or possibly a permit's from before it recorded
+	// permits), wire.ReasonNeverGranted or wire.ReasonNoHistory.
 	Reason string
 }
 

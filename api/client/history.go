@@ -27,10 +27,25 @@ func (c *Client) History(ctx context.Context, lock string, n int) ([]wire.GrantR
 	return out.Grants, nil
 }
 
-// Token returns which lock and holder got token and how the grant ended.
+// SemaphoreHistory returns up to n of the semaphore name's last permits,
+// newest first, as History does a lock's grants.
+func (c *Client) SemaphoreHistory(ctx context.Context, name string, n int) ([]wire.GrantRecord, error) {
+	q := url.Values{}
+	if n > 0 {
+		q.Set("limit", strconv.Itoa(min(n, wire.MaxHistoryLimit)))
+	}
+	var out wire.SemaphoreHistory
+	if err := c.tr.GetJSON(ctx, kindPath("semaphores", name, "history"), q, &out); err != nil {
+		return nil, err
+	}
+	return out.Grants, nil
+}
+
+// Token returns which lock (or, for a semaphore permit, which semaphore:
+// GrantRecord.Semaphore) and holder got token and how the grant ended.
 // A token the cluster's history does not hold is ErrUnknownToken; its
 // *APIError's Reason says whether it is older than what is kept
-// (wire.ReasonNotKept) or was never a lock's grant (wire.ReasonNeverGranted).
+// (wire.ReasonNotKept) or was never a grant (wire.ReasonNeverGranted).
 func (c *Client) Token(ctx context.Context, token uint64) (wire.GrantRecord, error) {
 	var out wire.GrantRecord
 	err := c.tr.GetJSON(ctx, "/v1/tokens/"+strconv.FormatUint(token, 10), nil, &out)

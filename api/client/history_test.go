@@ -70,3 +70,42 @@ func TestHistoryTokenAndWaitLock(t *testing.T) {
 		t.Fatalf("a token never issued: %v", err)
 	}
 }
+
+// A semaphore permit's token answers with its semaphore, holder and how it
+// ended, on any member once applied, and the semaphore's history lists it.
+func TestPermitTokenAndSemaphoreHistory(t *testing.T) {
+	c := tc.New(t, 3)
+	tc.Poll(t, 15*time.Second, "permits in the grant history settings on every member", func() bool {
+		for _, n := range c.Running() {
+			if cfg, ok := n.Inst.Coord.GrantHistorySettings(); !ok || !cfg.Permits {
+				return false
+			}
+		}
+		return true
+	})
+	cl, _ := newClient(t, c)
+	ctx := context.Background()
+	a, err := cl.AcquirePermit(ctx, "hist.s", 2, client.Holder("one"), client.NoKeepAlive())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	b, err := cl.AcquirePermit(ctx, "hist.s", 2, client.Holder("two"), client.NoKeepAlive())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var hist []wire.GrantRecord
+	tc.Poll(t, 5*time.Second, "the semaphore's history", func() bool {
+		hist, err = cl.SemaphoreHistory(ctx, "hist.s", 0)
+		return err == nil && len(hist) == 2
+	})
+	if hist[0].Token != b.Token() || hist[0].Ended != wire.GrantHeld || hist[0].Semaphore != "hist.s" || hist[1].Token != a.Token() || hist[1].Ended != "released" {
+		t.Fatalf("history %+v", hist)
+	}
+	g, err := cl.Token(ctx, a.Token())
+	if err != nil || g.Semaphore != "hist.s" || g.Lock != "" || g.Holder != "one" || g.Ended != "released" || g.EndedIndex <= g.GrantedIndex {
+		t.Fatalf("token %d: %+v %v", a.Token(), g, err)
+	}
+}

@@ -8,10 +8,12 @@ const GrantHeld = "held"
 // Why a token lookup answered 404 unknown_token (Error.Reason).
 const (
 	// ReasonNotKept: the token may have been a grant, older than the
-	// grant history the cluster keeps (or from before it kept one).
+	// grant history the cluster keeps (or from before it kept one, or a
+	// semaphore permit's from before it recorded permits).
 	ReasonNotKept = "not_kept"
-	// ReasonNeverGranted: no lock was granted with this token (above the
-	// last token issued, or within the history and not a lock's grant).
+	// ReasonNeverGranted: no lock or permit was granted with this token
+	// (above the last token issued, or within the history and neither a
+	// lock's grant nor a semaphore permit's).
 	ReasonNeverGranted = "never_granted"
 	// ReasonNoHistory: the cluster keeps no grant history (--grant-history
 	// 0, or not every member runs a build that keeps one yet).
@@ -19,10 +21,12 @@ const (
 )
 
 // GrantRecord is one grant of the cluster's grant history: the answer to
-// GET /v1/tokens/{token}, and each entry of a lock's history.
+// GET /v1/tokens/{token}, and each entry of a lock's or a semaphore's
+// history. A semaphore permit's names its semaphore, and its lock is "".
 type GrantRecord struct {
 	Token        uint64 `json:"token"`
 	Lock         string `json:"lock"`
+	Semaphore    string `json:"semaphore,omitempty"`
 	Holder       string `json:"holder"`
 	GrantedIndex uint64 `json:"granted_index"`
 	// Ended is how the grant ended: released, expired, handed_off (to a
@@ -48,10 +52,18 @@ type LockHistory struct {
 	Grants []GrantRecord `json:"grants"`
 }
 
+// SemaphoreHistory is the answer to GET /v1/semaphores/{name}/history: the
+// semaphore's last permits, newest first.
+type SemaphoreHistory struct {
+	Semaphore string        `json:"semaphore"`
+	Grants    []GrantRecord `json:"grants"`
+}
+
 // MaxBlockingWait bounds the wait of a blocking read (GET
 // /v1/locks/{name}?wait_index=N&wait=D); it is also the wait when wait is
 // left out.
 const MaxBlockingWait = 5 * time.Minute
 
-// MaxHistoryLimit is the largest ?limit= of a lock's history.
+// MaxHistoryLimit is the largest ?limit= of a lock's or a semaphore's
+// history.
 const MaxHistoryLimit = 1024

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"errors"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -54,5 +55,17 @@ func TestLockHistoryAndTokenCommands(t *testing.T) {
 	var usage *cli.UsageError
 	if _, _, err := fencer(t, "", "token", "07"); !errors.As(err, &usage) {
 		t.Fatalf("a malformed token: %v", err)
+	}
+	// A permit's token names its semaphore.
+	permit := regexp.MustCompile(`^token=(\d+) `).FindStringSubmatch(mustFencer(t, "sem", "acquire", "hpool", "--limit", "2", "--ttl", "30s", "--holder", "third"))
+	if permit == nil {
+		t.Fatal("sem acquire")
+	}
+	tc.Poll(t, 5*time.Second, "the permit's token on the member asked", func() bool {
+		_, _, err := fencer(t, "", "token", permit[1])
+		return err == nil
+	})
+	if out := mustFencer(t, "token", permit[1]); out != "token="+permit[1]+` semaphore=hpool holder="third" granted_index=`+permit[1]+" ended=held\n" {
+		t.Fatalf("a permit's token: %q", out)
 	}
 }

@@ -47,17 +47,23 @@ const (
 	// and the end of a permit slot's delay (end-delay's semaphore and
 	// next_permit).
 	LogFormatPermitDelay = 5
+	// LogFormatPermitHistory also reads set-grant-history's permits: the
+	// grant history then records semaphore permits beside lock grants.
+	LogFormatPermitHistory = 6
 	// LogFormat is the newest format this build reads and writes.
-	LogFormat = LogFormatPermitDelay
+	LogFormat = LogFormatPermitHistory
 )
 
 // binaryForm is a command's compact form: its type byte, the log format
-// that introduced it, and how its payload is read and written.
+// that introduced it, and how its payload is read and written. (A form
+// that is not binary, set-grant-history's of LogFormatPermitHistory, is one
+// too: its name is its tag.)
 type binaryForm struct {
 	typ    CommandType
 	format int
 	read   func(payload []byte) (Command, error)
 	append func(b []byte, cmd Command) []byte
+	tag    string // its label, when not binary
 }
 
 // binaryOf makes a binary form of the command type C from its typed reader
@@ -71,8 +77,18 @@ func binaryOf[C Command](typ CommandType, format int, read func([]byte) (C, erro
 	}
 }
 
+// formOf is binaryOf for a form with a tag of its own.
+func formOf[C Command](typ CommandType, format int, tag string, read func([]byte) (C, error), write func([]byte, C) []byte) *binaryForm {
+	f := binaryOf(typ, format, read, write)
+	f.tag = tag
+	return f
+}
+
 // label names the form in CommandType.String.
 func (f *binaryForm) label() string {
+	if f.tag != "" {
+		return f.tag
+	}
 	if f.format >= LogFormatPrincipal {
 		return "principal"
 	}

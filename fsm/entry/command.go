@@ -44,6 +44,9 @@ const (
 	// CmdSetGrantHistory fixes (or changes) the cluster's grant history
 	// settings (fsm/history.go; LogFormatHistory).
 	CmdSetGrantHistory CommandType = 23
+	// CmdSetGrantHistoryPermits is set-grant-history's form of
+	// LogFormatPermitHistory, which carries its permits setting.
+	CmdSetGrantHistoryPermits CommandType = 24
 )
 
 // Command is one FSM operation. Everything the FSM needs is inside it: the
@@ -59,20 +62,24 @@ type commandSpec struct {
 	name string
 	// empty returns a zero command for a JSON payload to fill.
 	empty func() Command
-	// forms are the command's compact forms, oldest log format first; the
-	// newest one the members read is written (none: always JSON).
+	// forms are the command's other forms (compact ones, or one that
+	// carries a newer field), oldest log format first; the newest one the
+	// members read and the command's fields allow is written (none: JSON).
 	forms []*binaryForm
 	// since is the log format that introduced the command: it is never
 	// encoded for members that read less.
 	since int
 }
 
-// form returns the form a command is written in for members that read
-// format: nil for JSON.
-func (s *commandSpec) form(format int) *binaryForm {
+// form returns the form a command whose fields need log format fields
+// (fieldsFormat) is written in for members that read format: nil for JSON.
+// A form carries the fields of its format and older ones (the binary forms
+// none of LogFormatCoord's: such a command is JSON), and a form that is
+// not binary is written only for the field it exists to carry.
+func (s *commandSpec) form(format, fields int) *binaryForm {
 	var f *binaryForm
 	for _, b := range s.forms {
-		if b.format <= format {
+		if b.format <= format && fields <= b.format && (b.tag == "" || fields == b.format) {
 			f = b
 		}
 	}
@@ -108,7 +115,8 @@ var commands = []commandSpec{
 	{typ: CmdSemRelease, name: "sem-release", empty: func() Command { return &SemRelease{} }, since: LogFormatCoord},
 	{typ: CmdSemExpire, name: "sem-expire", empty: func() Command { return &SemExpire{} }, since: LogFormatCoord},
 	{typ: CmdSetValue, name: "set-value", empty: func() Command { return &SetValue{} }, since: LogFormatCoord},
-	{typ: CmdSetGrantHistory, name: "set-grant-history", empty: func() Command { return &SetGrantHistory{} }, since: LogFormatHistory},
+	{typ: CmdSetGrantHistory, name: "set-grant-history", empty: func() Command { return &SetGrantHistory{} }, since: LogFormatHistory, forms: []*binaryForm{
+		formOf(CmdSetGrantHistoryPermits, LogFormatPermitHistory, "permits", readPermitHistory, appendPermitHistory)}},
 }
 
 // Types returns the Type of every command this build knows, in table order.
@@ -305,7 +313,7 @@ func EncodeFormat(cmd Command, format int) ([]byte, error) {
 	if need := max(k.spec.since, fields); format < need {
 		return nil, fmt.Errorf("%w: %s needs log format %d, the members read %d", ErrFormatTooOld, k.spec.name, need, format)
 	}
-	if b := k.spec.form(format); b != nil && fields < LogFormatCoord {
+	if b := k.spec.form(format, fields); b != nil {
 		return b.append(append(make([]byte, 0, 128), byte(b.typ)), cmd), nil
 	}
 	payload, err := json.Marshal(cmd)
@@ -368,6 +376,11 @@ func fieldsFormat(cmd Command) int {
 	}
 	if c, ok := cmd.(*EndDelay); ok && c.Semaphore != "" {
 		return LogFormatPermitDelay
+	}
+	if c, ok := cmd.(*SetGrantHistory); ok && c.Permits {
+		// An older build would drop the field and keep no permits: its
+		// history would differ from the others' from this entry on.
+		return LogFormatPermitHistory
 	}
 	switch c := cmd.(type) {
 	case *Acquire:

@@ -32,7 +32,7 @@ func TestCommandsTable(t *testing.T) {
 				t.Fatalf("%s: %v", spec.name, err)
 			}
 			want := spec.typ
-			if f := spec.form(format); f != nil {
+			if f := spec.form(format, fieldsFormat(cmd)); f != nil {
 				want = f.typ
 				if f.format > format {
 					t.Errorf("%s: form %d of format %d written for format %d", spec.name, f.typ, f.format, format)
@@ -52,12 +52,12 @@ func TestCommandsTable(t *testing.T) {
 			}
 		}
 	}
-	// The type bytes in use: 1-23, nothing else.
+	// The type bytes in use: 1-24, nothing else.
 	for t8 := range 256 {
 		typ := CommandType(t8)
 		_, err := Decode([]byte{byte(typ)})
 		var unknown *UnknownCommandError
-		if known := t8 >= 1 && t8 <= 23; known == errors.As(err, &unknown) {
+		if known := t8 >= 1 && t8 <= 24; known == errors.As(err, &unknown) {
 			t.Errorf("type byte %d: known %v, decode error %v", t8, known, err)
 		}
 	}
@@ -67,7 +67,7 @@ func TestCommandTypeNames(t *testing.T) {
 	for typ, want := range map[CommandType]string{
 		CmdAcquire: "acquire", CmdSetClusterID: "set-cluster-id",
 		CmdReleaseBinary: "release(binary)", CmdReleasePrincipal: "release(principal)",
-		CmdDeleteKey: "delete-key", 0: "unknown(0)", 200: "unknown(200)",
+		CmdDeleteKey: "delete-key", CmdSetGrantHistoryPermits: "set-grant-history(permits)", 0: "unknown(0)", 200: "unknown(200)",
 	} {
 		if got := typ.String(); got != want {
 			t.Errorf("type %d is called %q, want %q", uint8(typ), got, want)
@@ -88,4 +88,21 @@ func TestCommandsTableRefusesDuplicateTypeByte(t *testing.T) {
 			forms: []*binaryForm{binaryOf(CmdAcquireBinary, LogFormatBinary, plainLayout.readAcquire, plainLayout.appendAcquire)}},
 		{typ: CmdAcquireBinary, name: "clash", empty: func() Command { return &Acquire{} }},
 	})
+}
+
+// Recording permits is the cluster's decision: it needs a member format
+// that reads type 24, and a type-23 entry never carries it, as an older
+// build would read it without (and keep no permits).
+func TestPermitHistoryNeedsItsFormat(t *testing.T) {
+	c := &SetGrantHistory{GrantHistorySettings{PerLock: 4, Global: 10, Permits: true}}
+	if _, err := EncodeFormat(c, LogFormatPermitDelay); !errors.Is(err, ErrFormatTooOld) {
+		t.Fatalf("permits for members of format %d: %v, want ErrFormatTooOld", LogFormatPermitDelay, err)
+	}
+	back, err := Decode([]byte("\x17" + `{"per_lock":4,"global":10,"permits":true}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back.(*SetGrantHistory).Permits {
+		t.Fatal("a type-23 entry turned permits on")
+	}
 }

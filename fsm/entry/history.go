@@ -1,6 +1,9 @@
 package entry
 
-import "fmt"
+import (
+	"encoding/json"
+	"fmt"
+)
 
 // The grant history's command and records (fsm/internal/grants keeps the
 // history; fsm/DESIGN.md, "The grant history", says why it is built so).
@@ -33,8 +36,23 @@ type GrantHistorySettings struct {
 	// PerLock is how many of each lock's grants are kept.
 	PerLock int `json:"per_lock"`
 	// Global is how many of the cluster's last grants are kept for token
-	// lookups, and how many locks keep a history (0: no history at all).
+	// lookups, and how many locks and semaphores keep a history (0: no
+	// history at all).
 	Global int `json:"global"`
+	// Permits: semaphore permits are recorded beside lock grants, from the
+	// entry that first set it on; PerLock then bounds each semaphore's
+	// history too, and permits count in Global. It is not a node's
+	// choice: every build that records permits proposes it, once every
+	// member reads it. Only set-grant-history's form of
+	// LogFormatPermitHistory carries it (type 24), never the JSON of type
+	// 23, which older builds would apply without it; a snapshot says it
+	// with its header's permits_from.
+	Permits bool `json:"-"`
+}
+
+// Sizes returns the settings without Permits: what a node's flags set.
+func (g GrantHistorySettings) Sizes() GrantHistorySettings {
+	return GrantHistorySettings{PerLock: g.PerLock, Global: g.Global}
 }
 
 // Validate refuses settings outside the bounds.
@@ -57,10 +75,39 @@ type SetGrantHistory struct {
 
 func (*SetGrantHistory) Type() CommandType { return CmdSetGrantHistory }
 
-// GrantRecord is one grant as the history keeps it.
+// permitHistoryPayload is the payload of set-grant-history's form of
+// LogFormatPermitHistory (type 24): its settings with permits. The field
+// has a type byte of its own because an older build would drop it from a
+// type-23 entry and keep no permits, diverging from the other members; an
+// unknown type byte stops it instead.
+type permitHistoryPayload struct {
+	PerLock int  `json:"per_lock"`
+	Global  int  `json:"global"`
+	Permits bool `json:"permits"`
+}
+
+func readPermitHistory(payload []byte) (*SetGrantHistory, error) {
+	var p permitHistoryPayload
+	if err := json.Unmarshal(payload, &p); err != nil {
+		return nil, err
+	}
+	return &SetGrantHistory{GrantHistorySettings{PerLock: p.PerLock, Global: p.Global, Permits: p.Permits}}, nil
+}
+
+func appendPermitHistory(b []byte, c *SetGrantHistory) []byte {
+	// Marshalling ints and a bool cannot fail.
+	payload, _ := json.Marshal(permitHistoryPayload{PerLock: c.PerLock, Global: c.Global, Permits: c.Permits})
+	return append(b, payload...)
+}
+
+// GrantRecord is one grant as the history keeps it: of a lock, or of a
+// semaphore's permit (Semaphore set, Lock empty).
 type GrantRecord struct {
-	Token        uint64 `json:"token"`
-	Lock         string `json:"lock"`
+	Token uint64 `json:"token"`
+	// Lock is never empty for a lock's grant, so omitempty leaves those
+	// records byte for byte as before permits were recorded.
+	Lock         string `json:"lock,omitempty"`
+	Semaphore    string `json:"semaphore,omitempty"`
 	Holder       string `json:"holder"`
 	GrantedIndex uint64 `json:"granted_index"`
 	// Ended is how the grant ended (EndReleased, …), "" while it is held.

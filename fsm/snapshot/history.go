@@ -11,7 +11,8 @@ import (
 // dropping every grant of cur, the state it replaces (img itself for a
 // recovery): cur's held locks become img's voided grants, reported as
 // events by every member that installs img (whatever each held before),
-// and cur's grant history carries over with them ended as voided at index.
+// and cur's grant history carries over with them (and its held permits)
+// ended as voided at index.
 // img's own locks, requests, delays and permits are the caller's to clear.
 func (img *Image) Void(cur *Image, index uint64) {
 	voided := make([]entry.VoidedGrant, 0, len(cur.Locks))
@@ -27,17 +28,22 @@ func (img *Image) Void(cur *Image, index uint64) {
 	img.Voided, img.Grants = voided, grants
 	img.Header.RestoredAt = index
 	img.Header.GrantHistory, img.Header.GrantsFrom, img.Header.GrantRing = cur.Header.GrantHistory, cur.Header.GrantsFrom, cur.Header.GrantRing
+	img.Header.PermitsFrom = cur.Header.PermitsFrom
 	img.Header.Voided, img.Header.Grants = len(voided), len(grants)
 }
 
 // checkGrants refuses a grant history no log could have written: grants out
 // of token order, above the last token or with an unknown way; a ring
-// longer than the records or than the settings allow. (CheckHeldGrants
-// checks them against the locks, which a restore does not collect here.)
+// longer than the records or than the settings allow; a permit's grant
+// below the token from which permits are recorded, or a record of both a
+// lock and a semaphore or of neither. (CheckHeldGrants checks them against
+// the locks, which a restore does not collect here.)
+//
+// It is long because it is a list of independent checks, each a line or two.
 func (img *Image) checkGrants() error {
 	h := img.Header
 	if h.GrantHistory == nil {
-		if len(img.Grants) > 0 || h.GrantsFrom != 0 || h.GrantRing != 0 {
+		if len(img.Grants) > 0 || h.GrantsFrom != 0 || h.GrantRing != 0 || h.PermitsFrom != 0 {
 			return errors.New("grant records without grant history settings")
 		}
 		return nil
@@ -50,8 +56,11 @@ func (img *Image) checkGrants() error {
 	}
 	var last uint64
 	for i, g := range img.Grants {
-		if g.Token <= last || g.Token > h.LastToken || g.Lock == "" {
-			return fmt.Errorf("grant %d of lock %q out of order or above the last token %d", g.Token, g.Lock, h.LastToken)
+		if g.Token <= last || g.Token > h.LastToken || (g.Lock == "") == (g.Semaphore == "") {
+			return fmt.Errorf("grant %d of lock %q (semaphore %q) out of order or above the last token %d", g.Token, g.Lock, g.Semaphore, h.LastToken)
+		}
+		if g.Semaphore != "" && (h.PermitsFrom == 0 || g.Token < h.PermitsFrom) {
+			return fmt.Errorf("grant %d of semaphore %q: permits are recorded from token %d", g.Token, g.Semaphore, h.PermitsFrom)
 		}
 		last = g.Token
 		switch g.Ended {
@@ -68,10 +77,26 @@ func (img *Image) checkGrants() error {
 
 // CheckHeldGrants refuses a grant history in which a grant is still held
 // although its lock is not held with that token (held returns a lock's
-// current token, 0 when it is free).
+// current token, 0 when it is free), or its permit is not among img's.
 func (img *Image) CheckHeldGrants(held func(lock string) uint64) error {
+	var permits map[uint64]string // token → semaphore, made for the first held permit
 	for _, g := range img.Grants {
-		if g.Ended == "" && held(g.Lock) != g.Token {
+		if g.Ended != "" {
+			continue
+		}
+		if g.Semaphore != "" {
+			if permits == nil {
+				permits = make(map[uint64]string, len(img.Permits))
+				for _, p := range img.Permits {
+					permits[p.Token] = p.Semaphore
+				}
+			}
+			if sem, ok := permits[g.Token]; !ok || sem != g.Semaphore {
+				return fmt.Errorf("snapshot is inconsistent: permit %d of semaphore %q is still held, and the semaphore holds no permit with it", g.Token, g.Semaphore)
+			}
+			continue
+		}
+		if held(g.Lock) != g.Token {
 			return fmt.Errorf("snapshot is inconsistent: grant %d of lock %q is still held, and the lock is not held with it", g.Token, g.Lock)
 		}
 	}
@@ -86,7 +111,12 @@ func (img *Image) CheckHeldGrants(held func(lock string) uint64) error {
 func appendGrantRecord(dst []byte, g *entry.GrantRecord) ([]byte, bool) {
 	w := lineWriter{b: dst, ok: true}
 	w.uint(`{"grant":{"token":`, g.Token)
-	w.str(`,"lock":"`, g.Lock)
+	if g.Lock != "" {
+		w.str(`,"lock":"`, g.Lock)
+	}
+	if g.Semaphore != "" {
+		w.str(`,"semaphore":"`, g.Semaphore)
+	}
 	w.str(`,"holder":"`, g.Holder)
 	w.uint(`,"granted_index":`, g.GrantedIndex)
 	if g.Ended != "" {
@@ -106,10 +136,10 @@ func (sw *Writer) Grant(g *entry.GrantRecord) { writeLine(sw, g, appendGrantReco
 // anything else, which the caller decodes with encoding/json.
 func parseGrantRecord(line []byte, g *entry.GrantRecord) bool {
 	p := lockParser{b: line}
-	var lock, holder, ended []byte
+	var lock, sem, holder, ended []byte
 	*g = entry.GrantRecord{}
 	ok := p.lit(`{"grant":{"token":`) && p.uint(&g.Token) &&
-		p.lit(`,"lock":`) && p.str(&lock) &&
+		(p.lit(`,"lock":`) && p.str(&lock) || p.lit(`,"semaphore":`) && p.str(&sem)) &&
 		p.lit(`,"holder":`) && p.str(&holder) &&
 		p.lit(`,"granted_index":`) && p.uint(&g.GrantedIndex)
 	if !ok {
@@ -138,6 +168,6 @@ func parseGrantRecord(line []byte, g *entry.GrantRecord) bool {
 	if !p.lit("}}") || len(p.b) != 0 {
 		return false
 	}
-	g.Lock, g.Holder = string(lock), string(holder)
+	g.Lock, g.Semaphore, g.Holder = string(lock), string(sem), string(holder)
 	return true
 }

@@ -17,6 +17,9 @@ func TestGrantRecordLikeEncodingJSON(t *testing.T) {
 		{Token: 5, Lock: "a", Holder: `say "hi"`, GrantedIndex: 5, Ended: entry.EndVoided, EndedIndex: 6},
 		{Token: 6, Lock: "a", Holder: "é<>&", GrantedIndex: 6},
 		{Token: 7, Lock: "a>", Holder: "<", GrantedIndex: 7},
+		// A semaphore permit's grant: the semaphore in the lock's place.
+		{Token: 8, Semaphore: "jobs", Holder: "worker-2", GrantedIndex: 8, Ended: entry.EndExpired, EndedIndex: 9},
+		{Token: 9, Semaphore: "s>", Holder: "<", GrantedIndex: 9},
 	} {
 		var want bytes.Buffer
 		json.NewEncoder(&want).Encode(Record{Grant: &g})

@@ -18,12 +18,15 @@ const Format = "fencer-snapshot"
 // grants a restore voided; a state that has neither (its cluster never set
 // the history's settings, nor was restored by a build that keeps one) is
 // written as version 1, byte for byte as before, so that during a rolling
-// upgrade the members still on an older build can install it.
+// upgrade the members still on an older build can install it. Version 3
+// adds semaphore permits to the grant history (Header.PermitsFrom, grant
+// records with a semaphore); a history without them is still version 2.
 const (
 	Version1 = 1
 	Version2 = 2
+	Version3 = 3
 	// Version is the newest version this build writes and reads.
-	Version = Version2
+	Version = Version3
 )
 
 // Header is the first record of a snapshot. api/wire.SnapshotHeader repeats
@@ -62,6 +65,21 @@ type Header struct {
 	GrantRing    int                         `json:"grant_ring,omitempty"`
 	RestoredAt   uint64                      `json:"restored_at,omitempty"`
 	Voided       int                         `json:"voided,omitempty"`
+
+	// Version 3: the lowest token from which the grant history records
+	// semaphore permits (0: it records none; GrantHistorySettings.Permits).
+	PermitsFrom uint64 `json:"permits_from,omitempty"`
+}
+
+// Settings returns the grant history's settings as the state keeps them
+// (Permits from PermitsFrom), false without any.
+func (h *Header) Settings() (entry.GrantHistorySettings, bool) {
+	if h.GrantHistory == nil {
+		return entry.GrantHistorySettings{}, false
+	}
+	cfg := *h.GrantHistory
+	cfg.Permits = h.PermitsFrom != 0
+	return cfg, true
 }
 
 // needsVersion2 reports whether the header describes anything version 1
@@ -70,11 +88,18 @@ func (h *Header) needsVersion2() bool {
 	return h.GrantHistory != nil || h.GrantsFrom != 0 || h.Grants != 0 || h.GrantRing != 0 || h.RestoredAt != 0 || h.Voided != 0
 }
 
+// needsVersion3 reports whether the header describes anything version 2
+// cannot hold.
+func (h *Header) needsVersion3() bool { return h.PermitsFrom != 0 }
+
 // Written is the header as a snapshot writes it: with the lowest version
 // that holds its state.
 func (h Header) Written() Header {
 	h.Version = Version1
-	if h.needsVersion2() {
+	switch {
+	case h.needsVersion3():
+		h.Version = Version3
+	case h.needsVersion2():
 		h.Version = Version2
 	}
 	return h
@@ -265,8 +290,10 @@ func Decode(r io.Reader, img *Image, lock func(*LockRecord) error) error {
 	switch v := img.Header.Version; {
 	case v == Version1 && img.Header.needsVersion2():
 		return errors.New("snapshot version 1 with fields of version 2")
-	case v != Version1 && v != Version2:
-		return fmt.Errorf("snapshot version %d is not supported (this build reads %d and %d)", v, Version1, Version2)
+	case v < Version3 && img.Header.needsVersion3():
+		return fmt.Errorf("snapshot version %d with fields of version 3", v)
+	case v < Version1 || v > Version3:
+		return fmt.Errorf("snapshot version %d is not supported (this build reads %d to %d)", v, Version1, Version3)
 	}
 	var lr0 LockRecord
 	for {

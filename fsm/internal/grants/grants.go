@@ -1,18 +1,20 @@
 // Package grants is the replicated grant history: the ring of the
-// cluster's last grants and the last grants of each recently granted lock,
-// each bounded by the cluster's settings.
+// cluster's last grants and the last grants of each recently granted lock
+// or semaphore, each bounded by the cluster's settings.
 //
 // It answers, after the fact, "whose write was token T?" and "who held
-// lock L lately?". The FSM feeds it from applied entries only and carries
-// it in snapshots, so every member answers the same (see fsm/DESIGN.md,
-// "The grant history").
+// lock L (or a permit of semaphore S) lately?". The FSM feeds it from
+// applied entries only and carries it in snapshots, so every member
+// answers the same (see fsm/DESIGN.md, "The grant history").
 //
 // It keeps two overlapping sets of grants, both bounded:
 //   - the ring: the cluster's last Global grants, in token order; a token
 //     lookup answers from it;
-//   - per lock, its last PerLock grants, for at most Global locks (those
-//     granted most recently), even when the ring has moved past them; a
-//     lock's history answers from it.
+//   - per name (a lock, or a semaphore: the two are namespaces of their
+//     own), its last PerLock grants, for at most Global names (those
+//     granted most recently, locks and semaphores in one order), even when
+//     the ring has moved past them; a lock's or semaphore's history
+//     answers from it.
 //
 // A grant in both is stored twice (as values, 64 bytes each, its strings
 // shared), which costs less than a pointer per grant would in allocations.
@@ -38,6 +40,15 @@ const (
 	Voided
 )
 
+// Kind is what a grant is of. Locks and semaphores are namespaces of their
+// own, so a name's history is keyed by both.
+type Kind uint8
+
+const (
+	OfLock Kind = iota
+	OfPermit
+)
+
 var endWays = [...]string{Held: "", Released: entry.EndReleased, Expired: entry.EndExpired, HandedOff: entry.EndHandedOff, Voided: entry.EndVoided}
 
 func wayOf(s string) (Way, bool) {
@@ -49,19 +60,42 @@ func wayOf(s string) (Way, bool) {
 	return 0, false
 }
 
-// Grant is an entry.GrantRecord in 64 bytes: the way is a byte, and the
-// strings are those of the grant as the lock table keeps it (no allocation
-// per grant).
+// Grant is an entry.GrantRecord in 64 bytes: the way and the kind are a
+// byte each, and the strings are those of the grant as the lock table or
+// the permit keeps it (no allocation per grant).
 type Grant struct {
 	Token, Granted, Ended uint64
-	Lock, Holder          string
-	Way                   Way
+	// Name is the lock's, or the semaphore's when Kind is OfPermit.
+	Name, Holder string
+	Way          Way
+	Kind         Kind
 }
 
 // Record returns g as the record a snapshot and a read hold.
 func (g *Grant) Record() entry.GrantRecord {
-	return entry.GrantRecord{Token: g.Token, Lock: g.Lock, Holder: g.Holder, GrantedIndex: g.Granted,
+	r := entry.GrantRecord{Token: g.Token, Lock: g.Name, Holder: g.Holder, GrantedIndex: g.Granted,
 		Ended: endWays[g.Way], EndedIndex: g.Ended}
+	if g.Kind == OfPermit {
+		r.Lock, r.Semaphore = "", g.Name
+	}
+	return r
+}
+
+// grantOf is Record's inverse (an unknown way reads as held: the
+// snapshot's checks refuse one before a history is rebuilt from it).
+func grantOf(r *entry.GrantRecord) Grant {
+	way, _ := wayOf(r.Ended)
+	g := Grant{Token: r.Token, Granted: r.GrantedIndex, Ended: r.EndedIndex, Name: r.Lock, Holder: r.Holder, Way: way}
+	if r.Semaphore != "" {
+		g.Name, g.Kind = r.Semaphore, OfPermit
+	}
+	return g
+}
+
+// named is the key of a name's history.
+type named struct {
+	name string
+	kind Kind
 }
 
 // History is a cluster's grant history. Nothing before the entry that set
@@ -73,26 +107,37 @@ type History struct {
 	// SetGrantHistory entry would have had, and moves past each grant the
 	// ring forgets.
 	from uint64
-	ring []Grant // circular once len == cfg.Global; ring[head] is the oldest
-	head int
-	// locks are the per-lock histories, in the order of their last grant
-	// (oldest first), so that the lock forgotten past cfg.Global locks is
+	// permitsFrom is the lowest token from which permits are recorded
+	// (0: none are, without cfg.Permits): from itself when the history
+	// began with them, the token of the entry that asked for them when
+	// that came later. A ring that does not hold a token between from and
+	// permitsFrom cannot say it was no permit's.
+	permitsFrom uint64
+	ring        []Grant // circular once len == cfg.Global; ring[head] is the oldest
+	head        int
+	// locks are the per-name histories, in the order of their last grant
+	// (oldest first), so that the name forgotten past cfg.Global names is
 	// the one granted longest ago.
-	locks         map[string]*lockGrants
+	locks         map[named]*lockGrants
 	oldest, newer *lockGrants // the order's ends: oldest and newest
 }
 
-// lockGrants is one lock's last grants, oldest first, circular once full.
+// lockGrants is one name's last grants, oldest first, circular once full.
 type lockGrants struct {
 	recs       []Grant
 	head       int
 	prev, next *lockGrants // toward older and newer last grants
-	name       string
+	key        named
 }
 
-// New returns an empty history under cfg whose ring starts at token from.
+// New returns an empty history under cfg whose ring starts at token from
+// (and so do its permits, with cfg.Permits).
 func New(cfg entry.GrantHistorySettings, from uint64) *History {
-	return &History{cfg: cfg, from: from, locks: map[string]*lockGrants{}}
+	h := &History{cfg: cfg, from: from, locks: map[named]*lockGrants{}}
+	if cfg.Permits {
+		h.permitsFrom = from
+	}
+	return h
 }
 
 // Settings returns the settings the history keeps grants under.
@@ -100,6 +145,21 @@ func (h *History) Settings() entry.GrantHistorySettings { return h.cfg }
 
 // From returns the lowest token the ring accounts for.
 func (h *History) From() uint64 { return h.from }
+
+// PermitsFrom returns the lowest token from which permits are recorded,
+// 0 when they are not.
+func (h *History) PermitsFrom() uint64 { return h.permitsFrom }
+
+// RecordsPermits says that permits are recorded from token on: the token
+// of the entry whose settings first asked for them, or a restored
+// history's PermitsFrom. The settings must ask for them.
+func (h *History) RecordsPermits(token uint64) { h.permitsFrom = token }
+
+// Accounts reports whether every grant with token, lock or permit, would
+// be in the ring: if it is not, there was none.
+func (h *History) Accounts(token uint64) bool {
+	return token >= h.from && h.permitsFrom != 0 && token >= h.permitsFrom
+}
 
 // ringAt is the i-th oldest grant of the ring.
 func (h *History) ringAt(i int) *Grant {
@@ -127,15 +187,16 @@ func (h *History) Granted(g Grant) {
 	}
 }
 
-// addToLock adds g to its lock's grants, which become the newest lock's.
+// addToLock adds g to its name's grants, which become the newest name's.
 func (h *History) addToLock(g Grant) {
 	if h.cfg.PerLock == 0 {
 		return
 	}
-	lg, ok := h.locks[g.Lock]
+	key := named{g.Name, g.Kind}
+	lg, ok := h.locks[key]
 	if !ok {
-		lg = &lockGrants{name: g.Lock}
-		h.locks[g.Lock] = lg
+		lg = &lockGrants{key: key}
+		h.locks[key] = lg
 	} else {
 		h.unlink(lg)
 	}
@@ -143,11 +204,11 @@ func (h *History) addToLock(g Grant) {
 	lg.add(g, h.cfg.PerLock)
 }
 
-// forgetOldestLock drops the grants of the lock granted longest ago.
+// forgetOldestLock drops the grants of the name granted longest ago.
 func (h *History) forgetOldestLock() {
 	old := h.oldest
 	h.unlink(old)
-	delete(h.locks, old.name)
+	delete(h.locks, old.key)
 }
 
 func (lg *lockGrants) add(g Grant, max int) {
@@ -186,14 +247,16 @@ func (h *History) unlink(lg *lockGrants) {
 	lg.prev, lg.next = nil, nil
 }
 
-// Ended records that the grant of lock with token ended at index.
-func (h *History) Ended(lock string, token, index uint64, way Way) {
+// Ended records that the grant of name (a lock's or a semaphore's, as
+// kind says) with token ended at index.
+func (h *History) Ended(kind Kind, name string, token, index uint64, way Way) {
 	if g := h.Find(token); g != nil {
 		g.Ended, g.Way = index, way
 	}
-	// The lock's last grant, or the one before it when the entry handed
-	// the lock to a waiter.
-	if lg, ok := h.locks[lock]; ok {
+	// A lock's last grant, or the one before it when the entry handed the
+	// lock to a waiter; a semaphore's, any of its last: permits end in
+	// any order, so the walk goes back to the token at most PerLock.
+	if lg, ok := h.locks[named{name, kind}]; ok {
 		for i := len(lg.recs) - 1; i >= 0 && lg.at(i).Token >= token; i-- {
 			if g := lg.at(i); g.Token == token {
 				g.Ended, g.Way = index, way
@@ -212,9 +275,10 @@ func (h *History) Find(token uint64) *Grant {
 	return nil
 }
 
-// Last returns up to n of lock's last grants, newest first.
-func (h *History) Last(lock string, n int) []entry.GrantRecord {
-	lg, ok := h.locks[lock]
+// Last returns up to n of the last grants of name (a lock's or a
+// semaphore's, as kind says), newest first.
+func (h *History) Last(kind Kind, name string, n int) []entry.GrantRecord {
+	lg, ok := h.locks[named{name, kind}]
 	if !ok {
 		return nil
 	}
@@ -281,10 +345,17 @@ func (c Captured) Records() []entry.GrantRecord {
 	return out
 }
 
-// Resize returns the history that cfg keeps of h's grants.
+// Resize returns the history that cfg keeps of h's grants: h itself when
+// only Permits changes (what it keeps is the same).
 func (h *History) Resize(cfg entry.GrantHistorySettings) *History {
+	if cfg.Sizes() == h.cfg.Sizes() {
+		h.cfg = cfg
+		return h
+	}
 	c := h.Capture()
-	return Rebuild(cfg, h.from, c.Records(), c.RingLen(), nil)
+	out := Rebuild(cfg, h.from, c.Records(), c.RingLen(), nil)
+	out.permitsFrom = h.permitsFrom
+	return out
 }
 
 // Rebuild builds the history that holds recs (sorted by token, the last
@@ -295,7 +366,11 @@ func (h *History) Resize(cfg entry.GrantHistorySettings) *History {
 //
 // held, when not nil, returns the lock name and holder of lock's held
 // grant if its token is token, which a record of that grant shares
-// instead of keeping strings of its own.
+// instead of keeping strings of its own. (Permits are few next to locks,
+// a semaphore's limit bounding them, and keep their own strings.)
+//
+// A history that started recording permits after it began gets its
+// PermitsFrom back with RecordsPermits (New sets it to from).
 func Rebuild(cfg entry.GrantHistorySettings, from uint64, recs []entry.GrantRecord, ring int, held func(lock string, token uint64) (name, holder string, ok bool)) *History {
 	h := New(cfg, from)
 	if cfg.Global == 0 {
@@ -308,12 +383,10 @@ func Rebuild(cfg entry.GrantHistorySettings, from uint64, recs []entry.GrantReco
 	}
 	start := len(recs) - ring
 	for i := range recs {
-		r := recs[i]
-		way, _ := wayOf(r.Ended)
-		g := Grant{Token: r.Token, Granted: r.GrantedIndex, Ended: r.EndedIndex, Lock: r.Lock, Holder: r.Holder, Way: way}
-		if held != nil {
-			if name, holder, ok := held(r.Lock, r.Token); ok {
-				g.Lock, g.Holder = name, holder
+		g := grantOf(&recs[i])
+		if held != nil && g.Kind == OfLock {
+			if name, holder, ok := held(g.Name, g.Token); ok {
+				g.Name, g.Holder = name, holder
 			}
 		}
 		if i >= start {

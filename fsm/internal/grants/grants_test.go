@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"reflect"
 	"testing"
+	"unsafe"
 
 	"github.com/fencer-io/fencer/fsm/entry"
 )
@@ -11,9 +12,9 @@ import (
 // fill grants locks l0..l(locks-1) in turn, n grants in all, tokens 1..n.
 func fill(h *History, locks, n int) {
 	for i := 1; i <= n; i++ {
-		h.Granted(Grant{Token: uint64(i), Granted: uint64(i), Lock: fmt.Sprintf("l%d", (i-1)%locks), Holder: "w"})
+		h.Granted(Grant{Token: uint64(i), Granted: uint64(i), Name: fmt.Sprintf("l%d", (i-1)%locks), Holder: "w"})
 		if i > 1 {
-			h.Ended(fmt.Sprintf("l%d", (i-2)%locks), uint64(i-1), uint64(i), Released)
+			h.Ended(OfLock, fmt.Sprintf("l%d", (i-2)%locks), uint64(i-1), uint64(i), Released)
 		}
 	}
 }
@@ -30,13 +31,13 @@ func TestBounds(t *testing.T) {
 	}
 	// l2..l5 were granted at 27..30; l1, last granted at 26, is forgotten,
 	// and so are their grants before: four other locks came in between.
-	if got := h.Last("l5", 9); len(got) != 1 || got[0].Token != 30 {
+	if got := h.Last(OfLock, "l5", 9); len(got) != 1 || got[0].Token != 30 {
 		t.Fatalf("l5: %+v", got)
 	}
-	if got := h.Last("l1", 9); got != nil {
+	if got := h.Last(OfLock, "l1", 9); got != nil {
 		t.Fatalf("l1 kept: %+v", got)
 	}
-	if g := h.Find(28); g == nil || g.Lock != "l3" || g.Way != Released || g.Ended != 29 {
+	if g := h.Find(28); g == nil || g.Name != "l3" || g.Way != Released || g.Ended != 29 {
 		t.Fatalf("token 28: %+v", g)
 	}
 	if h.Find(26) != nil {
@@ -45,9 +46,9 @@ func TestBounds(t *testing.T) {
 	// Per lock: its last PerLock grants, beyond the ring.
 	h = New(entry.GrantHistorySettings{Global: 4, PerLock: 2}, 1)
 	fill(h, 2, 30)
-	h.Granted(Grant{Token: 31, Lock: "other"})
-	h.Granted(Grant{Token: 32, Lock: "other"})
-	if got := h.Last("l1", 9); len(got) != 2 || got[0].Token != 30 || got[1].Token != 28 || got[1].Ended != entry.EndReleased || got[1].EndedIndex != 29 {
+	h.Granted(Grant{Token: 31, Name: "other"})
+	h.Granted(Grant{Token: 32, Name: "other"})
+	if got := h.Last(OfLock, "l1", 9); len(got) != 2 || got[0].Token != 30 || got[1].Token != 28 || got[1].Ended != entry.EndReleased || got[1].EndedIndex != 29 {
 		t.Fatalf("l1: %+v", got)
 	}
 }
@@ -64,15 +65,49 @@ func TestRebuildAndResize(t *testing.T) {
 		t.Fatal("rebuilt history differs")
 	}
 	for _, l := range []string{"l0", "l1", "l2"} {
-		if !reflect.DeepEqual(back.Last(l, 9), h.Last(l, 9)) {
-			t.Fatalf("%s: %+v, was %+v", l, back.Last(l, 9), h.Last(l, 9))
+		if !reflect.DeepEqual(back.Last(OfLock, l, 9), h.Last(OfLock, l, 9)) {
+			t.Fatalf("%s: %+v, was %+v", l, back.Last(OfLock, l, 9), h.Last(OfLock, l, 9))
 		}
 	}
 	small := h.Resize(entry.GrantHistorySettings{Global: 2, PerLock: 1})
 	if c := small.Capture(); c.RingLen() != 2 || c.Len() != 2 || small.From() != 39 {
 		t.Fatalf("resized: ring %d of %d from %d", c.RingLen(), c.Len(), small.From())
 	}
-	if got := small.Last("l0", 9); len(got) != 1 || got[0].Token != 40 {
+	if got := small.Last(OfLock, "l0", 9); len(got) != 1 || got[0].Token != 40 {
 		t.Fatalf("l0 resized: %+v", got)
+	}
+}
+
+// A lock and a semaphore of one name keep histories of their own, counted
+// together against Global; permits end in any order; a Grant stays in 64
+// bytes with its kind.
+func TestPermitsBesideLocks(t *testing.T) {
+	if n := unsafe.Sizeof(Grant{}); n != 64 {
+		t.Fatalf("a Grant takes %d bytes", n)
+	}
+	h := New(entry.GrantHistorySettings{Global: 3, PerLock: 2, Permits: true}, 1)
+	h.Granted(Grant{Token: 1, Granted: 1, Name: "s", Holder: "a", Kind: OfPermit})
+	h.Granted(Grant{Token: 2, Granted: 2, Name: "s", Holder: "b", Kind: OfPermit})
+	h.Granted(Grant{Token: 3, Granted: 3, Name: "s", Holder: "w"})
+	h.Ended(OfPermit, "s", 1, 4, Released) // the older permit ends first
+	h.Ended(OfLock, "s", 2, 4, Released)   // not the lock's: nothing
+	if got := h.Last(OfPermit, "s", 9); len(got) != 2 || got[1].Ended != entry.EndReleased || got[0].Ended != "" || got[0].Semaphore != "s" || got[0].Lock != "" {
+		t.Fatalf("semaphore s: %+v", got)
+	}
+	if got := h.Last(OfLock, "s", 9); len(got) != 1 || got[0].Lock != "s" || got[0].Semaphore != "" {
+		t.Fatalf("lock s: %+v", got)
+	}
+	if g := h.Find(1); g == nil || g.Record().Semaphore != "s" || g.Way != Released {
+		t.Fatalf("token 1: %+v", g)
+	}
+	h.Granted(Grant{Token: 5, Name: "x"})
+	h.Granted(Grant{Token: 6, Name: "y"})
+	if got := h.Last(OfPermit, "s", 9); got != nil {
+		t.Fatalf("semaphore s kept with 3 names granted since: %+v", got)
+	}
+	c := h.Capture()
+	back := Rebuild(h.Settings(), h.From(), c.Records(), c.RingLen(), nil)
+	if !reflect.DeepEqual(back.Capture().Records(), c.Records()) || back.Last(OfLock, "s", 9) == nil {
+		t.Fatal("rebuilt history differs")
 	}
 }

@@ -725,8 +725,8 @@ async function lookupToken(t) {
         { id: "token-result" },
         h("dt", {}, "Token"),
         h("dd", {}, String(g.token)),
-        h("dt", {}, "Lock"),
-        h("dd", {}, lockLink(g.lock)),
+        // A semaphore permit's grant names its semaphore (its lock is "").
+        g.semaphore ? [h("dt", {}, "Semaphore"), h("dd", {}, g.semaphore)] : [h("dt", {}, "Lock"), h("dd", {}, lockLink(g.lock))],
         h("dt", {}, "Holder"),
         h("dd", {}, g.holder),
         h("dt", {}, "Granted at"),

@@ -60,10 +60,14 @@ func (o *historyOptions) run(cmd *cobra.Command, name string) error {
 	return nil
 }
 
-// printGrant writes one line of key=value pairs, with the lock when withLock.
+// printGrant writes one line of key=value pairs, with the lock (or, for a
+// permit, the semaphore) when withLock.
 func printGrant(w io.Writer, g wire.GrantRecord, withLock bool) error {
 	fields := []string{fmt.Sprintf("token=%d", g.Token)}
-	if withLock {
+	switch {
+	case withLock && g.Semaphore != "":
+		fields = append(fields, "semaphore="+g.Semaphore)
+	case withLock:
 		fields = append(fields, "lock="+g.Lock)
 	}
 	fields = append(fields, fmt.Sprintf("holder=%q", g.Holder), fmt.Sprintf("granted_index=%d", g.GrantedIndex), "ended="+g.Ended)

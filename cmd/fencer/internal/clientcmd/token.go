@@ -21,14 +21,16 @@ func NewTokenCmd() *cobra.Command {
 	o := &tokenOptions{}
 	cmd := &cobra.Command{
 		Use:   "token T",
-		Short: "Show which lock and holder got fencing token T, and how the grant ended",
-		Long: `Show which lock and holder got fencing token T, the log index of the
-grant, and how it ended (released, expired, handed_off, voided) or held: the
-answer to "whose write was this?" for a resource that saw token T.
+		Short: "Show which lock (or semaphore) and holder got fencing token T, and how the grant ended",
+		Long: `Show which lock, or for a permit which semaphore, and holder got fencing
+token T, the log index of the grant, and how it ended (released, expired,
+handed_off, voided) or held: the answer to "whose write was this?" for a
+resource that saw token T.
 
-The cluster keeps its last --grant-history grants (100,000 by default); a
-token older than that, or never a lock's grant, fails with unknown_token and
-says which. Any member answers from its own applied state.`,
+The cluster keeps its last --grant-history grants (100,000 by default),
+locks' and permits' alike; a token older than that, or never a grant, fails
+with unknown_token and says which. Any member answers from its own applied
+state.`,
 		Example: `  fencer token 1234
   fencer token 1234 -o json | jq -r .holder`,
 		Args: cli.Positional("T"),
