@@ -140,7 +140,7 @@ func (s *Service) acquire(ctx context.Context, req AcquireRequest) (fsm.AcquireR
 		q.Unlock()
 		return fsm.AcquireResult{}, err
 	}
-	err := s.checkLocks(req.Holder, held || retry)
+	err := s.checkGrants(req.Holder, held || retry)
 	if err == nil && queueing {
 		err = s.checkWaiters(q.Len(), "lock", req.Lock)
 	}
@@ -180,15 +180,18 @@ func (s *Service) acquire(ctx context.Context, req AcquireRequest) (fsm.AcquireR
 	})
 }
 
-// checkLocks refuses a new grant to holder beyond the lock limits (none
-// when the lock is held or the request was granted: nothing new is held).
-func (s *Service) checkLocks(holder string, heldOrRetry bool) error {
+// checkGrants refuses a new grant to holder, a lock or a permit, beyond the
+// limits on held grants (--max-locks, --max-locks-per-holder), which count
+// locks and semaphore permits together: each is a lease the leader times.
+// None when nothing new would be held (the lock is held, the semaphore
+// full, or the request was granted before).
+func (s *Service) checkGrants(holder string, nothingNew bool) error {
 	c := s.cfg
-	if heldOrRetry {
+	if nothingNew {
 		return nil
 	}
-	if total, mine := s.fsm.LockCount(holder); total >= c.MaxLocks || mine >= c.MaxLocksPerHolder {
-		return fmt.Errorf("%w: %d held in all, %d by %q (limits %d and %d)", ErrTooManyLocks,
+	if total, mine := s.fsm.GrantCount(holder); total >= c.MaxLocks || mine >= c.MaxLocksPerHolder {
+		return fmt.Errorf("%w: %d locks and permits held in all, %d by %q (limits %d and %d)", ErrTooManyLocks,
 			total, mine, holder, c.MaxLocks, c.MaxLocksPerHolder)
 	}
 	return nil

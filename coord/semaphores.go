@@ -91,7 +91,7 @@ func (s *Service) AcquirePermit(ctx context.Context, req PermitRequest) (fsm.Per
 		return fsm.PermitResult{}, err
 	}
 	queueing := req.Wait > 0 && !retry && (full || q.Len() > 0)
-	err := s.checkPermits(req.Holder, retry || full)
+	err := s.checkGrants(req.Holder, retry || full)
 	if err == nil && queueing {
 		err = s.checkWaiters(q.Len(), "semaphore", req.Semaphore)
 	}
@@ -121,20 +121,6 @@ func (s *Service) AcquirePermit(ctx context.Context, req PermitRequest) (fsm.Per
 		}
 		return s.grantPermit(cmd)
 	})
-}
-
-// checkPermits refuses a new permit beyond the cluster's limit on held
-// locks, which permits count against: each is a grant the leader tracks
-// (none when nothing new would be held: a retry, or a full semaphore's
-// waiter).
-func (s *Service) checkPermits(holder string, retryOrFull bool) error {
-	if retryOrFull {
-		return nil
-	}
-	if locks, _ := s.fsm.LockCount(holder); locks+s.fsm.PermitCount() >= s.cfg.MaxLocks {
-		return fmt.Errorf("%w: %d locks and permits held in all (limit %d)", ErrTooManyLocks, locks+s.fsm.PermitCount(), s.cfg.MaxLocks)
-	}
-	return nil
 }
 
 // grantPermit proposes a permit and starts its lease.

@@ -110,6 +110,31 @@ func TestPermitsCountAgainstMaxLocks(t *testing.T) {
 	}
 }
 
+// MaxLocksPerHolder counts a holder's permits with its locks, on one
+// semaphore and across several (issue 26 F10: one holder got 6 permits on
+// one semaphore and 6 across six with the limit at 5). Fails with
+// checkGrants counting locks alone.
+func TestPermitsCountAgainstMaxLocksPerHolder(t *testing.T) {
+	s, _, _ := newTestService(t, Config{MaxLocksPerHolder: 3})
+	mustAcquire(t, s, "l", "w", time.Minute)
+	for _, sem := range []string{"one", "one"} {
+		if _, err := s.AcquirePermit(bg, PermitRequest{Semaphore: sem, Holder: "w", Limit: 10, TTL: time.Minute}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, sem := range []string{"one", "two"} {
+		if _, err := s.AcquirePermit(bg, PermitRequest{Semaphore: sem, Holder: "w", Limit: 10, TTL: time.Minute}); !errors.Is(err, ErrTooManyLocks) {
+			t.Fatalf("a fourth grant for w on %s with the per-holder limit at 3: %v", sem, err)
+		}
+	}
+	if _, err := s.Acquire(bg, AcquireRequest{Lock: "l2", Holder: "w", TTL: time.Minute}); !errors.Is(err, ErrTooManyLocks) {
+		t.Fatalf("a lock for w holding a lock and two permits, limit 3: %v", err)
+	}
+	if _, err := s.AcquirePermit(bg, PermitRequest{Semaphore: "two", Holder: "other", Limit: 10, TTL: time.Minute}); err != nil {
+		t.Fatalf("another holder: %v", err)
+	}
+}
+
 // A permit waiter whose wait ends as a permit comes free elsewhere gets it,
 // rather than being told the semaphore is full with a permit free.
 func TestPermitWaiterTakesAPermitFreedAsItsWaitEnds(t *testing.T) {

@@ -25,6 +25,14 @@ func (f *FSM) LockCount(holder string) (total, byHolder int) {
 	return f.s.locks.Len(), f.s.locks.HeldBy(holder)
 }
 
+// GrantCount returns how many grants are held, locks and semaphore permits
+// together, in all and by holder: what the limits on held locks count.
+func (f *FSM) GrantCount(holder string) (total, byHolder int) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.s.locks.Len() + f.s.sems.Held(), f.s.locks.HeldBy(holder) + f.s.sems.HeldBy(holder)
+}
+
 // Locks returns every held lock, sorted by name.
 func (f *FSM) Locks() []entry.Lock {
 	_, entries := f.lockEntries()

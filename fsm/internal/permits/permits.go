@@ -64,11 +64,17 @@ func (sem *Semaphore) Delays() []entry.Delay {
 // Table is every semaphore with a permit held or a slot delayed, by name.
 type Table struct {
 	sems map[string]*Semaphore
-	held int // permits held in all; derived, not snapshotted
+	// held counts the permits held in all, byHolder by holder name;
+	// derived, not snapshotted.
+	held     int
+	byHolder map[string]int
 }
 
 // New returns an empty table.
-func New() *Table { return &Table{sems: map[string]*Semaphore{}} }
+func New() *Table { return &Table{sems: map[string]*Semaphore{}, byHolder: map[string]int{}} }
+
+// HeldBy counts the permits holder holds, in every semaphore.
+func (t *Table) HeldBy(holder string) int { return t.byHolder[holder] }
 
 // Get returns a semaphore, or nil when none of its permits is held and
 // none of its slots delayed.
@@ -85,6 +91,7 @@ func (t *Table) Len() int { return len(t.sems) }
 func (t *Table) Add(p *entry.Permit) {
 	t.semaphore(p.Semaphore, p.Limit).permits[p.Token] = p
 	t.held++
+	t.byHolder[p.Holder]++
 }
 
 // Remove frees a held permit's slot.
@@ -92,6 +99,9 @@ func (t *Table) Remove(p *entry.Permit) {
 	sem := t.sems[p.Semaphore]
 	delete(sem.permits, p.Token)
 	t.held--
+	if t.byHolder[p.Holder]--; t.byHolder[p.Holder] <= 0 {
+		delete(t.byHolder, p.Holder)
+	}
 	t.dropIfEmpty(p.Semaphore, sem)
 }
 

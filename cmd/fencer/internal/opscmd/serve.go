@@ -128,8 +128,8 @@ rejoins by itself. Every flag can also be set by its environment variable.`,
 		"the members' own credential without TLS: the same secret file on every node, needed with --acl-file to join ($FENCER_CLUSTER_SECRET_FILE)")
 	fs.BoolVar(&o.insecure, "insecure", cli.EnvBool("FENCER_INSECURE"), "allow a non-loopback address without TLS or access control ($FENCER_INSECURE)")
 	fs.IntVar(&o.rateLimit, "rate-limit", int(cli.EnvUint("FENCER_RATE_LIMIT", 10000)), "requests per second per client (ACL principal or IP); 0 disables ($FENCER_RATE_LIMIT)")
-	fs.IntVar(&o.maxLocks, "max-locks", int(cli.EnvUint("FENCER_MAX_LOCKS", 1_000_000)), "held locks in total ($FENCER_MAX_LOCKS)")
-	fs.IntVar(&o.maxPerHolder, "max-locks-per-holder", int(cli.EnvUint("FENCER_MAX_LOCKS_PER_HOLDER", 100_000)), "held locks per holder name ($FENCER_MAX_LOCKS_PER_HOLDER)")
+	fs.IntVar(&o.maxLocks, "max-locks", int(cli.EnvUint("FENCER_MAX_LOCKS", 1_000_000)), "held locks and semaphore permits in total ($FENCER_MAX_LOCKS)")
+	fs.IntVar(&o.maxPerHolder, "max-locks-per-holder", int(cli.EnvUint("FENCER_MAX_LOCKS_PER_HOLDER", 100_000)), "held locks and semaphore permits per holder name ($FENCER_MAX_LOCKS_PER_HOLDER)")
 	fs.IntVar(&o.maxWaiters, "max-waiters", int(cli.EnvUint("FENCER_MAX_WAITERS", 100_000)), "queued acquires in total ($FENCER_MAX_WAITERS)")
 	fs.IntVar(&o.maxPerLock, "max-waiters-per-lock", int(cli.EnvUint("FENCER_MAX_WAITERS_PER_LOCK", 1024)), "queued acquires per lock ($FENCER_MAX_WAITERS_PER_LOCK)")
 	fs.Int64Var(&o.maxKVBytes, "max-kv-bytes", int64(cli.EnvUint("FENCER_MAX_KV_BYTES", coord.DefaultMaxKVBytes)),
