@@ -181,6 +181,10 @@ func TestBadInputRefusedBeforeTheCluster(t *testing.T) {
 		{"wrong type", call{"POST", "/v1/locks/a/acquire", `{"holder":"w","ttl_ms":"10"}`, nil}, wire.CodeInvalidJSON},
 		{"no holder", call{"POST", "/v1/locks/a/acquire", `{"ttl_ms":1000}`, nil}, wire.CodeInvalidHolder},
 		{"control char holder", call{"POST", "/v1/locks/a/acquire", `{"holder":"a\u0001"}`, nil}, wire.CodeInvalidHolder},
+		// Values refuse what holders refuse (issue 26 F13).
+		{"NUL in a value", call{"POST", "/v1/locks/a/acquire", `{"holder":"w","value":"10.0.0.1\u0000:80"}`, nil}, wire.CodeInvalidValue},
+		{"bidi override in a value", call{"POST", "/v1/locks/a/acquire", `{"holder":"w","value":"evil\u202e08:1.0.0.01"}`, nil}, wire.CodeInvalidValue},
+		{"zero-width in a proclaimed value", call{"POST", "/v1/locks/a/value", `{` + lease + `,"token":3,"value":"a\u200bb"}`, nil}, wire.CodeInvalidValue},
 		{"ttl too short", call{"POST", "/v1/locks/a/acquire", `{"holder":"w","ttl_ms":99}`, nil}, wire.CodeInvalidTTL},
 		{"ttl too long", call{"POST", "/v1/locks/a/acquire", `{"holder":"w","ttl_ms":86400001}`, nil}, wire.CodeInvalidTTL},
 		{"ttl overflowing a Duration", call{"POST", "/v1/locks/a/acquire", `{"holder":"w","ttl_ms":288230376151721744}`, nil}, wire.CodeInvalidTTL},

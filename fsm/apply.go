@@ -186,7 +186,7 @@ func applyPut(s *state, c *entry.Put, _ uint64) any {
 	if entry.TokenEpoch(c.Token) < s.floor {
 		// A grant of an epoch before the last restore or recovery: void,
 		// even above a mark that the restore took back (see DESIGN.md).
-		return &refusal.StaleError{Key: c.Key, Token: c.Token, LastToken: s.keys.Mark(c.Key)}
+		return &refusal.StaleError{Key: c.Key, Token: c.Token, LastToken: s.keys.Mark(c.Key), Floor: s.floor}
 	}
 	if c.IssuedOnly() && c.Token > s.lastToken {
 		// A mark above every token issued would refuse every real holder

@@ -52,6 +52,11 @@ func TestEpochFloorRefusesEveryTokenOfAnEarlierEpoch(t *testing.T) {
 		if !errors.As(err, &se) || !errors.Is(err, refusal.ErrStaleToken) || se.LastToken != wantMark || se.Token != p.Token {
 			t.Fatalf("put %+v after restore: %v, want stale with last token %d", p, err, wantMark)
 		}
+		// The message says why: the token's epoch, not the mark (it read
+		// "not greater than its last token 0" for a key never written).
+		if msg := err.Error(); se.Floor != 1 || !strings.Contains(msg, "from epoch 0, before the restore or recovery that began epoch 1") {
+			t.Fatalf("put %+v after restore: %q (floor %d), want the epoch named", p, msg, se.Floor)
+		}
 	}
 	stale(&entry.Put{Key: "k", Value: []byte("zombie"), Token: t0 + k}, t0)
 	stale(&entry.Put{Key: "new-key", Value: []byte("zombie"), Token: t0 + k}, 0)

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/fencer-io/fencer/fsm/entry"
 	"github.com/fencer-io/fencer/fsm/secrets"
 )
 
@@ -65,9 +66,17 @@ type StaleError struct {
 	Key       string
 	Token     uint64
 	LastToken uint64
+	// Floor, when set, is the epoch the token is before: the cluster was
+	// restored or recovered since its grant, and every grant of an earlier
+	// epoch is void whatever the key's mark.
+	Floor uint64
 }
 
 func (e *StaleError) Error() string {
+	if e.Floor != 0 {
+		return fmt.Sprintf("token %d for key %q is from epoch %d, before the restore or recovery that began epoch %d: grants of earlier epochs are void (its last token is %d)",
+			e.Token, e.Key, entry.TokenEpoch(e.Token), e.Floor, e.LastToken)
+	}
 	return fmt.Sprintf("token %d for key %q is not greater than its last token %d", e.Token, e.Key, e.LastToken)
 }
 

@@ -221,10 +221,13 @@ func checkJSONType(h http.Header) error {
 	return &wire.Error{Code: wire.CodeUnsupportedMediaType, Message: fmt.Sprintf("Content-Type %.64q: want application/json for a JSON body", strings.Join(values, ", "))}
 }
 
-// CheckValue refuses a lock value over wire.MaxLockValue bytes or not UTF-8.
+// CheckValue refuses a lock value over wire.MaxLockValue bytes, not UTF-8,
+// or holding a character holders refuse (control, bidi, separator and
+// zero-width characters): a value is shown to people and other programs as
+// a holder is, and a NUL or an override could make it read as another.
 func CheckValue(v string) error {
-	if len(v) > wire.MaxLockValue || !utf8.ValidString(v) {
-		return badRequest(wire.CodeInvalidValue, fmt.Sprintf("value: want at most %d bytes of UTF-8", wire.MaxLockValue))
+	if v != "" && !Printable(v, wire.MaxLockValue) {
+		return badRequest(wire.CodeInvalidValue, fmt.Sprintf("value: want at most %d bytes of printable UTF-8 (no control, bidi, separator or zero-width characters)", wire.MaxLockValue))
 	}
 	return nil
 }
