@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -44,13 +45,15 @@ type Fencer struct {
 // NewFencer builds a client for endpoints with one kept-alive connection
 // per benchmark client, and finds the leader. timeout bounds each request
 // attempt (a contended acquire's wait comes on top).
-func NewFencer(ctx context.Context, endpoints []string, clients int, ttl, wait, timeout time.Duration) (*Fencer, error) {
+func NewFencer(ctx context.Context, endpoints []string, clients int, ttl, wait, timeout time.Duration, tlsCfg *tls.Config, opts ...client.Option) (*Fencer, error) {
 	hc := &http.Client{Transport: &http.Transport{
 		MaxIdleConns:        clients + 16,
 		MaxIdleConnsPerHost: clients + 16,
 		IdleConnTimeout:     90 * time.Second,
+		TLSClientConfig:     tlsCfg,
 	}}
-	c, err := client.New(endpoints, client.WithHTTPClient(hc), client.WithTimeout(wait+timeout))
+	opts = append(opts, client.WithHTTPClient(hc), client.WithTimeout(wait+timeout))
+	c, err := client.New(endpoints, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -62,6 +65,10 @@ func NewFencer(ctx context.Context, endpoints []string, clients int, ttl, wait, 
 		_, err := f.leader(ctx)
 		if err == nil {
 			return f, nil
+		}
+		var api *client.APIError
+		if errors.As(err, &api) && (api.Status == http.StatusUnauthorized || api.Status == http.StatusForbidden) {
+			return nil, err // waiting will not make the cluster accept this client
 		}
 		select {
 		case <-ctx.Done():

@@ -43,7 +43,7 @@ func benchmarkFencer(b *testing.B, store logstore.Kind) {
 			}
 			b.Run(fmt.Sprintf("%s/clients=%d", w, clients), func(b *testing.B) {
 				ctx := context.Background()
-				f, err := NewFencer(ctx, []string{leader.HTTPAddr}, clients, 10*time.Second, 30*time.Second, 10*time.Second)
+				f, err := NewFencer(ctx, []string{leader.HTTPAddr}, clients, 10*time.Second, 30*time.Second, 10*time.Second, nil)
 				if err != nil {
 					b.Fatal(err)
 				}

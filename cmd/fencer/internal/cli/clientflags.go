@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -91,11 +92,20 @@ func envFirst(names ...string) string {
 
 // security returns the client options for TLS and the bearer token.
 func (f *ClientFlags) security() ([]client.Option, error) {
+	_, opts, err := f.Security()
+	return opts, err
+}
+
+// Security reads the TLS and token flags: the TLS configuration (nil
+// without --tls-ca or a certificate) for a caller that builds its own HTTP
+// transport, and the client options that carry both.
+func (f *ClientFlags) Security() (*tls.Config, []client.Option, error) {
 	var opts []client.Option
+	var cfg *tls.Config
 	if f.caFile != "" || f.certFile != "" {
-		cfg, err := tlsutil.ClientConfig(f.caFile, f.certFile, f.keyFile)
-		if err != nil {
-			return nil, err
+		var err error
+		if cfg, err = tlsutil.ClientConfig(f.caFile, f.certFile, f.keyFile); err != nil {
+			return nil, nil, err
 		}
 		opts = append(opts, client.WithTLS(cfg))
 	}
@@ -103,14 +113,14 @@ func (f *ClientFlags) security() ([]client.Option, error) {
 	if f.tokenFile != "" {
 		data, err := os.ReadFile(f.tokenFile)
 		if err != nil {
-			return nil, fmt.Errorf("--auth-token-file: %w", err)
+			return nil, nil, fmt.Errorf("--auth-token-file: %w", err)
 		}
 		token = strings.TrimSpace(string(data))
 	}
 	if token != "" {
 		opts = append(opts, client.WithBearerToken(token))
 	}
-	return opts, nil
+	return cfg, opts, nil
 }
 
 // Validate checks the flags before any request is made.

@@ -130,7 +130,11 @@ func (o *benchOptions) run(cmd *cobra.Command) error {
 	gcfloor.Start(gcfloor.DefaultFloor)
 	ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	f, err := bench.NewFencer(ctx, o.client.EndpointList(), o.load.Clients, o.ttl, o.wait, o.client.Timeout)
+	tlsCfg, security, err := o.client.Security()
+	if err != nil {
+		return err
+	}
+	f, err := bench.NewFencer(ctx, o.client.EndpointList(), o.load.Clients, o.ttl, o.wait, o.client.Timeout, tlsCfg, security...)
 	if err != nil {
 		return err
 	}
