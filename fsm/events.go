@@ -128,7 +128,7 @@ func restoreEvents(s *state, applied uint64) []event.Event {
 	}
 	out := make([]event.Event, 0, len(s.voided)+1)
 	for _, v := range s.voided {
-		out = append(out, event.Event{Index: applied, Type: event.Voided, Lock: v.Lock, Holder: v.Holder, Token: v.Token})
+		out = append(out, event.Event{Index: applied, Type: event.Voided, Lock: v.Lock, Semaphore: v.Semaphore, Holder: v.Holder, Token: v.Token})
 	}
 	return append(out, event.Event{Index: applied, Type: event.Epoch, Epoch: s.epoch})
 }

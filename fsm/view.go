@@ -88,7 +88,7 @@ func (f *FSM) viewLocked() *View {
 	}
 	// Never written in place: a restore replaces the slice.
 	v.rest.Voided = s.voided
-	v.Header.RestoredAt, v.Header.Voided = s.restoredAt, len(s.voided)
+	v.Header.RestoredAt, v.Header.Voided, v.Header.VoidedPermits = s.restoredAt, len(s.voided), voidedPermits(s.voided)
 	v.Header = v.Header.Written()
 	return v
 }
@@ -293,3 +293,14 @@ func (s *raftSnapshot) Persist(sink raft.SnapshotSink) error {
 }
 
 func (s *raftSnapshot) Release() {}
+
+// voidedPermits counts the permits among a restore's voided grants.
+func voidedPermits(voided []entry.VoidedGrant) int {
+	n := 0
+	for _, v := range voided {
+		if v.Semaphore != "" {
+			n++
+		}
+	}
+	return n
+}

@@ -144,7 +144,7 @@ func (r *recoveryFSM) Snapshot() (raft.FSMSnapshot, error) {
 	// events: every member starts from a recovered state (boot), so none
 	// would report them.
 	img.Void(img, img.Header.AppliedIndex)
-	img.Voided, img.Header.Voided, img.Header.RestoredAt = nil, 0, 0
+	img.Voided, img.Header.Voided, img.Header.VoidedPermits, img.Header.RestoredAt = nil, 0, 0, 0
 	img.Locks, img.Requests, img.Delays, img.Permits = nil, nil, nil, nil
 	epoch, err := snapshot.RecoveryEpoch(img.Header.Epoch, r.bump)
 	if err != nil {

@@ -119,7 +119,9 @@ type GrantRecord struct {
 // installs keeps them (snapshot.Image.Voided) so that every member that
 // installs it reports the same voided events, whatever it held before.
 type VoidedGrant struct {
-	Lock   string `json:"lock"`
-	Holder string `json:"holder"`
-	Token  uint64 `json:"token"`
+	Lock string `json:"lock"`
+	// Semaphore names a voided permit's semaphore (its Lock is "").
+	Semaphore string `json:"semaphore,omitempty"`
+	Holder    string `json:"holder"`
+	Token     uint64 `json:"token"`
 }

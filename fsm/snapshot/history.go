@@ -10,14 +10,17 @@ import (
 // Void makes img the state that a restore or recovery installs at index,
 // dropping every grant of cur, the state it replaces (img itself for a
 // recovery): cur's held locks become img's voided grants, reported as
-// events by every member that installs img (whatever each held before),
-// and cur's grant history carries over with them (and its held permits)
-// ended as voided at index.
+// events by every member that installs img (whatever each held before), as
+// do cur's held permits, and cur's grant history carries over with them,
+// every held grant ended as voided at index.
 // img's own locks, requests, delays and permits are the caller's to clear.
 func (img *Image) Void(cur *Image, index uint64) {
-	voided := make([]entry.VoidedGrant, 0, len(cur.Locks))
+	voided := make([]entry.VoidedGrant, 0, len(cur.Locks)+len(cur.Permits))
 	for _, l := range cur.Locks {
 		voided = append(voided, entry.VoidedGrant{Lock: l.Name, Holder: l.Holder, Token: l.Token})
+	}
+	for _, p := range cur.Permits {
+		voided = append(voided, entry.VoidedGrant{Semaphore: p.Semaphore, Holder: p.Holder, Token: p.Token})
 	}
 	grants := append([]entry.GrantRecord(nil), cur.Grants...)
 	for i := range grants {
@@ -29,7 +32,7 @@ func (img *Image) Void(cur *Image, index uint64) {
 	img.Header.RestoredAt = index
 	img.Header.GrantHistory, img.Header.GrantsFrom, img.Header.GrantRing = cur.Header.GrantHistory, cur.Header.GrantsFrom, cur.Header.GrantRing
 	img.Header.PermitsFrom = cur.Header.PermitsFrom
-	img.Header.Voided, img.Header.Grants = len(voided), len(grants)
+	img.Header.Voided, img.Header.VoidedPermits, img.Header.Grants = len(voided), len(cur.Permits), len(grants)
 }
 
 // checkGrants refuses a grant history no log could have written: grants out

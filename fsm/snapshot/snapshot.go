@@ -67,8 +67,10 @@ type Header struct {
 	Voided       int                         `json:"voided,omitempty"`
 
 	// Version 3: the lowest token from which the grant history records
-	// semaphore permits (0: it records none; GrantHistorySettings.Permits).
-	PermitsFrom uint64 `json:"permits_from,omitempty"`
+	// semaphore permits (0: it records none; GrantHistorySettings.Permits),
+	// and how many of the voided grants are permits.
+	PermitsFrom   uint64 `json:"permits_from,omitempty"`
+	VoidedPermits int    `json:"voided_permits,omitempty"`
 }
 
 // Settings returns the grant history's settings as the state keeps them
@@ -90,7 +92,7 @@ func (h *Header) needsVersion2() bool {
 
 // needsVersion3 reports whether the header describes anything version 2
 // cannot hold.
-func (h *Header) needsVersion3() bool { return h.PermitsFrom != 0 }
+func (h *Header) needsVersion3() bool { return h.PermitsFrom != 0 || h.VoidedPermits != 0 }
 
 // Written is the header as a snapshot writes it: with the lowest version
 // that holds its state.
@@ -395,6 +397,15 @@ func (lr *lineReader) next() ([]byte, error) {
 // header says; locks is how many lock records there were.
 func (img *Image) CheckCounts(locks int) error {
 	h := img.Header
+	permits := 0
+	for _, v := range img.Voided {
+		if v.Semaphore != "" {
+			permits++
+		}
+	}
+	if permits != h.VoidedPermits {
+		return fmt.Errorf("snapshot is incomplete: header says %d of the voided grants are permits, found %d", h.VoidedPermits, permits)
+	}
 	if locks != h.Locks || len(img.Keys) != h.Keys || len(img.Members) != h.Members || len(img.Requests) != h.Requests || len(img.Delays) != h.Delays || len(img.Permits) != h.Permits ||
 		len(img.Voided) != h.Voided || len(img.Grants) != h.Grants {
 		return fmt.Errorf("snapshot is incomplete: header says %d locks, %d keys, %d members, %d requests, %d delays, %d permits, %d voided, %d grants; found %d, %d, %d, %d, %d, %d, %d, %d",
