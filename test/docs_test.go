@@ -250,4 +250,3 @@ func writeDocsStubs(t *testing.T, dir string) {
 		}
 	}
 }
-
