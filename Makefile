@@ -42,10 +42,14 @@ test: vet build
 	@scripts/with-postgres.sh env FENCER_REQUIRE_PG=1 FENCER_REQUIRE_PROMETHEUS=1 sh -c '$(GO) test -count=1 -timeout 15m $(PKGS) && $(MAKE) --no-print-directory test-python'
 	cd deploy/kubernetes/manifesttest && $(GO) vet ./... && $(GO) test -count=1 ./...
 
-## test-python: the Python client against real nodes (bin/fencer); its
-## PostgreSQL example runs when FENCER_TEST_PG_DSN is set (make test sets it).
+## test-python: the Python client installed as its README says (pip
+## --no-build-isolation with Debian's setuptools and wheel, offline) into a
+## temporary directory removed after, then its tests against that install and
+## real nodes (bin/fencer); its PostgreSQL example runs when
+## FENCER_TEST_PG_DSN is set (make test sets it).
 test-python: build
-	cd clients/python && FENCER_BIN=$(CURDIR)/$(BIN) $(PYTHON) -m unittest discover -s tests -t .
+	@PYTHON=$(PYTHON) scripts/ensure-python.sh
+	PYTHON=$(PYTHON) FENCER_BIN=$(CURDIR)/$(BIN) scripts/test-python.sh
 
 ## test-unit: every test that needs no PostgreSQL (those skip).
 test-unit:

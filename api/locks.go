@@ -42,7 +42,7 @@ func (s *Server) work(r *http.Request, extra time.Duration) (context.Context, co
 }
 
 func (s *Server) acquire(w http.ResponseWriter, r *http.Request) (any, error) {
-	name, req, err := request.NamedBody(w, r, request.ValidateAcquire)
+	name, req, err := request.NamedAcquire(w, r)
 	if err != nil {
 		return nil, err
 	}

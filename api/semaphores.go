@@ -33,7 +33,7 @@ func (s *Server) semaphoreRoutes() chi.Router {
 }
 
 func (s *Server) acquirePermit(w http.ResponseWriter, r *http.Request) (any, error) {
-	name, req, err := request.NamedBody(w, r, request.ValidateSemAcquire)
+	name, req, err := request.NamedSemAcquire(w, r)
 	if err != nil {
 		return nil, err
 	}

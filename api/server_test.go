@@ -35,8 +35,10 @@ type fakeCluster struct {
 	locks  []coord.LockStatus
 	// principal is the one the last acquire or put carried.
 	principal string
-	events    *events.History // fed directly by tests of the event stream
-	state     *fsm.FSM        // answers the grant history (history_test.go)
+	// ttl is the lease length the last lock or semaphore acquire asked for.
+	ttl    time.Duration
+	events *events.History // fed directly by tests of the event stream
+	state  *fsm.FSM        // answers the grant history (history_test.go)
 }
 
 func (f *fakeCluster) ID() string                     { return "n1" }
@@ -65,7 +67,7 @@ func (f *fakeCluster) call(name string) error {
 }
 
 func (f *fakeCluster) Acquire(_ context.Context, req coord.AcquireRequest) (fsm.AcquireResult, error) {
-	f.principal = req.Principal
+	f.principal, f.ttl = req.Principal, req.TTL
 	return fsm.AcquireResult{Grant: entry.Lock{Name: req.Lock, Holder: req.Holder, Token: 7, Lease: strings.Repeat("a", 32), TTLMillis: req.TTL.Milliseconds()}}, f.call("acquire")
 }
 func (f *fakeCluster) Renew(_ context.Context, name string, token uint64, _ string) (entry.Lock, error) {
@@ -103,6 +105,7 @@ func (f *fakeCluster) Proclaim(_ context.Context, name string, token uint64, _, 
 	return entry.Lock{Name: name, Token: token, Value: value}, f.call("proclaim")
 }
 func (f *fakeCluster) AcquirePermit(_ context.Context, req coord.PermitRequest) (fsm.PermitResult, error) {
+	f.ttl = req.TTL
 	return fsm.PermitResult{Permit: entry.Permit{Semaphore: req.Semaphore, Holder: req.Holder, Token: 7, Limit: req.Limit}, Held: 1}, f.call("sem-acquire")
 }
 func (f *fakeCluster) RenewPermit(context.Context, string, uint64, string) (entry.Permit, error) {

@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/fencer-io/fencer/api/wire"
 )
@@ -178,5 +179,45 @@ func TestProbesAnswerHEAD(t *testing.T) {
 	newFakeServer(&fakeCluster{leader: false}).Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodHead, "/readyz", nil))
 	if rec.Code != http.StatusServiceUnavailable {
 		t.Errorf("HEAD /readyz without a leader: %d", rec.Code)
+	}
+}
+
+// Every acquire that takes ttl_ms (a lock, an election's value-publishing
+// acquire, a semaphore's permit) defaults a missing TTL and refuses an
+// explicit 0 or negative one with invalid_ttl, as the CLI refuses --ttl 0:
+// "ttl_ms":0 used to become 10 s without a word. Renewals take no TTL (a
+// renewal extends by the grant's own).
+func TestExplicitZeroTTLRefused(t *testing.T) {
+	for _, ep := range []struct{ name, path, fields string }{
+		{"lock", "/v1/locks/a/acquire", `"holder":"w"`},
+		{"election", "/v1/locks/a/acquire", `"holder":"w","value":"10.0.0.7:8080","wait_ms":1000`},
+		{"semaphore", "/v1/semaphores/s/acquire", `"holder":"w","limit":2`},
+	} {
+		t.Run(ep.name, func(t *testing.T) {
+			for body, want := range map[string]time.Duration{
+				`{` + ep.fields + `}`:                               wire.DefaultTTL,
+				`{` + ep.fields + `,"ttl_ms":null}`:                 wire.DefaultTTL,
+				`{` + ep.fields + `,"ttl_ms":100}`:                  100 * time.Millisecond,
+				`{"ttl_ms":86400000,` + ep.fields + `}`:             wire.MaxTTL,
+				`{` + ep.fields + `,"ttl_ms":0}`:                    0,
+				`{"ttl_ms":0,` + ep.fields + `}`:                    0,
+				`{` + ep.fields + `,"ttl_ms":-1}`:                   0,
+				`{` + ep.fields + `,"ttl_ms":-9223372036854775808}`: 0,
+				`{` + ep.fields + `,"ttl_ms":99}`:                   0,
+				`{` + ep.fields + `,"ttl_ms":86400001}`:             0,
+			} {
+				f := &fakeCluster{leader: true}
+				status, e, _ := do(t, NewServer(f, f, nil).Handler(), call{"POST", ep.path, body, nil})
+				if want == 0 {
+					if status != http.StatusBadRequest || e.Code != wire.CodeInvalidTTL || len(f.calls) != 0 {
+						t.Errorf("%s: %d %q (%s), calls %v; want 400 invalid_ttl and nothing done", body, status, e.Code, e.Message, f.calls)
+					}
+					continue
+				}
+				if status != http.StatusOK || f.ttl != want {
+					t.Errorf("%s: %d %q (%s), lease asked for %v; want 200 and %v", body, status, e.Code, e.Message, f.ttl, want)
+				}
+			}
+		})
 	}
 }

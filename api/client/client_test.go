@@ -321,6 +321,24 @@ func TestAcquireRawRetryAfterDroppedAnswer(t *testing.T) {
 	}
 }
 
+// A caller that gives no TTL gets the default: the client never sends
+// ttl_ms 0, which the server refuses as an explicit TTL of 0 (invalid_ttl).
+// (AcquirePermit takes its TTL from the same options as Acquire.)
+func TestNoTTLGetsTheDefault(t *testing.T) {
+	c := tc.New(t, 1)
+	cl, _ := newClient(t, c)
+	ctx := context.Background()
+	lease, err := cl.Acquire(ctx, "no-ttl")
+	if err != nil || lease.Grant().TTLMillis != wire.DefaultTTL.Milliseconds() {
+		t.Fatalf("Acquire without a TTL: %v, grant %+v; want the default %v", err, lease, wire.DefaultTTL)
+	}
+	lease.Release(ctx)
+	g, err := cl.AcquireRaw(ctx, "no-ttl-raw", wire.AcquireRequest{Holder: "raw"})
+	if err != nil || g.TTLMillis != wire.DefaultTTL.Milliseconds() {
+		t.Fatalf("AcquireRaw with TTLMillis 0: %v, grant %+v; want the default %v", err, g, wire.DefaultTTL)
+	}
+}
+
 func TestErrorsMatchCodes(t *testing.T) {
 	c := tc.New(t, 3)
 	cl, _ := newClient(t, c)

@@ -470,11 +470,18 @@ func (l *Lease) Release(ctx context.Context) error {
 // when that is empty), so that a retry after a lost answer gets the first
 // grant back (Existing) rather than a second token. Unlike Acquire it keeps
 // no lease: nothing renews the grant or tracks its deadline, and req is
-// sent as given (its TTL and wait are checked by the server). It is for
+// sent as given (its TTL and wait are checked by the server), but for a
+// TTLMillis of 0, which means DefaultTTL as it does for Acquire. It is for
 // tools that keep the grant themselves, as the benchmark does.
 func (c *Client) AcquireRaw(ctx context.Context, name string, req wire.AcquireRequest) (wire.Grant, error) {
 	if req.RequestID == "" {
 		req.RequestID = newRequestID()
+	}
+	// The wire struct cannot say "no TTL given" but by 0, which the server
+	// refuses as an explicit TTL of 0 (invalid_ttl): send the default, as
+	// Acquire does without a TTL option.
+	if req.TTLMillis == 0 {
+		req.TTLMillis = wire.DefaultTTL.Milliseconds()
 	}
 	var g wire.Grant
 	r := &transport.Request{Path: lockPath(name, "acquire"), Extra: time.Duration(req.WaitMs) * time.Millisecond}

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strings"
 	"testing"
@@ -53,6 +54,54 @@ func TestUnknownCommandFails(t *testing.T) {
 	}
 	if code, out, _ := runFencer(t, "lock"); code != 0 || !strings.Contains(out, "Available Commands") {
 		t.Errorf("bare group: exit %d, %q", code, out)
+	}
+}
+
+// A mistyped subcommand is suggested in every group, also when the flags
+// of the command the user meant follow it (cobra parses them as the group's
+// and would say only "unknown flag"); a real flag error of a subcommand
+// stays a flag error.
+func TestMistypedSubcommandSuggested(t *testing.T) {
+	groups := 0
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+		if !c.HasSubCommands() {
+			return
+		}
+		groups++
+		path := strings.Fields(c.CommandPath())[1:]
+		for _, sub := range c.Commands() {
+			name := sub.Name()
+			if len(name) < 4 || sub.Hidden {
+				continue // one letter off a short name is another word
+			}
+			typo := name[:1] + name[2:] // "aquire", "memers"
+			for _, tail := range [][]string{nil, {"x", "--ttl", "30s"}, {"--ttl", "30s", "-o", "json"}} {
+				args := append(append(append([]string{}, path...), typo), tail...)
+				code, out, stderr := runFencer(t, args...)
+				var asJSON struct{ Error, Code string }
+				if json.Unmarshal([]byte(stderr), &asJSON) == nil {
+					stderr = asJSON.Error
+				}
+				want := regexp.MustCompile(`unknown command "` + typo + `" for "` + c.CommandPath() +
+					`" \(did you mean (one of \[[^]]*)?"` + name + `"`)
+				if code == 0 || out != "" || !want.MatchString(stderr) {
+					t.Errorf("%v: exit %d, stdout %q, stderr %q; want %s", args, code, out, stderr, want)
+				}
+			}
+		}
+	}
+	walk(newRootCmd(nil, nil))
+	if groups < 8 {
+		t.Fatalf("walked %d command groups; the tree has at least 8 (fencer, lock, sem, kv, members, cluster, snapshot, tls)", groups)
+	}
+	for _, args := range [][]string{{"lock", "acquire", "job", "--bogus"}, {"lock", "--bogus"}} {
+		if code, _, stderr := runFencer(t, args...); code == 0 || !strings.Contains(stderr, "unknown flag: --bogus") {
+			t.Errorf("%v: exit %d, %q; want the flag error", args, code, stderr)
+		}
 	}
 }
 

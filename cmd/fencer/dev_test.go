@@ -85,6 +85,39 @@ func TestDevProcess(t *testing.T) {
 		d.CheckTempRemoved(t)
 	})
 
+	// A second dev cluster on the same ports (a second `make run`) is
+	// refused with the ports it found taken and flags that start it beside
+	// the first; pasting that advice starts a second cluster.
+	t.Run("SecondOnSamePorts", func(t *testing.T) {
+		env := []string{"XDG_STATE_HOME=" + t.TempDir()}
+		ports := tc.FreeDevPorts(t, devNodes)
+		first := tc.StartDev(t, bin, ports, env)
+		defer first.Stop(t, syscall.SIGTERM)
+		for _, args := range [][]string{nil, {"--ephemeral"}} {
+			second := tc.LaunchDev(t, bin, ports, env, args...)
+			tc.Poll(t, 20*time.Second, "the second cluster exits", func() bool {
+				return second.Exited()
+			})
+			msg := second.Stderr.String()
+			if !strings.Contains(msg, "ports "+strconv.Itoa(ports.HTTP)+", ") || !strings.Contains(msg, strconv.Itoa(ports.Raft+devNodes-1)) {
+				t.Fatalf("dev %v on taken ports: the refusal does not name them:\n%s", args, msg)
+			}
+			m := regexp.MustCompile(`fencer dev (--http-port \d+ --raft-port \d+ --ephemeral)`).FindStringSubmatch(msg)
+			if m == nil {
+				t.Fatalf("dev %v on taken ports: no flags to move it:\n%s", args, msg)
+			}
+			if len(args) == 0 {
+				advised := strings.Fields(m[1])
+				var moved tc.DevPorts
+				moved.HTTP, _ = strconv.Atoi(advised[1])
+				moved.Raft, _ = strconv.Atoi(advised[3])
+				beside := tc.StartDev(t, bin, moved, env, "--ephemeral")
+				devAcquire(t, beside.URL(0), "beside")
+				beside.Stop(t, syscall.SIGTERM)
+			}
+		}
+	})
+
 	// Started by a script with SIGINT ignored (a background job of a
 	// non-interactive shell), it still stops on SIGINT.
 	t.Run("SIGINTWhenIgnored", func(t *testing.T) {

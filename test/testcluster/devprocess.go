@@ -138,6 +138,16 @@ func StartDev(t testing.TB, name string, ports DevPorts, env []string, args ...s
 	return d
 }
 
+// Exited reports whether the process has exited.
+func (d *Dev) Exited() bool {
+	select {
+	case <-d.exited:
+		return true
+	default:
+		return false
+	}
+}
+
 // Stop sends sig and waits for a clean exit: fencer dev must stop, not be
 // killed by the signal.
 func (d *Dev) Stop(t testing.TB, sig syscall.Signal) {

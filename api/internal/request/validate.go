@@ -93,17 +93,17 @@ func invisible(r rune) bool {
 	return true
 }
 
-// ValidateAcquire checks an acquire body, filling in the default TTL.
+// ValidateAcquire checks an acquire body. Its TTL must be in range: the
+// default for a body without ttl_ms is filled in as it is read
+// (NamedAcquire), so an explicit 0 here is refused, as the CLI's --ttl 0 is.
 func ValidateAcquire(r *wire.AcquireRequest) error {
 	if !Printable(r.Holder, MaxHolderLen) {
 		return badRequest(wire.CodeInvalidHolder, "holder: want 1-200 bytes of Printable UTF-8 (no control, bidi, separator or zero-width characters)")
 	}
-	if r.TTLMillis == 0 {
-		r.TTLMillis = wire.DefaultTTL.Milliseconds()
-	}
 	// Compare in milliseconds: converting first could overflow into range.
 	if r.TTLMillis < wire.MinTTL.Milliseconds() || r.TTLMillis > wire.MaxTTL.Milliseconds() {
-		return badRequest(wire.CodeInvalidTTL, fmt.Sprintf("ttl_ms %d: want %d to %d", r.TTLMillis, wire.MinTTL.Milliseconds(), wire.MaxTTL.Milliseconds()))
+		return badRequest(wire.CodeInvalidTTL, fmt.Sprintf("ttl_ms %d: want %d to %d, or leave ttl_ms out for the default %d",
+			r.TTLMillis, wire.MinTTL.Milliseconds(), wire.MaxTTL.Milliseconds(), wire.DefaultTTL.Milliseconds()))
 	}
 	if r.WaitMs < 0 || r.WaitMs > wire.MaxWait.Milliseconds() {
 		return badRequest(wire.CodeInvalidWait, fmt.Sprintf("wait_ms %d: want 0 to %d", r.WaitMs, wire.MaxWait.Milliseconds()))
@@ -132,8 +132,8 @@ func ValidateLease(r *wire.LeaseRequest) error {
 	return nil
 }
 
-// ValidateSemAcquire checks a semaphore acquire body as an acquire's,
-// filling in the default TTL, and its limit.
+// ValidateSemAcquire checks a semaphore acquire body as an acquire's, and
+// its limit.
 func ValidateSemAcquire(r *wire.SemAcquireRequest) error {
 	lock := wire.AcquireRequest{Holder: r.Holder, TTLMillis: r.TTLMillis, WaitMs: r.WaitMs, RequestID: r.RequestID, LockDelayMillis: r.LockDelayMillis}
 	if err := ValidateAcquire(&lock); err != nil {
@@ -158,10 +158,50 @@ func ValidateValue(r *wire.ValueRequest) error {
 // NamedBody reads a request to a {name} route with a JSON body: the name,
 // checked, and the body decoded strictly into a T and checked by check.
 func NamedBody[T any](w http.ResponseWriter, r *http.Request, check func(*T) error) (string, T, error) {
+	return namedBody(w, r, nil, check)
+}
+
+// NamedAcquire is NamedBody for a lock acquire, with the default TTL for a
+// body that has no ttl_ms (or null): only an absent TTL defaults. A
+// "ttl_ms":0 that became 10 s without a word hid a caller's mistake (a TTL
+// computed as 0, a unit lost), where the CLI refuses --ttl 0.
+func NamedAcquire(w http.ResponseWriter, r *http.Request) (string, wire.AcquireRequest, error) {
+	return namedBody(w, r, func(raw []byte, b *wire.AcquireRequest) {
+		if !ttlGiven(raw) {
+			b.TTLMillis = wire.DefaultTTL.Milliseconds()
+		}
+	}, ValidateAcquire)
+}
+
+// NamedSemAcquire is NamedAcquire for a semaphore acquire.
+func NamedSemAcquire(w http.ResponseWriter, r *http.Request) (string, wire.SemAcquireRequest, error) {
+	return namedBody(w, r, func(raw []byte, b *wire.SemAcquireRequest) {
+		if !ttlGiven(raw) {
+			b.TTLMillis = wire.DefaultTTL.Milliseconds()
+		}
+	}, ValidateSemAcquire)
+}
+
+// ttlGiven reports whether a body, already decoded strictly, sets ttl_ms.
+// The wire types hold a plain int64, where absent and 0 look alike.
+func ttlGiven(raw []byte) bool {
+	var ttl struct {
+		TTLMillis *int64 `json:"ttl_ms"`
+	}
+	return json.Unmarshal(raw, &ttl) == nil && ttl.TTLMillis != nil
+}
+
+// namedBody reads the name and the body, lets fill (if any) complete the
+// body from the raw JSON, then checks it.
+func namedBody[T any](w http.ResponseWriter, r *http.Request, fill func(raw []byte, body *T), check func(*T) error) (string, T, error) {
 	var body T
 	name, err := LockName(r)
+	var raw []byte
 	if err == nil {
-		err = DecodeJSON(w, r, &body)
+		raw, err = decodeJSON(w, r, &body)
+	}
+	if err == nil && fill != nil {
+		fill(raw, &body)
 	}
 	if err == nil {
 		err = check(&body)
@@ -174,32 +214,38 @@ func NamedBody[T any](w http.ResponseWriter, r *http.Request, check func(*T) err
 // strictJSON (one object, exact field names, no duplicate keys, valid UTF-8),
 // then decoded with unknown fields and trailing data refused.
 func DecodeJSON(w http.ResponseWriter, r *http.Request, v any) error {
+	_, err := decodeJSON(w, r, v)
+	return err
+}
+
+// decodeJSON is DecodeJSON, returning the body it read.
+func decodeJSON(w http.ResponseWriter, r *http.Request, v any) ([]byte, error) {
 	if err := checkJSONType(r.Header); err != nil {
-		return err
+		return nil, err
 	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, wire.MaxBodyBytes))
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
-			return &wire.Error{Code: wire.CodeBodyTooLarge, Message: fmt.Sprintf("request body exceeds %d bytes", wire.MaxBodyBytes)}
+			return nil, &wire.Error{Code: wire.CodeBodyTooLarge, Message: fmt.Sprintf("request body exceeds %d bytes", wire.MaxBodyBytes)}
 		}
-		return badRequest(wire.CodeInvalidJSON, "reading request body: "+err.Error())
+		return nil, badRequest(wire.CodeInvalidJSON, "reading request body: "+err.Error())
 	}
 	if len(bytes.TrimSpace(body)) == 0 {
-		return badRequest(wire.CodeInvalidJSON, "request body is empty; want a JSON object")
+		return nil, badRequest(wire.CodeInvalidJSON, "request body is empty; want a JSON object")
 	}
 	if err := strictJSON(body, v); err != nil {
-		return err
+		return nil, err
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return badRequest(wire.CodeInvalidJSON, "request body: "+err.Error())
+		return nil, badRequest(wire.CodeInvalidJSON, "request body: "+err.Error())
 	}
 	if dec.More() {
-		return badRequest(wire.CodeInvalidJSON, "request body: trailing data after the JSON object")
+		return nil, badRequest(wire.CodeInvalidJSON, "request body: trailing data after the JSON object")
 	}
-	return nil
+	return body, nil
 }
 
 // checkJSONType refuses a JSON body not sent as application/json (charset,

@@ -28,10 +28,11 @@ import ssl
 import time
 import urllib.parse
 from dataclasses import dataclass
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
-from .errors import (FencerError, InvalidRequest, NoLeader, NotFound,
-                     OutcomeUnknown, StaleToken, Unavailable, from_response)
+from .errors import (FencerError, InvalidRequest, LockDelay, LockHeld, NoLeader,
+                     NotFound, OutcomeUnknown, ServerTimeout, StaleToken,
+                     Unavailable, from_response)
 from .lease import Lease
 
 MIN_TTL = 0.1
@@ -227,7 +228,7 @@ class Client:
 
     def acquire(self, name: str, ttl: float = 10.0, wait: float = 0.0, *,
                 holder: Optional[str] = None, keep_alive: bool = True,
-                lock_delay: float = 0.0) -> Lease:
+                lock_delay: float = 0.0, value: Optional[str] = None) -> Lease:
         """Take lock ``name`` for ``ttl`` seconds, queueing up to ``wait``
         seconds, and keep it alive in a background thread (unless
         ``keep_alive`` is false). Raises :class:`~fencer.errors.LockHeld`
@@ -242,7 +243,11 @@ class Client:
 
         ``lock_delay`` (seconds): if this grant ends by expiry rather than a
         release, nobody can take the lock for that long (409 lock_delay,
-        :class:`~fencer.errors.LockDelay`)."""
+        :class:`~fencer.errors.LockDelay`).
+
+        ``value`` (up to 4 KiB) is published with the grant, as an
+        election's leader publishes its address: :meth:`status` and
+        :meth:`locks` show it, :meth:`Lease.proclaim` changes it."""
         if not MIN_TTL <= ttl <= MAX_TTL:
             raise InvalidRequest("ttl %r: want %g to %g seconds" % (ttl, MIN_TTL, MAX_TTL))
         if not 0 <= wait <= MAX_WAIT:
@@ -251,6 +256,8 @@ class Client:
                                 "wait_ms": int(wait * 1000), "request_id": secrets.token_hex(16)}
         if lock_delay:
             body["lock_delay_ms"] = int(lock_delay * 1000)
+        if value is not None:
+            body["value"] = value
         return self._acquire("locks", name, body, wait, keep_alive)
 
     def _acquire(self, kind: str, name: str, body: Dict[str, Any], wait: float, keep_alive: bool) -> Lease:
@@ -353,6 +360,73 @@ class Client:
         path = _lock_path(name, "") + "?wait_index=%d&wait=%dms" % (index, int(wait * 1000))
         resp = self.request("GET", path, extra_timeout=wait)
         return resp.json(), int(resp.headers.get("fencer-index", "0"))
+
+    # ---- elections -------------------------------------------------------
+    # An election is a lock whose holder publishes a value; the grant's token
+    # is the leader's term of office, so a resource fenced on it refuses a
+    # deposed leader (docs/api.md, Elections; the Go client's Campaign).
+
+    def campaign(self, name: str, value: str, ttl: float = 10.0, *,
+                 timeout: Optional[float] = None, holder: Optional[str] = None,
+                 keep_alive: bool = True, lock_delay: float = 0.0) -> Lease:
+        """Block until this caller leads election ``name`` with ``value``
+        published, queueing at the leader up to a minute at a time and
+        waiting out a lock-delay, or until ``timeout`` seconds have passed
+        (then :class:`~fencer.errors.LockHeld` or the last refusal). The
+        :class:`Lease` is the term of office: ``token`` is the term,
+        ``lost`` is set when leadership can no longer be trusted,
+        :meth:`Lease.proclaim` changes the value and :meth:`Lease.resign`
+        steps down."""
+        end = None if timeout is None else time.monotonic() + timeout
+        while True:
+            wait = MAX_WAIT if end is None else max(0.0, min(MAX_WAIT, end - time.monotonic()))
+            try:
+                return self.acquire(name, ttl, wait, holder=holder, keep_alive=keep_alive,
+                                    lock_delay=lock_delay, value=value)
+            except LockDelay as e:
+                pause = e.retry_after
+                if end is not None and time.monotonic() + pause >= end:
+                    raise
+                time.sleep(pause)
+            except (LockHeld, ServerTimeout):
+                if end is not None and time.monotonic() >= end:
+                    raise
+                # The wait ended with somebody else leading: queue again.
+
+    def election_leader(self, name: str) -> Optional[Dict[str, Any]]:
+        """The election's leader now: a dict with ``holder``, ``token`` (the
+        term) and ``value``, or None when nobody leads."""
+        st = self.status(name)
+        if not st.get("held"):
+            return None
+        return {"holder": st.get("holder", ""), "token": int(st["token"]), "value": st.get("value", "")}
+
+    def observe(self, name: str, *, timeout: float = 60.0) -> Iterator[Dict[str, Any]]:
+        """Yield the election's leader now (if any) and then each new leader
+        or value, in term order, as dicts like :meth:`election_leader`'s.
+        Built on the events stream: the lock list and the index it was read
+        at, then the events after that index, so nothing is missed or seen
+        twice. It ends as :meth:`events` does (``EventsLagged``: observe
+        again); ``timeout`` is the stream's idle read timeout."""
+        resp = self.request("GET", "/v1/locks")
+        index = int(resp.headers.get("fencer-index", "0"))
+        last: Optional[Dict[str, Any]] = None
+        for st in resp.json().get("locks", []):
+            if st.get("lock") == name and st.get("held"):
+                last = {"holder": st.get("holder", ""), "token": int(st["token"]), "value": st.get("value", "")}
+                yield dict(last)
+        with self.events(since=index, prefix=name, timeout=timeout) as stream:
+            for ev in stream:
+                if ev.get("lock") != name:
+                    continue  # another lock with name as its prefix
+                if ev.get("type") not in ("acquired", "handed_off", "value_set"):
+                    continue
+                now = {"holder": ev.get("holder", ""), "token": int(ev["token"]), "value": ev.get("value", "")}
+                # A proclaim retried after a lost answer applies twice: the
+                # same state again is no change.
+                if now != last:
+                    last = now
+                    yield dict(now)
 
     def cluster(self) -> Dict[str, Any]:
         """GET /v1/cluster: the answering node's view of the cluster."""

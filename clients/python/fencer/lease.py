@@ -47,6 +47,8 @@ class Lease:
         self.secret: str = grant["lease"]
         self.ttl: float = int(grant["ttl_ms"]) / 1000.0
         self.existing: bool = bool(grant.get("existing", False))
+        #: The value published with the grant (an election's leader's), or "".
+        self.value: str = grant.get("value", "")
         self.margin = margin(self.ttl)
         self.lost = threading.Event()
         self._mu = threading.Lock()
@@ -181,6 +183,21 @@ class Lease:
         except LeaseLost:
             if not was_lost:
                 raise
+
+    # ---- elections -------------------------------------------------------
+
+    def proclaim(self, value: str) -> None:
+        """Change the value this holder publishes (an election leader's
+        address, say); the token, its term, does not change. Raises
+        :class:`LeaseLost` when this caller no longer holds the lock."""
+        from .client import _lock_path  # client imports this module
+        resp = self._client.request("POST", _lock_path(self.name, "value"),
+                                    {"lease": self.secret, "token": self.token, "value": value})
+        self.value = resp.json().get("value", value)
+
+    def resign(self) -> None:
+        """Step down from leading an election: :meth:`release`."""
+        self.release()
 
     def __enter__(self) -> "Lease":
         return self

@@ -208,6 +208,58 @@ class ClusterTest(unittest.TestCase):
         with self.assertRaises(LockDelay):
             c.acquire_permit("py.delayed", 1, ttl=1)
 
+    def wait_log_format(self, c: Client) -> None:
+        end = time.monotonic() + 10  # every member registers its log format (5)
+        while c.request("GET", "/v1/cluster").json()["log_format"] < 5:
+            self.assertLess(time.monotonic(), end, "the members never read log format 5")
+            time.sleep(0.05)
+
+    def test_election(self) -> None:
+        # Campaign with a value, proclaim, observe, resign: a second
+        # candidate queued meanwhile leads next with a greater term.
+        a, b = self.client(holder="py-a"), self.client(holder="py-b")
+        self.wait_log_format(a)
+        self.assertIsNone(a.election_leader("py.elect"))
+        lead = a.campaign("py.elect", "10.0.0.7:8080", ttl=5)
+        self.assertEqual(lead.value, "10.0.0.7:8080")
+        self.assertEqual(a.election_leader("py.elect"), {"holder": "py-a", "token": lead.token, "value": "10.0.0.7:8080"})
+        self.assertEqual([l["value"] for l in a.locks() if l["lock"] == "py.elect"], ["10.0.0.7:8080"])
+
+        seen: list = []
+        done = threading.Event()
+
+        def watch() -> None:
+            for l in b.observe("py.elect", timeout=15):
+                seen.append(l)
+                if l["holder"] == "py-b":
+                    break
+            done.set()
+        threading.Thread(target=watch, daemon=True).start()
+        poll("the observer sees the first leader", lambda: len(seen) >= 1, 10)
+
+        lead.proclaim("10.0.0.7:9090")
+        self.assertEqual(lead.value, "10.0.0.7:9090")
+        self.assertEqual(a.election_leader("py.elect")["value"], "10.0.0.7:9090")
+
+        got: list = []
+        threading.Thread(target=lambda: got.append(b.campaign("py.elect", "10.0.0.8:8080", ttl=5, timeout=20)), daemon=True).start()
+        poll("the second candidate queues", lambda: a.status("py.elect").get("waiters", 0) >= 1 or bool(got), 10)
+        lead.resign()
+        with self.assertRaises(LeaseLost):
+            lead.proclaim("10.0.0.7:1")
+        poll("the second candidate leads", lambda: bool(got), 20)
+        second = got[0]
+        self.assertGreater(second.token, lead.token)
+        self.assertTrue(done.wait(15), "the observer did not see the second leader: %r" % seen)
+        self.assertEqual(seen, [
+            {"holder": "py-a", "token": lead.token, "value": "10.0.0.7:8080"},
+            {"holder": "py-a", "token": lead.token, "value": "10.0.0.7:9090"},
+            {"holder": "py-b", "token": second.token, "value": "10.0.0.8:8080"},
+        ])
+        with self.assertRaises(LockHeld):
+            a.campaign("py.elect", "x", ttl=5, timeout=0.5)
+        second.resign()
+
     def test_events(self) -> None:
         c = self.client()
         with c.events(prefix="py.events") as stream:
@@ -298,8 +350,11 @@ class SecurityTest(unittest.TestCase):
     """TLS with a client certificate and bearer tokens on one node."""
 
     def test_tls_and_acl(self) -> None:
+        import shutil
         import tempfile
+        # The CA's and the client's private keys: removed however the test ends.
         pki = tempfile.mkdtemp(prefix="fencer-py-pki-")
+        self.addCleanup(shutil.rmtree, pki, True)
         subprocess.run([BIN, "tls", "init", pki, "--nodes", "n1"], check=True, capture_output=True)
         acl = os.path.join(pki, "acl.json")
         with open(acl, "w") as f:

@@ -9,25 +9,49 @@ import (
 
 // Group makes cmd a command that holds subcommands. Run bare, it prints its
 // help; run with a word that is not one of its subcommands, it fails with
-// "unknown command" (cobra would print the help and exit 0, so that a typo
-// in a script went unnoticed).
+// "unknown command" and a suggestion (cobra would print the help and exit 0,
+// so that a typo in a script went unnoticed). The same holds when flags of
+// the mistyped subcommand follow: cobra parses them as the group's flags
+// first and would report only "unknown flag: --ttl".
 func Group(cmd *cobra.Command, subs ...*cobra.Command) *cobra.Command {
 	cmd.Args = func(c *cobra.Command, args []string) error {
 		if len(args) == 0 {
 			return nil
 		}
-		hint := ""
-		if c.SuggestionsMinimumDistance <= 0 {
-			c.SuggestionsMinimumDistance = 2 // cobra's default, set only where cobra suggests
-		}
-		if s := c.SuggestionsFor(args[0]); len(s) > 0 {
-			hint = fmt.Sprintf(" (did you mean %q?)", s[0])
-		}
-		return Usagef("unknown command %q for %q%s; %q lists its commands", args[0], c.CommandPath(), hint, c.CommandPath()+" --help")
+		return unknownCommand(c, args[0])
 	}
+	cmd.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		// pflag keeps the words it met before the failing flag: the first
+		// is the subcommand the user meant, which cobra did not find. The
+		// group's subcommands inherit this function; theirs are flag
+		// errors only.
+		if args := c.Flags().Args(); len(args) > 0 && c.HasSubCommands() {
+			return unknownCommand(c, args[0])
+		}
+		return Usage(err)
+	})
 	cmd.RunE = func(c *cobra.Command, _ []string) error { return c.Help() }
 	cmd.AddCommand(subs...)
 	return cmd
+}
+
+// unknownCommand is the refusal of word as a subcommand of c, with cobra's
+// suggestion when one is close.
+func unknownCommand(c *cobra.Command, word string) error {
+	hint := ""
+	if c.SuggestionsMinimumDistance <= 0 {
+		c.SuggestionsMinimumDistance = 2 // cobra's default, set only where cobra suggests
+	}
+	switch s := c.SuggestionsFor(word); len(s) {
+	case 0:
+	case 1:
+		hint = fmt.Sprintf(" (did you mean %q?)", s[0])
+	default:
+		// Every close one: cobra lists them in command order, not by
+		// distance, so the first may be the farther ("eec": dev, exec).
+		hint = fmt.Sprintf(" (did you mean one of %q?)", s)
+	}
+	return Usagef("unknown command %q for %q%s; %q lists its commands", word, c.CommandPath(), hint, c.CommandPath()+" --help")
 }
 
 // Positional checks that a command got exactly the named arguments, and names

@@ -121,6 +121,11 @@ func (o *devOptions) run(cmd *cobra.Command) error {
 	if err := o.validate(); err != nil {
 		return err
 	}
+	// Before the data dir: a second `make run` holds both, and only the
+	// ports say what a second cluster beside it needs.
+	if err := o.layout.checkPorts(); err != nil {
+		return err
+	}
 	logger, err := o.log.Logger(cmd.ErrOrStderr())
 	if err != nil {
 		return err
@@ -264,7 +269,8 @@ func lockDevDir(dir string) (func(), error) {
 	}
 	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
 		f.Close()
-		return nil, fmt.Errorf("another fencer dev is running on %s: stop it, or pass --data-dir DIR or --ephemeral", dir)
+		return nil, fmt.Errorf("another fencer dev is running on %s: stop it, or start another cluster beside it "+
+			"with --ephemeral (or --data-dir DIR) and ports of its own (--http-port, --raft-port)", dir)
 	}
 	return func() { f.Close() }, nil
 }

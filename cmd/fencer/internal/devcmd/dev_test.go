@@ -1,6 +1,9 @@
 package devcmd
 
 import (
+	"net"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -40,5 +43,58 @@ func TestDevDataDir(t *testing.T) {
 	o := devOptions{layout: three, dataDir: dir, ephemeral: true}
 	if err := o.validate(); err == nil {
 		t.Fatal("--ephemeral with --data-dir accepted")
+	}
+}
+
+// A dev cluster whose ports are held says which ones, and names other ports
+// that are free, with the flags that move it there: --ephemeral alone, the
+// old advice, starts on the same ports and fails again.
+func TestDevPortsTaken(t *testing.T) {
+	// Hold the second HTTP port and the first Raft port of a layout on free
+	// ports, as a running cluster would.
+	held, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Close()
+	httpPort := held.Addr().(*net.TCPAddr).Port - 1
+	raft, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raft.Close()
+	l := devLayout{Nodes: 3, Host: "127.0.0.1", HTTPPort: httpPort, RaftPort: raft.Addr().(*net.TCPAddr).Port}
+	if l.RaftPort >= l.HTTPPort && l.RaftPort < l.HTTPPort+l.Nodes {
+		t.Skip("the kernel gave overlapping ports; rerun")
+	}
+
+	err = l.checkPorts()
+	if err == nil {
+		t.Fatal("ports held by another process: no refusal")
+	}
+	msg := err.Error()
+	for _, p := range []int{httpPort + 1, l.RaftPort} {
+		if !strings.Contains(msg, strconv.Itoa(p)) {
+			t.Errorf("the refusal does not name taken port %d: %s", p, msg)
+		}
+	}
+	m := regexp.MustCompile(`--http-port (\d+) --raft-port (\d+) --ephemeral`).FindStringSubmatch(msg)
+	if m == nil {
+		t.Fatalf("the refusal names no flags to move the ports: %s", msg)
+	}
+	moved := l
+	moved.HTTPPort, _ = strconv.Atoi(m[1])
+	moved.RaftPort, _ = strconv.Atoi(m[2])
+	if err := moved.checkPorts(); err != nil || overlaps(moved, l) {
+		t.Fatalf("the ports the refusal advises (%s) are not free of the held ones: %v", m[0], err)
+	}
+	if !strings.Contains(msg, "FENCER_ENDPOINTS="+moved.endpoints()) {
+		t.Errorf("the refusal does not say how to point the CLI at the moved cluster: %s", msg)
+	}
+
+	held.Close()
+	raft.Close()
+	if err := l.checkPorts(); err != nil {
+		t.Fatalf("free ports refused: %v", err)
 	}
 }
