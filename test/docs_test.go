@@ -156,7 +156,6 @@ func shellBlocks(text string) ([]docsBlock, error) {
 func runDocBlocks(t *testing.T, bin, stubs string, blocks []docsBlock) {
 	dev := tc.StartDev(t, bin, tc.FreeDevPorts(t, 3), nil, "--ephemeral")
 	t.Cleanup(func() { dev.Stop(t, syscall.SIGTERM) })
-	settled(t, dev)
 	httpPort := dev.Ports().HTTP
 	var endpoints []string
 	for i := range 3 {
@@ -208,32 +207,6 @@ func runDocBlocks(t *testing.T, bin, stubs string, blocks []docsBlock) {
 	for code := range got {
 		t.Errorf("the blocks were refused with code %q, which no comment announces:\n%s", code, out)
 	}
-}
-
-// settled waits until the dev cluster keeps the grant history (a probe
-// grant is found by token lookup), so the docs' history and token lookups
-// see their grants. A new cluster sets its history settings a moment after
-// it is ready, and a follower may not have applied a grant it is asked
-// about (both issue 25, for other hands); a user typing the commands never
-// meets either. Each probe is looked up for a second before another is made.
-func settled(t *testing.T, dev *tc.Dev) {
-	t.Helper()
-	probe := 0
-	tc.Poll(t, 30*time.Second, "the grant history in force", func() bool {
-		probe++
-		url := dev.URL(0) + "/v1/locks/docs-probe-" + strconv.Itoa(probe)
-		code, body, _ := tc.Do(t, "POST", url+"/acquire", `{"holder":"probe","ttl_ms":1000}`)
-		m := regexp.MustCompile(`"token":(\d+)`).FindStringSubmatch(body)
-		if code != 200 || m == nil {
-			return false
-		}
-		for end := time.Now().Add(time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
-			if code, _, _ := tc.Do(t, "GET", dev.URL(0)+"/v1/tokens/"+m[1], ""); code == 200 {
-				return true
-			}
-		}
-		return false
-	})
 }
 
 // writeDocsStubs puts in dir the programs the docs run under a lock, as

@@ -4,11 +4,11 @@ import (
 	"bytes"
 	"math/rand/v2"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -70,7 +70,9 @@ func FreeDevPorts(t testing.TB, n int) DevPorts {
 		return true
 	}
 	for range 100 {
-		if base := 20000 + rand.IntN(20000); free(base) {
+		// Below the kernel's ephemeral range (32768 and up here), which
+		// outgoing connections draw from and could take meanwhile.
+		if base := 20000 + rand.IntN(12000); free(base) {
 			return DevPorts{HTTP: base, Raft: base + n}
 		}
 	}
@@ -128,12 +130,24 @@ func LaunchDev(t testing.TB, name string, ports DevPorts, env []string, args ...
 	return d
 }
 
-// StartDev launches fencer dev (see LaunchDev) and waits for its leader.
+// StartDev launches fencer dev (see LaunchDev) and waits, as a user's
+// script would, until each of its three nodes answers GET /readyz with 200.
 func StartDev(t testing.TB, name string, ports DevPorts, env []string, args ...string) *Dev {
 	t.Helper()
 	d := LaunchDev(t, name, ports, env, args...)
-	Poll(t, 30*time.Second, "a leader in fencer dev", func() bool {
-		return strings.Contains(d.Stdout.String(), "\nleader: ")
+	hc := &http.Client{Timeout: time.Second}
+	Poll(t, 30*time.Second, "every node of fencer dev ready (GET /readyz)", func() bool {
+		for i := range 3 {
+			resp, err := hc.Get(d.URL(i) + "/readyz")
+			if err != nil {
+				return false
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				return false
+			}
+		}
+		return true
 	})
 	return d
 }
