@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -77,6 +78,18 @@ func TestLogFormatFollowsTheOldestMember(t *testing.T) {
 	}
 	joined := time.Now()
 	tc.Poll(t, 10*time.Second, "the leader falls back to JSON", func() bool { return format() == entry.LogFormatJSON })
+	// A real mixed-version cluster is ready for what its oldest member
+	// reads, says so, and still gates what that member cannot read.
+	for _, n := range c.Running() {
+		tc.Poll(t, 5*time.Second, n.ID+"'s /readyz to say log format 0", func() bool {
+			code, body, _ := tc.Do(t, "GET", n.URL()+"/readyz", "")
+			var h wire.Health
+			return code == 200 && json.Unmarshal([]byte(body), &h) == nil && h.LogFormat == entry.LogFormatJSON && strings.Contains(h.Note, "refused")
+		})
+	}
+	if code, body, _ := tc.Do(t, "POST", leader.URL()+"/v1/semaphores/s/acquire", `{"holder":"w","limit":2,"ttl_ms":5000}`); code != 409 || !strings.Contains(body, wire.CodeUpgradeRequired) {
+		t.Fatalf("a semaphore with a member on JSON: %d %s; want 409 upgrade_required", code, body)
+	}
 	// Keep cycling past the leader's cached answer (a join holds JSON for a
 	// while by itself): the member's record alone must keep it JSON.
 	var jsonLocks []string
