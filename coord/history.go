@@ -160,6 +160,10 @@ func (s *Service) settleHistory(want entry.GrantHistorySettings) {
 	defer tick.Stop()
 	warned := false
 	for {
+		// Readiness first: a new leader's prepare proposes the settings
+		// before it is ready, so once ready they are read here, and not
+		// proposed a second time.
+		ready := s.leader.Ready()
 		cfg, ok := s.fsm.GrantHistorySettings()
 		if ok && !warned && cfg.Sizes() != want {
 			warned = true
@@ -170,7 +174,7 @@ func (s *Service) settleHistory(want entry.GrantHistorySettings) {
 		if ok && cfg.Permits {
 			return
 		}
-		if next, propose := historyProposal(cfg, ok, want, s.raft.EntryFormat()); propose && s.leader.Ready() {
+		if next, propose := historyProposal(cfg, ok, want, s.raft.EntryFormat()); propose && ready {
 			_, err := s.raft.Apply(&entry.SetGrantHistory{GrantHistorySettings: next})
 			if err == nil {
 				s.log.Info("the cluster keeps a grant history", "grant_history", next.Global, "grant_history_per_lock", next.PerLock, "permits", next.Permits)
