@@ -19,8 +19,11 @@ func (n *Node) Join(ctx context.Context, req wire.JoinRequest) error {
 	defer n.configMu.Unlock()
 	known, _ := n.fsm.Member(req.ID)
 	plan, err := membership.PlanJoin(conf, known, n.fsm.ClusterID(), req)
-	if err != nil || req.DryRun {
-		return err
+	if err != nil {
+		return n.confirmed(err)
+	}
+	if req.DryRun {
+		return nil
 	}
 	if plan.Add != nil {
 		// From the moment the joiner is added it is sent every entry, and
@@ -48,6 +51,16 @@ func (n *Node) lockConfiguration(ctx context.Context) (raft.Configuration, error
 		return raft.Configuration{}, translate(err)
 	}
 	return cf.Configuration(), nil
+}
+
+// confirmed returns a refusal read from this leader's own configuration or
+// records once a quorum round proves it still leads (its view of the
+// members may be a deposed leader's); the round's error otherwise.
+func (n *Node) confirmed(refusal error) error {
+	if err := n.VerifyLeader(); err != nil {
+		return err
+	}
+	return refusal
 }
 
 // propose is Apply for a command whose result is only an error.

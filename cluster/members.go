@@ -157,7 +157,7 @@ func (n *Node) RemoveMember(ctx context.Context, id string) error {
 	}
 	if !found {
 		if _, ok := n.fsm.Member(id); !ok {
-			return fmt.Errorf("%w: %q", ErrUnknownMember, id)
+			return n.confirmed(fmt.Errorf("%w: %q", ErrUnknownMember, id))
 		}
 	}
 	if id == n.cfg.ID {
