@@ -84,8 +84,8 @@ func TestWhoAmI(t *testing.T) {
 		want   wire.WhoAmI
 	}{
 		{"client-secret-0123456789", wire.WhoAmI{ACL: true, Name: "jobs-client", Role: "client", Locks: []string{"jobs."}, Keys: []string{"jobs."}}},
-		{"reader-secret-0123456789", wire.WhoAmI{ACL: true, Name: "dashboard", Role: "reader"}},
-		{"operator-secret-012345678", wire.WhoAmI{ACL: true, Name: "ops", Role: "operator"}},
+		{"reader-secret-0123456789", wire.WhoAmI{ACL: true, Name: "dashboard", Role: "reader", Keys: []string{"*"}}},
+		{"operator-secret-012345678", wire.WhoAmI{ACL: true, Name: "ops", Role: "operator", Keys: []string{"*"}}},
 	} {
 		status, body, _ := tc.Do(t, http.MethodGet, n.URL()+"/v1/whoami", "", "Authorization", "Bearer "+tt.secret)
 		var got wire.WhoAmI

@@ -322,6 +322,8 @@ type WhoAmI struct {
 	ACL   bool     `json:"acl"`
 	Name  string   `json:"name,omitempty"`
 	Role  string   `json:"role"`
+	// Locks and Keys are the caller's prefixes, "*" every name. No locks
+	// means every lock; no keys means no key.
 	Locks []string `json:"locks,omitempty"`
 	Keys  []string `json:"keys,omitempty"`
 }
