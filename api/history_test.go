@@ -31,7 +31,7 @@ func (f *fakeCluster) Grant(_ context.Context, token uint64, _ bool) (entry.Gran
 	}
 	return g, 9, nil
 }
-func (f *fakeCluster) WaitLock(context.Context, string, uint64, time.Duration) (bool, error) {
+func (f *fakeCluster) WaitLock(context.Context, string, uint64, time.Duration, <-chan struct{}) (bool, error) {
 	return true, f.call("wait")
 }
 func (f *fakeCluster) AppliedIndex() uint64 { return 9 }
