@@ -12,8 +12,9 @@
 # EVENTS events (lock cycles: acquire, release), then:
 #   - for each N in STREAMS, opens N streams GET /v1/events?since=41 that
 #     never read a byte, and samples the node's Go heap (heap in use, from
-#     /metrics), its RSS (/proc) and goroutines 1, 2, 5, 10 and HOLD seconds
-#     after the last one opened, then the answers (200, 429, closed) and the
+#     /metrics), its RSS (/proc), goroutines and open streams about 1, 2, 5,
+#     10, 15 and HOLD seconds after the last one opened (each sample names
+#     its time), then the answers (200, 429, closed) and the
 #     kernel's TCP buffer memory (/proc/net/sockstat);
 #   - times REQS blocking reads with an old wait_index (41) and with a
 #     current one, in node CPU per request (/proc/PID/stat);
@@ -71,7 +72,11 @@ rss() { awk '/VmRSS/ {printf "%.0f", $2 / 1024}' "/proc/$node/status"; }
 cpu() { awk -v hz="$(getconf CLK_TCK)" '{printf "%.3f", ($14 + $15) / hz}' "/proc/$node/stat"; }
 tcpmem() { awk '$1 == "TCP:" {for (i = 2; i < NF; i++) if ($i == "mem") printf "%.0f", $(i + 1) * 4 / 1024}' /proc/net/sockstat; }
 applied() { curl -fsS "http://$addr/v1/cluster" | sed -n 's/.*"applied_index":\([0-9]*\).*/\1/p'; }
-sample() { echo "$1: heap $(heap) MB, RSS $(rss) MB, goroutines $(metric go_goroutines), kernel TCP $(tcpmem) MB"; }
+sample() {
+	local open
+	open=$(metric fencer_event_streams_open)
+	echo "$1: heap $(heap) MB, RSS $(rss) MB, goroutines $(metric go_goroutines)${open:+, streams open $open, blocking reads $(metric fencer_blocking_reads_open)}, kernel TCP $(tcpmem) MB"
+}
 
 # hog N PATH SECONDS OUT: N connections that each send GET PATH and read
 # nothing for SECONDS; then the first bytes of each answer are classified
@@ -120,17 +125,20 @@ run_hog() {
 		sleep 0.05
 	done
 	echo "$3: $1 opened in $(echo "$EPOCHREALTIME - $t0" | bc) s"
+	# Each sample says when it was taken: a node busy writing backlogs
+	# answers /metrics late.
 	local start=$EPOCHREALTIME at
-	for at in 1 2 5 10 "$HOLD"; do
+	for at in 1 2 5 10 15 "$HOLD"; do
+		((at <= HOLD)) || continue
 		while (($(echo "$EPOCHREALTIME - $start < $at" | bc))); do
 			if (($(rss) > MAX_RSS_MB)); then
-				sample "$3 RSS past MAX_RSS_MB at $(echo "$EPOCHREALTIME - $start" | bc | cut -c1-4) s"
+				sample "$3 RSS past MAX_RSS_MB at +$(echo "$EPOCHREALTIME - $start" | bc | cut -c1-4)s"
 				bench_stop "$h"
 				return 0
 			fi
 			sleep 0.1
 		done
-		sample "$3 +${at}s"
+		sample "$3 +$(echo "$EPOCHREALTIME - $start" | bc | cut -c1-4)s"
 	done
 	wait "$h" || true
 	echo "$3 answers: $(cat "$out")"
