@@ -31,6 +31,7 @@ func (f *fakeCluster) Grant(_ context.Context, token uint64, _ bool) (entry.Gran
 	}
 	return g, 9, nil
 }
+
 // WaitLock waits on the fake's event history when it has one (the watch
 // tests), else answers at once.
 func (f *fakeCluster) WaitLock(ctx context.Context, lock string, index uint64, wait time.Duration, until <-chan struct{}) (bool, error) {
