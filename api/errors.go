@@ -13,6 +13,7 @@ import (
 	"github.com/fencer-io/fencer/coord/events"
 	"github.com/fencer-io/fencer/fsm/entry"
 	"github.com/fencer-io/fencer/fsm/refusal"
+	"github.com/fencer-io/fencer/internal/limits"
 )
 
 // errorTable maps domain and cluster errors to a status and a code. It is the
@@ -43,6 +44,7 @@ var errorTable = []struct {
 	{coord.ErrTooManyWaiters, http.StatusTooManyRequests, wire.CodeTooManyWaiters},
 	{coord.ErrTooManyLocks, http.StatusTooManyRequests, wire.CodeTooManyLocks},
 	{coord.ErrKVFull, http.StatusTooManyRequests, wire.CodeKVFull},
+	{limits.ErrTooManyHeld, http.StatusTooManyRequests, wire.CodeTooManyWatches},
 	{events.ErrCompacted, http.StatusGone, wire.CodeEventsCompacted},
 	{context.DeadlineExceeded, http.StatusGatewayTimeout, wire.CodeTimeout},
 	{context.Canceled, http.StatusGatewayTimeout, wire.CodeTimeout},
@@ -106,6 +108,10 @@ func statusOf(code string) int {
 		return http.StatusNotFound
 	case wire.CodeUnsupportedMediaType:
 		return http.StatusUnsupportedMediaType
+	case wire.CodeUnauthorized:
+		return http.StatusUnauthorized
+	case wire.CodeForbidden:
+		return http.StatusForbidden
 	}
 	for _, e := range errorTable {
 		if e.code == code {

@@ -37,7 +37,13 @@ func (f *fakeCluster) Grant(_ context.Context, token uint64, _ bool) (entry.Gran
 	}
 	return g, 9, nil
 }
-func (f *fakeCluster) WaitLock(context.Context, string, uint64, time.Duration) (bool, error) {
+
+// WaitLock waits on the fake's event history when it has one (the watch
+// tests), else answers at once.
+func (f *fakeCluster) WaitLock(ctx context.Context, lock string, index uint64, wait time.Duration, until <-chan struct{}) (bool, error) {
+	if f.events != nil {
+		return f.events.WaitLock(ctx, lock, index, wait, nil, until)
+	}
 	return true, f.call("wait")
 }
 func (f *fakeCluster) AppliedIndex() uint64 { return 9 }

@@ -134,7 +134,18 @@ func (s *Server) getLock(w http.ResponseWriter, r *http.Request) (any, error) {
 		// A blocking read (Consul's): wait for an event of this lock
 		// after index, then read. A node that stops leading meanwhile
 		// still answers when the wait ends; the read then says where to go.
-		if _, err := s.co.WaitLock(r.Context(), name, index, wait); err != nil {
+		release, err := s.blocking.Take(w, r)
+		if err != nil {
+			return nil, err
+		}
+		defer release()
+		sess := acl.SessionFrom(r.Context())
+		if _, err := s.co.WaitLock(r.Context(), name, index, wait, sess.Changed()); err != nil {
+			return nil, err
+		}
+		// The ACL may have been reloaded meanwhile: answer only what the
+		// token may still read.
+		if err := reauthorize(w, sess, acl.ActionReadLock, name); err != nil {
 			return nil, err
 		}
 	}

@@ -11,6 +11,8 @@ import (
 	"github.com/go-chi/chi/v5/middleware"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/fencer-io/fencer/internal/limits"
 )
 
 // requestMetrics records each request's duration by route pattern, method
@@ -50,6 +52,26 @@ func newRequestMetrics(reg *prometheus.Registry) *requestMetrics {
 		h = are.ExistingCollector.(*prometheus.HistogramVec)
 	}
 	return &requestMetrics{duration: h, handler: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), observers: map[seriesKey]prometheus.Observer{}}
+}
+
+// held exports how many event streams and blocking reads the node holds
+// open (their limits are WatchLimits).
+func (m *requestMetrics) held(reg *prometheus.Registry, streams, blocking *limits.Held) {
+	for _, g := range []struct {
+		name, help string
+		h          *limits.Held
+	}{
+		{"event_streams_open", "Event streams (GET /v1/events) open on this node.", streams},
+		{"blocking_reads_open", "Blocking reads (GET /v1/locks/{name}?wait_index=) in progress on this node.", blocking},
+	} {
+		h := g.h
+		err := reg.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "fencer", Name: g.name, Help: g.help},
+			func() float64 { return float64(h.Open()) }))
+		var are prometheus.AlreadyRegisteredError
+		if err != nil && !errors.As(err, &are) {
+			panic(err)
+		}
+	}
 }
 
 func (m *requestMetrics) middleware(next http.Handler) http.Handler {

@@ -35,6 +35,7 @@ import (
 	"github.com/fencer-io/fencer/fsm"
 	"github.com/fencer-io/fencer/fsm/entry"
 	"github.com/fencer-io/fencer/fsm/snapshot"
+	"github.com/fencer-io/fencer/internal/limits"
 	"github.com/fencer-io/fencer/internal/ui"
 )
 
@@ -81,7 +82,8 @@ type Coord interface {
 	// Ready returns the log format the members read once this node can
 	// serve every command of it, or why not.
 	Ready() (format int, err error)
-	WaitLock(ctx context.Context, lock string, index uint64, wait time.Duration) (bool, error)
+	// WaitLock returns early, as if the lock changed, when until is closed.
+	WaitLock(ctx context.Context, lock string, index uint64, wait time.Duration, until <-chan struct{}) (bool, error)
 	AppliedIndex() uint64
 
 	Proclaim(ctx context.Context, name string, token uint64, secret, value string) (entry.Lock, error)
@@ -106,7 +108,48 @@ type Server struct {
 	requestTimeout time.Duration
 	// keepAlive is how often an idle event stream gets a comment line.
 	keepAlive time.Duration
+	// watch bounds event streams and blocking reads; streams and blocking
+	// count those open.
+	watch             WatchLimits
+	streams, blocking *limits.Held
 }
+
+// WatchLimits bound what a node holds open for its readers. Zero values
+// mean the defaults; a negative limit is none.
+type WatchLimits struct {
+	// Streams and StreamsPerClient limit open event streams, in all and
+	// per client (the ACL principal, or the remote IP).
+	Streams, StreamsPerClient int
+	// BlockingReads and BlockingReadsPerClient limit blocking reads in
+	// progress.
+	BlockingReads, BlockingReadsPerClient int
+	// WriteTimeout bounds each write to an event stream: a reader that
+	// takes longer to accept one is disconnected.
+	WriteTimeout time.Duration
+}
+
+// DefaultStreamWriteTimeout is WatchLimits.WriteTimeout's default: a
+// healthy reader takes a write in milliseconds, and one silent this long
+// (through a keep-alive, every 15 s) is gone or not reading.
+const DefaultStreamWriteTimeout = 10 * time.Second
+
+func (l *WatchLimits) fill() {
+	def := func(v *int, d int) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	def(&l.Streams, limits.DefaultMaxStreams)
+	def(&l.StreamsPerClient, limits.DefaultMaxStreamsPerClient)
+	def(&l.BlockingReads, limits.DefaultMaxBlockingReads)
+	def(&l.BlockingReadsPerClient, limits.DefaultMaxBlockingReadsPerClient)
+	if l.WriteTimeout <= 0 {
+		l.WriteTimeout = DefaultStreamWriteTimeout
+	}
+}
+
+// WithWatchLimits bounds event streams and blocking reads (see WatchLimits).
+func WithWatchLimits(l WatchLimits) Option { return func(s *Server) { s.watch = l } }
 
 // Option configures a Server.
 type Option func(*Server)
@@ -137,6 +180,10 @@ func NewServer(c Cluster, co Coord, logger *slog.Logger, opts ...Option) *Server
 	for _, o := range opts {
 		o(s)
 	}
+	s.watch.fill()
+	s.streams = limits.NewHeld("event streams", s.watch.Streams, s.watch.StreamsPerClient)
+	s.blocking = limits.NewHeld("blocking reads", s.watch.BlockingReads, s.watch.BlockingReadsPerClient)
+	s.met.held(c.Registry(), s.streams, s.blocking)
 	return s
 }
 

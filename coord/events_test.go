@@ -31,17 +31,15 @@ func describe(events []event.Event) string {
 	return b.String()
 }
 
-// drain reads what a watcher has now: its backlog and whatever its channel
-// holds.
+// drain reads what a watcher has to read now.
 func drain(w *events.Watcher) []event.Event {
-	out := w.Backlog()
+	var out []event.Event
 	for {
-		select {
-		case evs := <-w.C():
-			out = append(out, evs...)
-		default:
+		batch, more, err := w.Next(make([]event.Event, 0, 8))
+		if err != nil || more != nil {
 			return out
 		}
+		out = append(out, batch...)
 	}
 }
 
@@ -51,7 +49,6 @@ func TestEventsOfALockCycle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer live.Close()
 	a := mustAcquire(t, s, "a", "h1", 10*time.Second)
 	waiter := enqueue(t, s, "a", "h2", time.Minute, 1)
 	if err := s.Release(bg, "a", a.Token, a.Lease); err != nil {
@@ -79,7 +76,6 @@ func TestEventsOfALockCycle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer from.Close()
 	if got, want := describe(drain(from)), strings.SplitN(want, "\n", 3)[2]; got != want {
 		t.Fatalf("since %d: got\n%swant\n%s", b.Token, got, want)
 	}
@@ -93,7 +89,6 @@ func TestEventsOfPermits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer live.Close()
 	a := mustPermit(t, s, "a", 2)
 	b := mustPermit(t, s, "b", 2)
 	queued := make(chan permitted, 1)
@@ -130,14 +125,13 @@ func TestEventsOfPermits(t *testing.T) {
 
 func TestEventsCompactedAndLagged(t *testing.T) {
 	f := newFakeRaft()
-	ev := events.New(events.Config{History: 5, Buffer: 2})
+	ev := events.New(events.Config{History: 5, Lag: 2})
 	f.fsm.Observe(ev)
 	s, _, _ := newTestServiceOver(t, f, Config{Events: ev})
 	slow, err := s.Watch(-1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer slow.Close()
 	for i := range 10 {
 		g := mustAcquire(t, s, fmt.Sprintf("l%d", i), "h", time.Minute)
 		if err := s.Release(bg, g.Name, g.Token, g.Lease); err != nil {
@@ -157,14 +151,9 @@ func TestEventsCompactedAndLagged(t *testing.T) {
 	if got := drain(w); len(got) != 5 || got[0].Index != last-4 {
 		t.Fatalf("since %d: %s", last-5, describe(got))
 	}
-	w.Close()
 
-	select {
-	case <-slow.Lagged():
-	default:
-		t.Fatal("a watcher that read nothing of 20 entries with a buffer of 2 was not cut off")
-	}
-	if got := drain(slow); len(got) != 2 {
-		t.Fatalf("the lagged watcher's buffer held %s", describe(got))
+	start := slow.Resume()
+	if _, _, err := slow.Next(make([]event.Event, 0, 8)); !errors.Is(err, events.ErrLagged) || slow.Resume() != start {
+		t.Fatalf("a watcher that read nothing of 20 entries, 5 kept and a lag of 2: %v, resume from %d (it began at %d)", err, slow.Resume(), start)
 	}
 }

@@ -9,7 +9,6 @@ import (
 	"github.com/fencer-io/fencer/cluster"
 	"github.com/fencer-io/fencer/fsm"
 	"github.com/fencer-io/fencer/fsm/entry"
-	"github.com/fencer-io/fencer/fsm/event"
 )
 
 // The grant history is replicated state (fsm/history.go). Its reads are
@@ -213,10 +212,11 @@ func historyProposal(cur entry.GrantHistorySettings, ok bool, want entry.GrantHi
 // WaitLock returns once lock's state changed after index (an event of
 // the lock with a higher index), when wait ends, or at once when the
 // node's events after index are no longer kept (the state may have
-// changed: a spurious wake-up, as Consul's blocking queries allow). It
-// says whether it saw a change.
-func (s *Service) WaitLock(ctx context.Context, lock string, index uint64, wait time.Duration) (bool, error) {
-	return s.events.WaitFor(ctx, index, wait, s.stop, func(e *event.Event) bool { return e.Lock == lock })
+// changed: a spurious wake-up, as Consul's blocking queries allow), or
+// when until is closed (the caller's authorisation changed). It says
+// whether it saw a change.
+func (s *Service) WaitLock(ctx context.Context, lock string, index uint64, wait time.Duration, until <-chan struct{}) (bool, error) {
+	return s.events.WaitLock(ctx, lock, index, wait, s.stop, until)
 }
 
 // GrantHistorySettings returns the cluster's grant history settings, false

@@ -87,16 +87,16 @@ func TestWaitLock(t *testing.T) {
 	s, _, _ := newTestService(t, Config{})
 	g := mustAcquire(t, s, "a", "w", time.Minute)
 	at := s.AppliedIndex()
-	if changed, err := s.WaitLock(bg, "a", at-1, time.Minute); !changed || err != nil {
+	if changed, err := s.WaitLock(bg, "a", at-1, time.Minute, nil); !changed || err != nil {
 		t.Fatalf("a change already applied after the index: %v %v", changed, err)
 	}
 	start := time.Now()
-	if changed, err := s.WaitLock(bg, "a", at, 50*time.Millisecond); changed || err != nil || time.Since(start) < 50*time.Millisecond {
+	if changed, err := s.WaitLock(bg, "a", at, 50*time.Millisecond, nil); changed || err != nil || time.Since(start) < 50*time.Millisecond {
 		t.Fatalf("no change: %v %v after %v", changed, err, time.Since(start))
 	}
 	woke := make(chan bool, 1)
 	go func() {
-		changed, _ := s.WaitLock(bg, "a", at, time.Minute)
+		changed, _ := s.WaitLock(bg, "a", at, time.Minute, nil)
 		woke <- changed
 	}()
 	mustAcquire(t, s, "other", "w", time.Minute)
@@ -118,7 +118,7 @@ func TestWaitLock(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(bg)
 	cancel()
-	if _, err := s.WaitLock(ctx, "a", s.AppliedIndex(), time.Minute); !errors.Is(err, context.Canceled) {
+	if _, err := s.WaitLock(ctx, "a", s.AppliedIndex(), time.Minute, nil); !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled: %v", err)
 	}
 }

@@ -271,8 +271,7 @@ func TestRestoreVoidsAlikeOnALaggingMember(t *testing.T) {
 		case err != nil:
 			t.Fatalf("%s: watch since %d: %v", n.ID, at-1, err)
 		default:
-			got := slices.DeleteFunc(w.Backlog(), func(e event.Event) bool { return e.Index != at })
-			w.Close()
+			got := slices.DeleteFunc(readKept(t, w), func(e event.Event) bool { return e.Index != at })
 			if len(got) != len(held)+1 {
 				t.Fatalf("%s reports %+v at the restore's index %d, want %d voided grants and the epoch", n.ID, got, at, len(held))
 			}

@@ -64,7 +64,9 @@ var (
 	// it may (429 too_many_locks).
 	ErrTooManyLocks = errors.New("too many locks")
 	// ErrRateLimited: this client sent more requests than the server's rate
-	// limit allows (429 rate_limited, with Retry-After).
+	// limit allows (429 rate_limited, with Retry-After), or holds as many
+	// event streams or blocking reads as a member allows (429
+	// too_many_watches).
 	ErrRateLimited = errors.New("rate limited")
 	// ErrUnauthorized: the request carried no valid bearer token (401).
 	ErrUnauthorized = errors.New("unauthorized")
@@ -154,6 +156,7 @@ var codeErrors = map[string]error{
 	wire.CodeTooManyWaiters:       ErrTooManyWaiters,
 	wire.CodeTooManyLocks:         ErrTooManyLocks,
 	wire.CodeRateLimited:          ErrRateLimited,
+	wire.CodeTooManyWatches:       ErrRateLimited,
 	wire.CodeUnauthorized:         ErrUnauthorized,
 	wire.CodeForbidden:            ErrForbidden,
 	wire.CodeTimeout:              ErrTimeout,

@@ -70,8 +70,12 @@ const (
 	CodeTooManyLocks   = "too_many_locks"   // 429
 	CodeKVFull         = "kv_full"          // 429: the fenced store, or the caller's share, is full
 	CodeRateLimited    = "rate_limited"     // 429, with Retry-After
-	CodeUnauthorized   = "unauthorized"     // 401, with WWW-Authenticate
-	CodeForbidden      = "forbidden"        // 403
+	// CodeTooManyWatches: the caller, or the node, holds as many event
+	// streams (or parked blocking reads) as the node allows (429, with
+	// Retry-After).
+	CodeTooManyWatches = "too_many_watches"
+	CodeUnauthorized   = "unauthorized" // 401, with WWW-Authenticate
+	CodeForbidden      = "forbidden"    // 403
 	// A node without access control answers only requests that name it by
 	// an IP address, localhost, a name of its members or an allowed host
 	// (421), and refuses state changes a browser sends from another origin
@@ -105,6 +109,7 @@ func Codes() []string {
 		CodeTimeout, CodeInternal,
 		CodeInvalidLockDelay, CodeLockDelay,
 		CodeInvalidLimit, CodeSemaphoreFull, CodeLimitMismatch, CodeInvalidValue,
+		CodeTooManyWatches,
 	}
 }
 

@@ -1,6 +1,10 @@
 package events
 
-import "github.com/fencer-io/fencer/fsm/event"
+import (
+	"sort"
+
+	"github.com/fencer-io/fencer/fsm/event"
+)
 
 // minRing is the smallest capacity a ring grows to.
 const minRing = 1024
@@ -11,6 +15,11 @@ const minRing = 1024
 // at its head regrew and copied the whole history every few thousand
 // entries: 7% of the bytes a loaded node allocated.) It halves when it is
 // less than a quarter full, so a burst does not hold its memory for good.
+//
+// Readers find their place by index (search, a binary search: the events
+// are in index order) and copy a batch from there, so that no reader ever
+// holds a copy of the history (a copy per watcher made 100 unread streams
+// take a gigabyte).
 type ring struct {
 	buf  []event.Event
 	head int // the oldest event's position in buf
@@ -33,9 +42,11 @@ func (r *ring) push(events []event.Event) {
 	}
 }
 
-// dropThrough forgets the oldest events while their index is at most floor.
-func (r *ring) dropThrough(floor uint64) {
+// dropThrough forgets the oldest events while their index is at most
+// floor, telling forget of each first.
+func (r *ring) dropThrough(floor uint64, forget func(*event.Event)) {
 	for r.n > 0 && r.buf[r.head].Index <= floor {
+		forget(&r.buf[r.head])
 		r.buf[r.head] = event.Event{} // let its strings go
 		r.head = (r.head + 1) % len(r.buf)
 		r.n--
@@ -48,20 +59,24 @@ func (r *ring) dropThrough(floor uint64) {
 // reset forgets every event and the memory that held them.
 func (r *ring) reset() { *r = ring{} }
 
-// since returns a copy of the events with an index above from.
-func (r *ring) since(from uint64) []event.Event {
-	i := r.n
-	for i > 0 && r.at(i-1).Index > from {
-		i--
-	}
-	if i == r.n {
-		return nil
-	}
-	out := make([]event.Event, 0, r.n-i)
+// search returns the position of the oldest event with an index above
+// from (len when there is none).
+func (r *ring) search(from uint64) int {
+	return sort.Search(r.n, func(i int) bool { return r.at(i).Index > from })
+}
+
+// batch appends to buf the events of whole entries from position i on, up
+// to cap(buf) events, but always the whole of the first entry (a restore
+// voids many grants in one entry, and an entry is never split).
+func (r *ring) batch(i int, buf []event.Event) []event.Event {
 	for ; i < r.n; i++ {
-		out = append(out, *r.at(i))
+		e := r.at(i)
+		if len(buf) > 0 && len(buf) >= cap(buf) && e.Index != buf[len(buf)-1].Index {
+			break
+		}
+		buf = append(buf, *e)
 	}
-	return out
+	return buf
 }
 
 // resize moves the events, oldest first, into a buffer of size c ≥ n.

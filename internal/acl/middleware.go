@@ -79,7 +79,12 @@ func Middleware(s *Store, opts ...Option) func(http.Handler) http.Handler {
 				}
 				return
 			}
-			r = r.WithContext(context.WithValue(r.Context(), principalKey{}, p))
+			ctx := context.WithValue(r.Context(), principalKey{}, p)
+			sess := &Session{store: s, p: p}
+			if p.Role != RoleNode {
+				sess.bearer, _ = ParseBearer(r.Header.Get("Authorization"))
+			}
+			r = r.WithContext(context.WithValue(ctx, sessionKey{}, sess))
 			if !audited {
 				next.ServeHTTP(w, r)
 				return

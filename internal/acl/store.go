@@ -18,6 +18,8 @@ type Store struct {
 	cur  atomic.Pointer[ACL]
 	// cluster is the SHA-256 of the cluster secret; nil without one.
 	cluster *[sha256.Size]byte
+	// reloads tells the requests that outlive a reload (session.go).
+	reloads reloads
 }
 
 // Open loads the ACL file at path into a Store.
@@ -67,6 +69,7 @@ func (s *Store) Reload() error {
 		return err
 	}
 	s.cur.Store(a)
+	s.reloads.signal()
 	return nil
 }
 

@@ -64,6 +64,8 @@ type Options struct {
 	AllowedHosts []string
 	// Events sizes the node's event history (GET /v1/events).
 	Events events.Config
+	// Watch limits event streams and blocking reads.
+	Watch api.WatchLimits
 }
 
 // Start listens on httpAddr (port 0 picks one; the real address is then the
@@ -150,7 +152,7 @@ func handler(node *cluster.Node, svc *coord.Service, cfg cluster.Config, opts Op
 	// A request that finds no leader waits long enough for an election
 	// after a crash: a follower notices within one to three heartbeat
 	// timeouts, and a failed round costs up to two election timeouts.
-	apiOpts = append(apiOpts, api.WithLeaderWait(node.FailoverBound()))
+	apiOpts = append(apiOpts, api.WithLeaderWait(node.FailoverBound()), api.WithWatchLimits(opts.Watch))
 	h := api.NewServer(node, svc, logger.With("node", cfg.ID), apiOpts...).Handler()
 	h = limits.MaxBody(opts.Limits.MaxBodyBytes, api.RestorePath)(h)
 	h = limit(h)

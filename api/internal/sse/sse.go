@@ -1,19 +1,25 @@
 // Package sse writes a node's events to a client as a stream of
-// server-sent events: the backlog, then live entries, a comment line to keep
-// an idle stream open, and a final `lagged` event when the reader fell
-// behind.
+// server-sent events: batches read from the node's history, a comment line
+// to keep an idle stream open, and a final `lagged` event when the reader
+// fell behind.
 //
 // Only the last event of an entry carries the SSE id (the entry's index):
 // an id then always means "everything up to this index was delivered", and
 // a reader resuming from it neither misses nor repeats the rest of an entry
 // (a restore voids several grants in one entry; other entries have one
 // event).
+//
+// What a stream holds is bounded whatever its reader does: one batch of
+// events and its encoding, never the history. Every write has a deadline,
+// so a reader that stops reading costs its connection for WriteTimeout at
+// most; one that reads too slowly to keep up is cut off by the history
+// (events.ErrLagged) with a last `lagged` event saying where to resume.
 package sse
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strconv"
 	"time"
@@ -25,35 +31,78 @@ import (
 // Watch is what a stream follows: a watch of the node's events
 // (events.Watcher).
 type Watch interface {
-	// Backlog is the events kept before the watch began, in log order.
-	Backlog() []event.Event
-	// C delivers each new entry's events.
-	C() <-chan []event.Event
-	// Lagged is closed when the watch fell too far behind and was cut off.
-	Lagged() <-chan struct{}
+	// Next returns the events after those it returned last, a batch of
+	// whole entries up to cap(buf), or none and a channel closed once there
+	// may be more; an error (events.ErrLagged) ends the stream.
+	Next(buf []event.Event) ([]event.Event, <-chan struct{}, error)
+	// Resume is the index a cut-off reader resumes from.
+	Resume() uint64
 }
 
-// Stream answers 200 and writes watch's events that visible shows until
-// ctx ends, the client goes away or the watch is cut off, with a comment
-// line every keepAlive while idle.
-func Stream(ctx context.Context, w http.ResponseWriter, watch Watch, visible func(e *event.Event) bool, keepAlive time.Duration) {
-	st := start(w, visible)
-	if st.backlog(watch.Backlog()) != nil {
+// Scope says which events a stream shows, and returns a channel closed
+// when it must be asked again (the ACL was reloaded). A nil visible ends the
+// stream: its reader may no longer watch.
+type Scope func() (visible func(e *event.Event) bool, changed <-chan struct{})
+
+// Config is how a stream is written. KeepAlive and WriteTimeout must be
+// positive.
+type Config struct {
+	// KeepAlive is how often an idle stream gets a comment line.
+	KeepAlive time.Duration
+	// WriteTimeout bounds each write: a reader that has not taken one
+	// within it is gone, and the connection is closed.
+	WriteTimeout time.Duration
+}
+
+// batchEvents is how many events a stream reads from the history at a
+// time: small, since an unread stream holds its batch and its encoding,
+// and large enough that a backlog goes out in few writes.
+const batchEvents = 32
+
+// Stream answers 200 and writes watch's events that scope shows until ctx
+// ends, the client goes away or stops reading for WriteTimeout, the watch
+// is cut off (a final lagged event), or scope ends it (the stream just
+// closes: a reconnection is refused, and says why).
+func Stream(ctx context.Context, w http.ResponseWriter, watch Watch, scope Scope, cfg Config) {
+	visible, changed := scope()
+	if visible == nil {
 		return
 	}
-	tick := time.NewTicker(keepAlive)
+	st := start(w, cfg.WriteTimeout)
+	if st.flush() != nil {
+		return
+	}
+	buf := make([]event.Event, 0, batchEvents)
+	tick := time.NewTicker(cfg.KeepAlive)
 	defer tick.Stop()
 	for {
 		select {
-		case entry := <-watch.C():
-			st.send(entry)
-		case <-watch.Lagged():
-			st.lagged(watch.C())
+		case <-changed:
+			if visible, changed = scope(); visible == nil {
+				return
+			}
+		default:
+		}
+		batch, more, err := watch.Next(buf)
+		switch {
+		case err != nil:
+			st.lagged(watch.Resume())
+			st.flush()
 			return
-		case <-tick.C:
-			st.bw.WriteString(": keepalive\n\n")
-		case <-ctx.Done():
-			return
+		case len(batch) > 0:
+			st.send(batch, visible)
+			clear(batch) // let the events' strings go while the write waits
+		default:
+			select {
+			case <-more:
+				continue
+			case <-changed:
+				continue
+			case <-tick.C:
+				st.out = append(st.out, ": keepalive\n\n"...)
+			case <-ctx.Done():
+				return
+			}
 		}
 		if st.flush() != nil {
 			return
@@ -61,93 +110,88 @@ func Stream(ctx context.Context, w http.ResponseWriter, watch Watch, visible fun
 	}
 }
 
-// stream writes server-sent events through a buffer.
+// stream writes server-sent events, a batch at a time.
 type stream struct {
-	bw      *bufio.Writer
-	rc      *http.ResponseController
-	visible func(e *event.Event) bool
-	buf     []byte
-	last    uint64 // index of the last entry sent (or filtered out)
+	w            http.ResponseWriter
+	rc           *http.ResponseController
+	writeTimeout time.Duration
+	out          []byte // the encoding of what is not written yet
 }
 
-// start answers 200 with the headers of an event stream.
-func start(w http.ResponseWriter, visible func(e *event.Event) bool) *stream {
-	// The stream outlives the server's write timeout, which bounds requests.
-	rc := http.NewResponseController(w)
-	rc.SetWriteDeadline(time.Time{})
+// start sets the headers of an event stream.
+func start(w http.ResponseWriter, writeTimeout time.Duration) *stream {
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
-	return &stream{bw: bufio.NewWriterSize(w, 16<<10), rc: rc, visible: visible}
+	return &stream{w: w, rc: http.NewResponseController(w), writeTimeout: writeTimeout}
 }
 
+// flush writes what is encoded within the write deadline (which replaces
+// the server's, meant for requests, not streams).
 func (st *stream) flush() error {
-	if err := st.bw.Flush(); err != nil {
+	if err := st.rc.SetWriteDeadline(time.Now().Add(st.writeTimeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
 		return err
+	}
+	if len(st.out) > 0 {
+		if _, err := st.w.Write(st.out); err != nil {
+			return err
+		}
+		st.out = st.out[:0]
+		if cap(st.out) > 64<<10 {
+			st.out = nil // a restore's entry of many events; not kept
+		}
 	}
 	return st.rc.Flush()
 }
 
-// send writes the visible events of one entry, the id on the last.
-func (st *stream) send(entry []event.Event) {
-	var shown []*event.Event
-	for i := range entry {
-		if st.visible(&entry[i]) {
-			shown = append(shown, &entry[i])
-		}
-	}
-	st.last = entry[0].Index
-	for i, e := range shown {
-		if i == len(shown)-1 {
-			st.bw.WriteString("id: " + strconv.FormatUint(e.Index, 10) + "\n")
-		}
-		st.buf, _ = json.Marshal(wireEvent(e)) // cannot fail: plain fields
-		st.bw.WriteString("event: " + e.Type + "\ndata: ")
-		st.bw.Write(st.buf)
-		st.bw.WriteString("\n\n")
-	}
-}
-
-// backlog sends the events kept before the watch began, entry by entry,
-// flushing every 8 KiB and at the end.
-func (st *stream) backlog(events []event.Event) error {
-	for len(events) > 0 {
+// send encodes the visible events of whole entries, the id on the last
+// shown event of each.
+func (st *stream) send(batch []event.Event, visible func(e *event.Event) bool) {
+	for len(batch) > 0 {
 		n := 1
-		for n < len(events) && events[n].Index == events[0].Index {
+		for n < len(batch) && batch[n].Index == batch[0].Index {
 			n++
 		}
-		st.send(events[:n])
-		events = events[n:]
-		if st.bw.Buffered() > 8<<10 {
-			if err := st.flush(); err != nil {
-				return err
+		last := -1
+		for i := range batch[:n] {
+			if visible(&batch[i]) {
+				last = i
 			}
 		}
+		for i := range batch[:last+1] {
+			e := &batch[i]
+			if !visible(e) {
+				continue
+			}
+			if i == last {
+				st.out = append(st.out, "id: "...)
+				st.out = strconv.AppendUint(st.out, e.Index, 10)
+				st.out = append(st.out, '\n')
+			}
+			st.event(e.Type, wireEvent(e))
+		}
+		batch = batch[n:]
 	}
-	return st.flush()
 }
 
-// lagged ends a stream cut off for falling behind: what was buffered before
-// the cut is still delivered, then a lagged event naming the last index.
-func (st *stream) lagged(c <-chan []event.Event) {
-	for drained := false; !drained; {
-		select {
-		case entry := <-c:
-			st.send(entry)
-		default:
-			drained = true
-		}
-	}
-	if st.last > 0 {
-		st.bw.WriteString("id: " + strconv.FormatUint(st.last, 10) + "\n")
-	}
-	st.buf, _ = json.Marshal(wire.Event{Index: st.last, Type: wire.EventLagged})
-	st.bw.WriteString("event: " + wire.EventLagged + "\ndata: ")
-	st.bw.Write(st.buf)
-	st.bw.WriteString("\n\n")
-	st.flush()
+func (st *stream) event(typ string, e wire.Event) {
+	data, _ := json.Marshal(e) // cannot fail: plain fields
+	st.out = append(st.out, "event: "...)
+	st.out = append(st.out, typ...)
+	st.out = append(st.out, "\ndata: "...)
+	st.out = append(st.out, data...)
+	st.out = append(st.out, "\n\n"...)
+}
+
+// lagged ends a stream cut off for falling behind with a lagged event
+// naming the index to resume from: every event up to it was sent.
+func (st *stream) lagged(resume uint64) {
+	st.out = append(st.out, "id: "...)
+	st.out = strconv.AppendUint(st.out, resume, 10)
+	st.out = append(st.out, '\n')
+	st.event(wire.EventLagged, wire.Event{Index: resume, Type: wire.EventLagged})
 }
 
 func wireEvent(e *event.Event) wire.Event {

@@ -2,6 +2,7 @@ package sse
 
 import (
 	"context"
+	"errors"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -10,17 +11,29 @@ import (
 	"github.com/fencer-io/fencer/fsm/event"
 )
 
+// watch returns its events one entry at a time, then ErrLagged.
 type watch struct {
-	backlog []event.Event
-	c       chan []event.Event
-	lagged  chan struct{}
+	events []event.Event
+	next   uint64
 }
 
-func (w *watch) Backlog() []event.Event  { return w.backlog }
-func (w *watch) C() <-chan []event.Event { return w.c }
-func (w *watch) Lagged() <-chan struct{} { return w.lagged }
-func lines(body string) []string         { return strings.Split(strings.TrimSpace(body), "\n") }
-func shown(e *event.Event) bool          { return e.Lock != "hidden" }
+func (w *watch) Next(buf []event.Event) ([]event.Event, <-chan struct{}, error) {
+	if len(w.events) == 0 {
+		return nil, nil, errors.New("lagged")
+	}
+	n := 1
+	for n < len(w.events) && w.events[n].Index == w.events[0].Index {
+		n++
+	}
+	out := append(buf[:0], w.events[:n]...)
+	w.events, w.next = w.events[n:], out[0].Index
+	return out, nil, nil
+}
+func (w *watch) Resume() uint64  { return w.next }
+func lines(body string) []string { return strings.Split(strings.TrimSpace(body), "\n") }
+func all() (func(e *event.Event) bool, <-chan struct{}) {
+	return func(e *event.Event) bool { return e.Lock != "hidden" }, nil
+}
 func ev(index uint64, typ, lock string) event.Event {
 	return event.Event{Index: index, Type: typ, Lock: lock}
 }
@@ -31,16 +44,9 @@ func ev(index uint64, typ, lock string) event.Event {
 // cut-off reader first gets what was buffered, then `lagged` with the id
 // of the last entry it was sent.
 func TestStreamIDsAndLagged(t *testing.T) {
-	w := &watch{
-		backlog: []event.Event{ev(3, event.Voided, "a"), ev(3, event.Voided, "b")},
-		c:       make(chan []event.Event, 2),
-		lagged:  make(chan struct{}),
-	}
-	w.c <- []event.Event{ev(4, event.Acquired, "c")}
-	w.c <- []event.Event{ev(5, event.Acquired, "hidden")}
-	close(w.lagged)
+	w := &watch{events: []event.Event{ev(3, event.Voided, "a"), ev(3, event.Voided, "b"), ev(4, event.Acquired, "c"), ev(5, event.Acquired, "hidden")}}
 	rec := httptest.NewRecorder()
-	Stream(context.Background(), rec, w, shown, time.Minute)
+	Stream(context.Background(), rec, w, all, Config{KeepAlive: time.Minute, WriteTimeout: time.Minute})
 	got := strings.Join(lines(rec.Body.String()), "|")
 	var ids []string
 	for _, l := range lines(rec.Body.String()) {

@@ -439,8 +439,9 @@ class Client:
         stream for event dicts (``index``, ``type``, ``lock``, ``token``…);
         skip types you do not know. The stream is not retried: to resume,
         watch again with ``since`` the last index seen. A reader that fell
-        behind gets :class:`EventsLagged` (re-list, then watch from the
-        list's index); an index the node no longer keeps,
+        behind gets :class:`EventsLagged`, whose ``body["index"]`` is where
+        to resume: watch again with ``since`` set to it; an index the node
+        no longer keeps,
         :class:`~fencer.errors.EventsCompacted`."""
         q = {}
         if since is not None:
@@ -505,8 +506,8 @@ class Client:
 
 
 class EventsLagged(FencerError):
-    """The event stream fell behind and the server ended it; ``body`` has
-    the last index sent."""
+    """The event stream fell behind and the server ended it; ``body["index"]``
+    is the index to resume from (every event up to it was sent)."""
 
 
 class EventStream:

@@ -212,6 +212,7 @@ CODE_ERRORS: Dict[str, Type[FencerError]] = {
     "too_many_locks": TooManyLocks,
     "kv_full": KVFull,
     "rate_limited": RateLimited,
+    "too_many_watches": RateLimited,
     "unauthorized": Unauthorized,
     "forbidden": Forbidden,
     "host_not_allowed": HostNotAllowed,

@@ -15,6 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/fencer-io/fencer/api"
 	"github.com/fencer-io/fencer/cluster"
 	"github.com/fencer-io/fencer/cluster/logstore"
 	"github.com/fencer-io/fencer/cmd/fencer/internal/cli"
@@ -22,6 +23,7 @@ import (
 	"github.com/fencer-io/fencer/coord/events"
 	"github.com/fencer-io/fencer/fsm/entry"
 	"github.com/fencer-io/fencer/internal/gcfloor"
+	"github.com/fencer-io/fencer/internal/limits"
 	"github.com/fencer-io/fencer/internal/server"
 )
 
@@ -64,6 +66,8 @@ type serveOptions struct {
 	maxKeys        int
 	maxKVBytesPer  int64
 	eventHistory   int
+	eventLag       int
+	watch          api.WatchLimits
 	grantHistory   int
 	grantPerLock   int
 	pprof          bool
@@ -139,6 +143,16 @@ rejoins by itself. Every flag can also be set by its environment variable.`,
 		"value bytes last written by one ACL principal (with --acl-file); a quarter of the default total, so no one token fills the store ($FENCER_MAX_KV_BYTES_PER_PRINCIPAL)")
 	fs.IntVar(&o.eventHistory, "event-history", int(cli.EnvUint("FENCER_EVENT_HISTORY", events.DefaultHistory)),
 		"log entries whose events this node keeps in memory for GET /v1/events ($FENCER_EVENT_HISTORY)")
+	fs.IntVar(&o.eventLag, "event-stream-lag", int(cli.EnvUint("FENCER_EVENT_STREAM_LAG", events.DefaultLag)),
+		"events an event stream may fall behind (counted from where it started or last caught up) before it ends with a lagged event naming where to resume; costs no memory ($FENCER_EVENT_STREAM_LAG)")
+	fs.IntVar(&o.watch.Streams, "max-event-streams", int(cli.EnvUint("FENCER_MAX_EVENT_STREAMS", limits.DefaultMaxStreams)),
+		"event streams open on this node; past it 429 too_many_watches ($FENCER_MAX_EVENT_STREAMS)")
+	fs.IntVar(&o.watch.StreamsPerClient, "max-event-streams-per-principal", int(cli.EnvUint("FENCER_MAX_EVENT_STREAMS_PER_PRINCIPAL", limits.DefaultMaxStreamsPerClient)),
+		"event streams open on this node per ACL principal (per client IP without --acl-file) ($FENCER_MAX_EVENT_STREAMS_PER_PRINCIPAL)")
+	fs.IntVar(&o.watch.BlockingReads, "max-blocking-reads", int(cli.EnvUint("FENCER_MAX_BLOCKING_READS", limits.DefaultMaxBlockingReads)),
+		"blocking reads (wait_index) in progress on this node; past it 429 too_many_watches ($FENCER_MAX_BLOCKING_READS)")
+	fs.IntVar(&o.watch.BlockingReadsPerClient, "max-blocking-reads-per-principal", int(cli.EnvUint("FENCER_MAX_BLOCKING_READS_PER_PRINCIPAL", limits.DefaultMaxBlockingReadsPerClient)),
+		"blocking reads in progress on this node per ACL principal (per client IP without --acl-file) ($FENCER_MAX_BLOCKING_READS_PER_PRINCIPAL)")
 	fs.IntVar(&o.grantHistory, "grant-history", int(cli.EnvUint("FENCER_GRANT_HISTORY", entry.DefaultGrantHistory)),
 		"grants the cluster keeps for GET /v1/tokens/{token}, and locks that keep a history; 0 keeps none. Fixed when the cluster first keeps a history: a node whose value differs logs a warning and follows the cluster's ($FENCER_GRANT_HISTORY)")
 	fs.IntVar(&o.grantPerLock, "grant-history-per-lock", int(cli.EnvUint("FENCER_GRANT_HISTORY_PER_LOCK", entry.DefaultGrantHistoryPerLock)),
@@ -177,7 +191,8 @@ func (o *serveOptions) run(cmd *cobra.Command) error {
 		MaxKeys:                o.maxKeys,
 		MaxKVBytesPerPrincipal: o.maxKVBytesPer,
 	}
-	opts.Events = events.Config{History: o.eventHistory}
+	opts.Events = events.Config{History: o.eventHistory, Lag: o.eventLag}
+	opts.Watch = o.watch
 	grants := o.grantSettings()
 	opts.Coord.GrantHistory = &grants
 	if o.gcFloorMB > 0 {
