@@ -106,6 +106,10 @@ func statusOf(code string) int {
 		return http.StatusNotFound
 	case wire.CodeUnsupportedMediaType:
 		return http.StatusUnsupportedMediaType
+	case wire.CodeForbidden:
+		return http.StatusForbidden
+	case wire.CodeRateLimited:
+		return http.StatusTooManyRequests
 	}
 	for _, e := range errorTable {
 		if e.code == code {

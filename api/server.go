@@ -35,6 +35,7 @@ import (
 	"github.com/fencer-io/fencer/fsm"
 	"github.com/fencer-io/fencer/fsm/entry"
 	"github.com/fencer-io/fencer/fsm/snapshot"
+	"github.com/fencer-io/fencer/internal/limits"
 	"github.com/fencer-io/fencer/internal/ui"
 )
 
@@ -106,6 +107,9 @@ type Server struct {
 	requestTimeout time.Duration
 	// keepAlive is how often an idle event stream gets a comment line.
 	keepAlive time.Duration
+	// membersView limits each client's GET /v1/cluster/members, which
+	// asks every member.
+	membersView *limits.Buckets
 }
 
 // Option configures a Server.
@@ -133,7 +137,8 @@ func NewServer(c Cluster, co Coord, logger *slog.Logger, opts ...Option) *Server
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{c: c, co: co, log: logger, fwd: forward.New(c, writeError), met: newRequestMetrics(c.Registry()), requestTimeout: 10 * time.Second, keepAlive: 15 * time.Second}
+	s := &Server{c: c, co: co, log: logger, fwd: forward.New(c, writeError), met: newRequestMetrics(c.Registry()), requestTimeout: 10 * time.Second, keepAlive: 15 * time.Second,
+		membersView: limits.NewBuckets(MembersViewRate, MembersViewBurst)}
 	for _, o := range opts {
 		o(s)
 	}

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/hashicorp/raft"
 
@@ -17,6 +18,18 @@ func (n *Node) Join(ctx context.Context, req wire.JoinRequest) error {
 		return err
 	}
 	defer n.configMu.Unlock()
+	if req.MemberKey != "" {
+		if _, ok := wire.ParseMemberKey(req.MemberKey); !ok {
+			return fmt.Errorf("%w: %s: not a member key", ErrMemberConflict, wire.HeaderMemberKey)
+		}
+		// A key is recorded only once every member, the joiner too,
+		// reads it (an older build would drop it); until then the
+		// joiner keeps presenting the cluster secret, and registers its
+		// key when the last member is upgraded (Node.awaitRekey).
+		if min(n.format.Format(), req.LogFormat) < entry.LogFormatMemberKey {
+			req.MemberKey = ""
+		}
+	}
 	known, _ := n.fsm.Member(req.ID)
 	plan, err := membership.PlanJoin(conf, known, n.fsm.ClusterID(), req)
 	if err != nil || req.DryRun {

@@ -95,7 +95,20 @@ type Principal struct {
 	Keys  []string
 	// Node is the member id of a RoleNode principal.
 	Node string
+	// forwardable: the leader can check the credential again when a
+	// follower forwards the request (a bearer token, the cluster secret).
+	// A node's certificate or signature is this node's to check: the
+	// leader would see the follower's certificate, or a signature made
+	// for another address (Forwardable).
+	forwardable bool
 }
+
+// Forwardable reports whether a follower may forward p's request to the
+// leader, which checks the credential again. A node's own certificate or
+// signature proves who sent the request only to the node it was sent to,
+// and the leader believes no member's word for another (F8): such a
+// request must be sent to the leader itself.
+func (p *Principal) Forwardable() bool { return p.Role != RoleNode || p.forwardable }
 
 // ACL is a loaded token file. It is immutable; Store swaps whole ACLs.
 type ACL struct {
@@ -202,7 +215,7 @@ func Parse(data []byte) (*ACL, error) {
 			a.warnings = append(a.warnings, fmt.Sprintf("token %q has no \"keys\" entry: it may read and write no fenced key (before this build an absent list meant every key); "+
 				"add \"keys\": [\"*\"] for every key, or the prefixes it needs", e.Name))
 		}
-		a.tokens = append(a.tokens, token{sum: sum, principal: &Principal{Name: e.Name, Role: e.Role, Locks: e.Locks, Keys: e.Keys}})
+		a.tokens = append(a.tokens, token{sum: sum, principal: &Principal{Name: e.Name, Role: e.Role, Locks: e.Locks, Keys: e.Keys, forwardable: true}})
 	}
 	return a, nil
 }

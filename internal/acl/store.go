@@ -18,6 +18,8 @@ type Store struct {
 	cur  atomic.Pointer[ACL]
 	// cluster is the SHA-256 of the cluster secret; nil without one.
 	cluster *[sha256.Size]byte
+	// members checks members' own keys (UseMembers); nil until set.
+	members atomic.Pointer[memberView]
 }
 
 // Open loads the ACL file at path into a Store.
