@@ -43,10 +43,12 @@ func (n *Node) keyMissing(m entry.Member) bool {
 }
 
 // keyRecorded reports whether this node's replica records its member key,
-// so that its signature is the credential the others accept.
+// or a join that sent it was accepted since the node started (its replica
+// may not have the record yet): its signature is then the credential to
+// present first.
 func (n *Node) keyRecorded() bool {
 	m, ok := n.fsm.Member(n.cfg.ID)
-	return ok && m.Key == n.memberKey
+	return ok && m.Key == n.memberKey || n.keyJoined.Load()
 }
 
 // rekeyCheck is how often a registered node checks that its record holds
@@ -182,7 +184,11 @@ func (n *Node) joinOnce(self bool) error {
 	if len(targets) == 0 {
 		return ErrNoLeader
 	}
-	return n.peers.Join(n.ctx, targets, req)
+	err := n.peers.Join(n.ctx, targets, req)
+	if err == nil && self {
+		n.keyJoined.Store(true)
+	}
+	return err
 }
 
 // Fatal delivers an error after which the node cannot go on (a refused

@@ -81,6 +81,8 @@ type Node struct {
 	// memberKey is the public half of the node's member key
 	// (wire.MemberKeyString), which it registers with the cluster.
 	memberKey string
+	// keyJoined: a join that sent memberKey was accepted (keyRecorded).
+	keyJoined atomic.Bool
 
 	ctx       context.Context // ends when the node stops
 	cancel    context.CancelFunc

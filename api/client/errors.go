@@ -155,6 +155,7 @@ var codeErrors = map[string]error{
 	wire.CodeTooManyLocks:         ErrTooManyLocks,
 	wire.CodeRateLimited:          ErrRateLimited,
 	wire.CodeUnauthorized:         ErrUnauthorized,
+	wire.CodeKeyedMember:          ErrUnauthorized,
 	wire.CodeForbidden:            ErrForbidden,
 	wire.CodeTimeout:              ErrTimeout,
 	wire.CodeInternal:             ErrInternal,

@@ -64,7 +64,11 @@ func Middleware(s *Store, opts ...Option) func(http.Handler) http.Handler {
 					challenge += `, error="invalid_token"`
 				}
 				w.Header().Set("WWW-Authenticate", challenge)
-				wire.WriteError(w, http.StatusUnauthorized, &wire.Error{Code: wire.CodeUnauthorized, Message: err.Error()})
+				code := wire.CodeUnauthorized
+				if errors.Is(err, ErrKeyedMember) {
+					code = wire.CodeKeyedMember // a joiner's probe learns that its id is a member's
+				}
+				wire.WriteError(w, http.StatusUnauthorized, &wire.Error{Code: code, Message: err.Error()})
 				if audited {
 					audit(o.audit, r, route, nil, http.StatusUnauthorized)
 				}

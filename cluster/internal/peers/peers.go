@@ -167,17 +167,20 @@ func unauthorized(err error) bool {
 // membership.ErrConflict, one of the credential ErrUnauthorized, each with
 // the member's message.
 func (c *Client) Join(ctx context.Context, targets []string, req wire.JoinRequest) error {
-	var err error
+	var first error // the first refusal says most: see acl.ErrKeyedMember
 	for _, cred := range c.joinCredentials() {
-		var api *client.Client
-		if api, err = c.api(targets, cred, 10*time.Second, len(targets)); err != nil {
+		api, err := c.api(targets, cred, 10*time.Second, len(targets))
+		if err != nil {
 			return err
 		}
 		if err = api.Join(ctx, req); !unauthorized(err) {
-			break
+			return refusal(err)
+		}
+		if first == nil {
+			first = err
 		}
 	}
-	return refusal(err)
+	return refusal(first)
 }
 
 // refusal gives a member's refusal of a join the sentinel that says what
@@ -215,6 +218,7 @@ func (c *Client) Probe(ctx context.Context, addrs []string) membership.View {
 	// The members probed are the ones the node was told to join through,
 	// which may be sent the cluster secret.
 	creds := c.joinCredentials()
+	keyed := false
 	for _, addr := range addrs {
 		for _, cred := range creds {
 			api, err := c.api([]string{addr}, cred, time.Second, 1)
@@ -225,12 +229,20 @@ func (c *Client) Probe(ctx context.Context, addrs []string) membership.View {
 			if err == nil && (st.Leader != "" || st.ClusterID != "") {
 				return membership.View{Running: st.Leader != "", ClusterID: st.ClusterID}
 			}
+			var apiErr *client.APIError
+			if errors.As(err, &apiErr) && apiErr.Code == wire.CodeKeyedMember {
+				keyed = true
+			}
 			if !unauthorized(err) {
 				break
 			}
 		}
 	}
-	return membership.View{}
+	// A member that answers that this id has a key of its own is one of a
+	// running cluster that knows the id, with a key the node does not hold
+	// (its data dir was wiped): the node must ask to join, and be told why
+	// not, rather than bootstrap afresh under its old id.
+	return membership.View{Running: keyed}
 }
 
 // RemoveSelf asks the leader that took over from this node to remove the
