@@ -23,13 +23,17 @@
 //     it again against its own copy of the file. Every node must therefore be
 //     given the same ACL file.
 //   - Members are not in the file: they prove they are members by their node
-//     certificate (TLS) or the cluster secret (cluster.go), never by a token,
-//     so an ACL file cannot make anyone a node.
+//     certificate (TLS), their signature with their own member key, or, for
+//     an id with no key recorded, the cluster secret (cluster.go), never by
+//     a token, so an ACL file cannot make anyone a node. Each credential
+//     makes the sender one node only, the one it proves, so one member
+//     cannot act as another (cluster/DESIGN.md says why a signature).
 //   - A member is a node, not an operator: it may join, read the status and
 //     remove itself (RoleNode), the requests members make of each other. A request another member forwarded is never served with the
-//     forwarding member's rights: it carries its client's bearer token, or,
-//     for a node's own request, the node it speaks for
-//     (wire.HeaderForwardedPrincipal, believed only from a member).
+//     forwarding member's rights, nor as anyone that member names: it
+//     carries its client's bearer token, or, for a node's own request, that
+//     node (wire.HeaderForwardedPrincipal), believed only from that node's
+//     own certificate.
 //
 // The file:
 //
