@@ -22,15 +22,16 @@ func (n *Node) Join(ctx context.Context, req wire.JoinRequest) error {
 		if _, ok := wire.ParseMemberKey(req.MemberKey); !ok {
 			return fmt.Errorf("%w: %s: not a member key", ErrMemberConflict, wire.HeaderMemberKey)
 		}
-		// A key is recorded only once every member, the joiner too,
-		// reads it (an older build would drop it); until then the
-		// joiner keeps presenting the cluster secret, and registers its
-		// key when the last member is upgraded (Node.awaitRekey).
-		if min(n.format.Format(), req.LogFormat) < entry.LogFormatMemberKey {
-			req.MemberKey = ""
-		}
 	}
 	known, _ := n.fsm.Member(req.ID)
+	if min(n.format.Format(), req.LogFormat) < entry.LogFormatMemberKey {
+		// A key is recorded only while every member, the joiner too,
+		// reads it (an older build would drop it): the record is
+		// written without one, the member presents the cluster secret
+		// meanwhile, and registers its key again once every member
+		// reads format 7 (Node.awaitRekey).
+		req.MemberKey, known.Key = "", ""
+	}
 	plan, err := membership.PlanJoin(conf, known, n.fsm.ClusterID(), req)
 	if err != nil || req.DryRun {
 		return err
