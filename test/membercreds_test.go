@@ -100,6 +100,7 @@ func TestMembersViewSendsNothingThatWorksElsewhere(t *testing.T) {
 	if len(got) < views {
 		t.Fatalf("the fake member was asked %d times in %d views", len(got), views)
 	}
+	t.Logf("%d members views (%d answered 429): the fake member was asked %d times over %d connections", views, limited, len(got), conns.Load())
 	if n := conns.Load(); n > 2 {
 		t.Errorf("%d members views opened %d connections to the fake member, want them reused", views, n)
 	}
