@@ -3,6 +3,7 @@ package api
 import (
 	"bytes"
 	"encoding/json"
+	"math"
 	"net/http"
 	"strconv"
 	"time"
@@ -12,6 +13,8 @@ import (
 	"github.com/fencer-io/fencer/api/internal/request"
 	"github.com/fencer-io/fencer/api/wire"
 	"github.com/fencer-io/fencer/cluster"
+	"github.com/fencer-io/fencer/internal/acl"
+	"github.com/fencer-io/fencer/internal/limits"
 )
 
 func (s *Server) clusterRoutes() chi.Router {
@@ -38,9 +41,23 @@ func (s *Server) clusterStatus(w http.ResponseWriter, r *http.Request) (any, err
 	return st, nil
 }
 
+// The members view's limit per client (limits.ClientKey: its principal,
+// else its address): a dashboard polls it once a second, and each call
+// asks every member.
+const (
+	MembersViewRate  = 4 // calls per second, sustained
+	MembersViewBurst = 8
+)
+
 // memberStatuses answers every member's own view, which this node gathers
-// (any node answers; nothing is forwarded).
+// (any node answers; nothing is forwarded), at most MembersViewRate times
+// a second per client: past it, 429 rate_limited with Retry-After.
 func (s *Server) memberStatuses(w http.ResponseWriter, r *http.Request) (any, error) {
+	if ok, wait := s.membersView.Allow(limits.ClientKey(r)); !ok {
+		w.Header().Set("Retry-After", strconv.Itoa(max(1, int(math.Ceil(wait.Seconds())))))
+		return nil, &wire.Error{Code: wire.CodeRateLimited, Message: "too many members views from this client: at most " +
+			strconv.Itoa(MembersViewRate) + " a second (each asks every member); retry after Retry-After"}
+	}
 	ctx, cancel := s.work(r, 0)
 	defer cancel()
 	st, err := s.c.MemberStatuses(ctx)
@@ -61,6 +78,13 @@ func (s *Server) join(w http.ResponseWriter, r *http.Request) (any, error) {
 	if err := request.CheckMemberAddrs(req.RaftAddr, req.HTTPAddr); err != nil {
 		return nil, err
 	}
+	if p, ok := acl.PrincipalFrom(r.Context()); ok && p.Role == acl.RoleNode && p.Node != req.ID {
+		// A member joins as itself only: its credential (certificate,
+		// signature, or the cluster secret for a member without a key)
+		// names it, and a join under another id would move that member.
+		return nil, &wire.Error{Code: wire.CodeForbidden, Message: p.Name + " may join only as " + p.Node + ", not as " + req.ID}
+	}
+	req.MemberKey = r.Header.Get(wire.HeaderMemberKey)
 	if h := r.Header.Get(wire.HeaderLogFormat); h != "" {
 		f, err := strconv.Atoi(h)
 		if err != nil || f < 0 || f > 255 {

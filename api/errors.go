@@ -112,6 +112,8 @@ func statusOf(code string) int {
 		return http.StatusUnauthorized
 	case wire.CodeForbidden:
 		return http.StatusForbidden
+	case wire.CodeRateLimited:
+		return http.StatusTooManyRequests
 	}
 	for _, e := range errorTable {
 		if e.code == code {

@@ -112,6 +112,9 @@ type Server struct {
 	// count those open.
 	watch             WatchLimits
 	streams, blocking *limits.Held
+	// membersView limits each client's GET /v1/cluster/members, which
+	// asks every member.
+	membersView *limits.Buckets
 }
 
 // WatchLimits bound what a node holds open for its readers. Zero values
@@ -176,7 +179,8 @@ func NewServer(c Cluster, co Coord, logger *slog.Logger, opts ...Option) *Server
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{c: c, co: co, log: logger, fwd: forward.New(c, writeError), met: newRequestMetrics(c.Registry()), requestTimeout: 10 * time.Second, keepAlive: 15 * time.Second}
+	s := &Server{c: c, co: co, log: logger, fwd: forward.New(c, writeError), met: newRequestMetrics(c.Registry()), requestTimeout: 10 * time.Second, keepAlive: 15 * time.Second,
+		membersView: limits.NewBuckets(MembersViewRate, MembersViewBurst)}
 	for _, o := range opts {
 		o(s)
 	}

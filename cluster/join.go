@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/hashicorp/raft"
 
@@ -17,7 +18,20 @@ func (n *Node) Join(ctx context.Context, req wire.JoinRequest) error {
 		return err
 	}
 	defer n.configMu.Unlock()
+	if req.MemberKey != "" {
+		if _, ok := wire.ParseMemberKey(req.MemberKey); !ok {
+			return fmt.Errorf("%w: %s: not a member key", ErrMemberConflict, wire.HeaderMemberKey)
+		}
+	}
 	known, _ := n.fsm.Member(req.ID)
+	if min(n.format.Format(), req.LogFormat) < entry.LogFormatMemberKey {
+		// A key is recorded only while every member, the joiner too,
+		// reads it (an older build would drop it): the record is
+		// written without one, the member presents the cluster secret
+		// meanwhile, and registers its key again once every member
+		// reads format 7 (Node.awaitRekey).
+		req.MemberKey, known.Key = "", ""
+	}
 	plan, err := membership.PlanJoin(conf, known, n.fsm.ClusterID(), req)
 	if err != nil {
 		return n.confirmed(err)

@@ -14,11 +14,12 @@ import (
 )
 
 // registered reports whether this node is in the Raft configuration and its
-// addresses are recorded in the FSM.
+// addresses are recorded in the FSM, with its member key once every member
+// can record one.
 func (n *Node) registered() bool {
 	m, ok := n.fsm.Member(n.cfg.ID)
 	if !ok || m.HTTPAddr != n.cfg.HTTPAddr || m.RaftAddr != n.RaftAddr() || m.Incarnation != n.ident.Incarnation ||
-		m.LogFormat != entry.LogFormat {
+		m.LogFormat != entry.LogFormat || n.keyMissing(m) {
 		return false
 	}
 	cf := n.raft.GetConfiguration()
@@ -33,8 +34,50 @@ func (n *Node) registered() bool {
 	return false
 }
 
+// keyMissing reports whether m, this node's record, lacks the node's
+// member key while every member can record one: the node registers again
+// to record it (after the last member of a rolling upgrade, or an
+// operator's add that reset it).
+func (n *Node) keyMissing(m entry.Member) bool {
+	return m.Key != n.memberKey && n.format.Format() >= entry.LogFormatMemberKey
+}
+
+// keyRecorded reports whether this node's replica records its member key,
+// or a join that sent it was accepted since the node started (its replica
+// may not have the record yet): its signature is then the credential to
+// present first.
+func (n *Node) keyRecorded() bool {
+	m, ok := n.fsm.Member(n.cfg.ID)
+	return ok && m.Key == n.memberKey || n.keyJoined.Load()
+}
+
+// rekeyCheck is how often a registered node checks that its record holds
+// its member key.
+const rekeyCheck = 2 * time.Second
+
+// awaitRekey waits, once the node is registered, until its record exists
+// but lacks its key while every member can record one (then it registers
+// again), or until the node stops (false). A record that is gone (the
+// member was removed) is left gone.
+func (n *Node) awaitRekey() bool {
+	t := time.NewTicker(rekeyCheck)
+	defer t.Stop()
+	for {
+		select {
+		case <-n.stop:
+			return false
+		case <-t.C:
+		}
+		if m, ok := n.fsm.Member(n.cfg.ID); ok && n.keyMissing(m) {
+			n.log.Info("registering this node's member key")
+			return true
+		}
+	}
+}
+
 // register runs until this node is a member with its addresses recorded, by
-// joining through the leader (itself, when it leads). A refusal that retrying
+// joining through the leader (itself, when it leads), and then registers
+// again whenever its record lacks its member key. A refusal that retrying
 // cannot fix is reported on Fatal.
 func (n *Node) register() {
 	defer n.wg.Done()
@@ -43,7 +86,11 @@ func (n *Node) register() {
 	for {
 		if n.registered() && n.rememberClusterID() {
 			n.log.Debug("registered")
-			return
+			if !n.awaitRekey() {
+				return
+			}
+			backoff = 100 * time.Millisecond
+			continue
 		}
 		err := n.joinOnce(true)
 		if errors.Is(err, ErrMemberConflict) {
@@ -120,6 +167,7 @@ func (n *Node) joinOnce(self bool) error {
 		ClusterID:   n.ident.ClusterID,
 		Replace:     n.cfg.Replace,
 		DryRun:      !self,
+		MemberKey:   n.memberKey,
 	}
 	if self && n.IsLeader() {
 		ctx, cancel := context.WithTimeout(n.ctx, n.cfg.ApplyTimeout)
@@ -136,7 +184,11 @@ func (n *Node) joinOnce(self bool) error {
 	if len(targets) == 0 {
 		return ErrNoLeader
 	}
-	return n.peers.Join(n.ctx, targets, req)
+	err := n.peers.Join(n.ctx, targets, req)
+	if err == nil && self {
+		n.keyJoined.Store(true)
+	}
+	return err
 }
 
 // Fatal delivers an error after which the node cannot go on (a refused

@@ -78,6 +78,11 @@ type Node struct {
 	diskOnce sync.Once // a failed write is acted on once
 
 	peers *peers.Client // calls to other members' HTTP APIs
+	// memberKey is the public half of the node's member key
+	// (wire.MemberKeyString), which it registers with the cluster.
+	memberKey string
+	// keyJoined: a join that sent memberKey was accepted (keyRecorded).
+	keyJoined atomic.Bool
 
 	ctx       context.Context // ends when the node stops
 	cancel    context.CancelFunc
@@ -105,7 +110,6 @@ func Open(cfg Config, state *fsm.FSM) (*Node, error) {
 		stop:     make(chan struct{}),
 		raftDown: make(chan struct{}),
 		fatal:    make(chan error, 1),
-		peers:    peers.New(cfg.ID, cfg.ClusterSecret, cfg.PeerTLSClient),
 	}
 	n.format = logformat.New(n.configuration, state.Member)
 	n.ctx, n.cancel = context.WithCancel(context.Background())
@@ -151,6 +155,9 @@ func (n *Node) shutdown() error {
 		}
 		close(n.raftDown) // answers what Raft left unanswered (await)
 		n.wg.Wait()
+		if n.peers != nil {
+			n.peers.CloseIdle()
+		}
 		n.lead.Begin(false) // a stopped node leads nothing
 		if n.trans != nil {
 			n.trans.Close()

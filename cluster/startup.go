@@ -1,14 +1,17 @@
 package cluster
 
 import (
+	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"os"
 
 	"github.com/hashicorp/raft"
 
+	"github.com/fencer-io/fencer/api/wire"
 	"github.com/fencer-io/fencer/cluster/datadir"
 	"github.com/fencer-io/fencer/cluster/internal/membership"
+	"github.com/fencer-io/fencer/cluster/internal/peers"
 	"github.com/fencer-io/fencer/cluster/logstore"
 	"github.com/fencer-io/fencer/cluster/stall"
 	"github.com/fencer-io/fencer/cluster/transport"
@@ -41,6 +44,12 @@ func (n *Node) start() error {
 		return err
 	}
 	n.ident = ident
+	key, err := datadir.LoadMemberKey(n.cfg.DataDir)
+	if err != nil {
+		return err
+	}
+	n.memberKey = wire.MemberKeyString(key.Public().(ed25519.PublicKey))
+	n.peers = peers.New(n.cfg.ID, peers.Credentials{Secret: n.cfg.ClusterSecret, TLS: n.cfg.PeerTLSClient, Key: key, Keyed: n.keyRecorded})
 	if err := n.openStores(kind); err != nil {
 		return err
 	}

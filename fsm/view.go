@@ -70,6 +70,7 @@ func (f *FSM) viewLocked() *View {
 	for _, id := range sortedKeys(s.members) {
 		v.rest.Members = append(v.rest.Members, s.members[id])
 	}
+	v.Header.MemberKeys = snapshot.MemberKeys(v.rest.Members)
 	v.rest.Requests = s.requests.Records()
 	for _, name := range sortedKeys(s.delays) {
 		v.rest.Delays = append(v.rest.Delays, s.delays[name])

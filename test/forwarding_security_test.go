@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fencer-io/fencer/api/wire"
 	"github.com/fencer-io/fencer/cluster"
 	"github.com/fencer-io/fencer/internal/acl"
 	"github.com/fencer-io/fencer/internal/server"
@@ -162,36 +163,109 @@ func TestForwardingKeepsTheClientsIdentity(t *testing.T) {
 	if !strings.Contains(audit, "who=ops action=snapshot") || !strings.Contains(audit, "via="+follower.ID) {
 		t.Fatalf("the leader's audit log does not name the operator and the member that forwarded:\n%s", audit)
 	}
-	// Node identity still serves what nodes ask of each other, forwarded
-	// too: n4's certificate may ask a follower whether it could join (a dry
-	// run), and the leader sees n4 asking; it may not take a snapshot.
-	cfg, err := tlsutil.ClientConfig(filepath.Join(sc.dir, tlsutil.CAFile), filepath.Join(sc.dir, "n4.pem"), filepath.Join(sc.dir, "n4-key.pem"))
-	if err != nil {
-		t.Fatal(err)
+	// Node identity still serves what nodes ask of each other, but only
+	// at the node it was sent to: n4's certificate asking a follower
+	// whether it could join (a dry run) is sent to the leader, named in
+	// Fencer-Leader (the leader believes no member's word for another,
+	// F8), and the leader itself answers n4 as n4; it may not take a
+	// snapshot.
+	asN4 := sc.asNode(t, "n4")
+	dryRun := `{"id":"n4","raft_addr":"127.0.0.1:9","http_addr":"127.0.0.1:9","voter":true,"dry_run":true}`
+	if s, h := asN4(follower, "POST", "/v1/cluster/join", dryRun); s != http.StatusServiceUnavailable || h.Get(wire.HeaderLeader) != leader.HTTPAddr {
+		t.Fatalf("n4's dry-run join through a follower: %d, %s %q; want 503 naming the leader %s", s, wire.HeaderLeader, h.Get(wire.HeaderLeader), leader.HTTPAddr)
 	}
-	n4 := &http.Client{Timeout: 15 * time.Second, Transport: &http.Transport{TLSClientConfig: cfg}}
-	asN4 := func(method, path, body string) int {
-		req, _ := http.NewRequest(method, "https://"+follower.HTTPAddr+path, strings.NewReader(body))
-		req.Header.Set("Content-Type", "application/json")
-		resp, err := n4.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		resp.Body.Close()
-		return resp.StatusCode
+	if s, _ := asN4(leader, "POST", "/v1/cluster/join", dryRun); s != http.StatusOK {
+		t.Fatalf("n4's dry-run join at the leader: %d", s)
 	}
-	if s := asN4("POST", "/v1/cluster/join", `{"id":"n4","raft_addr":"127.0.0.1:9","http_addr":"127.0.0.1:9","voter":true,"dry_run":true}`); s != http.StatusOK {
-		t.Fatalf("n4's dry-run join through a follower: %d", s)
-	}
-	if s := asN4("GET", "/v1/cluster/snapshot", ""); s != http.StatusForbidden {
+	if s, _ := asN4(follower, "GET", "/v1/cluster/snapshot", ""); s != http.StatusForbidden {
 		t.Fatalf("n4's snapshot through a follower: %d, want 403", s)
 	}
 	joined := false
 	for _, line := range strings.Split(sc.logs[leader.ID].String(), "\n") {
-		joined = joined || strings.Contains(line, "who=node:n4 action=join") && strings.Contains(line, "status=200") && strings.Contains(line, "via="+follower.ID)
+		joined = joined || strings.Contains(line, "who=node:n4 action=join") && strings.Contains(line, "status=200")
 	}
 	if !joined {
-		t.Fatalf("the leader did not see n4's forwarded join as n4's:\n%s", sc.logs[leader.ID].String())
+		t.Fatalf("the leader did not see n4's join as n4's:\n%s", sc.logs[leader.ID].String())
+	}
+}
+
+// asNode is a client presenting node id's certificate: it sends a request
+// to a node, with headers, and returns the status and the answer's header.
+func (sc *secureCluster) asNode(t *testing.T, id string) func(n *tc.Node, method, path, body string, headers ...string) (int, http.Header) {
+	cfg, err := tlsutil.ClientConfig(filepath.Join(sc.dir, tlsutil.CAFile), filepath.Join(sc.dir, id+".pem"), filepath.Join(sc.dir, id+"-key.pem"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hc := &http.Client{Timeout: 15 * time.Second, Transport: &http.Transport{TLSClientConfig: cfg}}
+	return func(n *tc.Node, method, path, body string, headers ...string) (int, http.Header) {
+		t.Helper()
+		resp, err := hc.Do(tc.NewRequest(t, method, "https://"+n.HTTPAddr+path, body, append(headers, "Content-Type", "application/json")...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode, resp.Header
+	}
+}
+
+// F8 of issue 26, with real nodes and TLS: a member's certificate named
+// another member in Fencer-Forwarded-By / Fencer-Forwarded-Principal and
+// was served as it (`curl --cert n2.pem -X DELETE -H 'Fencer-Forwarded-By:
+// n2' -H 'Fencer-Forwarded-Principal: node:rogue' …/members/rogue` removed
+// rogue, where a direct delete of n3 was 403). A forwarded principal is
+// believed only from the member whose certificate sent it, as itself; and
+// a member's certificate joins only as itself.
+func TestForwardedPrincipalOnlyFromItsOwnNode(t *testing.T) {
+	sc := newSecureCluster(t)
+	leader := sc.WaitLeader(10 * time.Second)
+	var member *tc.Node // a member that is not the leader, holding its own certificate
+	for _, n := range sc.Running() {
+		if n != leader {
+			member = n
+		}
+	}
+	// An operator adds a member "rogue" (any id will do: the victim).
+	if s := sc.do(t, leader, "POST", "/v1/cluster/members", `{"id":"rogue","raft_addr":"127.0.0.1:9","http_addr":"127.0.0.1:9","voter":false}`, opsSecret, false,
+		"Content-Type", "application/json"); s != http.StatusOK {
+		t.Fatalf("add rogue: %d", s)
+	}
+	as := sc.asNode(t, member.ID)
+	isMember := func(id string) bool {
+		st, err := leader.Inst.Node.Status()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range st.Members {
+			if m.ID == id {
+				return true
+			}
+		}
+		return false
+	}
+	for _, tt := range []struct {
+		name, method, path, body string
+		headers                  []string
+	}{
+		{"the F8 curl", "DELETE", "/v1/cluster/members/rogue", "", []string{wire.HeaderForwardedBy, member.ID, wire.HeaderForwardedPrincipal, "node:rogue"}},
+		{"another forwarder named", "DELETE", "/v1/cluster/members/rogue", "", []string{wire.HeaderForwardedBy, "rogue", wire.HeaderForwardedPrincipal, "node:rogue"}},
+		{"a direct delete of another", "DELETE", "/v1/cluster/members/rogue", "", nil},
+		{"a join as another", "POST", "/v1/cluster/join", `{"id":"rogue","raft_addr":"127.0.0.1:8","http_addr":"127.0.0.1:8","voter":false}`, nil},
+		{"a forwarded join as another", "POST", "/v1/cluster/join", `{"id":"rogue","raft_addr":"127.0.0.1:8","http_addr":"127.0.0.1:8","voter":false}`,
+			[]string{wire.HeaderForwardedBy, member.ID, wire.HeaderForwardedPrincipal, "node:rogue"}},
+	} {
+		if s, _ := as(leader, tt.method, tt.path, tt.body, tt.headers...); s == http.StatusOK {
+			t.Errorf("%s with %s's certificate: %d, want refused", tt.name, member.ID, s)
+		}
+	}
+	if !isMember("rogue") {
+		t.Fatalf("%s's certificate removed another member", member.ID)
+	}
+	if rec := memberRecord(t, leader, "rogue"); rec.RaftAddr != "127.0.0.1:9" {
+		t.Fatalf("%s's certificate moved another member: %+v", member.ID, rec)
+	}
+	// The member still acts as itself, forwarded by itself too.
+	if s, _ := as(leader, "GET", "/v1/cluster", "", wire.HeaderForwardedBy, member.ID, wire.HeaderForwardedPrincipal, "node:"+member.ID); s != http.StatusOK {
+		t.Fatalf("%s's own request, forwarded by itself: %d", member.ID, s)
 	}
 }
 

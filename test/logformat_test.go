@@ -90,6 +90,12 @@ func TestLogFormatFollowsTheOldestMember(t *testing.T) {
 	if code, body, _ := tc.Do(t, "POST", leader.URL()+"/v1/semaphores/s/acquire", `{"holder":"w","limit":2,"ttl_ms":5000}`); code != 409 || !strings.Contains(body, wire.CodeUpgradeRequired) {
 		t.Fatalf("a semaphore with a member on JSON: %d %s; want 409 upgrade_required", code, body)
 	}
+	// A member key is kept only while every member reads it: the record
+	// of a member that says it reads JSON holds none (an older build
+	// would have dropped it), and the snapshot is not of version 4 for it.
+	if m := memberRecord(t, leader, old.ID); m.Key != "" {
+		t.Fatalf("%s's record keeps a member key while it says it reads JSON: %+v", old.ID, m)
+	}
 	// Keep cycling past the leader's cached answer (a join holds JSON for a
 	// while by itself): the member's record alone must keep it JSON.
 	var jsonLocks []string
@@ -113,6 +119,7 @@ func TestLogFormatFollowsTheOldestMember(t *testing.T) {
 	}
 	c.Restart(old)
 	tc.Poll(t, 15*time.Second, "the upgraded member re-registered", func() bool { return format() == entry.LogFormat })
+	tc.Poll(t, 15*time.Second, "the upgraded member registered its key again", func() bool { return memberRecord(t, leader, old.ID).Key != "" })
 	cycle("binary-2")
 	c.Stop(old)
 	if got := lockCycleTypes(t, old.DataDir)["binary-2"]; got != "binary" {

@@ -3,7 +3,6 @@ package test
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"log/slog"
 	"net"
 	"os"
@@ -63,9 +62,25 @@ func TestACLWithoutTLSMembersUseTheClusterSecret(t *testing.T) {
 			t.Fatalf("member %s recorded as %+v", n.ID, m)
 		}
 	}
-	// The secret is a node's credential, for what members ask of each
-	// other, and for nothing else.
-	node := wire.NodeAuthorization("n2", testClusterSecret)
+	// Every member registered its own key, and the secret no longer
+	// speaks for it (a member could claim another's id with it)...
+	tc.Poll(t, 15*time.Second, "every member registers its key", func() bool {
+		for _, n := range c.Nodes {
+			if m := memberRecord(t, leader, n.ID); m.Key == "" {
+				return false
+			}
+		}
+		return true
+	})
+	for _, n := range c.Nodes {
+		code, body, _ := tc.Do(t, "GET", leader.URL()+"/v1/cluster", "", "Authorization", wire.NodeAuthorization(n.ID, testClusterSecret))
+		if code != 401 || !strings.Contains(body, wire.CodeKeyedMember) {
+			t.Fatalf("the cluster secret as keyed member %s: %d %s, want 401 %s", n.ID, code, body, wire.CodeKeyedMember)
+		}
+	}
+	// ... but it is still a joiner's credential (an id with no key), for
+	// what members ask of each other, and for nothing else.
+	node := wire.NodeAuthorization("n9", testClusterSecret)
 	for _, tt := range []struct {
 		method, path, body string
 		want               int
@@ -75,6 +90,7 @@ func TestACLWithoutTLSMembersUseTheClusterSecret(t *testing.T) {
 		{"GET", "/v1/locks", "", 403},
 		{"GET", "/v1/cluster/snapshot", "", 403},
 		{"DELETE", "/v1/cluster/members/n3", "", 403},
+		{"POST", "/v1/cluster/join", `{"id":"n3","raft_addr":"127.0.0.1:1","http_addr":"127.0.0.1:2"}`, 403},
 		{"POST", "/v1/cluster/members", `{"id":"n9","raft_addr":"127.0.0.1:1","http_addr":"127.0.0.1:2"}`, 403},
 	} {
 		if code, body, _ := tc.Do(t, tt.method, leader.URL()+tt.path, tt.body, "Authorization", node, "Content-Type", "application/json"); code != tt.want {
@@ -95,6 +111,9 @@ func TestACLWithoutTLSMembersUseTheClusterSecret(t *testing.T) {
 		st, _ := victim.Inst.Coord.Lock(context.Background(), "binary-lock", true)
 		return st.Held
 	})
+	if before := logs.String(); strings.Contains(before, "status=401") {
+		t.Fatalf("node-to-node calls were refused:\n%s", grepLines(before, "status=401"))
+	}
 	c.Stop(victim)
 	c.Forget(victim)
 	if got := lockCycleTypes(t, victim.DataDir)["binary-lock"]; got != "binary" {
@@ -103,9 +122,13 @@ func TestACLWithoutTLSMembersUseTheClusterSecret(t *testing.T) {
 	if err := os.RemoveAll(victim.DataDir); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.TryAdd(victim.ID, withSecret(testClusterSecret)); !errors.Is(err, cluster.ErrMemberConflict) {
-		t.Fatalf("wiped member under its old id: %v, want a member conflict", err)
+	// Its new data dir holds a new member key: it cannot prove it is the
+	// member, and the cluster secret does not speak for a keyed one.
+	if _, err := c.TryAdd(victim.ID, withSecret(testClusterSecret)); err == nil || !strings.Contains(err.Error(), "member key recorded") {
+		t.Fatalf("wiped member under its old id: %v, want refused (its key is not the member's)", err)
 	}
+
+	refusedBefore := len(logs.String()) // the wiped member's refusals
 
 	// Replace it with n4, then remove the leader: it hands leadership over
 	// and asks the new leader, as a member, to remove it.
@@ -120,8 +143,8 @@ func TestACLWithoutTLSMembersUseTheClusterSecret(t *testing.T) {
 	c.Stop(leader)
 	c.Forget(leader)
 	c.WaitMembers(2, 20*time.Second)
-	if strings.Contains(logs.String(), "status=401") {
-		t.Fatalf("node-to-node calls were refused:\n%s", grepLines(logs.String(), "status=401"))
+	if after := logs.String()[refusedBefore:]; strings.Contains(after, "status=401") {
+		t.Fatalf("node-to-node calls were refused:\n%s", grepLines(after, "status=401"))
 	}
 
 	for _, secret := range []string{"", "another-secret-0123456789abcdef0123456"} {
@@ -190,8 +213,8 @@ func TestACLWithoutTLSInitialClusterProbesWithTheSecret(t *testing.T) {
 	if err == nil {
 		nodes[victim.ID] = in
 	}
-	if !errors.Is(err, cluster.ErrMemberConflict) {
-		t.Fatalf("wiped member restarted with the initial cluster: %v, want a member conflict", err)
+	if err == nil || !strings.Contains(err.Error(), "member key recorded") {
+		t.Fatalf("wiped member restarted with the initial cluster: %v, want refused (its key is not the member's)", err)
 	}
 }
 

@@ -24,9 +24,12 @@ func (c *Client) AddMember(ctx context.Context, id, raftAddr, httpAddr string, v
 // itself when it starts; operators use AddMember). A join is idempotent, so
 // it is retried like any other request.
 func (c *Client) Join(ctx context.Context, req wire.JoinRequest) error {
-	r := &transport.Request{Path: "/v1/cluster/join"}
+	r := &transport.Request{Path: "/v1/cluster/join", Header: http.Header{}}
 	if req.LogFormat > 0 {
-		r.Header = http.Header{wire.HeaderLogFormat: {strconv.Itoa(req.LogFormat)}}
+		r.Header.Set(wire.HeaderLogFormat, strconv.Itoa(req.LogFormat))
+	}
+	if req.MemberKey != "" {
+		r.Header.Set(wire.HeaderMemberKey, req.MemberKey)
 	}
 	var out wire.JoinResponse
 	return c.tr.PostJSON(ctx, r, req, &out)

@@ -158,6 +158,7 @@ var codeErrors = map[string]error{
 	wire.CodeRateLimited:          ErrRateLimited,
 	wire.CodeTooManyWatches:       ErrRateLimited,
 	wire.CodeUnauthorized:         ErrUnauthorized,
+	wire.CodeKeyedMember:          ErrUnauthorized,
 	wire.CodeForbidden:            ErrForbidden,
 	wire.CodeTimeout:              ErrTimeout,
 	wire.CodeInternal:             ErrInternal,

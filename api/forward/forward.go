@@ -161,6 +161,9 @@ func (f *Forwarder) LeaderOnly(next http.Handler) http.Handler {
 			case by != "":
 				f.notLeader(w, by)
 				return
+			case !forwardable(r):
+				f.sendToLeader(w, addr)
+				return
 			case !f.proxy(w, r, addr, replayable):
 				return
 			}
@@ -274,6 +277,23 @@ func (f *Forwarder) notLeader(w http.ResponseWriter, by string) {
 	w.Header().Set(wire.HeaderNotLeader, f.c.ID())
 	f.writeError(w, http.StatusServiceUnavailable, &wire.Error{Code: wire.CodeNoLeader,
 		Message: f.c.ID() + " does not lead; " + by + " forwarded the request here and may send it to the leader"})
+}
+
+// forwardable reports whether the leader could check the request's
+// credential again: not a member's certificate or signature, which prove
+// who sent it only to this node (acl.Principal.Forwardable).
+func forwardable(r *http.Request) bool {
+	p, ok := acl.PrincipalFrom(r.Context())
+	return !ok || p.Forwardable()
+}
+
+// sendToLeader refuses a member's request that only the leader itself can
+// authenticate, naming the leader (wire.HeaderLeader) so that the member
+// sends it there: it did nothing here.
+func (f *Forwarder) sendToLeader(w http.ResponseWriter, addr string) {
+	w.Header().Set(wire.HeaderLeader, addr)
+	f.writeError(w, http.StatusServiceUnavailable, &wire.Error{Code: wire.CodeNoLeader,
+		Message: f.c.ID() + " does not lead, and a member's own credential is checked by the node it was sent to: send the request to the leader at " + addr})
 }
 
 // errNotLeader: the node a request was forwarded to does not lead.

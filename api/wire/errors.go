@@ -76,6 +76,10 @@ const (
 	CodeTooManyWatches = "too_many_watches"
 	CodeUnauthorized   = "unauthorized" // 401, with WWW-Authenticate
 	CodeForbidden      = "forbidden"    // 403
+	// CodeKeyedMember: the cluster secret names a member that has its own
+	// member key, which alone speaks for it (401): a member's data dir
+	// that lost its key (wiped, replaced) is no longer that member.
+	CodeKeyedMember = "keyed_member"
 	// A node without access control answers only requests that name it by
 	// an IP address, localhost, a name of its members or an allowed host
 	// (421), and refuses state changes a browser sends from another origin
@@ -102,7 +106,7 @@ func Codes() []string {
 		CodeLockHeld, CodeLeaseLost, CodeStaleToken, CodeNotLockHolder, CodeNotFound,
 		CodeEventsCompacted, CodeUnknownToken,
 		CodeNoLeader, CodeOutcomeUnknown, CodeMemberConflict, CodeUnknownMember,
-		CodeTooManyWaiters, CodeTooManyLocks, CodeRateLimited, CodeUnauthorized, CodeForbidden,
+		CodeTooManyWaiters, CodeTooManyLocks, CodeRateLimited, CodeUnauthorized, CodeForbidden, CodeKeyedMember,
 		CodeHostNotAllowed, CodeCrossOrigin,
 		CodeInvalidEpoch, CodeUnissuedToken, CodeUpgradeRequired, CodeKVFull,
 		CodeMalformedSequence, CodeEmptyKey,

@@ -38,6 +38,9 @@ const (
 	// which builds that predate it ignore, where a body field would be
 	// refused (join bodies are decoded strictly).
 	HeaderLogFormat = "Fencer-Log-Format"
+	// HeaderMemberKey carries JoinRequest.MemberKey on a join, a header for
+	// the reason HeaderLogFormat is one.
+	HeaderMemberKey = "Fencer-Member-Key"
 	// HeaderForwardedPrincipal names the principal the forwarding node
 	// authenticated. The leader believes it only from a node presenting its
 	// node certificate, and only for a node: a client's own bearer token
@@ -319,9 +322,9 @@ type MemberStatusList struct {
 // control sees it. Without an ACL (ACL false) every caller may do
 // everything, and Role is "operator".
 type WhoAmI struct {
-	ACL   bool     `json:"acl"`
-	Name  string   `json:"name,omitempty"`
-	Role  string   `json:"role"`
+	ACL  bool   `json:"acl"`
+	Name string `json:"name,omitempty"`
+	Role string `json:"role"`
 	// Locks and Keys are the caller's prefixes, "*" every name. No locks
 	// means every lock; no keys means no key.
 	Locks []string `json:"locks,omitempty"`
@@ -364,6 +367,12 @@ type JoinRequest struct {
 	Replace bool `json:"replace,omitempty"`
 	// DryRun only asks whether the join would be accepted; nothing changes.
 	DryRun bool `json:"dry_run,omitempty"`
+	// MemberKey is the joiner's member key (MemberKeyString of its public
+	// half), which the leader records so that the member can sign its
+	// requests to the others (AuthSchemeMember); "" from builds that
+	// predate it, and from an operator's add. It travels in
+	// HeaderMemberKey.
+	MemberKey string `json:"-"`
 }
 
 // JoinResponse is the answer to a successful join.

@@ -156,6 +156,7 @@ func (r *recoveryFSM) Snapshot() (raft.FSMSnapshot, error) {
 	// are refused from now on, whatever the keys' marks.
 	img.Header.EpochFloor = epoch
 	img.Header.Locks, img.Header.Members, img.Header.Requests, img.Header.Delays, img.Header.Permits = 0, len(img.Members), 0, 0, 0
+	img.Header.MemberKeys = snapshot.MemberKeys(img.Members)
 	r.written = img.Header
 	return imageSnapshot{img}, nil
 }

@@ -50,8 +50,11 @@ const (
 	// LogFormatPermitHistory also reads set-grant-history's permits: the
 	// grant history then records semaphore permits beside lock grants.
 	LogFormatPermitHistory = 6
+	// LogFormatMemberKey also reads set-member's key: the member's public
+	// key, with which it signs its requests to the others.
+	LogFormatMemberKey = 7
 	// LogFormat is the newest format this build reads and writes.
-	LogFormat = LogFormatPermitHistory
+	LogFormat = LogFormatMemberKey
 )
 
 // binaryForm is a command's compact form: its type byte, the log format

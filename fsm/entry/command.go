@@ -377,6 +377,11 @@ func fieldsFormat(cmd Command) int {
 	if c, ok := cmd.(*EndDelay); ok && c.Semaphore != "" {
 		return LogFormatPermitDelay
 	}
+	if c, ok := cmd.(*SetMember); ok && c.Key != "" {
+		// An older build would drop the key: its state would differ from
+		// the others', and a snapshot it wrote would lose the key.
+		return LogFormatMemberKey
+	}
 	if c, ok := cmd.(*SetGrantHistory); ok && c.Permits {
 		// An older build would drop the field and keep no permits: its
 		// history would differ from the others' from this entry on.

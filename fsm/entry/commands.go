@@ -16,6 +16,13 @@ type Member struct {
 	// LogFormat is the newest entry encoding the member's build reads
 	// (LogFormatJSON when it registered before formats were recorded).
 	LogFormat int `json:"log_format,omitempty"`
+	// Key is the public half of the member's own key
+	// (wire.MemberKeyString), with which it signs what it asks of the
+	// others; "" for a member that registered none (an older build, or
+	// one an operator added and that has not registered since). A
+	// set-member with a key is LogFormatMemberKey; a snapshot with one is
+	// version 4.
+	Key string `json:"key,omitempty"`
 }
 
 // EndDelay ends the lock-delay started at index Since, and when Next is set

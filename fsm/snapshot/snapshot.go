@@ -21,12 +21,17 @@ const Format = "fencer-snapshot"
 // upgrade the members still on an older build can install it. Version 3
 // adds semaphore permits to the grant history (Header.PermitsFrom, grant
 // records with a semaphore); a history without them is still version 2.
+// Version 4 adds the members' keys (Header.MemberKeys, member records with
+// a key): a build from before them would drop the keys it cannot decode
+// (or refuse the records), so a state with any is written as version 4,
+// which such a build refuses whole, and one without any as before.
 const (
 	Version1 = 1
 	Version2 = 2
 	Version3 = 3
+	Version4 = 4
 	// Version is the newest version this build writes and reads.
-	Version = Version3
+	Version = Version4
 )
 
 // Header is the first record of a snapshot. api/wire.SnapshotHeader repeats
@@ -71,6 +76,9 @@ type Header struct {
 	// and how many of the voided grants are permits.
 	PermitsFrom   uint64 `json:"permits_from,omitempty"`
 	VoidedPermits int    `json:"voided_permits,omitempty"`
+
+	// Version 4: how many of the member records carry a key.
+	MemberKeys int `json:"member_keys,omitempty"`
 }
 
 // Settings returns the grant history's settings as the state keeps them
@@ -94,11 +102,17 @@ func (h *Header) needsVersion2() bool {
 // cannot hold.
 func (h *Header) needsVersion3() bool { return h.PermitsFrom != 0 || h.VoidedPermits != 0 }
 
+// needsVersion4 reports whether the header describes anything version 3
+// cannot hold.
+func (h *Header) needsVersion4() bool { return h.MemberKeys != 0 }
+
 // Written is the header as a snapshot writes it: with the lowest version
 // that holds its state.
 func (h Header) Written() Header {
 	h.Version = Version1
 	switch {
+	case h.needsVersion4():
+		h.Version = Version4
 	case h.needsVersion3():
 		h.Version = Version3
 	case h.needsVersion2():
@@ -294,8 +308,10 @@ func Decode(r io.Reader, img *Image, lock func(*LockRecord) error) error {
 		return errors.New("snapshot version 1 with fields of version 2")
 	case v < Version3 && img.Header.needsVersion3():
 		return fmt.Errorf("snapshot version %d with fields of version 3", v)
-	case v < Version1 || v > Version3:
-		return fmt.Errorf("snapshot version %d is not supported (this build reads %d to %d)", v, Version1, Version3)
+	case v < Version4 && img.Header.needsVersion4():
+		return fmt.Errorf("snapshot version %d with fields of version 4", v)
+	case v < Version1 || v > Version4:
+		return fmt.Errorf("snapshot version %d is not supported (this build reads %d to %d)", v, Version1, Version4)
 	}
 	var lr0 LockRecord
 	for {
@@ -393,6 +409,18 @@ func (lr *lineReader) next() ([]byte, error) {
 	}
 }
 
+// MemberKeys counts the member records that carry a key: a header's
+// MemberKeys for those records.
+func MemberKeys(members []entry.Member) int {
+	n := 0
+	for _, m := range members {
+		if m.Key != "" {
+			n++
+		}
+	}
+	return n
+}
+
 // CheckCounts refuses a snapshot whose records are fewer or more than its
 // header says; locks is how many lock records there were.
 func (img *Image) CheckCounts(locks int) error {
@@ -405,6 +433,9 @@ func (img *Image) CheckCounts(locks int) error {
 	}
 	if permits != h.VoidedPermits {
 		return fmt.Errorf("snapshot is incomplete: header says %d of the voided grants are permits, found %d", h.VoidedPermits, permits)
+	}
+	if keyed := MemberKeys(img.Members); keyed != h.MemberKeys {
+		return fmt.Errorf("snapshot is inconsistent: header says %d member keys, the member records hold %d", h.MemberKeys, keyed)
 	}
 	if locks != h.Locks || len(img.Keys) != h.Keys || len(img.Members) != h.Members || len(img.Requests) != h.Requests || len(img.Delays) != h.Delays || len(img.Permits) != h.Permits ||
 		len(img.Voided) != h.Voided || len(img.Grants) != h.Grants {

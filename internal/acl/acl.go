@@ -23,13 +23,17 @@
 //     it again against its own copy of the file. Every node must therefore be
 //     given the same ACL file.
 //   - Members are not in the file: they prove they are members by their node
-//     certificate (TLS) or the cluster secret (cluster.go), never by a token,
-//     so an ACL file cannot make anyone a node.
+//     certificate (TLS), their signature with their own member key, or, for
+//     an id with no key recorded, the cluster secret (cluster.go), never by
+//     a token, so an ACL file cannot make anyone a node. Each credential
+//     makes the sender one node only, the one it proves, so one member
+//     cannot act as another (cluster/DESIGN.md says why a signature).
 //   - A member is a node, not an operator: it may join, read the status and
 //     remove itself (RoleNode), the requests members make of each other. A request another member forwarded is never served with the
-//     forwarding member's rights: it carries its client's bearer token, or,
-//     for a node's own request, the node it speaks for
-//     (wire.HeaderForwardedPrincipal, believed only from a member).
+//     forwarding member's rights, nor as anyone that member names: it
+//     carries its client's bearer token, or, for a node's own request, that
+//     node (wire.HeaderForwardedPrincipal), believed only from that node's
+//     own certificate.
 //
 // The file:
 //
@@ -95,7 +99,20 @@ type Principal struct {
 	Keys  []string
 	// Node is the member id of a RoleNode principal.
 	Node string
+	// forwardable: the leader can check the credential again when a
+	// follower forwards the request (a bearer token, the cluster secret).
+	// A node's certificate or signature is this node's to check: the
+	// leader would see the follower's certificate, or a signature made
+	// for another address (Forwardable).
+	forwardable bool
 }
+
+// Forwardable reports whether a follower may forward p's request to the
+// leader, which checks the credential again. A node's own certificate or
+// signature proves who sent the request only to the node it was sent to,
+// and the leader believes no member's word for another (F8): such a
+// request must be sent to the leader itself.
+func (p *Principal) Forwardable() bool { return p.Role != RoleNode || p.forwardable }
 
 // ACL is a loaded token file. It is immutable; Store swaps whole ACLs.
 type ACL struct {
@@ -202,7 +219,7 @@ func Parse(data []byte) (*ACL, error) {
 			a.warnings = append(a.warnings, fmt.Sprintf("token %q has no \"keys\" entry: it may read and write no fenced key (before this build an absent list meant every key); "+
 				"add \"keys\": [\"*\"] for every key, or the prefixes it needs", e.Name))
 		}
-		a.tokens = append(a.tokens, token{sum: sum, principal: &Principal{Name: e.Name, Role: e.Role, Locks: e.Locks, Keys: e.Keys}})
+		a.tokens = append(a.tokens, token{sum: sum, principal: &Principal{Name: e.Name, Role: e.Role, Locks: e.Locks, Keys: e.Keys, forwardable: true}})
 	}
 	return a, nil
 }

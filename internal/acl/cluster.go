@@ -7,20 +7,30 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/fencer-io/fencer/api/wire"
 )
 
-// The cluster secret is the members' own credential where no TLS gives them
-// node certificates: with access control on, the joins, probes and removals
-// members send each other would otherwise carry nothing and be refused
-// forever. A member presents it in the wire.AuthSchemeNode scheme, never as
-// a bearer token, and it is checked like a token (SHA-256 of both sides,
-// compared in constant time). It makes the sender the node it names, the
-// same principal a node certificate makes: the name is the sender's claim,
-// for the audit log, since every member holds the same secret. An ACL file
-// can grant it to no one: a token with the same secret, or the node role,
-// is refused when the file is loaded.
+// A member's own credential is its member key (an Ed25519 key drawn in its
+// data dir), whose public half the cluster records for it when it joins:
+// it signs each request it makes of another member for that member's
+// address (wire.AuthSchemeMember), and a node that checks the signature
+// against the record makes it RoleNode for that id, and no other. The
+// signature is useless anywhere else, and shows nothing of the key, so a
+// member may send it where it would send nothing secret: to a member
+// record an operator added (the members view asks every member).
+//
+// The cluster secret is what admits a node before it has a key recorded:
+// a joiner, and a member of an older build, or one registered before
+// every member could record keys. It is presented in the
+// wire.AuthSchemeNode scheme, never as a bearer token, checked like a
+// token (SHA-256 of both sides, compared in constant time), and makes the
+// sender the node it names, but only a node without a key: once a member
+// has one, the shared secret no longer speaks for it, so one member (or
+// whoever copies its file) cannot claim another's id. An ACL file can
+// grant it to no one: a token with the same secret, or the node role, is
+// refused when the file is loaded.
 
 // MinClusterSecretLen is the shortest cluster secret accepted.
 const MinClusterSecretLen = 32
@@ -35,7 +45,48 @@ var (
 	// ErrMalformedNodeCredentials: the scheme is wire.AuthSchemeNode, the
 	// rest is not base64 of "ID:SECRET".
 	ErrMalformedNodeCredentials = errors.New("malformed " + wire.AuthSchemeNode + " credentials: want base64 of ID:SECRET")
+	// ErrKeyedMember: the cluster secret names a member that has a key
+	// of its own, which alone speaks for it.
+	ErrKeyedMember = errors.New("this member id has a member key recorded: only its own signature (" + wire.AuthSchemeMember + ") speaks for it, not the cluster secret. " +
+		"A member whose data dir (and member.key) was wiped or replaced must be removed first (fencer members remove ID), or have its key reset (docs/security.md, rotation)")
+	// ErrMalformedMemberSignature: the scheme is wire.AuthSchemeMember,
+	// the rest is not "id=ID, at=MILLIS, sig=SIG".
+	ErrMalformedMemberSignature = errors.New("malformed " + wire.AuthSchemeMember + " credentials: want id=ID, at=UNIX_MILLIS, sig=SIG")
+	// ErrNoMemberKey: the signer has no key recorded here (not a member,
+	// or one that registered none, or this node does not check keys).
+	ErrNoMemberKey = errors.New("no member key is recorded for the signer on this node")
+	// ErrBadMemberSignature: the signature is not the signer's for this
+	// request to this node, now.
+	ErrBadMemberSignature = errors.New("member signature does not verify for this request to this node (another key, another address or request, or a clock more than " + wire.MemberSignatureSkew.String() + " off)")
 )
+
+// Members is what a Store needs of the cluster to check members' own
+// credentials: the key recorded for a member ("" for none).
+type Members interface {
+	MemberKey(id string) string
+}
+
+// memberView is the cluster's members and this node's own advertised
+// address, the one signatures sent to it are made for.
+type memberView struct {
+	members Members
+	self    string
+}
+
+// UseMembers makes the Store check member signatures against the keys m
+// records and make the cluster secret speak only for members without one.
+// self is this node's advertised HTTP address. Call it before serving.
+func (s *Store) UseMembers(m Members, self string) {
+	s.members.Store(&memberView{members: m, self: self})
+}
+
+// memberKey is the key recorded for id, "" without one or without members.
+func (s *Store) memberKey(id string) string {
+	if v := s.members.Load(); v != nil {
+		return v.members.MemberKey(id)
+	}
+	return ""
+}
 
 // ReadClusterSecret reads a cluster secret file: one line of at least
 // MinClusterSecretLen characters of [A-Za-z0-9-._~+/=], surrounding
@@ -87,6 +138,9 @@ func (s *Store) authenticate(r *http.Request, nodeCerts bool) (*Principal, error
 		return authenticate(s.ACL(), r, nodeCerts)
 	}
 	scheme, _, _ := strings.Cut(values[0], " ")
+	if strings.EqualFold(scheme, wire.AuthSchemeMember) {
+		return s.authenticateMember(r, values[0])
+	}
 	if !strings.EqualFold(scheme, wire.AuthSchemeNode) {
 		return authenticate(s.ACL(), r, nodeCerts)
 	}
@@ -101,5 +155,37 @@ func (s *Store) authenticate(r *http.Request, nodeCerts bool) (*Principal, error
 	if compare(sum[:], s.cluster[:]) != 1 {
 		return nil, ErrWrongClusterSecret
 	}
-	return nodePrincipal(id), nil
+	if s.memberKey(id) != "" {
+		return nil, ErrKeyedMember
+	}
+	// The leader can check this credential again: the request may be
+	// forwarded with it.
+	p := nodePrincipal(id)
+	p.forwardable = true
+	return p, nil
+}
+
+// authenticateMember checks a member's signature of the request against
+// the key recorded for it, for this node's own address.
+func (s *Store) authenticateMember(r *http.Request, value string) (*Principal, error) {
+	sig, ok := wire.ParseMemberAuthorization(value)
+	if !ok {
+		return nil, ErrMalformedMemberSignature
+	}
+	v := s.members.Load()
+	if v == nil {
+		return nil, ErrNoMemberKey
+	}
+	pub, ok := wire.ParseMemberKey(v.members.MemberKey(sig.ID))
+	if !ok {
+		return nil, ErrNoMemberKey
+	}
+	uri := r.RequestURI
+	if uri == "" {
+		uri = r.URL.RequestURI()
+	}
+	if !sig.Verify(pub, v.self, r.Method, uri, time.Now()) {
+		return nil, ErrBadMemberSignature
+	}
+	return nodePrincipal(sig.ID), nil
 }

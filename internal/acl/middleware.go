@@ -5,8 +5,6 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
-	"regexp"
-	"strings"
 	"time"
 
 	"github.com/fencer-io/fencer/api/wire"
@@ -66,7 +64,11 @@ func Middleware(s *Store, opts ...Option) func(http.Handler) http.Handler {
 					challenge += `, error="invalid_token"`
 				}
 				w.Header().Set("WWW-Authenticate", challenge)
-				wire.WriteError(w, http.StatusUnauthorized, &wire.Error{Code: wire.CodeUnauthorized, Message: err.Error()})
+				code := wire.CodeUnauthorized
+				if errors.Is(err, ErrKeyedMember) {
+					code = wire.CodeKeyedMember // a joiner's probe learns that its id is a member's
+				}
+				wire.WriteError(w, http.StatusUnauthorized, &wire.Error{Code: code, Message: err.Error()})
 				if audited {
 					audit(o.audit, r, route, nil, http.StatusUnauthorized)
 				}
@@ -97,10 +99,13 @@ func Middleware(s *Store, opts ...Option) func(http.Handler) http.Handler {
 }
 
 // authenticate returns the request's principal: its bearer token's when it
-// has one; else, with node certificates on, the node that sent it, or for a
-// request a member forwarded, the node that member names. A forwarded
-// request never gets the forwarding member's own identity, so a client that
-// had its Authorization dropped on the way is refused as having none.
+// has one; else, with node certificates on, the node that sent it. A
+// request a member forwarded (wire.HeaderForwardedBy) is believed only as
+// what that member's own certificate proves: the member itself, forwarding
+// its own request. Its word for another node, or for a client, is never
+// taken (F8: any node certificate removed any member by naming it in
+// wire.HeaderForwardedPrincipal), and a client that had its Authorization
+// dropped on the way is refused as having none.
 func authenticate(a *ACL, r *http.Request, nodeCerts bool) (*Principal, error) {
 	if !nodeCerts || len(r.Header.Values("Authorization")) > 0 {
 		return a.Authenticate(r)
@@ -109,17 +114,15 @@ func authenticate(a *ACL, r *http.Request, nodeCerts bool) (*Principal, error) {
 	if sender == "" {
 		return a.Authenticate(r)
 	}
-	if r.Header.Get(wire.HeaderForwardedBy) == "" {
+	by := r.Header.Get(wire.HeaderForwardedBy)
+	if by == "" {
 		return nodePrincipal(sender), nil
 	}
-	if id, ok := strings.CutPrefix(r.Header.Get(wire.HeaderForwardedPrincipal), "node:"); ok && nodeIDPattern.MatchString(id) {
-		return nodePrincipal(id), nil
+	if by == sender && r.Header.Get(wire.HeaderForwardedPrincipal) == "node:"+sender {
+		return nodePrincipal(sender), nil
 	}
 	return nil, ErrNoCredentials
 }
-
-// nodeIDPattern is the member id syntax (cluster's idPattern).
-var nodeIDPattern = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
 
 // nodeID is the common name of the request's verified node certificate, or
 // "" when it presents none.

@@ -91,11 +91,17 @@ func TestNodeCertificates(t *testing.T) {
 		{"n2", "PUT", "/v1/kv/k", nil, 403},
 		{"n2", "GET", "/v1/locks", nil, 403},
 		{"n2", "GET", "/v1/future", nil, 403},
-		// Forwarded by n2: a node's request is the node n2 names ...
-		{"n2", "POST", "/v1/cluster/join", []string{fwd, "n2", principal, "node:n4"}, 200},
-		{"n2", "DELETE", "/v1/cluster/members/n4", []string{fwd, "n2", principal, "node:n4"}, 200},
-		{"n2", "DELETE", "/v1/cluster/members/n2", []string{fwd, "n2", principal, "node:n4"}, 403},
-		// ... never n2 itself, and never a client without its token.
+		// Forwarded by n2: only n2's own request is believed, as n2 (F8:
+		// n2's certificate removed "rogue" by naming it) ...
+		{"n2", "POST", "/v1/cluster/join", []string{fwd, "n2", principal, "node:n2"}, 200},
+		{"n2", "DELETE", "/v1/cluster/members/n2", []string{fwd, "n2", principal, "node:n2"}, 200},
+		{"n2", "DELETE", "/v1/cluster/members/n3", []string{fwd, "n2", principal, "node:n2"}, 403},
+		{"n2", "POST", "/v1/cluster/join", []string{fwd, "n2", principal, "node:n4"}, 401},
+		{"n2", "DELETE", "/v1/cluster/members/n4", []string{fwd, "n2", principal, "node:n4"}, 401},
+		{"n2", "DELETE", "/v1/cluster/members/rogue", []string{fwd, "n2", principal, "node:rogue"}, 401},
+		{"n2", "DELETE", "/v1/cluster/members/n2", []string{fwd, "n2", principal, "node:n4"}, 401},
+		{"n2", "DELETE", "/v1/cluster/members/n4", []string{fwd, "n4", principal, "node:n4"}, 401},
+		// ... never n2 with nobody named, and never a client without its token.
 		{"n2", "POST", "/v1/cluster/join", []string{fwd, "n2"}, 401},
 		{"n2", "GET", "/v1/cluster/snapshot", []string{fwd, "n2"}, 401},
 		{"n2", "POST", "/v1/locks/a/acquire", []string{fwd, "n2", principal, "ops"}, 401},
@@ -116,7 +122,10 @@ func TestNodeCertificates(t *testing.T) {
 			t.Errorf("%s as %q with %q: %d, want %d", tc.method+" "+tc.target, tc.cert, tc.headers, got, tc.want)
 		}
 	}
-	for _, want := range []string{"who=node:n2 action=join", "who=node:n4 action=join method=POST path=/v1/cluster/join", "via=n2", "who=node:n2 action=membership method=DELETE path=/v1/cluster/members/n2"} {
+	if bytes.Contains(audit.Bytes(), []byte("who=node:n4")) || bytes.Contains(audit.Bytes(), []byte("who=node:rogue")) {
+		t.Errorf("n2's certificate spoke for another node:\n%s", audit.Bytes())
+	}
+	for _, want := range []string{"who=node:n2 action=join", "via=n2", "who=node:n2 action=membership method=DELETE path=/v1/cluster/members/n2"} {
 		if !bytes.Contains(audit.Bytes(), []byte(want)) {
 			t.Errorf("audit log lacks %q:\n%s", want, audit.Bytes())
 		}

@@ -20,6 +20,8 @@ type Store struct {
 	cluster *[sha256.Size]byte
 	// reloads tells the requests that outlive a reload (session.go).
 	reloads reloads
+	// members checks members' own keys (UseMembers); nil until set.
+	members atomic.Pointer[memberView]
 }
 
 // Open loads the ACL file at path into a Store.

@@ -108,6 +108,11 @@ func Start(cfg cluster.Config, httpAddr string, options ...Options) (*Instance, 
 	// The history observes the FSM before Raft replays anything into it.
 	events := events.New(opts.Events)
 	state.Observe(events)
+	if opts.ACL != nil {
+		// Members sign what they ask of this node for its advertised
+		// address, with the keys the replicated state records.
+		opts.ACL.UseMembers(memberKeys{state}, cfg.HTTPAddr)
+	}
 	node, err := cluster.Open(cfg, state)
 	if err != nil {
 		ln.Close()
@@ -172,6 +177,14 @@ func ownHosts(cfg cluster.Config, allowed []string) []string {
 		hosts = append(hosts, p.HTTPAddr)
 	}
 	return hosts
+}
+
+// memberKeys is the FSM as the ACL's directory of member keys.
+type memberKeys struct{ state *fsm.FSM }
+
+func (m memberKeys) MemberKey(id string) string {
+	rec, _ := m.state.Member(id)
+	return rec.Key
 }
 
 // Addr returns the HTTP address the instance serves on.

@@ -96,8 +96,17 @@ func PlanJoin(conf raft.Configuration, known entry.Member, clusterID string, req
 // memberRecord is the record a join leaves for the joiner, given the one
 // known for its id.
 func memberRecord(req wire.JoinRequest, known entry.Member) entry.Member {
-	want := entry.Member{ID: req.ID, RaftAddr: req.RaftAddr, HTTPAddr: req.HTTPAddr, Incarnation: req.Incarnation, LogFormat: req.LogFormat}
+	want := entry.Member{ID: req.ID, RaftAddr: req.RaftAddr, HTTPAddr: req.HTTPAddr, Incarnation: req.Incarnation, LogFormat: req.LogFormat, Key: req.MemberKey}
+	if want.Key == "" && req.Incarnation != "" {
+		// A member's own join without a key (the leader could not record
+		// one yet) leaves the key it has: only the member itself, by its
+		// signature, could have sent this join.
+		want.Key = known.Key
+	}
 	if req.Incarnation == "" {
+		// It also resets the member's key (want.Key is ""): the operator
+		// vouches for the member anew, and the member registers its key
+		// again with the cluster secret (docs/security.md, rotation).
 		// An operator's add (members add: not the node itself) knows
 		// nothing of the member's data dir or build: it changes addresses
 		// and suffrage, and keeps what the member recorded. Erasing the

@@ -40,7 +40,7 @@ func TestJoinRefusals(t *testing.T) {
 		addr := member(t, func(w http.ResponseWriter, r *http.Request) {
 			wire.WriteError(w, c.status, &wire.Error{Code: c.code, Message: "refused by the fake"})
 		})
-		err := New("n2", "", nil).Join(context.Background(), []string{addr}, wire.JoinRequest{ID: "n2"})
+		err := New("n2", Credentials{}).Join(context.Background(), []string{addr}, wire.JoinRequest{ID: "n2"})
 		if err == nil || !strings.Contains(err.Error(), "refused by the fake") {
 			t.Fatalf("%d %s: %v, want the member's message", c.status, c.code, err)
 		}
@@ -74,13 +74,13 @@ func TestRemoveSelf(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := New("n1", "", nil).RemoveSelf(ctx, "n1", leader); err != nil || calls.Load() != 3 {
+	if err := New("n1", Credentials{}).RemoveSelf(ctx, "n1", leader); err != nil || calls.Load() != 3 {
 		t.Fatalf("RemoveSelf: %v after %d calls, want success on the third", err, calls.Load())
 	}
 
 	ctx, cancel = context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
-	if err := New("n1", "", nil).RemoveSelf(ctx, "n1", func() (string, string) { return "n1", addr }); !errors.Is(err, ErrNoNewLeader) {
+	if err := New("n1", Credentials{}).RemoveSelf(ctx, "n1", func() (string, string) { return "n1", addr }); !errors.Is(err, ErrNoNewLeader) {
 		t.Fatalf("RemoveSelf with no other leader: %v, want ErrNoNewLeader", err)
 	}
 }
@@ -94,7 +94,7 @@ func TestLastIndexes(t *testing.T) {
 		})
 	}
 	down := member(t, func(w http.ResponseWriter, r *http.Request) {}) // answers no status
-	got := New("n1", "", nil).LastIndexes(context.Background(),
+	got := New("n1", Credentials{}).LastIndexes(context.Background(),
 		map[string]string{"n2": status(7), "n3": status(9), "n4": down}, time.Second)
 	if got["n2"] != 7 || got["n3"] != 9 || len(got) != 2 {
 		t.Fatalf("LastIndexes: %v, want n2:7 n3:9", got)

@@ -72,6 +72,7 @@ func Plan(backup, cur *snapshot.Image, minEpoch, index, term uint64) (*snapshot.
 	img.Keys = mergeKeys(backup.Keys, cur.Keys)
 	img.Header.AppliedIndex, img.Header.Term = index, term
 	img.Header.Locks, img.Header.Keys, img.Header.Members, img.Header.Requests, img.Header.Delays, img.Header.Permits = 0, len(img.Keys), len(img.Members), 0, 0, 0
+	img.Header.MemberKeys = snapshot.MemberKeys(img.Members) // this cluster's members, not the backup's
 	// The grants held now are void from index on: every member reports
 	// them from the snapshot (not from what it held), and the grant
 	// history (this cluster's, not the backup's) says so. A grant applied
