@@ -214,6 +214,7 @@ CODE_ERRORS: Dict[str, Type[FencerError]] = {
     "rate_limited": RateLimited,
     "too_many_watches": RateLimited,
     "unauthorized": Unauthorized,
+    "keyed_member": Unauthorized,
     "forbidden": Forbidden,
     "host_not_allowed": HostNotAllowed,
     "cross_origin": Forbidden,
