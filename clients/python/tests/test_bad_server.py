@@ -99,7 +99,9 @@ class BadServerTest(unittest.TestCase):
             time.sleep(0.01)
         lost_after = time.monotonic() - sent
         self.assertLessEqual(lost_after, ttl + 0.05, "the lease was valid %.3fs after its acquire, past its TTL" % lost_after)
-        self.assertGreaterEqual(srv.counts.get("renew", 0), 2, "the keep-alive never renewed: the scenario tested nothing")
+        renewals = srv.counts.get("renew", 0) - 1
+        self.assertGreaterEqual(renewals, 1, "the keep-alive never renewed: the scenario tested nothing")
+        self.assertLessEqual(renewals, 20, "%d renewals in one TTL: failed ones are resent in a loop" % renewals)
         with self.assertRaises(LeaseExpired):
             kept.check()
 
