@@ -20,8 +20,10 @@ type Client struct {
 	hc      *http.Client
 	timeout time.Duration
 	retry   Retry
-	log     *slog.Logger
-	tls     *tls.Config
+	// maxAnswer bounds the body of an answer read in full.
+	maxAnswer int64
+	log       *slog.Logger
+	tls       *tls.Config
 	// authorization is the Authorization header sent on every request; ""
 	// for none.
 	authorization string
@@ -44,7 +46,16 @@ type Option func(*Client)
 
 // WithHTTPClient makes the client send requests with hc. Its Timeout should
 // be zero: per-request time limits come from WithTimeout and the context.
+// The client uses a copy of hc that follows no redirect (its CheckRedirect
+// is replaced): a fencer node never redirects, and a fencing client must
+// not be sent elsewhere silently.
 func WithHTTPClient(hc *http.Client) Option { return func(c *Client) { c.hc = hc } }
+
+// WithMaxAnswerBytes bounds the body of an answer the client reads in full
+// (default DefaultMaxAnswerBytes); a longer one is ErrBadAnswer, refused
+// once that many bytes have been read. Streams (Watch, snapshots) are not
+// bounded by it.
+func WithMaxAnswerBytes(n int64) Option { return func(c *Client) { c.maxAnswer = n } }
 
 // WithTimeout bounds each attempt of a request (default 10s). An acquire's
 // attempt also gets its wait time on top.
@@ -87,6 +98,10 @@ func WithLogger(l *slog.Logger) Option { return func(c *Client) { c.log = l } }
 // DefaultTimeout bounds each attempt unless WithTimeout says otherwise.
 const DefaultTimeout = 10 * time.Second
 
+// DefaultMaxAnswerBytes bounds an answer's body unless WithMaxAnswerBytes
+// says otherwise: 4 MiB, a lock list of some ten thousand locks.
+const DefaultMaxAnswerBytes = 4 << 20
+
 // New returns a client for the cluster reachable at endpoints, each
 // "host:port" or an http(s) URL. Any member will do: the client asks it for
 // the leader and then talks to the leader directly.
@@ -113,6 +128,12 @@ func New(endpoints []string, opts ...Option) (*Client, error) {
 	if c.hc == nil {
 		c.hc = transport.NewHTTPClient(c.tls)
 	}
+	hc := *c.hc
+	hc.CheckRedirect = noRedirect
+	c.hc = &hc
+	if c.maxAnswer <= 0 {
+		c.maxAnswer = DefaultMaxAnswerBytes
+	}
 	if c.timeout <= 0 {
 		c.timeout = DefaultTimeout
 	}
@@ -129,9 +150,16 @@ func New(endpoints []string, opts ...Option) (*Client, error) {
 		Authorization: c.authorization,
 		AnswerError:   answerError,
 		Unavailable:   ErrUnavailable,
+
+		BadAnswer:      ErrBadAnswer,
+		MaxAnswerBytes: c.maxAnswer,
 	})
 	return c, nil
 }
+
+// noRedirect hands a redirect back as the answer (which answerError turns
+// into ErrBadAnswer) instead of following it.
+func noRedirect(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 
 func (r Retry) withDefaults() Retry {
 	if r.Attempts <= 0 {

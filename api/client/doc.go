@@ -47,6 +47,21 @@
 // refused as stale if the first attempt landed: after a lost answer,
 // PutFenced reports ErrOutcomeUnknown rather than a misleading ErrStaleToken.
 //
+// # What is believed
+//
+// Only a 2xx answer is a success, and no redirect is followed: a fencer node
+// never redirects, and a fencing client must not be sent elsewhere
+// silently. A grant must name the lock (or semaphore) and holder asked for,
+// the request's id, a token from 1 to 2^64-1, a lease secret of
+// wire.LeaseSecretLen hexadecimal digits and a TTL no longer than asked; a
+// renewal the grant renewed, its token and its TTL; a fenced write the key
+// and token sent. An answer that is not the JSON the contract says, that
+// does not match, or that is longer than WithMaxAnswerBytes (read no
+// further than that) is ErrBadAnswer, and is not retried. A renewal that
+// gets one confirms nothing: renewals that keep getting them leave the
+// lease to its local deadline. Every call is bounded by its context, the
+// reading of each answer included; WithTimeout bounds each attempt.
+//
 // # Leases and the local deadline
 //
 // The server starts or extends a lease when it handles the request, which is

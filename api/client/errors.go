@@ -108,6 +108,15 @@ var (
 	// ErrNotFencer: an endpoint answered, but not as a fencer node does (a
 	// 404 without fencer's JSON error body): the address is wrong.
 	ErrNotFencer = errors.New("not a fencer node")
+	// ErrBadAnswer: an answer a fencer node would not give, which the
+	// client does not believe: a status that is neither 2xx nor an error (a
+	// redirect, which the client never follows), a body that is not the
+	// JSON the contract says (empty, HTML, truncated, a token that is not a
+	// positive integer), one that does not match the request (another
+	// name, holder or token, a longer TTL than asked, a malformed lease
+	// secret), or one longer than WithMaxAnswerBytes. It is not retried.
+	// After PutFenced it leaves unknown whether the value was written.
+	ErrBadAnswer = errors.New("answer not believed")
 )
 
 // codeErrors maps every API error code (wire.Codes) to its sentinel.
@@ -237,10 +246,14 @@ func newAPIError(status int, body []byte) *APIError {
 // answerError turns a non-2xx answer from base into an error: an *APIError,
 // which a 404 without fencer's error body also wraps in ErrNotFencer, since
 // every route of a fencer node, and its answer for unknown routes, carries
-// one.
+// one, and a status below 400 (a redirect: none is followed) wraps in
+// ErrBadAnswer.
 func answerError(base string, status int, body []byte) error {
 	e := newAPIError(status, body)
-	if e.Code == "" && status == http.StatusNotFound {
+	switch {
+	case status < 400:
+		return fmt.Errorf("%w: %s answered HTTP %d, neither a success nor an error (the client follows no redirect): %w", ErrBadAnswer, base, status, e)
+	case e.Code == "" && status == http.StatusNotFound:
 		return fmt.Errorf("%s is %w: it answered %w, without fencer's JSON error body", base, ErrNotFencer, e)
 	}
 	return e

@@ -145,6 +145,12 @@ func (c *Client) Acquire(ctx context.Context, name string, opts ...AcquireOption
 	if err := c.tr.PostJSON(ctx, r, body, &g); err != nil {
 		return nil, err
 	}
+	// A grant that does not match the request is not used: the client
+	// cannot tell what, if anything, it holds. One the server did make
+	// expires after its TTL.
+	if err := checkGrant(g, "locks", name, body.Holder, body.TTLMillis, body.RequestID); err != nil {
+		return nil, err
+	}
 	return c.hold(ctx, g, "locks", r, o.keepAlive)
 }
 
@@ -381,7 +387,8 @@ func (l *Lease) watch(keepAlive bool) {
 }
 
 // Renew renews the lease now. A refusal ends the lease (ErrLeaseLost);
-// other errors leave it to the local deadline.
+// other errors, ErrBadAnswer among them, leave it to the local deadline:
+// only an answer that names this grant and its TTL confirms a renewal.
 func (l *Lease) Renew(ctx context.Context) error {
 	if err := l.Err(); err != nil {
 		return err
@@ -408,6 +415,12 @@ func (l *Lease) renew(ctx context.Context, background bool) error {
 	}
 	l.mu.Lock()
 	l.lastErr = err
+	if background {
+		// Try again soon, not at once: a renewal that failed without
+		// retrying (ErrBadAnswer) would otherwise be resent in a loop
+		// until the deadline. The deadline still rules.
+		l.due = time.Now().Add(min(l.ttl/10, time.Second))
+	}
 	l.mu.Unlock()
 	if background {
 		l.c.log.Debug("fencer renewal failed", "lock", l.grant.Lock, "token", l.grant.Token, "err", err)
@@ -428,9 +441,11 @@ func (l *Lease) sendRenewal(ctx context.Context) (time.Time, error) {
 		AttemptTimeout: max(l.ttl/3, 100*time.Millisecond),
 		UntilDone:      true,
 	}
-	var out wire.RenewResponse
-	err := l.c.tr.PostJSON(ctx, r, wire.LeaseRequest{Lease: l.grant.Lease, Token: l.grant.Token}, &out)
-	return r.Sent, err
+	var out renewAnswer
+	if err := l.c.tr.PostJSON(ctx, r, wire.LeaseRequest{Lease: l.grant.Lease, Token: l.grant.Token}, &out); err != nil {
+		return r.Sent, err
+	}
+	return r.Sent, checkRenewal(out, l.kind, l.grant.Lock, l.grant.Token, l.grant.TTLMillis)
 }
 
 // refused reports whether the server answered with a definite no.
@@ -485,16 +500,23 @@ func (c *Client) AcquireRaw(ctx context.Context, name string, req wire.AcquireRe
 	}
 	var g wire.Grant
 	r := &transport.Request{Path: lockPath(name, "acquire"), Extra: time.Duration(req.WaitMs) * time.Millisecond}
-	err := c.tr.PostJSON(ctx, r, req, &g)
-	return g, err
+	if err := c.tr.PostJSON(ctx, r, req, &g); err != nil {
+		return g, err
+	}
+	return g, checkGrant(g, "locks", name, req.Holder, req.TTLMillis, req.RequestID)
 }
 
 // RenewRaw renews the lease of a grant known only by its token and secret,
 // as the command-line client does. It does not track any deadline.
 func (c *Client) RenewRaw(ctx context.Context, name string, token uint64, lease string) (wire.RenewResponse, error) {
-	var out wire.RenewResponse
-	err := c.tr.PostJSON(ctx, &transport.Request{Path: lockPath(name, "renew")}, wire.LeaseRequest{Lease: lease, Token: token}, &out)
-	return out, err
+	var out renewAnswer
+	if err := c.tr.PostJSON(ctx, &transport.Request{Path: lockPath(name, "renew")}, wire.LeaseRequest{Lease: lease, Token: token}, &out); err != nil {
+		return wire.RenewResponse{}, err
+	}
+	if err := checkRenewal(out, "locks", name, token, 0); err != nil {
+		return wire.RenewResponse{}, err
+	}
+	return wire.RenewResponse{Lock: out.Lock, Token: out.Token, TTLMillis: out.TTLMillis}, nil
 }
 
 // ReleaseRaw releases a grant known only by its token and secret.

@@ -2,7 +2,6 @@ package client
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -64,6 +63,9 @@ func WithLock(name string) PutOption {
 // attempt fails, PutFenced reports ErrOutcomeUnknown (wrapping the later
 // error, e.g. ErrStaleToken): the value may or may not have been written.
 // Read the key to find out: its token equals yours if it was.
+//
+// Only an answer that names the key and token is a stored write: any other
+// is ErrBadAnswer, which also leaves unknown whether the value was written.
 func (c *Client) PutFenced(ctx context.Context, key string, value []byte, token uint64, opts ...PutOption) error {
 	h := http.Header{"Content-Type": {"application/octet-stream"}}
 	if token != 0 {
@@ -76,11 +78,18 @@ func (c *Client) PutFenced(ctx context.Context, key string, value []byte, token 
 		value = []byte{}
 	}
 	r := &transport.Request{Method: http.MethodPut, Path: "/v1/kv/" + url.PathEscape(key), Body: value, Header: h}
-	_, err := c.tr.Do(ctx, r)
+	resp, err := c.tr.Do(ctx, r)
 	if err != nil && r.Uncertain && !errors.Is(err, ErrOutcomeUnknown) && !errors.Is(err, ErrInvalid) && !errors.Is(err, ErrMissingToken) {
 		return fmt.Errorf("%w: an earlier attempt may have written %q with token %d: %w", ErrOutcomeUnknown, key, token, err)
 	}
-	return err
+	if err != nil {
+		return err
+	}
+	var out wire.PutResponse
+	if err := c.tr.Decode(resp, &out); err != nil {
+		return err
+	}
+	return checkPut(out, key, token)
 }
 
 // DeleteKey removes a fenced key and its mark (operators only when the
@@ -97,7 +106,7 @@ func (c *Client) DeleteKey(ctx context.Context, key string) (wire.DeleteKeyRespo
 	if err != nil {
 		return out, err
 	}
-	if err := json.Unmarshal(resp.Body, &out); err != nil {
+	if err := c.tr.Decode(resp, &out); err != nil {
 		return out, fmt.Errorf("DELETE /v1/kv/%s: %w", key, err)
 	}
 	return out, nil
@@ -111,7 +120,7 @@ func (c *Client) Get(ctx context.Context, key string) ([]byte, uint64, error) {
 	}
 	token, ok := wire.ParseToken(resp.Header.Get(wire.HeaderToken))
 	if !ok {
-		return nil, 0, fmt.Errorf("GET /v1/kv/%s: answer has no valid %s header", key, wire.HeaderToken)
+		return nil, 0, fmt.Errorf("%w: GET /v1/kv/%s: answer has no valid %s header", ErrBadAnswer, key, wire.HeaderToken)
 	}
 	return resp.Body, token, nil
 }

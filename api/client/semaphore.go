@@ -42,6 +42,12 @@ func (c *Client) AcquirePermit(ctx context.Context, name string, limit int, opts
 	}
 	g := wire.Grant{Lock: p.Semaphore, Holder: p.Holder, Token: p.Token, Lease: p.Lease, TTLMillis: p.TTLMillis,
 		RequestID: p.RequestID, Existing: p.Existing}
+	if err := checkGrant(g, "semaphores", name, body.Holder, body.TTLMillis, body.RequestID); err != nil {
+		return nil, err
+	}
+	if err := checkPermit(p, limit); err != nil {
+		return nil, err
+	}
 	l, err := c.hold(ctx, g, "semaphores", r, o.keepAlive)
 	if l != nil {
 		l.held = p.Held
@@ -78,9 +84,14 @@ func (c *Client) CheckPermit(ctx context.Context, name string, token uint64) (bo
 // RenewPermitRaw renews a permit known only by its token and secret, as the
 // command-line client does.
 func (c *Client) RenewPermitRaw(ctx context.Context, name string, token uint64, lease string) (wire.SemRenewResponse, error) {
-	var out wire.SemRenewResponse
-	err := c.tr.PostJSON(ctx, &transport.Request{Path: kindPath("semaphores", name, "renew")}, wire.LeaseRequest{Lease: lease, Token: token}, &out)
-	return out, err
+	var out renewAnswer
+	if err := c.tr.PostJSON(ctx, &transport.Request{Path: kindPath("semaphores", name, "renew")}, wire.LeaseRequest{Lease: lease, Token: token}, &out); err != nil {
+		return wire.SemRenewResponse{}, err
+	}
+	if err := checkRenewal(out, "semaphores", name, token, 0); err != nil {
+		return wire.SemRenewResponse{}, err
+	}
+	return wire.SemRenewResponse{Semaphore: out.Semaphore, Token: out.Token, TTLMillis: out.TTLMillis}, nil
 }
 
 // ReleasePermitRaw releases a permit known only by its token and secret.

@@ -67,12 +67,12 @@ func (c *Client) getIndexed(ctx context.Context, r *transport.Request, out any) 
 	if err != nil {
 		return 0, err
 	}
-	if err := transport.Decode(resp, out); err != nil {
+	if err := c.tr.Decode(resp, out); err != nil {
 		return 0, err
 	}
 	index, err := strconv.ParseUint(resp.Header.Get(wire.HeaderIndex), 10, 64)
 	if err != nil {
-		return 0, fmt.Errorf("%s %s: answer has no valid %s header", r.Method, r.Path, wire.HeaderIndex)
+		return 0, fmt.Errorf("%w: %s %s: answer has no valid %s header", ErrBadAnswer, r.Method, r.Path, wire.HeaderIndex)
 	}
 	return index, nil
 }

@@ -16,4 +16,4 @@ from .lease import Lease, margin
 
 __version__ = "0.1.0"
 __all__ = ["Client", "Response", "EventStream", "EventsLagged", "Lease", "margin", "CODE_ERRORS", "FencerError", "from_response"] + [
-    c.__name__ for c in set(CODE_ERRORS.values())] + ["LeaseExpired", "Unavailable"]
+    c.__name__ for c in set(CODE_ERRORS.values())] + ["LeaseExpired", "Unavailable", "BadAnswer"]

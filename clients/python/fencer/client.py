@@ -14,11 +14,23 @@ What is retried, and why it is safe (the same rules as the Go client,
   but a repeat of one that landed is refused as stale: after a lost answer
   :meth:`Client.put` raises :class:`~fencer.errors.OutcomeUnknown` rather
   than a misleading :class:`~fencer.errors.StaleToken`.
+
+What is believed (issue 26 F5, F6): only a 2xx answer is a success, and a
+redirect is never followed (a fencing client must not be sent elsewhere
+silently); an error status is the error its code names; anything else, and
+any answer that does not match what was asked (:mod:`fencer.answer`), is a
+:class:`~fencer.errors.BadAnswer`, not retried. A call's ``timeout`` bounds
+all of it: every attempt, the pauses between them, and the reading of each
+answer, which goes on a deadline rather than a per-read socket timeout (a
+server that drips one byte at a time cannot stretch it); an answer longer
+than ``max_answer_bytes`` is refused while it is read.
 """
 
 from __future__ import annotations
 
+import functools
 import http.client
+import io
 import json
 import os
 import random
@@ -30,7 +42,8 @@ import urllib.parse
 from dataclasses import dataclass
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
-from .errors import (FencerError, InvalidRequest, LockDelay, LockHeld, NoLeader,
+from . import answer
+from .errors import (BadAnswer, FencerError, InvalidRequest, LockDelay, LockHeld, NoLeader,
                      NotFound, OutcomeUnknown, ServerTimeout, StaleToken,
                      Unavailable, from_response)
 from .lease import Lease
@@ -38,6 +51,9 @@ from .lease import Lease
 MIN_TTL = 0.1
 MAX_TTL = 86400.0
 MAX_WAIT = 60.0
+#: The longest answer the client reads unless told otherwise (4 MiB): a
+#: lock list of some ten thousand locks, far below what would hurt.
+MAX_ANSWER_BYTES = 4 << 20
 
 
 @dataclass
@@ -52,8 +68,10 @@ class Response:
     first_sent: float
     lost_answers: int = 0
 
-    def json(self) -> Any:
-        return json.loads(self.body.decode("utf-8")) if self.body else {}
+    def json(self) -> Dict[str, Any]:
+        """The answer's JSON object; :class:`~fencer.errors.BadAnswer` for
+        anything else (every fencer answer is one)."""
+        return answer.obj(self.body, "HTTP %d answer" % self.status)
 
 
 @dataclass
@@ -65,6 +83,61 @@ class _Endpoint:
     @property
     def url(self) -> str:
         return "%s://%s:%d" % (self.scheme, self.host, self.port)
+
+
+class _DeadlineReader(io.RawIOBase):
+    """A socket's bytes, each read bounded by the time left before a
+    deadline rather than by a fixed per-read timeout."""
+
+    def __init__(self, sock: socket.socket, deadline: float, plain: Any) -> None:
+        # plain is the socket's own makefile() reader, unused but kept open
+        # until this one closes: http.client closes the socket itself as soon
+        # as an answer ends with the connection, and the open reader is what
+        # keeps the descriptor alive for the body.
+        self._sock, self._deadline, self._plain = sock, deadline, plain
+
+    def readable(self) -> bool:
+        return True
+
+    def close(self) -> None:
+        self._plain.close()
+        super().close()
+
+    def readinto(self, b: Any) -> int:
+        left = self._deadline - time.monotonic()
+        if left <= 0:
+            raise socket.timeout("the call's deadline passed while the answer was read")
+        self._sock.settimeout(left)
+        return self._sock.recv_into(b)
+
+
+class _DeadlineResponse(http.client.HTTPResponse):
+    """An HTTPResponse that reads its status line, headers and body through
+    a _DeadlineReader."""
+
+    def __init__(self, sock: socket.socket, *args: Any, deadline: float, **kw: Any) -> None:
+        super().__init__(sock, *args, **kw)
+        self.fp = io.BufferedReader(_DeadlineReader(sock, deadline, self.fp))
+
+
+def _read_body(resp: http.client.HTTPResponse, limit: int, what: str) -> bytes:
+    """The answer's body, refused (BadAnswer) once it passes limit bytes: a
+    Content-Length above it before anything is read, else as it is read."""
+    length = resp.getheader("content-length", "")
+    if length.isdigit() and int(length) > limit:
+        raise BadAnswer("%s: the answer's Content-Length %s is above the client's limit of %d bytes (max_answer_bytes)"
+                        % (what, length, limit), reason="too_large", status=resp.status)
+    chunks: List[bytes] = []
+    n = 0
+    while True:
+        chunk = resp.read(min(64 << 10, limit + 1 - n))
+        if not chunk:
+            return b"".join(chunks)
+        chunks.append(chunk)
+        n += len(chunk)
+        if n > limit:
+            raise BadAnswer("%s: the answer is longer than the client's limit of %d bytes (max_answer_bytes)"
+                            % (what, limit), reason="too_large", status=resp.status)
 
 
 def _parse_endpoint(raw: str, default_scheme: str) -> _Endpoint:
@@ -86,15 +159,20 @@ class Client:
         for endpoints given without a scheme).
     :param cert_file: a client certificate (with ``key_file``) for nodes that
         require one.
-    :param timeout: seconds each attempt may take.
+    :param timeout: seconds a call may take in all: its attempts across
+        members, the pauses between them and the reading of each answer (an
+        acquire's ``wait`` is added to it).
     :param attempts: attempts per request across endpoints and leader changes.
     :param holder: the holder name acquires use (default: host:pid).
+    :param max_answer_bytes: the longest answer body read; a longer one is
+        a :class:`~fencer.errors.BadAnswer` (default 4 MiB).
     """
 
     def __init__(self, endpoints: Sequence[str], *, token: Optional[str] = None,
                  ca_file: Optional[str] = None, cert_file: Optional[str] = None,
                  key_file: Optional[str] = None, timeout: float = 5.0,
-                 attempts: int = 10, holder: Optional[str] = None) -> None:
+                 attempts: int = 10, holder: Optional[str] = None,
+                 max_answer_bytes: int = MAX_ANSWER_BYTES) -> None:
         if isinstance(endpoints, str):
             endpoints = [e for e in endpoints.split(",") if e]
         if not endpoints:
@@ -109,6 +187,7 @@ class Client:
         self._auth = "Bearer " + token if token else ""
         self.timeout = timeout
         self.attempts = max(1, attempts)
+        self.max_answer_bytes = max_answer_bytes
         self.holder = holder or "%s:%d" % (socket.gethostname(), os.getpid())
         self._leader: Optional[_Endpoint] = None
         self._next = 0
@@ -116,38 +195,51 @@ class Client:
     # ---- transport -------------------------------------------------------
 
     def _roundtrip(self, ep: _Endpoint, method: str, path: str, body: Optional[bytes],
-                   headers: Mapping[str, str], timeout: float) -> Tuple[int, Dict[str, str], bytes]:
-        """One HTTP exchange with one node. Raises OSError (including
-        socket.timeout and ssl errors) when no answer arrives."""
+                   headers: Mapping[str, str], deadline: float) -> Tuple[int, Dict[str, str], bytes]:
+        """One HTTP exchange with one node, done by ``deadline`` (monotonic).
+        Raises OSError (including socket.timeout and ssl errors) when no
+        answer arrives in time, BadAnswer for a body over max_answer_bytes."""
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise socket.timeout("the call's deadline passed before %s %s was sent" % (method, path))
         if ep.scheme == "https":
             conn: http.client.HTTPConnection = http.client.HTTPSConnection(
-                ep.host, ep.port, timeout=timeout, context=self._ssl)
+                ep.host, ep.port, timeout=left, context=self._ssl)
         else:
-            conn = http.client.HTTPConnection(ep.host, ep.port, timeout=timeout)
+            conn = http.client.HTTPConnection(ep.host, ep.port, timeout=left)
+        # The answer, status line first, is read through a reader that
+        # sets the socket timeout to the time left before every read, so a
+        # server that drips a byte at a time cannot stretch the call.
+        conn.response_class = functools.partial(_DeadlineResponse, deadline=deadline)  # type: ignore[assignment]
+        resp: Optional[http.client.HTTPResponse] = None
         try:
             conn.request(method, path, body=body, headers=dict(headers))
             resp = conn.getresponse()
-            data = resp.read()
+            data = _read_body(resp, self.max_answer_bytes, "%s %s via %s" % (method, path, ep.url))
             return resp.status, {k.lower(): v for k, v in resp.getheaders()}, data
         except http.client.HTTPException as e:
             raise ConnectionError(str(e)) from e
         finally:
+            if resp is not None:
+                resp.close()  # an answer left unread (too long, too slow) holds the socket
             conn.close()
 
-    def _find_leader(self, timeout: float) -> Optional[_Endpoint]:
+    def _find_leader(self, deadline: float) -> Optional[_Endpoint]:
         for i in range(len(self._endpoints)):
             ep = self._endpoints[(self._next + i) % len(self._endpoints)]
             try:
-                status, _, data = self._roundtrip(ep, "GET", "/v1/cluster", None, self._headers(), timeout)
-            except OSError:
-                continue
-            if status != 200:
-                continue
-            st = json.loads(data)
-            for m in st.get("members", []):
-                if m.get("id") == st.get("leader") and m.get("http_addr"):
-                    host, _, port = m["http_addr"].rpartition(":")
-                    return _Endpoint(ep.scheme, host.strip("[]"), int(port))
+                status, _, data = self._roundtrip(ep, "GET", "/v1/cluster", None, self._headers(),
+                                                  min(deadline, time.monotonic() + 2.0))
+                if status != 200:
+                    continue
+                st = answer.obj(data, "GET /v1/cluster")
+                for m in st.get("members") or []:
+                    addr = m.get("http_addr") if isinstance(m, dict) else None
+                    if isinstance(addr, str) and addr and m.get("id") == st.get("leader"):
+                        host, _, port = addr.rpartition(":")
+                        return _Endpoint(ep.scheme, host.strip("[]"), int(port))
+            except (OSError, FencerError, ValueError, AttributeError):
+                continue  # no answer, or not one to follow: try the next
         return None
 
     def _headers(self, extra: Optional[Mapping[str, str]] = None) -> Dict[str, str]:
@@ -161,11 +253,19 @@ class Client:
     def request(self, method: str, path: str, body: Any = None, *,
                 headers: Optional[Mapping[str, str]] = None, raw: Optional[bytes] = None,
                 extra_timeout: float = 0.0, deadline: Optional[float] = None,
+                attempt_timeout: Optional[float] = None,
                 retry_outcome_unknown: bool = True) -> Response:
         """Send a request to the leader, following it and retrying as the
         module docstring says. ``body`` is sent as JSON (with Content-Type
-        application/json), ``raw`` as bytes. ``deadline`` (monotonic) bounds
-        all attempts. Returns the answer, or raises the error for its code."""
+        application/json), ``raw`` as bytes. The client's ``timeout`` plus
+        ``extra_timeout`` bounds the whole call, and ``deadline``
+        (monotonic), when given, too; ``attempt_timeout`` cuts each
+        attempt shorter, so that a hung node leaves time for another.
+        Returns a 2xx answer, or raises the error for its code
+        (:class:`~fencer.errors.BadAnswer` for a status that is neither)."""
+        end = time.monotonic() + self.timeout + extra_timeout
+        if deadline is not None:
+            end = min(end, deadline)
         hdrs = self._headers(headers)
         data: Optional[bytes] = raw
         if body is not None:
@@ -176,28 +276,31 @@ class Client:
         last_err: Optional[FencerError] = None
         backoff = 0.05
         for attempt in range(self.attempts):
-            timeout = self.timeout + extra_timeout
-            if deadline is not None:
-                timeout = min(timeout, deadline - time.monotonic())
-                if timeout <= 0:
-                    break
+            if time.monotonic() >= end:
+                break
             ep = self._leader
             if ep is None:
-                ep = self._find_leader(min(timeout, self.timeout)) or self._endpoints[self._next % len(self._endpoints)]
+                ep = self._find_leader(end) or self._endpoints[self._next % len(self._endpoints)]
                 self._leader = ep
             sent = time.monotonic()
             if first_sent is None:
                 first_sent = sent
             wait = backoff * (1 + random.random())
             try:
-                status, rh, rb = self._roundtrip(ep, method, path, data, hdrs, timeout)
+                status, rh, rb = self._roundtrip(ep, method, path, data, hdrs,
+                                                 end if attempt_timeout is None else min(end, sent + attempt_timeout))
             except OSError as e:
                 lost += 1
                 last_err = Unavailable("%s %s via %s: %s" % (method, path, ep.url, e))
                 self._forget()
             else:
-                if status < 400:
+                if 200 <= status < 300:
                     return Response(status, rh, rb, sent, first_sent, lost)
+                if status < 400:
+                    raise BadAnswer("%s %s via %s: HTTP %d is neither a success nor an error%s; the client follows no redirect"
+                                    % (method, path, ep.url, status,
+                                       " (Location: %s)" % rh["location"] if "location" in rh else ""),
+                                    reason="status", status=status)
                 try:
                     err_body = json.loads(rb) if rb else {}
                     if not isinstance(err_body, dict):
@@ -215,9 +318,7 @@ class Client:
                 if ra.isdigit():
                     wait = max(wait, float(ra))
             backoff = min(backoff * 2, 1.0)
-            if deadline is not None:
-                wait = min(wait, max(0.0, deadline - time.monotonic()))
-            time.sleep(wait)
+            time.sleep(min(wait, max(0.0, end - time.monotonic())))
         raise last_err or Unavailable("%s %s: no attempt left before the deadline" % (method, path))
 
     def _forget(self) -> None:
@@ -262,7 +363,11 @@ class Client:
 
     def _acquire(self, kind: str, name: str, body: Dict[str, Any], wait: float, keep_alive: bool) -> Lease:
         resp = self.request("POST", _path(kind, name, "acquire"), body, extra_timeout=wait)
-        grant = resp.json()
+        # A grant that does not match the request is not used: the client
+        # cannot tell what, if anything, it holds. One the server did make
+        # expires after its TTL.
+        grant = answer.grant(resp.json(), kind=kind, name=name, holder=body["holder"], ttl_ms=body["ttl_ms"],
+                             request_id=body["request_id"], limit=body.get("limit"))
         # The server starts the lease after the request that asked for it was
         # sent: the attempt answered, or for a retry answered with an earlier
         # grant, the first attempt.
@@ -310,10 +415,16 @@ class Client:
         return self.acquire(name, ttl, wait, **kw)
 
     def renew(self, name: str, token: int, secret: str, *, deadline: Optional[float] = None,
-              kind: str = "locks") -> Response:
+              kind: str = "locks", ttl_ms: Optional[int] = None,
+              attempt_timeout: Optional[float] = None) -> Response:
         """Renew a grant (lower level than :class:`Lease`); ``kind`` is
-        "locks" or "semaphores"."""
-        return self.request("POST", _path(kind, name, "renew"), {"lease": secret, "token": token}, deadline=deadline)
+        "locks" or "semaphores". The answer must name the grant renewed
+        and, when ``ttl_ms`` is given, that TTL (renewals take none, so it
+        is the grant's); else :class:`~fencer.errors.BadAnswer`."""
+        resp = self.request("POST", _path(kind, name, "renew"), {"lease": secret, "token": token},
+                            deadline=deadline, attempt_timeout=attempt_timeout)
+        answer.renewal(resp.json(), kind=kind, name=name, token=token, ttl_ms=ttl_ms)
+        return resp
 
     def release(self, name: str, token: int, secret: str, *, kind: str = "locks") -> None:
         """Release a grant. A retry that finds it gone counts as released,
@@ -331,7 +442,7 @@ class Client:
 
     def locks(self) -> List[Dict[str, Any]]:
         """The held locks."""
-        return list(self.request("GET", "/v1/locks").json().get("locks", []))
+        return answer.objects(self.request("GET", "/v1/locks").json(), "locks", "GET /v1/locks")
 
     def check(self, name: str, token: int) -> bool:
         """Whether ``token`` is the lock's current grant."""
@@ -343,7 +454,7 @@ class Client:
         (released, expired, handed_off, voided, or held) and ``ended_index``.
         The cluster keeps each lock's last --grant-history-per-lock grants."""
         q = "?limit=%d" % limit if limit is not None else ""
-        return list(self.request("GET", _lock_path(name, "history") + q).json().get("grants", []))
+        return answer.objects(self.request("GET", _lock_path(name, "history") + q).json(), "grants", "history of %r" % name)
 
     def token(self, token: int) -> Dict[str, Any]:
         """Which lock and holder got ``token``, and how the grant ended
@@ -359,7 +470,7 @@ class Client:
         wait = min(max(wait, 0.0), 300.0)
         path = _lock_path(name, "") + "?wait_index=%d&wait=%dms" % (index, int(wait * 1000))
         resp = self.request("GET", path, extra_timeout=wait)
-        return resp.json(), int(resp.headers.get("fencer-index", "0"))
+        return resp.json(), answer.index_header(resp.headers.get("fencer-index"), "wait_lock %r" % name)
 
     # ---- elections -------------------------------------------------------
     # An election is a lock whose holder publishes a value; the grant's token
@@ -399,7 +510,7 @@ class Client:
         st = self.status(name)
         if not st.get("held"):
             return None
-        return {"holder": st.get("holder", ""), "token": int(st["token"]), "value": st.get("value", "")}
+        return {"holder": st.get("holder", ""), "token": answer.token(st.get("token"), "lock %r" % name), "value": st.get("value", "")}
 
     def observe(self, name: str, *, timeout: float = 60.0) -> Iterator[Dict[str, Any]]:
         """Yield the election's leader now (if any) and then each new leader
@@ -409,11 +520,11 @@ class Client:
         twice. It ends as :meth:`events` does (``EventsLagged``: observe
         again); ``timeout`` is the stream's idle read timeout."""
         resp = self.request("GET", "/v1/locks")
-        index = int(resp.headers.get("fencer-index", "0"))
+        index = answer.index_header(resp.headers.get("fencer-index"), "GET /v1/locks")
         last: Optional[Dict[str, Any]] = None
-        for st in resp.json().get("locks", []):
+        for st in answer.objects(resp.json(), "locks", "GET /v1/locks"):
             if st.get("lock") == name and st.get("held"):
-                last = {"holder": st.get("holder", ""), "token": int(st["token"]), "value": st.get("value", "")}
+                last = {"holder": st.get("holder", ""), "token": answer.token(st.get("token"), "lock %r" % name), "value": st.get("value", "")}
                 yield dict(last)
         with self.events(since=index, prefix=name, timeout=timeout) as stream:
             for ev in stream:
@@ -421,7 +532,7 @@ class Client:
                     continue  # another lock with name as its prefix
                 if ev.get("type") not in ("acquired", "handed_off", "value_set"):
                     continue
-                now = {"holder": ev.get("holder", ""), "token": int(ev["token"]), "value": ev.get("value", "")}
+                now = {"holder": ev.get("holder", ""), "token": answer.token(ev.get("token"), "event of %r" % name), "value": ev.get("value", "")}
                 # A proclaim retried after a lost answer applies twice: the
                 # same state again is no change.
                 if now != last:
@@ -463,13 +574,19 @@ class Client:
                 last = e
                 continue
             if resp.status != 200:
-                body = resp.read()
-                conn.close()
                 try:
-                    raise from_response(resp.status, json.loads(body))
-                except ValueError:
-                    raise FencerError("GET %s: %d" % (path, resp.status), status=resp.status)
-            return EventStream(conn, resp)
+                    body = _read_body(resp, self.max_answer_bytes, "GET " + path)
+                finally:
+                    conn.close()
+                if 400 <= resp.status < 600:
+                    try:
+                        err = answer.obj(body, "GET " + path)
+                    except BadAnswer:
+                        err = {"error": body.decode("utf-8", "replace")[:200]}
+                    raise from_response(resp.status, err)
+                raise BadAnswer("GET %s via %s: HTTP %d is not an event stream" % (path, ep.url, resp.status),
+                                reason="status", status=resp.status)
+            return EventStream(conn, resp, self.max_answer_bytes)
         raise Unavailable("GET %s: no endpoint answered: %s" % (path, last))
 
     # ---- fenced keys -----------------------------------------------------
@@ -491,18 +608,20 @@ class Client:
                 raise OutcomeUnknown("put %r with token %d: an attempt's answer was lost and the retry was refused as stale: the first may have landed" % (key, token),
                                      code="outcome_unknown", status=e.status, body=e.body) from e
             raise
-        return int(resp.json().get("token", token))
+        # Only an answer that names the key and token is a stored write.
+        return answer.put(resp.json(), key=key, token=token)
 
     def get(self, key: str, *, stale: bool = False) -> Tuple[bytes, int]:
         """A fenced key's value and the token of the write that stored it.
         Raises NotFound for a key never written."""
         resp = self.request("GET", "/v1/kv/" + _quote(key) + ("?stale=true" if stale else ""))
-        return resp.body, int(resp.headers.get("fencing-token", "0"))
+        return resp.body, answer.token_header(resp.headers.get("fencing-token"), "GET /v1/kv/" + key)
 
     def delete(self, key: str) -> int:
         """Delete a key and its mark (operators only with an ACL); returns
         the mark it had."""
-        return int(self.request("DELETE", "/v1/kv/" + _quote(key)).json().get("last_token", 0))
+        got = self.request("DELETE", "/v1/kv/" + _quote(key)).json().get("last_token", 0)
+        return 0 if got == 0 else answer.token(got, "delete %r" % key)
 
 
 class EventsLagged(FencerError):
@@ -514,8 +633,9 @@ class EventStream:
     """An open ``GET /v1/events`` stream: iterate it for event dicts; close
     it (or use it as a context manager) when done."""
 
-    def __init__(self, conn: http.client.HTTPConnection, resp: http.client.HTTPResponse) -> None:
-        self._conn, self._resp = conn, resp
+    def __init__(self, conn: http.client.HTTPConnection, resp: http.client.HTTPResponse,
+                 max_line: int = MAX_ANSWER_BYTES) -> None:
+        self._conn, self._resp, self._max_line = conn, resp, max_line
 
     def __iter__(self) -> "EventStream":
         return self
@@ -523,15 +643,18 @@ class EventStream:
     def __next__(self) -> Dict[str, Any]:
         kind, data = "", []
         while True:
-            line = self._resp.readline()
+            line = self._resp.readline(self._max_line + 1)
             if not line:
                 self.close()
                 raise StopIteration
-            text = line.decode("utf-8").rstrip("\r\n")
+            if len(line) > self._max_line:
+                self.close()
+                raise BadAnswer("GET /v1/events: a line longer than %d bytes" % self._max_line, reason="too_large")
+            text = line.decode("utf-8", "replace").rstrip("\r\n")
             if text == "":
                 if not data:
                     continue
-                payload = json.loads("\n".join(data))
+                payload = answer.obj("\n".join(data).encode("utf-8"), "GET /v1/events")
                 if kind == "lagged":
                     self.close()
                     raise EventsLagged("the event stream fell behind and was ended", body=payload if isinstance(payload, dict) else {})

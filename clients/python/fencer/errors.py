@@ -168,7 +168,23 @@ class InternalError(FencerError):
 
 
 class Unavailable(FencerError):
-    """No endpoint answered within the client's attempts."""
+    """No endpoint answered within the client's attempts, or before the
+    call's deadline (its ``timeout``)."""
+
+
+class BadAnswer(FencerError):
+    """An answer a fencer node would not give, so the client does not
+    believe it: a status that is neither 2xx nor an error (a redirect, which
+    the client never follows, a 1xx), a body that is not the JSON the
+    contract says, one that does not match what was asked (another name or
+    token, a longer TTL), or one over the client's ``max_answer_bytes``.
+    ``reason`` says which: ``status``, ``malformed``, ``mismatch`` or
+    ``too_large``. It is not retried; after a fenced write it leaves
+    unknown whether the value was stored."""
+
+    def __init__(self, message: str, reason: str = "malformed", status: int = 0) -> None:
+        super().__init__(message, status=status)
+        self.reason = reason
 
 
 CODE_ERRORS: Dict[str, Type[FencerError]] = {

@@ -9,6 +9,11 @@ server could expire it. Renewals go out at about TTL/3 with jitter, so two can
 fail before the deadline; a refused renewal (410 lease_lost) ends the lease at
 once. :meth:`Lease.check` reads the clock itself, so a process paused past its
 deadline sees the loss on its first look, before the thread runs.
+
+Only a renewal the server answered as the contract says confirms the lease:
+a redirect, an empty or non-JSON answer, or one naming another grant or TTL
+is a :class:`~fencer.errors.BadAnswer`, which confirms nothing, so renewals
+that keep getting one leave the lease to its local deadline.
 """
 
 from __future__ import annotations
@@ -45,7 +50,9 @@ class Lease:
         self.holder: str = grant.get("holder", "")
         self.token: int = int(grant["token"])
         self.secret: str = grant["lease"]
-        self.ttl: float = int(grant["ttl_ms"]) / 1000.0
+        #: The TTL as granted, in milliseconds: every renewal must report it.
+        self.ttl_ms: int = int(grant["ttl_ms"])
+        self.ttl: float = self.ttl_ms / 1000.0
         self.existing: bool = bool(grant.get("existing", False))
         #: The value published with the grant (an election's leader's), or "".
         self.value: str = grant.get("value", "")
@@ -113,7 +120,8 @@ class Lease:
         """Renew now, bounded by the local deadline. A refusal ends the lease
         and raises LeaseLost; other failures leave it to the deadline."""
         try:
-            resp = self._client.renew(self.name, self.token, self.secret, deadline=self.deadline, kind=self.kind)
+            resp = self._client.renew(self.name, self.token, self.secret, deadline=self.deadline, kind=self.kind,
+                                      ttl_ms=self.ttl_ms, attempt_timeout=self._attempt_timeout())
         except LeaseLost as e:
             self._lose(e)
             raise
@@ -124,7 +132,8 @@ class Lease:
         """Confirm a late grant by one renewal before handing it out (see
         Client.acquire); release it if that fails."""
         try:
-            resp = self._client.renew(self.name, self.token, self.secret, deadline=received + self.ttl, kind=self.kind)
+            resp = self._client.renew(self.name, self.token, self.secret, deadline=received + self.ttl, kind=self.kind,
+                                      ttl_ms=self.ttl_ms, attempt_timeout=self._attempt_timeout())
             self._confirm(resp.sent)
             self.check()
         except FencerError as cause:
@@ -138,6 +147,11 @@ class Lease:
                 after = "its release failed too (%s); the server frees it within %gs" % (e, self.ttl)
             raise LeaseLost("lock %r granted with token %d, but the grant could not be confirmed: %s; %s"
                             % (self.name, self.token, cause, after), code=cause.code, status=cause.status) from cause
+
+    def _attempt_timeout(self) -> float:
+        # A third of the TTL per attempt (as the Go client's), so that a
+        # hung node leaves time to renew through another before the deadline.
+        return max(self.ttl / 3, 0.1)
 
     def _start(self, keep_alive: bool) -> None:
         self._thread = threading.Thread(target=self._watch, args=(keep_alive,),

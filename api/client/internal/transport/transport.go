@@ -42,6 +42,11 @@ type Config struct {
 	// Unavailable is wrapped around the error of an attempt that got no
 	// answer.
 	Unavailable error
+	// BadAnswer is wrapped around the error of an answer that is not one:
+	// a body over MaxAnswerBytes, or one that does not decode.
+	BadAnswer error
+	// MaxAnswerBytes bounds the body of an answer that Do reads.
+	MaxAnswerBytes int64
 }
 
 // Retry bounds the retries of a request: the client's Retry, with its
@@ -145,7 +150,9 @@ func (r *Response) retryable() bool {
 // that could not reach its node (refused, reset, timed out) goes at once to
 // another endpoint, which forwards it or holds it until a leader is known;
 // only answers that say to retry, and a round of endpoints none of which
-// answered, cost a backoff. Non-2xx answers come back as AnswerError's.
+// answered, cost a backoff. Non-2xx answers come back as AnswerError's; an
+// answer longer than MaxAnswerBytes as a BadAnswer, not retried (it was an
+// answer, and a node that sends one may send it again).
 func (t *Transport) Do(ctx context.Context, r *Request) (*Response, error) {
 	var last error
 	var unanswered string // the node of the last attempt, if it did not answer
@@ -161,6 +168,9 @@ func (t *Transport) Do(ctx context.Context, r *Request) (*Response, error) {
 		resp, err := t.send(ctx, base, r)
 		if err == nil {
 			t.follow(base, resp.Header.Get(wire.HeaderLeader))
+		} else if errors.Is(err, t.cfg.BadAnswer) {
+			r.Sent = sent
+			return nil, err
 		}
 		if err == nil && !resp.retryable() {
 			r.Sent = sent
@@ -233,19 +243,26 @@ func (t *Transport) send(ctx context.Context, base string, r *Request) (*Respons
 		return nil, err
 	}
 	defer resp.Body.Close()
-	b, err := readBody(resp)
-	if err != nil {
-		return nil, err
+	// A longer answer than the limit is refused, and never read whole: at
+	// once when its Content-Length says so, else one byte past the limit.
+	max := t.cfg.MaxAnswerBytes
+	var b []byte
+	if resp.ContentLength <= max {
+		if b, err = readBody(resp, max); err != nil {
+			return nil, err
+		}
+	}
+	if resp.ContentLength > max || int64(len(b)) > max {
+		return nil, fmt.Errorf("%w: %s %s via %s: the answer is longer than the client's limit of %d bytes (WithMaxAnswerBytes)", t.cfg.BadAnswer, r.Method, r.Path, base, max)
 	}
 	return &Response{Status: resp.StatusCode, Header: resp.Header, Body: b}, nil
 }
 
-// readBody reads an answer's body, up to one byte past wire.MaxBodyBytes
-// (so that a longer one shows), into a buffer of its Content-Length when
-// that is known: an answer costs one allocation rather than ReadAll's
-// growing ones.
-func readBody(resp *http.Response) ([]byte, error) {
-	const limit = wire.MaxBodyBytes + 1
+// readBody reads an answer's body, up to one byte past max (so that a
+// longer one shows), into a buffer of its Content-Length when that is
+// known: an answer costs one allocation rather than ReadAll's growing ones.
+func readBody(resp *http.Response, max int64) ([]byte, error) {
+	limit := max + 1
 	if n := resp.ContentLength; n >= 0 && n < limit {
 		b := make([]byte, n, n+1)
 		if _, err := io.ReadFull(resp.Body, b); err != nil {
@@ -388,7 +405,7 @@ func (t *Transport) ClusterStatus(ctx context.Context, base string) (wire.Cluste
 	if resp.Status != http.StatusOK {
 		return st, t.cfg.AnswerError(base, resp.Status, resp.Body)
 	}
-	return st, json.Unmarshal(resp.Body, &st)
+	return st, t.Decode(resp, &st)
 }
 
 // forget drops base as the leader after it failed, and moves on to the next
@@ -447,7 +464,7 @@ func (t *Transport) GetJSON(ctx context.Context, path string, query url.Values, 
 	if err != nil {
 		return err
 	}
-	return Decode(resp, out)
+	return t.Decode(resp, out)
 }
 
 // jsonHeader is the header of a JSON request that has no other, shared by
@@ -471,13 +488,15 @@ func (t *Transport) PostJSON(ctx context.Context, r *Request, in, out any) error
 	if err != nil {
 		return err
 	}
-	return Decode(resp, out)
+	return t.Decode(resp, out)
 }
 
-// Decode reads a JSON answer into out.
-func Decode(resp *Response, out any) error {
+// Decode reads a JSON answer into out; an answer that is not the JSON out
+// describes (empty, HTML, truncated, a string for a number) is a
+// BadAnswer.
+func (t *Transport) Decode(resp *Response, out any) error {
 	if err := json.Unmarshal(resp.Body, out); err != nil {
-		return fmt.Errorf("decoding answer (HTTP %d): %w", resp.Status, err)
+		return fmt.Errorf("%w: decoding the answer (HTTP %d, %d bytes): %w", t.cfg.BadAnswer, resp.Status, len(resp.Body), err)
 	}
 	return nil
 }

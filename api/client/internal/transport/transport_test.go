@@ -48,8 +48,9 @@ func TestRetryable(t *testing.T) {
 	}
 }
 
-// readBody reads what io.ReadAll would, up to one byte past the largest
-// body, whether the answer states its length, states a wrong one, or none.
+// readBody reads what io.ReadAll would, up to one byte past its limit
+// (here wire.MaxBodyBytes), whether the answer states its length, states a
+// wrong one, or none.
 func TestReadBody(t *testing.T) {
 	big := strings.Repeat("x", wire.MaxBodyBytes+10)
 	for _, tc := range []struct {
@@ -67,7 +68,7 @@ func TestReadBody(t *testing.T) {
 		{"too long, unstated", big, -1, big[:wire.MaxBodyBytes+1]},
 	} {
 		resp := &http.Response{Body: io.NopCloser(strings.NewReader(tc.body)), ContentLength: tc.length}
-		got, err := readBody(resp)
+		got, err := readBody(resp, wire.MaxBodyBytes)
 		if err != nil || string(got) != tc.want {
 			t.Errorf("%s: %d bytes, %v; want %d bytes", tc.name, len(got), err, len(tc.want))
 		}

@@ -1,0 +1,128 @@
+"""What an answer must say before the client believes it.
+
+A fencing client acts on what the server tells it: it writes with the token
+a grant names and trusts its lease until the TTL a grant or renewal reports.
+So an answer is checked against what was asked (api/openapi.yaml's schemas):
+the name is the one asked for, a token is an integer from 1 to 2^64-1 (not
+a bool, a float or a string), a TTL is positive and no longer than asked, a
+lease secret is 32 lowercase hexadecimal digits, a renewal names the grant
+it renewed and its TTL, a fenced write the key and token it stored. Anything
+else raises :class:`~fencer.errors.BadAnswer`, never a JSON, key or type
+error.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Dict, List, Optional
+
+from .errors import BadAnswer
+
+MAX_TOKEN = 2 ** 64 - 1
+_LEASE = re.compile(r"[0-9a-f]{32}\Z")
+_TOKEN_HEADER = re.compile(r"[1-9][0-9]{0,19}\Z")
+
+
+def obj(body: bytes, what: str) -> Dict[str, Any]:
+    """The JSON object of an answer's body: every fencer answer is one."""
+    if not body:
+        raise BadAnswer("%s: the answer has no body; a fencer node answers with a JSON object" % what, reason="malformed")
+    try:
+        v = json.loads(body.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError) as e:
+        raise BadAnswer("%s: the answer is not JSON (%s): %r" % (what, e, body[:80]), reason="malformed") from None
+    if not isinstance(v, dict):
+        raise BadAnswer("%s: the answer is JSON but not an object: %r" % (what, body[:80]), reason="malformed")
+    return v
+
+
+def token(v: Any, what: str) -> int:
+    """A fencing token: an int from 1 to 2^64-1. bool is an int in Python
+    and is refused by name."""
+    if isinstance(v, bool) or not isinstance(v, int) or not 1 <= v <= MAX_TOKEN:
+        raise BadAnswer("%s: token %r is not an integer from 1 to 2^64-1" % (what, v), reason="malformed")
+    return v
+
+
+def token_header(v: Optional[str], what: str) -> int:
+    """A Fencing-Token header: canonical decimal, as api/wire.ParseToken."""
+    if v is None or not _TOKEN_HEADER.match(v) or int(v) > MAX_TOKEN:
+        raise BadAnswer("%s: Fencing-Token header %r is not a token" % (what, v), reason="malformed")
+    return int(v)
+
+
+def index_header(v: Optional[str], what: str) -> int:
+    """A Fencer-Index header: a decimal log index."""
+    if v is None or not v.isdigit() or not v.isascii():
+        raise BadAnswer("%s: Fencer-Index header %r is not an index" % (what, v), reason="malformed")
+    return int(v)
+
+
+def objects(body: Dict[str, Any], field: str, what: str) -> List[Dict[str, Any]]:
+    """A list of JSON objects in field of an answer (absent means none)."""
+    v = body.get(field, [])
+    if not isinstance(v, list) or not all(isinstance(x, dict) for x in v):
+        raise BadAnswer("%s: %s is not a list of objects" % (what, field), reason="malformed")
+    return v
+
+
+def _positive_int(v: Any, field: str, what: str) -> int:
+    if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+        raise BadAnswer("%s: %s %r is not a positive integer" % (what, field, v), reason="malformed")
+    return v
+
+
+def _equal(body: Dict[str, Any], field: str, want: Any, what: str) -> None:
+    got = body.get(field)
+    if got != want or type(got) is not type(want):
+        raise BadAnswer("%s: the answer's %s is %r, not %r as asked" % (what, field, got, want), reason="mismatch")
+
+
+def grant(body: Dict[str, Any], *, kind: str, name: str, holder: str, ttl_ms: int,
+          request_id: str, limit: Optional[int] = None) -> Dict[str, Any]:
+    """Check an acquire's answer (a Grant, or for kind "semaphores" a
+    PermitGrant) against the request and return it."""
+    what = "acquire %s %r" % ("semaphore" if kind == "semaphores" else "lock", name)
+    _equal(body, "semaphore" if kind == "semaphores" else "lock", name, what)
+    _equal(body, "holder", holder, what)
+    token(body.get("token"), what)
+    secret = body.get("lease")
+    if not isinstance(secret, str) or not _LEASE.match(secret):
+        raise BadAnswer("%s: lease %r is not 32 hexadecimal digits" % (what, secret), reason="malformed")
+    got_ttl = _positive_int(body.get("ttl_ms"), "ttl_ms", what)
+    if got_ttl > ttl_ms:
+        # A longer lease than asked would keep this client believing in a
+        # grant the server was asked to end sooner.
+        raise BadAnswer("%s: ttl_ms %d is above the %d asked for" % (what, got_ttl, ttl_ms), reason="mismatch")
+    if "request_id" in body:
+        _equal(body, "request_id", request_id, what)
+    if not isinstance(body.get("existing", False), bool):
+        raise BadAnswer("%s: existing %r is not a boolean" % (what, body.get("existing")), reason="malformed")
+    if "value" in body and not isinstance(body["value"], str):
+        raise BadAnswer("%s: value %r is not a string" % (what, body["value"]), reason="malformed")
+    if limit is not None:
+        _equal(body, "limit", limit, what)
+        held = _positive_int(body.get("held"), "held", what)
+        if held > limit:
+            raise BadAnswer("%s: held %d is above the limit %d" % (what, held, limit), reason="mismatch")
+    return body
+
+
+def renewal(body: Dict[str, Any], *, kind: str, name: str, token: int, ttl_ms: Optional[int]) -> None:
+    """Check a renewal's answer: the grant renewed, and its TTL (renewals
+    take none, so it is the grant's)."""
+    what = "renew %s %r token %d" % ("semaphore" if kind == "semaphores" else "lock", name, token)
+    _equal(body, "semaphore" if kind == "semaphores" else "lock", name, what)
+    _equal(body, "token", token, what)
+    got = _positive_int(body.get("ttl_ms"), "ttl_ms", what)
+    if ttl_ms is not None and got != ttl_ms:
+        raise BadAnswer("%s: ttl_ms %d is not the grant's %d" % (what, got, ttl_ms), reason="mismatch")
+
+
+def put(body: Dict[str, Any], *, key: str, token: int) -> int:
+    """Check a fenced write's answer: the key and token it stored."""
+    what = "put %r token %d" % (key, token)
+    _equal(body, "key", key, what)
+    _equal(body, "token", token, what)
+    return token
