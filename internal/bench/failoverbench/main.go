@@ -17,6 +17,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -37,7 +38,19 @@ type options struct {
 	output  string
 	ttl     time.Duration
 	verbose bool
-	outage  outage.Config
+	// checkReady refuses to stop the leader unless every member answers
+	// /readyz as itself: a run with a member already down measures a
+	// different failure (one survivor after the stop, no quorum).
+	checkReady bool
+	outage     outage.Config
+}
+
+// report is a run's result with what was checked before the stop.
+type report struct {
+	outage.Result
+	// ReadyAtStop is each member's /readyz just before the leader was
+	// signalled: "ready", or why not.
+	ReadyAtStop map[string]string `json:"ready_at_stop,omitempty"`
 }
 
 func main() {
@@ -53,8 +66,10 @@ func main() {
 	flag.DurationVar(&o.outage.At, "at", 4*time.Second, "when the leader is stopped")
 	flag.DurationVar(&o.outage.OpTimeout, "op-timeout", 10*time.Second, "time limit of one cycle")
 	flag.BoolVar(&o.verbose, "v", false, "log every 503 a plain HTTP client waits out (stderr)")
+	flag.BoolVar(&o.checkReady, "check-ready", true, "stop the leader only if every member answers /readyz first (false: stop it anyway, recording what each answered)")
 	flag.Parse()
 	gcfloor.Start(gcfloor.DefaultFloor)
+	dumpOnSignal()
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "failoverbench:", err)
 		os.Exit(1)
@@ -88,7 +103,13 @@ func run(o options) error {
 	p := &prober{members: members, hc: &http.Client{Timeout: 500 * time.Millisecond}}
 	cfg := o.outage
 	cfg.Group = w.Group
+	var ready map[string]string
 	cfg.Event = func(ctx context.Context) (string, error) {
+		var unready []string
+		ready, unready = p.ready(ctx)
+		if len(unready) > 0 && o.checkReady {
+			return "", fmt.Errorf("not stopping the leader: not every member is ready: %s", strings.Join(unready, "; "))
+		}
 		leader, err := p.leader(ctx)
 		if err != nil {
 			return "", err
@@ -113,7 +134,7 @@ func run(o options) error {
 	if o.output == "json" {
 		enc := json.NewEncoder(os.Stdout)
 		enc.SetIndent("", "  ")
-		return enc.Encode(res)
+		return enc.Encode(report{Result: res, ReadyAtStop: ready})
 	}
 	fmt.Println(res.Text())
 	fmt.Println("timeline (ms after the signal):", res.Timeline)
@@ -142,6 +163,43 @@ func (p *prober) status(ctx context.Context, addr string) (wire.ClusterStatus, e
 		return st, fmt.Errorf("%s: HTTP %d", addr, resp.StatusCode)
 	}
 	return st, json.NewDecoder(resp.Body).Decode(&st)
+}
+
+// ready asks every member's /readyz: each member's answer ("ready", or why
+// not), and the members that are not ready, with why.
+func (p *prober) ready(ctx context.Context) (answers map[string]string, unready []string) {
+	answers = map[string]string{}
+	for _, id := range sortedKeys(p.members) {
+		answers[id] = p.readyz(ctx, id)
+		if answers[id] != "ready" {
+			unready = append(unready, id+": "+answers[id])
+		}
+	}
+	return answers, unready
+}
+
+func (p *prober) readyz(ctx context.Context, id string) string {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+p.members[id]+"/readyz", nil)
+	if err != nil {
+		return err.Error()
+	}
+	resp, err := p.hc.Do(req)
+	if err != nil {
+		return err.Error()
+	}
+	defer resp.Body.Close()
+	var h wire.Health
+	if err := json.NewDecoder(resp.Body).Decode(&h); err != nil {
+		return fmt.Sprintf("HTTP %d: %v", resp.StatusCode, err)
+	}
+	switch {
+	case resp.StatusCode != http.StatusOK:
+		return fmt.Sprintf("HTTP %d", resp.StatusCode)
+	case h.Node != id:
+		// Another process answers on the member's port.
+		return fmt.Sprintf("answered by %q", h.Node)
+	}
+	return h.Status
 }
 
 // leader asks the members who leads.
@@ -192,6 +250,19 @@ func (p *prober) follow(ctx context.Context, old string, pid int) {
 		mark("all_survivors_know_leader")
 	}
 	wg.Wait()
+}
+
+// dumpOnSignal writes every goroutine's stack to stderr on SIGUSR1, so that
+// a run whose requests hang can be looked into from outside while it hangs.
+func dumpOnSignal() {
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, syscall.SIGUSR1)
+	go func() {
+		for range ch {
+			fmt.Fprintf(os.Stderr, "--- goroutines at %s\n", time.Now().Format("15:04:05.000"))
+			_ = pprof.Lookup("goroutine").WriteTo(os.Stderr, 2)
+		}
+	}()
 }
 
 func parseMap(s string) (map[string]string, error) {
