@@ -41,6 +41,14 @@
 # members' readiness). The summary adds each mode's distribution of the
 # longest gap (median, p99, max) and of the load.
 #
+# To provoke what may make a failover go wrong (fencer only): MODES=frozen
+# stops the leader with SIGSTOP (a hung host whose connections stay open;
+# it gets SIGCONT after the run), and FAILOVER_FLAGS passes flags to
+# failoverbench: "-down-follower 1s" kills a follower 1 s before the stop
+# (one member short, as when one failed to start), "-stall 600ms" freezes
+# the leader just before the stop (a spurious election under way),
+# "-op-timeout 5s" bounds each cycle.
+#
 # KEEP_SLOW=1 keeps the evidence of any run whose longest gap exceeds
 # SLOW_MS (1000): the members serve --pprof, a goroutine dump of every
 # running member is taken 2 s after the stop, again at the run's end if the
@@ -65,6 +73,7 @@ AT=${AT:-4s}
 RUN=${RUN:-10s}
 PORT_BASE=${PORT_BASE:-17300}
 FENCER_FLAGS=${FENCER_FLAGS:-}
+FAILOVER_FLAGS=${FAILOVER_FLAGS:-}
 KEEP_SLOW=${KEEP_SLOW:-0}
 SLOW_MS=${SLOW_MS:-1000}
 
@@ -156,6 +165,7 @@ restart_stopped() { # system
 	[[ $1 == etcd ]] && prefix=e
 	for i in 1 2 3; do
 		local p=${pid[$prefix$i]}
+		kill -CONT "$p" 2>/dev/null || true # a frozen leader resumes as a follower
 		if ! kill -0 "$p" 2>/dev/null; then
 			"start_$1" "$i"
 		fi
@@ -207,8 +217,9 @@ watch_run() {
 run_fencer() { # mode rep signal
 	local out=$work/results/fencer-$1-r$2 watcher="" status=0
 	rm -rf "$work/slow/pending"
+	# shellcheck disable=SC2086 # FAILOVER_FLAGS is a list of flags
 	"$work/failoverbench" -members "$fmembers" -pids "$(pids_of n)" -signal "$3" \
-		-clients "$CLIENTS" -at "$AT" -duration "$RUN" -v -o json >"$out.json" 2>"$out.log" &
+		-clients "$CLIENTS" -at "$AT" -duration "$RUN" $FAILOVER_FLAGS -v -o json >"$out.json" 2>"$out.log" &
 	local fb=$!
 	if [[ $KEEP_SLOW == 1 ]]; then
 		watch_run "$fb" "$work/slow/pending" &
@@ -281,6 +292,7 @@ for rep in $(seq 1 "$REPS"); do
 	for mode in $MODES; do
 		signal=TERM
 		[[ $mode == crash ]] && signal=KILL
+		[[ $mode == frozen ]] && signal=STOP
 		order=$SYSTEMS
 		if ((turn % 2 == 1)); then order=$(echo "$SYSTEMS" | tr ' ' '\n' | tac | tr '\n' ' '); fi
 		turn=$((turn + 1))
@@ -314,10 +326,10 @@ if [[ $STABILITY != 0 && $SYSTEMS == *fencer* ]]; then
 	echo "$(($(timeouts) - t0)) $(cut -d' ' -f1-3 /proc/loadavg)" >"$work/results/stability-timeouts.txt"
 fi
 
-python3 - "$work/results" "$FENCER_FLAGS" <<'PY'
+python3 - "$work/results" "$FENCER_FLAGS" "$SLOW_MS" <<'PY'
 import glob, json, os, statistics, sys, time
 
-results, flags = sys.argv[1], sys.argv[2]
+results, flags, slow_ms = sys.argv[1], sys.argv[2], float(sys.argv[3])
 runs = []
 for path in sorted(glob.glob(os.path.join(results, "*-r*.json"))):
     with open(path) as f:
@@ -343,7 +355,7 @@ hdr = f"{'stopped by':19} {'system':7} {'at the stop':>11}  {'runs':30} {'whole 
 print(hdr)
 print("-" * len(hdr))
 medians = {}
-for mode, label in (("graceful", "SIGTERM (graceful)"), ("crash", "SIGKILL (crash)")):
+for mode, label in (("graceful", "SIGTERM (graceful)"), ("crash", "SIGKILL (crash)"), ("frozen", "SIGSTOP (frozen)")):
     for system in ("fencer", "etcd"):
         rs = pick(system, mode)
         if not rs:
@@ -409,7 +421,7 @@ if os.path.exists(tsv):
         for r in rs:
             if r["valid"] != "yes":
                 print(f"    ! invalid: {system} {mode} r{r['rep']}: {r['event']} (ready: {r['ready_at_stop']})")
-            elif float(r["longest_ms"]) > 1000:
+            elif float(r["longest_ms"]) > slow_ms:
                 print(f"    ! slow: {system} {mode} r{r['rep']}: longest {float(r['longest_ms']):.0f} ms, load {r['load_before']} → {r['load_after']}")
 print()
 def target(name, ok):

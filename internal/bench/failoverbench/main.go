@@ -42,7 +42,15 @@ type options struct {
 	// /readyz as itself: a run with a member already down measures a
 	// different failure (one survivor after the stop, no quorum).
 	checkReady bool
-	outage     outage.Config
+	// Conditions to provoke, for looking into a failover that went wrong.
+	// downFollower: at the event a follower is killed (SIGKILL), and the
+	// leader is stopped that much later: the cluster is one member short,
+	// as when a member failed to start. stall: the leader is frozen
+	// (SIGSTOP) that long just before it is signalled, so that the
+	// followers may have started an election as it is stopped.
+	downFollower time.Duration
+	stall        time.Duration
+	outage       outage.Config
 }
 
 // report is a run's result with what was checked before the stop.
@@ -67,6 +75,8 @@ func main() {
 	flag.DurationVar(&o.outage.OpTimeout, "op-timeout", 10*time.Second, "time limit of one cycle")
 	flag.BoolVar(&o.verbose, "v", false, "log every 503 a plain HTTP client waits out (stderr)")
 	flag.BoolVar(&o.checkReady, "check-ready", true, "stop the leader only if every member answers /readyz first (false: stop it anyway, recording what each answered)")
+	flag.DurationVar(&o.downFollower, "down-follower", 0, "provoke: at -at, SIGKILL one follower, then stop the leader this much later (0: none; implies -check-ready=false; gaps are then measured from the follower's kill)")
+	flag.DurationVar(&o.stall, "stall", 0, "provoke: SIGSTOP the leader this long, then SIGCONT, just before it is signalled (0: none)")
 	flag.Parse()
 	gcfloor.Start(gcfloor.DefaultFloor)
 	dumpOnSignal()
@@ -104,7 +114,19 @@ func run(o options) error {
 	cfg := o.outage
 	cfg.Group = w.Group
 	var ready map[string]string
+	if o.downFollower > 0 {
+		o.checkReady = false
+	}
 	cfg.Event = func(ctx context.Context) (string, error) {
+		var provoked []string
+		if o.downFollower > 0 {
+			what, err := p.killFollower(ctx, pids)
+			if err != nil {
+				return "", err
+			}
+			provoked = append(provoked, fmt.Sprintf("%s %v before", what, o.downFollower))
+			time.Sleep(o.downFollower) // the cluster runs one member short
+		}
 		var unready []string
 		ready, unready = p.ready(ctx)
 		if len(unready) > 0 && o.checkReady {
@@ -118,12 +140,26 @@ func run(o options) error {
 		if err != nil {
 			return "", fmt.Errorf("no pid for leader %s", leader)
 		}
+		if o.stall > 0 {
+			if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+				return "", err
+			}
+			time.Sleep(o.stall) // the provoked stall itself
+			if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
+				return "", err
+			}
+			provoked = append(provoked, fmt.Sprintf("leader frozen %v first", o.stall))
+		}
 		p.timeline.Start(time.Now())
 		if err := syscall.Kill(pid, sig); err != nil {
 			return "", err
 		}
 		go p.follow(context.WithoutCancel(ctx), leader, pid)
-		return fmt.Sprintf("stopped leader %s (pid %d) with SIG%s", leader, pid, o.signal), nil
+		what := fmt.Sprintf("stopped leader %s (pid %d) with SIG%s", leader, pid, o.signal)
+		if len(provoked) > 0 {
+			what += " (" + strings.Join(provoked, "; ") + ")"
+		}
+		return what, nil
 	}
 	res, err := outage.Run(ctx, cfg, w.Client)
 	if err != nil {
@@ -165,18 +201,32 @@ func (p *prober) status(ctx context.Context, addr string) (wire.ClusterStatus, e
 	return st, json.NewDecoder(resp.Body).Decode(&st)
 }
 
-// ready asks every member's /readyz: each member's answer ("ready", or why
-// not), and the members that are not ready, with why.
+// ready asks every member's /readyz until each has answered ready once, for
+// up to readyWait: each member's answer ("ready", or its last reason not to
+// be), and the members that never were, with why. A follower under load
+// answers 503 for a moment whenever it has not yet applied all it knows to
+// be committed, so one answer is not enough to tell a member that is down
+// (refused, or another process on its port) from one a few entries behind.
 func (p *prober) ready(ctx context.Context) (answers map[string]string, unready []string) {
 	answers = map[string]string{}
+	deadline := time.Now().Add(readyWait)
 	for _, id := range sortedKeys(p.members) {
-		answers[id] = p.readyz(ctx, id)
+		for {
+			answers[id] = p.readyz(ctx, id)
+			if answers[id] == "ready" || time.Now().After(deadline) || ctx.Err() != nil {
+				break
+			}
+			time.Sleep(20 * time.Millisecond) // polling interval
+		}
 		if answers[id] != "ready" {
 			unready = append(unready, id+": "+answers[id])
 		}
 	}
 	return answers, unready
 }
+
+// readyWait bounds the readiness check before the stop.
+const readyWait = 2 * time.Second
 
 func (p *prober) readyz(ctx context.Context, id string) string {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+p.members[id]+"/readyz", nil)
@@ -200,6 +250,25 @@ func (p *prober) readyz(ctx context.Context, id string) string {
 		return fmt.Sprintf("answered by %q", h.Node)
 	}
 	return h.Status
+}
+
+// killFollower kills (SIGKILL) a member that answers and does not lead.
+func (p *prober) killFollower(ctx context.Context, pids map[string]string) (string, error) {
+	leader, err := p.leader(ctx)
+	if err != nil {
+		return "", err
+	}
+	for _, id := range sortedKeys(p.members) {
+		if _, err := p.status(ctx, p.members[id]); id == leader || err != nil {
+			continue
+		}
+		pid, err := strconv.Atoi(pids[id])
+		if err != nil {
+			return "", fmt.Errorf("no pid for follower %s", id)
+		}
+		return fmt.Sprintf("follower %s (pid %d) killed", id, pid), syscall.Kill(pid, syscall.SIGKILL)
+	}
+	return "", errors.New("no follower answers")
 }
 
 // leader asks the members who leads.
