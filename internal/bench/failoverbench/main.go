@@ -117,6 +117,7 @@ func run(o options) error {
 	if o.downFollower > 0 {
 		o.checkReady = false
 	}
+	cfg.Origin = p.timeline.At // the leader's stop, after any provocation
 	cfg.Event = func(ctx context.Context) (string, error) {
 		var provoked []string
 		if o.downFollower > 0 {
@@ -128,7 +129,7 @@ func run(o options) error {
 			time.Sleep(o.downFollower) // the cluster runs one member short
 		}
 		var unready []string
-		ready, unready = p.ready(ctx)
+		ready, unready = p.ready(ctx, o.checkReady)
 		if len(unready) > 0 && o.checkReady {
 			return "", fmt.Errorf("not stopping the leader: not every member is ready: %s", strings.Join(unready, "; "))
 		}
@@ -202,14 +203,17 @@ func (p *prober) status(ctx context.Context, addr string) (wire.ClusterStatus, e
 }
 
 // ready asks every member's /readyz until each has answered ready once, for
-// up to readyWait: each member's answer ("ready", or its last reason not to
+// up to readyWait (once, without wait): each member's answer ("ready", or its last reason not to
 // be), and the members that never were, with why. A follower under load
 // answers 503 for a moment whenever it has not yet applied all it knows to
 // be committed, so one answer is not enough to tell a member that is down
 // (refused, or another process on its port) from one a few entries behind.
-func (p *prober) ready(ctx context.Context) (answers map[string]string, unready []string) {
+func (p *prober) ready(ctx context.Context, wait bool) (answers map[string]string, unready []string) {
 	answers = map[string]string{}
-	deadline := time.Now().Add(readyWait)
+	deadline := time.Now()
+	if wait {
+		deadline = deadline.Add(readyWait)
+	}
 	for _, id := range sortedKeys(p.members) {
 		for {
 			answers[id] = p.readyz(ctx, id)

@@ -41,6 +41,13 @@ func (t *Timeline) Start(at time.Time) {
 	t.at = at
 }
 
+// At returns the moment set by Start (zero before it).
+func (t *Timeline) At() time.Time {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.at
+}
+
 // Mark records name now, unless it was recorded before.
 func (t *Timeline) Mark(name string) {
 	t.mu.Lock()

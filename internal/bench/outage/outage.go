@@ -34,6 +34,10 @@ type Config struct {
 	// did, for the report. Gaps are reported relative to its start.
 	At    time.Duration
 	Event func(ctx context.Context) (string, error)
+	// Origin, when set, says after the event ran the moment gaps are
+	// measured from (zero: when the event began), for an event that does
+	// something else first.
+	Origin func() time.Time
 }
 
 // Validate checks the configuration and fills in defaults.
@@ -187,6 +191,9 @@ func Run(ctx context.Context, cfg Config, newClient load.Client) (Result, error)
 			}
 			event.at = time.Now()
 			event.what, event.err = cfg.Event(stopCtx)
+			if cfg.Origin != nil && !cfg.Origin().IsZero() {
+				event.at = cfg.Origin()
+			}
 		}()
 	}
 	wg.Wait()
