@@ -349,3 +349,60 @@ func TestRequestToANewLeaderIsServedOnceItIsReady(t *testing.T) {
 		t.Fatalf("%d %s after %d tries", rec.Code, rec.Body, l.tries.Load())
 	}
 }
+
+// A request forwarded to a leader that stops answering without closing its
+// connections (a frozen process or host) is answered 503 outcome_unknown
+// soon after another leader is known, rather than held until the client's
+// own timeout: with every client's request in flight at the freeze held
+// this way, no cycle succeeded for the rest of a failover run, though the
+// next leader was serving within a second. A leader that answers within
+// the grace (one handing over forwards what it holds) is not cut.
+func TestForwardedRequestToADeposedLeaderThatHangs(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		after time.Duration // the old leader answers this long after the move; 0: never
+		want  int
+	}{
+		{"frozen", 0, http.StatusServiceUnavailable},
+		{"handing over", 100 * time.Millisecond, http.StatusOK},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			moved := make(chan struct{})
+			release := make(chan struct{})
+			var reached atomic.Int32
+			old := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				reached.Add(1)
+				<-moved
+				if c.after == 0 {
+					<-release
+					return
+				}
+				time.Sleep(c.after) // the old leader's own forward
+				writeJSON(w, http.StatusOK, wire.Grant{Lock: "a", Token: 7})
+			}))
+			t.Cleanup(old.Close)
+			t.Cleanup(func() { close(release) })
+			next, _ := fakeLeader(t)
+			m := newMovingLeader(hostOf(old))
+			got := send(NewServer(m, m, nil, WithLeaderWait(10*time.Second)).Handler())
+			poll(t, "the request at the old leader", func() bool { return reached.Load() > 0 })
+			start := time.Now()
+			m.move(hostOf(next), false)
+			close(moved)
+			rec := answer(t, got)
+			took := time.Since(start)
+			if rec.Code != c.want {
+				t.Fatalf("%d %s after %v, want %d", rec.Code, rec.Body, took, c.want)
+			}
+			if c.want == http.StatusServiceUnavailable {
+				if !strings.Contains(rec.Body.String(), wire.CodeOutcomeUnknown) || rec.Header().Get("Retry-After") != "0" {
+					t.Fatalf("%d %s %v: want outcome_unknown, Retry-After 0", rec.Code, rec.Body, rec.Header())
+				}
+				if took > 5*time.Second {
+					t.Fatalf("answered %v after the new leader was known", took)
+				}
+			}
+			t.Logf("%s: %d after %v", c.name, rec.Code, took.Round(time.Millisecond))
+		})
+	}
+}

@@ -51,9 +51,11 @@ func (n *Node) observeLeader() {
 // timeout (the node then stops as a leader would crash). A node standing
 // for election waits for the outcome first (up to twice the election
 // timeout): one stopped as it is being elected would otherwise win and
-// then stop as a crash does. It reports whether it gave leadership away.
+// then stop as a crash does. So does a follower that knows no leader: a
+// leader whose lease ran out in a stall is one, and is often elected again
+// moments later. It reports whether it gave leadership away.
 func (n *Node) Handover() (handed bool, err error) {
-	leadership.AwaitElection(n.raft.State, n.LeaderChanged, n.stop, 2*n.cfg.ElectionTimeout)
+	leadership.AwaitElection(n.raft.State, n.raftKnowsLeader, n.LeaderChanged, n.stop, 2*n.cfg.ElectionTimeout)
 	if n.raft.State() != raft.Leader || !n.hasOtherVoter() {
 		return false, nil
 	}
@@ -92,6 +94,12 @@ func (n *Node) Handover() (handed bool, err error) {
 		case <-time.After(min(wait, 50*time.Millisecond)): // a member's address may arrive without a notice
 		}
 	}
+}
+
+// raftKnowsLeader reports whether Raft knows a leader, whichever it is.
+func (n *Node) raftKnowsLeader() bool {
+	addr, _ := n.raft.LeaderWithID()
+	return addr != ""
 }
 
 // FailoverBound is how long a failover normally takes at most: a follower

@@ -29,8 +29,33 @@
 # skips; QUICK: 0), FENCER_FLAGS (extra
 # flags for fencer serve, e.g. --election-timeout 1s to measure the old
 # default), PORT_BASE (default 17300: fencer HTTP +1..3, Raft +11..13, etcd
-# client +21..23, peer +31..33), BENCH_DIR (kept if given; default a temp
+# client +21..23, peer +31..33; every port must lie outside the kernel's
+# ephemeral range, where a port freed by a stopped member can be taken by
+# any outgoing connection), BENCH_DIR (kept if given; default a temp
 # dir removed at exit), KEEP=1 keeps the temp dir.
+#
+# Every run is checked and recorded: failoverbench stops the leader only if
+# every member answers /readyz as itself just before (else the run is
+# marked invalid), and results/runs.tsv holds one line per run (gaps, how
+# long requests ran past the end, the load average before and after, the
+# members' readiness). The summary adds each mode's distribution of the
+# longest gap (median, p99, max) and of the load.
+#
+# To provoke what may make a failover go wrong (fencer only): MODES=frozen
+# stops the leader with SIGSTOP (a hung host whose connections stay open;
+# it gets SIGCONT after the run), and FAILOVER_FLAGS passes flags to
+# failoverbench: "-down-follower 1s" kills a follower 1 s before the stop
+# (one member short, as when one failed to start), "-stall 600ms" freezes
+# the leader just before the stop (a spurious election under way),
+# "-op-timeout 5s" bounds each cycle.
+#
+# KEEP_SLOW=1 keeps the evidence of any run whose longest gap exceeds
+# SLOW_MS (1000): the members serve --pprof, a goroutine dump of every
+# running member is taken 2 s after the stop, again at the run's end if the
+# clients are still busy (with the clients' own stacks, failoverbench's
+# SIGUSR1), and once more after the run, before anything is restarted; each
+# node's log since the previous run is cut out beside them, in
+# slow/SYSTEM-MODE-rREP/, and the work dir is kept.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=scripts/lib/bench.sh
@@ -48,9 +73,23 @@ AT=${AT:-4s}
 RUN=${RUN:-10s}
 PORT_BASE=${PORT_BASE:-17300}
 FENCER_FLAGS=${FENCER_FLAGS:-}
+FAILOVER_FLAGS=${FAILOVER_FLAGS:-}
+KEEP_SLOW=${KEEP_SLOW:-0}
+SLOW_MS=${SLOW_MS:-1000}
 
-bench_workdir fencer-failover 'fencer-n*' 'etcd-e*' results
+# A member's port inside the ephemeral range can be taken, while the member
+# is down, by any connection's local end, and the member then fails to
+# start: such a run measures a cluster short of a member.
+read -r eph_lo eph_hi </proc/sys/net/ipv4/ip_local_port_range
+if ((PORT_BASE + 33 >= eph_lo && PORT_BASE + 1 <= eph_hi)); then
+	echo "PORT_BASE=$PORT_BASE puts ports $((PORT_BASE + 1))-$((PORT_BASE + 33)) in the kernel's ephemeral range $eph_lo-$eph_hi: pick one below $((eph_lo - 33)) or above $eph_hi" >&2
+	exit 2
+fi
+if [[ $KEEP_SLOW == 1 ]]; then FENCER_FLAGS+=" --pprof"; fi
+
+bench_workdir fencer-failover 'fencer-n*' 'etcd-e*' results slow
 mkdir -p "$work/results"
+printf 'system\tmode\trep\tat_event_ms\tlongest_ms\tbefore_ms\tdrain_ms\tload_before\tload_after\tvalid\tready_at_stop\tevent\n' >"$work/results/runs.tsv"
 
 declare -A pid
 cleanup() {
@@ -126,6 +165,7 @@ restart_stopped() { # system
 	[[ $1 == etcd ]] && prefix=e
 	for i in 1 2 3; do
 		local p=${pid[$prefix$i]}
+		kill -CONT "$p" 2>/dev/null || true # a frozen leader resumes as a follower
 		if ! kill -0 "$p" 2>/dev/null; then
 			"start_$1" "$i"
 		fi
@@ -140,29 +180,130 @@ pids_of() { # prefix
 	echo "$out"
 }
 
+# seconds DURATION: a Go duration of whole seconds or milliseconds, in
+# seconds.
+seconds() {
+	case $1 in
+	*ms) awk "BEGIN { print ${1%ms} / 1000 }" ;;
+	*s) echo "${1%s}" ;;
+	*) echo "seconds: $1: want Ns or Nms" >&2 && return 1 ;;
+	esac
+}
+
+# dump_members DIR LABEL: a goroutine dump of every running fencer member.
+dump_members() {
+	local i
+	mkdir -p "$1"
+	for i in 1 2 3; do
+		kill -0 "${pid[n$i]}" 2>/dev/null || continue
+		curl -fsS -m 5 "http://$(fhttp $i)/debug/pprof/goroutine?debug=2" >"$1/n$i-goroutines-$2.txt" 2>&1 || true
+	done
+}
+
+# watch_run PID DIR: while failoverbench PID runs, dumps every member 2 s
+# after the stop and, should the clients still be busy 2 s after the run's
+# end, the members and the clients.
+watch_run() {
+	local fb=$1 dir=$2
+	sleep "$(awk "BEGIN { print $(seconds "$AT") + 2 }")"
+	kill -0 "$fb" 2>/dev/null || return 0
+	dump_members "$dir" after-stop
+	sleep "$(awk "BEGIN { print $(seconds "$RUN") - $(seconds "$AT") }")"
+	kill -0 "$fb" 2>/dev/null || return 0
+	dump_members "$dir" past-end
+	kill -USR1 "$fb" 2>/dev/null || true # its stacks go to its log
+}
+
 run_fencer() { # mode rep signal
+	local out=$work/results/fencer-$1-r$2 watcher="" status=0
+	rm -rf "$work/slow/pending"
+	# shellcheck disable=SC2086 # FAILOVER_FLAGS is a list of flags
 	"$work/failoverbench" -members "$fmembers" -pids "$(pids_of n)" -signal "$3" \
-		-clients "$CLIENTS" -at "$AT" -duration "$RUN" -v -o json >"$work/results/fencer-$1-r$2.json" 2>"$work/results/fencer-$1-r$2.log" ||
-		{ tail -5 "$work/results/fencer-$1-r$2.log" >&2; return 1; }
+		-clients "$CLIENTS" -at "$AT" -duration "$RUN" $FAILOVER_FLAGS -v -o json >"$out.json" 2>"$out.log" &
+	local fb=$!
+	if [[ $KEEP_SLOW == 1 ]]; then
+		watch_run "$fb" "$work/slow/pending" &
+		watcher=$!
+	fi
+	wait "$fb" || status=$?
+	if [[ -n $watcher ]]; then
+		kill "$watcher" 2>/dev/null || true
+		wait "$watcher" 2>/dev/null || true
+	fi
+	if ((status != 0)); then
+		tail -5 "$out.log" >&2
+		return 1
+	fi
 }
 run_etcd() { # mode rep signal
 	"$work/etcdbench" -workload failover -endpoints "$emembers" -pids "$(pids_of e)" -signal "$3" \
 		-clients "$CLIENTS" -at "$AT" -failover-duration "$RUN" -warmup 1s -o json >"$work/results/etcd-$1-r$2.json"
 }
 
+# log_marks records how far each node's log has got, so that a slow run's
+# logs can be cut from there (the restart before the run included).
+declare -A log_mark
+log_marks() {
+	local f
+	for f in "$work"/fencer-n*.log "$work"/etcd-e*.log; do
+		[[ -e $f ]] && log_mark[$f]=$(stat -c %s "$f")
+	done
+	return 0
+}
+
+# record SYSTEM MODE REP LOAD_BEFORE: one line of runs.tsv, and for a slow
+# run under KEEP_SLOW the evidence, before anything is restarted.
+record() {
+	local sys=$1 mode=$2 rep=$3 json=$work/results/$1-$2-r$3.json longest
+	longest=$(python3 - "$json" "$@" "$(cut -d' ' -f1 /proc/loadavg)" "$work/results/runs.tsv" <<'PY'
+import json, sys
+path, system, mode, rep, load_before, load_after, tsv = sys.argv[1:]
+r = json.load(open(path))
+ready = r.get("ready_at_stop") or {}
+# A run counts only if the leader was stopped with every member ready.
+valid = not r.get("event_error") and (system != "fencer" or (ready and all(v == "ready" for v in ready.values())))
+with open(tsv, "a") as f:
+    print(system, mode, rep, f'{r["at_event"]["ms"]:.1f}', f'{r["longest"]["ms"]:.1f}', f'{r["before"]["ms"]:.1f}',
+          f'{r.get("drain_ms", 0):.0f}', load_before, load_after, "yes" if valid else "no",
+          ",".join(f"{k}={v}" for k, v in sorted(ready.items())) or "-",
+          (r.get("event_error") or r.get("event") or "-").replace("\t", " "), sep="\t", file=f)
+print(f'{r["longest"]["ms"]:.0f}')
+PY
+)
+	if [[ $KEEP_SLOW == 1 ]] && ((longest > SLOW_MS)); then
+		local dir=$work/slow/$sys-$mode-r$rep f
+		log "   slow run (longest gap $longest ms): keeping its evidence in $dir"
+		mkdir -p "$dir"
+		if [[ -d $work/slow/pending ]]; then mv "$work"/slow/pending/* "$dir"/ 2>/dev/null || true; fi
+		if [[ $sys == fencer ]]; then dump_members "$dir" after-run; fi
+		for f in "$work/$sys"-*.log; do
+			tail -c +$((${log_mark[$f]:-0} + 1)) "$f" >"$dir/$(basename "$f")"
+		done
+		cp "$json" "$dir"/
+		if [[ -e $work/results/$sys-$mode-r$rep.log ]]; then cp "$work/results/$sys-$mode-r$rep.log" "$dir/failoverbench.log"; fi
+		KEEP=1
+	fi
+	rm -rf "$work/slow/pending"
+}
+
+log_marks
 turn=0
 for rep in $(seq 1 "$REPS"); do
 	for mode in $MODES; do
 		signal=TERM
 		[[ $mode == crash ]] && signal=KILL
+		[[ $mode == frozen ]] && signal=STOP
 		order=$SYSTEMS
 		if ((turn % 2 == 1)); then order=$(echo "$SYSTEMS" | tr ' ' '\n' | tac | tr '\n' ' '); fi
 		turn=$((turn + 1))
 		for sys in $order; do
+			load_before=$(cut -d' ' -f1 /proc/loadavg)
 			log "rep $rep/$REPS, $mode: $sys ($(cut -d' ' -f1-3 /proc/loadavg) load)"
 			"run_$sys" "$mode" "$rep" "$signal"
+			record "$sys" "$mode" "$rep" "$load_before"
 			python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print("   at the stop %.0f ms, whole run %.0f ms, worst client %.0f ms, errors %d; %s" % (r["at_event"]["ms"], r["longest"]["ms"], r["worst_client_ms"], r["errors"], r.get("event_error") or r.get("event")))' \
 				"$work/results/$sys-$mode-r$rep.json" >&2
+			log_marks
 			restart_stopped "$sys"
 		done
 	done
@@ -185,10 +326,10 @@ if [[ $STABILITY != 0 && $SYSTEMS == *fencer* ]]; then
 	echo "$(($(timeouts) - t0)) $(cut -d' ' -f1-3 /proc/loadavg)" >"$work/results/stability-timeouts.txt"
 fi
 
-python3 - "$work/results" "$FENCER_FLAGS" <<'PY'
+python3 - "$work/results" "$FENCER_FLAGS" "$SLOW_MS" <<'PY'
 import glob, json, os, statistics, sys, time
 
-results, flags = sys.argv[1], sys.argv[2]
+results, flags, slow_ms = sys.argv[1], sys.argv[2], float(sys.argv[3])
 runs = []
 for path in sorted(glob.glob(os.path.join(results, "*-r*.json"))):
     with open(path) as f:
@@ -214,7 +355,7 @@ hdr = f"{'stopped by':19} {'system':7} {'at the stop':>11}  {'runs':30} {'whole 
 print(hdr)
 print("-" * len(hdr))
 medians = {}
-for mode, label in (("graceful", "SIGTERM (graceful)"), ("crash", "SIGKILL (crash)")):
+for mode, label in (("graceful", "SIGTERM (graceful)"), ("crash", "SIGKILL (crash)"), ("frozen", "SIGSTOP (frozen)")):
     for system in ("fencer", "etcd"):
         rs = pick(system, mode)
         if not rs:
@@ -253,6 +394,35 @@ if os.path.exists(os.path.join(results, "stability-after.txt")):
           f"load {' '.join(la)} at the end; term {min(b[0] for b in before.values())} → {max(a[0] for a in after.values())}, "
           f"leader {sorted({b[1] for b in before.values()})} → {sorted({a[1] for a in after.values()})}; "
           f"followers' heartbeat timeouts logged: {hb}")
+def dist(xs):
+    xs = sorted(xs)
+    if not xs:
+        return "-"
+    # p99 by the nearest rank: of 50 runs, the 50th.
+    p99 = xs[min(len(xs) - 1, max(0, -(-99 * len(xs) // 100) - 1))]
+    return f"{statistics.median(xs):.0f} / {p99:.0f} / {xs[-1]:.0f}"
+tsv = os.path.join(results, "runs.tsv")
+if os.path.exists(tsv):
+    with open(tsv) as f:
+        cols = f.readline().rstrip("\n").split("\t")
+        rows = [dict(zip(cols, l.rstrip("\n").split("\t"))) for l in f]
+    print()
+    print("every run (results/runs.tsv): median / p99 / max in ms over the valid runs (leader stopped with every member ready)")
+    hdr = f"{'system':7} {'mode':9} {'valid':>5} {'at the stop':>17} {'whole run':>17} {'past the end':>17} {'load 1m before: min / median / max':>36}"
+    print(hdr)
+    print("-" * len(hdr))
+    for (system, mode) in sorted({(r["system"], r["mode"]) for r in rows}):
+        rs = [r for r in rows if (r["system"], r["mode"]) == (system, mode)]
+        ok = [r for r in rs if r["valid"] == "yes"]
+        loads = sorted(float(r["load_before"]) for r in rs)
+        print(f"{system:7} {mode:9} {len(ok):>2}/{len(rs):<2} {dist([float(r['at_event_ms']) for r in ok]):>17}"
+              f" {dist([float(r['longest_ms']) for r in ok]):>17} {dist([float(r['drain_ms']) for r in ok]):>17}"
+              f" {loads[0]:>16.2f} / {statistics.median(loads):.2f} / {loads[-1]:.2f}")
+        for r in rs:
+            if r["valid"] != "yes":
+                print(f"    ! invalid: {system} {mode} r{r['rep']}: {r['event']} (ready: {r['ready_at_stop']})")
+            elif float(r["longest_ms"]) > slow_ms:
+                print(f"    ! slow: {system} {mode} r{r['rep']}: longest {float(r['longest_ms']):.0f} ms, load {r['load_before']} → {r['load_after']}")
 print()
 def target(name, ok):
     print(f"  [{'PASS' if ok else 'MISS'}] {name}")

@@ -34,7 +34,13 @@
 // endpoints none of which answered costs a backoff. On a 5xx answer
 // (no_leader, outcome_unknown) the client forgets the leader, moves on to
 // the next endpoint, asks again, and retries with exponential backoff and
-// jitter. All of it within Retry's attempts and the caller's context.
+// jitter. An attempt at the leader that has not been answered after a
+// second asks the other endpoints who leads (again at doubling intervals up
+// to 8 s): once they name another leader, the attempt is given up as one
+// whose answer was lost and sent there, so that a leader that hangs without
+// closing its connections (a frozen process or host) holds a request only
+// until the cluster has elected another, not for the attempt's whole
+// timeout. All of it within Retry's attempts and the caller's context.
 //
 // # What is retried
 //

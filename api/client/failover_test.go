@@ -85,3 +85,58 @@ func TestClientMovesOnAtOnceFromANodeThatIsGone(t *testing.T) {
 		t.Fatalf("took %v, served %d times: a refused connection should cost no backoff", took, served.Load())
 	}
 }
+
+// A leader that stops answering without closing its connections (a frozen
+// process or host) holds a request sent to it only until the other members
+// name another leader, not for the attempt's whole timeout: the client asks
+// them who leads once an attempt at the leader has run for a second, and
+// sends the request again to the leader they name.
+func TestClientLeavesALeaderThatHangsOnceAnotherLeads(t *testing.T) {
+	release := make(chan struct{})
+	var frozenAt atomic.Bool
+	var frozen *httptest.Server
+	frozen = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v1/cluster" {
+			json.NewEncoder(w).Encode(wire.ClusterStatus{Node: "n1", Leader: "n1", Members: []wire.Member{{ID: "n1", HTTPAddr: host(frozen)}}})
+			return
+		}
+		frozenAt.Store(true)
+		select { // frozen: never answers
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	t.Cleanup(frozen.Close)
+	t.Cleanup(func() { close(release) })
+	next, served := member(t, func() string { return "" }, "")
+	var leader atomic.Value
+	leader.Store(host(frozen))
+	follower, _ := member(t, func() string { return leader.Load().(string) }, "")
+	cl, err := client.New([]string{host(frozen), host(follower), host(next)}, client.WithTimeout(30*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan error, 1)
+	start := time.Now()
+	go func() {
+		_, err := cl.Lock(context.Background(), "l")
+		got <- err
+	}()
+	deadline := time.Now().Add(5 * time.Second)
+	for !frozenAt.Load() && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond) // polling for the request to reach the frozen leader
+	}
+	leader.Store(host(next)) // the others elect next
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("no answer %v after the members named another leader: the request is held by the frozen one", time.Since(start).Round(time.Millisecond))
+	}
+	if served.Load() != 1 || cl.Leader() != next.URL {
+		t.Fatalf("next leader served %d; client's leader %q, want %q", served.Load(), cl.Leader(), next.URL)
+	}
+	t.Logf("answered by the next leader %v after the request was sent", time.Since(start).Round(time.Millisecond))
+}

@@ -36,6 +36,14 @@ var endToEnd = []string{"Authorization", "Content-Type", wire.HeaderToken, wire.
 // known (SetLeaderWait): long enough for an election after a crash.
 const DefaultLeaderWait = 3 * time.Second
 
+// DefaultDeposedGrace is how long a request forwarded to a leader may still
+// take once this node knows another leader (SetDeposedGrace). A leader that
+// hands over answers what it holds within milliseconds (it forwards it on);
+// one that stopped answering without closing its connections (a frozen
+// process or host) never does, and without a bound every request sent to it
+// waited for its client's own timeout, long after the next leader served.
+const DefaultDeposedGrace = 500 * time.Millisecond
+
 // maxReplay is the largest body kept to send a request a second time.
 // Every request but a restore is far smaller.
 const maxReplay = 64 << 10
@@ -64,12 +72,15 @@ type Forwarder struct {
 	// leaderWait bounds how long a request waits for a leader to be known
 	// (in all, across its attempts).
 	leaderWait time.Duration
+	// deposedGrace bounds how long a forwarded request waits for the
+	// leader it went to once another is known.
+	deposedGrace time.Duration
 }
 
 // New returns a forwarder over plain http that waits DefaultLeaderWait for
 // a leader.
 func New(c Leadership, writeError ErrorWriter) *Forwarder {
-	return &Forwarder{c: c, writeError: writeError, scheme: "http", leaderWait: DefaultLeaderWait, Transport: &http.Transport{
+	return &Forwarder{c: c, writeError: writeError, scheme: "http", leaderWait: DefaultLeaderWait, deposedGrace: DefaultDeposedGrace, Transport: &http.Transport{
 		// A leader that is gone (a crashed host answers nothing) should
 		// not hold a request long once another is elected.
 		DialContext:         (&net.Dialer{Timeout: time.Second, KeepAlive: 30 * time.Second}).DialContext,
@@ -87,6 +98,11 @@ func (f *Forwarder) UseTLS(cfg *tls.Config) {
 // SetLeaderWait bounds how long a request waits for a leader to be known;
 // 0 answers 503 no_leader at once.
 func (f *Forwarder) SetLeaderWait(d time.Duration) { f.leaderWait = d }
+
+// SetDeposedGrace bounds how long a request forwarded to a leader may still
+// take once this node knows another leader; it is then answered 503
+// outcome_unknown (it reached the old leader, which may have applied it).
+func (f *Forwarder) SetDeposedGrace(d time.Duration) { f.deposedGrace = d }
 
 // IsStale reports whether the request asks for a read of this node's own
 // state (?stale=true), which any node answers and nothing forwards.
@@ -299,11 +315,48 @@ func (f *Forwarder) sendToLeader(w http.ResponseWriter, addr string) {
 // errNotLeader: the node a request was forwarded to does not lead.
 var errNotLeader = errors.New("the node forwarded to does not lead")
 
+// errDeposed: another leader took over while a request forwarded to the old
+// one waited for its answer, and the old one did not answer in time.
+var errDeposed = errors.New("another leader took over and the old one did not answer")
+
+// cutWhenDeposed cancels a request forwarded to the leader at addr (cancel)
+// once this node has known another leader for deposedGrace, and returns a
+// function that stops watching. It watches only while the request runs.
+func (f *Forwarder) cutWhenDeposed(addr string, cancel context.CancelCauseFunc) (stop func()) {
+	done := make(chan struct{})
+	go func() {
+		var grace <-chan time.Time
+		for {
+			changed := f.c.LeaderChanged()
+			if here, now := f.route(); grace == nil && (here || now != "" && now != addr) {
+				t := time.NewTimer(f.deposedGrace)
+				defer t.Stop()
+				grace = t.C
+			}
+			select {
+			case <-done:
+				return
+			case <-changed:
+			case <-grace:
+				cancel(errDeposed)
+				return
+			}
+		}
+	}()
+	return func() { close(done) }
+}
+
 // proxy forwards r to the leader at addr. It reports true, having written
 // nothing, when the request did nothing and may go to the next leader: the
 // leader could not be dialled, or refused it as not the leader.
 func (f *Forwarder) proxy(w http.ResponseWriter, r *http.Request, addr string, replayable bool) (again bool) {
 	target := &url.URL{Scheme: f.scheme, Host: addr}
+	ctx, cancel := context.WithCancelCause(r.Context())
+	defer cancel(nil)
+	if f.deposedGrace > 0 {
+		defer f.cutWhenDeposed(addr, cancel)()
+	}
+	r = r.WithContext(ctx)
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.SetURL(target)
@@ -338,6 +391,9 @@ func (f *Forwarder) proxy(w http.ResponseWriter, r *http.Request, addr string, r
 			switch {
 			case replayable && (dial || errors.Is(err, errNotLeader)):
 				again = true
+			case errors.Is(context.Cause(ctx), errDeposed):
+				f.writeError(w, http.StatusServiceUnavailable, &wire.Error{Code: wire.CodeOutcomeUnknown, Message: "leader " + addr +
+					" did not answer, and another leader has taken over; the request may have been applied there before"})
 			case r.Method == http.MethodGet || dial || errors.Is(err, errNotLeader):
 				f.writeError(w, http.StatusServiceUnavailable, &wire.Error{Code: wire.CodeNoLeader, Message: "leader " + addr + " unreachable: " + err.Error()})
 			default:

@@ -17,6 +17,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -37,7 +38,27 @@ type options struct {
 	output  string
 	ttl     time.Duration
 	verbose bool
-	outage  outage.Config
+	// checkReady refuses to stop the leader unless every member answers
+	// /readyz as itself: a run with a member already down measures a
+	// different failure (one survivor after the stop, no quorum).
+	checkReady bool
+	// Conditions to provoke, for looking into a failover that went wrong.
+	// downFollower: at the event a follower is killed (SIGKILL), and the
+	// leader is stopped that much later: the cluster is one member short,
+	// as when a member failed to start. stall: the leader is frozen
+	// (SIGSTOP) that long just before it is signalled, so that the
+	// followers may have started an election as it is stopped.
+	downFollower time.Duration
+	stall        time.Duration
+	outage       outage.Config
+}
+
+// report is a run's result with what was checked before the stop.
+type report struct {
+	outage.Result
+	// ReadyAtStop is each member's /readyz just before the leader was
+	// signalled: "ready", or why not.
+	ReadyAtStop map[string]string `json:"ready_at_stop,omitempty"`
 }
 
 func main() {
@@ -53,8 +74,12 @@ func main() {
 	flag.DurationVar(&o.outage.At, "at", 4*time.Second, "when the leader is stopped")
 	flag.DurationVar(&o.outage.OpTimeout, "op-timeout", 10*time.Second, "time limit of one cycle")
 	flag.BoolVar(&o.verbose, "v", false, "log every 503 a plain HTTP client waits out (stderr)")
+	flag.BoolVar(&o.checkReady, "check-ready", true, "stop the leader only if every member answers /readyz first (false: stop it anyway, recording what each answered)")
+	flag.DurationVar(&o.downFollower, "down-follower", 0, "provoke: at -at, SIGKILL one follower, then stop the leader this much later (0: none; implies -check-ready=false; gaps are then measured from the follower's kill)")
+	flag.DurationVar(&o.stall, "stall", 0, "provoke: SIGSTOP the leader this long, then SIGCONT, just before it is signalled (0: none)")
 	flag.Parse()
 	gcfloor.Start(gcfloor.DefaultFloor)
+	dumpOnSignal()
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "failoverbench:", err)
 		os.Exit(1)
@@ -88,7 +113,26 @@ func run(o options) error {
 	p := &prober{members: members, hc: &http.Client{Timeout: 500 * time.Millisecond}}
 	cfg := o.outage
 	cfg.Group = w.Group
+	var ready map[string]string
+	if o.downFollower > 0 {
+		o.checkReady = false
+	}
+	cfg.Origin = p.timeline.At // the leader's stop, after any provocation
 	cfg.Event = func(ctx context.Context) (string, error) {
+		var provoked []string
+		if o.downFollower > 0 {
+			what, err := p.killFollower(ctx, pids)
+			if err != nil {
+				return "", err
+			}
+			provoked = append(provoked, fmt.Sprintf("%s %v before", what, o.downFollower))
+			time.Sleep(o.downFollower) // the cluster runs one member short
+		}
+		var unready []string
+		ready, unready = p.ready(ctx, o.checkReady)
+		if len(unready) > 0 && o.checkReady {
+			return "", fmt.Errorf("not stopping the leader: not every member is ready: %s", strings.Join(unready, "; "))
+		}
 		leader, err := p.leader(ctx)
 		if err != nil {
 			return "", err
@@ -97,12 +141,26 @@ func run(o options) error {
 		if err != nil {
 			return "", fmt.Errorf("no pid for leader %s", leader)
 		}
+		if o.stall > 0 {
+			if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+				return "", err
+			}
+			time.Sleep(o.stall) // the provoked stall itself
+			if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
+				return "", err
+			}
+			provoked = append(provoked, fmt.Sprintf("leader frozen %v first", o.stall))
+		}
 		p.timeline.Start(time.Now())
 		if err := syscall.Kill(pid, sig); err != nil {
 			return "", err
 		}
 		go p.follow(context.WithoutCancel(ctx), leader, pid)
-		return fmt.Sprintf("stopped leader %s (pid %d) with SIG%s", leader, pid, o.signal), nil
+		what := fmt.Sprintf("stopped leader %s (pid %d) with SIG%s", leader, pid, o.signal)
+		if len(provoked) > 0 {
+			what += " (" + strings.Join(provoked, "; ") + ")"
+		}
+		return what, nil
 	}
 	res, err := outage.Run(ctx, cfg, w.Client)
 	if err != nil {
@@ -113,7 +171,7 @@ func run(o options) error {
 	if o.output == "json" {
 		enc := json.NewEncoder(os.Stdout)
 		enc.SetIndent("", "  ")
-		return enc.Encode(res)
+		return enc.Encode(report{Result: res, ReadyAtStop: ready})
 	}
 	fmt.Println(res.Text())
 	fmt.Println("timeline (ms after the signal):", res.Timeline)
@@ -142,6 +200,79 @@ func (p *prober) status(ctx context.Context, addr string) (wire.ClusterStatus, e
 		return st, fmt.Errorf("%s: HTTP %d", addr, resp.StatusCode)
 	}
 	return st, json.NewDecoder(resp.Body).Decode(&st)
+}
+
+// ready asks every member's /readyz until each has answered ready once, for
+// up to readyWait (once, without wait): each member's answer ("ready", or its last reason not to
+// be), and the members that never were, with why. A follower under load
+// answers 503 for a moment whenever it has not yet applied all it knows to
+// be committed, so one answer is not enough to tell a member that is down
+// (refused, or another process on its port) from one a few entries behind.
+func (p *prober) ready(ctx context.Context, wait bool) (answers map[string]string, unready []string) {
+	answers = map[string]string{}
+	deadline := time.Now()
+	if wait {
+		deadline = deadline.Add(readyWait)
+	}
+	for _, id := range sortedKeys(p.members) {
+		for {
+			answers[id] = p.readyz(ctx, id)
+			if answers[id] == "ready" || time.Now().After(deadline) || ctx.Err() != nil {
+				break
+			}
+			time.Sleep(20 * time.Millisecond) // polling interval
+		}
+		if answers[id] != "ready" {
+			unready = append(unready, id+": "+answers[id])
+		}
+	}
+	return answers, unready
+}
+
+// readyWait bounds the readiness check before the stop.
+const readyWait = 2 * time.Second
+
+func (p *prober) readyz(ctx context.Context, id string) string {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+p.members[id]+"/readyz", nil)
+	if err != nil {
+		return err.Error()
+	}
+	resp, err := p.hc.Do(req)
+	if err != nil {
+		return err.Error()
+	}
+	defer resp.Body.Close()
+	var h wire.Health
+	if err := json.NewDecoder(resp.Body).Decode(&h); err != nil {
+		return fmt.Sprintf("HTTP %d: %v", resp.StatusCode, err)
+	}
+	switch {
+	case resp.StatusCode != http.StatusOK:
+		return fmt.Sprintf("HTTP %d", resp.StatusCode)
+	case h.Node != id:
+		// Another process answers on the member's port.
+		return fmt.Sprintf("answered by %q", h.Node)
+	}
+	return h.Status
+}
+
+// killFollower kills (SIGKILL) a member that answers and does not lead.
+func (p *prober) killFollower(ctx context.Context, pids map[string]string) (string, error) {
+	leader, err := p.leader(ctx)
+	if err != nil {
+		return "", err
+	}
+	for _, id := range sortedKeys(p.members) {
+		if _, err := p.status(ctx, p.members[id]); id == leader || err != nil {
+			continue
+		}
+		pid, err := strconv.Atoi(pids[id])
+		if err != nil {
+			return "", fmt.Errorf("no pid for follower %s", id)
+		}
+		return fmt.Sprintf("follower %s (pid %d) killed", id, pid), syscall.Kill(pid, syscall.SIGKILL)
+	}
+	return "", errors.New("no follower answers")
 }
 
 // leader asks the members who leads.
@@ -192,6 +323,19 @@ func (p *prober) follow(ctx context.Context, old string, pid int) {
 		mark("all_survivors_know_leader")
 	}
 	wg.Wait()
+}
+
+// dumpOnSignal writes every goroutine's stack to stderr on SIGUSR1, so that
+// a run whose requests hang can be looked into from outside while it hangs.
+func dumpOnSignal() {
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, syscall.SIGUSR1)
+	go func() {
+		for range ch {
+			fmt.Fprintf(os.Stderr, "--- goroutines at %s\n", time.Now().Format("15:04:05.000"))
+			_ = pprof.Lookup("goroutine").WriteTo(os.Stderr, 2)
+		}
+	}()
 }
 
 func parseMap(s string) (map[string]string, error) {

@@ -10,15 +10,19 @@ import (
 )
 
 // StopSignal returns the signal a -signal flag names and the mode of the run
-// it makes: TERM a graceful stop (a rolling restart), KILL a crash.
+// it makes: TERM a graceful stop (a rolling restart), KILL a crash, STOP a
+// leader frozen with its connections open (a hung host: nothing answers,
+// nothing is refused; whoever runs it sends SIGCONT afterwards).
 func StopSignal(name string) (syscall.Signal, string, error) {
 	switch name {
 	case "TERM":
 		return syscall.SIGTERM, "graceful", nil
 	case "KILL":
 		return syscall.SIGKILL, "crash", nil
+	case "STOP":
+		return syscall.SIGSTOP, "frozen", nil
 	}
-	return 0, "", fmt.Errorf("-signal %q: want TERM or KILL", name)
+	return 0, "", fmt.Errorf("-signal %q: want TERM, KILL or STOP", name)
 }
 
 // Timeline records when things were first seen after the leader was
@@ -35,6 +39,13 @@ func (t *Timeline) Start(at time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.at = at
+}
+
+// At returns the moment set by Start (zero before it).
+func (t *Timeline) At() time.Time {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.at
 }
 
 // Mark records name now, unless it was recorded before.

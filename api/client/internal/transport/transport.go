@@ -225,8 +225,13 @@ func (t *Transport) send(ctx context.Context, base string, r *Request) (*Respons
 	if r.AttemptTimeout > 0 {
 		timeout = r.AttemptTimeout
 	}
-	ctx, cancel := context.WithTimeout(ctx, timeout+r.Extra)
-	defer cancel()
+	ctx, cancelTimeout := context.WithTimeout(ctx, timeout+r.Extra)
+	defer cancelTimeout()
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	if r.Path != "/v1/cluster" && base == t.Leader() && len(t.cfg.Endpoints) > 1 {
+		defer t.watchLeader(ctx, base, cancel)()
+	}
 	var body io.Reader
 	if r.Body != nil {
 		body = bytes.NewReader(r.Body)
@@ -237,6 +242,9 @@ func (t *Transport) send(ctx context.Context, base string, r *Request) (*Respons
 	})
 	resp, err := t.Open(ctx, base, r.Method, r.Path, r.Query, r.Header, body)
 	if err != nil {
+		if cause := context.Cause(ctx); errors.Is(cause, errLeaderMoved) {
+			return nil, fmt.Errorf("%s did not answer: %w", base, cause)
+		}
 		if !reused.Load() && closedWithoutReply(err) {
 			return nil, fmt.Errorf("%s closed the connection without an HTTP reply: this looks like a Raft port, not fencer's HTTP API (%w)", base, err)
 		}
@@ -256,6 +264,94 @@ func (t *Transport) send(ctx context.Context, base string, r *Request) (*Respons
 		return nil, fmt.Errorf("%w: %s %s via %s: the answer is longer than the client's limit of %d bytes (WithMaxAnswerBytes)", t.cfg.BadAnswer, r.Method, r.Path, base, max)
 	}
 	return &Response{Status: resp.StatusCode, Header: resp.Header, Body: b}, nil
+}
+
+// errLeaderMoved: an attempt sent to the leader got no answer while the
+// other members named another leader.
+var errLeaderMoved = errors.New("the other members name another leader")
+
+// leaderCheckAfter is how long an attempt at the leader runs before the
+// client asks the other members who leads, and then again at doubling
+// intervals up to leaderCheckEvery.
+const (
+	leaderCheckAfter = time.Second
+	leaderCheckEvery = 8 * time.Second
+)
+
+// watchLeader cancels (cancel, with errLeaderMoved) an attempt sent to
+// base, the leader as this client knew it, once the other members name
+// another leader, and follows that one; it returns a function that stops
+// watching. A leader that stops answering without closing its connections
+// (a frozen process or host) otherwise held the attempt for its whole
+// timeout, 10 s by default, long after the next leader served: what its
+// answer would have been is unknown, so the retry that follows is as after
+// a lost answer. A healthy leader holding a long acquire costs one status
+// request to another member now and then.
+//
+// It is a timer, not a goroutine, until the first check is due: nearly every
+// attempt ends long before, and the request path pays no extra hand-off.
+func (t *Transport) watchLeader(ctx context.Context, base string, cancel context.CancelCauseFunc) (stop func()) {
+	var mu sync.Mutex
+	var timer *time.Timer
+	stopped := false
+	every := leaderCheckAfter
+	var check func()
+	check = func() {
+		if ctx.Err() != nil {
+			return
+		}
+		if other := t.otherLeader(ctx, base); other != "" {
+			t.mu.Lock()
+			if t.leader == base {
+				t.leader = other
+			}
+			t.mu.Unlock()
+			cancel(errLeaderMoved)
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if !stopped {
+			every = min(2*every, leaderCheckEvery)
+			timer.Reset(every)
+		}
+	}
+	mu.Lock()
+	timer = time.AfterFunc(every, check)
+	mu.Unlock()
+	return func() {
+		mu.Lock()
+		stopped = true
+		mu.Unlock()
+		timer.Stop()
+	}
+}
+
+// otherLeader asks the endpoints other than base who leads, and returns the
+// base URL of the first leader named that is not base ("" if none is).
+func (t *Transport) otherLeader(ctx context.Context, base string) string {
+	u, err := url.Parse(base)
+	if err != nil {
+		return ""
+	}
+	for _, ep := range t.cfg.Endpoints {
+		if ep == base || ctx.Err() != nil {
+			continue
+		}
+		st, err := t.ClusterStatus(ctx, ep)
+		if err != nil || st.Leader == "" {
+			continue
+		}
+		for _, m := range st.Members {
+			if m.ID == st.Leader && m.HTTPAddr != "" {
+				if leader := u.Scheme + "://" + m.HTTPAddr; leader != base {
+					return leader
+				}
+				return "" // base still leads, as this member sees it
+			}
+		}
+	}
+	return ""
 }
 
 // readBody reads an answer's body, up to one byte past max (so that a
