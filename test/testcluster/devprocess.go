@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"math/rand/v2"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -135,19 +134,8 @@ func LaunchDev(t testing.TB, name string, ports DevPorts, env []string, args ...
 func StartDev(t testing.TB, name string, ports DevPorts, env []string, args ...string) *Dev {
 	t.Helper()
 	d := LaunchDev(t, name, ports, env, args...)
-	hc := &http.Client{Timeout: time.Second}
 	Poll(t, 30*time.Second, "every node of fencer dev ready (GET /readyz)", func() bool {
-		for i := range 3 {
-			resp, err := hc.Get(d.URL(i) + "/readyz")
-			if err != nil {
-				return false
-			}
-			resp.Body.Close()
-			if resp.StatusCode != http.StatusOK {
-				return false
-			}
-		}
-		return true
+		return AllReady(d.URL(0), d.URL(1), d.URL(2))
 	})
 	return d
 }

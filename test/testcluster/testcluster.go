@@ -323,20 +323,30 @@ func (c *Cluster) Other(not ...*Node) *Node {
 // call (a new cluster's formats and grant-history settings are applied).
 func (c *Cluster) WaitReady(timeout time.Duration) {
 	c.t.Helper()
-	hc := &http.Client{Timeout: time.Second}
 	Poll(c.t, timeout, "every running node ready (GET /readyz)", func() bool {
+		var urls []string
 		for _, n := range c.Running() {
-			resp, err := hc.Get(n.URL() + "/readyz")
-			if err != nil {
-				return false
-			}
-			resp.Body.Close()
-			if resp.StatusCode != http.StatusOK {
-				return false
-			}
+			urls = append(urls, n.URL())
 		}
-		return true
+		return AllReady(urls...)
 	})
+}
+
+// AllReady reports whether every API at urls answers GET /readyz with 200
+// now, as a client or a probe would ask.
+func AllReady(urls ...string) bool {
+	hc := &http.Client{Timeout: time.Second}
+	for _, u := range urls {
+		resp, err := hc.Get(u + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return false
+		}
+	}
+	return true
 }
 
 // WaitMembers polls until the leader's configuration has n members with
