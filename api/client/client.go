@@ -85,9 +85,12 @@ func WithBearerToken(token string) Option {
 // WithNodeCredential makes the client speak as member id of the cluster,
 // presenting the cluster secret (wire.AuthSchemeNode) on every request. It
 // is for fencer's own nodes, in a cluster with access control but no TLS;
-// members refuse it for anything but what they ask of each other. It
-// replaces a bearer token, and a bearer token replaces it: the last option
-// given wins.
+// members refuse it for anything but what they ask of each other. Since
+// members sign their requests with keys of their own (wire.AuthSchemeMember,
+// cluster/internal/peers), the secret speaks only for an id with no member
+// key recorded: a node about to join, or a member on an older build; for a
+// member with a key it is 401 keyed_member. It replaces a bearer token, and
+// a bearer token replaces it: the last option given wins.
 func WithNodeCredential(id, secret string) Option {
 	return func(c *Client) { c.authorization = wire.NodeAuthorization(id, secret) }
 }

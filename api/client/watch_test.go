@@ -351,3 +351,25 @@ func TestListThenWatch(t *testing.T) {
 		break
 	}
 }
+
+// A member that sends an event that is not one ends the watch with
+// ErrBadAnswer, the client's error for an answer it did not ask for, not a
+// bare decoding error. Fails without the wrap in watch.deliver.
+func TestWatchMalformedEventIsABadAnswer(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		io.WriteString(w, "id: 3\nevent: acquired\ndata: {\"index\":3,\"type\":\"acq\n\n")
+	}))
+	defer srv.Close()
+	cl, err := client.New([]string{srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, err := range cl.Watch(context.Background(), "", 2) {
+		if !errors.Is(err, client.ErrBadAnswer) {
+			t.Fatalf("a malformed event: %v, want ErrBadAnswer", err)
+		}
+		return
+	}
+	t.Fatal("the watch ended without an error")
+}

@@ -78,7 +78,9 @@ func (w *watch) run(ctx context.Context, yield func(wire.Event, error) bool) err
 			failures = 0
 			continue
 		}
-		if w.final(err) {
+		// A refusal, or an answer that is not one (a malformed event would
+		// come again on every reconnection), ends the watch.
+		if w.final(err) || w.cfg.BadAnswer != nil && errors.Is(err, w.cfg.BadAnswer) {
 			return fmt.Errorf("watch %q after index %d at %s: %w", w.prefix, w.last, base, err)
 		}
 		if connected {
@@ -178,7 +180,7 @@ func (w *watch) deliver(ev sseEvent, yield func(wire.Event, error) bool) (done b
 	}
 	var e wire.Event
 	if err := json.Unmarshal(data, &e); err != nil {
-		return false, fmt.Errorf("malformed event %q: %w", data, err)
+		return false, fmt.Errorf("%w: malformed event %q: %w", w.cfg.BadAnswer, data, err)
 	}
 	if e.Type == "" {
 		e.Type = ev.typ
@@ -202,7 +204,7 @@ func (w *watch) deliver(ev sseEvent, yield func(wire.Event, error) bool) (done b
 	} else {
 		id, err := strconv.ParseUint(ev.id, 10, 64)
 		if err != nil {
-			return false, fmt.Errorf("malformed event id %q", ev.id)
+			return false, fmt.Errorf("%w: malformed event id %q", w.cfg.BadAnswer, ev.id)
 		}
 		w.last, w.partial, w.skip = id, 0, 0
 	}
