@@ -325,6 +325,22 @@ func (c *Client) Statuses(ctx context.Context, self wire.ClusterStatus) wire.Mem
 	return out
 }
 
+// CommitIndex asks the member at addr (the leader) for its commit index,
+// within timeout.
+func (c *Client) CommitIndex(ctx context.Context, addr string, timeout time.Duration) (uint64, error) {
+	api, err := c.api([]string{addr}, c.memberCredential(), timeout, 1)
+	if err != nil {
+		return 0, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	st, err := api.MemberStatus(ctx, addr)
+	if err != nil {
+		return 0, err
+	}
+	return st.CommitIndex, nil
+}
+
 // LastIndexes asks the members at addrs (by id) for their last log index,
 // in parallel, each within timeout; a member that does not answer is left
 // out.
