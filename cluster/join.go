@@ -45,7 +45,7 @@ func (n *Node) Join(ctx context.Context, req wire.JoinRequest) error {
 		// format than it says it reads (JSON if it says nothing) until the
 		// records are read again. A join that adds nobody (a member
 		// registering again, a replay) changes no member's format.
-		n.format.Hold(req.LogFormat)
+		defer n.format.Hold(req.LogFormat)()
 	}
 	defer n.format.Invalidate()
 	return translate(plan.Carry(n.raft, n.propose, n.cfg.ApplyTimeout, n.log, req))

@@ -43,31 +43,36 @@ func (n *Node) watchLeadership(notify <-chan bool) {
 // establish makes a new leader ready for the node's own operations: a
 // Barrier, so that the FSM holds every entry committed by earlier leaders,
 // and a cluster id if the cluster has none yet.
+//
+// Each step is retried while the node leads (a proposal that timed out may
+// or may not have committed: the barrier and the checks below read what
+// did), so one slow commit does not leave a leader unready for its term.
 func (n *Node) establish(changed <-chan struct{}) {
 	defer n.wg.Done()
 	for {
 		err := n.Barrier()
 		if err == nil {
-			break
+			n.format.Invalidate() // the records as of this term
+			if n.fsm.ClusterID() != "" {
+				break
+			}
+			if err = n.recordBootstrap(); err == nil {
+				_, err = n.Apply(&entry.SetClusterID{ID: datadir.NewID()})
+			}
+			if err == nil {
+				break
+			}
 		}
-		n.log.Warn("barrier failed", "err", err)
+		n.log.Warn("establishing the leadership failed; retrying", "err", err)
 		if n.raft.State() != raft.Leader {
 			return
 		}
 		select {
 		case <-n.stop:
 			return
+		case <-changed:
+			return
 		case <-time.After(100 * time.Millisecond):
-		}
-	}
-	if n.fsm.ClusterID() == "" {
-		if err := n.recordBootstrap(); err != nil {
-			n.log.Warn("recording the bootstrap members failed", "err", err)
-			return
-		}
-		if _, err := n.Apply(&entry.SetClusterID{ID: datadir.NewID()}); err != nil {
-			n.log.Warn("naming the cluster failed", "err", err)
-			return
 		}
 	}
 	if n.lead.SetReady(changed, func() bool { return n.raft.State() == raft.Leader }) {

@@ -233,6 +233,7 @@ func (n *Node) RemoveMember(ctx context.Context, id string) error {
 		}
 	}
 	_, err = n.Apply(&entry.RemoveMember{ID: id})
+	n.format.Invalidate() // the gate may now read a newer format
 	n.log.Info("member removed", "id", id)
 	return err
 }

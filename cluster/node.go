@@ -212,7 +212,7 @@ func (n *Node) Apply(cmd entry.Command) (any, error) {
 	defer n.proposing.Add(-1)
 	f := n.raft.Apply(data, n.cfg.ApplyTimeout)
 	if err := n.await(f, ErrOutcomeUnknown); err != nil {
-		if failed := n.logWatch.Failure(); failed != nil && translate(err) == err {
+		if failed := n.logWatch.Failure(); failed != nil && translate(err) == err && !errors.Is(err, ErrOutcomeUnknown) {
 			// The leader's own write failed before it replicated the
 			// entry: not committed, and the node is stopping.
 			return nil, fmt.Errorf("%w: this node's log store failed a write: %v", ErrNoLeader, failed)

@@ -18,8 +18,9 @@
 // Reading the configuration goes through Raft, so the answer is cached for a
 // second and dropped (Invalidate) whenever the node changes the records or
 // the configuration itself, or gains the leadership; a join that adds a
-// member lowers it at once (Hold), before the member is added, to the format
-// the joiner says it reads (JSON from builds that do not say). A join that
+// member lowers it at once (Hold), before the member is added and until the
+// join ends, to the format the joiner says it reads (JSON from builds that do
+// not say). A join that
 // adds nothing (a member registering again, a replayed join) holds nothing.
 package logformat
 
@@ -49,6 +50,9 @@ type Gate struct {
 	mu      sync.Mutex
 	format  int
 	checked time.Time // zero: recompute on next use
+	// holds are the formats of the joins under way (Hold): none of them
+	// may be exceeded until it is released, whatever the cache.
+	holds map[*int]struct{}
 }
 
 // New is a gate over the configuration Raft reports and the members' records.
@@ -58,8 +62,9 @@ func New(configuration func() (raft.Configuration, error), member func(id string
 
 // Encode encodes cmd in the format every member reads. A command that format
 // cannot carry is refused, with the members to upgrade first, unless every
-// member's record reads it: then the cached format is a join's hold, or
-// predates the last registration, and Encode waits it out, once.
+// member's record reads it: then the cached format predates the last
+// registration, and Encode waits it out, once (a join's hold is not waited
+// out: it lasts until the join ends, and the command is refused meanwhile).
 func (g *Gate) Encode(cmd entry.Command) ([]byte, error) {
 	data, err := entry.EncodeFormat(cmd, g.Format())
 	if errors.Is(err, entry.ErrFormatTooOld) {
@@ -75,21 +80,35 @@ func (g *Gate) Encode(cmd entry.Command) ([]byte, error) {
 func (g *Gate) Format() int {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if !g.checked.IsZero() && time.Since(g.checked) < g.refresh {
-		return g.format
+	if g.checked.IsZero() || time.Since(g.checked) >= g.refresh {
+		g.format, g.checked = g.clusterFormat(), time.Now()
 	}
-	g.format, g.checked = g.clusterFormat(), time.Now()
-	return g.format
+	f := g.format
+	for h := range g.holds {
+		f = min(f, *h)
+	}
+	return f
 }
 
 // Hold makes the leader write at most format, the one a member about to
-// join says it reads, from now until the records are read again after the
-// refresh: the joiner's format is not recorded yet.
-func (g *Gate) Hold(format int) {
-	format = min(format, g.clusterFormat())
+// join says it reads, until release is called (when the join is over and
+// the joiner's record and membership are both in the state): a hold that
+// lasted only as long as the cache let a join slower than the refresh add
+// an older joiner while newer entries went out.
+func (g *Gate) Hold(format int) (release func()) {
+	h := &format
 	g.mu.Lock()
-	g.format, g.checked = format, time.Now()
+	if g.holds == nil {
+		g.holds = map[*int]struct{}{}
+	}
+	g.holds[h] = struct{}{}
 	g.mu.Unlock()
+	return func() {
+		g.mu.Lock()
+		delete(g.holds, h)
+		g.checked = time.Time{} // read the records as the join left them
+		g.mu.Unlock()
+	}
 }
 
 // Invalidate makes the next Format read the configuration and the records

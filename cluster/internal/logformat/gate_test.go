@@ -88,28 +88,33 @@ func TestEncodeRefusesWhatAMemberCannotRead(t *testing.T) {
 // A join holds the format at what the joiner reads until the records are
 // read again; a command the hold cannot carry, though every record reads it,
 // waits the hold out rather than failing.
-func TestHoldLowersTheFormatUntilTheRecordsAreReadAgain(t *testing.T) {
+func TestHoldLowersTheFormatUntilTheJoinEnds(t *testing.T) {
 	c := newCluster(map[string]int{"n1": entry.LogFormat, "n2": entry.LogFormat, "n3": entry.LogFormat})
 	g := newGate(c)
-	g.Hold(entry.LogFormatJSON)
+	release := g.Hold(entry.LogFormatJSON)
 	if f := g.Format(); f != entry.LogFormatJSON {
 		t.Fatalf("held at JSON: %d", f)
 	}
-	start := time.Now()
-	data, err := g.Encode(&entry.SetGrantHistory{})
-	if err != nil || len(data) == 0 || data[0] != byte(entry.CmdSetGrantHistory) {
-		t.Fatalf("Encode under a hold every record reads past: %v", err)
+	// Past the refresh the records are read again, and the hold still
+	// stands (a review found a replace slower than the refresh adding an
+	// older joiner while newer entries went out). Fails with the hold kept
+	// in the cache alone.
+	time.Sleep(2 * g.refresh) // let the cache expire; not a wait for a state
+	if f := g.Format(); f != entry.LogFormatJSON {
+		t.Fatalf("held at JSON past the refresh: %d", f)
 	}
-	if took := time.Since(start); took < 25*time.Millisecond {
-		t.Fatalf("Encode did not wait out the hold (took %v)", took)
+	if _, err := g.Encode(&entry.SetGrantHistory{}); !errors.Is(err, entry.ErrFormatTooOld) {
+		t.Fatalf("Encode of a newer command while a JSON joiner joins: %v", err)
 	}
+	release()
 	if f := g.Format(); f != entry.LogFormat {
 		t.Fatalf("after the hold: %d, want %d", f, entry.LogFormat)
 	}
 
 	// A hold never raises the format above what the records say.
 	c.set("n3", entry.LogFormatBinary)
-	g.Hold(entry.LogFormat)
+	defer g.Hold(entry.LogFormat)()
+	g.Invalidate()
 	if f := g.Format(); f != entry.LogFormatBinary {
 		t.Fatalf("hold above the records: %d, want %d", f, entry.LogFormatBinary)
 	}
