@@ -122,7 +122,7 @@ func (f *Follower) promote(changed <-chan struct{}) {
 	if !f.retry(changed, "barrier failed", f.raft.Barrier) {
 		return
 	}
-	if f.hooks.Prepare != nil && !f.retry(changed, "preparing the leader failed", f.hooks.Prepare) {
+	if f.hooks.Prepare != nil && !f.retryFor(changed, "preparing the leader failed", f.hooks.Prepare, prepareBound) {
 		return
 	}
 	f.mu.Lock()
@@ -137,13 +137,31 @@ func (f *Follower) promote(changed <-chan struct{}) {
 	close(f.view.readyCh)
 }
 
+// prepareBound is how long a new leader retries its Prepare hook before it
+// serves without it: what Prepare writes (the history's settings) is also
+// proposed later by a loop of its own, and a leader that never serves
+// because, say, a member down since before the cluster was named has no
+// record is worse than a history that starts a little late.
+const prepareBound = 10 * time.Second
+
 // retry calls step until it succeeds, pausing between failures, and
 // reports false, having given up, when the view ends or the follower stops.
 func (f *Follower) retry(changed <-chan struct{}, failed string, step func() error) bool {
+	return f.retryFor(changed, failed, step, 0)
+}
+
+// retryFor is retry that, with a bound, also reports true once it has
+// tried for that long.
+func (f *Follower) retryFor(changed <-chan struct{}, failed string, step func() error, bound time.Duration) bool {
 	pause := 5 * time.Millisecond
+	start := time.Now()
 	for {
 		err := step()
 		if err == nil {
+			return true
+		}
+		if bound > 0 && time.Since(start) >= bound {
+			f.log.Warn(failed+"; serving without it", "err", err, "tried", bound)
 			return true
 		}
 		level := slog.LevelWarn
