@@ -184,8 +184,12 @@ func (s *Store) authenticateMember(r *http.Request, value string) (*Principal, e
 	if uri == "" {
 		uri = r.URL.RequestURI()
 	}
-	if !sig.Verify(pub, v.self, r.Method, uri, time.Now()) {
+	now := time.Now()
+	if !sig.Verify(pub, v.self, r.Method, uri, now) {
 		return nil, ErrBadMemberSignature
+	}
+	if !s.replays.first(r, value, now) {
+		return nil, fmt.Errorf("%w: this signed change was seen before (a replay)", ErrBadMemberSignature)
 	}
 	return nodePrincipal(sig.ID), nil
 }

@@ -22,6 +22,8 @@ type Store struct {
 	reloads reloads
 	// members checks members' own keys (UseMembers); nil until set.
 	members atomic.Pointer[memberView]
+	// replays refuses a member's signed change seen before (replay.go).
+	replays replays
 }
 
 // Open loads the ACL file at path into a Store.
