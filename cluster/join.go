@@ -24,12 +24,15 @@ func (n *Node) Join(ctx context.Context, req wire.JoinRequest) error {
 		}
 	}
 	known, _ := n.fsm.Member(req.ID)
-	if min(n.format.Format(), req.LogFormat) < entry.LogFormatMemberKey {
-		// A key is recorded only while every member, the joiner too,
-		// reads it (an older build would drop it): the record is
-		// written without one, the member presents the cluster secret
-		// meanwhile, and registers its key again once every member
-		// reads format 7 (Node.awaitRekey).
+	// A key is recorded only while every member, the joiner too, reads it
+	// (an older build would drop it): the record is written without one,
+	// the member presents the cluster secret meanwhile, and registers its
+	// key again once every member reads format 7 (Node.awaitRekey). A
+	// member's own join that says it reads an older format (a downgrade)
+	// clears its key as well; an operator's add says no format
+	// (req.LogFormat 0, no incarnation) and neither brings a key nor
+	// clears the member's.
+	if n.format.Format() < entry.LogFormatMemberKey || req.Incarnation != "" && req.LogFormat < entry.LogFormatMemberKey {
 		req.MemberKey, known.Key = "", ""
 	}
 	plan, err := membership.PlanJoin(conf, known, n.fsm.ClusterID(), req)

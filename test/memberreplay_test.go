@@ -59,3 +59,31 @@ func TestReplayedMemberSignatureIsRefused(t *testing.T) {
 		t.Errorf("a replayed signature recorded the attacker's key for %s; with it: DELETE %s -> %d %s", a.ID, a.ID, code, body)
 	}
 }
+
+// An operator's routine add of an existing member (an address change, a
+// promotion) keeps its key: it used to clear it, and until the member
+// noticed, whoever held the cluster secret could register a key of its own
+// for the id and lock the member out (found by a review). Fails with
+// membership.memberRecord clearing the key on an operator's add.
+func TestOperatorsAddKeepsTheMembersKey(t *testing.T) {
+	c, leader := secretCluster(t)
+	a, _ := twoFollowers(c, leader)
+	rec := memberRecord(t, leader, a.ID)
+	if rec.Key == "" {
+		t.Fatalf("%s has no key recorded: %+v", a.ID, rec)
+	}
+	add := `{"id":"` + a.ID + `","raft_addr":"` + rec.RaftAddr + `","http_addr":"127.0.0.1:9"}`
+	if code, body, _ := tc.Do(t, "POST", leader.URL()+"/v1/cluster/members", add, "Authorization", operatorAuthorization, "Content-Type", "application/json"); code != 200 {
+		t.Fatalf("members add: %d %s", code, body)
+	}
+	if got := memberRecord(t, leader, a.ID); got.Key != rec.Key || got.HTTPAddr != "127.0.0.1:9" {
+		t.Fatalf("after an operator's add: %+v, want the new address and the key %s", got, rec.Key)
+	}
+	pub, _, _ := ed25519.GenerateKey(rand.Reader)
+	join := `{"id":"` + a.ID + `","raft_addr":"` + rec.RaftAddr + `","http_addr":"` + rec.HTTPAddr + `","voter":true,"incarnation":"` + rec.Incarnation + `"}`
+	code, body, _ := tc.Do(t, "POST", leader.URL()+"/v1/cluster/join", join, "Authorization", wire.NodeAuthorization(a.ID, testClusterSecret),
+		"Content-Type", "application/json", wire.HeaderMemberKey, wire.MemberKeyString(pub), wire.HeaderLogFormat, "7")
+	if code != 401 {
+		t.Fatalf("the cluster secret claiming %s after an operator's add: %d %s, want 401", a.ID, code, body)
+	}
+}

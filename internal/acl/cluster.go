@@ -48,7 +48,7 @@ var (
 	// ErrKeyedMember: the cluster secret names a member that has a key
 	// of its own, which alone speaks for it.
 	ErrKeyedMember = errors.New("this member id has a member key recorded: only its own signature (" + wire.AuthSchemeMember + ") speaks for it, not the cluster secret. " +
-		"A member whose data dir (and member.key) was wiped or replaced must be removed first (fencer members remove ID), or have its key reset (docs/security.md, rotation)")
+		"A member whose data dir (and member.key) was wiped or replaced must be removed first (fencer members remove ID), then started again (docs/security.md, rotation)")
 	// ErrMalformedMemberSignature: the scheme is wire.AuthSchemeMember,
 	// the rest is not "id=ID, at=MILLIS, sig=SIG".
 	ErrMalformedMemberSignature = errors.New("malformed " + wire.AuthSchemeMember + " credentials: want id=ID, at=UNIX_MILLIS, sig=SIG")

@@ -104,17 +104,18 @@ func memberRecord(req wire.JoinRequest, known entry.Member) entry.Member {
 		want.Key = known.Key
 	}
 	if req.Incarnation == "" {
-		// It also resets the member's key (want.Key is ""): the operator
-		// vouches for the member anew, and the member registers its key
-		// again with the cluster secret (docs/security.md, rotation).
-		// An operator's add (members add: not the node itself) knows
+		// An operator's add keeps the member's key too: clearing it let
+		// whoever holds the cluster secret register a key of its own for
+		// the id before the member did (a review took a member over so);
+		// a key is replaced only by removing the member
+		// (docs/security.md, rotation). An operator's add (members add: not the node itself) knows
 		// nothing of the member's data dir or build: it changes addresses
 		// and suffrage, and keeps what the member recorded. Erasing the
 		// incarnation would switch off PlanJoin's wiped-disk check for it.
 		// The format is kept only on the same Raft address: another
 		// address may be another machine with an older build, which
 		// records its own format when it registers.
-		want.Incarnation = known.Incarnation
+		want.Incarnation, want.Key = known.Incarnation, known.Key
 		if req.LogFormat == 0 && known.RaftAddr == req.RaftAddr {
 			want.LogFormat = known.LogFormat
 		}
@@ -135,6 +136,6 @@ func withoutServer(servers []raft.Server, id string) []raft.Server {
 func wipedError(req wire.JoinRequest, known entry.Member) error {
 	return fmt.Errorf("%w: member %q is in the cluster with another data dir (incarnation %s, now %s); "+
 		"its disk was wiped or replaced, and a Raft voter must not forget what it acknowledged. "+
-		"Remove it first (fencer members remove %s) and start it again, or start it with --replace",
+		"Remove it first (fencer members remove %s) and start it again, or (with TLS) start it with --replace",
 		ErrConflict, req.ID, known.Incarnation, req.Incarnation, req.ID)
 }
