@@ -22,6 +22,13 @@ func (n *Node) Join(ctx context.Context, req wire.JoinRequest) error {
 		if _, ok := wire.ParseMemberKey(req.MemberKey); !ok {
 			return fmt.Errorf("%w: %s: not a member key", ErrMemberConflict, wire.HeaderMemberKey)
 		}
+		// A key speaks for one member: a cloned data dir (or a pre-seeded
+		// image) would let each id sign as the others.
+		for _, m := range n.fsm.Members() {
+			if m.Key == req.MemberKey && m.ID != req.ID {
+				return n.confirmed(fmt.Errorf("%w: the member key %s presents is %s's; a data dir copied from another member must not join (delete its member.key)", ErrMemberConflict, req.ID, m.ID))
+			}
+		}
 	}
 	known, _ := n.fsm.Member(req.ID)
 	// A key is recorded only while every member, the joiner too, reads it

@@ -47,6 +47,11 @@ const (
 	// CmdSetGrantHistoryPermits is set-grant-history's form of
 	// LogFormatPermitHistory, which carries its permits setting.
 	CmdSetGrantHistoryPermits CommandType = 24
+	// CmdSetMemberKey is set-member's form of LogFormatMemberKey, which
+	// carries the member's key: under type 5 an older build decoded it,
+	// dropped the key without a word and diverged (its snapshot then lost
+	// every key); under a type it does not know it stops instead.
+	CmdSetMemberKey CommandType = 25
 )
 
 // Command is one FSM operation. Everything the FSM needs is inside it: the
@@ -105,7 +110,8 @@ var commands = []commandSpec{
 	{typ: CmdPut, name: "put", empty: func() Command { return &Put{} }, forms: []*binaryForm{
 		binaryOf(CmdPutBinary, LogFormatBinary, plainLayout.readPut, plainLayout.appendPut),
 		binaryOf(CmdPutPrincipal, LogFormatPrincipal, principalLayout.readPut, principalLayout.appendPut)}},
-	{typ: CmdSetMember, name: "set-member", empty: func() Command { return &SetMember{} }},
+	{typ: CmdSetMember, name: "set-member", empty: func() Command { return &SetMember{} }, forms: []*binaryForm{
+		formOf(CmdSetMemberKey, LogFormatMemberKey, "key", readKeyedMember, appendKeyedMember)}},
 	{typ: CmdRemoveMember, name: "remove-member", empty: func() Command { return &RemoveMember{} }},
 	{typ: CmdBumpEpoch, name: "bump-epoch", empty: func() Command { return &BumpEpoch{} }},
 	{typ: CmdSetClusterID, name: "set-cluster-id", empty: func() Command { return &SetClusterID{} }},
@@ -401,4 +407,19 @@ func fieldsFormat(cmd Command) int {
 		return LogFormatCoord
 	}
 	return LogFormatJSON
+}
+
+// readKeyedMember reads set-member's keyed form: the same JSON as type 5.
+func readKeyedMember(payload []byte) (*SetMember, error) {
+	var c SetMember
+	if err := json.Unmarshal(payload, &c); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+func appendKeyedMember(b []byte, c *SetMember) []byte {
+	// A record of strings and an int cannot fail to marshal.
+	payload, _ := json.Marshal(c)
+	return append(b, payload...)
 }
