@@ -388,10 +388,14 @@ func (f *Forwarder) proxy(w http.ResponseWriter, r *http.Request, addr string, r
 			// one that failed afterwards may have been applied.
 			var op *net.OpError
 			dial := errors.As(err, &op) && op.Op == "dial"
+			read := r.Method == http.MethodGet || r.Method == http.MethodHead
+			deposed := errors.Is(context.Cause(ctx), errDeposed)
 			switch {
-			case replayable && (dial || errors.Is(err, errNotLeader)):
+			case replayable && (dial || errors.Is(err, errNotLeader) || read && deposed):
+				// A read changes nothing: one the old leader never answered
+				// goes to the new leader like one that never reached it.
 				again = true
-			case errors.Is(context.Cause(ctx), errDeposed):
+			case deposed && !read:
 				f.writeError(w, http.StatusServiceUnavailable, &wire.Error{Code: wire.CodeOutcomeUnknown, Message: "leader " + addr +
 					" did not answer, and another leader has taken over; the request may have been applied there before"})
 			case r.Method == http.MethodGet || dial || errors.Is(err, errNotLeader):
