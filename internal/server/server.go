@@ -7,11 +7,14 @@ package server
 import (
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/fencer-io/fencer/api/wire"
 	"log/slog"
 	"net"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/fencer-io/fencer/api"
@@ -100,6 +103,25 @@ func Start(cfg cluster.Config, httpAddr string, options ...Options) (*Instance, 
 	if cfg.HTTPAddr == "" {
 		cfg.HTTPAddr = ln.Addr().String()
 	}
+	if opts.TLS != nil {
+		ln = tls.NewListener(ln, opts.TLS)
+	}
+	// The port is served from now on: while the node opens (and, with an
+	// --initial-cluster, probes the others) every request is answered 503
+	// at once. Members starting together probe each other, and a port
+	// bound but not yet served held each probe for its whole timeout:
+	// about two seconds before a new cluster could even bootstrap.
+	swap := &startingHandler{id: cfg.ID}
+	srv := &http.Server{Handler: swap, TLSConfig: opts.TLS}
+	opts.Limits.Apply(srv)
+	done := make(chan error, 1)
+	go func() {
+		err := srv.Serve(ln)
+		if errors.Is(err, http.ErrServerClosed) {
+			err = nil
+		}
+		done <- err
+	}()
 	logger := cfg.Logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
@@ -115,7 +137,8 @@ func Start(cfg cluster.Config, httpAddr string, options ...Options) (*Instance, 
 	}
 	node, err := cluster.Open(cfg, state)
 	if err != nil {
-		ln.Close()
+		srv.Close()
+		<-done
 		return nil, err
 	}
 	ccfg := opts.Coord
@@ -124,21 +147,27 @@ func Start(cfg cluster.Config, httpAddr string, options ...Options) (*Instance, 
 		ccfg.GrantHistory = &entry.GrantHistorySettings{PerLock: entry.DefaultGrantHistoryPerLock, Global: entry.DefaultGrantHistory}
 	}
 	svc := coord.New(node, state, ccfg)
-	h := handler(node, svc, cfg, opts, logger, limit)
-	srv := &http.Server{Handler: h, TLSConfig: opts.TLS}
-	opts.Limits.Apply(srv)
-	if opts.TLS != nil {
-		ln = tls.NewListener(ln, opts.TLS)
+	swap.serve(handler(node, svc, cfg, opts, logger, limit))
+	return &Instance{Node: node, Coord: svc, HTTP: srv, ln: ln, done: done, log: logger.With("node", cfg.ID)}, nil
+}
+
+// startingHandler answers 503 while the node starts, then serves the API.
+type startingHandler struct {
+	id  string
+	api atomic.Pointer[http.Handler]
+}
+
+func (s *startingHandler) serve(h http.Handler) { s.api.Store(&h) }
+
+func (s *startingHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if h := s.api.Load(); h != nil {
+		(*h).ServeHTTP(w, r)
+		return
 	}
-	in := &Instance{Node: node, Coord: svc, HTTP: srv, ln: ln, done: make(chan error, 1), log: logger.With("node", cfg.ID)}
-	go func() {
-		err := srv.Serve(ln)
-		if errors.Is(err, http.ErrServerClosed) {
-			err = nil
-		}
-		in.done <- err
-	}()
-	return in, nil
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Retry-After", "1")
+	w.WriteHeader(http.StatusServiceUnavailable)
+	json.NewEncoder(w).Encode(wire.Error{Code: wire.CodeNoLeader, Message: s.id + " is starting: it opens its data dir and finds its cluster; retry"})
 }
 
 // handler is the node's API behind its middleware, outermost first:
