@@ -1,6 +1,7 @@
 package devcmd
 
 import (
+	"math/rand/v2"
 	"net"
 	"regexp"
 	"strconv"
@@ -50,25 +51,16 @@ func TestDevDataDir(t *testing.T) {
 // that are free, with the flags that move it there: --ephemeral alone, the
 // old advice, starts on the same ports and fails again.
 func TestDevPortsTaken(t *testing.T) {
-	// Hold the second HTTP port and the first Raft port of a layout on free
-	// ports, as a running cluster would.
-	held, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	// Hold the second HTTP port and the first Raft port of a layout, as a
+	// running cluster would. The layout sits below the kernel's ephemeral
+	// range, where the other tests' 127.0.0.1:0 listeners never land: ports
+	// in that range could be taken by them between two checks here.
+	l, held, raft := heldLayout(t)
 	defer held.Close()
-	httpPort := held.Addr().(*net.TCPAddr).Port - 1
-	raft, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	defer raft.Close()
-	l := devLayout{Nodes: 3, Host: "127.0.0.1", HTTPPort: httpPort, RaftPort: raft.Addr().(*net.TCPAddr).Port}
-	if l.RaftPort >= l.HTTPPort && l.RaftPort < l.HTTPPort+l.Nodes {
-		t.Skip("the kernel gave overlapping ports; rerun")
-	}
+	httpPort := l.HTTPPort
 
-	err = l.checkPorts()
+	err := l.checkPorts()
 	if err == nil {
 		t.Fatal("ports held by another process: no refusal")
 	}
@@ -97,4 +89,29 @@ func TestDevPortsTaken(t *testing.T) {
 	if err := l.checkPorts(); err != nil {
 		t.Fatalf("free ports refused: %v", err)
 	}
+}
+
+// heldLayout finds a 3-node layout in 20000-31999 (below Linux's default
+// ephemeral range, 32768-60999) with every port free, and holds its second
+// HTTP port and its first Raft port.
+func heldLayout(t *testing.T) (devLayout, net.Listener, net.Listener) {
+	t.Helper()
+	for base := 20000 + rand.IntN(100)*100; base < 32000; base += 100 {
+		l := devLayout{Nodes: 3, Host: "127.0.0.1", HTTPPort: base, RaftPort: base + 50}
+		if len(l.takenPorts()) > 0 {
+			continue
+		}
+		held, err := net.Listen("tcp", net.JoinHostPort(l.Host, strconv.Itoa(l.HTTPPort+1)))
+		if err != nil {
+			continue
+		}
+		raft, err := net.Listen("tcp", net.JoinHostPort(l.Host, strconv.Itoa(l.RaftPort)))
+		if err != nil {
+			held.Close()
+			continue
+		}
+		return l, held, raft
+	}
+	t.Fatal("no free layout in 20000-31999")
+	return devLayout{}, nil, nil
 }
