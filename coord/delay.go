@@ -94,5 +94,7 @@ func (s *Service) expireTimer(key lease.Key, token uint64) {
 		s.sems.expire(key.Name, token)
 	case timed.SlotDelay:
 		s.sems.endDelay(key.Name, token)
+	case timed.Session:
+		s.expireSession(key.ID)
 	}
 }

@@ -27,6 +27,9 @@ type Config struct {
 	MaxLocksPerHolder int
 	MaxWaiters        int
 	MaxWaitersPerLock int
+	// MaxSessions bounds the open sessions (default 100,000): each is a
+	// lease the leader times.
+	MaxSessions int
 	// Limits of the fenced store, checked alike: value bytes in all
 	// (default 256 MiB), keys (default 1,000,000), and value bytes whose
 	// last writer is one principal (default 64 MiB, a quarter of the
@@ -71,6 +74,7 @@ func (c Config) withDefaults() Config {
 	def(&c.MaxLocksPerHolder, 100_000)
 	def(&c.MaxWaiters, 100_000)
 	def(&c.MaxWaitersPerLock, 1024)
+	def(&c.MaxSessions, 100_000)
 	def(&c.MaxKeys, 1_000_000)
 	if c.MaxKVBytes == 0 {
 		c.MaxKVBytes = DefaultMaxKVBytes

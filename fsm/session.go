@@ -253,6 +253,13 @@ func (f *FSM) SessionRecords() []entry.Session {
 	return f.s.sessions.Records()
 }
 
+// SessionCount returns how many sessions are live.
+func (f *FSM) SessionCount() int {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.s.sessions.Len()
+}
+
 // SessionRequestGranted reports whether principal's session request id
 // already opened a session (which may have ended since).
 func (f *FSM) SessionRequestGranted(holder, requestID, principal string) bool {
