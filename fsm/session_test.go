@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/fencer-io/fencer/fsm/entry"
@@ -171,5 +173,75 @@ func TestSessionsSurviveASnapshot(t *testing.T) {
 	bad := bytes.Replace(buf.Bytes(), []byte(`"session":1}`), []byte(`"session":4}`), 1)
 	if err := New(nil).Restore(io.NopCloser(bytes.NewReader(bad))); err == nil {
 		t.Fatal("a lock under an ended session restored")
+	}
+}
+
+// goldenV5 is the state behind testdata/snapshot-v5.golden: sessions with
+// locks and permits under them, one closed, one expired with a lock-delay
+// and a hand-off, one live with a lock, a permit and an election, beside a
+// lock of its own lease; written through the log's encoding.
+func goldenV5(t *testing.T) *FSM {
+	l := newEntryLog(t)
+	l.apply(&entry.SetClusterID{ID: "c5"})
+	l.settings(entry.GrantHistorySettings{PerLock: 3, Global: 16, Permits: true})
+	open := func(holder string, delay int64) entry.Session {
+		return l.apply(&entry.SessionCreate{Holder: holder, Lease: "s-" + holder, TTLMillis: 4000, LockDelayMillis: delay,
+			RequestID: "req-" + holder, NowMillis: 1700000000000}).(*SessionResult).Session
+	}
+	under := func(ss entry.Session, lock, value string) {
+		l.apply(&entry.Acquire{Lock: lock, Holder: ss.Holder, Lease: "l-" + lock, RequestID: "r-" + lock, Value: value, Session: ss.ID, SessionLease: ss.Lease})
+	}
+	closed := open("closer", 0)
+	under(closed, "c1", "")
+	l.apply(&entry.SessionEnd{Session: closed.ID, Lease: closed.Lease})
+	gone := open("sleeper", 750)
+	under(gone, "e1", "")
+	under(gone, "e2", "")
+	l.apply(&entry.SemAcquire{Semaphore: "pool", Holder: "sleeper", Lease: "p-sleeper", Limit: 2, Session: gone.ID, SessionLease: gone.Lease})
+	l.apply(&entry.SessionEnd{Session: gone.ID, Expired: true, NextPermits: []*entry.SemAcquire{{Semaphore: "pool", Holder: "w", Lease: "p-w", TTLMillis: 1000, Limit: 2}}})
+	live := open("owner", 0)
+	under(live, "p1", "")
+	under(live, "leader", "10.0.0.1:80")
+	l.apply(&entry.SemAcquire{Semaphore: "pool2", Holder: "owner", Lease: "p-owner", Limit: 2, Session: live.ID, SessionLease: live.Lease})
+	l.grantLock("solo", "x")
+	return l.f
+}
+
+// A version-5 snapshot of this build restores to the same state in later
+// builds, which write it byte for byte. FENCER_WRITE_GOLDEN=1 rewrites the
+// file (only when the format is meant to change).
+func TestSnapshotV5Golden(t *testing.T) {
+	f := goldenV5(t)
+	var sink memSink
+	snap, _ := f.Snapshot()
+	if err := snap.Persist(&sink); err != nil {
+		t.Fatal(err)
+	}
+	if os.Getenv("FENCER_WRITE_GOLDEN") == "1" {
+		os.WriteFile("testdata/snapshot-v5.golden", sink.Bytes(), 0o644)
+		os.WriteFile("testdata/snapshot-v5.digest", []byte(f.Digest()+"\n"), 0o644)
+	}
+	golden, err := os.ReadFile("testdata/snapshot-v5.golden")
+	if err != nil {
+		t.Fatal(err)
+	}
+	digest, err := os.ReadFile("testdata/snapshot-v5.digest")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"version":5,`, `"sessions":1,`, `"ended_sessions":2`, `"session":{"id":`, `"ended_session":`, `,"session":`, `"delay":{"lock":"e1"`} {
+		if !bytes.Contains(golden, []byte(want)) {
+			t.Fatalf("the golden file lacks %s:\n%s", want, golden)
+		}
+	}
+	g := New(nil)
+	if err := g.Restore(io.NopCloser(bytes.NewReader(golden))); err != nil {
+		t.Fatal(err)
+	}
+	if got := g.Digest(); got != strings.TrimSpace(string(digest)) {
+		t.Fatalf("digest of the restored state %s, the golden's %s", got, digest)
+	}
+	if !bytes.Equal(sink.Bytes(), golden) {
+		t.Fatalf("snapshot differs from the golden:\n%s\nwant\n%s", sink.Bytes(), golden)
 	}
 }
