@@ -156,6 +156,9 @@ def session(body: Dict[str, Any], *, holder: str, ttl_ms: int, request_id: str) 
         _equal(body, "request_id", request_id, what)
     if not isinstance(body.get("existing", False), bool):
         raise BadAnswer("%s: existing %r is not a boolean" % (what, body.get("existing")), reason="malformed")
+    delay = body.get("lock_delay_ms", 0)
+    if isinstance(delay, bool) or not isinstance(delay, int) or delay < 0:
+        raise BadAnswer("%s: lock_delay_ms %r is not a non-negative integer" % (what, delay), reason="malformed")
     return body
 
 

@@ -511,7 +511,7 @@ class Client:
         created = answer.session(resp.json(), holder=body["holder"], ttl_ms=body["ttl_ms"],
                                  request_id=body["request_id"])
         start = resp.first_sent if created.get("existing") else resp.sent
-        s = Session(self, created, start, lock_delay_ms=body.get("lock_delay_ms", 0))
+        s = Session(self, created, start)
         if time.monotonic() - start > s.ttl / 3:
             s._confirm_late(time.monotonic())
         s._start(keep_alive)

@@ -44,7 +44,7 @@ class Session(KeptAlive):
     _expired_code = "session_expired"
     _gave_back = "closed it"
 
-    def __init__(self, client: "Client", created: Dict[str, Any], start: float, lock_delay_ms: int = 0) -> None:
+    def __init__(self, client: "Client", created: Dict[str, Any], start: float) -> None:
         super().__init__(client, created["ttl_ms"], start)
         self.id: int = int(created["session"])
         #: The session's secret: renew, close and every acquire under it
@@ -54,7 +54,7 @@ class Session(KeptAlive):
         self.existing: bool = bool(created.get("existing", False))
         #: The lock-delay, in milliseconds, of every grant under the session
         #: that asks for none of its own, started if the session expires.
-        self.lock_delay_ms = lock_delay_ms
+        self.lock_delay_ms = int(created.get("lock_delay_ms", 0))
         self.what = "session %d" % self.id
         # By token, then kind and name: tokens are one sequence, so the
         # token alone would do against a real server.
