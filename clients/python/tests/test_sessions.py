@@ -80,10 +80,11 @@ class SessionClusterTest(unittest.TestCase):
             self.assertEqual(self.held_by(observer, "py.s.b"), 0)
             self.assertTrue(b.lost.is_set())
             self.assertEqual(s.grants, [a, d, p])
+            self.assertEqual([self.held_by(observer, n) for n in ("py.s.a", "py.s.c")], [a.token, d.token],
+                             "releasing one grant ended the others")
+            self.assertEqual([g["token"] for g in observer.get_session(s.id)["grants"]], [a.token, d.token, p.token])
             s.renew()
             self.assertTrue(s.valid and a.valid and d.valid and p.valid, "releasing one grant ended the others")
-            self.assertEqual([g["token"] for g in observer.get_session(s.id)["grants"]], [a.token, d.token, p.token])
-            self.assertEqual([self.held_by(observer, n) for n in ("py.s.a", "py.s.c")], [a.token, d.token])
 
             # Closing ends every grant left, in one entry.
             released = s.close()
@@ -116,7 +117,10 @@ class SessionClusterTest(unittest.TestCase):
             return real(ep, method, path, body, headers, timeout)
         c._roundtrip = stalled  # type: ignore[assignment]
         self.assertTrue(s.done.wait(5), "the stalled session's done was never set")
-        st = observer.get_session(s.id)  # raises once the server has expired it
+        try:
+            st = observer.get_session(s.id)
+        except (SessionExpired, UnknownSession) as e:
+            self.fail("done was set after the server had expired the session: %s" % e)
         self.assertGreater(st["remaining_ms"], 0, "the client noticed only at the server's deadline: %s" % st)
         self.assertEqual(len(st["grants"]), 4)
         self.assertTrue(all(g.lost.is_set() for g in locks + [permit]), "done was set with a grant still believed")
