@@ -132,13 +132,14 @@ type Checker struct {
 	lastToken uint64
 	step      int
 	failures  []string
+	counts    map[string]int
 }
 
 // NewChecker returns a checker of names whose policy allows limit[key]
 // holders at once (a lock: 1).
 func NewChecker(limits map[Key]int) *Checker {
 	return &Checker{limits: limits, live: map[Key]map[uint64]*Grant{}, delays: map[Key]map[uint64]*Delay{},
-		queued: map[Key]map[string]bool{}, granted: map[Key]map[string]bool{}}
+		queued: map[Key]map[string]bool{}, granted: map[Key]map[string]bool{}, counts: map[string]int{}}
 }
 
 // SetStep names the simulation's step in failures from now on.
@@ -187,7 +188,38 @@ func (c *Checker) Applied(index uint64, cmd entry.Command, evs []event.Event, no
 			}
 		}
 	}
+	c.countLocked(e)
 	c.applyLocked(e)
+}
+
+// countLocked counts what the invariants were exercised on.
+func (c *Checker) countLocked(e *Effect) {
+	c.counts["entries"]++
+	for _, end := range e.Ended {
+		if end.Expired {
+			c.counts["expiries"]++
+		}
+	}
+	if e.Frees != nil && len(c.queued[*e.Frees]) > 0 {
+		c.counts["frees with waiters queued"]++
+		if e.Next != nil {
+			c.counts["frees offering the head waiter"]++
+		}
+	}
+	if e.DelayEnded != nil {
+		c.counts["lock-delays ended"]++
+	}
+}
+
+// Counts returns how many entries of interest the checker saw.
+func (c *Checker) Counts() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := map[string]int{}
+	for k, v := range c.counts {
+		out[k] = v
+	}
+	return out
 }
 
 // effectLocked reads what an entry did from its command and events.
