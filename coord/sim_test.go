@@ -219,7 +219,7 @@ func newSimWorld(t *testing.T, seed uint64, stats map[string]int) *simWorld {
 		limits[sim.Key{Kind: sim.Semaphore, Name: s}] = w.limit[s]
 	}
 	w.check = sim.NewChecker(limits)
-	w.baseG = runtime.NumGoroutine() + 1 // the Service follows leadership in one goroutine
+	w.baseG = quietGoroutines() + 1 // the Service follows leadership in one goroutine
 	w.f = newFakeRaft()
 	w.f.hook = w.hook
 	w.f.fsm.Observe(simObserver{w})
@@ -282,6 +282,30 @@ func (w *simWorld) close() {
 			w.t.Fatalf("seed %d: %d waiters unanswered after Close", w.seed, len(w.waiters))
 		}
 	}
+	// Everything the episode started ends with it: the next one counts
+	// goroutines from here.
+	for deadline := time.Now().Add(10 * time.Second); runtime.NumGoroutine() > w.baseG-1; runtime.Gosched() {
+		if time.Now().After(deadline) {
+			w.t.Fatalf("seed %d: %d goroutines left after Close, %d before the Service", w.seed, runtime.NumGoroutine(), w.baseG-1)
+		}
+	}
+}
+
+// quietGoroutines counts goroutines once the count has held still for a
+// millisecond (a test before the simulation may leave some ending): the
+// simulation's test of quiet counts every goroutine above it as the
+// engine's, so a count taken while others were still ending would let it
+// move on with the engine busy.
+func quietGoroutines() int {
+	n, since := runtime.NumGoroutine(), time.Now()
+	for deadline := since.Add(time.Second); time.Now().Before(deadline); runtime.Gosched() {
+		if m := runtime.NumGoroutine(); m != n {
+			n, since = m, time.Now()
+		} else if time.Since(since) > time.Millisecond {
+			break
+		}
+	}
+	return n
 }
 
 // hook is the fake Raft's: every proposal is checked, and the fault armed
