@@ -123,3 +123,42 @@ func TestSessionCloseAndFailover(t *testing.T) {
 		t.Fatalf("second close: %v", err)
 	}
 }
+
+// A grant released between a session end's read of its grants and its hold
+// of their names is not freed by the end: the waiter the end popped for it
+// goes back to the head of the queue and gets the lock later, rather than
+// waiting for good for an answer nobody owes it (fails with the waiter
+// left popped: the second waiter is never answered).
+func TestSessionEndGivesBackAWaiterItCouldNotServe(t *testing.T) {
+	s, _, _ := newTestService(t, Config{})
+	ss := mustSession(t, s, 10*time.Second)
+	a := underSession(t, s, ss, "a")
+	w1 := enqueue(t, s, "a", "w1", time.Minute, 1)
+	w2 := enqueue(t, s, "a", "w2", time.Minute, 2)
+	read, released := make(chan struct{}), make(chan struct{})
+	sessionRead = func() { close(read); <-released }
+	t.Cleanup(func() { sessionRead = func() {} })
+	closed := make(chan error, 1)
+	go func() {
+		_, err := s.CloseSession(bg, ss.ID, ss.Lease)
+		closed <- err
+	}()
+	<-read // the end has read a as the session's
+	if err := s.Release(bg, "a", a.Token, a.Lease); err != nil {
+		t.Fatal(err)
+	}
+	g1 := receive(t, w1)
+	if g1.err != nil {
+		t.Fatal(g1.err)
+	}
+	close(released)
+	if err := <-closed; err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Release(bg, "a", g1.res.Grant.Token, g1.res.Grant.Lease); err != nil {
+		t.Fatal(err)
+	}
+	if g2 := receive(t, w2); g2.err != nil || g2.res.Grant.Holder != "w2" {
+		t.Fatalf("the second waiter: %+v %v", g2.res.Grant, g2.err)
+	}
+}
