@@ -211,10 +211,10 @@ func (s *Session) Context() context.Context {
 }
 
 // Err is nil while the session is held; afterwards ErrReleased (closed),
-// an error matching ErrLeaseLost's kin for a refused renewal
-// (ErrSessionExpired, ErrUnknownSession, ErrSessionMismatch), or
-// ErrLeaseExpired (no renewal confirmed before the local deadline). It
-// reads the clock itself, as Lease.Err does.
+// for a refused renewal an error matching the refusal (ErrSessionExpired,
+// ErrUnknownSession, ErrSessionMismatch), or ErrLeaseExpired (no renewal
+// confirmed before the local deadline). It reads the clock itself, as
+// Lease.Err does.
 func (s *Session) Err() error { return s.k.err() }
 
 // Renew renews the session now, as Lease.Renew a grant: a refusal ends
