@@ -199,6 +199,12 @@ func TestStalledSessionLostBeforeServerExpiry(t *testing.T) {
 	if st == nil || st.RemainingMillis == nil || *st.RemainingMillis <= 0 || len(st.Grants) != 4 {
 		t.Fatalf("the server should still hold the session and its grants when the client gives up: %+v", st)
 	}
+	// Client and server share a clock here, so the server's time left is
+	// about the margin, which is there for a clock-rate difference of up
+	// to 10%: most of it must be left after the read's round trip.
+	if left := time.Duration(*st.RemainingMillis) * time.Millisecond; left < client.Margin(ttl)/2 {
+		t.Fatalf("the server had %v left when the client gave up: less than half the margin %v", left, client.Margin(ttl))
+	}
 	if !errors.Is(s.Err(), client.ErrLeaseExpired) || stalled.Load() == 0 {
 		t.Fatalf("session err %v after %d stalled renewals", s.Err(), stalled.Load())
 	}
