@@ -226,3 +226,67 @@ func TestStalledSessionLostBeforeServerExpiry(t *testing.T) {
 	t.Logf("ttl %v: Done closed with the server's session %dms from its expiry; the successors held every name %v later",
 		ttl, *st.RemainingMillis, time.Since(lost).Round(time.Millisecond))
 }
+
+// A session outlives its leader: the keep-alive's renewal goes on to the
+// new leader, which restarted the session at its full TTL, and the grants
+// under it are still the session's.
+func TestSessionAcrossFailover(t *testing.T) {
+	c := tc.New(t, 3)
+	cl, _ := newClient(t, c)
+	ctx := context.Background()
+	s, err := cl.NewSession(ctx, client.SessionTTL(5*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(ctx)
+	l, err := s.Lock(ctx, "survivor")
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := c.WaitLeader(time.Second)
+	c.Stop(old)
+	c.WaitNewLeader(old.ID, 10*time.Second)
+	after := time.Now()
+	tc.Poll(t, 10*time.Second, "a session renewal confirmed by the new leader", func() bool {
+		return s.Err() == nil && s.Deadline().After(after.Add(s.TTL()-client.Margin(s.TTL())))
+	})
+	if err := l.Err(); err != nil || l.Deadline() != s.Deadline() {
+		t.Fatalf("the grant after failover: %v, deadline %v (session's %v)", err, l.Deadline(), s.Deadline())
+	}
+	st, err := cl.Session(ctx, s.ID())
+	if err != nil || len(st.Grants) != 1 || st.Grants[0].Token != l.Token() {
+		t.Fatalf("session after failover: %+v, %v", st, err)
+	}
+}
+
+// A close whose answer was lost is retried, and the retry, which finds
+// the session ended, reports the close the first attempt made (with no
+// list: it was lost with the answer), rather than session_expired.
+func TestSessionCloseAfterLostAnswer(t *testing.T) {
+	c := tc.New(t, 3)
+	cl, h := newClient(t, c)
+	ctx := context.Background()
+	s, err := cl.NewSession(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Lock(ctx, "job"); err != nil {
+		t.Fatal(err)
+	}
+	var dropped atomic.Bool
+	h.set(func(req *http.Request, next http.RoundTripper) (*http.Response, error) {
+		resp, err := next.RoundTrip(req)
+		if err == nil && strings.HasSuffix(req.URL.Path, "/close") && !dropped.Swap(true) {
+			resp.Body.Close()
+			return nil, errors.New("connection reset after the close was applied")
+		}
+		return resp, err
+	})
+	released, err := s.Close(ctx)
+	if err != nil || len(released) != 0 || !dropped.Load() {
+		t.Fatalf("close after a lost answer: %v, %v (dropped %t)", released, err, dropped.Load())
+	}
+	if st := serverLock(t, c, "job"); st.Held {
+		t.Fatalf("job held after the close: %+v", st)
+	}
+}
