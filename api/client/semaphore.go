@@ -123,12 +123,12 @@ func (c *Client) AcquirePermitRaw(ctx context.Context, name string, req wire.Sem
 	}
 	var p wire.PermitGrant
 	r := &transport.Request{Path: kindPath("semaphores", name, "acquire"), Extra: time.Duration(req.WaitMs) * time.Millisecond}
-	var err error
+	var check error
 	if req.Session != 0 {
 		if err := c.tr.PostJSON(ctx, r, sessionSemAcquire{SemAcquireRequest: req, TTLMillis: orNil(req.TTLMillis)}, &p); err != nil {
 			return p, err
 		}
-		err = checkSessionGrant(permitGrant(p), "semaphores", name, req.Holder, req.Session, wire.MaxTTL.Milliseconds(), req.RequestID)
+		check = checkSessionGrant(permitGrant(p), "semaphores", name, req.Holder, req.Session, wire.MaxTTL.Milliseconds(), req.RequestID)
 	} else {
 		if req.TTLMillis == 0 {
 			req.TTLMillis = wire.DefaultTTL.Milliseconds()
@@ -136,10 +136,10 @@ func (c *Client) AcquirePermitRaw(ctx context.Context, name string, req wire.Sem
 		if err := c.tr.PostJSON(ctx, r, req, &p); err != nil {
 			return p, err
 		}
-		err = checkGrant(permitGrant(p), "semaphores", name, req.Holder, req.TTLMillis, req.RequestID)
+		check = checkGrant(permitGrant(p), "semaphores", name, req.Holder, req.TTLMillis, req.RequestID)
 	}
-	if err != nil {
-		return p, err
+	if check != nil {
+		return p, check
 	}
 	return p, checkPermit(p, req.Limit)
 }

@@ -241,8 +241,10 @@ func (s *Session) Close(ctx context.Context) ([]wire.SessionGrant, error) {
 	}
 	s.closed = true
 	lost := s.Err()
-	s.k.stopWatch()
+	// Cancelled before the watcher is stopped: that cuts short a renewal
+	// in flight, which would otherwise hold Close up to the deadline.
 	s.k.lose(ErrReleased)
+	s.k.stopWatch()
 	out, err := s.c.CloseSessionRaw(ctx, s.ID(), s.Secret())
 	if lost != nil {
 		return out.Released, lost
