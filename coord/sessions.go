@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/fencer-io/fencer/coord/internal/timed"
+	"github.com/fencer-io/fencer/coord/lease"
 	"github.com/fencer-io/fencer/fsm"
 	"github.com/fencer-io/fencer/fsm/entry"
 	"github.com/fencer-io/fencer/fsm/refusal"
@@ -352,6 +353,15 @@ func (s *Service) Sessions(ctx context.Context, stale bool) ([]SessionStatus, er
 		out = append(out, s.sessionStatus(st))
 	}
 	return out, nil
+}
+
+// remaining is the leader's view of a grant's time left: its own lease's
+// (key, token), or its session's when it lives under one.
+func (s *Service) remaining(key lease.Key, token, session uint64) (time.Duration, bool) {
+	if session != 0 {
+		return s.timers.Remaining(timed.SessionKey(session), session)
+	}
+	return s.timers.Remaining(key, token)
 }
 
 func (s *Service) sessionStatus(st fsm.SessionState) SessionStatus {

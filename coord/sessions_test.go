@@ -109,6 +109,9 @@ func TestSessionCloseAndFailover(t *testing.T) {
 	if st, err := s.Session(bg, ss.ID, false); err != nil || len(st.Grants) != 1 || !st.Known || st.Remaining != time.Second {
 		t.Fatalf("session after a failover: %+v %v, want it restarted at its full TTL", st, err)
 	}
+	if lk, _ := s.Lock(bg, "a", false); !lk.Known || lk.Remaining != time.Second {
+		t.Fatalf("a grant under the session: %+v, want its session's time left", lk)
+	}
 	ended, err := s.CloseSession(bg, ss.ID, ss.Lease)
 	if err != nil || len(ended) != 1 || ended[0] != (fsm.SessionGrant{Name: "a", Token: 2}) {
 		t.Fatalf("close: %+v %v", ended, err)
