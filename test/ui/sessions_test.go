@@ -1,11 +1,16 @@
 package uitest
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"testing"
 	"time"
+
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/emulation"
+	"github.com/chromedp/chromedp"
 
 	"github.com/fencer-io/fencer/api/wire"
 )
@@ -38,6 +43,20 @@ func showSessions(pg *page) {
 	if !eval[bool](pg, `(() => { document.querySelector("#sessions").closest(".card").scrollIntoView({ block: "end" }); return true })()`) {
 		pg.t.Fatal("no sessions card to scroll to")
 	}
+}
+
+// darkScheme makes the page prefer the dark colour scheme, or not.
+func darkScheme(pg *page, dark bool) {
+	pg.t.Helper()
+	var features []*emulation.MediaFeature
+	if dark {
+		features = []*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: "dark"}}
+	}
+	pg.do(chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		_, err := cdp.Call(ctx, tg, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{Features: features})
+		return err
+	}))
+	pg.waitFor(5*time.Second, "the colour scheme", fmt.Sprintf(`matchMedia("(prefers-color-scheme: dark)").matches === %v`, dark))
 }
 
 func postJSON[T any](t *testing.T, p *proc, path, body string) T {
@@ -98,6 +117,12 @@ func TestDashboardShowsSessions(t *testing.T) {
 	if low := eval[[]string](pg, lowContrast); len(low) > 0 {
 		t.Errorf("text below WCAG AA contrast with a session shown: %q", low)
 	}
+	darkScheme(pg, true)
+	if low := eval[[]string](pg, lowContrast); len(low) > 0 {
+		t.Errorf("text below WCAG AA contrast with a session shown in the dark scheme: %q", low)
+	}
+	pg.shot("sessions-dark")
+	darkScheme(pg, false)
 
 	// Closed while every list read hangs: the row goes with the event.
 	// The close waits for a held read of all three lists: the page reads
