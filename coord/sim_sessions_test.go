@@ -22,7 +22,7 @@ import (
 const sessionIDUnknown = 1 << 40
 
 func (w *simWorld) opSessionCreate() {
-	req := SessionRequest{Holder: w.holder(), TTL: w.duration(200, 3000), RequestID: w.requestID()}
+	req := SessionRequest{Holder: w.holder(), TTL: w.duration(500, 3000), RequestID: w.requestID()}
 	if w.rng.IntN(3) == 0 {
 		req.LockDelay = w.duration(50, 1500)
 	}
@@ -349,6 +349,32 @@ func (w *simWorld) renewUnderSession(g clientGrant, live bool) {
 		w.fail("renewal of %s's grant %d under session %d: %v, want %v", g.key, g.token, g.session, err, want)
 	}
 	w.stats["session grant renew: refused"]++
+}
+
+// opWaitOnSession queues an acquire, under no session, for a name a live
+// session holds: so that a session's end frees names with waiters, some
+// after the first, which must be served in the entries right after it.
+func (w *simWorld) opWaitOnSession() {
+	ids := w.check.LiveSessions()
+	if len(ids) == 0 {
+		return
+	}
+	gs := w.check.SessionGrants(ids[w.rng.IntN(len(ids))])
+	if len(gs) == 0 {
+		return
+	}
+	key := gs[w.rng.IntN(len(gs))].Key
+	x := w.waiter(key)
+	go func() {
+		if key.Kind == sim.Lock {
+			res, err := w.s.Acquire(bg, AcquireRequest{Lock: key.Name, Holder: x.holder, TTL: x.ttl, Wait: x.waitD, RequestID: x.req, LockDelay: x.delay})
+			w.results <- simResult{id: x.id, lock: res, err: err}
+			return
+		}
+		res, err := w.s.AcquirePermit(bg, PermitRequest{Semaphore: key.Name, Holder: x.holder, Limit: w.limit[key.Name], TTL: x.ttl, Wait: x.waitD,
+			RequestID: x.req, LockDelay: x.delay})
+		w.results <- simResult{id: x.id, permit: res, err: err}
+	}()
 }
 
 // opMissSessionRenewals moves time just past a live session's deadline

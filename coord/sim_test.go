@@ -397,16 +397,17 @@ var simOps = []simOp{
 	{"clock jump", 1, (*simWorld).opClockJump},
 	{"failed proposal", 4, (*simWorld).opFault},
 	{"leader change", 1, (*simWorld).opLeaderChange},
-	{"session create", 4, (*simWorld).opSessionCreate},
+	{"session create", 8, (*simWorld).opSessionCreate},
 	{"session acquire", 8, (*simWorld).opSessionAcquire},
 	{"session permit", 5, (*simWorld).opSessionPermit},
 	{"session acquire with wait", 5, (*simWorld).opSessionAcquireWait},
 	{"session permit with wait", 3, (*simWorld).opSessionPermitWait},
-	{"session renew", 8, (*simWorld).opSessionRenew},
+	{"session renew", 12, (*simWorld).opSessionRenew},
 	{"session close", 2, (*simWorld).opSessionClose},
 	{"session grant release", 3, (*simWorld).opSessionRelease},
 	{"session grant renew", 2, (*simWorld).opSessionGrantRenew},
 	{"miss session renewals", 2, (*simWorld).opMissSessionRenewals},
+	{"wait on a session's name", 6, (*simWorld).opWaitOnSession},
 }
 
 var simWeights = func() int {

@@ -420,15 +420,30 @@ func (c *Checker) applyLocked(e *Effect) {
 			put(c.granted, g.Key, g.RequestID, true)
 		}
 	}
-	// A waiter offered in an entry, or whose own acquire was proposed, has
-	// left its queue, granted or not.
+	// A waiter whose own acquire was proposed, or offered in an entry that
+	// freed its name, has left its queue, granted or not. One offered in
+	// an entry that the FSM refused (a release of a grant that had ended)
+	// is put back at the head of its queue.
 	switch x := e.Cmd.(type) {
 	case *entry.Acquire:
 		delete(c.queued[Key{Lock, x.Lock}], x.RequestID)
 	case *entry.SemAcquire:
 		delete(c.queued[Key{Semaphore, x.Semaphore}], x.RequestID)
+	case *entry.SessionEnd:
+		if e.SessionEnded != nil {
+			for _, a := range x.Next {
+				if a != nil {
+					delete(c.queued[Key{Lock, a.Lock}], a.RequestID)
+				}
+			}
+			for _, a := range x.NextPermits {
+				if a != nil {
+					delete(c.queued[Key{Semaphore, a.Semaphore}], a.RequestID)
+				}
+			}
+		}
 	}
-	if e.Next != nil {
+	if e.Next != nil && (len(e.Ended) > 0 || e.DelayEnded != nil) {
 		delete(c.queued[*e.Frees], e.Next.RequestID)
 	}
 	c.applySessionLocked(e)
