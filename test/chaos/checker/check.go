@@ -30,6 +30,10 @@ const (
 	CheckObservers    = "observers in term order"
 	CheckWatch        = "watched grants"
 	CheckUnissued     = "no false unissued_token"
+
+	CheckSessionEnds      = "session grants end together"
+	CheckSessionWrites    = "no lock-bound write after its session"
+	CheckSessionSurvivors = "no grant outlives its session"
 )
 
 // DefaultTimeout bounds each linearizability search when Options.Timeout is
@@ -131,6 +135,9 @@ func Check(h history.History, opts Options) Report {
 		invariant(CheckObservers, ObserverOrder(h), skipIf(len(h.Observations) == 0, "no observations")),
 		invariant(CheckWatch, WatchedGrants(h), skipIf(h.Watch == nil, "no watcher")),
 		invariant(CheckUnissued, FalseUnissued(h), skipIf(!hasCodes(h), "no error codes recorded")),
+		invariant(CheckSessionEnds, SessionGrantsEnd(h), skipIf(!hasKind(h, history.SessionCreate) || h.Watch == nil, "no sessions, or no watcher")),
+		invariant(CheckSessionWrites, SessionWrites(h), skipIf(!hasKind(h, history.SessionCreate), "no sessions")),
+		invariant(CheckSessionSurvivors, SessionSurvivors(h), skipIf(!hasKind(h, history.SessionCreate), "no sessions")),
 	)
 	return r
 }
