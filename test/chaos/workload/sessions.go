@@ -38,6 +38,7 @@ type sessionGrant struct {
 	name   string
 	token  uint64
 	lease  string
+	kv     bool // a lock-bound put with token may have landed
 }
 
 // sessionBody is an acquire under a session, a lock's or a permit's: no
@@ -58,18 +59,20 @@ func (w *worker) sessionIteration(ctx context.Context) {
 		return
 	}
 	keep := w.keepSession(s)
-	var held []sessionGrant
+	var held []*sessionGrant
 	for _, lock := range w.cfg.Locks {
 		if g := w.acquireUnder(s, lock, w.sessionWait()); g != nil {
-			held = append(held, *g)
+			held = append(held, g)
 		}
 	}
 	if g := w.permitUnder(s, w.sessionWait()); g != nil {
-		held = append(held, *g)
+		held = append(held, g)
 	}
 	stall := w.chance(sessionStallChance)
 	for _, g := range held {
-		w.writeUnder(g, 1)
+		// A stalling client keeps its first lock-bound put for after it
+		// wakes, where only the lock binding can refuse it.
+		w.writeUnder(g, 1, !stall && w.chance(0.6))
 	}
 	if len(held) > 0 {
 		w.emit(Line{Ev: Hold, Lock: fmt.Sprintf("session s%d", s.id), Token: held[0].token, TTLMillis: ttl.Milliseconds()})
@@ -82,14 +85,14 @@ func (w *worker) sessionIteration(ctx context.Context) {
 		// end, which is at most 2.5 TTLs away.
 		w.sleep(context.Background(), ttl+ttl/2+time.Duration(w.rng.Int64N(int64(ttl))))
 		for _, g := range held {
-			w.writeUnder(g, 2)
+			w.writeUnder(g, 2, true)
 		}
 		// The keep-alive wakes too, and is told the session is over; the
 		// writes after that are refused for certain (checker.SessionWrites
 		// judges them by time as well as by index).
 		if w.renewSession(s) {
 			for _, g := range held {
-				w.writeUnder(g, 3)
+				w.writeUnder(g, 3, true)
 				if !g.permit && w.chance(0.5) {
 					w.read(g.name)
 				}
@@ -98,7 +101,7 @@ func (w *worker) sessionIteration(ctx context.Context) {
 		return
 	}
 	for _, g := range held {
-		w.writeUnder(g, 2)
+		w.writeUnder(g, 2, w.chance(0.5))
 	}
 	if len(held) > 1 && w.chance(0.2) {
 		// Releasing one grant keeps the session and its other grants.
@@ -109,7 +112,7 @@ func (w *worker) sessionIteration(ctx context.Context) {
 	w.closeSession(s)
 	if len(held) > 0 && w.chance(0.3) {
 		g := held[w.rng.IntN(len(held))]
-		w.writeUnder(g, 4)
+		w.writeUnder(g, 4, true)
 		if !g.permit {
 			w.read(g.name)
 		}
@@ -237,19 +240,23 @@ func (w *worker) permitUnder(s *session, wait time.Duration) *sessionGrant {
 	return g
 }
 
-// writeUnder writes with g's token: through the resource (stamped with
-// seq), and for a lock's grant a lock-bound put of the lock's key, which
-// the cluster accepts only while g is the lock's current grant.
-func (w *worker) writeUnder(g sessionGrant, seq uint64) {
+// writeUnder writes with g's token through the resource (stamped with
+// seq) and, if kv, for a lock's grant, puts the lock's key bound to the
+// lock, which the cluster accepts only while g is the lock's current
+// grant. It makes one such put per grant that may have landed: a second
+// with the same token would be refused stale whatever the lock, and so
+// would say nothing of the binding.
+func (w *worker) writeUnder(g *sessionGrant, seq uint64, kv bool) {
 	w.putResource(g.name, g.token, seq)
-	if !g.permit {
-		w.putKV(g.name, g.token, true)
+	if kv && !g.permit && !g.kv {
+		got := w.putKV(g.name, g.token, true)
+		g.kv = got.Outcome == history.OK || got.Outcome.Indeterminate()
 	}
 }
 
 // releaseUnder releases one grant of s in a single attempt, as release
 // does and for the same reason.
-func (w *worker) releaseUnder(s *session, g sessionGrant) {
+func (w *worker) releaseUnder(s *session, g *sessionGrant) {
 	kind := history.Release
 	if g.permit {
 		kind = history.SemRelease

@@ -346,13 +346,13 @@ func (w *worker) releaseOnce(kind history.OpKind, l *client.Lease) {
 	}
 }
 
-func (w *worker) putKV(lock string, token uint64, withLock bool) {
+func (w *worker) putKV(lock string, token uint64, withLock bool) history.Op {
 	key := KVKey(lock)
 	op := history.Op{Kind: history.Put, Target: key, Token: token, Value: w.value(token, 0)}
 	if withLock {
 		op.Lock = lock
 	}
-	w.record(op, func(ctx context.Context, op *history.Op) {
+	return w.record(op, func(ctx context.Context, op *history.Op) {
 		var opts []client.PutOption
 		if withLock {
 			opts = append(opts, client.WithLock(lock))
