@@ -57,8 +57,8 @@ type grantEnd struct {
 // sessionFacts is everything the history says of the sessions.
 type sessionFacts struct {
 	grants map[uint64]sessionGrant // by token
-	// ends are the indexes of each session's end events (more than one is
-	// a violation), and how it ended.
+	// ends are the indexes of each session's end events, closed or
+	// expired (more than one is a violation).
 	ends    map[uint64][]uint64
 	created map[uint64]uint64 // session → index of its creation
 	// grantEnds is how each grant ended, from the stream.
@@ -229,11 +229,15 @@ func SessionWrites(h history.History) []Violation {
 	f := readSessions(h)
 	var out []Violation
 	if h.Watch != nil {
-		bound := map[[2]string][]history.Op{} // (key, token) → the puts sent
+		type write struct {
+			key   string
+			token uint64
+		}
+		sentAs := map[write][]history.Op{} // the puts sent of each key with each token
 		for _, op := range h.Ops {
 			if op.Kind == history.Put {
-				k := [2]string{op.Target, fmt.Sprint(op.Token)}
-				bound[k] = append(bound[k], op)
+				k := write{op.Target, op.Token}
+				sentAs[k] = append(sentAs[k], op)
 			}
 		}
 		for _, p := range f.puts {
@@ -242,7 +246,7 @@ func SessionWrites(h history.History) []Violation {
 				continue
 			}
 			end, ended := f.end(g.session)
-			sent := bound[[2]string{p.Key, fmt.Sprint(p.Token)}]
+			sent := sentAs[write{p.Key, p.Token}]
 			// Only a write every client sent bound to the lock is the
 			// cluster's to refuse: an unbound one is fenced by its token
 			// alone.
