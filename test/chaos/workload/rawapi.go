@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -83,7 +84,12 @@ func (a *RawAPI) Call(ctx context.Context, method, path string, extra time.Durat
 		status, resp, err := a.do(ctx, method, a.endpoint(attempt), path, raw, a.attempt+extra)
 		switch {
 		case err != nil:
-			uncertain, last = uncertain || body != nil, err
+			// A request that never got a connection did nothing; any
+			// other may have reached the leader before its answer was
+			// lost.
+			var dial *net.OpError
+			refused := errors.As(err, &dial) && dial.Op == "dial"
+			uncertain, last = uncertain || (body != nil && !refused), err
 			continue
 		case status/100 == 2:
 			if out != nil {
