@@ -30,13 +30,13 @@ type Config struct {
 	Role  Role     `json:"role,omitempty"`
 	Locks []string `json:"locks,omitempty"`
 	// Semaphore and Limit are a semaphore client's semaphore and the limit
-	// it asks for; Election is an election client's election.
+	// it asks for; Election is an election client's election. A session
+	// client holds every one of Locks and a permit of Semaphore (of Limit)
+	// under one session.
 	Semaphore string `json:"semaphore,omitempty"`
 	Limit     int    `json:"limit,omitempty"`
 	Election  string `json:"election,omitempty"`
-	// A session client holds every one of Locks and a permit of
-	// Semaphore (of Limit) under one session.
-	Seed uint64 `json:"seed"`
+	Seed      uint64 `json:"seed"`
 	// MinTTL and MaxTTL bound the leases the client asks for.
 	MinTTL time.Duration `json:"min_ttl"`
 	MaxTTL time.Duration `json:"max_ttl"`
