@@ -39,7 +39,7 @@ func validRun() history.History {
 			sessionCreated(3, 1<<32|5, 1000, 300, 305),
 			acquireUnder(3, "d", 1<<32|5, 1<<32|6, 310, 315),
 			boundPut(3, "d", 1<<32|6, history.OK, 320, 325),
-			sessionOp(3, history.SessionClose, 1<<32|5, history.OK, 330, 335),
+			closed(3, 1<<32|5, 330, 335, 1<<32|6),
 		},
 		Events: []history.Event{
 			{Kind: "partition", Time: 55, Description: "isolate n1"},

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 
 	"github.com/fencer-io/fencer/api/wire"
 	"github.com/fencer-io/fencer/test/chaos/history"
@@ -22,7 +23,8 @@ import (
 //   - SessionGrantsEnd: every grant of a session that was still held when
 //     the session ended ends at that index, no earlier (a session grant
 //     has no lease of its own: only its release, or a restore, ends it
-//     before its session) and no later; and a session ends once.
+//     before its session) and no later; a session ends once; and a close
+//     that answers ok names every grant its client held under it.
 //   - SessionWrites: no lock-bound write with any of a session's tokens is
 //     accepted after the session's end: neither at a later index of the
 //     stream, nor acknowledged to a client that sent it after a client had
@@ -174,11 +176,11 @@ func (g sessionGrant) evidence() []history.Op {
 // entry that ended the session, and sessions that ended more than once or
 // never.
 func SessionGrantsEnd(h history.History) []Violation {
+	out := closesReleaseAll(h)
 	if h.Watch == nil {
-		return nil
+		return out
 	}
 	f := readSessions(h)
-	var out []Violation
 	for _, id := range sortedIDs(f.ends) {
 		if ends := f.ends[id]; len(ends) > 1 {
 			out = append(out, Violation{Message: fmt.Sprintf("session s%d ended %d times, at indexes %v", id, len(ends), ends)})
@@ -217,6 +219,45 @@ func SessionGrantsEnd(h history.History) []Violation {
 			out = append(out, Violation{
 				Message: fmt.Sprintf("session s%d ended at index %d, but its %s ended at index %d", g.session, end, g, e.index),
 				Ops:     g.evidence(),
+			})
+		}
+	}
+	return out
+}
+
+// closesReleaseAll finds closes that answered ok without every grant the
+// closing client held under the session: one it was granted before it
+// sent the close and had not tried to release on its own. A restore in
+// between may have voided some: such closes are not judged.
+func closesReleaseAll(h history.History) []Violation {
+	var out []Violation
+	for _, c := range h.Ops {
+		if c.Kind != history.SessionClose || c.Outcome != history.OK ||
+			slices.ContainsFunc(h.Events, func(e history.Event) bool { return e.Kind == history.EventRestore && e.Time < c.Return }) {
+			continue
+		}
+		var missing []history.Op
+		for _, g := range h.Ops {
+			granted := g.Session == c.Session && g.Outcome == history.OK && (g.Kind == history.Acquire || g.Kind == history.SemAcquire) && g.Return < c.Call
+			if !granted || slices.Contains(c.Released, g.Token) {
+				continue
+			}
+			released := slices.ContainsFunc(h.Ops, func(r history.Op) bool {
+				return (r.Kind == history.Release || r.Kind == history.SemRelease) && r.Token == g.Token && r.Call < c.Return
+			})
+			if !released {
+				missing = append(missing, g)
+			}
+		}
+		if len(missing) > 0 {
+			var held []string
+			for _, g := range missing {
+				held = append(held, fmt.Sprintf("t%d (%s)", g.Token, g.Target))
+			}
+			out = append(out, Violation{
+				Message: fmt.Sprintf("session s%d's close answered ok releasing %v, without %s, which its client held under it",
+					c.Session, c.Released, strings.Join(held, ", ")),
+				Ops: append(missing, c),
 			})
 		}
 	}

@@ -25,6 +25,12 @@ func sessionOp(c int, kind history.OpKind, id uint64, out history.Outcome, call,
 	return op
 }
 
+func closed(c int, id uint64, call, ret int64, released ...uint64) history.Op {
+	op := sessionOp(c, history.SessionClose, id, history.OK, call, ret)
+	op.Released = released
+	return op
+}
+
 func acquireUnder(c int, lock string, session, token uint64, call, ret int64) history.Op {
 	op := acquireOK(c, lock, "c0", token, call, ret)
 	op.Session = session
@@ -60,7 +66,7 @@ func sessionHistory(events ...history.WatchedEvent) history.History {
 			acquireUnder(0, "sb", 10, 12, 5, 6),
 			permitUnder(0, "ss", 10, 13, 7, 8),
 			boundPut(0, "sa", 11, history.OK, 9, 10),
-			sessionOp(0, history.SessionClose, 10, history.OK, 11, 12),
+			closed(0, 10, 11, 12, 11, 12, 13),
 		},
 		Watch: &history.Watch{
 			Grants: []history.WatchedGrant{
@@ -102,6 +108,18 @@ func TestSessionChecksPassASessionEndedInOneEntry(t *testing.T) {
 		closedTogether[1], closedTogether[2], closedTogether[3],
 	}
 	wantStatus(t, sessionHistory(handed...), CheckSessionEnds, Pass)
+}
+
+// The close answers that it ended only the first grant.
+func TestSessionEndsFailOnACloseThatLeavesGrants(t *testing.T) {
+	h := sessionHistory(closedTogether...)
+	h.Watch = nil
+	wantStatus(t, h, CheckSessionEnds, Pass)
+	h.Ops[5] = closed(0, 10, 11, 12, 11)
+	wantMessage(t, wantStatus(t, h, CheckSessionEnds, Fail), "session s10's close answered ok releasing [11], without t12 (sb), t13 (ss)")
+	// A grant released on its own before is not the close's to release.
+	h.Ops = append(h.Ops, release(0, "sb", 12, history.OK, 9, 10), history.Op{Kind: history.SemRelease, Target: "ss", Token: 13, Outcome: history.Unknown, Call: 10, Return: 11})
+	wantStatus(t, h, CheckSessionEnds, Pass)
 }
 
 // The end entry ends only the first grant: the others never end.
