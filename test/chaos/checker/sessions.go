@@ -69,7 +69,11 @@ type sessionFacts struct {
 	// had ended (by its return).
 	known map[uint64]history.Op
 	puts  []history.WatchedEvent
-	w     *history.Watch
+	// restores are the indexes of the restores and recoveries the stream
+	// showed (by their voided events): each ended every session without
+	// an event of the session's own.
+	restores []uint64
+	w        *history.Watch
 }
 
 func readSessions(h history.History) sessionFacts {
@@ -109,6 +113,8 @@ func readSessions(h history.History) sessionFacts {
 			f.ends[e.Session] = append(f.ends[e.Session], e.Index)
 		case wire.EventPut:
 			f.puts = append(f.puts, e)
+		case wire.EventVoided:
+			f.restores = append(f.restores, e.Index)
 		}
 		switch e.Type {
 		case wire.EventReleased, wire.EventExpired, wire.EventVoided, wire.EventPermitReleased, wire.EventPermitExpired:
@@ -145,6 +151,12 @@ func (f sessionFacts) end(session uint64) (uint64, bool) {
 		return slices.Min(ends), true
 	}
 	return 0, false
+}
+
+// restoredAfter reports whether a restore or recovery the stream showed
+// came after index.
+func (f sessionFacts) restoredAfter(index uint64) bool {
+	return slices.ContainsFunc(f.restores, func(at uint64) bool { return at > index })
 }
 
 // unseen reports whether the stream may have missed an event in (from, to]:
@@ -187,7 +199,7 @@ func SessionGrantsEnd(h history.History) []Violation {
 		}
 	}
 	for _, id := range sortedIDs(f.created) {
-		if _, ended := f.end(id); !ended && !f.unseen(f.created[id], f.w.Until) {
+		if _, ended := f.end(id); !ended && !f.unseen(f.created[id], f.w.Until) && !f.restoredAfter(f.created[id]) {
 			out = append(out, Violation{Message: fmt.Sprintf("session s%d, created at index %d, never ended up to index %d, the end of the watch", id, f.created[id], f.w.Until)})
 		}
 	}

@@ -147,6 +147,10 @@ func TestSessionEndsFailOnTwoEnds(t *testing.T) {
 	wantMessage(t, wantStatus(t, h, CheckSessionEnds, Fail), "session s10 ended 2 times")
 	never := sessionHistory()
 	wantMessage(t, wantStatus(t, never, CheckSessionEnds, Fail), "session s10, created at index 10, never ended")
+	// A restore ends every session without a session event: its grants
+	// are voided.
+	restored := sessionHistory(ev(25, wire.EventVoided, "sa", 11), ev(25, wire.EventVoided, "sb", 12), ev(25, wire.EventVoided, "ss", 13))
+	wantStatus(t, restored, CheckSessionEnds, Pass)
 }
 
 // What the stream did not show is not judged.
