@@ -38,6 +38,18 @@
 // The checker judges the permits against the limit, each term's leader,
 // and the observers' order (see package checker).
 //
+// Session clients (Config.SessionClients, default 3) each open a session
+// over plain HTTP (workload.RawAPI: the server's answers, not a client
+// library's), take every one of sessionLocks and a permit of
+// sessionSemaphore under it, renew only the session, write with every
+// grant's token (through the resource, and a put bound to the lock), and
+// close it; some iterations, by the seed, stall past the session's TTL and
+// write with the old tokens on waking. The watcher records, besides the
+// grants, every grant's end, every session event and every accepted put,
+// with its index, so that the checker can judge that a session's grants
+// end in its one end entry, that no lock-bound write with its tokens is
+// accepted after it, and that none of its grants outlives it.
+//
 // # How a run goes
 //
 // Run starts the cluster, the resource and the clients, lets the nemesis

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/fencer-io/fencer/api/client"
+	"github.com/fencer-io/fencer/api/wire"
 	"github.com/fencer-io/fencer/test/chaos/checker"
 	"github.com/fencer-io/fencer/test/chaos/harness"
 	"github.com/fencer-io/fencer/test/chaos/history"
@@ -32,7 +34,11 @@ type Config struct {
 	SemClients  int
 	SemLimit    int
 	Campaigners int
-	Duration    time.Duration // of faults under load (default 1m)
+	// SessionClients each hold all of sessionLocks and a permit of
+	// sessionSemaphore (limit SemLimit) under one session (default 3;
+	// negative: none).
+	SessionClients int
+	Duration       time.Duration // of faults under load (default 1m)
 	// Faults lists the faults to inject (default nemesis.AllFaults).
 	Faults []string
 	// PauseRestartsResource is the chance that a client pause also
@@ -69,6 +75,7 @@ func (c *Config) defaults() error {
 	c.SemClients = cmp.Or(c.SemClients, 3)
 	c.SemLimit = cmp.Or(c.SemLimit, 2)
 	c.Campaigners = cmp.Or(c.Campaigners, 2)
+	c.SessionClients = cmp.Or(c.SessionClients, 3)
 	c.Duration = cmp.Or(c.Duration, time.Minute)
 	if len(c.Faults) == 0 {
 		c.Faults = nemesis.AllFaults
@@ -147,15 +154,22 @@ func initialIDs(nodes int) []string {
 // locks are the locks the clients compete for: few, so that they collide.
 var locks = []string{"a", "b", "c"}
 
+// sessionLocks are the locks the session clients compete for, each
+// holding all of them under its session; apart from locks, so that the
+// lock clients' histories stay as they were.
+var sessionLocks = []string{"sa", "sb", "sc"}
+
 // semaphore and election are the semaphore and the election the other
-// clients compete for.
+// clients compete for; sessionSemaphore is the session clients'.
 const (
-	semaphore = "s"
-	election  = "e"
+	semaphore        = "s"
+	election         = "e"
+	sessionSemaphore = "ss"
 )
 
 // workloads returns every client process's part, in client order: the lock
-// clients, then the semaphore clients, then the campaigners.
+// clients, then the semaphore clients, then the campaigners, then the
+// session clients.
 func (c Config) workloads() []workload.Config {
 	var out []workload.Config
 	for range c.Clients {
@@ -166,6 +180,9 @@ func (c Config) workloads() []workload.Config {
 	}
 	for range max(c.Campaigners, 0) {
 		out = append(out, workload.Config{Role: workload.RoleElection, Election: election})
+	}
+	for range max(c.SessionClients, 0) {
+		out = append(out, workload.Config{Role: workload.RoleSession, Locks: sessionLocks, Semaphore: sessionSemaphore, Limit: c.SemLimit})
 	}
 	for i := range out {
 		out[i].Client, out[i].Seed, out[i].MinTTL, out[i].MaxTTL = i, c.Seed, minTTL, maxTTL
@@ -374,12 +391,16 @@ func finalReads(ctx context.Context, cl *harness.Cluster, rs *harness.Resource) 
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	reads := []history.FinalRead{}
-	r, err := finalResourceRead(ctx, rs, workload.ResourceKey(election))
-	if err != nil {
-		return nil, err
+	// The election's and the session permits' keys are the resource's
+	// only: they have no key in the cluster.
+	for _, name := range []string{election, sessionSemaphore} {
+		r, err := finalResourceRead(ctx, rs, workload.ResourceKey(name))
+		if err != nil {
+			return nil, err
+		}
+		reads = append(reads, r)
 	}
-	reads = append(reads, r)
-	for _, lock := range locks {
+	for _, lock := range append(slices.Clone(locks), sessionLocks...) {
 		key := workload.KVKey(lock)
 		var r history.FinalRead
 		err := harness.Retry(ctx, func() error {
@@ -419,15 +440,17 @@ func finalResourceRead(ctx context.Context, rs *harness.Resource, key string) (h
 	return r, nil
 }
 
-// memberHashes waits until no lease is left (locks and permits) (an expiry is a log entry, so
-// the applied index moves until then) and every member has applied the
-// same log, then returns each member's state digest.
+// memberHashes waits until no lease is left (locks, permits and sessions:
+// an expiry is a log entry, so the applied index moves until then) and
+// every member has applied the same log, then returns each member's state
+// digest.
 func memberHashes(ctx context.Context, cl *harness.Cluster) (map[string]string, error) {
 	c, err := client.New(cl.HTTPAddrs(), client.WithTimeout(2*time.Second))
 	if err != nil {
 		return nil, err
 	}
 	defer c.Close()
+	sessions := workload.NewRawAPI(cl.HTTPAddrs(), 2*time.Second)
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	err = harness.Retry(ctx, func() error {
@@ -441,6 +464,14 @@ func memberHashes(ctx context.Context, cl *harness.Cluster) (map[string]string, 
 		sems, err := c.Semaphores(ctx)
 		if err == nil && len(sems) > 0 {
 			return fmt.Errorf("%d semaphores still have permits held", len(sems))
+		}
+		if err != nil {
+			return err
+		}
+		var open wire.SessionList
+		err = sessions.Call(ctx, http.MethodGet, "/v1/sessions", 0, nil, &open)
+		if err == nil && len(open.Sessions) > 0 {
+			return fmt.Errorf("%d sessions still open", len(open.Sessions))
 		}
 		return err
 	})

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/fencer-io/fencer/api/wire"
 	"github.com/fencer-io/fencer/test/chaos/history"
 )
 
@@ -13,9 +14,10 @@ import (
 func (r *Result) Summary() string {
 	var b strings.Builder
 	c := r.Config
-	fmt.Fprintf(&b, "chaos run: seed %d, %d nodes, %d clients (%d on locks, %d on semaphore %s of limit %d, %d campaigning in election %s), %v of faults (%v in all)\n",
+	fmt.Fprintf(&b, "chaos run: seed %d, %d nodes, %d clients (%d on locks, %d on semaphore %s of limit %d, %d campaigning in election %s, "+
+		"%d holding %s and a permit of %s under sessions), %v of faults (%v in all)\n",
 		c.Seed, c.Nodes, len(c.workloads()), c.Clients, max(c.SemClients, 0), semaphore, c.SemLimit, max(c.Campaigners, 0), election,
-		c.Duration, r.Elapsed.Round(1e6))
+		max(c.SessionClients, 0), strings.Join(sessionLocks, ","), sessionSemaphore, c.Duration, r.Elapsed.Round(1e6))
 	if c.LogStore != "" {
 		fmt.Fprintf(&b, "log store: %s\n", c.LogStore)
 	}
@@ -40,6 +42,7 @@ func (r *Result) Summary() string {
 
 	b.WriteString(r.tokensAndWrites())
 	b.WriteString(r.lateWrites())
+	b.WriteString(r.sessions())
 
 	fmt.Fprintf(&b, "member digests: %d members", len(r.History.MemberHashes))
 	seen := map[string]bool{}
@@ -75,17 +78,18 @@ func (r *Result) operations() string {
 	}
 	fmt.Fprintf(&b, "operations: %d\n", len(h.Ops))
 	for _, kind := range []history.OpKind{history.Acquire, history.Renew, history.Release, history.Read, history.Put, history.Get,
-		history.SemAcquire, history.SemRenew, history.SemRelease, history.Campaign, history.Proclaim, history.Resign} {
+		history.SemAcquire, history.SemRenew, history.SemRelease, history.Campaign, history.Proclaim, history.Resign,
+		history.SessionCreate, history.SessionRenew, history.SessionClose} {
 		var parts []string
 		n := 0
 		for _, o := range []history.Outcome{history.OK, history.LockHeld, history.SemaphoreFull, history.LockDelay, history.LeaseLost, history.StaleToken,
-			history.NotLockHolder, history.Refused, history.Unknown, history.OtherError} {
+			history.NotLockHolder, history.SessionExpired, history.Refused, history.Unknown, history.OtherError} {
 			if k := byKind[kind][o]; k > 0 {
 				parts = append(parts, fmt.Sprintf("%s %d", o, k))
 				n += k
 			}
 		}
-		fmt.Fprintf(&b, "  %-11s %6d: %s\n", kind, n, strings.Join(parts, ", "))
+		fmt.Fprintf(&b, "  %-14s %6d: %s\n", kind, n, strings.Join(parts, ", "))
 	}
 	return b.String()
 }
@@ -307,4 +311,66 @@ func (r *Result) observations() string {
 		sessions[[2]int{o.Observer, o.Session}] = true
 	}
 	return fmt.Sprintf("election observers: %d sightings of %d terms in %d watch sessions\n", len(obs), len(terms), len(sessions))
+}
+
+// sessions tells what became of the sessions: how many were opened and how
+// they ended as the clients and the watcher saw it, the grants held under
+// them, and the lock-bound writes sent with their tokens after a client was
+// told the session had ended, which must all have been refused.
+func (r *Result) sessions() string {
+	h := r.History
+	var opened, closed, expiredAnswers, locks, permits int
+	session := map[uint64]uint64{} // grant token → its session
+	known := map[uint64]int64{}    // session → when a client was first told it ended
+	for _, op := range h.Ops {
+		switch {
+		case op.Kind == history.SessionCreate && op.Outcome == history.OK:
+			opened++
+		case op.Session != 0 && op.Outcome == history.OK && op.Kind == history.Acquire:
+			locks++
+			session[op.Token] = op.Session
+		case op.Session != 0 && op.Outcome == history.OK && op.Kind == history.SemAcquire:
+			permits++
+			session[op.Token] = op.Session
+		}
+		told := op.Kind == history.SessionClose && op.Outcome == history.OK || op.Session != 0 && op.Outcome == history.SessionExpired
+		if op.Kind == history.SessionClose && op.Outcome == history.OK {
+			closed++
+		}
+		if op.Kind == history.SessionRenew && op.Outcome == history.SessionExpired {
+			expiredAnswers++
+		}
+		if at, seen := known[op.Session]; told && (!seen || op.Return < at) {
+			known[op.Session] = op.Return
+		}
+	}
+	if opened == 0 {
+		return "sessions: none opened\n"
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "sessions: %d opened, %d closed ok, %d renewals refused session_expired; %d locks and %d permits granted under them\n",
+		opened, closed, expiredAnswers, locks, permits)
+	if w := h.Watch; w != nil {
+		ends := map[string]int{}
+		for _, e := range w.Events {
+			if e.Type == wire.EventSessionClosed || e.Type == wire.EventSessionExpired {
+				ends[e.Type]++
+			}
+		}
+		fmt.Fprintf(&b, "  session ends watched: %d closed, %d expired\n", ends[wire.EventSessionClosed], ends[wire.EventSessionExpired])
+	}
+	late := map[history.Outcome]int{}
+	for _, op := range h.Ops {
+		s, under := session[op.Token]
+		if op.Kind != history.Put || op.Lock == "" || !under {
+			continue
+		}
+		if at, ok := known[s]; ok && op.Call > at {
+			late[op.Outcome]++
+		}
+	}
+	fmt.Fprintf(&b, "  lock-bound writes sent after a client was told their session ended: %d refused (not holder %d, stale %d, other %d), %d accepted, %d unknown\n",
+		late[history.NotLockHolder]+late[history.StaleToken]+late[history.Refused], late[history.NotLockHolder], late[history.StaleToken], late[history.Refused],
+		late[history.OK], late[history.Unknown]+late[history.OtherError])
+	return b.String()
 }

@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -64,8 +65,22 @@ func (w *watcher) add(ev wire.Event) {
 	defer w.mu.Unlock()
 	w.last = ev.Index
 	if ev.Type == wire.EventAcquired || ev.Type == wire.EventHandedOff {
-		w.w.Grants = append(w.w.Grants, history.WatchedGrant{Index: ev.Index, Type: ev.Type, Lock: ev.Lock, Holder: ev.Holder, Token: ev.Token})
+		w.w.Grants = append(w.w.Grants, history.WatchedGrant{Index: ev.Index, Type: ev.Type, Lock: ev.Lock, Holder: ev.Holder, Token: ev.Token, Session: ev.Session})
 	}
+	if sessionChecked[ev.Type] {
+		w.w.Events = append(w.w.Events, history.WatchedEvent{Index: ev.Index, Type: ev.Type, Name: cmp.Or(ev.Lock, ev.Semaphore), Key: ev.Key,
+			Token: ev.Token, PrevToken: ev.PrevToken, Reason: ev.Reason, Session: ev.Session})
+	}
+}
+
+// sessionChecked are the event types the session checks read
+// (checker.SessionGrantsEnd and friends): how grants end, how permits are
+// granted, sessions, and puts.
+var sessionChecked = map[string]bool{
+	wire.EventReleased: true, wire.EventExpired: true, wire.EventHandedOff: true, wire.EventVoided: true,
+	wire.EventPermitAcquired: true, wire.EventPermitReleased: true, wire.EventPermitExpired: true, wire.EventPermitHandedOff: true,
+	wire.EventSessionCreated: true, wire.EventSessionExpired: true, wire.EventSessionClosed: true,
+	wire.EventPut: true,
 }
 
 // failed returns where to watch from after err: after a gap when the

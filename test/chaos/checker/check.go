@@ -30,6 +30,10 @@ const (
 	CheckObservers    = "observers in term order"
 	CheckWatch        = "watched grants"
 	CheckUnissued     = "no false unissued_token"
+
+	CheckSessionEnds      = "session grants end together"
+	CheckSessionWrites    = "no lock-bound write after its session"
+	CheckSessionSurvivors = "no grant outlives its session"
 )
 
 // DefaultTimeout bounds each linearizability search when Options.Timeout is
@@ -131,6 +135,9 @@ func Check(h history.History, opts Options) Report {
 		invariant(CheckObservers, ObserverOrder(h), skipIf(len(h.Observations) == 0, "no observations")),
 		invariant(CheckWatch, WatchedGrants(h), skipIf(h.Watch == nil, "no watcher")),
 		invariant(CheckUnissued, FalseUnissued(h), skipIf(!hasCodes(h), "no error codes recorded")),
+		invariant(CheckSessionEnds, SessionGrantsEnd(h), skipIf(!hasSession(h), "no session opened")),
+		invariant(CheckSessionWrites, SessionWrites(h), skipIf(!hasSession(h), "no session opened")),
+		invariant(CheckSessionSurvivors, SessionSurvivors(h), skipIf(!hasSession(h), "no session opened")),
 	)
 	return r
 }
@@ -155,6 +162,17 @@ func skipIf(cond bool, why string) string {
 func hasKind(h history.History, kind history.OpKind) bool {
 	for _, op := range h.Ops {
 		if op.Kind == kind {
+			return true
+		}
+	}
+	return false
+}
+
+// hasSession reports whether a client was given a session: what the
+// session checks judge.
+func hasSession(h history.History) bool {
+	for _, op := range h.Ops {
+		if op.Kind == history.SessionCreate && op.Outcome == history.OK {
 			return true
 		}
 	}

@@ -35,6 +35,11 @@ func validRun() history.History {
 			get(1, "j", "w1", 1<<32|4, 260, 270),
 			// A forged token, above every grant: truly never issued.
 			refused(2, "j", "w2", 1<<32|9, "unissued_token", 280, 290),
+			// A session holding lock d, closed.
+			sessionCreated(3, 1<<32|5, 1000, 300, 305),
+			acquireUnder(3, "d", 1<<32|5, 1<<32|6, 310, 315),
+			boundPut(3, "d", 1<<32|6, history.OK, 320, 325),
+			closed(3, 1<<32|5, 330, 335, 1<<32|6),
 		},
 		Events: []history.Event{
 			{Kind: "partition", Time: 55, Description: "isolate n1"},
@@ -43,6 +48,7 @@ func validRun() history.History {
 		FinalReads: []history.FinalRead{
 			{Key: "k", Found: true, Value: "v3", Token: 8},
 			{Key: "j", Found: true, Value: "w1", Token: 1<<32 | 4},
+			{Key: "kv.d", Found: true, Value: "v", Token: 1<<32 | 6},
 		},
 		Accepted: map[string][]history.Stamp{
 			"k": {{Token: 5}, {Token: 8}},
@@ -52,9 +58,16 @@ func validRun() history.History {
 		Observations: []history.Observation{seen(3, 0, "e", "h1", 10, "h1.v1", 107)},
 		// The restore's entries were not seen: a gap up to the new epoch.
 		Watch: &history.Watch{
-			Grants: []history.WatchedGrant{watched("acquired", "a", 5), watched("acquired", "a", 8), watched("acquired", "e", 10), watched("acquired", "c", 1<<32|4)},
-			Gaps:   []history.WatchGap{{After: 10, Until: 1 << 32}},
-			Until:  1<<32 | 4,
+			Grants: []history.WatchedGrant{watched("acquired", "a", 5), watched("acquired", "a", 8), watched("acquired", "e", 10), watched("acquired", "c", 1<<32|4),
+				{Index: 1<<32 | 6, Type: "acquired", Lock: "d", Token: 1<<32 | 6, Session: 1<<32 | 5}},
+			Events: []history.WatchedEvent{
+				sessionEv(1<<32|5, "session_created", 1<<32|5),
+				{Index: 1<<32 | 7, Type: "put", Key: "kv.d", Token: 1<<32 | 6},
+				ev(1<<32|8, "released", "d", 1<<32|6),
+				sessionEv(1<<32|8, "session_closed", 1<<32|5),
+			},
+			Gaps:  []history.WatchGap{{After: 10, Until: 1 << 32}},
+			Until: 1<<32 | 8,
 		},
 	}
 }
@@ -69,7 +82,7 @@ func TestCheckPassesAValidRun(t *testing.T) {
 			t.Errorf("%s: %s, want every check to run and pass", v.Name, v.Status)
 		}
 	}
-	if !strings.Contains(r.String(), "all 15 checks passed") {
+	if !strings.Contains(r.String(), "all 18 checks passed") {
 		t.Errorf("summary:\n%s", r)
 	}
 }
@@ -115,7 +128,7 @@ func TestReportSummarizesFailures(t *testing.T) {
 	}
 	s := r.String()
 	for _, want := range []string{
-		"2 of 15 checks not OK",
+		"2 of 18 checks not OK",
 		"FAIL          lock linearizability",
 		"renew(a, t5) -> ok [300, 310]",
 		"FAIL          member state hashes",

@@ -63,6 +63,11 @@
 //   - FalseUnissued: no write is refused unissued_token ("above every token
 //     granted so far") when a token at least as great had been
 //     acknowledged to a client, or seen by an observer, before it was sent.
+//   - SessionGrantsEnd, SessionWrites, SessionSurvivors: every grant a
+//     session still held when it ended ends at the session's end index,
+//     no lock-bound write with a session's token is accepted after that
+//     index, and no grant outlives its session (sessions.go says how the
+//     watcher's stream and the clients' history each show it).
 //
 // # Refusals by code
 //

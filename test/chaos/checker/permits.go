@@ -17,7 +17,9 @@ import (
 //     its last renewal that answered ok (the server starts a lease, or
 //     restarts it, no earlier than the request that asks for it is sent;
 //     renewals nobody recorded, such as the client library's keep-alive,
-//     only make it longer);
+//     only make it longer); for a permit under a session, its session's:
+//     the session's TTL after the call of its creation or of its last
+//     renewal that answered ok, or the call of its close if sooner;
 //   - the call of its first release, whatever the answer;
 //   - a restore, which drops every permit.
 //
@@ -59,6 +61,7 @@ func PermitLimits(h history.History) []Violation {
 			restores = append(restores, e.Time)
 		}
 	}
+	underSession := sessionSpans(h)
 	bySem := map[string][]permitSpan{}
 	for _, g := range h.Ops {
 		if g.Kind != history.SemAcquire || g.Outcome != history.OK {
@@ -66,6 +69,10 @@ func PermitLimits(h history.History) []Violation {
 		}
 		p := permit{g.Target, g.Token}
 		to := max(g.Call, renewed[p]) + g.TTL*int64(time.Millisecond)
+		if g.Session != 0 {
+			// A permit under a session lives as long as the session.
+			to = underSession[g.Token]
+		}
 		if at, ok := released[p]; ok {
 			to = min(to, at)
 		}

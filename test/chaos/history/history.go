@@ -36,6 +36,13 @@ const (
 	Campaign OpKind = "campaign"
 	Proclaim OpKind = "proclaim"
 	Resign   OpKind = "resign"
+
+	// Sessions: one lease for many grants. An acquire or sem_acquire with
+	// Op.Session set was made under that session; a session's ops carry
+	// its id in Op.Session.
+	SessionCreate OpKind = "session_create"
+	SessionRenew  OpKind = "session_renew"
+	SessionClose  OpKind = "session_close"
 )
 
 // OnLock reports whether k acts on a lock rather than a fenced key.
@@ -65,10 +72,13 @@ const (
 	NotLockHolder Outcome = "not_lock_holder"
 	SemaphoreFull Outcome = "semaphore_full"
 	// LockDelay: the only free permits were in a lock-delay.
-	LockDelay  Outcome = "lock_delay"
-	Refused    Outcome = "refused"
-	Unknown    Outcome = "unknown"
-	OtherError Outcome = "error"
+	LockDelay Outcome = "lock_delay"
+	// SessionExpired: the session had ended (expired or closed), and
+	// every grant under it with it.
+	SessionExpired Outcome = "session_expired"
+	Refused        Outcome = "refused"
+	Unknown        Outcome = "unknown"
+	OtherError     Outcome = "error"
 )
 
 // outcomeCodes maps each outcome named after a code to that code: an op with
@@ -80,6 +90,8 @@ var outcomeCodes = map[Outcome]string{
 	NotLockHolder: wire.CodeNotLockHolder,
 	SemaphoreFull: wire.CodeSemaphoreFull,
 	LockDelay:     wire.CodeLockDelay,
+
+	SessionExpired: wire.CodeSessionExpired,
 }
 
 // Indeterminate reports whether o leaves open whether the operation happened.
@@ -89,20 +101,24 @@ func (o Outcome) Indeterminate() bool { return o == Unknown || o == OtherError }
 // malformed history: guessing what an unexpected outcome means would let a
 // typo pass as an indeterminate result.
 var outcomesByKind = map[OpKind][]Outcome{
-	Acquire: {OK, LockHeld, Unknown, OtherError},
+	Acquire: {OK, LockHeld, SessionExpired, Unknown, OtherError},
 	Renew:   {OK, LeaseLost, Unknown, OtherError},
 	Release: {OK, LeaseLost, Unknown, OtherError},
 	Read:    {OK, Unknown, OtherError},
 	Put:     {OK, StaleToken, NotLockHolder, Refused, Unknown, OtherError},
 	Get:     {OK, Unknown, OtherError},
 
-	SemAcquire: {OK, SemaphoreFull, LockDelay, Unknown, OtherError},
+	SemAcquire: {OK, SemaphoreFull, LockDelay, SessionExpired, Unknown, OtherError},
 	SemRenew:   {OK, LeaseLost, Unknown, OtherError},
 	SemRelease: {OK, LeaseLost, Unknown, OtherError},
 
 	Campaign: {OK, Unknown, OtherError},
 	Proclaim: {OK, LeaseLost, Unknown, OtherError},
 	Resign:   {OK, LeaseLost, Unknown, OtherError},
+
+	SessionCreate: {OK, Unknown, OtherError},
+	SessionRenew:  {OK, SessionExpired, Unknown, OtherError},
+	SessionClose:  {OK, SessionExpired, Unknown, OtherError},
 }
 
 // Op is one client operation: what was asked, what came back, and when.
@@ -116,7 +132,7 @@ var outcomesByKind = map[OpKind][]Outcome{
 // campaign ok, the token presented for the others.
 type Op struct {
 	Kind   OpKind `json:"kind"`
-	Target string `json:"target"` // lock name, or key for put and get
+	Target string `json:"target"` // lock name, or key for put and get; a session op's holder
 	Client int    `json:"client"` // zero-based client index
 	Holder string `json:"holder,omitempty"`
 	// HeldBy is the holder an acquire lock_held reported, if the service
@@ -133,6 +149,16 @@ type Op struct {
 	// lease it asked for, in milliseconds (sem_acquire and campaign).
 	Limit int   `json:"limit,omitempty"`
 	TTL   int64 `json:"ttl_ms,omitempty"`
+	// Session is the session an op acts on (session_create ok: the id it
+	// was given), or the session an acquire or sem_acquire asked to hold
+	// its grant under; 0: none. A session's grants have no TTL of their
+	// own: a sem_acquire under one records the session's.
+	Session uint64 `json:"session,omitempty"`
+	// Lock is the lock a put was bound to (Fencing-Lock): such a write is
+	// accepted only while its token is the lock's current grant.
+	Lock string `json:"lock,omitempty"`
+	// Released lists the tokens a session_close ok reported it ended.
+	Released []uint64 `json:"released,omitempty"`
 
 	Call    int64   `json:"call"`
 	Return  int64   `json:"return"`
@@ -150,23 +176,30 @@ func (op Op) String() string {
 	var in string
 	switch op.Kind {
 	case Acquire:
-		in = fmt.Sprintf("acquire(%s, %s)", op.Target, op.Holder)
+		in = fmt.Sprintf("acquire(%s, %s%s)", op.Target, op.Holder, op.underSession())
 	case Renew, Release:
 		in = fmt.Sprintf("%s(%s, t%d)", op.Kind, op.Target, op.Token)
 	case Read:
 		in = fmt.Sprintf("read(%s)", op.Target)
 	case Put:
 		in = fmt.Sprintf("put(%s, %q, %s)", op.Target, op.Value, op.Stamp())
+		if op.Lock != "" {
+			in = fmt.Sprintf("put(%s, %q, %s, lock %s)", op.Target, op.Value, op.Stamp(), op.Lock)
+		}
 	case Get:
 		in = fmt.Sprintf("get(%s)", op.Target)
 	case SemAcquire:
-		in = fmt.Sprintf("sem_acquire(%s, %s, limit %d, ttl %dms)", op.Target, op.Holder, op.Limit, op.TTL)
+		in = fmt.Sprintf("sem_acquire(%s, %s, limit %d, ttl %dms%s)", op.Target, op.Holder, op.Limit, op.TTL, op.underSession())
 	case SemRenew, SemRelease, Resign:
 		in = fmt.Sprintf("%s(%s, t%d)", op.Kind, op.Target, op.Token)
 	case Campaign:
 		in = fmt.Sprintf("campaign(%s, %s, %q)", op.Target, op.Holder, op.Value)
 	case Proclaim:
 		in = fmt.Sprintf("proclaim(%s, t%d, %q)", op.Target, op.Token, op.Value)
+	case SessionCreate:
+		in = fmt.Sprintf("session_create(%s, ttl %dms)", op.Holder, op.TTL)
+	case SessionRenew, SessionClose:
+		in = fmt.Sprintf("%s(s%d)", op.Kind, op.Session)
 	default:
 		in = fmt.Sprintf("%s(%s)", op.Kind, op.Target)
 	}
@@ -174,6 +207,10 @@ func (op Op) String() string {
 	switch {
 	case (op.Kind == Acquire || op.Kind == SemAcquire || op.Kind == Campaign) && op.Outcome == OK:
 		out = fmt.Sprintf("ok t%d", op.Token)
+	case op.Kind == SessionCreate && op.Outcome == OK:
+		out = fmt.Sprintf("ok s%d", op.Session)
+	case op.Kind == SessionClose && op.Outcome == OK:
+		out = fmt.Sprintf("ok released %v", op.Released)
 	case op.Kind == Acquire && op.Outcome == LockHeld:
 		out = fmt.Sprintf("lock_held by %s t%d", orDash(op.HeldBy), op.Token)
 	case op.Kind == Read && op.Outcome == OK && op.Held:
@@ -192,6 +229,15 @@ func (op Op) String() string {
 		out = string(op.Outcome)
 	}
 	return fmt.Sprintf("c%d %s -> %s [%d, %d]", op.Client, in, out, op.Call, op.Return)
+}
+
+// underSession renders the session an acquire asked to hold its grant
+// under, if any.
+func (op Op) underSession() string {
+	if op.Session == 0 {
+		return ""
+	}
+	return fmt.Sprintf(", session s%d", op.Session)
 }
 
 func orDash(s string) string {
@@ -327,6 +373,12 @@ func (h History) Validate() error {
 			problems = append(problems, fmt.Sprintf("op %d: negative client %d", i, op.Client))
 		case op.Kind == SemAcquire && (op.Limit < 1 || op.TTL < 1):
 			problems = append(problems, fmt.Sprintf("op %d: sem_acquire without a limit and a TTL", i))
+		case op.Kind == SessionCreate && op.TTL < 1:
+			problems = append(problems, fmt.Sprintf("op %d: session_create without a TTL", i))
+		case op.Kind == SessionCreate && op.Outcome == OK && op.Session == 0:
+			problems = append(problems, fmt.Sprintf("op %d: session_create ok without the session's id", i))
+		case (op.Kind == SessionRenew || op.Kind == SessionClose) && op.Session == 0:
+			problems = append(problems, fmt.Sprintf("op %d: %s without a session", i, op.Kind))
 		}
 		if !slices.Contains(allowed, op.Outcome) {
 			problems = append(problems, fmt.Sprintf("op %d: %s cannot have outcome %q", i, op.Kind, op.Outcome))

@@ -6,7 +6,9 @@
 // permits (acquire, hold, maybe renew, release); or an election, where it
 // campaigns, writes with its term while it leads, proclaims, resigns, and
 // meanwhile observes the election, reporting each leadership it is told of
-// as an observe line.
+// as an observe line; or sessions, where it holds its locks and a permit
+// under one session, renewed from a goroutine of its own, and closes it or
+// stalls past its TTL (sessions.go).
 //
 // # Why clients are processes
 //

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fencer-io/fencer/api/client"
@@ -24,12 +25,14 @@ type Config struct {
 	Client    int      `json:"client"`
 	Endpoints []string `json:"endpoints"` // fencer nodes' HTTP addresses
 	Resource  string   `json:"resource"`  // base URL of the external resource
-	// Role is what the client does: RoleLocks (the default), RoleSemaphore
-	// or RoleElection.
+	// Role is what the client does: RoleLocks (the default), RoleSemaphore,
+	// RoleElection or RoleSession.
 	Role  Role     `json:"role,omitempty"`
 	Locks []string `json:"locks,omitempty"`
 	// Semaphore and Limit are a semaphore client's semaphore and the limit
-	// it asks for; Election is an election client's election.
+	// it asks for; Election is an election client's election. A session
+	// client holds every one of Locks and a permit of Semaphore (of Limit)
+	// under one session.
 	Semaphore string `json:"semaphore,omitempty"`
 	Limit     int    `json:"limit,omitempty"`
 	Election  string `json:"election,omitempty"`
@@ -53,11 +56,13 @@ type Role string
 // client takes permits of one semaphore and holds them; an election client
 // campaigns in one election, writes to the resource with its term while it
 // leads, proclaims new values and resigns, and meanwhile observes the
-// election.
+// election; a session client holds its locks and a permit under one
+// session (sessions.go).
 const (
 	RoleLocks     Role = ""
 	RoleSemaphore Role = "semaphore"
 	RoleElection  Role = "election"
+	RoleSession   Role = "session"
 )
 
 // Validate reports a configuration the client cannot run.
@@ -73,7 +78,9 @@ func (c Config) Validate() error {
 		return errors.New("workload: a semaphore client needs a semaphore and a limit")
 	case c.Role == RoleElection && c.Election == "":
 		return errors.New("workload: an election client needs an election")
-	case c.Role != RoleLocks && c.Role != RoleSemaphore && c.Role != RoleElection:
+	case c.Role == RoleSession && (len(c.Locks) == 0 || c.Semaphore == "" || c.Limit < 1):
+		return errors.New("workload: a session client needs locks, a semaphore and a limit")
+	case c.Role != RoleLocks && c.Role != RoleSemaphore && c.Role != RoleElection && c.Role != RoleSession:
 		return fmt.Errorf("workload: unknown role %q", c.Role)
 	case c.MinTTL <= 0 || c.MaxTTL < c.MinTTL:
 		return fmt.Errorf("workload: bad TTL range %v..%v", c.MinTTL, c.MaxTTL)
@@ -98,10 +105,13 @@ type worker struct {
 	rng  *rand.Rand
 	c    *client.Client // retries across nodes
 	once *client.Client // a single attempt: see release
+	raw  *RawAPI        // the session calls, as plain HTTP
 	res  *http.Client
 	out  io.Writer
 	mu   sync.Mutex // serializes lines on out
-	id   int
+	// id numbers the ops; atomic, as a session client records its
+	// renewals from a goroutine of their own.
+	id   atomic.Int64
 	old  map[string][]uint64 // tokens of earlier grants, per lock
 	vals int                 // values published so far (elections)
 }
@@ -127,6 +137,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer, log *slog.Logger) error
 		rng:  rand.New(rand.NewPCG(cfg.Seed, uint64(cfg.Client))),
 		c:    c,
 		once: once,
+		raw:  NewRawAPI(cfg.Endpoints, 2*time.Second),
 		res:  &http.Client{Timeout: 3 * time.Second},
 		out:  out,
 		old:  map[string][]uint64{},
@@ -135,6 +146,8 @@ func Run(ctx context.Context, cfg Config, out io.Writer, log *slog.Logger) error
 	switch cfg.Role {
 	case RoleSemaphore:
 		iteration = w.permitIteration
+	case RoleSession:
+		iteration = w.sessionIteration
 	case RoleElection:
 		iteration = w.campaignIteration
 		done := make(chan struct{})
@@ -253,8 +266,7 @@ func (w *worker) emit(l Line) {
 
 // record announces op, runs it, and reports it with its outcome.
 func (w *worker) record(op history.Op, run func(ctx context.Context, op *history.Op)) history.Op {
-	w.id++
-	id := w.id
+	id := int(w.id.Add(1))
 	op.Client = w.cfg.Client
 	ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
 	defer cancel()
@@ -269,7 +281,7 @@ func (w *worker) record(op history.Op, run func(ctx context.Context, op *history
 func (w *worker) holder() string { return "c" + strconv.Itoa(w.cfg.Client) }
 
 func (w *worker) value(token, seq uint64) string {
-	return fmt.Sprintf("c%d.%d.t%d.s%d", w.cfg.Client, w.id+1, token, seq)
+	return fmt.Sprintf("c%d.%d.t%d.s%d", w.cfg.Client, w.id.Load()+1, token, seq)
 }
 
 func (w *worker) read(lock string) {
@@ -334,10 +346,13 @@ func (w *worker) releaseOnce(kind history.OpKind, l *client.Lease) {
 	}
 }
 
-func (w *worker) putKV(lock string, token uint64, withLock bool) {
+func (w *worker) putKV(lock string, token uint64, withLock bool) history.Op {
 	key := KVKey(lock)
 	op := history.Op{Kind: history.Put, Target: key, Token: token, Value: w.value(token, 0)}
-	w.record(op, func(ctx context.Context, op *history.Op) {
+	if withLock {
+		op.Lock = lock
+	}
+	return w.record(op, func(ctx context.Context, op *history.Op) {
 		var opts []client.PutOption
 		if withLock {
 			opts = append(opts, client.WithLock(lock))
