@@ -134,12 +134,15 @@ leader() { curl -fsS "http://$(http 1)/v1/cluster" | sed -n 's/.*"leader":"n\([0
 # run CMD...: runs it in the background and waits, so that the time
 # limit's TERM ends the run at once rather than when CMD ends.
 run() {
+	local rc=0
 	"$@" &
 	bg=$!
-	wait "$bg"
+	wait "$bg" || rc=$?
 	bg=""
+	return "$rc"
 }
 
+failed=""
 for mode in $modes; do
 	rm -rf "$work"/n[123]
 	for i in 1 2 3; do start "$i"; done
@@ -152,9 +155,15 @@ for mode in $modes; do
 		sleep 0.05
 	done
 	log "$mode: 3 nodes ready; acquiring to $POINTS"
-	run "$work/scalebench" -mode "$mode" -members "$members" -pids "n1=${pid[1]},n2=${pid[2]},n3=${pid[3]}" \
+	if ! run "$work/scalebench" -mode "$mode" -members "$members" -pids "n1=${pid[1]},n2=${pid[2]},n3=${pid[3]}" \
 		-points "$POINTS" -clients "$CLIENTS" -per-session "$PER_SESSION" -renew-for "$RENEW_FOR" \
-		-snapshot-threshold "$THRESHOLD" -snapshot-wait "$SNAPSHOT_WAIT" >>"$work/points.jsonl"
+		-snapshot-threshold "$THRESHOLD" -snapshot-wait "$SNAPSHOT_WAIT" >>"$work/points.jsonl"; then
+		# The other mode's figures still stand: report them, and fail at the end.
+		log "$mode: scalebench failed (above); its points so far are kept"
+		failed+=" $mode"
+		for i in 1 2 3; do stop "$i"; done
+		continue
+	fi
 	l=$(leader)
 	stop "$l"
 	start "$l"
@@ -168,3 +177,7 @@ done
 "$work/scalebench" table "$work/points.jsonl"
 echo
 cat "$work/points.jsonl"
+if [[ -n $failed ]]; then
+	echo "bench-scale.sh: failed:$failed" >&2
+	exit 1
+fi

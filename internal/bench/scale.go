@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -146,6 +147,10 @@ func (s *Scale) createSessions(ctx context.Context, cfg load.Config, n int) erro
 			var out wire.Session
 			req := wire.SessionRequest{Holder: s.holder((from + k) * s.PerSession), TTLMillis: s.TTL.Milliseconds(), RequestID: randomHex(16)}
 			if err := s.post(ctx, "/v1/sessions", req, &out); err != nil {
+				var pe *postError
+				if errors.As(err, &pe) && (pe.Status == http.StatusNotFound || pe.Status == http.StatusMethodNotAllowed) {
+					return fmt.Errorf("%w (a build without the sessions API of issue 27?)", err)
+				}
 				return err
 			}
 			got[k] = heldGrant{out.Session, out.Lease}
@@ -205,11 +210,27 @@ func (s *Scale) post(ctx context.Context, path string, body, out any) error {
 		return err
 	}
 	if resp.StatusCode/100 != 2 {
-		var e wire.Error
-		if json.Unmarshal(data, &e) == nil && e.Code != "" {
-			return fmt.Errorf("POST %s: %d %w", path, resp.StatusCode, &e)
+		pe := &postError{Path: path, Status: resp.StatusCode, Body: data}
+		if json.Unmarshal(data, &pe.API) != nil || pe.API.Code == "" {
+			pe.API = nil
 		}
-		return fmt.Errorf("POST %s: %d %.200s", path, resp.StatusCode, data)
+		return pe
 	}
 	return json.Unmarshal(data, out)
+}
+
+// postError is an answer other than 2xx, with the API's error when the
+// body was one.
+type postError struct {
+	Path   string
+	Status int
+	API    *wire.Error
+	Body   []byte
+}
+
+func (e *postError) Error() string {
+	if e.API != nil {
+		return fmt.Sprintf("POST %s: %d %s", e.Path, e.Status, e.API.Error())
+	}
+	return fmt.Sprintf("POST %s: %d %.200s", e.Path, e.Status, e.Body)
 }
