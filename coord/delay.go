@@ -1,14 +1,12 @@
 package coord
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"time"
 
 	"github.com/fencer-io/fencer/coord/internal/timed"
-	"github.com/fencer-io/fencer/coord/internal/waitq"
-	"github.com/fencer-io/fencer/fsm"
+	"github.com/fencer-io/fencer/coord/lease"
 	"github.com/fencer-io/fencer/fsm/entry"
 	"github.com/fencer-io/fencer/fsm/refusal"
 )
@@ -42,15 +40,19 @@ func (e *DelayedError) Is(target error) bool { return target == refusal.ErrLockD
 
 // delayed returns the refusal of an acquire of a lock in its delay, or nil.
 func (s *Service) delayed(lock string) error {
-	d, ok := s.fsm.Delay(lock)
-	if !ok {
-		return nil
+	if d, ok := s.fsm.Delay(lock); ok {
+		return s.delayedFor(d)
 	}
-	left, known := s.leases.Remaining(timed.DelayKey(lock), d.Since)
+	return nil
+}
+
+// delayedFor is the refusal of an acquire during lock-delay d.
+func (s *Service) delayedFor(d entry.Delay) *DelayedError {
+	left, known := s.timers.Remaining(timed.DelayKey(d.Lock), d.Since)
 	if !known {
-		left = time.Duration(d.Millis) * time.Millisecond
+		left = millis(d.Millis)
 	}
-	return &DelayedError{Lock: lock, Remaining: left}
+	return &DelayedError{Lock: d.Lock, Remaining: left}
 }
 
 // DelayRemaining returns the time left of a lock's running delay, as the
@@ -66,115 +68,33 @@ func (s *Service) DelayRemaining(lock string) (time.Duration, bool) {
 
 // slotDelayed returns the refusal of a permit acquire when the semaphore's
 // only free slots are in their delay: the time until the first one ends.
-func (s *Service) slotDelayed(st fsm.SemaphoreState) *DelayedError {
+func (s *Service) slotDelayed(name string, delays []entry.Delay) *DelayedError {
 	var first time.Duration
-	for i, d := range st.Delays {
-		left, known := s.leases.Remaining(timed.SlotDelayKey(st.Name, d.Since), d.Since)
+	for i, d := range delays {
+		left, known := s.timers.Remaining(timed.SlotDelayKey(name, d.Since), d.Since)
 		if !known {
-			left = time.Duration(d.Millis) * time.Millisecond
+			left = millis(d.Millis)
 		}
 		if i == 0 || left < first {
 			first = left
 		}
 	}
-	return &DelayedError{Semaphore: st.Name, Remaining: first}
+	return &DelayedError{Semaphore: name, Remaining: first}
 }
 
-// expireTimer is called by the lease timers when a deadline passes: a
-// lease's or a lock-delay's.
-func (s *Service) expireTimer(key string, token uint64) {
-	switch kind, name := timed.Parse(key); kind {
+// expireTimer is called by the timers when a deadline passes, with the key
+// it was timed under: a grant's lease or a lock-delay.
+func (s *Service) expireTimer(key lease.Key, token uint64) {
+	switch key.Kind {
+	case timed.LockLease:
+		s.locks.expire(key.Name, token)
 	case timed.LockDelay:
-		s.endDelay(name, token)
-	case timed.SlotDelay:
-		s.endSlotDelay(name, token)
+		s.locks.endDelay(key.Name, token)
 	case timed.PermitLease:
-		s.expirePermit(name, token)
-	default:
-		s.expire(name, token)
+		s.sems.expire(key.Name, token)
+	case timed.SlotDelay:
+		s.sems.endDelay(key.Name, token)
+	case timed.Session:
+		s.expireSession(key.ID)
 	}
-}
-
-// endDelay proposes the end of the delay that started at index since,
-// handing the lock to the head waiter in the same entry.
-func (s *Service) endDelay(lock string, since uint64) {
-	if s.awaitLeader(context.Background()) != nil {
-		return
-	}
-	q := s.lockQueues.Get(lock)
-	defer s.lockQueues.Put(lock, q)
-	err := finishDelay(s, q, timed.DelayKey(lock), since,
-		func(next *entry.Acquire) *entry.EndDelay {
-			if next != nil {
-				next.NowMillis = s.nowMillis()
-			}
-			return &entry.EndDelay{Lock: lock, Since: since, Next: next}
-		},
-		func(w *lockWaiter, r *fsm.EndDelayResult) {
-			if w != nil {
-				s.handoff(lock, w, r.Next, r.NextErr)
-			}
-			s.serveWaiters(q, lock)
-		})
-	if err != nil {
-		s.log.Warn("end of lock-delay failed; will retry", "lock", lock, "since", since, "err", err)
-	}
-}
-
-// endSlotDelay proposes the end of a semaphore permit slot's delay that
-// started at index since, handing the slot to the head waiter in the same
-// entry, as endDelay does a lock.
-func (s *Service) endSlotDelay(name string, since uint64) {
-	if s.awaitLeader(context.Background()) != nil {
-		return
-	}
-	q := s.permitQueues.Get(name)
-	defer s.permitQueues.Put(name, q)
-	err := finishDelay(s, q, timed.SlotDelayKey(name, since), since,
-		func(next *entry.SemAcquire) *entry.EndDelay {
-			if next != nil {
-				next.NowMillis = s.nowMillis()
-			}
-			return &entry.EndDelay{Semaphore: name, Since: since, NextPermit: next}
-		},
-		func(w *permitWaiter, r *fsm.EndDelayResult) {
-			if w != nil {
-				s.deliverPermit(w, r.NextPermit, r.NextErr)
-			}
-			s.serveSemWaiters(q, name)
-		})
-	if err != nil {
-		s.log.Warn("end of a permit slot's lock-delay failed; will retry", "semaphore", name, "since", since, "err", err)
-	}
-}
-
-// finishDelay is the end of a lock's or a permit slot's delay, timed under
-// key, in queue q: it proposes end(next), next being the head waiter's
-// acquire (nil when nobody waits), and on success
-// hands over with done while the queue is still locked. A failed proposal
-// puts the waiter back and is retried soon (its error returned for the
-// log), unless the delay had ended already.
-func finishDelay[C, R any](s *Service, q *waitq.Queue[C, R], key string, since uint64,
-	end func(next C) *entry.EndDelay, done func(*waitq.Waiter[C, R], *fsm.EndDelayResult)) error {
-	q.Lock()
-	defer q.Unlock()
-	var r *fsm.EndDelayResult
-	w, err := q.HandOver(true, func(next C) error {
-		res, err := s.raft.Apply(end(next))
-		if err == nil {
-			r = res.(*fsm.EndDelayResult)
-		}
-		return err
-	})
-	if err != nil {
-		if errors.Is(err, refusal.ErrLeaseLost) {
-			s.leases.Forget(key, since) // ended already
-			return nil
-		}
-		s.leases.Retry(key, since, 100*time.Millisecond)
-		return err
-	}
-	s.leases.Forget(key, since)
-	done(w, r)
-	return nil
 }

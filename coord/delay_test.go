@@ -86,7 +86,7 @@ func TestLockDelayRestartedOnPromotion(t *testing.T) {
 	poll(t, "the expiry", func() bool { _, ok := f.fsm.Delay("l"); return ok })
 	clock.Advance(4 * time.Second) // the delay is nearly over
 	f.setLeader(false)
-	poll(t, "demotion", func() bool { return s.leases.Len() == 0 })
+	poll(t, "demotion", func() bool { return s.timers.Len() == 0 })
 	f.setLeader(true)
 	waitReady(t, s)
 	clock.Advance(4999 * time.Millisecond)

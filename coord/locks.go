@@ -11,6 +11,7 @@ import (
 
 	"github.com/fencer-io/fencer/api/wire"
 	"github.com/fencer-io/fencer/coord/internal/timed"
+	"github.com/fencer-io/fencer/coord/lease"
 	"github.com/fencer-io/fencer/fsm"
 	"github.com/fencer-io/fencer/fsm/entry"
 	"github.com/fencer-io/fencer/fsm/refusal"
@@ -32,6 +33,10 @@ type AcquireRequest struct {
 	LockDelay time.Duration
 	// Value, when set, is published with the grant (elections).
 	Value string
+	// Session and SessionLease, when set, acquire under a live session
+	// (sessions.go) instead of with a TTL of its own.
+	Session      uint64
+	SessionLease string
 }
 
 // newRequestID draws a request id for an acquire that came without one:
@@ -93,232 +98,135 @@ func (s *Service) Acquire(ctx context.Context, req AcquireRequest) (fsm.AcquireR
 	return s.acquire(ctx, req)
 }
 
-// acquire is Acquire once the request id is settled.
-//
-// It is long because the order of its steps under the name's queue is the
-// handoff guarantee (DESIGN.md, "One proposal at a time per name"); it reads
-// best in one piece.
+// acquire is Acquire once the request id is settled: the engine's acquire,
+// after the format check, which refuses before anything could queue.
 func (s *Service) acquire(ctx context.Context, req AcquireRequest) (fsm.AcquireResult, error) {
 	if f := s.raft.EntryFormat(); (req.LockDelay > 0 || req.Value != "") && f < entry.LogFormatCoord {
 		// Refused before it could queue: no entry could carry it.
 		return fsm.AcquireResult{}, s.refuse(fmt.Errorf("%w: a lock-delay or a value needs log format %d, the members read %d; upgrade every member first",
 			entry.ErrFormatTooOld, entry.LogFormatCoord, f))
 	}
-	cmd := &entry.Acquire{
-		Lock:      req.Lock,
-		Holder:    req.Holder,
-		Lease:     newLeaseSecret(req.Lock),
-		TTLMillis: req.TTL.Milliseconds(),
-		RequestID: req.RequestID,
-		NowMillis: s.nowMillis(),
-		Principal: req.Principal,
+	if err := s.checkUnderSession(req.Session, req.SessionLease); err != nil {
+		return fsm.AcquireResult{}, err
+	}
+	return s.locks.acquire(ctx, ask[*entry.Acquire]{
+		name: req.Lock, holder: req.Holder, requestID: req.RequestID, principal: req.Principal, wait: req.Wait,
+		cmd: &entry.Acquire{
+			Lock:      req.Lock,
+			Holder:    req.Holder,
+			Lease:     newLeaseSecret(req.Lock),
+			TTLMillis: req.TTL.Milliseconds(),
+			RequestID: req.RequestID,
+			NowMillis: s.nowMillis(),
+			Principal: req.Principal,
 
-		LockDelayMillis: req.LockDelay.Milliseconds(),
-		Value:           req.Value,
-	}
-	q := s.lockQueues.Get(req.Lock)
-	defer s.lockQueues.Put(req.Lock, q)
-
-	q.Lock()
-	cur, held := s.fsm.Lock(req.Lock)
-	retry := s.fsm.RequestGranted(req.Lock, req.Holder, req.RequestID, req.Principal)
-	var delayErr error
-	if !held && !retry {
-		delayErr = s.delayed(req.Lock)
-	}
-	queueing := req.Wait > 0 && !retry && (held || delayErr != nil || q.Len() > 0)
-	if delayErr != nil && req.Wait <= 0 {
-		err := s.refuse(delayErr)
-		q.Unlock()
-		return fsm.AcquireResult{}, err
-	}
-	if held && !retry && req.Wait <= 0 {
-		// Refuse without writing the log. Under the queue's mutex, this
-		// leader's view of the lock is exact; a quorum round proves it
-		// still leads.
-		err := s.refuse(&refusal.HeldError{Lock: req.Lock, Holder: cur.Holder, Token: cur.Token})
-		q.Unlock()
-		return fsm.AcquireResult{}, err
-	}
-	err := s.checkGrants(req.Holder, held || retry)
-	if err == nil && queueing {
-		err = s.checkWaiters(q.Len(), "lock", req.Lock)
-	}
-	if err != nil {
-		err = s.refuse(err)
-		q.Unlock()
-		return fsm.AcquireResult{}, err
-	}
-	if !queueing {
-		res, err := s.grant(cmd)
-		q.Unlock()
-		return res, err
-	}
-	w := q.Push(cmd)
-	if !held {
-		s.serveWaiters(q, req.Lock)
-	}
-	q.Unlock()
-	ended, stop := s.waitFor(req.Wait)
-	defer stop()
-	return q.Wait(ctx, w, ended, s.stop, func() (fsm.AcquireResult, error) {
-		// Answer as an acquire without a wait would, under the queue's
-		// mutex: held, proven by a quorum round (a leader paused past its
-		// term still sees the grant its successor released); in its
-		// lock-delay; or free, then granted. A free lock once answered
-		// lock_held naming nobody with token 0, a grant that never existed
-		// (the chaos suite's lock checker caught it on a leader resumed
-		// after a SIGSTOP): the lock had been released, by its successor,
-		// as the wait ended.
-		if cur, held := s.fsm.Lock(req.Lock); held {
-			return fsm.AcquireResult{}, s.refuse(&refusal.HeldError{Lock: req.Lock, Holder: cur.Holder, Token: cur.Token})
-		}
-		if err := s.delayed(req.Lock); err != nil {
-			return fsm.AcquireResult{}, err
-		}
-		return s.grant(cmd)
+			LockDelayMillis: req.LockDelay.Milliseconds(),
+			Value:           req.Value,
+			Session:         req.Session,
+			SessionLease:    req.SessionLease,
+		},
 	})
 }
 
-// checkGrants refuses a new grant to holder, a lock or a permit, beyond the
-// limits on held grants (--max-locks, --max-locks-per-holder), which count
-// locks and semaphore permits together: each is a lease the leader times.
-// None when nothing new would be held (the lock is held, the semaphore
-// full, or the request was granted before).
-func (s *Service) checkGrants(holder string, nothingNew bool) error {
-	c := s.cfg
-	if nothingNew {
-		return nil
-	}
-	if total, mine := s.fsm.GrantCount(holder); total >= c.MaxLocks || mine >= c.MaxLocksPerHolder {
-		return fmt.Errorf("%w: %d locks and permits held in all, %d by %q (limits %d and %d)", ErrTooManyLocks,
-			total, mine, holder, c.MaxLocks, c.MaxLocksPerHolder)
+// lockPolicy is a lock to the engine: one holder at a time, kept from
+// anybody during its lock-delay.
+type lockPolicy struct{ s *Service }
+
+func (lockPolicy) closed(st fsm.NameState) (taken, delayed bool) {
+	return len(st.Holders) > 0, len(st.Delays) > 0
+}
+
+func (p lockPolicy) refusal(st fsm.NameState, _ *entry.Acquire, wait bool) error {
+	switch {
+	case wait:
+		return nil // a held or delayed lock is waited for
+	case len(st.Holders) > 0:
+		return &refusal.HeldError{Lock: st.Name, Holder: st.Lock.Holder, Token: st.Lock.Token}
+	case len(st.Delays) > 0:
+		return p.s.delayedFor(st.Delays[0])
 	}
 	return nil
 }
 
-// grant proposes an acquire and starts the new grant's lease.
-func (s *Service) grant(cmd *entry.Acquire) (fsm.AcquireResult, error) {
-	res, err := s.raft.Apply(cmd)
-	if err != nil {
-		return fsm.AcquireResult{}, err
+// lapsed refuses a held lock after a quorum round, and a delayed one
+// without (as it always has).
+func (p lockPolicy) lapsed(st fsm.NameState) (bool, error) {
+	if len(st.Holders) > 0 {
+		return true, &refusal.HeldError{Lock: st.Name, Holder: st.Lock.Holder, Token: st.Lock.Token}
 	}
-	r := res.(*fsm.AcquireResult)
-	s.leases.Track(r.Grant.Name, r.Grant.Token, millis(r.Grant.TTLMillis))
-	if !r.Existing {
-		s.metrics.Grants.Inc()
+	if len(st.Delays) > 0 {
+		return false, p.s.delayedFor(st.Delays[0])
 	}
-	return *r, nil
+	return false, nil
 }
 
-// serveWaiters grants a free lock to queued waiters, head first, until one
-// of them gets it. A lock in its lock-delay is not free: its waiters wait
-// on. Called with q locked.
-func (s *Service) serveWaiters(q *lockQueue, name string) {
-	free := func() bool {
-		_, held := s.fsm.Lock(name)
-		_, delayed := s.fsm.Delay(name)
-		return !held && !delayed
+func (lockPolicy) granted(r fsm.AcquireResult) timedGrant {
+	return timedGrant{name: r.Grant.Name, token: r.Grant.Token, ttlMillis: r.Grant.TTLMillis, existing: r.Existing, session: r.Grant.Session}
+}
+
+// served answers a waiter with its grant alone: it queued as a new
+// request, and is told so.
+func (lockPolicy) served(r fsm.AcquireResult) fsm.AcquireResult {
+	return fsm.AcquireResult{Grant: r.Grant}
+}
+
+func (lockPolicy) freed(res any) freedName[fsm.AcquireResult] {
+	var next *entry.Lock
+	var f freedName[fsm.AcquireResult]
+	switch r := res.(type) {
+	case *fsm.ReleaseResult:
+		next, f.nextErr, f.delay = r.Next, r.NextErr, r.Delay
+	case *fsm.EndDelayResult:
+		next, f.nextErr = r.Next, r.NextErr
 	}
-	q.Serve(free, func(cmd *entry.Acquire) (fsm.AcquireResult, error) {
-		res, err := s.grant(cmd)
-		return fsm.AcquireResult{Grant: res.Grant}, err
-	}, notLeading)
+	if next != nil {
+		f.next = &fsm.AcquireResult{Grant: *next}
+	}
+	return f
+}
+
+func (lockPolicy) stamp(next *entry.Acquire, now int64) {
+	if next != nil {
+		next.NowMillis = now
+	}
+}
+
+func (lockPolicy) release(name string, token uint64, secret string, next *entry.Acquire) entry.Command {
+	return &entry.Release{Lock: name, Token: token, Lease: secret, Next: next}
+}
+
+func (lockPolicy) expire(name string, token uint64, next *entry.Acquire) entry.Command {
+	return &entry.Expire{Lock: name, Token: token, Next: next}
+}
+
+func (lockPolicy) endDelay(name string, since uint64, next *entry.Acquire) entry.Command {
+	return &entry.EndDelay{Lock: name, Since: since, Next: next}
+}
+
+func (lockPolicy) leaseKey(name string, _ uint64) lease.Key { return timed.LockKey(name) }
+func (lockPolicy) delayKey(name string, _ uint64) lease.Key { return timed.DelayKey(name) }
+
+func (lockPolicy) notHeld(st fsm.NameState, token uint64, secret string) error {
+	return refusal.LeaseRefused(st.Name, st.Lock.Token, token, secret)
+}
+
+func (lockPolicy) expired(name string, token uint64) error {
+	return fmt.Errorf("%w: lock %q's grant with token %d: its lease expired", refusal.ErrLeaseLost, name, token)
 }
 
 // Renew confirms leadership with a quorum round and extends the lease's
 // deadline on the leader. It writes nothing to the log.
 func (s *Service) Renew(ctx context.Context, name string, token uint64, secret string) (entry.Lock, error) {
-	if err := s.awaitLeader(ctx); err != nil {
+	st, err := s.locks.renew(ctx, name, token, secret)
+	if err != nil {
 		return entry.Lock{}, err
 	}
-	if err := s.raft.VerifyLeader(); err != nil {
-		return entry.Lock{}, err
-	}
-	cur, held := s.fsm.Lock(name)
-	if !held || cur.Token != token || !secrets.Equal(cur.Lease, secret) {
-		return entry.Lock{}, refusal.LeaseRefused(name, cur.Token, token, secret)
-	}
-	if !s.leases.Renew(name, token) {
-		return entry.Lock{}, fmt.Errorf("%w: lock %q's grant with token %d: its lease expired", refusal.ErrLeaseLost, name, token)
-	}
-	s.metrics.Renewals.Inc()
-	return cur, nil
+	return st.Lock, nil
 }
 
 // Release frees the lock and hands it to the head waiter in the same entry.
 func (s *Service) Release(ctx context.Context, name string, token uint64, secret string) error {
-	if err := s.awaitLeader(ctx); err != nil {
-		return err
-	}
-	err := s.free(name, token, true, func(next *entry.Acquire) entry.Command {
-		return &entry.Release{Lock: name, Token: token, Lease: secret, Next: next}
-	})
-	if err == nil {
-		s.metrics.Releases.Inc()
-	}
-	return err
-}
-
-// expire is called by the lease timers when a deadline passes.
-func (s *Service) expire(name string, token uint64) {
-	if s.awaitLeader(context.Background()) != nil {
-		return
-	}
-	// A grant that asked for a lock-delay hands off to nobody when it
-	// expires: its delay runs first (delay.go).
-	cur, held := s.fsm.Lock(name)
-	handoff := !held || cur.Token != token || cur.LockDelayMillis == 0
-	err := s.free(name, token, handoff, func(next *entry.Acquire) entry.Command {
-		return &entry.Expire{Lock: name, Token: token, Next: next}
-	})
-	if s.expired(err, name, token, "lock", name) {
-		s.log.Debug("lease expired", "lock", name, "token", token)
-	}
-}
-
-// free proposes the command built by mk (a Release or Expire), offering the
-// lock to the head waiter in the same entry when handoff is set.
-func (s *Service) free(name string, token uint64, handoff bool, mk func(next *entry.Acquire) entry.Command) error {
-	q := s.lockQueues.Get(name)
-	defer s.lockQueues.Put(name, q)
-	q.Lock()
-	defer q.Unlock()
-	var r *fsm.ReleaseResult
-	w, err := q.HandOver(handoff, func(next *entry.Acquire) error {
-		if next != nil {
-			next.NowMillis = s.nowMillis()
-		}
-		res, err := s.raft.Apply(mk(next))
-		if err == nil {
-			r = res.(*fsm.ReleaseResult)
-		}
-		return err
-	})
-	if err != nil {
-		return err
-	}
-	s.leases.Forget(name, token)
-	if r.Delay != nil {
-		s.leases.Track(timed.DelayKey(name), r.Delay.Since, millis(r.Delay.Millis))
-	}
-	if w != nil {
-		s.handoff(name, w, r.Next, r.NextErr)
-	}
-	s.serveWaiters(q, name)
-	return nil
-}
-
-// handoff answers a popped waiter with the grant an entry handed it (and
-// starts its lease), or with why it did not get one.
-func (s *Service) handoff(name string, w *lockWaiter, next *entry.Lock, nextErr error) {
-	if next == nil {
-		w.Answer(fsm.AcquireResult{}, nextErr)
-		return
-	}
-	s.leases.Track(name, next.Token, millis(next.TTLMillis))
-	s.metrics.Grants.Inc()
-	w.Answer(fsm.AcquireResult{Grant: *next}, nil)
+	return s.locks.release(ctx, name, token, secret)
 }
 
 // LockStatus is a lock as reported to clients (never the grant's secret).
@@ -346,10 +254,10 @@ func (s *Service) Lock(ctx context.Context, name string, stale bool) (LockStatus
 		}
 	}
 	cur, held := s.fsm.Lock(name)
-	st := LockStatus{Lock: cur, Held: held, Waiters: s.lockQueues.QueuedFor(name)}
+	st := LockStatus{Lock: cur, Held: held, Waiters: s.locks.queues.QueuedFor(name)}
 	st.Name = name
 	if held {
-		st.Remaining, st.Known = s.leases.Remaining(name, cur.Token)
+		st.Remaining, st.Known = s.timers.Remaining(timed.LockKey(name), cur.Token)
 	} else {
 		st.DelayRemaining, st.Delayed = s.DelayRemaining(name)
 	}
@@ -369,8 +277,8 @@ func (s *Service) Locks(ctx context.Context, stale bool) (iter.Seq[LockStatus], 
 	index, locks := s.fsm.LocksAt()
 	return func(yield func(LockStatus) bool) {
 		for l := range locks {
-			st := LockStatus{Lock: l, Held: true, Waiters: s.lockQueues.QueuedFor(l.Name)}
-			st.Remaining, st.Known = s.leases.Remaining(l.Name, l.Token)
+			st := LockStatus{Lock: l, Held: true, Waiters: s.locks.queues.QueuedFor(l.Name)}
+			st.Remaining, st.Known = s.timers.Remaining(timed.LockKey(l.Name), l.Token)
 			if !yield(st) {
 				return
 			}
@@ -393,8 +301,8 @@ func (s *Service) Check(ctx context.Context, name string, token uint64, stale bo
 
 // Waiters returns how many callers are queued for a lock on this node.
 func (s *Service) Waiters(name string) int {
-	q := s.lockQueues.Get(name)
-	defer s.lockQueues.Put(name, q)
+	q := s.locks.queues.Get(name)
+	defer s.locks.queues.Put(name, q)
 	q.Lock()
 	defer q.Unlock()
 	return q.Len()
@@ -407,8 +315,8 @@ func (s *Service) Proclaim(ctx context.Context, name string, token uint64, secre
 	if err := s.awaitLeader(ctx); err != nil {
 		return entry.Lock{}, err
 	}
-	q := s.lockQueues.Get(name)
-	defer s.lockQueues.Put(name, q)
+	q := s.locks.queues.Get(name)
+	defer s.locks.queues.Put(name, q)
 	q.Lock()
 	defer q.Unlock()
 	res, err := s.raft.Apply(&entry.SetValue{Lock: name, Token: token, Lease: secret, Value: value})

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/fencer-io/fencer/cluster"
+	"github.com/fencer-io/fencer/coord/internal/timed"
 	"github.com/fencer-io/fencer/fsm"
 	"github.com/fencer-io/fencer/fsm/entry"
 	"github.com/fencer-io/fencer/fsm/refusal"
@@ -66,7 +67,7 @@ func expiring(s *Service, f *fakeRaft, lock string) bool {
 	if !held {
 		return false
 	}
-	left, known := s.leases.Remaining(lock, cur.Token)
+	left, known := s.timers.Remaining(timed.LockKey(lock), cur.Token)
 	return known && left == 0
 }
 
@@ -155,7 +156,7 @@ func TestFailoverRestartsLeasesAtFullTTL(t *testing.T) {
 	mustAcquire(t, s, "l", "a", 10*time.Second)
 	clock.Advance(8 * time.Second)
 	f.setLeader(false)
-	poll(t, "demotion", func() bool { return s.leases.Len() == 0 })
+	poll(t, "demotion", func() bool { return s.timers.Len() == 0 })
 	f.setLeader(true)
 	waitReady(t, s)
 	clock.Advance(9999 * time.Millisecond) // 17.999 s after the grant
@@ -179,7 +180,7 @@ func TestDemotionDropsTimersAndWaiters(t *testing.T) {
 	if got := receive(t, b); !errors.Is(got.err, cluster.ErrNotLeader) {
 		t.Fatalf("waiter after demotion: %v", got.err)
 	}
-	poll(t, "timers dropped", func() bool { return s.leases.Len() == 0 && clock.Pending() == 0 })
+	poll(t, "timers dropped", func() bool { return s.timers.Len() == 0 && clock.Pending() == 0 })
 	entries := len(f.log())
 	clock.Advance(time.Hour)
 	if len(f.log()) != entries || !isHeld(f, "l") {

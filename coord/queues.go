@@ -6,22 +6,16 @@ import (
 	"time"
 
 	"github.com/fencer-io/fencer/cluster"
-	"github.com/fencer-io/fencer/coord/internal/waitq"
+	"github.com/fencer-io/fencer/coord/lease"
 	"github.com/fencer-io/fencer/fsm"
-	"github.com/fencer-io/fencer/fsm/entry"
 	"github.com/fencer-io/fencer/fsm/refusal"
 )
 
-// What the primitives share on the leader besides the lease timers: each
-// has a table of wait queues (coord/internal/waitq: per name a mutex held
-// across its proposals and a FIFO of waiters), all counted together against
-// Config.MaxWaiters, and the same ways to refuse, wait, and finish a lease.
-type (
-	lockQueue    = waitq.Queue[*entry.Acquire, fsm.AcquireResult]
-	lockWaiter   = waitq.Waiter[*entry.Acquire, fsm.AcquireResult]
-	permitQueue  = waitq.Queue[*entry.SemAcquire, fsm.PermitResult]
-	permitWaiter = waitq.Waiter[*entry.SemAcquire, fsm.PermitResult]
-)
+// What every kind of grant shares on the leader besides the timers and the
+// engine: the ways to refuse, to check the limits, to wait, and to finish a
+// lease. Each engine's table of wait queues (coord/internal/waitq: per name
+// a mutex held across its proposals and a FIFO of waiters) counts into one
+// total against Config.MaxWaiters.
 
 // refuse returns why, a refusal read from the leader's state under a
 // name's queue without writing the log, once a quorum round proves this
@@ -54,6 +48,24 @@ func (s *Service) waitFor(d time.Duration) (<-chan struct{}, func()) {
 	return ended, func() { timer.Stop() }
 }
 
+// checkGrants refuses a new grant to holder, a lock or a permit, beyond the
+// limits on held grants (--max-locks, --max-locks-per-holder), which count
+// locks and semaphore permits together: each is a lease the leader times.
+// None when nothing new would be held (the lock is held, the semaphore
+// full, or the request was granted before). st is the engine's read of
+// the name, with the counts.
+func (s *Service) checkGrants(st fsm.NameState, holder string, nothingNew bool) error {
+	c := s.cfg
+	if nothingNew {
+		return nil
+	}
+	if total, mine := st.Total, st.Mine; total >= c.MaxLocks || mine >= c.MaxLocksPerHolder {
+		return fmt.Errorf("%w: %d locks and permits held in all, %d by %q (limits %d and %d)", ErrTooManyLocks,
+			total, mine, holder, c.MaxLocks, c.MaxLocksPerHolder)
+	}
+	return nil
+}
+
 // nowMillis is the leader's time for the acquire it proposes (the FSM
 // reads no clock).
 func (s *Service) nowMillis() int64 { return s.cfg.Clock.Now().UnixMilli() }
@@ -69,7 +81,7 @@ func notLeading(err error) bool {
 // "semaphore"): counted when it was written, nothing when the grant had
 // ended already, and retried soon when it failed. It reports whether the
 // entry was written.
-func (s *Service) expired(err error, key string, token uint64, what, name string) bool {
+func (s *Service) expired(err error, key lease.Key, token uint64, what, name string) bool {
 	switch {
 	case err == nil:
 		s.metrics.Expirations.Inc()
@@ -78,7 +90,7 @@ func (s *Service) expired(err error, key string, token uint64, what, name string
 		// Released or superseded meanwhile: nothing to do.
 	default:
 		s.log.Warn("expire proposal failed; will retry", what, name, "token", token, "err", err)
-		s.leases.Retry(key, token, 100*time.Millisecond)
+		s.timers.Retry(key, token, 100*time.Millisecond)
 	}
 	return false
 }

@@ -6,18 +6,17 @@ import (
 	"time"
 
 	"github.com/fencer-io/fencer/coord/internal/timed"
+	"github.com/fencer-io/fencer/coord/lease"
 	"github.com/fencer-io/fencer/fsm"
 	"github.com/fencer-io/fencer/fsm/entry"
 	"github.com/fencer-io/fencer/fsm/refusal"
-	"github.com/fencer-io/fencer/fsm/secrets"
 )
 
-// Semaphores share what locks have on the leader: each permit's lease is in
-// the lease timers (timed.PermitKey), waiters queue FIFO in a table of queues of
-// their own (permitQueues), and a release or expiry hands its permit to the
-// head waiter in the same entry. Under the queue's mutex the leader's view
-// of the semaphore is exact, so a full semaphore or a limit mismatch is
-// refused with a quorum round and no entry.
+// A semaphore is a policy of the grant engine (engine.go): up to its limit
+// of holders at once, each permit timed under timed.PermitKey and each
+// slot's lock-delay under timed.SlotDelayKey. Under the queue's mutex the
+// leader's view of the semaphore is exact, so a full semaphore or a limit
+// mismatch is refused with a quorum round and no entry.
 
 // PermitRequest asks for one permit of a semaphore.
 type PermitRequest struct {
@@ -32,14 +31,15 @@ type PermitRequest struct {
 	// long after this permit ends by expiry, as a lock's (delay.go). At
 	// most MaxLockDelay.
 	LockDelay time.Duration
+	// Session and SessionLease, when set, acquire the permit under a live
+	// session (sessions.go) instead of with a TTL of its own.
+	Session      uint64
+	SessionLease string
 }
 
 // AcquirePermit grants a permit, queueing for up to req.Wait while the
 // semaphore is full. A limit other than the held permits' is refused at
 // once.
-//
-// It is long for the reason Acquire is: its steps under the name's queue are
-// the guarantee, in order.
 func (s *Service) AcquirePermit(ctx context.Context, req PermitRequest) (fsm.PermitResult, error) {
 	if err := s.awaitLeader(ctx); err != nil {
 		return fsm.PermitResult{}, err
@@ -55,118 +55,113 @@ func (s *Service) AcquirePermit(ctx context.Context, req PermitRequest) (fsm.Per
 	if req.RequestID == "" {
 		req.RequestID = newRequestID()
 	}
-	cmd := &entry.SemAcquire{
-		Semaphore: req.Semaphore,
-		Holder:    req.Holder,
-		Lease:     newLeaseSecret(req.Semaphore),
-		TTLMillis: req.TTL.Milliseconds(),
-		Limit:     req.Limit,
-		RequestID: req.RequestID,
-		NowMillis: s.nowMillis(),
-		Principal: req.Principal,
-
-		LockDelayMillis: req.LockDelay.Milliseconds(),
-	}
-	q := s.permitQueues.Get(req.Semaphore)
-	defer s.permitQueues.Put(req.Semaphore, q)
-
-	q.Lock()
-	st := s.fsm.Semaphore(req.Semaphore)
-	retry := s.fsm.SemRequestGranted(req.Semaphore, req.Holder, req.RequestID, req.Principal)
-	full := st.Limit != 0 && len(st.Permits)+len(st.Delays) >= st.Limit
-	var refused error
-	switch {
-	case retry:
-	case st.Limit != 0 && st.Limit != req.Limit:
-		refused = &refusal.LimitError{Semaphore: req.Semaphore, Limit: st.Limit, Asked: req.Limit, Held: len(st.Permits)}
-	case full && req.Wait <= 0 && len(st.Permits) < st.Limit:
-		// Free but for slots in their lock-delay: when to retry.
-		refused = s.slotDelayed(st)
-	case full && req.Wait <= 0:
-		refused = &refusal.FullError{Semaphore: req.Semaphore, Held: len(st.Permits), Limit: st.Limit}
-	}
-	if refused != nil {
-		err := s.refuse(refused)
-		q.Unlock()
+	if err := s.checkUnderSession(req.Session, req.SessionLease); err != nil {
 		return fsm.PermitResult{}, err
 	}
-	queueing := req.Wait > 0 && !retry && (full || q.Len() > 0)
-	err := s.checkGrants(req.Holder, retry || full)
-	if err == nil && queueing {
-		err = s.checkWaiters(q.Len(), "semaphore", req.Semaphore)
-	}
-	if err != nil {
-		err = s.refuse(err)
-		q.Unlock()
-		return fsm.PermitResult{}, err
-	}
-	if !queueing {
-		res, err := s.grantPermit(cmd)
-		q.Unlock()
-		return res, err
-	}
-	w := q.Push(cmd)
-	if !full {
-		s.serveSemWaiters(q, req.Semaphore)
-	}
-	q.Unlock()
-	ended, stop := s.waitFor(req.Wait)
-	defer stop()
-	return q.Wait(ctx, w, ended, s.stop, func() (fsm.PermitResult, error) {
-		// As an acquire without a wait would (see Acquire): full, proven
-		// by a quorum round, or a permit, rather than "full" with a permit
-		// free.
-		if st := s.fsm.Semaphore(req.Semaphore); st.Limit != 0 && len(st.Permits) >= st.Limit {
-			return fsm.PermitResult{}, s.refuse(&refusal.FullError{Semaphore: req.Semaphore, Held: len(st.Permits), Limit: st.Limit})
-		}
-		return s.grantPermit(cmd)
+	return s.sems.acquire(ctx, ask[*entry.SemAcquire]{
+		name: req.Semaphore, holder: req.Holder, requestID: req.RequestID, principal: req.Principal, wait: req.Wait,
+		cmd: &entry.SemAcquire{
+			Semaphore: req.Semaphore,
+			Holder:    req.Holder,
+			Lease:     newLeaseSecret(req.Semaphore),
+			TTLMillis: req.TTL.Milliseconds(),
+			Limit:     req.Limit,
+			RequestID: req.RequestID,
+			NowMillis: s.nowMillis(),
+			Principal: req.Principal,
+
+			LockDelayMillis: req.LockDelay.Milliseconds(),
+			Session:         req.Session,
+			SessionLease:    req.SessionLease,
+		},
 	})
 }
 
-// grantPermit proposes a permit and starts its lease.
-func (s *Service) grantPermit(cmd *entry.SemAcquire) (fsm.PermitResult, error) {
-	res, err := s.raft.Apply(cmd)
-	if err != nil {
-		return fsm.PermitResult{}, err
-	}
-	r := res.(*fsm.PermitResult)
-	s.trackPermit(r.Permit)
-	if !r.Existing {
-		s.metrics.Grants.Inc()
-	}
-	return *r, nil
+// semPolicy is a semaphore to the engine: up to its limit of holders at
+// once, its slots in their lock-delay counting against the limit.
+type semPolicy struct{ s *Service }
+
+func (semPolicy) closed(st fsm.NameState) (taken, delayed bool) {
+	return st.Limit != 0 && st.InUse() >= st.Limit, false
 }
 
-func (s *Service) trackPermit(p entry.Permit) {
-	s.leases.Track(timed.PermitKey(p.Semaphore, p.Token), p.Token, millis(p.TTLMillis))
+func (p semPolicy) refusal(st fsm.NameState, cmd *entry.SemAcquire, wait bool) error {
+	taken, _ := p.closed(st)
+	switch {
+	case st.Limit != 0 && st.Limit != cmd.Limit:
+		return &refusal.LimitError{Semaphore: st.Name, Limit: st.Limit, Asked: cmd.Limit, Held: len(st.Holders)}
+	case taken && !wait && len(st.Holders) < st.Limit:
+		// Free but for slots in their lock-delay: when to retry.
+		return p.s.slotDelayed(st.Name, st.Delays)
+	case taken && !wait:
+		return &refusal.FullError{Semaphore: st.Name, Held: len(st.Holders), Limit: st.Limit}
+	}
+	return nil
 }
 
-// serveSemWaiters grants free permits to queued waiters, head first.
-// Called with q locked.
-func (s *Service) serveSemWaiters(q *permitQueue, name string) {
-	free := func() bool {
-		st := s.fsm.Semaphore(name)
-		return st.Limit == 0 || len(st.Permits)+len(st.Delays) < st.Limit
+// lapsed refuses a semaphore whose permits fill it, after a quorum round,
+// rather than "full" with a permit free.
+func (semPolicy) lapsed(st fsm.NameState) (bool, error) {
+	if st.Limit != 0 && len(st.Holders) >= st.Limit {
+		return true, &refusal.FullError{Semaphore: st.Name, Held: len(st.Holders), Limit: st.Limit}
 	}
-	q.Serve(free, s.grantPermit, notLeading)
+	return false, nil
+}
+
+func (semPolicy) granted(r fsm.PermitResult) timedGrant {
+	return timedGrant{name: r.Permit.Semaphore, token: r.Permit.Token, ttlMillis: r.Permit.TTLMillis, existing: r.Existing, session: r.Permit.Session}
+}
+
+func (semPolicy) served(r fsm.PermitResult) fsm.PermitResult { return r }
+
+func (semPolicy) freed(res any) freedName[fsm.PermitResult] {
+	switch r := res.(type) {
+	case *fsm.SemReleaseResult:
+		return freedName[fsm.PermitResult]{next: r.Next, nextErr: r.NextErr, delay: r.Delay}
+	case *fsm.EndDelayResult:
+		return freedName[fsm.PermitResult]{next: r.NextPermit, nextErr: r.NextErr}
+	}
+	return freedName[fsm.PermitResult]{}
+}
+
+func (semPolicy) stamp(next *entry.SemAcquire, now int64) {
+	if next != nil {
+		next.NowMillis = now
+	}
+}
+
+func (semPolicy) release(name string, token uint64, secret string, next *entry.SemAcquire) entry.Command {
+	return &entry.SemRelease{Semaphore: name, Token: token, Lease: secret, Next: next}
+}
+
+func (semPolicy) expire(name string, token uint64, next *entry.SemAcquire) entry.Command {
+	return &entry.SemExpire{Semaphore: name, Token: token, Next: next}
+}
+
+func (semPolicy) endDelay(name string, since uint64, next *entry.SemAcquire) entry.Command {
+	return &entry.EndDelay{Semaphore: name, Since: since, NextPermit: next}
+}
+
+func (semPolicy) leaseKey(name string, token uint64) lease.Key { return timed.PermitKey(name, token) }
+func (semPolicy) delayKey(name string, since uint64) lease.Key {
+	return timed.SlotDelayKey(name, since)
+}
+
+func (semPolicy) notHeld(st fsm.NameState, token uint64, _ string) error {
+	return fmt.Errorf("%w: semaphore %q has no permit with token %d and that lease", refusal.ErrLeaseLost, st.Name, token)
+}
+
+func (semPolicy) expired(name string, token uint64) error {
+	return fmt.Errorf("%w: semaphore %q's permit %d: its lease expired", refusal.ErrLeaseLost, name, token)
 }
 
 // RenewPermit extends a permit's lease on the leader, as Renew a lock's.
 func (s *Service) RenewPermit(ctx context.Context, name string, token uint64, secret string) (entry.Permit, error) {
-	if err := s.awaitLeader(ctx); err != nil {
+	st, err := s.sems.renew(ctx, name, token, secret)
+	if err != nil {
 		return entry.Permit{}, err
 	}
-	if err := s.raft.VerifyLeader(); err != nil {
-		return entry.Permit{}, err
-	}
-	p, ok := heldPermit(s.fsm.Semaphore(name), token)
-	if !ok || !secrets.Equal(p.Lease, secret) {
-		return entry.Permit{}, fmt.Errorf("%w: semaphore %q has no permit with token %d and that lease", refusal.ErrLeaseLost, name, token)
-	}
-	if !s.leases.Renew(timed.PermitKey(name, token), token) {
-		return entry.Permit{}, fmt.Errorf("%w: semaphore %q's permit %d: its lease expired", refusal.ErrLeaseLost, name, token)
-	}
-	s.metrics.Renewals.Inc()
+	p, _ := heldPermit(st.Semaphore, token)
 	return p, nil
 }
 
@@ -182,81 +177,14 @@ func heldPermit(st fsm.SemaphoreState, token uint64) (entry.Permit, bool) {
 // ReleasePermit ends a permit and hands it to the head waiter in the same
 // entry.
 func (s *Service) ReleasePermit(ctx context.Context, name string, token uint64, secret string) error {
-	if err := s.awaitLeader(ctx); err != nil {
-		return err
-	}
-	err := s.freePermit(name, token, true, func(next *entry.SemAcquire) entry.Command {
-		return &entry.SemRelease{Semaphore: name, Token: token, Lease: secret, Next: next}
-	})
-	if err == nil {
-		s.metrics.Releases.Inc()
-	}
-	return err
-}
-
-// expirePermit is called by the lease timers when a permit's deadline
-// passes.
-func (s *Service) expirePermit(name string, token uint64) {
-	if s.awaitLeader(context.Background()) != nil {
-		return
-	}
-	// A permit with a lock-delay hands its slot to nobody: the delay
-	// starts in the expiry and keeps the slot until its EndDelay.
-	p, held := heldPermit(s.fsm.Semaphore(name), token)
-	offer := !held || p.LockDelayMillis == 0
-	err := s.freePermit(name, token, offer, func(next *entry.SemAcquire) entry.Command {
-		return &entry.SemExpire{Semaphore: name, Token: token, Next: next}
-	})
-	s.expired(err, timed.PermitKey(name, token), token, "semaphore", name)
-}
-
-func (s *Service) freePermit(name string, token uint64, offer bool, mk func(next *entry.SemAcquire) entry.Command) error {
-	q := s.permitQueues.Get(name)
-	defer s.permitQueues.Put(name, q)
-	q.Lock()
-	defer q.Unlock()
-	var r *fsm.SemReleaseResult
-	w, err := q.HandOver(offer, func(next *entry.SemAcquire) error {
-		if next != nil {
-			next.NowMillis = s.nowMillis()
-		}
-		res, err := s.raft.Apply(mk(next))
-		if err == nil {
-			r = res.(*fsm.SemReleaseResult)
-		}
-		return err
-	})
-	if err != nil {
-		return err
-	}
-	s.leases.Forget(timed.PermitKey(name, token), token)
-	if r.Delay != nil {
-		s.leases.Track(timed.SlotDelayKey(name, r.Delay.Since), r.Delay.Since, millis(r.Delay.Millis))
-	}
-	if w != nil {
-		s.deliverPermit(w, r.Next, r.NextErr)
-	}
-	s.serveSemWaiters(q, name)
-	return nil
-}
-
-// deliverPermit answers a waiter that a proposal popped: with the permit
-// handed to it, tracked from now, or why the handoff failed.
-func (s *Service) deliverPermit(w *permitWaiter, next *fsm.PermitResult, err error) {
-	if next == nil {
-		w.Answer(fsm.PermitResult{}, err)
-		return
-	}
-	s.trackPermit(next.Permit)
-	s.metrics.Grants.Inc()
-	w.Answer(*next, nil)
+	return s.sems.release(ctx, name, token, secret)
 }
 
 // permitWaiters counts the callers queued for a semaphore on this node,
 // without the name's queue mutex: it is held across proposals, and a
 // status read must not wait for one (on a leader whose disk stalled, it
 // would wait for good).
-func (s *Service) permitWaiters(name string) int { return s.permitQueues.QueuedFor(name) }
+func (s *Service) permitWaiters(name string) int { return s.sems.queues.QueuedFor(name) }
 
 // PermitStatus is a held permit as reported to clients (never its secret).
 type PermitStatus struct {
@@ -285,7 +213,7 @@ type SlotDelayStatus struct {
 func (s *Service) semStatus(st fsm.SemaphoreState) SemaphoreStatus {
 	out := SemaphoreStatus{Name: st.Name, Limit: st.Limit, Waiters: s.permitWaiters(st.Name)}
 	for _, d := range st.Delays {
-		left, known := s.leases.Remaining(timed.SlotDelayKey(st.Name, d.Since), d.Since)
+		left, known := s.timers.Remaining(timed.SlotDelayKey(st.Name, d.Since), d.Since)
 		if !known {
 			left = millis(d.Millis)
 		}
@@ -293,7 +221,7 @@ func (s *Service) semStatus(st fsm.SemaphoreState) SemaphoreStatus {
 	}
 	for _, p := range st.Permits {
 		ps := PermitStatus{Permit: p}
-		ps.Remaining, ps.Known = s.leases.Remaining(timed.PermitKey(p.Semaphore, p.Token), p.Token)
+		ps.Remaining, ps.Known = s.timers.Remaining(timed.PermitKey(p.Semaphore, p.Token), p.Token)
 		out.Holders = append(out.Holders, ps)
 	}
 	return out

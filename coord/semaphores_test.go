@@ -89,7 +89,7 @@ func TestPermitLeasesRestartedOnPromotion(t *testing.T) {
 	mustPermit(t, s, "a", 2)
 	clock.Advance(900 * time.Millisecond)
 	f.setLeader(false)
-	poll(t, "demotion", func() bool { return s.leases.Len() == 0 })
+	poll(t, "demotion", func() bool { return s.timers.Len() == 0 })
 	f.setLeader(true)
 	waitReady(t, s)
 	clock.Advance(999 * time.Millisecond)
@@ -247,7 +247,7 @@ func TestPermitDelayRestartedOnPromotion(t *testing.T) {
 	poll(t, "the expiry", func() bool { return len(f.fsm.Semaphore("s").Delays) == 1 })
 	clock.Advance(4 * time.Second) // the delay is nearly over
 	f.setLeader(false)
-	poll(t, "demotion", func() bool { return s.leases.Len() == 0 })
+	poll(t, "demotion", func() bool { return s.timers.Len() == 0 })
 	f.setLeader(true)
 	waitReady(t, s)
 	if st, err := s.Semaphore(bg, "s", false); err != nil || len(st.Delays) != 1 || st.Delays[0].Remaining != 5*time.Second {

@@ -13,7 +13,6 @@ import (
 	"github.com/fencer-io/fencer/coord/internal/leadership"
 	"github.com/fencer-io/fencer/coord/internal/metrics"
 	"github.com/fencer-io/fencer/coord/internal/timed"
-	"github.com/fencer-io/fencer/coord/internal/waitq"
 	"github.com/fencer-io/fencer/coord/lease"
 	"github.com/fencer-io/fencer/fsm"
 	"github.com/fencer-io/fencer/fsm/entry"
@@ -28,6 +27,9 @@ type Config struct {
 	MaxLocksPerHolder int
 	MaxWaiters        int
 	MaxWaitersPerLock int
+	// MaxSessions bounds the open sessions (default 100,000): each is a
+	// lease the leader times.
+	MaxSessions int
 	// Limits of the fenced store, checked alike: value bytes in all
 	// (default 256 MiB), keys (default 1,000,000), and value bytes whose
 	// last writer is one principal (default 64 MiB, a quarter of the
@@ -72,6 +74,7 @@ func (c Config) withDefaults() Config {
 	def(&c.MaxLocksPerHolder, 100_000)
 	def(&c.MaxWaiters, 100_000)
 	def(&c.MaxWaitersPerLock, 1024)
+	def(&c.MaxSessions, 100_000)
 	def(&c.MaxKeys, 1_000_000)
 	if c.MaxKVBytes == 0 {
 		c.MaxKVBytes = DefaultMaxKVBytes
@@ -92,18 +95,19 @@ func (c Config) withDefaults() Config {
 // leader is shared: the lease timers, the wait queues, and the view of
 // leadership they belong to. On a follower it answers stale reads only.
 type Service struct {
-	raft   Raft
-	fsm    *fsm.FSM
-	cfg    Config
-	log    *slog.Logger
-	leases *lease.Timers
-	// lockQueues and permitQueues count their waiters together in
-	// queued.
-	lockQueues   *waitq.Table[*entry.Acquire, fsm.AcquireResult]
-	permitQueues *waitq.Table[*entry.SemAcquire, fsm.PermitResult]
-	queued       atomic.Int64
-	events       *events.History
-	metrics      *metrics.Counters
+	raft Raft
+	fsm  *fsm.FSM
+	cfg  Config
+	log  *slog.Logger
+	// timers time every grant's lease and every lock-delay (coord/lease).
+	timers *lease.Timers
+	// locks and sems are the grant engine of each kind (engine.go); their
+	// wait queues count their waiters together in queued.
+	locks   *engine[*entry.Acquire, fsm.AcquireResult]
+	sems    *engine[*entry.SemAcquire, fsm.PermitResult]
+	queued  atomic.Int64
+	events  *events.History
+	metrics *metrics.Counters
 
 	// leader follows the node's views of leadership: leader-only work
 	// (timers, waiters) belongs to one view.
@@ -124,14 +128,14 @@ func New(r Raft, state *fsm.FSM, cfg Config) *Service {
 		log:  cfg.Logger,
 		stop: make(chan struct{}),
 	}
-	s.lockQueues = waitq.New[*entry.Acquire, fsm.AcquireResult](&s.queued)
-	s.permitQueues = waitq.New[*entry.SemAcquire, fsm.PermitResult](&s.queued)
+	s.locks = newEngine(s, fsm.KindLock, "lock", policy[*entry.Acquire, fsm.AcquireResult](lockPolicy{s}))
+	s.sems = newEngine(s, fsm.KindSemaphore, "semaphore", policy[*entry.SemAcquire, fsm.PermitResult](semPolicy{s}))
 	s.events = cfg.Events
 	if s.events == nil {
 		s.events = events.New(events.Config{})
 		state.Observe(s.events)
 	}
-	s.leases = lease.New(cfg.Clock, s.expireTimer)
+	s.timers = lease.New(cfg.Clock, s.expireTimer)
 	s.metrics = metrics.New(cfg.Registry, s.gauges)
 	s.leader = leadership.Follow(r, leadership.Hooks{End: s.endView, Prepare: s.prepare, Promote: s.promote}, s.log)
 	if cfg.GrantHistory != nil {
@@ -146,7 +150,7 @@ func (s *Service) Close() {
 	s.closeOnce.Do(func() {
 		close(s.stop)
 		s.leader.Close()
-		s.leases.Demote()
+		s.timers.Demote()
 		s.failWaiters(cluster.ErrNoLeader)
 	})
 }
@@ -154,14 +158,14 @@ func (s *Service) Close() {
 // endView ends whatever the previous view held on the leader: timers stop,
 // waiters are answered with err.
 func (s *Service) endView(err error) {
-	s.leases.Demote()
+	s.timers.Demote()
 	s.failWaiters(err)
 }
 
 // failWaiters answers every queued caller with err (leadership is lost).
 func (s *Service) failWaiters(err error) {
-	s.lockQueues.FailAll(err)
-	s.permitQueues.FailAll(err)
+	s.locks.queues.FailAll(err)
+	s.sems.queues.FailAll(err)
 }
 
 // promote starts a new leader's service once its FSM holds every entry
@@ -171,7 +175,7 @@ func (s *Service) failWaiters(err error) {
 // early).
 func (s *Service) promote() {
 	held := 0
-	s.leases.Promote(s.fsm.Counts().Locks, timed.All(s.fsm, &held))
+	s.timers.Promote(s.fsm.Counts().Locks, timed.All(s.fsm, &held))
 	s.log.Info("lock service ready", "held_locks", held, "applied_index", s.fsm.AppliedIndex())
 }
 
@@ -182,7 +186,7 @@ func (s *Service) gauges() metrics.Gauges {
 	c := s.fsm.Counts()
 	return metrics.Gauges{Locks: float64(c.Locks), Keys: float64(c.Keys), KVBytes: float64(c.KVBytes),
 		LastToken: float64(c.LastToken), Epoch: float64(c.Epoch),
-		Waiters: float64(s.lockQueues.Queued()), Leases: float64(s.leases.Len())}
+		Waiters: float64(s.locks.queues.Queued()), Leases: float64(s.timers.Len())}
 }
 
 // awaitLeader returns nil once this node leads and the service is promoted

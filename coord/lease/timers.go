@@ -12,15 +12,29 @@ import (
 	"time"
 )
 
+// Key names what one deadline times: a kind (coord's: a lock's lease, a
+// permit's, a lock-delay, a session's), the lock's or semaphore's name, and
+// an id that tells apart several deadlines of one name (a permit's token, a
+// slot delay's start; 0 where a name has one at a time). It is compared,
+// never parsed.
+type Key struct {
+	Kind Kind
+	Name string
+	ID   uint64
+}
+
+// Kind is the kind of a Key; coord/internal/timed defines them.
+type Kind uint8
+
 // Timers tracks the deadline of every lease the leader times, on the
-// leader only, each under a key (a lock's name; coord gives lock-delays and
-// permits keys of their own) with the token of its grant.
+// leader only, each under a Key with the token of its grant (for a
+// lock-delay, the index it started at).
 //
 // Deadlines are not replicated: a renewal extends the leader's deadline
 // without writing the log. A new leader therefore cannot know how much of a
 // lease was left and restarts every lease at its full TTL (Promote), so a
 // lease may outlive its TTL across a failover but never ends early. When a
-// deadline passes, expire is called with the lock and token; the caller
+// deadline passes, expire is called with the key and token; the caller
 // proposes an Expire command, which the FSM ignores if the token is no longer
 // current.
 //
@@ -32,11 +46,11 @@ import (
 type Timers struct {
 	clock  Clock
 	base   time.Time // lease times are durations since base: 8 bytes, not 24
-	expire func(lock string, token uint64)
+	expire func(key Key, token uint64)
 
 	mu      sync.Mutex
 	active  bool
-	leases  map[string]*tracked
+	leases  map[Key]*tracked
 	due     leaseHeap
 	timer   Timer
 	timerAt time.Duration
@@ -44,23 +58,32 @@ type Timers struct {
 
 // tracked is one tracked deadline, 64 bytes (it was 96 with time.Time
 // fields); times are since Timers.base, read from the clock's monotonic
-// reading.
+// reading. Its Key is held field by field, so that the kind fits in the
+// padding after expiring: a Key field would cost 16 bytes more.
 type tracked struct {
 	name     string
+	id       uint64
 	token    uint64
 	ttl      time.Duration
 	deadline time.Duration // moved by renewals
 	at       time.Duration // when the heap expects it due (≤ deadline)
 	index    int32         // position in the heap; -1 when not in it
 	expiring bool          // an Expire is being proposed; renewals are refused
+	kind     Kind
+}
+
+func (t *tracked) key() Key { return Key{Kind: t.kind, Name: t.name, ID: t.id} }
+
+func newTracked(key Key, token uint64, ttl, deadline time.Duration, index int32) *tracked {
+	return &tracked{name: key.Name, id: key.ID, kind: key.Kind, token: token, ttl: ttl, deadline: deadline, at: deadline, index: index}
 }
 
 // New returns an inactive tracker; expire runs in its own goroutine.
-func New(clock Clock, expire func(lock string, token uint64)) *Timers {
+func New(clock Clock, expire func(key Key, token uint64)) *Timers {
 	if clock == nil {
 		clock = RealClock
 	}
-	return &Timers{clock: clock, base: clock.Now(), expire: expire, leases: map[string]*tracked{}}
+	return &Timers{clock: clock, base: clock.Now(), expire: expire, leases: map[Key]*tracked{}}
 }
 
 // now is the clock's time as a lease time.
@@ -69,7 +92,7 @@ func (l *Timers) now() time.Duration { return l.clock.Now().Sub(l.base) }
 // Lease is a deadline to time: its key, the token of its grant and its full
 // length.
 type Lease struct {
-	Key   string
+	Key   Key
 	Token uint64
 	TTL   time.Duration
 }
@@ -84,7 +107,7 @@ func (l *Timers) Promote(hint int, leases iter.Seq[Lease]) {
 	defer l.mu.Unlock()
 	l.clearLocked()
 	l.active = true
-	l.leases = make(map[string]*tracked, max(hint, 0))
+	l.leases = make(map[Key]*tracked, max(hint, 0))
 	l.due = make(leaseHeap, 0, max(hint, 0))
 	// Every lease starts now: collect them, then order the heap once
 	// (linear) instead of pushing each (a million leases on a new leader).
@@ -97,7 +120,7 @@ func (l *Timers) Promote(hint int, leases iter.Seq[Lease]) {
 			}
 			continue
 		}
-		t := &tracked{name: ls.Key, token: ls.Token, ttl: ls.TTL, deadline: deadline, at: deadline, index: int32(len(l.due))}
+		t := newTracked(ls.Key, ls.Token, ls.TTL, deadline, int32(len(l.due)))
 		l.leases[ls.Key] = t
 		l.due = append(l.due, t)
 	}
@@ -118,31 +141,32 @@ func (l *Timers) clearLocked() {
 		l.timer.Stop()
 		l.timer = nil
 	}
-	l.leases = map[string]*tracked{}
+	l.leases = map[Key]*tracked{}
 	l.due = nil
 }
 
-// Track starts the lease of a new grant, replacing any earlier one of the lock.
-func (l *Timers) Track(lock string, token uint64, ttl time.Duration) {
+// Track starts timing key for the grant with token, replacing an earlier
+// grant's deadline under the same key.
+func (l *Timers) Track(key Key, token uint64, ttl time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if !l.active {
 		return
 	}
-	l.trackLocked(lock, token, ttl)
+	l.trackLocked(key, token, ttl)
 	l.armLocked()
 }
 
-func (l *Timers) trackLocked(name string, token uint64, ttl time.Duration) {
-	if old, ok := l.leases[name]; ok {
+func (l *Timers) trackLocked(key Key, token uint64, ttl time.Duration) {
+	if old, ok := l.leases[key]; ok {
 		if old.token > token {
 			return // a newer grant is already tracked
 		}
 		l.unscheduleLocked(old)
 	}
 	deadline := l.now() + ttl
-	ls := &tracked{name: name, token: token, ttl: ttl, deadline: deadline, index: -1}
-	l.leases[name] = ls
+	ls := newTracked(key, token, ttl, deadline, -1)
+	l.leases[key] = ls
 	l.scheduleLocked(ls, deadline)
 }
 
@@ -196,16 +220,16 @@ func (l *Timers) fire() {
 	l.armLocked()
 	l.mu.Unlock()
 	for _, ls := range ended {
-		go l.expire(ls.name, ls.token)
+		go l.expire(ls.key(), ls.token)
 	}
 }
 
 // Renew extends a lease to a full TTL from now. It reports false when the
 // lease is not tracked (not leader, superseded) or is already expiring.
-func (l *Timers) Renew(lock string, token uint64) bool {
+func (l *Timers) Renew(key Key, token uint64) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	ls, ok := l.leases[lock]
+	ls, ok := l.leases[key]
 	if !l.active || !ok || ls.token != token || ls.expiring {
 		return false
 	}
@@ -214,21 +238,21 @@ func (l *Timers) Renew(lock string, token uint64) bool {
 }
 
 // Forget stops tracking a lease that ended (released or expired).
-func (l *Timers) Forget(lock string, token uint64) {
+func (l *Timers) Forget(key Key, token uint64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if ls, ok := l.leases[lock]; ok && ls.token == token {
+	if ls, ok := l.leases[key]; ok && ls.token == token {
 		l.unscheduleLocked(ls)
-		delete(l.leases, lock)
+		delete(l.leases, key)
 	}
 }
 
 // Retry re-arms an expiring lease after a failed Expire proposal, so that it
 // is proposed again after delay unless the lease ended meanwhile.
-func (l *Timers) Retry(lock string, token uint64, delay time.Duration) {
+func (l *Timers) Retry(key Key, token uint64, delay time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	ls, ok := l.leases[lock]
+	ls, ok := l.leases[key]
 	if !l.active || !ok || ls.token != token {
 		return
 	}
@@ -239,11 +263,11 @@ func (l *Timers) Retry(lock string, token uint64, delay time.Duration) {
 	l.armLocked()
 }
 
-// Remaining returns how long the tracked lease of a lock has left.
-func (l *Timers) Remaining(lock string, token uint64) (time.Duration, bool) {
+// Remaining returns how long the grant with token has left under key.
+func (l *Timers) Remaining(key Key, token uint64) (time.Duration, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	ls, ok := l.leases[lock]
+	ls, ok := l.leases[key]
 	if !l.active || !ok || ls.token != token {
 		return 0, false
 	}

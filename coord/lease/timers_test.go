@@ -19,7 +19,7 @@ type expiry struct {
 func newTestLeases() (*Timers, *fakeclock.Clock, chan expiry) {
 	clock := fakeclock.New()
 	fired := make(chan expiry, 16)
-	l := New(clock, func(lock string, token uint64) { fired <- expiry{lock, token} })
+	l := New(clock, func(key Key, token uint64) { fired <- expiry{key.Name, token} })
 	return l, clock, fired
 }
 
@@ -42,8 +42,8 @@ func expectExpiry(t *testing.T, fired chan expiry, want expiry) {
 func expectNoExpiry(t *testing.T, l *Timers, fired chan expiry, expired ...string) {
 	t.Helper()
 	l.mu.Lock()
-	for name, ls := range l.leases {
-		if ls.expiring && !slices.Contains(expired, name) {
+	for key, ls := range l.leases {
+		if name := key.Name; ls.expiring && !slices.Contains(expired, name) {
 			l.mu.Unlock()
 			t.Fatalf("lease of %s (token %d) expired early", name, ls.token)
 		}
@@ -59,12 +59,12 @@ func expectNoExpiry(t *testing.T, l *Timers, fired chan expiry, expired ...strin
 func TestLeaseExpires(t *testing.T) {
 	l, clock, fired := newTestLeases()
 	l.Promote(0, holding())
-	l.Track("a", 5, time.Second)
+	l.Track(k("a"), 5, time.Second)
 	clock.Advance(999 * time.Millisecond)
 	expectNoExpiry(t, l, fired)
 	clock.Advance(time.Millisecond)
 	expectExpiry(t, fired, expiry{"a", 5})
-	if l.Renew("a", 5) {
+	if l.Renew(k("a"), 5) {
 		t.Fatal("renewed an expiring lease")
 	}
 }
@@ -72,17 +72,17 @@ func TestLeaseExpires(t *testing.T) {
 func TestRenewalPushesDeadline(t *testing.T) {
 	l, clock, fired := newTestLeases()
 	l.Promote(0, holding())
-	l.Track("a", 5, time.Second)
+	l.Track(k("a"), 5, time.Second)
 	clock.Advance(800 * time.Millisecond)
-	if !l.Renew("a", 5) {
+	if !l.Renew(k("a"), 5) {
 		t.Fatal("renewal refused")
 	}
 	clock.Advance(800 * time.Millisecond) // 1.6 s after grant, 0.8 s after renewal
 	expectNoExpiry(t, l, fired)
-	if left, ok := l.Remaining("a", 5); !ok || left != 200*time.Millisecond {
+	if left, ok := l.Remaining(k("a"), 5); !ok || left != 200*time.Millisecond {
 		t.Fatalf("remaining %v %v, want 200ms", left, ok)
 	}
-	if l.Renew("a", 4) {
+	if l.Renew(k("a"), 4) {
 		t.Fatal("renewed with a superseded token")
 	}
 	clock.Advance(200 * time.Millisecond)
@@ -118,15 +118,15 @@ func TestPromotionExpiresInDeadlineOrder(t *testing.T) {
 func TestDemotionDropsTimers(t *testing.T) {
 	l, clock, fired := newTestLeases()
 	l.Promote(0, holding(grant{"a", 1000}))
-	l.Track("b", 9, time.Second)
+	l.Track(k("b"), 9, time.Second)
 	l.Demote()
 	if l.Len() != 0 || clock.Pending() != 0 {
 		t.Fatalf("after demotion: %d leases, %d timers", l.Len(), clock.Pending())
 	}
-	l.Track("c", 10, time.Second) // a follower tracks nothing
+	l.Track(k("c"), 10, time.Second) // a follower tracks nothing
 	clock.Advance(time.Hour)
 	expectNoExpiry(t, l, fired)
-	if l.Renew("a", 1) {
+	if l.Renew(k("a"), 1) {
 		t.Fatal("a follower renewed")
 	}
 }
@@ -134,15 +134,15 @@ func TestDemotionDropsTimers(t *testing.T) {
 func TestForgetAndRetry(t *testing.T) {
 	l, clock, fired := newTestLeases()
 	l.Promote(0, holding())
-	l.Track("a", 5, time.Second)
-	l.Forget("a", 5)
+	l.Track(k("a"), 5, time.Second)
+	l.Forget(k("a"), 5)
 	clock.Advance(2 * time.Second)
 	expectNoExpiry(t, l, fired)
 
-	l.Track("b", 6, time.Second)
+	l.Track(k("b"), 6, time.Second)
 	clock.Advance(time.Second)
 	expectExpiry(t, fired, expiry{"b", 6})
-	l.Retry("b", 6, 100*time.Millisecond) // the Expire proposal failed
+	l.Retry(k("b"), 6, 100*time.Millisecond) // the Expire proposal failed
 	clock.Advance(100 * time.Millisecond)
 	expectExpiry(t, fired, expiry{"b", 6})
 }
@@ -150,8 +150,8 @@ func TestForgetAndRetry(t *testing.T) {
 func TestOlderGrantDoesNotReplaceNewer(t *testing.T) {
 	l, clock, fired := newTestLeases()
 	l.Promote(0, holding())
-	l.Track("a", 8, time.Second)
-	l.Track("a", 7, time.Hour)
+	l.Track(k("a"), 8, time.Second)
+	l.Track(k("a"), 7, time.Hour)
 	clock.Advance(time.Second)
 	expectExpiry(t, fired, expiry{"a", 8})
 }
@@ -161,17 +161,17 @@ func TestOlderGrantDoesNotReplaceNewer(t *testing.T) {
 func TestManyLeasesShareOneTimer(t *testing.T) {
 	clock := fakeclock.New()
 	fired := make(chan expiry, 2000)
-	l := New(clock, func(lock string, token uint64) { fired <- expiry{lock, token} })
+	l := New(clock, func(key Key, token uint64) { fired <- expiry{key.Name, token} })
 	l.Promote(0, holding())
 	for i := range 1000 {
-		l.Track(fmt.Sprintf("l%d", i), uint64(i+1), time.Duration(1000-i)*time.Millisecond+time.Second)
+		l.Track(k(fmt.Sprintf("l%d", i)), uint64(i+1), time.Duration(1000-i)*time.Millisecond+time.Second)
 	}
 	if n := clock.Pending(); n != 1 {
 		t.Fatalf("%d timers pending for 1000 leases, want 1", n)
 	}
 	// l999 has the shortest TTL (1.001 s); renew it at 0.5 s so l998 goes first.
 	clock.Advance(500 * time.Millisecond)
-	if !l.Renew("l999", 1000) {
+	if !l.Renew(k("l999"), 1000) {
 		t.Fatal("renewal refused")
 	}
 	clock.Advance(502 * time.Millisecond) // t = 1.002 s
@@ -220,7 +220,7 @@ func TestPromoteTimesEveryLeaseInFull(t *testing.T) {
 	if l.Len() != 2 {
 		t.Fatalf("tracking %d", l.Len())
 	}
-	if rem, ok := l.Remaining("l1", 2); !ok || rem != 3*time.Second {
+	if rem, ok := l.Remaining(k("l1"), 2); !ok || rem != 3*time.Second {
 		t.Fatalf("l1 remaining %v %v", rem, ok)
 	}
 	clock.Advance(time.Second)
@@ -228,6 +228,9 @@ func TestPromoteTimesEveryLeaseInFull(t *testing.T) {
 	clock.Advance(2 * time.Second)
 	expectExpiry(t, fired, expiry{"l1", 2})
 }
+
+// k is the key of lock name's lease, as coord keys it.
+func k(name string) Key { return Key{Name: name} }
 
 type grant struct {
 	lock string
@@ -239,7 +242,7 @@ type grant struct {
 func holding(grants ...grant) iter.Seq[Lease] {
 	var leases []Lease
 	for i, g := range grants {
-		leases = append(leases, Lease{Key: g.lock, Token: uint64(i + 1), TTL: time.Duration(g.ttl) * time.Millisecond})
+		leases = append(leases, Lease{Key: k(g.lock), Token: uint64(i + 1), TTL: time.Duration(g.ttl) * time.Millisecond})
 	}
 	return slices.Values(leases)
 }

@@ -1,16 +1,12 @@
 // Package timed names what the leader's lease timers time (a lock's lease,
-// a permit's, a lock's lock-delay, a permit slot's lock-delay) by one key
-// each, reads a key back, and lists every one of them the state holds, for
-// a new leader to restart at full length.
-//
-// Lock names never hold a NUL (wire.ValidName), so the other kinds' keys,
-// which start with one, cannot clash with a lock's, which is its name.
+// a permit's, a lock's lock-delay, a permit slot's lock-delay) by one typed
+// key each (lease.Key: a kind, a name, an id), and lists every one of them
+// the state holds, for a new leader to restart at full length. A key is
+// compared, never parsed: the timers hand it back to coord as it was made.
 package timed
 
 import (
 	"iter"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/fencer-io/fencer/coord/lease"
@@ -18,53 +14,39 @@ import (
 	"github.com/fencer-io/fencer/fsm/entry"
 )
 
-// Kind is what a key times.
-type Kind int
-
-// The kinds of keys.
+// The kinds of keys. New kinds are appended (a session's lease is next:
+// Kind Session, ID the session's id).
 const (
-	LockLease   Kind = iota // key: the lock's name; token: the grant's
-	PermitLease             // PermitKey; token: the permit's
-	LockDelay               // DelayKey; token: the index the delay started at
-	SlotDelay               // SlotDelayKey; token: the index the delay started at
+	LockLease   lease.Kind = iota // ID 0: a lock has one lease at a time; token: the grant's
+	PermitLease                   // ID: the permit's token, as its token
+	LockDelay                     // ID 0; token: the index the delay started at
+	SlotDelay                     // ID and token: the index the delay started at
+	Session                       // ID and token: the session's id
 )
 
-const (
-	permitPrefix    = "\x00sem\x00"
-	delayPrefix     = "\x00delay\x00"
-	slotDelayPrefix = "\x00semdelay\x00"
-)
+// SessionKey is the key of session id's lease, which times every grant
+// under it.
+func SessionKey(id uint64) lease.Key { return lease.Key{Kind: Session, ID: id} }
+
+// LockKey is the key of lock's lease.
+func LockKey(lock string) lease.Key { return lease.Key{Kind: LockLease, Name: lock} }
 
 // PermitKey is the key of permit token of semaphore sem.
-func PermitKey(sem string, token uint64) string {
-	return permitPrefix + sem + "\x00" + strconv.FormatUint(token, 10)
+func PermitKey(sem string, token uint64) lease.Key {
+	return lease.Key{Kind: PermitLease, Name: sem, ID: token}
 }
 
 // DelayKey is the key of a lock's lock-delay.
-func DelayKey(lock string) string { return delayPrefix + lock }
+func DelayKey(lock string) lease.Key { return lease.Key{Kind: LockDelay, Name: lock} }
 
 // SlotDelayKey is the key of the lock-delay of a slot of semaphore sem
 // that started at index since.
-func SlotDelayKey(sem string, since uint64) string {
-	return slotDelayPrefix + sem + "\x00" + strconv.FormatUint(since, 10)
-}
-
-// Parse returns what key times and the name of its lock or semaphore.
-func Parse(key string) (Kind, string) {
-	if lock, ok := strings.CutPrefix(key, delayPrefix); ok {
-		return LockDelay, lock
-	}
-	if rest, ok := strings.CutPrefix(key, slotDelayPrefix); ok {
-		return SlotDelay, rest[:strings.LastIndexByte(rest, 0)]
-	}
-	if rest, ok := strings.CutPrefix(key, permitPrefix); ok {
-		return PermitLease, rest[:strings.LastIndexByte(rest, 0)]
-	}
-	return LockLease, key
+func SlotDelayKey(sem string, since uint64) lease.Key {
+	return lease.Key{Kind: SlotDelay, Name: sem, ID: since}
 }
 
 // All yields everything a leader times, for lease.Timers.Promote: each held
-// lock under its name, each running lock-delay under DelayKey (a semaphore
+// lock under LockKey, each running lock-delay under DelayKey (a semaphore
 // slot's under SlotDelayKey) with its start index for a token, and each
 // held permit under PermitKey, each at its full length. It counts the
 // grants (locks and permits) in held. Running lock-delays restart at full
@@ -74,9 +56,9 @@ func All(f *fsm.FSM, held *int) iter.Seq[lease.Lease] {
 	return func(yield func(lease.Lease) bool) {
 		more := true
 		f.EachLockUnordered(func(lk entry.Lock) { // the timers' heap orders them
-			if more {
+			if more && lk.Session == 0 {
 				*held++
-				more = yield(lease.Lease{Key: lk.Name, Token: lk.Token, TTL: millis(lk.TTLMillis)})
+				more = yield(lease.Lease{Key: LockKey(lk.Name), Token: lk.Token, TTL: millis(lk.TTLMillis)})
 			}
 		})
 		for _, d := range f.Delays() {
@@ -94,9 +76,19 @@ func All(f *fsm.FSM, held *int) iter.Seq[lease.Lease] {
 				if !more {
 					return
 				}
+				if p.Session != 0 {
+					continue // its session times it
+				}
 				*held++
 				more = yield(lease.Lease{Key: PermitKey(p.Semaphore, p.Token), Token: p.Token, TTL: millis(p.TTLMillis)})
 			}
+		}
+		for _, ss := range f.SessionRecords() {
+			if !more {
+				return
+			}
+			*held++
+			more = yield(lease.Lease{Key: SessionKey(ss.ID), Token: ss.ID, TTL: millis(ss.TTLMillis)})
 		}
 	}
 }

@@ -27,7 +27,7 @@ func TestAllCoversEveryPrimitive(t *testing.T) {
 	held := 0
 	got := slices.Collect(All(f, &held))
 	want := []lease.Lease{
-		{Key: "a", Token: 1, TTL: time.Second},
+		{Key: LockKey("a"), Token: 1, TTL: time.Second},
 		{Key: DelayKey("d"), Token: 3, TTL: 500 * time.Millisecond},
 		{Key: PermitKey("sem", 4), Token: 4, TTL: 3 * time.Second},
 	}
@@ -36,22 +36,15 @@ func TestAllCoversEveryPrimitive(t *testing.T) {
 	}
 }
 
-// Every key reads back as what it times, with its lock's or semaphore's
-// name, even a name that looks like a number or a prefix.
-func TestParse(t *testing.T) {
-	for _, c := range []struct {
-		key  string
-		kind Kind
-		name string
-	}{
-		{"l", LockLease, "l"},
-		{"sem", LockLease, "sem"},
-		{PermitKey("s-1", 7), PermitLease, "s-1"},
-		{DelayKey("12"), LockDelay, "12"},
-		{SlotDelayKey("delay", 9), SlotDelay, "delay"},
-	} {
-		if kind, name := Parse(c.key); kind != c.kind || name != c.name {
-			t.Errorf("Parse(%q) = %v %q, want %v %q", c.key, kind, name, c.kind, c.name)
+// Every kind's key is its own: a lock, a permit, a lock-delay and a slot
+// delay of one name never share a deadline, and neither do two permits.
+func TestKeysOfOneNameDiffer(t *testing.T) {
+	keys := []lease.Key{LockKey("x"), PermitKey("x", 7), PermitKey("x", 8), DelayKey("x"), SlotDelayKey("x", 7)}
+	seen := map[lease.Key]bool{}
+	for _, k := range keys {
+		if seen[k] {
+			t.Fatalf("key %+v made twice", k)
 		}
+		seen[k] = true
 	}
 }

@@ -149,6 +149,13 @@ func (q *Queue[C, R]) Pop() *Waiter[C, R] {
 	return w
 }
 
+// PutBack puts a waiter that Pop took back at the head, no longer taken,
+// after the proposal that carried its command failed: its turn is still
+// first. With Pop it lets a proposal that frees several names take each
+// one's head waiter, holding their queues' mutexes, and give back those
+// whose entry was not written. Called with q locked.
+func (q *Queue[C, R]) PutBack(w *Waiter[C, R]) { q.pushFront(w) }
+
 // pushFront puts a popped waiter back at the head after a failed proposal.
 func (q *Queue[C, R]) pushFront(w *Waiter[C, R]) {
 	w.taken = false

@@ -172,3 +172,57 @@ func TestServe(t *testing.T) {
 		t.Fatalf("%d left; want Serve to stop after the first failure", q.Len())
 	}
 }
+
+// A proposal that frees several names holds each one's queue, pops each
+// head waiter, and when its entry is not written puts every one back: each
+// is first again, no longer taken (a wait that ends then leaves the queue
+// and gets gaveUp's answer, not a grant that never came), and counted as
+// queued.
+func TestPopPutBackAcrossNames(t *testing.T) {
+	var queued atomic.Int64
+	tab := New[string, int](&queued)
+	names := []string{"a", "b"}
+	first := map[string]*Waiter[string, int]{}
+	var qs []*Queue[string, int]
+	for _, n := range names {
+		q := tab.Get(n)
+		defer tab.Put(n, q)
+		q.Lock()
+		first[n] = q.Push(n + "1")
+		q.Push(n + "2")
+		q.Unlock()
+		qs = append(qs, q)
+	}
+	var popped []*Waiter[string, int]
+	for _, q := range qs {
+		q.Lock()
+		popped = append(popped, q.Pop())
+	}
+	if queued.Load() != 2 {
+		t.Fatalf("%d counted with two heads popped, want 2", queued.Load())
+	}
+	for i, q := range qs { // the entry failed
+		q.PutBack(popped[i])
+		q.Unlock()
+	}
+	if queued.Load() != 4 {
+		t.Fatalf("%d counted after putting back, want 4", queued.Load())
+	}
+	for i, n := range names {
+		q := qs[i]
+		q.Lock()
+		if w := q.Pop(); w != first[n] || w.Cmd != n+"1" {
+			t.Fatalf("head of %s after put back is %q, want %q", n, w.Cmd, n+"1")
+		}
+		q.PutBack(first[n])
+		q.Unlock()
+		ended := make(chan struct{})
+		close(ended)
+		if r, err := q.Wait(context.Background(), first[n], ended, nil, func() (int, error) { return 5, nil }); r != 5 || err != nil {
+			t.Fatalf("a put-back waiter whose wait ended got %d, %v: want gaveUp's 5", r, err)
+		}
+	}
+	if queued.Load() != 2 {
+		t.Fatalf("%d counted after two waits ended, want 2", queued.Load())
+	}
+}

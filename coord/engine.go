@@ -1,0 +1,397 @@
+package coord
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/fencer-io/fencer/coord/internal/waitq"
+	"github.com/fencer-io/fencer/coord/lease"
+	"github.com/fencer-io/fencer/fsm"
+	"github.com/fencer-io/fencer/fsm/entry"
+	"github.com/fencer-io/fencer/fsm/refusal"
+	"github.com/fencer-io/fencer/fsm/secrets"
+)
+
+// The grant engine: one implementation, for every kind of grant, of what a
+// primitive does on the leader (DESIGN.md, "The grant engine"). Acquire
+// with or without a wait, the name's wait queue, serving waiters, handing
+// the name over in the entry that frees it, renewal, expiry, and the end of
+// a lock-delay. What differs between a lock and a semaphore is a policy:
+// how many may hold at once (read from fsm.NameState), the commands it
+// proposes, its refusals and its timer keys. C is the primitive's acquire
+// command, R the result a caller gets.
+
+// policy is what a primitive tells the engine. Its methods are pure
+// functions of their arguments and of the leader's timers.
+type policy[C entry.Command, R any] interface {
+	// closed says whether st has no room for another holder (taken: a lock
+	// held, a semaphore full with its delayed slots) and whether it is
+	// closed for another reason (a lock in its lock-delay). A waiter is
+	// served only when neither holds; the limits on held grants are
+	// checked unless taken.
+	closed(st fsm.NameState) (taken, delayed bool)
+	// refusal is why an acquire of cmd not granted before is refused at
+	// once, without a log write (nil: it is proposed or queued); wait
+	// says it may queue.
+	refusal(st fsm.NameState, cmd C, wait bool) error
+	// lapsed is the answer to a waiter whose wait ended, as an acquire
+	// without a wait would get (nil: propose its acquire); confirm says a
+	// quorum round must come first.
+	lapsed(st fsm.NameState) (confirm bool, why error)
+
+	// granted is what the leader times of a granted acquire.
+	granted(r R) timedGrant
+	// served is the answer to a waiter served by its own acquire.
+	served(r R) R
+	// freed reads a release's, an expiry's or a delay's end's result.
+	freed(res any) freedName[R]
+	// stamp sets the leader's time in a waiter's acquire before it is
+	// proposed (next is nil when nobody waits).
+	stamp(next C, nowMillis int64)
+	release(name string, token uint64, secret string, next C) entry.Command
+	expire(name string, token uint64, next C) entry.Command
+	endDelay(name string, since uint64, next C) entry.Command
+
+	// leaseKey and delayKey are the timers' keys of a grant and of a
+	// lock-delay that started at since.
+	leaseKey(name string, token uint64) lease.Key
+	delayKey(name string, since uint64) lease.Key
+	// notHeld refuses a renewal of a grant the state does not hold with
+	// that secret; expired one that the timers no longer time.
+	notHeld(st fsm.NameState, token uint64, secret string) error
+	expired(name string, token uint64) error
+}
+
+// timedGrant is a grant as the timers need it.
+type timedGrant struct {
+	name      string
+	token     uint64
+	ttlMillis int64
+	existing  bool // an earlier answer to the same request: nothing new
+	// session is the session the grant lives under: its timer times the
+	// grant, which has none of its own.
+	session uint64
+}
+
+// track starts timing a new grant's lease, unless its session times it.
+func (e *engine[C, R]) track(g timedGrant) {
+	if g.session == 0 {
+		e.s.timers.Track(e.p.leaseKey(g.name, g.token), g.token, millis(g.ttlMillis))
+	}
+}
+
+// freedName is what an entry that freed a name did there: the grant it
+// handed the popped waiter or why not, and the lock-delay it started.
+type freedName[R any] struct {
+	next    *R
+	nextErr error
+	delay   *entry.Delay
+}
+
+// engine is the grant engine of one kind of grant.
+type engine[C entry.Command, R any] struct {
+	s      *Service
+	kind   fsm.Kind
+	what   string // "lock", "semaphore": in refusals and logs
+	queues *waitq.Table[C, R]
+	p      policy[C, R]
+}
+
+func newEngine[C entry.Command, R any](s *Service, kind fsm.Kind, what string, p policy[C, R]) *engine[C, R] {
+	return &engine[C, R]{s: s, kind: kind, what: what, queues: waitq.New[C, R](&s.queued), p: p}
+}
+
+// ask is one acquire as the engine decides it.
+type ask[C any] struct {
+	name, holder, requestID, principal string
+	wait                               time.Duration
+	cmd                                C
+}
+
+// state is the engine's one read of a name.
+func (e *engine[C, R]) state(name, holder, requestID, principal string) fsm.NameState {
+	return e.s.fsm.NameState(e.kind, name, holder, requestID, principal)
+}
+
+// acquire grants a.cmd, queueing for up to a.wait while the name has no
+// room. A retry of a granted request is proposed again, to get its grant
+// back (Existing).
+//
+// It is long because the order of its steps under the name's queue is the
+// handoff guarantee (DESIGN.md, "One proposal at a time per name"); it reads
+// best in one piece.
+func (e *engine[C, R]) acquire(ctx context.Context, a ask[C]) (R, error) {
+	var zero R
+	q := e.queues.Get(a.name)
+	defer e.queues.Put(a.name, q)
+
+	q.Lock()
+	st := e.state(a.name, a.holder, a.requestID, a.principal)
+	retry := st.Granted
+	var taken, delayed bool
+	if !retry {
+		taken, delayed = e.p.closed(st)
+		if why := e.p.refusal(st, a.cmd, a.wait > 0); why != nil {
+			// Refused without writing the log. Under the queue's mutex,
+			// this leader's view of the name is exact; a quorum round
+			// proves it still leads.
+			err := e.s.refuse(why)
+			q.Unlock()
+			return zero, err
+		}
+	}
+	queueing := a.wait > 0 && !retry && (taken || delayed || q.Len() > 0)
+	err := e.s.checkGrants(st, a.holder, retry || taken)
+	if err == nil && queueing {
+		err = e.s.checkWaiters(q.Len(), e.what, a.name)
+	}
+	if err != nil {
+		err = e.s.refuse(err)
+		q.Unlock()
+		return zero, err
+	}
+	if !queueing {
+		res, err := e.grant(a.cmd)
+		q.Unlock()
+		return res, err
+	}
+	w := q.Push(a.cmd)
+	if !taken {
+		e.serve(q, a.name)
+	}
+	q.Unlock()
+	ended, stop := e.s.waitFor(a.wait)
+	defer stop()
+	return q.Wait(ctx, w, ended, e.s.stop, func() (R, error) {
+		// Answer as an acquire without a wait would, under the queue's
+		// mutex: refused (held or full, proven by a quorum round: a leader
+		// paused past its term still sees the grant its successor
+		// released), or granted. A free lock once answered lock_held
+		// naming nobody with token 0, a grant that never existed (the
+		// chaos suite's lock checker caught it on a leader resumed after
+		// a SIGSTOP): the lock had been released, by its successor, as the
+		// wait ended.
+		confirm, why := e.p.lapsed(e.state(a.name, "", "", ""))
+		switch {
+		case why != nil && confirm:
+			return zero, e.s.refuse(why)
+		case why != nil:
+			return zero, why
+		}
+		return e.grant(a.cmd)
+	})
+}
+
+// grant proposes an acquire and starts timing the new grant's lease.
+func (e *engine[C, R]) grant(cmd C) (R, error) {
+	res, err := e.s.raft.Apply(cmd)
+	if err != nil {
+		var zero R
+		return zero, err
+	}
+	r := *res.(*R)
+	g := e.p.granted(r)
+	e.track(g)
+	if !g.existing {
+		e.s.metrics.Grants.Inc()
+	}
+	return r, nil
+}
+
+// serve grants the name to queued waiters, head first, while it has room
+// (a lock in its lock-delay has none: its waiters wait on). Called with q
+// locked.
+func (e *engine[C, R]) serve(q *waitq.Queue[C, R], name string) {
+	free := func() bool {
+		taken, delayed := e.p.closed(e.state(name, "", "", ""))
+		return !taken && !delayed
+	}
+	q.Serve(free, func(cmd C) (R, error) {
+		r, err := e.grant(cmd)
+		return e.p.served(r), err
+	}, notLeading)
+}
+
+// deliver answers a waiter that a proposal popped: with the grant the entry
+// handed it, timed from now, or why the entry did not.
+func (e *engine[C, R]) deliver(w *waitq.Waiter[C, R], next *R, err error) {
+	if next == nil {
+		var zero R
+		w.Answer(zero, err)
+		return
+	}
+	e.track(e.p.granted(*next))
+	e.s.metrics.Grants.Inc()
+	w.Answer(*next, nil)
+}
+
+// renew proves with a quorum round that this node leads and extends the
+// grant's deadline on the leader. It writes nothing to the log.
+func (e *engine[C, R]) renew(ctx context.Context, name string, token uint64, secret string) (fsm.NameState, error) {
+	if err := e.s.awaitLeader(ctx); err != nil {
+		return fsm.NameState{}, err
+	}
+	if err := e.s.raft.VerifyLeader(); err != nil {
+		return fsm.NameState{}, err
+	}
+	st := e.state(name, "", "", "")
+	g, ok := st.Grant(token)
+	if !ok || !secrets.Equal(g.Secret, secret) {
+		return st, e.p.notHeld(st, token, secret)
+	}
+	if g.Session != 0 {
+		return st, fmt.Errorf("%w: %s %q's grant %d lives as long as session %d: renew the session", refusal.ErrSessionGrant, e.what, name, token, g.Session)
+	}
+	if !e.s.timers.Renew(e.p.leaseKey(name, token), token) {
+		return st, e.p.expired(name, token)
+	}
+	e.s.metrics.Renewals.Inc()
+	return st, nil
+}
+
+// release ends a grant and hands the name to the head waiter in the same
+// entry.
+func (e *engine[C, R]) release(ctx context.Context, name string, token uint64, secret string) error {
+	if err := e.s.awaitLeader(ctx); err != nil {
+		return err
+	}
+	err := e.free(name, token, true, func(next C) entry.Command { return e.p.release(name, token, secret, next) })
+	if err == nil {
+		e.s.metrics.Releases.Inc()
+	}
+	return err
+}
+
+// expire is called by the timers when a grant's deadline passes.
+func (e *engine[C, R]) expire(name string, token uint64) {
+	if e.s.awaitLeader(context.Background()) != nil {
+		return
+	}
+	// A grant that asked for a lock-delay hands off to nobody when it
+	// expires: its delay runs first, keeping the name (or the semaphore's
+	// slot) until its EndDelay.
+	g, held := e.state(name, "", "", "").Grant(token)
+	handoff := !held || g.LockDelayMillis == 0
+	err := e.free(name, token, handoff, func(next C) entry.Command { return e.p.expire(name, token, next) })
+	if e.s.expired(err, e.p.leaseKey(name, token), token, e.what, name) {
+		e.s.log.Debug("lease expired", e.what, name, "token", token)
+	}
+}
+
+// free proposes the command built by mk (a release or an expiry), offering
+// the name to the head waiter in the same entry when handoff is set.
+func (e *engine[C, R]) free(name string, token uint64, handoff bool, mk func(next C) entry.Command) error {
+	h := e.hold(name)
+	defer h.Release()
+	next := h.Pop(handoff)
+	res, err := e.s.raft.Apply(mk(next))
+	if err != nil {
+		h.Failed()
+		return err
+	}
+	h.Done(res, token)
+	return nil
+}
+
+// endDelay proposes the end of the lock-delay that started at index since,
+// handing the name (the semaphore's slot) to the head waiter in that entry.
+// A failed proposal puts the waiter back and is retried soon, unless the
+// delay had ended already.
+func (e *engine[C, R]) endDelay(name string, since uint64) {
+	if e.s.awaitLeader(context.Background()) != nil {
+		return
+	}
+	key := e.p.delayKey(name, since)
+	h := e.hold(name)
+	defer h.Release()
+	next := h.Pop(true)
+	res, err := e.s.raft.Apply(e.p.endDelay(name, since, next))
+	switch {
+	case errors.Is(err, refusal.ErrLeaseLost):
+		h.Failed()
+		e.s.timers.Forget(key, since) // ended already
+	case err != nil:
+		h.Failed()
+		e.s.timers.Retry(key, since, 100*time.Millisecond)
+		e.s.log.Warn("end of lock-delay failed; will retry", e.what, name, "since", since, "err", err)
+	default:
+		e.s.timers.Forget(key, since)
+		h.deliver(res)
+	}
+}
+
+// hold takes name's queue and its mutex, until Release: what a proposal
+// that frees the name does under it.
+func (e *engine[C, R]) hold(name string) *heldName[C, R] {
+	q := e.queues.Get(name)
+	q.Lock()
+	return &heldName[C, R]{e: e, name: name, q: q}
+}
+
+// heldName is one name whose queue's mutex is held by a proposal that
+// frees it (a release, an expiry, the end of a lock-delay; a session's end
+// frees several, each held so). Its steps, in order: Pop the head waiter,
+// whose acquire rides in the entry; then Done with the entry's result for
+// this name, or Failed; then Release.
+type heldName[C entry.Command, R any] struct {
+	e    *engine[C, R]
+	name string
+	q    *waitq.Queue[C, R]
+	w    *waitq.Waiter[C, R]
+}
+
+// Pop takes the head waiter when offer is set and returns its acquire,
+// stamped with the leader's time, to be proposed in the freeing entry; the
+// zero C when nobody waits or offer is unset.
+func (h *heldName[C, R]) Pop(offer bool) C {
+	var next C
+	if offer {
+		if h.w = h.q.Pop(); h.w != nil {
+			next = h.w.Cmd
+		}
+	}
+	h.e.p.stamp(next, h.e.s.nowMillis())
+	return next
+}
+
+// Failed puts the popped waiter back at the head: the entry was not
+// written, and its turn is still first.
+func (h *heldName[C, R]) Failed() {
+	if h.w != nil {
+		h.q.PutBack(h.w)
+		h.w = nil
+	}
+}
+
+// Done completes a freeing entry that was applied, res being its result
+// for this name: the freed grant (token) is no longer timed, a lock-delay
+// it started is, the popped waiter gets what the entry handed it, and the
+// rest are served.
+func (h *heldName[C, R]) Done(res any, token uint64) {
+	t := h.e.s.timers
+	t.Forget(h.e.p.leaseKey(h.name, token), token)
+	f := h.e.p.freed(res)
+	if f.delay != nil {
+		t.Track(h.e.p.delayKey(h.name, f.delay.Since), f.delay.Since, millis(f.delay.Millis))
+	}
+	h.finish(f)
+}
+
+// deliver completes the end of a lock-delay that was applied.
+func (h *heldName[C, R]) deliver(res any) { h.finish(h.e.p.freed(res)) }
+
+func (h *heldName[C, R]) finish(f freedName[R]) {
+	if h.w != nil {
+		h.e.deliver(h.w, f.next, f.nextErr)
+		h.w = nil
+	}
+	h.e.serve(h.q, h.name)
+}
+
+// Release unlocks the name's queue and gives it back.
+func (h *heldName[C, R]) Release() {
+	h.q.Unlock()
+	h.e.queues.Put(h.name, h.q)
+}
