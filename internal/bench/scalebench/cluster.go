@@ -79,7 +79,8 @@ func (c *cluster) leader(ctx context.Context) (member, error) {
 // awaitSnapshots waits, at most wait, until every member's last raft
 // snapshot is within threshold entries of the leader's applied index:
 // raft takes no snapshot of fewer new entries than that, so this is as
-// close as one comes once the load has stopped. It returns how long it
+// close as one comes once the load has stopped (and some snapshot is
+// needed: below the threshold raft takes none). It returns how long it
 // waited and whether every member got there.
 func (c *cluster) awaitSnapshots(ctx context.Context, threshold uint64, wait time.Duration) (float64, bool, error) {
 	start := time.Now()
@@ -100,7 +101,7 @@ func (c *cluster) awaitSnapshots(ctx context.Context, threshold uint64, wait tim
 		done := 0
 		for _, m := range c.nodes {
 			v, err := c.metrics(ctx, m, "fencer_raft_last_snapshot_index")
-			if err == nil && uint64(v["fencer_raft_last_snapshot_index"]) >= target {
+			if idx := uint64(v["fencer_raft_last_snapshot_index"]); err == nil && idx > 0 && idx >= target {
 				done++
 			}
 		}
