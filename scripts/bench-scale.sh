@@ -23,7 +23,8 @@
 #
 # Output: progress on stderr, a table per mode at the end, and one JSON line
 # per point in $work/points.jsonl, also printed after the table (the table
-# again: go run ./internal/bench/scalebench table FILE…). The servers run
+# again: go run ./internal/bench/scalebench table FILE…), and the top of
+# the leader's heap profile at the last point of each mode. The servers run
 # every default but --pprof, --rate-limit 0 (one client address sends
 # everything), --max-locks (room for the largest point) and
 # --snapshot-threshold 1024 (8,192 by default: a snapshot is then at most
@@ -161,7 +162,8 @@ for mode in $modes; do
 	log "$mode: 3 nodes ready; acquiring to $POINTS"
 	if ! run "$work/scalebench" -mode "$mode" -members "$members" -pids "n1=${pid[1]},n2=${pid[2]},n3=${pid[3]}" \
 		-points "$POINTS" -clients "$CLIENTS" -per-session "$PER_SESSION" -renew-for "$RENEW_FOR" \
-		-snapshot-threshold "$THRESHOLD" -snapshot-wait "$SNAPSHOT_WAIT" "${snap_flags[@]}" >>"$work/points.jsonl"; then
+		-snapshot-threshold "$THRESHOLD" -snapshot-wait "$SNAPSHOT_WAIT" "${snap_flags[@]}" \
+		-heap-profile "$work/heap-$mode.pprof" >>"$work/points.jsonl"; then
 		# The other mode's figures still stand: report them, and fail at the end.
 		log "$mode: scalebench failed (above); its points so far are kept"
 		failed+=" $mode"
@@ -179,6 +181,13 @@ for mode in $modes; do
 done
 
 "$work/scalebench" table "$work/points.jsonl"
+for mode in $modes; do
+	[[ -s $work/heap-$mode.pprof ]] || continue
+	echo
+	echo "$mode: the leader's live heap at $largest locks ($work/heap-$mode.pprof; KEEP=1 or BENCH_DIR keeps it):"
+	go tool pprof -sample_index=inuse_space -top -nodecount 10 "$work/fencer" "$work/heap-$mode.pprof" 2>/dev/null |
+		sed -n '/^Showing nodes/,$p' | sed 's/^/  /'
+done
 echo
 cat "$work/points.jsonl"
 if [[ -n $failed ]]; then

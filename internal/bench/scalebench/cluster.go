@@ -123,7 +123,8 @@ func (c *cluster) awaitSnapshots(ctx context.Context, threshold uint64, wait tim
 // it, then the live heap right after a collection that the heap profile
 // endpoint forces (gc=1; the members run with --pprof): without it the
 // heap in use includes whatever garbage the collector has not reached.
-func (c *cluster) measure(ctx context.Context) ([]nodeFigures, error) {
+// The leader's profile is kept in heapFile, when given.
+func (c *cluster) measure(ctx context.Context, heapFile string) ([]nodeFigures, error) {
 	l, err := c.leader(ctx)
 	if err != nil {
 		return nil, err
@@ -134,8 +135,14 @@ func (c *cluster) measure(ctx context.Context) ([]nodeFigures, error) {
 		if err != nil {
 			return nil, err
 		}
-		if err := c.get(ctx, m, "/debug/pprof/heap?gc=1", io.Discard); err != nil {
+		var profile strings.Builder
+		if err := c.get(ctx, m, "/debug/pprof/heap?gc=1", &profile); err != nil {
 			return nil, fmt.Errorf("%s: forcing a collection (is --pprof on?): %w", m.id, err)
+		}
+		if heapFile != "" && m.id == l.id {
+			if err := os.WriteFile(heapFile, []byte(profile.String()), 0o644); err != nil {
+				return nil, err
+			}
 		}
 		v, err := c.metrics(ctx, m, "go_memstats_heap_alloc_bytes", "fencer_raft_last_snapshot_index", "fencer_locks_held")
 		if err != nil {

@@ -40,6 +40,7 @@ type options struct {
 	threshold  uint64
 	snapWait   time.Duration
 	snapLast   bool
+	heapFile   string
 }
 
 func main() {
@@ -62,6 +63,7 @@ func main() {
 	flag.Uint64Var(&o.threshold, "snapshot-threshold", 8192, "the members' --snapshot-threshold: a snapshot this close to the leader's applied index covers the point")
 	flag.DurationVar(&o.snapWait, "snapshot-wait", 150*time.Second, "how long to wait at each point for every member's snapshot (raft checks every 30-60 s)")
 	flag.BoolVar(&o.snapLast, "snapshot-last-only", false, "wait for the snapshots at the last point only (the others are measured at once: a short run)")
+	flag.StringVar(&o.heapFile, "heap-profile", "", "keep the leader's heap profile at the last point in this file")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -114,7 +116,7 @@ func (o *options) run(ctx context.Context) error {
 	if o.mode == "sessions" {
 		s.PerSession = o.perSession
 	}
-	base, err := c.measure(ctx)
+	base, err := c.measure(ctx, "")
 	if err != nil {
 		return err
 	}
@@ -137,7 +139,11 @@ func (o *options) run(ctx context.Context) error {
 			}
 		}
 		p.Snapshotted = &snapshotted
-		nodes, err := c.measure(ctx)
+		heap := ""
+		if n == points[len(points)-1] {
+			heap = o.heapFile
+		}
+		nodes, err := c.measure(ctx, heap)
 		if err != nil {
 			return err
 		}
