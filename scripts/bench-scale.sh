@@ -2,7 +2,7 @@
 # bench-scale.sh: what a million held locks cost a 3-node fencer (issue 27),
 # with each lock's own lease and under sessions.
 #
-#   scripts/bench-scale.sh                   both modes, 10k, 100k, 300k, 1M locks (about 8 minutes a mode)
+#   scripts/bench-scale.sh                   both modes, 10k, 100k, 300k, 1M locks (5-10 minutes a mode)
 #   scripts/bench-scale.sh --quick           both modes, 10k and 100k, snapshots awaited at 100k only (under 3 minutes)
 #   scripts/bench-scale.sh --mode sessions   one mode (leases or sessions)
 #
