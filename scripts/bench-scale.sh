@@ -75,7 +75,7 @@ PORT_BASE=${PORT_BASE:-17500}
 THRESHOLD=1024
 largest=${POINTS##*,}
 
-bench_workdir fencer-scale 'n[123]' '*.log' points.jsonl
+bench_workdir fencer-scale 'n[123]' '*.log' points.jsonl 'heap-*.pprof'
 declare -A pid
 bg="" # the step running in the background, waited for so that a signal is taken at once
 cleanup() {
