@@ -221,7 +221,7 @@ func (s *Service) semStatus(st fsm.SemaphoreState) SemaphoreStatus {
 	}
 	for _, p := range st.Permits {
 		ps := PermitStatus{Permit: p}
-		ps.Remaining, ps.Known = s.timers.Remaining(timed.PermitKey(p.Semaphore, p.Token), p.Token)
+		ps.Remaining, ps.Known = s.remaining(timed.PermitKey(p.Semaphore, p.Token), p.Token, p.Session)
 		out.Holders = append(out.Holders, ps)
 	}
 	return out

@@ -185,7 +185,7 @@ func (s *Service) promote() {
 func (s *Service) gauges() metrics.Gauges {
 	c := s.fsm.Counts()
 	return metrics.Gauges{Locks: float64(c.Locks), Keys: float64(c.Keys), KVBytes: float64(c.KVBytes),
-		LastToken: float64(c.LastToken), Epoch: float64(c.Epoch),
+		LastToken: float64(c.LastToken), Epoch: float64(c.Epoch), Sessions: float64(s.fsm.SessionCount()),
 		Waiters: float64(s.locks.queues.Queued()), Leases: float64(s.timers.Len())}
 }
 

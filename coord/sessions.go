@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/fencer-io/fencer/coord/internal/timed"
+	"github.com/fencer-io/fencer/coord/lease"
 	"github.com/fencer-io/fencer/fsm"
 	"github.com/fencer-io/fencer/fsm/entry"
 	"github.com/fencer-io/fencer/fsm/refusal"
@@ -172,6 +173,11 @@ func endedAlready(err error) error {
 	return err
 }
 
+// sessionRead is called by endSession between its read of the session's
+// grants and its hold of their names: a test's seam, to release a grant in
+// between.
+var sessionRead = func() {}
+
 // endSession proposes the end of session id with every name it holds
 // held: the first freed name with a waiter is handed over in the entry,
 // the rest are served right after, before any name is let go.
@@ -183,6 +189,7 @@ func (s *Service) endSession(id uint64, secret string, expired bool) (*fsm.Sessi
 		}
 		return nil, s.refuse(s.sessionGone(id))
 	}
+	sessionRead()
 	var lockNames, semNames []string
 	for _, g := range st.Grants {
 		if g.Semaphore {
@@ -234,9 +241,11 @@ func (s *Service) endSession(id uint64, secret string, expired bool) (*fsm.Sessi
 	s.timers.Forget(timed.SessionKey(id), id)
 	r := res.(*fsm.SessionEndResult)
 	var extraLocks, extraSems []string
+	freedLocks, freedSems := map[string]bool{}, map[string]bool{}
 	for _, lr := range r.Locks {
 		if h := locks[lr.Freed.Name]; h != nil {
 			h.Done(lr, lr.Freed.Token)
+			freedLocks[lr.Freed.Name] = true
 		} else {
 			extraLocks = append(extraLocks, lr.Freed.Name)
 		}
@@ -244,8 +253,25 @@ func (s *Service) endSession(id uint64, secret string, expired bool) (*fsm.Sessi
 	for _, pr := range r.Permits {
 		if h := sems[pr.Freed.Semaphore]; h != nil {
 			h.Done(pr, pr.Freed.Token)
+			freedSems[pr.Freed.Semaphore] = true
 		} else {
 			extraSems = append(extraSems, pr.Freed.Semaphore)
+		}
+	}
+	// A name whose grant ended before the entry (released meanwhile) was
+	// not freed by it: a waiter popped for it was handed nothing and goes
+	// back to the head of its queue (a popped waiter is owed an answer,
+	// and would otherwise wait for it for good).
+	for n, h := range locks {
+		if !freedLocks[n] {
+			h.Failed()
+			h.finish(freedName[fsm.AcquireResult]{})
+		}
+	}
+	for n, h := range sems {
+		if !freedSems[n] {
+			h.Failed()
+			h.finish(freedName[fsm.PermitResult]{})
 		}
 	}
 	release()
@@ -352,6 +378,15 @@ func (s *Service) Sessions(ctx context.Context, stale bool) ([]SessionStatus, er
 		out = append(out, s.sessionStatus(st))
 	}
 	return out, nil
+}
+
+// remaining is the leader's view of a grant's time left: its own lease's
+// (key, token), or its session's when it lives under one.
+func (s *Service) remaining(key lease.Key, token, session uint64) (time.Duration, bool) {
+	if session != 0 {
+		return s.timers.Remaining(timed.SessionKey(session), session)
+	}
+	return s.timers.Remaining(key, token)
 }
 
 func (s *Service) sessionStatus(st fsm.SessionState) SessionStatus {

@@ -109,6 +109,9 @@ func TestSessionCloseAndFailover(t *testing.T) {
 	if st, err := s.Session(bg, ss.ID, false); err != nil || len(st.Grants) != 1 || !st.Known || st.Remaining != time.Second {
 		t.Fatalf("session after a failover: %+v %v, want it restarted at its full TTL", st, err)
 	}
+	if lk, _ := s.Lock(bg, "a", false); !lk.Known || lk.Remaining != time.Second {
+		t.Fatalf("a grant under the session: %+v, want its session's time left", lk)
+	}
 	ended, err := s.CloseSession(bg, ss.ID, ss.Lease)
 	if err != nil || len(ended) != 1 || ended[0] != (fsm.SessionGrant{Name: "a", Token: 2}) {
 		t.Fatalf("close: %+v %v", ended, err)
@@ -118,5 +121,44 @@ func TestSessionCloseAndFailover(t *testing.T) {
 	}
 	if _, err := s.CloseSession(bg, ss.ID, ss.Lease); !errors.Is(err, refusal.ErrSessionExpired) {
 		t.Fatalf("second close: %v", err)
+	}
+}
+
+// A grant released between a session end's read of its grants and its hold
+// of their names is not freed by the end: the waiter the end popped for it
+// goes back to the head of the queue and gets the lock later, rather than
+// waiting for good for an answer nobody owes it (fails with the waiter
+// left popped: the second waiter is never answered).
+func TestSessionEndGivesBackAWaiterItCouldNotServe(t *testing.T) {
+	s, _, _ := newTestService(t, Config{})
+	ss := mustSession(t, s, 10*time.Second)
+	a := underSession(t, s, ss, "a")
+	w1 := enqueue(t, s, "a", "w1", time.Minute, 1)
+	w2 := enqueue(t, s, "a", "w2", time.Minute, 2)
+	read, released := make(chan struct{}), make(chan struct{})
+	sessionRead = func() { close(read); <-released }
+	t.Cleanup(func() { sessionRead = func() {} })
+	closed := make(chan error, 1)
+	go func() {
+		_, err := s.CloseSession(bg, ss.ID, ss.Lease)
+		closed <- err
+	}()
+	<-read // the end has read a as the session's
+	if err := s.Release(bg, "a", a.Token, a.Lease); err != nil {
+		t.Fatal(err)
+	}
+	g1 := receive(t, w1)
+	if g1.err != nil {
+		t.Fatal(g1.err)
+	}
+	close(released)
+	if err := <-closed; err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Release(bg, "a", g1.res.Grant.Token, g1.res.Grant.Lease); err != nil {
+		t.Fatal(err)
+	}
+	if g2 := receive(t, w2); g2.err != nil || g2.res.Grant.Holder != "w2" {
+		t.Fatalf("the second waiter: %+v %v", g2.res.Grant, g2.err)
 	}
 }
