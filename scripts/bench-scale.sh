@@ -80,8 +80,10 @@ declare -A pid
 bg="" # the step running in the background, waited for so that a signal is taken at once
 cleanup() {
 	local status=$?
-	[[ -n ${watchdog:-} ]] && kill "$watchdog" 2>/dev/null
-	[[ -n $bg ]] && bench_stop "$bg"
+	# Nothing here may fail under set -e before the members are stopped:
+	# the watchdog that sent the TERM has exited already.
+	if [[ -n ${watchdog:-} ]]; then kill "$watchdog" 2>/dev/null || true; fi
+	if [[ -n $bg ]]; then bench_stop "$bg"; fi
 	bench_stop "${pid[@]}"
 	bench_remove_workdir
 	exit "$status"
