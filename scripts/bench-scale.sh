@@ -1,89 +1,129 @@
 #!/usr/bin/env bash
-# bench-scale.sh: a 3-node fencer holding LEASES leases at once.
+# bench-scale.sh: what a million held locks cost a 3-node fencer (issue 27),
+# with each lock's own lease and under sessions.
 #
-#   scripts/bench-scale.sh                   LEASES=1000000 by default
-#   LEASES=10000 scripts/bench-scale.sh      one point of the cost curve
+#   scripts/bench-scale.sh                   both modes, 10k, 100k, 300k, 1M locks (5-10 minutes a mode)
+#   scripts/bench-scale.sh --quick           both modes, 10k and 100k, snapshots awaited at 100k only (under 3 minutes)
+#   scripts/bench-scale.sh --mode sessions   one mode (leases or sessions)
 #
-# It starts 3 `fencer serve` processes on loopback (own ports and data dirs,
-# every default but --pprof and --max-locks), acquires LEASES locks with a long TTL and keeps
-# them all held, then reports: the acquire rate, each node's resident memory
-# (VmRSS) before and after every node snapshotted them, the CPU each process
-# used while acquiring (and CPU profiles of the leader and the client), the leader's Go heap
-# (a pprof heap profile, kept as heap.pprof, its top printed), the time and
-# bytes of GET /v1/locks (streamed) and of a full snapshot download (GET
-# /v1/cluster/snapshot, the format raft snapshots use), the raft snapshots the
-# nodes took (fencer_snapshot_persist_seconds), the time a restarted follower
-# and a restarted leader take until /readyz answers, and a lagging follower:
-# stopped while LAG more leases are taken and the leader snapshots and
-# compacts its log past it, then started again and timed until it has
-# applied what the leader had (it needs the leader's snapshot to get there).
-# The FSM-only numbers (heap per lease, snapshot persist and restore) are
-# `go test -run '^$' -bench Snapshot -benchtime 1x ./internal/bench/`.
-# Everything it started is stopped by pid when it exits, on error too.
+# For each mode it starts 3 `fencer serve` processes on loopback (own ports,
+# data dirs and bolt log files), and internal/bench/scalebench acquires
+# locks up to each point: in mode leases each lock with a lease of its own,
+# in mode sessions PER_SESSION (100) locks under each session, 10,000
+# sessions at 1,000,000 locks. At each point it waits until every member has
+# taken a raft snapshot that covers the locks (raft checks every 30-60 s),
+# then reports each member's VmRSS (/proc/PID/status) and live Go heap
+# (go_memstats_heap_alloc_bytes of /metrics right after a collection the
+# heap profile endpoint forces), and the bytes each costs per lock. After
+# the last point it renews what is held, round robin, as fast as CLIENTS
+# clients get answers (each lock's lease, or each session), and reports the
+# rate the leader sustained and the CPU each process used per 10,000
+# renewals. Then it restarts the leader (SIGTERM, start on the same data
+# dir) and times it until its /readyz answers 200.
 #
-# The acquiring is bound by CPU (three servers and the client share the
-# machine): 256 clients keep enough acquires in flight that the leader
-# batches up to 256 entries per log write and AppendEntries, which costs the
-# followers a third less CPU per acquire than 64 clients did; each acquire
-# is still one HTTP request and its own Raft entry.
+# Output: progress on stderr, a table per mode at the end, and one JSON line
+# per point in $work/points.jsonl, also printed after the table (the table
+# again: go run ./internal/bench/scalebench table FILE…), and the top of
+# the leader's heap profile at the last point of each mode. The servers run
+# every default but --pprof, --rate-limit 0 (one client address sends
+# everything), --max-locks (room for the largest point) and
+# --snapshot-threshold 1024 (8,192 by default: a snapshot is then at most
+# 1,024 entries short of a point, which matters at 10,000 locks; raft's
+# 30-60 s check is what times snapshots under load, so it costs nothing
+# else). The whole run stops by itself after LIMIT seconds, and everything
+# it started is stopped by pid when it exits, on error too. Not part of
+# `make test`.
 #
-# Knobs: LEASES (1000000), CLIENTS (256), LAG (20000; 0 skips), PORT_BASE
-# (17500), PROFILE (10: seconds of the leader's CPU profile late in the
-# acquiring), BENCH_DIR, KEEP=1.
+# Knobs (environment): POINTS (10000,100000,300000,1000000; --quick:
+# 10000,100000), CLIENTS (256), PER_SESSION (100), RENEW_FOR (15s; --quick
+# 5s), SNAPSHOT_WAIT (150s a point), LIMIT (seconds for the whole run: 1200
+# a mode, --quick 180 in all), PORT_BASE (17500: HTTP +1..3, Raft
+# +11..13), BENCH_DIR (kept), KEEP=1 keeps the temp dir.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-LEASES=${LEASES:-1000000}
-CLIENTS=${CLIENTS:-256}
-LAG=${LAG:-20000}
-PORT_BASE=${PORT_BASE:-17500}
-PROFILE=${PROFILE:-10}
+# shellcheck source=scripts/lib/bench.sh
+source scripts/lib/bench.sh
 
-if [[ -n ${BENCH_DIR:-} ]]; then
-	work=$BENCH_DIR
-	mkdir -p "$work"
-	rm -rf "$work"/n[123] "$work"/*.log
+quick=0 modes="leases sessions"
+while (($#)); do
+	case $1 in
+	--quick) quick=1 ;;
+	--mode) modes=${2:?--mode needs leases or sessions}; shift ;;
+	--mode=*) modes=${1#*=} ;;
+	-h | --help) sed -n '2,/^set -e/{/^set -e/d;s/^# \{0,1\}//;p}' "$0"; exit 0 ;;
+	*) echo "bench-scale.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
+	esac
+	shift
+done
+for m in $modes; do
+	[[ $m == leases || $m == sessions ]] || { echo "bench-scale.sh: --mode $m: want leases or sessions" >&2; exit 2; }
+done
+nmodes=$(wc -w <<<"$modes")
+snap_flags=()
+if ((quick)); then
+	POINTS=${POINTS:-10000,100000} RENEW_FOR=${RENEW_FOR:-5s} LIMIT=${LIMIT:-180}
+	# Raft's first snapshot check comes 30-60 s after a start: waiting for
+	# one at each point would take a minute a point.
+	snap_flags=(-snapshot-last-only)
 else
-	work=$(mktemp -d /tmp/fencer-scale.XXXXXX)
+	POINTS=${POINTS:-10000,100000,300000,1000000} RENEW_FOR=${RENEW_FOR:-15s} LIMIT=${LIMIT:-$((1200 * nmodes))}
 fi
+CLIENTS=${CLIENTS:-256}
+PER_SESSION=${PER_SESSION:-100}
+SNAPSHOT_WAIT=${SNAPSHOT_WAIT:-150s}
+PORT_BASE=${PORT_BASE:-17500}
+THRESHOLD=1024
+largest=${POINTS##*,}
 
+bench_workdir fencer-scale 'n[123]' '*.log' points.jsonl 'heap-*.pprof'
 declare -A pid
+bg="" # the step running in the background, waited for so that a signal is taken at once
 cleanup() {
 	local status=$?
-	for p in "${pid[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
-	for p in "${pid[@]}"; do
-		for _ in $(seq 1 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
-		kill -KILL "$p" 2>/dev/null || true
-		wait "$p" 2>/dev/null || true
-	done
-	if [[ -z ${BENCH_DIR:-} && ${KEEP:-0} != 1 ]]; then rm -rf "$work"; else echo "kept $work"; fi
+	# Nothing here may fail under set -e before the members are stopped:
+	# the watchdog that sent the TERM has exited already.
+	if [[ -n ${watchdog:-} ]]; then kill "$watchdog" 2>/dev/null || true; fi
+	if [[ -n $bg ]]; then bench_stop "$bg"; fi
+	bench_stop "${pid[@]}"
+	bench_remove_workdir
 	exit "$status"
 }
 trap cleanup EXIT
-trap 'exit 130' INT TERM
+trap 'exit 130' INT
+trap 'echo "bench-scale.sh: stopped (signal, or the time limit of $LIMIT s)" >&2; exit 124' TERM
+# The watchdog's own sleep goes with it when cleanup stops it.
+(
+	trap 'kill "$sleeper" 2>/dev/null; exit 0' TERM
+	sleep "$LIMIT" &
+	sleeper=$!
+	wait "$sleeper"
+	kill -TERM $$
+) &
+watchdog=$!
 
+log "building fencer and scalebench in $work"
 go build -o "$work/fencer" ./cmd/fencer
+go build -o "$work/scalebench" ./internal/bench/scalebench
 http() { echo "127.0.0.1:$((PORT_BASE + $1))"; }
 raft() { echo "127.0.0.1:$((PORT_BASE + 10 + $1))"; }
-initial="" endpoints=""
+initial="" members=""
 for i in 1 2 3; do
-	initial+="${initial:+,}n$i=$(raft $i)@$(http $i)"
-	endpoints+="${endpoints:+,}$(http $i)"
+	initial+="${initial:+,}n$i=$(raft "$i")@$(http "$i")"
+	members+="${members:+,}n$i=$(http "$i")"
 done
 
 start() { # node
-	# Every default but the profiles, and room for the locks: --max-locks
-	# is 1,000,000 by default (the hold workload's holders, one a client,
-	# stay under --max-locks-per-holder).
-	FENCER_RATE_LIMIT=0 FENCER_PPROF=1 FENCER_MAX_LOCKS=$((LEASES + LAG + 1000)) "$work/fencer" serve --id "n$1" --data-dir "$work/n$1" --http-addr "$(http "$1")" \
-		--raft-addr "$(raft "$1")" --initial-cluster "$initial" --log-level info >>"$work/n$1.log" 2>&1 &
+	FENCER_RATE_LIMIT=0 FENCER_PPROF=1 FENCER_MAX_LOCKS=$((largest + 1000)) FENCER_SNAPSHOT_THRESHOLD=$THRESHOLD \
+		"$work/fencer" serve --id "n$1" --data-dir "$work/n$1" --http-addr "$(http "$1")" \
+		--raft-addr "$(raft "$1")" --initial-cluster "$initial" >>"$work/n$1.log" 2>&1 &
 	pid[$1]=$!
 }
 stop() { # node
-	kill -TERM "${pid[$1]}"
-	wait "${pid[$1]}" 2>/dev/null || true
+	bench_stop "${pid[$1]}"
 	unset "pid[$1]"
 }
-# wait_ready NODE: seconds until /readyz answers 200, at most 120.
+# wait_ready NODE: prints the seconds until its /readyz answers 200, at
+# most 120.
 wait_ready() {
 	local t0=$EPOCHREALTIME
 	for _ in $(seq 1 2400); do
@@ -93,143 +133,66 @@ wait_ready() {
 		fi
 		sleep 0.05
 	done
-	echo "n$1 not ready after 120s; see $work/n$1.log" >&2
+	echo "n$1 not ready after 120 s; see $work/n$1.log" >&2
 	return 1
 }
-cpu() { # seconds of CPU the node used so far, user and system
-	awk -v hz="$(getconf CLK_TCK)" '{printf "%.2f", ($14 + $15) / hz}' "/proc/${pid[$1]}/stat"
-}
-rss() { awk '/VmRSS/ {printf "%.0f", $2 / 1024}' "/proc/${pid[$1]}/status"; }
-leader() { # asks NODE (default 1)
-	curl -fsS "http://$(http "${1:-1}")/v1/cluster" | sed -n 's/.*"leader":"n\([0-9]\)".*/\1/p'
-}
-applied() { curl -fsS "http://$(http "$1")/v1/cluster" 2>/dev/null | sed -n 's/.*"applied_index":\([0-9]*\).*/\1/p'; }
-metric() { # node name
-	curl -fsS "http://$(http "$1")/metrics" 2>/dev/null | awk -v m="$2" '$1 == m {print $2}'
+rss() { awk '/VmRSS/ {printf "%.1f", $2 / 1024}' "/proc/${pid[$1]}/status"; }
+leader() { curl -fsS "http://$(http 1)/v1/cluster" | sed -n 's/.*"leader":"n\([0-9]\)".*/\1/p'; }
+# run CMD...: runs it in the background and waits, so that the time
+# limit's TERM ends the run at once rather than when CMD ends.
+run() {
+	local rc=0
+	"$@" &
+	bg=$!
+	wait "$bg" || rc=$?
+	bg=""
+	return "$rc"
 }
 
-for i in 1 2 3; do start "$i"; done
-for i in 1 2 3; do wait_ready "$i" >/dev/null; done
-echo "3 nodes ready in $work; RSS MB before: n1 $(rss 1), n2 $(rss 2), n3 $(rss 3)"
-# The grant history starts when the leader sets the cluster's settings, a
-# second or so after the members register: wait (at most 30 s), so that
-# every lease below is in it (--grant-history 0 answers no_history for good).
-for _ in $(seq 1 600); do
-	curl -sS "http://$(http 1)/v1/tokens/1" 2>/dev/null | grep -q '"no_history"' || break
-	[[ ${FENCER_GRANT_HISTORY:-} == 0 ]] && break
-	sleep 0.05
-done
-
-echo "acquiring $LEASES leases with $CLIENTS clients (TTL 2h, kept held)"
-l=$(leader)
-for i in 1 2 3; do cpu0[$i]=$(cpu "$i"); done
-# A CPU profile of the leader over PROFILE seconds once 80% of the leases
-# are held (what an acquire costs at that scale), and of the client over
-# the whole run (kept as acquire-leader.pprof and acquire-client.pprof).
-profile_leader() {
-	local from target a
-	from=$(applied "$l")
-	target=$((from + LEASES * 8 / 10))
-	for _ in $(seq 1 24000); do
-		a=$(applied "$l" || true)
-		[[ -n $a ]] && ((a >= target)) && break
+failed=""
+for mode in $modes; do
+	rm -rf "$work"/n[123]
+	for i in 1 2 3; do start "$i"; done
+	for i in 1 2 3; do wait_ready "$i" >/dev/null; done
+	# The grant history starts when the leader sets the cluster's settings,
+	# a second or so after the members register: wait for it (at most 30
+	# s), so that every lock is in it, as on a cluster that has run a while.
+	for _ in $(seq 1 600); do
+		curl -sS "http://$(http 1)/v1/tokens/1" 2>/dev/null | grep -q '"no_history"' || break
 		sleep 0.05
 	done
-	curl -fsS -o "$work/acquire-leader.pprof" "http://$(http "$l")/debug/pprof/profile?seconds=$PROFILE" 2>/dev/null
-}
-profile_leader &
-prof=$!
-/usr/bin/time -f '%U %S' -o "$work/client.cpu" "$work/fencer" bench --endpoints "$endpoints" -w hold -c "$CLIENTS" --ops "$LEASES" \
-	--ttl 2h -d 2h --warmup 0s --cpu-profile "$work/acquire-client.pprof"
-wait "$prof" || true
-used="" total=0
-for i in 1 2 3; do
-	c=$(echo "$(cpu "$i") - ${cpu0[$i]}" | bc)
-	mark=""
-	((i == l)) && mark=" (leader)"
-	used+="n$i $c s$mark, "
-	total=$(echo "$total + $c" | bc)
-done
-c=$(awk '{print $1 + $2}' "$work/client.cpu")
-total=$(echo "$total + $c" | bc)
-echo "CPU used while acquiring: ${used}client $c s; $(echo "scale=1; $total * 1000000 / $LEASES" | bc) µs of CPU per acquire in all"
-for who in leader client; do
-	echo "the $who's CPU profile while acquiring (kept as acquire-$who.pprof):"
-	go tool pprof -top -nodecount 8 "$work/fencer" "$work/acquire-$who.pprof" 2>/dev/null | sed -n '/^Showing nodes/,$p' | sed 's/^/  /'
-done
-l=$(leader)
-list=$(curl -fsS -o "$work/locks.json" -w '%{size_download} bytes in %{time_total} s' "http://$(http "$l")/v1/locks")
-held=$(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["locks"]))' "$work/locks.json")
-rm -f "$work/locks.json"
-echo "locks held (the leader's view): $held; GET /v1/locks: $list"
-echo "RSS MB with $held leases held, before any snapshot of them (leader n$l): n1 $(rss 1), n2 $(rss 2), n3 $(rss 3)"
-
-# Raft snapshots every 8,192 entries, checked every 30-60 s: wait (at most
-# 90 s) until every node has one that covers all the leases.
-applied=$(curl -fsS "http://$(http "$l")/v1/cluster" | sed -n 's/.*"applied_index":\([0-9]*\).*/\1/p')
-for _ in $(seq 1 180); do
-	done_nodes=0
-	for i in 1 2 3; do
-		idx=$(metric "$i" fencer_raft_last_snapshot_index)
-		[[ -n $idx ]] && (($(printf '%.0f' "$idx") >= applied - 8192)) && done_nodes=$((done_nodes + 1))
-	done
-	((done_nodes == 3)) && break
-	sleep 0.5
-done
-echo "RSS MB after every node snapshotted the leases: n1 $(rss 1), n2 $(rss 2), n3 $(rss 3)"
-curl -fsS -o "$work/heap.pprof" "http://$(http "$l")/debug/pprof/heap"
-echo "the leader's Go heap in use (kept as $work/heap.pprof):"
-go tool pprof -sample_index=inuse_space -top -nodecount 12 "$work/fencer" "$work/heap.pprof" 2>/dev/null | sed -n '/^Showing nodes/,$p'
-
-t0=$EPOCHREALTIME
-bytes=$(curl -fsS -o "$work/backup.snap" -w '%{size_download}' "http://$(http "$l")/v1/cluster/snapshot" || echo failed)
-echo "snapshot download from the leader: $bytes bytes in $(echo "$EPOCHREALTIME - $t0" | bc | cut -c1-5) s"
-for i in 1 2 3; do
-	count=$(metric "$i" fencer_snapshot_persist_seconds_count)
-	sum=$(metric "$i" fencer_snapshot_persist_seconds_sum)
-	[[ -n $count && $count != 0 ]] && echo "n$i raft snapshots: $count, mean persist $(echo "scale=3; $sum / $count" | bc) s, on disk $(du -sh "$work/n$i/snapshots" | cut -f1)"
+	log "$mode: 3 nodes ready; acquiring to $POINTS"
+	if ! run "$work/scalebench" -mode "$mode" -members "$members" -pids "n1=${pid[1]},n2=${pid[2]},n3=${pid[3]}" \
+		-points "$POINTS" -clients "$CLIENTS" -per-session "$PER_SESSION" -renew-for "$RENEW_FOR" \
+		-snapshot-threshold "$THRESHOLD" -snapshot-wait "$SNAPSHOT_WAIT" "${snap_flags[@]}" \
+		-heap-profile "$work/heap-$mode.pprof" >>"$work/points.jsonl"; then
+		# The other mode's figures still stand: report them, and fail at the end.
+		log "$mode: scalebench failed (above); its points so far are kept"
+		failed+=" $mode"
+		for i in 1 2 3; do stop "$i"; done
+		continue
+	fi
+	l=$(leader)
+	stop "$l"
+	start "$l"
+	ready=$(wait_ready "$l")
+	log "$mode: restarted leader n$l ready in $ready s, RSS $(rss "$l") MB"
+	printf '{"mode":"%s","point":"restart","time":"%s","load1":"%s","locks":%d,"node":"n%d","ready_s":%.3f,"rss_mb":%s}\n' \
+		"$mode" "$(date -u +%FT%TZ)" "$(cut -d' ' -f1 /proc/loadavg)" "$largest" "$l" "$ready" "$(rss "$l")" >>"$work/points.jsonl"
+	for i in 1 2 3; do stop "$i"; done
 done
 
-l=$(leader) # leadership may have moved meanwhile
-f=$((l % 3 + 1))
-stop "$f"
-start "$f"
-echo "restarted follower n$f: ready in $(wait_ready "$f" | cut -c1-5) s, RSS $(rss "$f") MB"
-stop "$l"
-start "$l"
-echo "restarted leader n$l: ready in $(wait_ready "$l" | cut -c1-5) s (includes an election), RSS $(rss "$l") MB"
-
-# A lagging follower: stopped while the leader takes LAG more leases and
-# compacts its log past the follower, so that it can only catch up by the
-# leader's snapshot.
-if ((LAG > 0)); then
-	l=$(leader "$f")
-	f=$((l % 3 + 1))
-	stop "$f"
-	echo "follower n$f stopped; taking $LAG more leases"
-	"$work/fencer" bench --endpoints "$endpoints" -w hold -c "$CLIENTS" --ops "$LAG" --ttl 2h -d 2h --warmup 0s -o json >/dev/null
-	target=$(applied "$l")
-	# The leader snapshots when 8,192 entries are new, checked every
-	# 30-60 s; it keeps 10,240 entries behind the snapshot. Wait (at most
-	# 150 s) until what it kept starts after where the follower stopped.
-	for _ in $(seq 1 300); do
-		idx=$(metric "$l" fencer_raft_last_snapshot_index)
-		[[ -n $idx ]] && (($(printf '%.0f' "$idx") >= target - 8192)) && break
-		sleep 0.5
-	done
-	started=$(date -u +%H:%M:%S.%3N)
-	start "$f"
-	t0=$EPOCHREALTIME
-	for _ in $(seq 1 2400); do
-		a=$(applied "$f" || true) # nothing while it starts
-		[[ -n $a ]] && ((a >= target)) && break
-		sleep 0.05
-	done
-	echo "lagging follower n$f ($LAG leases behind, the leader's log compacted past it): caught up to index $target in $(echo "$EPOCHREALTIME - $t0" | bc | cut -c1-5) s, RSS $(rss "$f") MB"
-	# Where the time went: Raft's own log lines at its default level, warn
-	# (the leader's last failures to reach the follower, "failed to get
-	# log" when it turned to its snapshot, and a failed send).
-	echo "  started $started; the leader's last failures and its turn to the snapshot:"
-	{ grep -h -E "failed to appendEntries to.*n$f|failed to get log|failed to send snapshot|failed to install snapshot" "$work/n$l.log" || true; } |
-		tail -4 | cut -c12-23,24-160 | sed 's/^/    leader   /'
+"$work/scalebench" table "$work/points.jsonl"
+for mode in $modes; do
+	[[ -s $work/heap-$mode.pprof ]] || continue
+	echo
+	echo "$mode: the leader's live heap at $largest locks ($work/heap-$mode.pprof; KEEP=1 or BENCH_DIR keeps it):"
+	go tool pprof -sample_index=inuse_space -top -nodecount 10 "$work/fencer" "$work/heap-$mode.pprof" 2>/dev/null |
+		sed -n '/^Showing nodes/,$p' | sed 's/^/  /'
+done
+echo
+cat "$work/points.jsonl"
+if [[ -n $failed ]]; then
+	echo "bench-scale.sh: failed:$failed" >&2
+	exit 1
 fi

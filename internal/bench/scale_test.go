@@ -25,7 +25,8 @@ import (
 // lease), snapshot bytes, persist and restore time. With
 // FENCER_HEAP_PROFILE=DIR it writes DIR/heap-LEASES.pprof, a heap profile
 // of the state (every allocation sampled). The cluster-level part (RSS per
-// node, a restarted node's time to ready) is scripts/bench-scale.sh.
+// node, a restarted node's time to ready) is scripts/bench-scale.sh and
+// scripts/bench-hold.sh.
 //
 //	go test -run '^$' -bench Snapshot -benchtime 1x ./internal/bench/
 //	go test -run '^$' -bench 'Snapshot/leases=1000000$' -benchtime 1x ./internal/bench/
