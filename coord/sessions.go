@@ -97,11 +97,11 @@ func (s *Service) checkUnderSession(id uint64, secret string) error {
 	if err := s.sessionsReadable(); err != nil {
 		return err
 	}
-	st, ok := s.fsm.Session(id)
+	rec, ok := s.fsm.SessionRecord(id)
 	switch {
 	case !ok:
 		return s.refuse(s.sessionGone(id))
-	case !secrets.Equal(st.Lease, secret):
+	case !secrets.Equal(rec.Lease, secret):
 		return s.refuse(fmt.Errorf("%w: that is not session %d's lease", refusal.ErrSessionMismatch, id))
 	}
 	return nil
@@ -125,17 +125,18 @@ func (s *Service) RenewSession(ctx context.Context, id uint64, secret string) (e
 	if err := s.raft.VerifyLeader(); err != nil {
 		return entry.Session{}, err
 	}
-	st, ok := s.fsm.Session(id)
+	// The record alone: a renewal must not copy the session's grants.
+	rec, ok := s.fsm.SessionRecord(id)
 	switch {
 	case !ok:
 		return entry.Session{}, s.sessionGone(id)
-	case !secrets.Equal(st.Lease, secret):
+	case !secrets.Equal(rec.Lease, secret):
 		return entry.Session{}, fmt.Errorf("%w: that is not session %d's lease", refusal.ErrSessionMismatch, id)
 	case !s.timers.Renew(timed.SessionKey(id), id):
 		return entry.Session{}, fmt.Errorf("%w: session %d's TTL ran out on the leader; its end is being written", refusal.ErrSessionExpired, id)
 	}
 	s.metrics.Renewals.Inc()
-	return st.Session, nil
+	return rec, nil
 }
 
 // CloseSession ends a session and releases every grant under it, in one

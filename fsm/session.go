@@ -238,6 +238,17 @@ func (f *FSM) Session(id uint64) (SessionState, bool) {
 	return sessionState(sess), true
 }
 
+// SessionRecord returns a live session's record, without its grants.
+func (f *FSM) SessionRecord(id uint64) (entry.Session, bool) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	sess := f.s.sessions.Get(id)
+	if sess == nil {
+		return entry.Session{}, false
+	}
+	return sess.Record(), true
+}
+
 // SessionEnded reports whether id is a session that ended lately.
 func (f *FSM) SessionEnded(id uint64) bool {
 	f.mu.RLock()
