@@ -146,11 +146,17 @@ func applySessionEnd(s *state, c *entry.SessionEnd, index uint64) any {
 	for _, g := range list {
 		switch g.Kind {
 		case sessions.Lock:
-			if r := s.endSessionLock(g, nextLock[g.Name], c.Expired, index); r != nil {
+			next := nextLock[g.Name]
+			delete(nextLock, g.Name)
+			if r := s.endSessionLock(g, next, c.Expired, index); r != nil {
 				res.Locks = append(res.Locks, r)
 			}
 		case sessions.Permit:
-			if r := s.endSessionPermit(g, nextPermit[g.Name], c.Expired, index); r != nil {
+			// The hand-off is the first freed permit's of its semaphore
+			// alone: a second would offer the same acquire again.
+			next := nextPermit[g.Name]
+			delete(nextPermit, g.Name)
+			if r := s.endSessionPermit(g, next, c.Expired, index); r != nil {
 				res.Permits = append(res.Permits, r)
 			}
 		}

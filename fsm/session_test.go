@@ -282,3 +282,35 @@ func TestSessionExpiryDelaysEverySlotItFrees(t *testing.T) {
 		t.Fatalf("delays left after both ended: %+v", st.Delays)
 	}
 }
+
+// A session holding two permits of one semaphore hands the slot over once:
+// the end's one acquire is offered to the first freed permit's slot alone
+// (it was offered to each, the second answered with the first's permit
+// again, a second handed_off event naming it; fails without).
+func TestSessionEndHandsOneSlotOverOnce(t *testing.T) {
+	f := New(nil)
+	rec := &recorder{}
+	f.Observe(rec)
+	sess := openSession(t, f, 1, 0)
+	for i := range 2 {
+		p := &entry.SemAcquire{Semaphore: "s", Holder: "svc", Lease: fmt.Sprint("p", i), Limit: 2, Session: sess.ID, SessionLease: "sess-secret"}
+		if _, ok := f.ApplyCommand(p, uint64(2+i)).(*PermitResult); !ok {
+			t.Fatal("permit under the session refused")
+		}
+	}
+	rec.events = nil
+	end := &entry.SessionEnd{Session: sess.ID, Lease: "sess-secret", NextPermits: []*entry.SemAcquire{semAcquire("w", 2)}}
+	r, ok := f.ApplyCommand(end, 4).(*SessionEndResult)
+	if !ok || len(r.Permits) != 2 || r.Permits[0].Next == nil || r.Permits[1].Next != nil || r.Permits[1].NextErr != nil {
+		t.Fatalf("session end: %+v", r)
+	}
+	handed := 0
+	for _, e := range rec.events {
+		if e.Type == event.PermitHandedOff {
+			handed++
+		}
+	}
+	if st := f.Semaphore("s"); len(st.Permits) != 1 || st.Permits[0].Holder != "w" || handed != 1 {
+		t.Fatalf("after the end: %+v, %d handed_off events", st, handed)
+	}
+}
