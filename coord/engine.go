@@ -53,14 +53,15 @@ type policy[C entry.Command, R any] interface {
 	expire(name string, token uint64, next C) entry.Command
 	endDelay(name string, since uint64, next C) entry.Command
 
-	// leaseKey and delayKey are the timers' keys of a grant and of a
-	// lock-delay that started at since.
-	leaseKey(name string, token uint64) lease.Key
+	// grantKey and delayKey are the timer keys of a grant's lease and of
+	// a lock-delay that started at since.
+	grantKey(name string, token uint64) lease.Key
 	delayKey(name string, since uint64) lease.Key
-	// notHeld refuses a renewal of a grant the state does not hold with
-	// that secret; expired one that the timers no longer time.
-	notHeld(st fsm.NameState, token uint64, secret string) error
-	expired(name string, token uint64) error
+	// notHeldError refuses a renewal of a grant the state does not hold
+	// with that secret; expiredError one whose lease the timers no longer
+	// time (it is expiring).
+	notHeldError(st fsm.NameState, token uint64, secret string) error
+	expiredError(name string, token uint64) error
 }
 
 // timedGrant is a grant as the timers need it.
@@ -182,7 +183,7 @@ func (e *engine[C, R]) grant(cmd C) (R, error) {
 	}
 	r := *res.(*R)
 	g := e.p.granted(r)
-	e.s.timers.Track(e.p.leaseKey(g.name, g.token), g.token, millis(g.ttlMillis))
+	e.s.timers.Track(e.p.grantKey(g.name, g.token), g.token, millis(g.ttlMillis))
 	if !g.existing {
 		e.s.metrics.Grants.Inc()
 	}
@@ -212,7 +213,7 @@ func (e *engine[C, R]) deliver(w *waitq.Waiter[C, R], next *R, err error) {
 		return
 	}
 	g := e.p.granted(*next)
-	e.s.timers.Track(e.p.leaseKey(g.name, g.token), g.token, millis(g.ttlMillis))
+	e.s.timers.Track(e.p.grantKey(g.name, g.token), g.token, millis(g.ttlMillis))
 	e.s.metrics.Grants.Inc()
 	w.Answer(*next, nil)
 }
@@ -228,10 +229,10 @@ func (e *engine[C, R]) renew(ctx context.Context, name string, token uint64, sec
 	}
 	st := e.state(name, "", "", "")
 	if g, ok := st.Grant(token); !ok || !secrets.Equal(g.Secret, secret) {
-		return st, e.p.notHeld(st, token, secret)
+		return st, e.p.notHeldError(st, token, secret)
 	}
-	if !e.s.timers.Renew(e.p.leaseKey(name, token), token) {
-		return st, e.p.expired(name, token)
+	if !e.s.timers.Renew(e.p.grantKey(name, token), token) {
+		return st, e.p.expiredError(name, token)
 	}
 	e.s.metrics.Renewals.Inc()
 	return st, nil
@@ -261,7 +262,7 @@ func (e *engine[C, R]) expire(name string, token uint64) {
 	g, held := e.state(name, "", "", "").Grant(token)
 	handoff := !held || g.LockDelayMillis == 0
 	err := e.free(name, token, handoff, func(next C) entry.Command { return e.p.expire(name, token, next) })
-	if e.s.expired(err, e.p.leaseKey(name, token), token, e.what, name) {
+	if e.s.expired(err, e.p.grantKey(name, token), token, e.what, name) {
 		e.s.log.Debug("lease expired", e.what, name, "token", token)
 	}
 }

@@ -131,7 +131,7 @@ func (h *heldName[C, R]) Failed() {
 // applied, res being its result for this name.
 func (h *heldName[C, R]) Done(res any, token uint64) {
 	t := h.e.s.timers
-	t.Forget(h.e.p.leaseKey(h.name, token), token)
+	t.Forget(h.e.p.grantKey(h.name, token), token)
 	f := h.e.p.freed(res)
 	if f.delay != nil {
 		t.Track(h.e.p.delayKey(h.name, f.delay.Since), f.delay.Since, millis(f.delay.Millis))
