@@ -83,15 +83,39 @@ type freedName[R any] struct {
 // engine is the grant engine of one kind of grant.
 type engine[C entry.Command, R any] struct {
 	s      *Service
-	kind   fsm.Kind
-	what   string // "lock", "semaphore": in refusals and logs
+	of     fsm.Kind // the kind of grant it grants
+	what   string   // "lock", "semaphore": in refusals and logs
 	queues *waitq.Table[C, R]
 	p      policy[C, R]
 }
 
 func newEngine[C entry.Command, R any](s *Service, kind fsm.Kind, what string, p policy[C, R]) *engine[C, R] {
-	return &engine[C, R]{s: s, kind: kind, what: what, queues: waitq.New[C, R](&s.queued), p: p}
+	return &engine[C, R]{s: s, of: kind, what: what, queues: waitq.New[C, R](&s.queued), p: p}
 }
+
+// grantKind is an engine as the service drives it, whatever its C and R:
+// the service registers each (Service.register) and finds it by its kind
+// or by the kinds of its timer keys.
+type grantKind interface {
+	kind() fsm.Kind
+	// timerKinds are the kinds of the timer keys of its grants' leases
+	// and of its lock-delays.
+	timerKinds() (grant, delay lease.Kind)
+	expire(name string, token uint64)
+	endDelay(name string, since uint64)
+	holdName(name string) Freeing
+	failWaiters(err error)
+}
+
+func (e *engine[C, R]) kind() fsm.Kind { return e.of }
+
+func (e *engine[C, R]) timerKinds() (grant, delay lease.Kind) {
+	return e.p.grantKey("", 0).Kind, e.p.delayKey("", 0).Kind
+}
+
+func (e *engine[C, R]) holdName(name string) Freeing { return e.hold(name) }
+
+func (e *engine[C, R]) failWaiters(err error) { e.queues.FailAll(err) }
 
 // ask is one acquire as the engine decides it.
 type ask[C any] struct {
@@ -102,7 +126,7 @@ type ask[C any] struct {
 
 // state is the engine's one read of a name.
 func (e *engine[C, R]) state(name, holder, requestID, principal string) fsm.NameState {
-	return e.s.fsm.NameState(e.kind, name, holder, requestID, principal)
+	return e.s.fsm.NameState(e.of, name, holder, requestID, principal)
 }
 
 // acquire grants a.cmd, queueing for up to a.wait while the name has no

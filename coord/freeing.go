@@ -61,11 +61,10 @@ func (s *Service) holdNames(names []GrantName) ([]GrantName, []Freeing) {
 	names = slices.Compact(names)
 	holds := make([]Freeing, len(names))
 	for i, n := range names {
-		switch n.Kind {
-		case fsm.KindLock:
-			holds[i] = s.locks.hold(n.Name)
-		case fsm.KindSemaphore:
-			holds[i] = s.sems.hold(n.Name)
+		for _, e := range s.kinds {
+			if e.kind() == n.Kind {
+				holds[i] = e.holdName(n.Name)
+			}
 		}
 	}
 	return names, holds
