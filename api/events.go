@@ -58,7 +58,7 @@ func eventScope(r *http.Request) sse.Scope {
 // visibleEvents says which events a stream shows: those under prefix that
 // p may read, all without an ACL (p nil). Events of neither a lock nor a
 // key, such as a member's, show only without a prefix, to those who may
-// read status.
+// read status. A session's events show as a lock's would, by its holder.
 func visibleEvents(prefix string, p *acl.Principal) func(e *event.Event) bool {
 	open := p == nil
 	return func(e *event.Event) bool {
@@ -70,6 +70,10 @@ func visibleEvents(prefix string, p *acl.Principal) func(e *event.Event) bool {
 		case e.Semaphore != "":
 			// Semaphores follow a token's lock prefixes.
 			return strings.HasPrefix(e.Semaphore, prefix) && (open || acl.Allow(p, acl.ActionReadLock, e.Semaphore))
+		case e.Session != 0:
+			// A session's own event: its holder's name is read as a
+			// lock's (acl.SessionAllowed).
+			return strings.HasPrefix(e.Holder, prefix) && (open || acl.Allow(p, acl.ActionReadLock, e.Holder))
 		}
 		return prefix == "" && (open || acl.Allow(p, acl.ActionStatus, ""))
 	}

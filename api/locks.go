@@ -58,6 +58,9 @@ func (s *Server) acquire(w http.ResponseWriter, r *http.Request) (any, error) {
 		Principal: principalName(r),
 		LockDelay: time.Duration(req.LockDelayMillis) * time.Millisecond,
 		Value:     req.Value,
+
+		Session:      req.Session,
+		SessionLease: req.SessionLease,
 	})
 	if err != nil {
 		return nil, err
@@ -74,6 +77,7 @@ func (s *Server) acquire(w http.ResponseWriter, r *http.Request) (any, error) {
 
 		LockDelayMillis: g.LockDelayMillis,
 		Value:           g.Value,
+		Session:         g.Session,
 	}, nil
 }
 
@@ -108,7 +112,7 @@ func lockStatus(st coord.LockStatus) wire.LockStatus {
 	out := wire.LockStatus{Lock: st.Name, Held: st.Held, Waiters: st.Waiters}
 	if st.Held {
 		out.Holder, out.Token, out.TTLMillis = st.Holder, st.Token, st.TTLMillis
-		out.LockDelayMillis, out.Value = st.LockDelayMillis, st.Value
+		out.LockDelayMillis, out.Value, out.Session = st.LockDelayMillis, st.Value, st.Session
 		if st.Known {
 			ms := st.Remaining.Milliseconds()
 			out.RemainingMillis = &ms

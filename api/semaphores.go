@@ -49,6 +49,9 @@ func (s *Server) acquirePermit(w http.ResponseWriter, r *http.Request) (any, err
 		RequestID: req.RequestID,
 		Principal: principalName(r),
 		LockDelay: time.Duration(req.LockDelayMillis) * time.Millisecond,
+
+		Session:      req.Session,
+		SessionLease: req.SessionLease,
 	})
 	if err != nil {
 		return nil, err
@@ -57,6 +60,7 @@ func (s *Server) acquirePermit(w http.ResponseWriter, r *http.Request) (any, err
 	return wire.PermitGrant{
 		Semaphore: p.Semaphore, Holder: p.Holder, Token: p.Token, Lease: p.Lease, TTLMillis: p.TTLMillis,
 		Limit: p.Limit, Held: res.Held, RequestID: p.RequestID, Existing: res.Existing, LockDelayMillis: p.LockDelayMillis,
+		Session: p.Session,
 	}, nil
 }
 
@@ -90,7 +94,7 @@ func (s *Server) releasePermit(w http.ResponseWriter, r *http.Request) (any, err
 func semaphoreStatus(st coord.SemaphoreStatus) wire.SemaphoreStatus {
 	out := wire.SemaphoreStatus{Semaphore: st.Name, Limit: st.Limit, Holders: []wire.PermitHolder{}, Waiters: st.Waiters}
 	for _, p := range st.Holders {
-		h := wire.PermitHolder{Holder: p.Holder, Token: p.Token}
+		h := wire.PermitHolder{Holder: p.Holder, Token: p.Token, Session: p.Session}
 		if p.Known {
 			ms := p.Remaining.Milliseconds()
 			h.RemainingMillis = &ms

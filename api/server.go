@@ -93,6 +93,13 @@ type Coord interface {
 	Semaphore(ctx context.Context, name string, stale bool) (coord.SemaphoreStatus, error)
 	Semaphores(ctx context.Context, stale bool) ([]coord.SemaphoreStatus, error)
 	CheckPermit(ctx context.Context, name string, token uint64, stale bool) (bool, error)
+
+	// Sessions (sessions.go).
+	CreateSession(ctx context.Context, req coord.SessionRequest) (fsm.SessionResult, error)
+	RenewSession(ctx context.Context, id uint64, secret string) (entry.Session, error)
+	CloseSession(ctx context.Context, id uint64, secret string) ([]fsm.SessionGrant, error)
+	Session(ctx context.Context, id uint64, stale bool) (coord.SessionStatus, error)
+	Sessions(ctx context.Context, stale bool) ([]coord.SessionStatus, error)
 }
 
 // Server is the HTTP API of one node.
@@ -210,6 +217,7 @@ func (s *Server) Handler() http.Handler {
 	r.Route("/v1", func(r chi.Router) {
 		r.Mount("/locks", s.lockRoutes())
 		r.Mount("/semaphores", s.semaphoreRoutes())
+		r.Mount("/sessions", s.sessionRoutes())
 		r.Mount("/kv", s.kvRoutes())
 		r.Mount("/cluster", s.clusterRoutes())
 		r.Get("/events", s.events)

@@ -123,6 +123,21 @@ func (f *fakeCluster) Semaphores(context.Context, bool) ([]coord.SemaphoreStatus
 func (f *fakeCluster) CheckPermit(context.Context, string, uint64, bool) (bool, error) {
 	return true, f.call("sem-check")
 }
+func (f *fakeCluster) CreateSession(context.Context, coord.SessionRequest) (fsm.SessionResult, error) {
+	return fsm.SessionResult{}, f.call("session-create")
+}
+func (f *fakeCluster) RenewSession(context.Context, uint64, string) (entry.Session, error) {
+	return entry.Session{}, f.call("session-renew")
+}
+func (f *fakeCluster) CloseSession(context.Context, uint64, string) ([]fsm.SessionGrant, error) {
+	return nil, f.call("session-close")
+}
+func (f *fakeCluster) Session(_ context.Context, id uint64, _ bool) (coord.SessionStatus, error) {
+	return coord.SessionStatus{}, f.call("session")
+}
+func (f *fakeCluster) Sessions(context.Context, bool) ([]coord.SessionStatus, error) {
+	return nil, f.call("sessions")
+}
 func (f *fakeCluster) Join(context.Context, wire.JoinRequest) error { return f.call("join") }
 func (f *fakeCluster) Backup(context.Context, io.Writer) (snapshot.Header, error) {
 	return snapshot.Header{}, f.call("backup")

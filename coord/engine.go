@@ -3,6 +3,7 @@ package coord
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/fencer-io/fencer/coord/internal/waitq"
@@ -70,6 +71,16 @@ type timedGrant struct {
 	token     uint64
 	ttlMillis int64
 	existing  bool // an earlier answer to the same request: nothing new
+	// session is the session the grant lives under: its timer times the
+	// grant, which has none of its own.
+	session uint64
+}
+
+// track starts timing a new grant's lease, unless its session times it.
+func (e *engine[C, R]) track(g timedGrant) {
+	if g.session == 0 {
+		e.s.timers.Track(e.p.grantKey(g.name, g.token), g.token, millis(g.ttlMillis))
+	}
 }
 
 // freedName is what an entry that freed a name did there: the grant it
@@ -207,7 +218,7 @@ func (e *engine[C, R]) grant(cmd C) (R, error) {
 	}
 	r := *res.(*R)
 	g := e.p.granted(r)
-	e.s.timers.Track(e.p.grantKey(g.name, g.token), g.token, millis(g.ttlMillis))
+	e.track(g)
 	if !g.existing {
 		e.s.metrics.Grants.Inc()
 	}
@@ -236,8 +247,7 @@ func (e *engine[C, R]) deliver(w *waitq.Waiter[C, R], next *R, err error) {
 		w.Answer(zero, err)
 		return
 	}
-	g := e.p.granted(*next)
-	e.s.timers.Track(e.p.grantKey(g.name, g.token), g.token, millis(g.ttlMillis))
+	e.track(e.p.granted(*next))
 	e.s.metrics.Grants.Inc()
 	w.Answer(*next, nil)
 }
@@ -252,8 +262,12 @@ func (e *engine[C, R]) renew(ctx context.Context, name string, token uint64, sec
 		return fsm.NameState{}, err
 	}
 	st := e.state(name, "", "", "")
-	if g, ok := st.Grant(token); !ok || !secrets.Equal(g.Secret, secret) {
+	g, ok := st.Grant(token)
+	if !ok || !secrets.Equal(g.Secret, secret) {
 		return st, e.p.notHeldError(st, token, secret)
+	}
+	if g.Session != 0 {
+		return st, fmt.Errorf("%w: %s %q's grant %d lives as long as session %d: renew the session", refusal.ErrSessionGrant, e.what, name, token, g.Session)
 	}
 	if !e.s.timers.Renew(e.p.grantKey(name, token), token) {
 		return st, e.p.expiredError(name, token)

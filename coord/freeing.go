@@ -37,6 +37,9 @@ type Freeing interface {
 	// Failed puts every popped waiter back at the head, in its order:
 	// the entry was not written.
 	Failed()
+	// Unfreed is Failed for an entry that was written but freed nothing
+	// of the name: the waiters are served on Release.
+	Unfreed()
 	// Release serves the waiters left, if the entry was written, and
 	// unlocks the name's queue.
 	Release()
@@ -136,6 +139,15 @@ func (h *heldName[C, R]) Done(res any, token uint64) {
 		t.Track(h.e.p.delayKey(h.name, f.delay.Since), f.delay.Since, millis(f.delay.Millis))
 	}
 	h.answer(f)
+}
+
+// Unfreed completes an entry that was applied but freed nothing of this
+// name (a session's grant there ended before it): a waiter popped for it
+// was handed nothing and goes back to the head, and the name's waiters are
+// served on Release, as the entry may have left room.
+func (h *heldName[C, R]) Unfreed() {
+	h.Failed()
+	h.applied = true
 }
 
 // Ended completes the end of a lock-delay by an entry that was applied.

@@ -33,6 +33,10 @@ type AcquireRequest struct {
 	LockDelay time.Duration
 	// Value, when set, is published with the grant (elections).
 	Value string
+	// Session and SessionLease, when set, acquire under a live session
+	// (sessions.go) instead of with a TTL of its own.
+	Session      uint64
+	SessionLease string
 }
 
 // newRequestID draws a request id for an acquire that came without one:
@@ -102,6 +106,9 @@ func (s *Service) acquire(ctx context.Context, req AcquireRequest) (fsm.AcquireR
 		return fsm.AcquireResult{}, s.refuse(fmt.Errorf("%w: a lock-delay or a value needs log format %d, the members read %d; upgrade every member first",
 			entry.ErrFormatTooOld, entry.LogFormatCoord, f))
 	}
+	if err := s.checkUnderSession(req.Session, req.SessionLease); err != nil {
+		return fsm.AcquireResult{}, err
+	}
 	return s.locks.acquire(ctx, ask[*entry.Acquire]{
 		name: req.Lock, holder: req.Holder, requestID: req.RequestID, principal: req.Principal, wait: req.Wait,
 		cmd: &entry.Acquire{
@@ -115,6 +122,8 @@ func (s *Service) acquire(ctx context.Context, req AcquireRequest) (fsm.AcquireR
 
 			LockDelayMillis: req.LockDelay.Milliseconds(),
 			Value:           req.Value,
+			Session:         req.Session,
+			SessionLease:    req.SessionLease,
 		},
 	})
 }
@@ -152,7 +161,7 @@ func (p lockPolicy) lapsed(st fsm.NameState) (bool, error) {
 }
 
 func (lockPolicy) granted(r fsm.AcquireResult) timedGrant {
-	return timedGrant{name: r.Grant.Name, token: r.Grant.Token, ttlMillis: r.Grant.TTLMillis, existing: r.Existing}
+	return timedGrant{name: r.Grant.Name, token: r.Grant.Token, ttlMillis: r.Grant.TTLMillis, existing: r.Existing, session: r.Grant.Session}
 }
 
 // served answers a waiter with its grant alone: it queued as a new
@@ -248,7 +257,7 @@ func (s *Service) Lock(ctx context.Context, name string, stale bool) (LockStatus
 	st := LockStatus{Lock: cur, Held: held, Waiters: s.locks.queues.QueuedFor(name)}
 	st.Name = name
 	if held {
-		st.Remaining, st.Known = s.timers.Remaining(timed.LockKey(name), cur.Token)
+		st.Remaining, st.Known = s.remaining(timed.LockKey(name), cur.Token, cur.Session)
 	} else {
 		st.DelayRemaining, st.Delayed = s.DelayRemaining(name)
 	}
@@ -269,7 +278,7 @@ func (s *Service) Locks(ctx context.Context, stale bool) (iter.Seq[LockStatus], 
 	return func(yield func(LockStatus) bool) {
 		for l := range locks {
 			st := LockStatus{Lock: l, Held: true, Waiters: s.locks.queues.QueuedFor(l.Name)}
-			st.Remaining, st.Known = s.timers.Remaining(timed.LockKey(l.Name), l.Token)
+			st.Remaining, st.Known = s.remaining(timed.LockKey(l.Name), l.Token, l.Session)
 			if !yield(st) {
 				return
 			}

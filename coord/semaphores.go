@@ -31,6 +31,10 @@ type PermitRequest struct {
 	// long after this permit ends by expiry, as a lock's (delay.go). At
 	// most MaxLockDelay.
 	LockDelay time.Duration
+	// Session and SessionLease, when set, acquire the permit under a live
+	// session (sessions.go) instead of with a TTL of its own.
+	Session      uint64
+	SessionLease string
 }
 
 // AcquirePermit grants a permit, queueing for up to req.Wait while the
@@ -51,6 +55,9 @@ func (s *Service) AcquirePermit(ctx context.Context, req PermitRequest) (fsm.Per
 	if req.RequestID == "" {
 		req.RequestID = newRequestID()
 	}
+	if err := s.checkUnderSession(req.Session, req.SessionLease); err != nil {
+		return fsm.PermitResult{}, err
+	}
 	return s.sems.acquire(ctx, ask[*entry.SemAcquire]{
 		name: req.Semaphore, holder: req.Holder, requestID: req.RequestID, principal: req.Principal, wait: req.Wait,
 		cmd: &entry.SemAcquire{
@@ -64,6 +71,8 @@ func (s *Service) AcquirePermit(ctx context.Context, req PermitRequest) (fsm.Per
 			Principal: req.Principal,
 
 			LockDelayMillis: req.LockDelay.Milliseconds(),
+			Session:         req.Session,
+			SessionLease:    req.SessionLease,
 		},
 	})
 }
@@ -100,7 +109,7 @@ func (semPolicy) lapsed(st fsm.NameState) (bool, error) {
 }
 
 func (semPolicy) granted(r fsm.PermitResult) timedGrant {
-	return timedGrant{name: r.Permit.Semaphore, token: r.Permit.Token, ttlMillis: r.Permit.TTLMillis, existing: r.Existing}
+	return timedGrant{name: r.Permit.Semaphore, token: r.Permit.Token, ttlMillis: r.Permit.TTLMillis, existing: r.Existing, session: r.Permit.Session}
 }
 
 func (semPolicy) served(r fsm.PermitResult) fsm.PermitResult { return r }
@@ -212,7 +221,7 @@ func (s *Service) semStatus(st fsm.SemaphoreState) SemaphoreStatus {
 	}
 	for _, p := range st.Permits {
 		ps := PermitStatus{Permit: p}
-		ps.Remaining, ps.Known = s.timers.Remaining(timed.PermitKey(p.Semaphore, p.Token), p.Token)
+		ps.Remaining, ps.Known = s.remaining(timed.PermitKey(p.Semaphore, p.Token), p.Token, p.Session)
 		out.Holders = append(out.Holders, ps)
 	}
 	return out

@@ -27,6 +27,9 @@ type Config struct {
 	MaxLocksPerHolder int
 	MaxWaiters        int
 	MaxWaitersPerLock int
+	// MaxSessions bounds the open sessions (default 100,000): each is a
+	// lease the leader times.
+	MaxSessions int
 	// Limits of the fenced store, checked alike: value bytes in all
 	// (default 256 MiB), keys (default 1,000,000), and value bytes whose
 	// last writer is one principal (default 64 MiB, a quarter of the
@@ -71,6 +74,7 @@ func (c Config) withDefaults() Config {
 	def(&c.MaxLocksPerHolder, 100_000)
 	def(&c.MaxWaiters, 100_000)
 	def(&c.MaxWaitersPerLock, 1024)
+	def(&c.MaxSessions, 100_000)
 	def(&c.MaxKeys, 1_000_000)
 	if c.MaxKVBytes == 0 {
 		c.MaxKVBytes = DefaultMaxKVBytes
@@ -133,6 +137,9 @@ func New(r Raft, state *fsm.FSM, cfg Config) *Service {
 	s.onTimer = map[lease.Kind]func(string, uint64){}
 	s.register(s.locks)
 	s.register(s.sems)
+	// A session's lease times its grants (sessions.go); its key's id is
+	// the session's.
+	s.onTimer[timed.Session] = func(_ string, id uint64) { s.expireSession(id) }
 	s.events = cfg.Events
 	if s.events == nil {
 		s.events = events.New(events.Config{})
@@ -206,7 +213,7 @@ func (s *Service) promote() {
 func (s *Service) gauges() metrics.Gauges {
 	c := s.fsm.Counts()
 	return metrics.Gauges{Locks: float64(c.Locks), Keys: float64(c.Keys), KVBytes: float64(c.KVBytes),
-		LastToken: float64(c.LastToken), Epoch: float64(c.Epoch),
+		LastToken: float64(c.LastToken), Epoch: float64(c.Epoch), Sessions: float64(s.fsm.SessionCount()),
 		Waiters: float64(s.locks.queues.Queued()), Leases: float64(s.timers.Len())}
 }
 

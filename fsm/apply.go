@@ -6,6 +6,7 @@ import (
 	"github.com/fencer-io/fencer/fsm/entry"
 	"github.com/fencer-io/fencer/fsm/internal/grants"
 	"github.com/fencer-io/fencer/fsm/internal/locktable"
+	"github.com/fencer-io/fencer/fsm/internal/sessions"
 	"github.com/fencer-io/fencer/fsm/refusal"
 	"github.com/fencer-io/fencer/fsm/secrets"
 )
@@ -31,6 +32,8 @@ var appliers = map[entry.CommandType]applier{
 	entry.CmdSetValue:     applierOf(applySetValue),
 
 	entry.CmdSetGrantHistory: applierOf(applySetGrantHistory),
+	entry.CmdSessionCreate:   applierOf(applySessionCreate),
+	entry.CmdSessionEnd:      applierOf(applySessionEnd),
 }
 
 type applier func(s *state, cmd entry.Command, index uint64) any
@@ -59,6 +62,9 @@ func applyAcquire(s *state, c *entry.Acquire, index uint64) any {
 			return fmt.Errorf("%w: the grant for request %q (token %d) has already ended", refusal.ErrLeaseLost, c.RequestID, token)
 		}
 	}
+	if err := s.underSession(c.Session, c.SessionLease); err != nil {
+		return err
+	}
 	if cur, held := s.locks.Get(c.Lock); held {
 		return &refusal.HeldError{Lock: c.Lock, Holder: cur.Holder(), Token: cur.Token()}
 	}
@@ -69,7 +75,12 @@ func applyAcquire(s *state, c *entry.Acquire, index uint64) any {
 }
 
 func (s *state) grant(c *entry.Acquire, index uint64) any {
-	if c.Lock == "" || c.TTLMillis <= 0 {
+	ttl, delay := c.TTLMillis, c.LockDelayMillis
+	if c.Session != 0 {
+		// The session's: the grant lives as long as it does.
+		ttl, delay = s.sessionTerms(c.Session, delay)
+	}
+	if c.Lock == "" || ttl <= 0 {
 		// The API never proposes these; a lock without a name or TTL could
 		// not be written to a snapshot and read back (Image.check).
 		return fmt.Errorf("%w: acquire of lock %q with ttl %d ms", entry.ErrMalformedCommand, c.Lock, c.TTLMillis)
@@ -83,14 +94,18 @@ func (s *state) grant(c *entry.Acquire, index uint64) any {
 		Holder:          c.Holder,
 		Token:           token,
 		Lease:           c.Lease,
-		TTLMillis:       c.TTLMillis,
+		TTLMillis:       ttl,
 		RequestID:       c.RequestID,
 		GrantedAtMillis: c.NowMillis,
 		Principal:       c.Principal,
-		LockDelayMillis: max(c.LockDelayMillis, 0),
+		LockDelayMillis: max(delay, 0),
 		Value:           c.Value,
+		Session:         c.Session,
 	})
 	s.locks.Add(e)
+	if c.Session != 0 {
+		s.sessions.Attach(c.Session, sessions.Grant{Kind: sessions.Lock, Name: e.Name(), Token: token})
+	}
 	if s.history != nil {
 		s.history.Granted(grants.Grant{Token: token, Granted: index, Name: e.Name(), Holder: e.Holder()})
 	}
@@ -157,6 +172,9 @@ func (s *state) free(cur *locktable.Entry, next *entry.Acquire, index uint64, wa
 	res := &ReleaseResult{Freed: cur.Lock()}
 	name := cur.Name()
 	s.locks.Remove(cur)
+	if id := cur.Session(); id != 0 {
+		s.sessions.Detach(id, cur.Token())
+	}
 	if d, delayed := s.delays[name]; delayed && d.Since == index {
 		res.Delay = &d
 	}

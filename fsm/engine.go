@@ -29,6 +29,9 @@ type Held struct {
 	Secret          string
 	TTLMillis       int64
 	LockDelayMillis int64
+	// Session is the session the grant lives under (0: none): it has no
+	// lease of its own to renew.
+	Session uint64
 }
 
 // NameState is the engine's view of one name.
@@ -89,7 +92,7 @@ func (f *FSM) NameState(kind Kind, name, holder, requestID, principal string) Na
 		if e, ok := s.locks.Get(name); ok {
 			st.Lock = e.Lock()
 			st.Holders = []Held{{Holder: e.Holder(), Token: e.Token(), Secret: e.Secret(),
-				TTLMillis: e.TTLMillis(), LockDelayMillis: e.LockDelayMillis()}}
+				TTLMillis: e.TTLMillis(), LockDelayMillis: e.LockDelayMillis(), Session: e.Session()}}
 		}
 		if d, ok := s.delays[name]; ok {
 			st.Delays = []entry.Delay{d}
@@ -100,7 +103,7 @@ func (f *FSM) NameState(kind Kind, name, holder, requestID, principal string) Na
 		st.Limit, st.Delays = st.Semaphore.Limit, st.Semaphore.Delays
 		for _, p := range st.Semaphore.Permits {
 			st.Holders = append(st.Holders, Held{Holder: p.Holder, Token: p.Token, Secret: p.Lease,
-				TTLMillis: p.TTLMillis, LockDelayMillis: p.LockDelayMillis})
+				TTLMillis: p.TTLMillis, LockDelayMillis: p.LockDelayMillis, Session: p.Session})
 		}
 		requestKey = semRequestKey(name, holder, requestID, principal)
 	}

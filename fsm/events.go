@@ -19,17 +19,17 @@ func eventsOf(cmd entry.Command, result any, index uint64, memberExisted bool) [
 	switch c := cmd.(type) {
 	case *entry.Acquire:
 		if r, ok := result.(*AcquireResult); ok && !r.Existing {
-			return []event.Event{{Index: index, Type: event.Acquired, Lock: r.Grant.Name, Holder: r.Grant.Holder, Token: r.Grant.Token, Value: r.Grant.Value}}
+			return []event.Event{{Index: index, Type: event.Acquired, Lock: r.Grant.Name, Holder: r.Grant.Holder, Token: r.Grant.Token, Value: r.Grant.Value, Session: r.Grant.Session}}
 		}
 	case *entry.EndDelay:
 		// The end of a lock-delay is an event only when it grants the lock.
 		if r, ok := result.(*EndDelayResult); ok && r.Next != nil {
-			return []event.Event{{Index: index, Type: event.Acquired, Lock: r.Next.Name, Holder: r.Next.Holder, Token: r.Next.Token, Value: r.Next.Value}}
+			return []event.Event{{Index: index, Type: event.Acquired, Lock: r.Next.Name, Holder: r.Next.Holder, Token: r.Next.Token, Value: r.Next.Value, Session: r.Next.Session}}
 		}
 		if r, ok := result.(*EndDelayResult); ok && r.NextPermit != nil {
 			p := r.NextPermit.Permit
 			return []event.Event{{Index: index, Type: event.PermitAcquired, Semaphore: p.Semaphore, Holder: p.Holder, Token: p.Token,
-				Limit: p.Limit, Held: r.NextPermit.Held}}
+				Limit: p.Limit, Held: r.NextPermit.Held, Session: p.Session}}
 		}
 	case *entry.SetValue:
 		if r, ok := result.(*SetValueResult); ok {
@@ -39,7 +39,7 @@ func eventsOf(cmd entry.Command, result any, index uint64, memberExisted bool) [
 		if r, ok := result.(*PermitResult); ok && !r.Existing {
 			p := r.Permit
 			return []event.Event{{Index: index, Type: event.PermitAcquired, Semaphore: p.Semaphore, Holder: p.Holder, Token: p.Token,
-				Limit: p.Limit, Held: r.Held}}
+				Limit: p.Limit, Held: r.Held, Session: p.Session}}
 		}
 	case *entry.SemRelease:
 		return freedPermitEvents(result, index, event.PermitReleased, event.Released)
@@ -49,6 +49,12 @@ func eventsOf(cmd entry.Command, result any, index uint64, memberExisted bool) [
 		return freedEvents(result, index, event.Released)
 	case *entry.Expire:
 		return freedEvents(result, index, event.Expired)
+	case *entry.SessionCreate:
+		if r, ok := result.(*SessionResult); ok && !r.Existing {
+			return []event.Event{{Index: index, Type: event.SessionCreated, Session: r.Session.ID, Holder: r.Session.Holder}}
+		}
+	case *entry.SessionEnd:
+		return sessionEndEvents(result, index)
 	case *entry.Put:
 		if r, ok := result.(*PutResult); ok {
 			return []event.Event{{Index: index, Type: event.Put, Key: r.Key, Token: r.Token, ValueSize: len(c.Value)}}
@@ -78,12 +84,17 @@ func freedEvents(result any, index uint64, how string) []event.Event {
 	if !ok {
 		return nil
 	}
+	return lockFreedEvents(r, index, how)
+}
+
+// lockFreedEvents are a lock's release or expiry (how), or its handoff.
+func lockFreedEvents(r *ReleaseResult, index uint64, how string) []event.Event {
 	if r.Next != nil {
 		return []event.Event{{Index: index, Type: event.HandedOff, Lock: r.Freed.Name,
 			Holder: r.Next.Holder, Token: r.Next.Token, Value: r.Next.Value,
-			PrevHolder: r.Freed.Holder, PrevToken: r.Freed.Token, Reason: how}}
+			PrevHolder: r.Freed.Holder, PrevToken: r.Freed.Token, Reason: how, Session: r.Next.Session}}
 	}
-	return []event.Event{{Index: index, Type: how, Lock: r.Freed.Name, Holder: r.Freed.Holder, Token: r.Freed.Token}}
+	return []event.Event{{Index: index, Type: how, Lock: r.Freed.Name, Holder: r.Freed.Holder, Token: r.Freed.Token, Session: r.Freed.Session}}
 }
 
 // freedPermitEvents are a permit's release or expiry (typ), or its handoff
@@ -93,13 +104,40 @@ func freedPermitEvents(result any, index uint64, typ, how string) []event.Event 
 	if !ok {
 		return nil
 	}
+	return permitFreedEvents(r, index, typ, how)
+}
+
+// permitFreedEvents are a permit's release or expiry (typ), or its
+// handoff with reason how.
+func permitFreedEvents(r *SemReleaseResult, index uint64, typ, how string) []event.Event {
 	f := r.Freed
 	if r.Next != nil {
 		n := r.Next.Permit
 		return []event.Event{{Index: index, Type: event.PermitHandedOff, Semaphore: f.Semaphore, Holder: n.Holder, Token: n.Token,
-			PrevHolder: f.Holder, PrevToken: f.Token, Reason: how, Limit: n.Limit, Held: r.Held}}
+			PrevHolder: f.Holder, PrevToken: f.Token, Reason: how, Limit: n.Limit, Held: r.Held, Session: n.Session}}
 	}
-	return []event.Event{{Index: index, Type: typ, Semaphore: f.Semaphore, Holder: f.Holder, Token: f.Token, Limit: f.Limit, Held: r.Held}}
+	return []event.Event{{Index: index, Type: typ, Semaphore: f.Semaphore, Holder: f.Holder, Token: f.Token, Limit: f.Limit, Held: r.Held, Session: f.Session}}
+}
+
+// sessionEndEvents are each ended grant's event, in the order the entry
+// ended them, then the session's own.
+func sessionEndEvents(result any, index uint64) []event.Event {
+	r, ok := result.(*SessionEndResult)
+	if !ok {
+		return nil
+	}
+	how, permitHow, typ := event.Released, event.PermitReleased, event.SessionClosed
+	if r.Expired {
+		how, permitHow, typ = event.Expired, event.PermitExpired, event.SessionExpired
+	}
+	var out []event.Event
+	for _, l := range r.Locks {
+		out = append(out, lockFreedEvents(l, index, how)...)
+	}
+	for _, p := range r.Permits {
+		out = append(out, permitFreedEvents(p, index, permitHow, how)...)
+	}
+	return append(out, event.Event{Index: index, Type: typ, Session: r.Session.ID, Holder: r.Session.Holder})
 }
 
 // memberID returns the id a membership command names, if it is one.

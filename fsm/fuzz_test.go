@@ -227,6 +227,9 @@ func FuzzRestore(f *testing.F) {
 	if golden, err := os.ReadFile("testdata/snapshot-v3.golden"); err == nil {
 		f.Add(golden) // permits in the grant history
 	}
+	if golden, err := os.ReadFile("testdata/snapshot-v5.golden"); err == nil {
+		f.Add(golden) // sessions and the grants under them
+	}
 	f.Add([]byte(`{"format":"fencer-snapshot","version":1}` + "\n{}\n"))
 	f.Add([]byte(`not json`))
 

@@ -7,6 +7,7 @@ import (
 	"github.com/fencer-io/fencer/fsm/internal/grants"
 	"github.com/fencer-io/fencer/fsm/internal/locktable"
 	"github.com/fencer-io/fencer/fsm/internal/permits"
+	"github.com/fencer-io/fencer/fsm/internal/sessions"
 	"github.com/fencer-io/fencer/fsm/refusal"
 	"github.com/fencer-io/fencer/fsm/secrets"
 )
@@ -59,7 +60,14 @@ func applySemAcquire(s *state, c *entry.SemAcquire, index uint64) any {
 			return fmt.Errorf("%w: the permit for request %q (token %d) has already ended", refusal.ErrLeaseLost, c.RequestID, token)
 		}
 	}
-	if c.Semaphore == "" || c.TTLMillis <= 0 || c.Limit < 1 || c.Limit > MaxSemaphoreLimit {
+	if err := s.underSession(c.Session, c.SessionLease); err != nil {
+		return err
+	}
+	ttl, delay := c.TTLMillis, c.LockDelayMillis
+	if c.Session != 0 {
+		ttl, delay = s.sessionTerms(c.Session, delay)
+	}
+	if c.Semaphore == "" || ttl <= 0 || c.Limit < 1 || c.Limit > MaxSemaphoreLimit {
 		return fmt.Errorf("%w: acquire of semaphore %q with ttl %d ms and limit %d", entry.ErrMalformedCommand, c.Semaphore, c.TTLMillis, c.Limit)
 	}
 	if sem := s.sems.Get(c.Semaphore); sem != nil {
@@ -78,11 +86,14 @@ func applySemAcquire(s *state, c *entry.SemAcquire, index uint64) any {
 		return err
 	}
 	p := &entry.Permit{
-		Semaphore: c.Semaphore, Holder: c.Holder, Token: token, Lease: c.Lease, TTLMillis: c.TTLMillis,
+		Semaphore: c.Semaphore, Holder: c.Holder, Token: token, Lease: c.Lease, TTLMillis: ttl,
 		Limit: c.Limit, RequestID: c.RequestID, GrantedAtMillis: c.NowMillis, Principal: c.Principal,
-		LockDelayMillis: c.LockDelayMillis,
+		LockDelayMillis: delay, Session: c.Session,
 	}
 	s.sems.Add(p)
+	if c.Session != 0 {
+		s.sessions.Attach(c.Session, sessions.Grant{Kind: sessions.Permit, Name: p.Semaphore, Token: token})
+	}
 	if h := s.permitHistory(); h != nil {
 		h.Granted(grants.Grant{Token: token, Granted: index, Name: p.Semaphore, Holder: p.Holder, Kind: grants.OfPermit})
 	}
@@ -145,6 +156,9 @@ func applySemExpire(s *state, c *entry.SemExpire, index uint64) any {
 // grants a permit to next in the same entry, if any (a hand-off).
 func (s *state) freePermit(p *entry.Permit, next *entry.SemAcquire, index uint64, way grants.Way) *SemReleaseResult {
 	s.sems.Remove(p)
+	if p.Session != 0 {
+		s.sessions.Detach(p.Session, p.Token)
+	}
 	res := &SemReleaseResult{Freed: *p}
 	if next != nil {
 		next.Semaphore = p.Semaphore

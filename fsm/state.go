@@ -9,6 +9,7 @@ import (
 	"github.com/fencer-io/fencer/fsm/internal/locktable"
 	"github.com/fencer-io/fencer/fsm/internal/permits"
 	"github.com/fencer-io/fencer/fsm/internal/requests"
+	"github.com/fencer-io/fencer/fsm/internal/sessions"
 )
 
 // state is everything the FSM replicates. It is only touched under FSM.mu.
@@ -28,6 +29,9 @@ type state struct {
 	requests *requests.Table
 	delays   map[string]entry.Delay
 	sems     *permits.Table // the semaphores (fsm/internal/permits)
+	// sessions are the live sessions and their grants, and the ids of
+	// those that ended lately (fsm/internal/sessions; session.go).
+	sessions *sessions.Table
 	// history is the grant history, nil until SetGrantHistory (history.go).
 	history *grants.History
 	// restoredAt is the index at which a restore or recovery installed
@@ -46,6 +50,7 @@ func newState() *state {
 		requests: requests.New(),
 		delays:   map[string]entry.Delay{},
 		sems:     permits.New(),
+		sessions: sessions.New(),
 	}
 }
 

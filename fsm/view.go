@@ -13,6 +13,7 @@ import (
 	"github.com/fencer-io/fencer/fsm/entry"
 	"github.com/fencer-io/fencer/fsm/internal/grants"
 	"github.com/fencer-io/fencer/fsm/internal/locktable"
+	"github.com/fencer-io/fencer/fsm/internal/sessions"
 	"github.com/fencer-io/fencer/fsm/snapshot"
 )
 
@@ -87,6 +88,9 @@ func (f *FSM) viewLocked() *View {
 		v.grants = h.Capture()
 		v.Header.Grants, v.Header.GrantRing = v.grants.Len(), v.grants.RingLen()
 	}
+	v.rest.Sessions = s.sessions.Records()
+	v.rest.EndedSessions = s.sessions.EndedIDs()
+	v.Header.Sessions, v.Header.EndedSessions = len(v.rest.Sessions), len(v.rest.EndedSessions)
 	// Never written in place: a restore replaces the slice.
 	v.rest.Voided = s.voided
 	v.Header.RestoredAt, v.Header.Voided, v.Header.VoidedPermits = s.restoredAt, len(s.voided), voidedPermits(s.voided)
@@ -115,6 +119,8 @@ func (v *View) Image() *snapshot.Image {
 	img.Delays = slices.Clone(v.rest.Delays)
 	img.Permits = slices.Clone(v.rest.Permits)
 	img.Voided = slices.Clone(v.rest.Voided)
+	img.Sessions = slices.Clone(v.rest.Sessions)
+	img.EndedSessions = slices.Clone(v.rest.EndedSessions)
 	if v.grants.Len() > 0 {
 		img.Grants = v.grants.Records()
 	}
@@ -147,6 +153,9 @@ func readState(r io.Reader) (*state, *snapshot.Header, error) {
 	rest := &snapshot.Image{} // everything but the locks
 	var s *state
 	locks := 0
+	// The locks held under a session, attached to it once the sessions
+	// (which follow the locks) are read.
+	var underSession []*locktable.Entry
 	err := snapshot.Decode(r, rest, func(l *snapshot.LockRecord) error {
 		if s == nil {
 			s = headerState(&rest.Header)
@@ -160,6 +169,9 @@ func readState(r io.Reader) (*state, *snapshot.Header, error) {
 			return fmt.Errorf("snapshot is inconsistent: duplicate lock %q", e.Name())
 		}
 		s.locks.Add(e)
+		if e.Session() != 0 {
+			underSession = append(underSession, e)
+		}
 		return nil
 	})
 	if err != nil {
@@ -184,6 +196,12 @@ func readState(r io.Reader) (*state, *snapshot.Header, error) {
 		return nil, nil, err
 	}
 	fill(s, rest)
+	for _, e := range underSession {
+		if s.sessions.Get(e.Session()) == nil {
+			return nil, nil, fmt.Errorf("snapshot is inconsistent: lock %q held under session %d, which is not live", e.Name(), e.Session())
+		}
+		s.sessions.Attach(e.Session(), sessions.Grant{Kind: sessions.Lock, Name: e.Name(), Token: e.Token()})
+	}
 	return s, &rest.Header, nil
 }
 
@@ -224,9 +242,21 @@ func fill(s *state, img *snapshot.Image) {
 		}
 		s.delays[d.Lock] = d
 	}
+	for _, rec := range img.Sessions {
+		s.sessions.Open(rec)
+	}
+	s.sessions.RestoreEnded(img.EndedSessions)
 	for i := range img.Permits {
 		p := img.Permits[i]
 		s.sems.Add(&p)
+		if p.Session != 0 {
+			s.sessions.Attach(p.Session, sessions.Grant{Kind: sessions.Permit, Name: p.Semaphore, Token: p.Token})
+		}
+	}
+	for _, l := range img.Locks { // an Image's (ReadImage); readState streams them
+		if l.Session != 0 {
+			s.sessions.Attach(l.Session, sessions.Grant{Kind: sessions.Lock, Name: l.Name, Token: l.Token})
+		}
 	}
 	if cfg, ok := img.Header.Settings(); ok {
 		s.history = grants.Rebuild(cfg, img.Header.GrantsFrom, img.Grants, img.Header.GrantRing, s.heldGrant)

@@ -90,6 +90,53 @@ func TestReadmeQuickStart(t *testing.T) {
 	t.Run("Primitives", func(t *testing.T) {
 		runReadmePrimitives(t, string(readme), work, httpPort, endpoints)
 	})
+	t.Run("Sessions", func(t *testing.T) {
+		runReadmeSessions(t, string(readme), work, httpPort)
+	})
+}
+
+// runReadmeSessions runs the shell block of the README's sessions section,
+// as pasted but for the ports, against the quick start's cluster, and
+// checks what it promises: the lock acquired under the session names it,
+// the session's renewal answers its TTL, and its close releases the lock
+// and the permit, each by its own token.
+func runReadmeSessions(t *testing.T, readme, work string, httpPort int) {
+	const heading = "## Sessions: one lease for many grants"
+	blocks := fencedBlocks(section(readme, heading), "sh")
+	if len(blocks) != 1 {
+		t.Fatalf("want one shell block under %q, found %d", heading, len(blocks))
+	}
+	script := regexp.MustCompile(`localhost:700([1-3])\b`).ReplaceAllStringFunc(blocks[0], func(m string) string {
+		n, _ := strconv.Atoi(m[len(m)-1:])
+		return "localhost:" + strconv.Itoa(httpPort+n-1)
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	sh := exec.CommandContext(ctx, "bash", "-c", "set -euo pipefail\n"+script)
+	sh.Dir = work
+	outBytes, err := sh.CombinedOutput()
+	out := string(outBytes)
+	if err != nil {
+		t.Fatalf("the README's sessions block failed: %v\n%s", err, out)
+	}
+	t.Logf("sessions:\n%s", out)
+	created := regexp.MustCompile(`\{"session":([1-9]\d*),"holder":"indexer-7","lease":"[0-9a-f]{32}"`).FindStringSubmatch(out)
+	if created == nil {
+		t.Fatalf("the README's sessions block created no session:\n%s", out)
+	}
+	id := created[1]
+	lock := regexp.MustCompile(`\{"lock":"shard.1","holder":"indexer-7","token":([1-9]\d*),.*"session":` + id + `\}`).FindStringSubmatch(out)
+	if lock == nil {
+		t.Fatalf("no grant of shard.1 under session %s:\n%s", id, out)
+	}
+	for _, want := range []string{
+		`(?m)^\{"session":` + id + `,"ttl_ms":15000\}$`,
+		`(?m)^\{"session":` + id + `,"released":\[\{"kind":"lock","name":"shard.1","token":` + lock[1] + `\},\{"kind":"semaphore","name":"uploads","token":[1-9]\d*\}\]\}$`,
+	} {
+		if !regexp.MustCompile(want).MatchString(out) {
+			t.Errorf("the README's sessions block did not print %s", want)
+		}
+	}
 }
 
 // runReadmePrimitives runs the shell blocks of the README's elections,

@@ -121,3 +121,67 @@ func kindNoun(kind string) string {
 func badAnswer(what, format string, args ...any) error {
 	return fmt.Errorf("%w: %s: %s", ErrBadAnswer, what, fmt.Sprintf(format, args...))
 }
+
+// checkSessionGrant is checkGrant for a grant under session, whose TTL is
+// the session's (at most ttlMillis): it must also name the session, since
+// a grant with a lease of its own would expire with nobody renewing it.
+func checkSessionGrant(g wire.Grant, kind, name, holder string, session uint64, ttlMillis int64, requestID string) error {
+	if err := checkGrant(g, kind, name, holder, ttlMillis, requestID); err != nil {
+		return err
+	}
+	if g.Session != session {
+		return badAnswer(fmt.Sprintf("acquire %s %q under session %d", kindNoun(kind), name, session), "the answer names session %d", g.Session)
+	}
+	return nil
+}
+
+// checkSession checks a session's creation against what was asked, as
+// checkGrant a grant's.
+func checkSession(s wire.Session, req wire.SessionRequest) error {
+	const what = "create a session"
+	switch {
+	case s.Session == 0:
+		return badAnswer(what, "the answer has no session id")
+	case s.Holder != req.Holder:
+		return badAnswer(what, "the answer names holder %q, not %q as asked", s.Holder, req.Holder)
+	case !leaseSecret(s.Lease):
+		return badAnswer(what, "lease %q is not %d hexadecimal digits", s.Lease, wire.LeaseSecretLen)
+	case s.TTLMillis <= 0:
+		return badAnswer(what, "ttl_ms %d is not positive", s.TTLMillis)
+	case s.TTLMillis > req.TTLMillis:
+		return badAnswer(what, "ttl_ms %d is above the %d asked for", s.TTLMillis, req.TTLMillis)
+	case s.RequestID != "" && s.RequestID != req.RequestID:
+		return badAnswer(what, "the answer is for request %q, not %q", s.RequestID, req.RequestID)
+	}
+	return nil
+}
+
+// checkSessionRenewal checks a session renewal's answer as checkRenewal a
+// grant's: it names the session, and its TTL (when known, ttlMillis > 0).
+func checkSessionRenewal(a wire.SessionRenewResponse, id uint64, ttlMillis int64) error {
+	what := fmt.Sprintf("renew session %d", id)
+	switch {
+	case a.Session != id:
+		return badAnswer(what, "the answer names session %d", a.Session)
+	case a.TTLMillis <= 0:
+		return badAnswer(what, "ttl_ms %d is not positive", a.TTLMillis)
+	case ttlMillis > 0 && a.TTLMillis != ttlMillis:
+		return badAnswer(what, "ttl_ms %d is not the session's %d", a.TTLMillis, ttlMillis)
+	}
+	return nil
+}
+
+// checkSessionClose checks a close's answer: it names the session, and
+// each grant released is a lock's or a permit's with a token.
+func checkSessionClose(a wire.SessionCloseResponse, id uint64) error {
+	what := fmt.Sprintf("close session %d", id)
+	if a.Session != id {
+		return badAnswer(what, "the answer names session %d", a.Session)
+	}
+	for _, g := range a.Released {
+		if (g.Kind != wire.GrantKindLock && g.Kind != wire.GrantKindSemaphore) || g.Token == 0 || g.Name == "" {
+			return badAnswer(what, "released grant %+v is not a lock's or a semaphore's with a name and token", g)
+		}
+	}
+	return nil
+}

@@ -112,6 +112,21 @@
 // deadline; each is retried across nodes until it is answered or the
 // deadline passes. A refused renewal (410 lease_lost) ends the lease at once.
 //
+// # Sessions
+//
+// A session is one lease for many grants (NewSession): Lock, AcquirePermit
+// and Campaign on it acquire with the session's id and secret instead of a
+// TTL, and each grant has a token and secret of its own (for fencing and
+// Release) but lives as long as the session. Only the session is renewed,
+// by the same keep-alive and local-deadline rules as a grant's lease, from
+// the send time of its creation or last confirmed renewal; a grant under
+// it runs no keep-alive (the server refuses a renewal of such a grant,
+// 409 session_grant), and its Deadline, Done and Err are the session's,
+// or its own once released. Releasing one grant keeps the session and the
+// others; Close ends them all in one entry and returns them. The server
+// ends a session, and everything under it, at once: a client whose
+// session's Done has closed must assume every grant under it is gone.
+//
 // The deadline is enforced by a timer and also checked whenever Err, Done or
 // Context is called, so a process that was paused (GC, SIGSTOP, a stalled VM)
 // past its deadline sees the loss on its first look, before any timer runs.

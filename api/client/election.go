@@ -21,10 +21,15 @@ import (
 // steps down. The options are Acquire's (Wait is the length of each queued
 // attempt).
 func (c *Client) Campaign(ctx context.Context, name, value string, opts ...AcquireOption) (*Lease, error) {
+	return campaign(ctx, c.Acquire, name, value, opts)
+}
+
+// campaign is Campaign with acquire: a Client's, or a Session's Lock.
+func campaign(ctx context.Context, acquire func(context.Context, string, ...AcquireOption) (*Lease, error), name, value string, opts []AcquireOption) (*Lease, error) {
 	opts = append([]AcquireOption{Wait(wire.MaxWait)}, opts...)
 	opts = append(opts, Value(value))
 	for {
-		l, err := c.Acquire(ctx, name, opts...)
+		l, err := acquire(ctx, name, opts...)
 		var apiErr *APIError
 		switch {
 		case err == nil:

@@ -42,6 +42,17 @@ var (
 	// ErrLimitMismatch: the acquire's limit differs from the one of the
 	// semaphore's held permits, APIError.Limit (409 limit_mismatch).
 	ErrLimitMismatch = errors.New("semaphore limit mismatch")
+	// ErrUnknownSession: no session has that id (404 unknown_session).
+	ErrUnknownSession = errors.New("unknown session")
+	// ErrSessionExpired: the session ended, expired or closed, and every
+	// grant under it with it (410 session_expired).
+	ErrSessionExpired = errors.New("session expired")
+	// ErrSessionMismatch: the session lease presented is not the
+	// session's (409 session_mismatch).
+	ErrSessionMismatch = errors.New("session lease mismatch")
+	// ErrSessionGrant: a grant held under a session is renewed by renewing
+	// its session (409 session_grant).
+	ErrSessionGrant = errors.New("grant held under a session")
 	// ErrUpgradeRequired: the request needs every member to run a newer
 	// build first (409 upgrade_required).
 	ErrUpgradeRequired = errors.New("upgrade required")
@@ -166,6 +177,10 @@ var codeErrors = map[string]error{
 	wire.CodeTooManyLocks:         ErrTooManyLocks,
 	wire.CodeRateLimited:          ErrRateLimited,
 	wire.CodeTooManyWatches:       ErrRateLimited,
+	wire.CodeUnknownSession:       ErrUnknownSession,
+	wire.CodeSessionExpired:       ErrSessionExpired,
+	wire.CodeSessionMismatch:      ErrSessionMismatch,
+	wire.CodeSessionGrant:         ErrSessionGrant,
 	wire.CodeUnauthorized:         ErrUnauthorized,
 	wire.CodeKeyedMember:          ErrUnauthorized,
 	wire.CodeForbidden:            ErrForbidden,

@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	mrand "math/rand/v2"
 	"net/url"
 	"os"
 	"strconv"
@@ -66,15 +65,22 @@ func newAcquireOptions(opts []AcquireOption) (acquireOptions, error) {
 		o.holder = DefaultHolder()
 	}
 	o.ttl = o.ttl.Truncate(time.Millisecond)
-	switch {
-	case o.ttl < wire.MinTTL || o.ttl > wire.MaxTTL:
+	if o.ttl < wire.MinTTL || o.ttl > wire.MaxTTL {
 		return o, fmt.Errorf("%w: ttl %v: want %v to %v", ErrInvalid, o.ttl, wire.MinTTL, wire.MaxTTL)
-	case o.wait < 0 || o.wait > wire.MaxWait:
-		return o, fmt.Errorf("%w: wait %v: want 0 to %v", ErrInvalid, o.wait, wire.MaxWait)
-	case o.lockDelay < 0 || o.lockDelay > wire.MaxLockDelay:
-		return o, fmt.Errorf("%w: lock-delay %v: want 0 to %v", ErrInvalid, o.lockDelay, wire.MaxLockDelay)
 	}
-	return o, nil
+	return o, o.check()
+}
+
+// check checks what a grant with a lease of its own and one under a
+// session ask alike.
+func (o acquireOptions) check() error {
+	switch {
+	case o.wait < 0 || o.wait > wire.MaxWait:
+		return fmt.Errorf("%w: wait %v: want 0 to %v", ErrInvalid, o.wait, wire.MaxWait)
+	case o.lockDelay < 0 || o.lockDelay > wire.MaxLockDelay:
+		return fmt.Errorf("%w: lock-delay %v: want 0 to %v", ErrInvalid, o.lockDelay, wire.MaxLockDelay)
+	}
+	return nil
 }
 
 // DefaultHolder is "hostname-pid".
@@ -97,25 +103,23 @@ func Margin(ttl time.Duration) time.Duration {
 // Lease is a held lock. Its context is cancelled, and Done closed, as soon
 // as the client can no longer be sure it holds the lock; Err says why.
 type Lease struct {
-	c      *Client
-	kind   string // "locks", or "semaphores" for a permit (Grant.Lock is then the semaphore)
-	grant  wire.Grant
-	held   int // a permit's: the permits held once it was granted
-	ttl    time.Duration
-	margin time.Duration
+	c     *Client
+	kind  string // "locks", or "semaphores" for a permit (Grant.Lock is then the semaphore)
+	mu    sync.Mutex
+	grant wire.Grant // its Value changes on Proclaim, under mu
+	held  int        // a permit's: the permits held once it was granted
+	ttl   time.Duration
 
+	// k keeps the lease alive: the lease's own, or for a grant held under
+	// a session, the session's (which the lease must not stop or end).
+	k       *keeper
+	session *Session
+
+	// ctx is k's for a lease of its own, a child of the session's for a
+	// grant under one, so that releasing the grant ends only the grant.
 	ctx    context.Context
 	cancel context.CancelCauseFunc
 
-	mu        sync.Mutex
-	confirmed time.Time // send time of the last confirmed acquire or renewal
-	due       time.Time // when the keep-alive renews next
-	lastErr   error     // the last failed renewal, for the loss message
-
-	moved     chan struct{} // a manual renewal moved the deadline
-	stop      chan struct{} // closed by Release
-	stopOnce  sync.Once
-	stopped   chan struct{} // closed when the watcher exits
 	releaseMu sync.Mutex
 	released  bool
 }
@@ -170,32 +174,12 @@ func (c *Client) hold(ctx context.Context, g wire.Grant, kind string, r *transpo
 		// After a wait in the queue or slow retries, start is a safe but
 		// stale bound (older than the TTL itself, after a long wait):
 		// renew once, and measure the lease from that renewal (doc.go).
-		if err := l.confirmGrant(ctx, received); err != nil {
+		if err := l.k.confirmFirst(ctx, received); err != nil {
 			return nil, l.abandon(ctx, err)
 		}
 	}
-	go l.watch(keepAlive)
+	go l.k.watch(keepAlive)
 	return l, nil
-}
-
-// confirmGrant renews a grant that Acquire has not handed out yet, and
-// moves its deadline to that renewal. The deadline known so far may have
-// passed already, so unlike Renew it does not bound the renewal by it: a
-// renewal the server accepts proves the lease current whenever it was sent.
-// It gives up a TTL after the grant arrived, when the server, having
-// started the lease before that, has expired it unless a new leader
-// restarted it.
-func (l *Lease) confirmGrant(ctx context.Context, received time.Time) error {
-	ctx, cancel := context.WithDeadline(ctx, received.Add(l.ttl))
-	defer cancel()
-	sent, err := l.sendRenewal(ctx)
-	if err != nil {
-		return err
-	}
-	l.confirm(sent)
-	// Only a renewal whose attempt hung for most of a TTL leaves a
-	// deadline in the past.
-	return l.Err()
 }
 
 // abandon gives back a grant that Acquire could not confirm, so that the
@@ -212,26 +196,20 @@ func (l *Lease) abandon(ctx context.Context, cause error) error {
 		after = "released it"
 	case errors.Is(rerr, ErrLeaseLost):
 		after = "it had ended already"
+	case l.session != nil:
+		after = fmt.Sprintf("its release failed too (%v); it ends with session %d", rerr, l.session.ID())
 	default:
 		after = fmt.Sprintf("its release failed too (%v); the server frees it within %v", rerr, l.ttl)
 	}
-	return fmt.Errorf("lock %q granted with token %d, but the grant could not be confirmed: %w; %s", l.grant.Lock, l.grant.Token, cause, after)
+	return fmt.Errorf("%s %q granted with token %d, but the grant could not be confirmed: %w; %s", kindNoun(l.kind), l.grant.Lock, l.grant.Token, cause, after)
 }
 
+// newLease makes the Lease of a grant of its own (not under a session),
+// its lease started at start, with no watcher yet.
 func newLease(c *Client, g wire.Grant, start time.Time) *Lease {
-	ttl := time.Duration(g.TTLMillis) * time.Millisecond
-	l := &Lease{
-		c:       c,
-		kind:    "locks",
-		grant:   g,
-		ttl:     ttl,
-		margin:  Margin(ttl),
-		moved:   make(chan struct{}, 1),
-		stop:    make(chan struct{}),
-		stopped: make(chan struct{}),
-	}
-	l.ctx, l.cancel = context.WithCancelCause(context.Background())
-	l.confirm(start)
+	l := &Lease{c: c, kind: "locks", grant: g, ttl: time.Duration(g.TTLMillis) * time.Millisecond}
+	l.k = newKeeper(l.ttl, start, c.log, "fencer lease lost", []any{"lock", g.Lock, "token", g.Token}, l.sendRenewal)
+	l.ctx, l.cancel = l.k.ctx, l.k.cancel
 	return l
 }
 
@@ -259,7 +237,8 @@ func (l *Lease) Name() string { return l.grant.Lock }
 // Holder is the holder name the lock was granted to.
 func (l *Lease) Holder() string { return l.grant.Holder }
 
-// TTL is the lease's time to live as granted.
+// TTL is the lease's time to live as granted (for a grant under a session,
+// the session's).
 func (l *Lease) TTL() time.Duration { return l.ttl }
 
 // Secret is the lease secret that renew and release need.
@@ -268,26 +247,26 @@ func (l *Lease) Secret() string { return l.grant.Lease }
 // Grant is the server's answer to the acquire.
 func (l *Lease) Grant() wire.Grant { return l.grant }
 
+// Session is the session the grant is held under, nil for a grant with a
+// lease of its own.
+func (l *Lease) Session() *Session { return l.session }
+
 // Deadline is the local deadline: the send time of the last confirmed
 // renewal (or of the acquire) plus TTL minus Margin. The server cannot have
-// expired the lease before it.
-func (l *Lease) Deadline() time.Time {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.deadlineLocked()
-}
+// expired the lease before it. For a grant under a session it is the
+// session's.
+func (l *Lease) Deadline() time.Time { return l.k.deadline() }
 
-func (l *Lease) deadlineLocked() time.Time { return l.confirmed.Add(l.ttl - l.margin) }
-
-// Done is closed when the lease is lost or released.
+// Done is closed when the lease is lost or released (for a grant under a
+// session, also when the session is lost or closed).
 func (l *Lease) Done() <-chan struct{} {
-	l.checkDeadline()
+	l.k.checkDeadline()
 	return l.ctx.Done()
 }
 
 // Context is cancelled when the lease is lost or released; its cause is Err.
 func (l *Lease) Context() context.Context {
-	l.checkDeadline()
+	l.k.checkDeadline()
 	return l.ctx
 }
 
@@ -296,139 +275,28 @@ func (l *Lease) Context() context.Context {
 // a renewal) or ErrLeaseExpired (no renewal confirmed before the local
 // deadline). It reads the clock itself, so a process that was paused past
 // its deadline sees the loss on its first call, before any timer has run.
+// A grant under a session ends with the session, with the session's Err.
 func (l *Lease) Err() error {
-	l.checkDeadline()
+	l.k.checkDeadline()
 	if l.ctx.Err() == nil {
 		return nil
 	}
 	return context.Cause(l.ctx)
 }
 
-func (l *Lease) checkDeadline() {
-	if l.ctx.Err() != nil {
-		return
-	}
-	if now := time.Now(); !now.Before(l.Deadline()) {
-		l.lose(l.expired(now))
-	}
-}
-
-func (l *Lease) expired(now time.Time) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	err := fmt.Errorf("%w (last confirmed %v ago, ttl %v, margin %v)", ErrLeaseExpired, now.Sub(l.confirmed).Round(time.Millisecond), l.ttl, l.margin)
-	if l.lastErr != nil {
-		err = fmt.Errorf("%w; last renewal error: %w", err, l.lastErr)
-	}
-	return err
-}
-
-// lose ends the lease with cause; the first cause wins.
-func (l *Lease) lose(cause error) {
-	if l.ctx.Err() != nil {
-		return
-	}
-	l.cancel(cause)
-	if !errors.Is(cause, ErrReleased) {
-		l.c.log.Warn("fencer lease lost", "lock", l.grant.Lock, "token", l.grant.Token, "err", cause)
-	}
-}
-
-// confirm records a renewal sent at sent, moving the deadline.
-func (l *Lease) confirm(sent time.Time) {
-	l.mu.Lock()
-	if l.ctx.Err() == nil && sent.After(l.confirmed) {
-		l.confirmed = sent
-		l.lastErr = nil
-		// Renew at about a third of the TTL, ±10%, so that two renewals
-		// can fail before the deadline.
-		third := l.ttl / 3
-		l.due = sent.Add(third - third/10 + mrand.N(third/5+1))
-	}
-	l.mu.Unlock()
-	select {
-	case l.moved <- struct{}{}:
-	default:
-	}
-}
-
-// watch enforces the local deadline and, with keepAlive, renews when due.
-func (l *Lease) watch(keepAlive bool) {
-	defer close(l.stopped)
-	t := time.NewTimer(time.Hour)
-	defer t.Stop()
-	for {
-		l.checkDeadline()
-		if l.ctx.Err() != nil {
-			return
-		}
-		now := time.Now()
-		l.mu.Lock()
-		deadline, due := l.deadlineLocked(), l.due
-		l.mu.Unlock()
-		wake := deadline
-		if keepAlive && due.Before(wake) {
-			wake = due
-		}
-		t.Reset(wake.Sub(now))
-		select {
-		case <-l.stop:
-			return
-		case <-l.ctx.Done():
-			return
-		case <-l.moved:
-			continue
-		case <-t.C:
-		}
-		if keepAlive && !time.Now().Before(due) {
-			l.renew(context.Background(), true)
-		}
-	}
-}
-
 // Renew renews the lease now. A refusal ends the lease (ErrLeaseLost);
 // other errors, ErrBadAnswer among them, leave it to the local deadline:
 // only an answer that names this grant and its TTL confirms a renewal.
+// A grant under a session is renewed by renewing its session (the server
+// refuses a renewal of the grant itself, ErrSessionGrant): Renew does that.
 func (l *Lease) Renew(ctx context.Context) error {
 	if err := l.Err(); err != nil {
 		return err
 	}
-	return l.renew(ctx, false)
-}
-
-// renew sends one renewal, retrying until it is answered or the local
-// deadline passes: by then the lease has been declared lost, and a loss is
-// final.
-func (l *Lease) renew(ctx context.Context, background bool) error {
-	ctx, cancel := context.WithDeadline(ctx, l.Deadline())
-	defer cancel()
-	stop := context.AfterFunc(l.ctx, cancel)
-	defer stop()
-	sent, err := l.sendRenewal(ctx)
-	switch {
-	case err == nil:
-		l.confirm(sent)
-		return nil
-	case refused(err):
-		l.lose(fmt.Errorf("renewal refused: %w", err))
-		return l.Err()
+	if l.session != nil {
+		return l.session.Renew(ctx)
 	}
-	l.mu.Lock()
-	l.lastErr = err
-	if background {
-		// Try again soon, not at once: a renewal that failed without
-		// retrying (ErrBadAnswer) would otherwise be resent in a loop
-		// until the deadline. The deadline still rules.
-		l.due = time.Now().Add(min(l.ttl/10, time.Second))
-	}
-	l.mu.Unlock()
-	if background {
-		l.c.log.Debug("fencer renewal failed", "lock", l.grant.Lock, "token", l.grant.Token, "err", err)
-	}
-	if lerr := l.Err(); lerr != nil {
-		return lerr
-	}
-	return err
+	return l.k.renew(ctx, false)
 }
 
 // sendRenewal renews the lease on the server, retrying across nodes until
@@ -448,20 +316,11 @@ func (l *Lease) sendRenewal(ctx context.Context) (time.Time, error) {
 	return r.Sent, checkRenewal(out, l.kind, l.grant.Lock, l.grant.Token, l.grant.TTLMillis)
 }
 
-// refused reports whether the server answered with a definite no.
-func refused(err error) bool {
-	var ae *APIError
-	return errors.As(err, &ae) && ae.Status >= 400 && ae.Status < 500
-}
-
-func (l *Lease) stopWatch() {
-	l.stopOnce.Do(func() { close(l.stop) })
-}
-
 // Release ends the lease and frees the lock. The lease's context is
 // cancelled first, so work under it stops before the lock is free. If the
 // lease had been lost already, Release still tries to free the lock and
-// returns the loss (Err). A second Release returns nil.
+// returns the loss (Err). A second Release returns nil. Releasing a grant
+// held under a session leaves the session and its other grants held.
 func (l *Lease) Release(ctx context.Context) error {
 	l.releaseMu.Lock()
 	defer l.releaseMu.Unlock()
@@ -470,9 +329,12 @@ func (l *Lease) Release(ctx context.Context) error {
 	}
 	l.released = true
 	lost := l.Err()
-	l.stopWatch()
-	<-l.stopped
-	l.lose(ErrReleased)
+	if l.session == nil {
+		// Only a lease of its own has a watcher to stop; a session's
+		// keeps the session's other grants.
+		l.k.stopWatch()
+	}
+	l.cancel(ErrReleased)
 	err := l.c.releaseKind(ctx, l.kind, l.grant.Lock, l.grant.Token, l.grant.Lease, &struct{}{})
 	if lost != nil {
 		return lost
@@ -486,11 +348,20 @@ func (l *Lease) Release(ctx context.Context) error {
 // grant back (Existing) rather than a second token. Unlike Acquire it keeps
 // no lease: nothing renews the grant or tracks its deadline, and req is
 // sent as given (its TTL and wait are checked by the server), but for a
-// TTLMillis of 0, which means DefaultTTL as it does for Acquire. It is for
+// TTLMillis of 0, which means DefaultTTL as it does for Acquire, or under
+// a session (req.Session and SessionLease) no ttl_ms at all. It is for
 // tools that keep the grant themselves, as the benchmark does.
 func (c *Client) AcquireRaw(ctx context.Context, name string, req wire.AcquireRequest) (wire.Grant, error) {
 	if req.RequestID == "" {
 		req.RequestID = newRequestID()
+	}
+	var g wire.Grant
+	r := &transport.Request{Path: lockPath(name, "acquire"), Extra: time.Duration(req.WaitMs) * time.Millisecond}
+	if req.Session != 0 {
+		if err := c.tr.PostJSON(ctx, r, sessionAcquire{AcquireRequest: req, TTLMillis: orNil(req.TTLMillis)}, &g); err != nil {
+			return g, err
+		}
+		return g, checkSessionGrant(g, "locks", name, req.Holder, req.Session, wire.MaxTTL.Milliseconds(), req.RequestID)
 	}
 	// The wire struct cannot say "no TTL given" but by 0, which the server
 	// refuses as an explicit TTL of 0 (invalid_ttl): send the default, as
@@ -498,8 +369,6 @@ func (c *Client) AcquireRaw(ctx context.Context, name string, req wire.AcquireRe
 	if req.TTLMillis == 0 {
 		req.TTLMillis = wire.DefaultTTL.Milliseconds()
 	}
-	var g wire.Grant
-	r := &transport.Request{Path: lockPath(name, "acquire"), Extra: time.Duration(req.WaitMs) * time.Millisecond}
 	if err := c.tr.PostJSON(ctx, r, req, &g); err != nil {
 		return g, err
 	}

@@ -30,7 +30,7 @@ func TestErrChecksTheClockItself(t *testing.T) {
 		t.Fatal("Done and Context should be ended too")
 	}
 	// A late confirmation of a renewal sent before the pause cannot revive it.
-	paused.confirm(time.Now())
+	paused.k.confirm(time.Now())
 	if paused.Err() == nil {
 		t.Fatal("a lost lease came back")
 	}

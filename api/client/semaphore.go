@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/url"
 	"strconv"
+	"time"
 
 	"github.com/fencer-io/fencer/api/client/internal/transport"
 	"github.com/fencer-io/fencer/api/wire"
@@ -23,8 +24,8 @@ func (c *Client) AcquirePermit(ctx context.Context, name string, limit int, opts
 	if err != nil {
 		return nil, err
 	}
-	if limit < 1 || limit > wire.MaxSemaphoreLimit {
-		return nil, fmt.Errorf("%w: limit %d: want 1 to %d", ErrInvalid, limit, wire.MaxSemaphoreLimit)
+	if err := checkLimit(limit); err != nil {
+		return nil, err
 	}
 	body := wire.SemAcquireRequest{
 		Holder:    o.holder,
@@ -40,8 +41,7 @@ func (c *Client) AcquirePermit(ctx context.Context, name string, limit int, opts
 	if err := c.tr.PostJSON(ctx, r, body, &p); err != nil {
 		return nil, err
 	}
-	g := wire.Grant{Lock: p.Semaphore, Holder: p.Holder, Token: p.Token, Lease: p.Lease, TTLMillis: p.TTLMillis,
-		RequestID: p.RequestID, Existing: p.Existing}
+	g := permitGrant(p)
 	if err := checkGrant(g, "semaphores", name, body.Holder, body.TTLMillis, body.RequestID); err != nil {
 		return nil, err
 	}
@@ -53,6 +53,20 @@ func (c *Client) AcquirePermit(ctx context.Context, name string, limit int, opts
 		l.held = p.Held
 	}
 	return l, err
+}
+
+func checkLimit(limit int) error {
+	if limit < 1 || limit > wire.MaxSemaphoreLimit {
+		return fmt.Errorf("%w: limit %d: want 1 to %d", ErrInvalid, limit, wire.MaxSemaphoreLimit)
+	}
+	return nil
+}
+
+// permitGrant is a permit as the grant a Lease holds: Lock is the
+// semaphore.
+func permitGrant(p wire.PermitGrant) wire.Grant {
+	return wire.Grant{Lock: p.Semaphore, Holder: p.Holder, Token: p.Token, Lease: p.Lease, TTLMillis: p.TTLMillis,
+		RequestID: p.RequestID, Existing: p.Existing, LockDelayMillis: p.LockDelayMillis, Session: p.Session}
 }
 
 // Held is, for a semaphore permit, the number of permits held once it was
@@ -97,4 +111,35 @@ func (c *Client) RenewPermitRaw(ctx context.Context, name string, token uint64, 
 // ReleasePermitRaw releases a permit known only by its token and secret.
 func (c *Client) ReleasePermitRaw(ctx context.Context, name string, token uint64, lease string) error {
 	return c.releaseKind(ctx, "semaphores", name, token, lease, &struct{}{})
+}
+
+// AcquirePermitRaw asks for a permit of the semaphore name as AcquireRaw
+// does for a lock's grant: one request id across its attempts, no lease
+// kept, req sent as given but for a TTLMillis of 0 (DefaultTTL, or under a
+// session no ttl_ms at all).
+func (c *Client) AcquirePermitRaw(ctx context.Context, name string, req wire.SemAcquireRequest) (wire.PermitGrant, error) {
+	if req.RequestID == "" {
+		req.RequestID = newRequestID()
+	}
+	var p wire.PermitGrant
+	r := &transport.Request{Path: kindPath("semaphores", name, "acquire"), Extra: time.Duration(req.WaitMs) * time.Millisecond}
+	var check error
+	if req.Session != 0 {
+		if err := c.tr.PostJSON(ctx, r, sessionSemAcquire{SemAcquireRequest: req, TTLMillis: orNil(req.TTLMillis)}, &p); err != nil {
+			return p, err
+		}
+		check = checkSessionGrant(permitGrant(p), "semaphores", name, req.Holder, req.Session, wire.MaxTTL.Milliseconds(), req.RequestID)
+	} else {
+		if req.TTLMillis == 0 {
+			req.TTLMillis = wire.DefaultTTL.Milliseconds()
+		}
+		if err := c.tr.PostJSON(ctx, r, req, &p); err != nil {
+			return p, err
+		}
+		check = checkGrant(permitGrant(p), "semaphores", name, req.Holder, req.TTLMillis, req.RequestID)
+	}
+	if check != nil {
+		return p, check
+	}
+	return p, checkPermit(p, req.Limit)
 }

@@ -114,6 +114,7 @@ func Codes() []string {
 		CodeInvalidLockDelay, CodeLockDelay,
 		CodeInvalidLimit, CodeSemaphoreFull, CodeLimitMismatch, CodeInvalidValue,
 		CodeTooManyWatches,
+		CodeUnknownSession, CodeSessionExpired, CodeSessionMismatch, CodeSessionGrant,
 	}
 }
 

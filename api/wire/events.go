@@ -65,4 +65,8 @@ type Event struct {
 	Semaphore string `json:"semaphore,omitempty"`
 	Limit     int    `json:"limit,omitempty"`
 	Held      *int   `json:"held,omitempty"`
+	// Session is the session of a session event, and of a grant held
+	// under one (acquired, released, expired, handed_off and the permit
+	// events).
+	Session uint64 `json:"session,omitempty"`
 }

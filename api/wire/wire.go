@@ -143,6 +143,10 @@ type AcquireRequest struct {
 	// grant in the lock's status and list: an election's leader its
 	// address, say.
 	Value string `json:"value,omitempty"`
+	// Session and SessionLease, instead of TTLMillis, acquire under a
+	// session (sessions.go): the grant lives as long as the session.
+	Session      uint64 `json:"session,omitempty"`
+	SessionLease string `json:"session_lease,omitempty"`
 }
 
 // MaxLockValue bounds a lock's published value.
@@ -179,6 +183,9 @@ type Grant struct {
 	LockDelayMillis int64 `json:"lock_delay_ms,omitempty"`
 	// Value is the grant's published value, if any.
 	Value string `json:"value,omitempty"`
+	// Session is the session the grant lives under, if any (its TTLMillis
+	// is then the session's).
+	Session uint64 `json:"session,omitempty"`
 }
 
 // LeaseRequest is the body of renew and release: the grant's secret and
@@ -223,6 +230,8 @@ type LockStatus struct {
 	// Waiters counts the acquires queued for the lock on the answering
 	// node (the leader, unless the read was stale); absent when none.
 	Waiters int `json:"waiters,omitempty"`
+	// Session is the session the held grant lives under, if any.
+	Session uint64 `json:"session,omitempty"`
 }
 
 // LockList is the answer to GET /v1/locks.
@@ -425,6 +434,10 @@ type SemAcquireRequest struct {
 	// ends by expiry (not by release): acquires that would need it get 409
 	// lock_delay with retry_after_ms; waiters keep waiting.
 	LockDelayMillis int64 `json:"lock_delay_ms,omitempty"`
+	// Session and SessionLease, instead of TTLMillis, acquire the permit
+	// under a session (sessions.go).
+	Session      uint64 `json:"session,omitempty"`
+	SessionLease string `json:"session_lease,omitempty"`
 }
 
 // MaxSemaphoreLimit bounds a semaphore's limit.
@@ -445,6 +458,8 @@ type PermitGrant struct {
 	Existing  bool   `json:"existing,omitempty"`
 	// LockDelayMillis is the permit's lock-delay, if it asked for one.
 	LockDelayMillis int64 `json:"lock_delay_ms,omitempty"`
+	// Session is the session the permit lives under, if any.
+	Session uint64 `json:"session,omitempty"`
 }
 
 // SemRenewResponse is the answer to a successful permit renewal.
@@ -468,6 +483,8 @@ type PermitHolder struct {
 	// RemainingMillis is the leader's view of the permit's time left;
 	// absent on a stale read.
 	RemainingMillis *int64 `json:"remaining_ms,omitempty"`
+	// Session is the session the permit lives under, if any.
+	Session uint64 `json:"session,omitempty"`
 }
 
 // SemaphoreStatus is the answer to GET /v1/semaphores/{name}.

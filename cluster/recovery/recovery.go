@@ -146,6 +146,8 @@ func (r *recoveryFSM) Snapshot() (raft.FSMSnapshot, error) {
 	img.Void(img, img.Header.AppliedIndex)
 	img.Voided, img.Header.Voided, img.Header.VoidedPermits, img.Header.RestoredAt = nil, 0, 0, 0
 	img.Locks, img.Requests, img.Delays, img.Permits = nil, nil, nil, nil
+	// Sessions end with the grants they held.
+	img.Sessions, img.EndedSessions = nil, nil
 	epoch, err := snapshot.RecoveryEpoch(img.Header.Epoch, r.bump)
 	if err != nil {
 		// RecoverCluster stops here, before it writes anything.
@@ -156,6 +158,7 @@ func (r *recoveryFSM) Snapshot() (raft.FSMSnapshot, error) {
 	// are refused from now on, whatever the keys' marks.
 	img.Header.EpochFloor = epoch
 	img.Header.Locks, img.Header.Members, img.Header.Requests, img.Header.Delays, img.Header.Permits = 0, len(img.Members), 0, 0, 0
+	img.Header.Sessions, img.Header.EndedSessions = 0, 0
 	img.Header.MemberKeys = snapshot.MemberKeys(img.Members)
 	r.written = img.Header
 	return imageSnapshot{img}, nil

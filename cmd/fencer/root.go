@@ -36,6 +36,7 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 		devcmd.NewDevCmd(),
 		clientcmd.NewLockCmd(),
 		clientcmd.NewSemCmd(),
+		clientcmd.NewSessionCmd(),
 		clientcmd.NewElectCmd(),
 		clientcmd.NewLeaderCmd(),
 		clientcmd.NewKVCmd(),

@@ -53,8 +53,11 @@ const (
 	// LogFormatMemberKey also reads set-member's key: the member's public
 	// key, with which it signs its requests to the others.
 	LogFormatMemberKey = 7
+	// LogFormatSession also reads types 26-27 (sessions: their creation
+	// and their end) and the acquire fields session and session_lease.
+	LogFormatSession = 8
 	// LogFormat is the newest format this build reads and writes.
-	LogFormat = LogFormatMemberKey
+	LogFormat = LogFormatSession
 )
 
 // binaryForm is a command's compact form: its type byte, the log format

@@ -52,6 +52,9 @@ const (
 	// dropped the key without a word and diverged (its snapshot then lost
 	// every key); under a type it does not know it stops instead.
 	CmdSetMemberKey CommandType = 25
+	// Sessions (session.go; LogFormatSession): one lease for many grants.
+	CmdSessionCreate CommandType = 26
+	CmdSessionEnd    CommandType = 27
 )
 
 // Command is one FSM operation. Everything the FSM needs is inside it: the
@@ -123,6 +126,8 @@ var commands = []commandSpec{
 	{typ: CmdSetValue, name: "set-value", empty: func() Command { return &SetValue{} }, since: LogFormatCoord},
 	{typ: CmdSetGrantHistory, name: "set-grant-history", empty: func() Command { return &SetGrantHistory{} }, since: LogFormatHistory, forms: []*binaryForm{
 		formOf(CmdSetGrantHistoryPermits, LogFormatPermitHistory, "permits", readPermitHistory, appendPermitHistory)}},
+	{typ: CmdSessionCreate, name: "session-create", empty: func() Command { return &SessionCreate{} }, since: LogFormatSession},
+	{typ: CmdSessionEnd, name: "session-end", empty: func() Command { return &SessionEnd{} }, since: LogFormatSession},
 }
 
 // Types returns the Type of every command this build knows, in table order.
@@ -213,6 +218,11 @@ type Acquire struct {
 	// Value is published with the grant (elections; LogFormatCoord, JSON
 	// only, as LockDelayMillis).
 	Value string `json:"value,omitempty"`
+	// Session, with its secret SessionLease, puts the grant under a live
+	// session (LogFormatSession, JSON only): it lives as long as the
+	// session, whose TTL it takes.
+	Session      uint64 `json:"session,omitempty"`
+	SessionLease string `json:"session_lease,omitempty"`
 }
 
 // Release ends the grant of a lock with Token, if Lease is its secret. When
@@ -367,6 +377,9 @@ func Decode(entry []byte) (Command, error) {
 // release or expiry handing off to one) is written as JSON, which only
 // members of LogFormatCoord read in full.
 func fieldsFormat(cmd Command) int {
+	if sessionFields(cmd) {
+		return LogFormatSession
+	}
 	var next *Acquire
 	var permit *SemAcquire
 	switch c := cmd.(type) {

@@ -51,6 +51,10 @@ type SemAcquire struct {
 	// LockDelayMillis, when set, keeps the permit's slot from being
 	// granted again for that long if the permit expires (LogFormatPermitDelay).
 	LockDelayMillis int64 `json:"lock_delay_ms,omitempty"`
+	// Session and SessionLease put the permit under a live session, as
+	// Acquire's (LogFormatSession).
+	Session      uint64 `json:"session,omitempty"`
+	SessionLease string `json:"session_lease,omitempty"`
 }
 
 // SemRelease ends a permit, if Lease is its secret, and hands a permit to

@@ -53,6 +53,9 @@ type Lock struct {
 	// Value is what the holder publishes, an election's leader its address
 	// say (at most MaxLockValue bytes); SetValue changes it.
 	Value string `json:"value,omitempty"`
+	// Session is the session the grant lives under (0: none, the grant
+	// has a lease of its own); TTLMillis is then the session's.
+	Session uint64 `json:"session,omitempty"`
 }
 
 // FencedKey is a value in the cluster's fenced key-value store together with
@@ -98,4 +101,6 @@ type Permit struct {
 	Principal       string `json:"principal,omitempty"`
 	// LockDelayMillis is the delay this permit's slot starts if it expires.
 	LockDelayMillis int64 `json:"lock_delay_ms,omitempty"`
+	// Session is the session the permit lives under (0: none).
+	Session uint64 `json:"session,omitempty"`
 }

@@ -34,6 +34,11 @@ const (
 	PermitReleased  = "permit_released"
 	PermitExpired   = "permit_expired"
 	PermitHandedOff = "permit_handed_off"
+	// Sessions: opened, and ended by expiry or close, every grant under
+	// it ending in the same entry with an event of its own.
+	SessionCreated = "session_created"
+	SessionExpired = "session_expired"
+	SessionClosed  = "session_closed"
 )
 
 // Event is one change an applied entry made. Fields a type does not use are
@@ -62,6 +67,9 @@ type Event struct {
 	Semaphore string
 	Limit     int
 	Held      int
+	// Session is a session event's session, and the session a grant's
+	// event's grant lives under.
+	Session uint64
 }
 
 // Observer is told what each applied entry changed, in log order, on every

@@ -44,6 +44,18 @@ var (
 	// ErrLimitMismatch: an acquire named a limit other than the one of the
 	// semaphore's held permits.
 	ErrLimitMismatch = errors.New("semaphore limit mismatch")
+	// ErrUnknownSession: no live session has the id, and no ended one is
+	// remembered with it.
+	ErrUnknownSession = errors.New("unknown session")
+	// ErrSessionExpired: the session ended (expired or closed), and every
+	// grant under it with it.
+	ErrSessionExpired = errors.New("session expired")
+	// ErrSessionMismatch: the session lease presented is not the
+	// session's.
+	ErrSessionMismatch = errors.New("session lease mismatch")
+	// ErrSessionGrant: a renewal of a grant held under a session, which
+	// lives as long as its session: renew the session.
+	ErrSessionGrant = errors.New("grant held under a session")
 )
 
 // HeldError reports who holds a lock; it matches ErrLockHeld.

@@ -42,6 +42,9 @@ func appendLockRecord(dst []byte, l *entry.Lock) ([]byte, bool) {
 	if l.Value != "" {
 		w.str(`,"value":"`, l.Value)
 	}
+	if l.Session != 0 {
+		w.uint(`,"session":`, l.Session)
+	}
 	return w.end(len(dst))
 }
 
@@ -87,7 +90,7 @@ func (w *lineWriter) end(n int) ([]byte, bool) {
 // returns, so that the state copies them once, into its own layout.
 type LockRecord struct {
 	Name, Holder, Lease, RequestID, Principal, Value []byte
-	Token                                            uint64
+	Token, Session                                   uint64
 	TTLMillis, GrantedAtMillis, LockDelayMillis      int64
 }
 
@@ -97,6 +100,7 @@ func recordOf(l *entry.Lock) *LockRecord {
 		Name: []byte(l.Name), Holder: []byte(l.Holder), Lease: []byte(l.Lease), RequestID: []byte(l.RequestID),
 		Principal: []byte(l.Principal), Value: []byte(l.Value),
 		Token: l.Token, TTLMillis: l.TTLMillis, GrantedAtMillis: l.GrantedAtMillis, LockDelayMillis: l.LockDelayMillis,
+		Session: l.Session,
 	}
 }
 
@@ -138,6 +142,9 @@ func parseLockRecord(line []byte, r *LockRecord) bool {
 		return false
 	}
 	if p.lit(`,"value":`) && !p.str(&r.Value) {
+		return false
+	}
+	if p.lit(`,"session":`) && !p.uint(&r.Session) {
 		return false
 	}
 	return p.lit("}}") && len(p.b) == 0

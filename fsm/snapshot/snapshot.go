@@ -25,13 +25,16 @@ const Format = "fencer-snapshot"
 // a key): a build from before them would drop the keys it cannot decode
 // (or refuse the records), so a state with any is written as version 4,
 // which such a build refuses whole, and one without any as before.
+// Version 5 adds sessions (Header.Sessions, session records, and the ids of
+// the sessions that ended lately), and grants (locks, permits) under one.
 const (
 	Version1 = 1
 	Version2 = 2
 	Version3 = 3
 	Version4 = 4
+	Version5 = 5
 	// Version is the newest version this build writes and reads.
-	Version = Version4
+	Version = Version5
 )
 
 // Header is the first record of a snapshot. api/wire.SnapshotHeader repeats
@@ -79,6 +82,10 @@ type Header struct {
 
 	// Version 4: how many of the member records carry a key.
 	MemberKeys int `json:"member_keys,omitempty"`
+
+	// Version 5: how many live sessions, and ended session ids, follow.
+	Sessions      int `json:"sessions,omitempty"`
+	EndedSessions int `json:"ended_sessions,omitempty"`
 }
 
 // Settings returns the grant history's settings as the state keeps them
@@ -106,11 +113,18 @@ func (h *Header) needsVersion3() bool { return h.PermitsFrom != 0 || h.VoidedPer
 // cannot hold.
 func (h *Header) needsVersion4() bool { return h.MemberKeys != 0 }
 
+// needsVersion5 reports whether the header describes anything version 4
+// cannot hold. (A grant under a session exists only while its session
+// lives.)
+func (h *Header) needsVersion5() bool { return h.Sessions != 0 || h.EndedSessions != 0 }
+
 // Written is the header as a snapshot writes it: with the lowest version
 // that holds its state.
 func (h Header) Written() Header {
 	h.Version = Version1
 	switch {
+	case h.needsVersion5():
+		h.Version = Version5
 	case h.needsVersion4():
 		h.Version = Version4
 	case h.needsVersion3():
@@ -132,6 +146,10 @@ type Image struct {
 	Delays   []entry.Delay
 	Permits  []entry.Permit
 	Voided   []entry.VoidedGrant
+	// Sessions are the live sessions, sorted by id; EndedSessions the ids
+	// of the sessions that ended lately, oldest first.
+	Sessions      []entry.Session
+	EndedSessions []uint64
 	// Grants is the grant history, in token order; the last
 	// Header.GrantRing of them are the ring.
 	Grants []entry.GrantRecord
@@ -147,6 +165,9 @@ type Record struct {
 	Permit  *entry.Permit        `json:"permit,omitempty"`
 	Voided  *entry.VoidedGrant   `json:"voided,omitempty"`
 	Grant   *entry.GrantRecord   `json:"grant,omitempty"`
+	Session *entry.Session       `json:"session,omitempty"`
+	// EndedSession is the id of a session that ended lately.
+	EndedSession *uint64 `json:"ended_session,omitempty"`
 }
 
 // WriteTo writes the image in snapshot format: a header line, then one JSON
@@ -168,7 +189,8 @@ func (img *Image) WriteTo(w io.Writer) (int64, error) {
 }
 
 // Middle writes img's records from its members to its voided grants, in
-// the format's order: members, requests, delays, permits, voided grants.
+// the format's order: members, requests, delays, permits, voided grants,
+// sessions, ended sessions.
 // Image.WriteTo, and fsm's View, which streams its locks, keys and grants
 // from the state's own layout, write the rest around it.
 func (sw *Writer) Middle(img *Image) {
@@ -186,6 +208,12 @@ func (sw *Writer) Middle(img *Image) {
 	}
 	for i := range img.Voided {
 		sw.Encode(Record{Voided: &img.Voided[i]})
+	}
+	for i := range img.Sessions {
+		sw.Encode(Record{Session: &img.Sessions[i]})
+	}
+	for i := range img.EndedSessions {
+		sw.Encode(Record{EndedSession: &img.EndedSessions[i]})
 	}
 }
 
@@ -310,8 +338,10 @@ func Decode(r io.Reader, img *Image, lock func(*LockRecord) error) error {
 		return fmt.Errorf("snapshot version %d with fields of version 3", v)
 	case v < Version4 && img.Header.needsVersion4():
 		return fmt.Errorf("snapshot version %d with fields of version 4", v)
-	case v < Version1 || v > Version4:
-		return fmt.Errorf("snapshot version %d is not supported (this build reads %d to %d)", v, Version1, Version4)
+	case v < Version5 && img.Header.needsVersion5():
+		return fmt.Errorf("snapshot version %d with fields of version 5", v)
+	case v < Version1 || v > Version5:
+		return fmt.Errorf("snapshot version %d is not supported (this build reads %d to %d)", v, Version1, Version5)
 	}
 	var lr0 LockRecord
 	for {
@@ -360,6 +390,10 @@ func Decode(r io.Reader, img *Image, lock func(*LockRecord) error) error {
 			img.Voided = append(img.Voided, *rec.Voided)
 		case rec.Grant != nil:
 			img.Grants = append(img.Grants, *rec.Grant)
+		case rec.Session != nil:
+			img.Sessions = append(img.Sessions, *rec.Session)
+		case rec.EndedSession != nil:
+			img.EndedSessions = append(img.EndedSessions, *rec.EndedSession)
 		default:
 			return errors.New("snapshot record: empty record")
 		}
@@ -436,6 +470,10 @@ func (img *Image) CheckCounts(locks int) error {
 	}
 	if keyed := MemberKeys(img.Members); keyed != h.MemberKeys {
 		return fmt.Errorf("snapshot is inconsistent: header says %d member keys, the member records hold %d", h.MemberKeys, keyed)
+	}
+	if len(img.Sessions) != h.Sessions || len(img.EndedSessions) != h.EndedSessions {
+		return fmt.Errorf("snapshot is incomplete: header says %d sessions and %d ended, found %d and %d",
+			h.Sessions, h.EndedSessions, len(img.Sessions), len(img.EndedSessions))
 	}
 	if locks != h.Locks || len(img.Keys) != h.Keys || len(img.Members) != h.Members || len(img.Requests) != h.Requests || len(img.Delays) != h.Delays || len(img.Permits) != h.Permits ||
 		len(img.Voided) != h.Voided || len(img.Grants) != h.Grants {
@@ -560,5 +598,43 @@ func (img *Image) check() error {
 			return err
 		}
 	}
+	if err := img.checkSessions(); err != nil {
+		return err
+	}
 	return img.checkGrants()
+}
+
+// checkSessions refuses sessions no log could have written: without an id
+// or a TTL, an id above the last token or of an epoch below the floor, a
+// duplicate, an id both live and ended, and a lock or permit under a
+// session that is not live.
+func (img *Image) checkSessions() error {
+	live := map[uint64]bool{}
+	for _, s := range img.Sessions {
+		if s.ID == 0 || s.TTLMillis <= 0 || s.ID > img.Header.LastToken || entry.TokenEpoch(s.ID) < img.Header.EpochFloor {
+			return fmt.Errorf("session %d with ttl %d ms", s.ID, s.TTLMillis)
+		}
+		if live[s.ID] {
+			return fmt.Errorf("duplicate session %d", s.ID)
+		}
+		live[s.ID] = true
+	}
+	ended := map[uint64]bool{}
+	for _, id := range img.EndedSessions {
+		if id == 0 || live[id] || ended[id] || id > img.Header.LastToken {
+			return fmt.Errorf("ended session %d is live, a duplicate or above the last token", id)
+		}
+		ended[id] = true
+	}
+	for _, l := range img.Locks {
+		if l.Session != 0 && !live[l.Session] {
+			return fmt.Errorf("lock %q held under session %d, which is not live", l.Name, l.Session)
+		}
+	}
+	for _, p := range img.Permits {
+		if p.Session != 0 && !live[p.Session] {
+			return fmt.Errorf("permit %d of semaphore %q held under session %d, which is not live", p.Token, p.Semaphore, p.Session)
+		}
+	}
+	return nil
 }

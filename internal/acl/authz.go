@@ -70,6 +70,25 @@ func Allow(p *Principal, action Action, resource string) bool {
 	return true
 }
 
+// may reports whether p's role has action, whatever the resource.
+func (p *Principal) may(action Action) bool { return p != nil && rights[p.Role][action] }
+
+// SessionAllowed reports whether the principal of ctx may perform action
+// (acquire: create; renew; release: close; read-lock: see) on a session
+// whose holder is holder: the holder's name is checked against the
+// principal's lock prefixes, as a lock's name is. Always true when no ACL
+// authenticated the request.
+func SessionAllowed(ctx context.Context, action Action, holder string) bool {
+	p, ok := PrincipalFrom(ctx)
+	if !ok {
+		return true
+	}
+	if !p.may(action) {
+		return false
+	}
+	return inScope(p.Locks, holder)
+}
+
 func inScope(prefixes []string, name string) bool {
 	if name == "" {
 		return false

@@ -144,6 +144,12 @@ func nodePrincipal(id string) *Principal {
 
 // refusal says why p may not make the request, or "" when it may.
 func refusal(p *Principal, route Route) string {
+	if route.Session {
+		if !p.may(route.Action) {
+			return "token " + p.Name + " (" + string(p.Role) + ") may not " + string(route.Action) + " under a session"
+		}
+		return ""
+	}
 	if !Allow(p, route.Action, route.Resource) {
 		msg := "token " + p.Name + " (" + string(p.Role) + ") may not " + string(route.Action)
 		if route.Resource != "" {

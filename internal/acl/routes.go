@@ -17,6 +17,10 @@ type Route struct {
 	// Open routes (health and readiness probes, the API's description)
 	// need no token.
 	Open bool
+	// Session routes name no lock: the role is checked here, and the
+	// session's holder against the principal's lock prefixes by the
+	// handler, which alone knows it (SessionAllowed).
+	Session bool
 }
 
 // Classify maps a request to its action and resource. It reads the path the
@@ -56,6 +60,8 @@ func Classify(r *http.Request) Route {
 		// Semaphores follow a token's lock prefixes: the same actions on
 		// names of their own namespace.
 		return lockRoute(rest)
+	case "sessions":
+		return sessionRoute(r.Method, rest)
 	case "kv":
 		if len(seg) == 4 && seg[3] != "" {
 			switch r.Method {
@@ -116,6 +122,22 @@ func lockRoute(rest []string) Route {
 		return Route{Action: ActionRelease, Resource: name}
 	case "check", "history":
 		return Route{Action: ActionReadLock, Resource: name}
+	}
+	return Route{Action: ActionAdmin}
+}
+
+// sessionRoute is POST /v1/sessions (acquire), GET /v1/sessions[/{id}]
+// (read-lock), POST /v1/sessions/{id}/renew and /close (renew, release).
+func sessionRoute(method string, rest []string) Route {
+	switch {
+	case len(rest) == 0 && method == http.MethodPost:
+		return Route{Action: ActionAcquire, Session: true}
+	case len(rest) <= 1 && (method == http.MethodGet || method == http.MethodHead):
+		return Route{Action: ActionReadLock, Session: true}
+	case len(rest) == 2 && rest[1] == "renew":
+		return Route{Action: ActionRenew, Session: true}
+	case len(rest) == 2 && rest[1] == "close":
+		return Route{Action: ActionRelease, Session: true}
 	}
 	return Route{Action: ActionAdmin}
 }

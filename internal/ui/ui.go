@@ -1,7 +1,7 @@
 // Package ui is fencer's dashboard: a page served at /ui/ by every node,
-// embedded in the binary, that shows the cluster, its locks, semaphores and
-// elections, and its events live, and lets an operator transfer leadership
-// or remove a member.
+// embedded in the binary, that shows the cluster, its locks, semaphores,
+// elections and sessions, and its events live, and lets an operator
+// transfer leadership or remove a member.
 //
 // Why it is built this way:
 //   - Plain HTML, CSS and JavaScript modules, embedded with go:embed and

@@ -2,7 +2,8 @@
 // headless Chromium against real fencer processes, and asserts what a
 // person would see: the leader and term, a lock with its token, the new
 // leader after the old one is killed, the sign-in prompt, what each role is
-// offered, and a leadership transfer made from the page. Each state is
+// offered, a leadership transfer made from the page, and a session with
+// its grants, gone when it is closed or runs out. Each state is
 // written as a PNG under artifacts/ui/. Every wait polls with a deadline.
 //
 // The tests need Chromium (scripts/ensure-chromium.sh installs Debian's);

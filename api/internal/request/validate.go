@@ -100,10 +100,12 @@ func ValidateAcquire(r *wire.AcquireRequest) error {
 	if !Printable(r.Holder, MaxHolderLen) {
 		return badRequest(wire.CodeInvalidHolder, "holder: want 1-200 bytes of Printable UTF-8 (no control, bidi, separator or zero-width characters)")
 	}
-	// Compare in milliseconds: converting first could overflow into range.
-	if r.TTLMillis < wire.MinTTL.Milliseconds() || r.TTLMillis > wire.MaxTTL.Milliseconds() {
-		return badRequest(wire.CodeInvalidTTL, fmt.Sprintf("ttl_ms %d: want %d to %d, or leave ttl_ms out for the default %d",
-			r.TTLMillis, wire.MinTTL.Milliseconds(), wire.MaxTTL.Milliseconds(), wire.DefaultTTL.Milliseconds()))
+	if r.Session != 0 || r.SessionLease != "" {
+		if err := checkUnderSession(r.Session, r.SessionLease, r.TTLMillis); err != nil {
+			return err
+		}
+	} else if err := CheckTTL(r.TTLMillis); err != nil {
+		return err
 	}
 	if r.WaitMs < 0 || r.WaitMs > wire.MaxWait.Milliseconds() {
 		return badRequest(wire.CodeInvalidWait, fmt.Sprintf("wait_ms %d: want 0 to %d", r.WaitMs, wire.MaxWait.Milliseconds()))
@@ -117,6 +119,45 @@ func ValidateAcquire(r *wire.AcquireRequest) error {
 	}
 	if r.LockDelayMillis < 0 || r.LockDelayMillis > wire.MaxLockDelay.Milliseconds() {
 		return badRequest(wire.CodeInvalidLockDelay, fmt.Sprintf("lock_delay_ms %d: want 0 to %d", r.LockDelayMillis, wire.MaxLockDelay.Milliseconds()))
+	}
+	return nil
+}
+
+// CheckTTL refuses a lease length out of range (a lock's, a permit's, a
+// session's).
+func CheckTTL(ms int64) error {
+	// Compare in milliseconds: converting first could overflow into range.
+	if ms < wire.MinTTL.Milliseconds() || ms > wire.MaxTTL.Milliseconds() {
+		return badRequest(wire.CodeInvalidTTL, fmt.Sprintf("ttl_ms %d: want %d to %d, or leave ttl_ms out for the default %d",
+			ms, wire.MinTTL.Milliseconds(), wire.MaxTTL.Milliseconds(), wire.DefaultTTL.Milliseconds()))
+	}
+	return nil
+}
+
+// checkUnderSession checks an acquire under a session: its id and secret,
+// and no TTL of its own (it takes the session's).
+func checkUnderSession(id uint64, secret string, ttl int64) error {
+	switch {
+	case id == 0:
+		return badRequest(wire.CodeInvalidToken, "session: want the session id returned by POST /v1/sessions with session_lease")
+	case len(secret) != wire.LeaseSecretLen:
+		return badRequest(wire.CodeInvalidLease, fmt.Sprintf("session_lease: want the %d-character secret returned by POST /v1/sessions", wire.LeaseSecretLen))
+	case ttl != 0:
+		return badRequest(wire.CodeInvalidTTL, "ttl_ms: a grant under a session lives as long as the session; leave ttl_ms out")
+	}
+	return nil
+}
+
+// ValidateSession checks a session's creation body.
+func ValidateSession(r *wire.SessionRequest) error {
+	lock := wire.AcquireRequest{Holder: r.Holder, TTLMillis: r.TTLMillis, RequestID: r.RequestID, LockDelayMillis: r.LockDelayMillis}
+	return ValidateAcquire(&lock)
+}
+
+// ValidateSessionLease checks a session renew or close body.
+func ValidateSessionLease(r *wire.SessionLeaseRequest) error {
+	if len(r.Lease) != wire.LeaseSecretLen {
+		return badRequest(wire.CodeInvalidLease, fmt.Sprintf("lease: want the %d-character secret returned by POST /v1/sessions", wire.LeaseSecretLen))
 	}
 	return nil
 }
@@ -135,7 +176,8 @@ func ValidateLease(r *wire.LeaseRequest) error {
 // ValidateSemAcquire checks a semaphore acquire body as an acquire's, and
 // its limit.
 func ValidateSemAcquire(r *wire.SemAcquireRequest) error {
-	lock := wire.AcquireRequest{Holder: r.Holder, TTLMillis: r.TTLMillis, WaitMs: r.WaitMs, RequestID: r.RequestID, LockDelayMillis: r.LockDelayMillis}
+	lock := wire.AcquireRequest{Holder: r.Holder, TTLMillis: r.TTLMillis, WaitMs: r.WaitMs, RequestID: r.RequestID, LockDelayMillis: r.LockDelayMillis,
+		Session: r.Session, SessionLease: r.SessionLease}
 	if err := ValidateAcquire(&lock); err != nil {
 		return err
 	}
@@ -167,7 +209,7 @@ func NamedBody[T any](w http.ResponseWriter, r *http.Request, check func(*T) err
 // computed as 0, a unit lost), where the CLI refuses --ttl 0.
 func NamedAcquire(w http.ResponseWriter, r *http.Request) (string, wire.AcquireRequest, error) {
 	return namedBody(w, r, func(raw []byte, b *wire.AcquireRequest) {
-		if !ttlGiven(raw) {
+		if !ttlGiven(raw) && b.Session == 0 {
 			b.TTLMillis = wire.DefaultTTL.Milliseconds()
 		}
 	}, ValidateAcquire)
@@ -176,10 +218,24 @@ func NamedAcquire(w http.ResponseWriter, r *http.Request) (string, wire.AcquireR
 // NamedSemAcquire is NamedAcquire for a semaphore acquire.
 func NamedSemAcquire(w http.ResponseWriter, r *http.Request) (string, wire.SemAcquireRequest, error) {
 	return namedBody(w, r, func(raw []byte, b *wire.SemAcquireRequest) {
-		if !ttlGiven(raw) {
+		if !ttlGiven(raw) && b.Session == 0 {
 			b.TTLMillis = wire.DefaultTTL.Milliseconds()
 		}
 	}, ValidateSemAcquire)
+}
+
+// SessionBody reads a session's creation body, with the default TTL for a
+// body without ttl_ms, as an acquire's.
+func SessionBody(w http.ResponseWriter, r *http.Request) (wire.SessionRequest, error) {
+	var body wire.SessionRequest
+	raw, err := decodeJSON(w, r, &body)
+	if err != nil {
+		return body, err
+	}
+	if !ttlGiven(raw) {
+		body.TTLMillis = wire.DefaultTTL.Milliseconds()
+	}
+	return body, ValidateSession(&body)
 }
 
 // ttlGiven reports whether a body, already decoded strictly, sets ttl_ms.

@@ -6,6 +6,9 @@
         lease.check()                        # raises LeaseLost once it may be lost
         client.put("report", data, lease.token, lock=lease.name)
 
+    with client.session(ttl=10) as session:  # one lease for many grants
+        a, b = session.lock("partition-1"), session.lock("partition-2")
+
 See README.md for the guarantees.
 """
 
@@ -13,7 +16,8 @@ from .client import Client, EventsLagged, EventStream, Response
 from .errors import *  # noqa: F401,F403
 from .errors import CODE_ERRORS, FencerError, from_response
 from .lease import Lease, margin
+from .session import Session
 
 __version__ = "0.1.0"
-__all__ = ["Client", "Response", "EventStream", "EventsLagged", "Lease", "margin", "CODE_ERRORS", "FencerError", "from_response"] + [
+__all__ = ["Client", "Response", "EventStream", "EventsLagged", "Lease", "Session", "margin", "CODE_ERRORS", "FencerError", "from_response"] + [
     c.__name__ for c in set(CODE_ERRORS.values())] + ["LeaseExpired", "Unavailable", "BadAnswer"]

@@ -8,7 +8,9 @@ a bool, a float or a string), a TTL is positive and no longer than asked, a
 lease secret is 32 lowercase hexadecimal digits, a renewal names the grant
 it renewed and its TTL, a fenced write the key and token it stored. Anything
 else raises :class:`~fencer.errors.BadAnswer`, never a JSON, key or type
-error.
+error. A session's answers the same way: its id a token-like number, its
+secret, a TTL no longer than asked, a renewal or close naming the session,
+and a grant under it naming the session it was asked under.
 """
 
 from __future__ import annotations
@@ -79,17 +81,28 @@ def _equal(body: Dict[str, Any], field: str, want: Any, what: str) -> None:
         raise BadAnswer("%s: the answer's %s is %r, not %r as asked" % (what, field, got, want), reason="mismatch")
 
 
+def _secret(body: Dict[str, Any], what: str) -> None:
+    secret = body.get("lease")
+    if not isinstance(secret, str) or not _LEASE.match(secret):
+        raise BadAnswer("%s: lease %r is not 32 hexadecimal digits" % (what, secret), reason="malformed")
+
+
 def grant(body: Dict[str, Any], *, kind: str, name: str, holder: str, ttl_ms: int,
-          request_id: str, limit: Optional[int] = None) -> Dict[str, Any]:
+          request_id: str, limit: Optional[int] = None, session: Optional[int] = None) -> Dict[str, Any]:
     """Check an acquire's answer (a Grant, or for kind "semaphores" a
-    PermitGrant) against the request and return it."""
+    PermitGrant) against the request and return it. Under a session,
+    ``ttl_ms`` is the session's and the grant must name the session: one
+    that does not (a server that ignored the session fields, say) would
+    live on a TTL of its own that nothing renews."""
     what = "acquire %s %r" % ("semaphore" if kind == "semaphores" else "lock", name)
     _equal(body, "semaphore" if kind == "semaphores" else "lock", name, what)
     _equal(body, "holder", holder, what)
     token(body.get("token"), what)
-    secret = body.get("lease")
-    if not isinstance(secret, str) or not _LEASE.match(secret):
-        raise BadAnswer("%s: lease %r is not 32 hexadecimal digits" % (what, secret), reason="malformed")
+    _secret(body, what)
+    if session is not None:
+        _equal(body, "session", session, what)
+    elif body.get("session", 0) != 0:
+        raise BadAnswer("%s: the grant names session %r, and none was asked for" % (what, body.get("session")), reason="mismatch")
     got_ttl = _positive_int(body.get("ttl_ms"), "ttl_ms", what)
     if got_ttl > ttl_ms:
         # A longer lease than asked would keep this client believing in a
@@ -126,3 +139,52 @@ def put(body: Dict[str, Any], *, key: str, token: int) -> int:
     _equal(body, "key", key, what)
     _equal(body, "token", token, what)
     return token
+
+
+def session(body: Dict[str, Any], *, holder: str, ttl_ms: int, request_id: str) -> Dict[str, Any]:
+    """Check a session's creation answer against the request and return
+    it: its id a number from the token sequence, the holder, a lease
+    secret, a TTL no longer than asked."""
+    what = "create session for %r" % holder
+    token(body.get("session"), what + ": session")
+    _equal(body, "holder", holder, what)
+    _secret(body, what)
+    got_ttl = _positive_int(body.get("ttl_ms"), "ttl_ms", what)
+    if got_ttl > ttl_ms:
+        raise BadAnswer("%s: ttl_ms %d is above the %d asked for" % (what, got_ttl, ttl_ms), reason="mismatch")
+    if "request_id" in body:
+        _equal(body, "request_id", request_id, what)
+    if not isinstance(body.get("existing", False), bool):
+        raise BadAnswer("%s: existing %r is not a boolean" % (what, body.get("existing")), reason="malformed")
+    delay = body.get("lock_delay_ms", 0)
+    if isinstance(delay, bool) or not isinstance(delay, int) or delay < 0:
+        raise BadAnswer("%s: lock_delay_ms %r is not a non-negative integer" % (what, delay), reason="malformed")
+    return body
+
+
+def session_renewal(body: Dict[str, Any], *, session: int, ttl_ms: Optional[int]) -> None:
+    """Check a session renewal's answer: the session renewed, and its TTL
+    (a renewal takes none, so it is the session's)."""
+    what = "renew session %d" % session
+    _equal(body, "session", session, what)
+    got = _positive_int(body.get("ttl_ms"), "ttl_ms", what)
+    if ttl_ms is not None and got != ttl_ms:
+        raise BadAnswer("%s: ttl_ms %d is not the session's %d" % (what, got, ttl_ms), reason="mismatch")
+
+
+def session_grants(body: Dict[str, Any], field: str, what: str) -> List[Dict[str, Any]]:
+    """The grants a session answer lists (a close's released, a status's
+    grants): each a kind, a name and a token."""
+    out = objects(body, field, what)
+    for g in out:
+        if g.get("kind") not in ("lock", "semaphore") or not isinstance(g.get("name"), str) or not g["name"]:
+            raise BadAnswer("%s: %s holds %r, not a lock or semaphore grant by name" % (what, field, g), reason="malformed")
+        token(g.get("token"), what)
+    return out
+
+
+def session_close(body: Dict[str, Any], *, session: int) -> List[Dict[str, Any]]:
+    """Check a session close's answer and return the grants it released."""
+    what = "close session %d" % session
+    _equal(body, "session", session, what)
+    return session_grants(body, "released", what)

@@ -40,13 +40,14 @@ import ssl
 import time
 import urllib.parse
 from dataclasses import dataclass
-from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 from . import answer
 from .errors import (BadAnswer, FencerError, InvalidRequest, LockDelay, LockHeld, NoLeader,
                      NotFound, OutcomeUnknown, ServerTimeout, StaleToken,
                      Unavailable, from_response)
 from .lease import Lease
+from .session import Session
 
 MIN_TTL = 0.1
 MAX_TTL = 86400.0
@@ -361,18 +362,26 @@ class Client:
             body["value"] = value
         return self._acquire("locks", name, body, wait, keep_alive)
 
-    def _acquire(self, kind: str, name: str, body: Dict[str, Any], wait: float, keep_alive: bool) -> Lease:
+    def _acquire(self, kind: str, name: str, body: Dict[str, Any], wait: float, keep_alive: bool,
+                 session: Optional[Session] = None) -> Lease:
         resp = self.request("POST", _path(kind, name, "acquire"), body, extra_timeout=wait)
         # A grant that does not match the request is not used: the client
         # cannot tell what, if anything, it holds. One the server did make
-        # expires after its TTL.
-        grant = answer.grant(resp.json(), kind=kind, name=name, holder=body["holder"], ttl_ms=body["ttl_ms"],
-                             request_id=body["request_id"], limit=body.get("limit"))
+        # expires after its TTL (or with its session).
+        grant = answer.grant(resp.json(), kind=kind, name=name, holder=body["holder"],
+                             ttl_ms=session.ttl_ms if session is not None else body["ttl_ms"],
+                             request_id=body["request_id"], limit=body.get("limit"),
+                             session=session.id if session is not None else None)
         # The server starts the lease after the request that asked for it was
         # sent: the attempt answered, or for a retry answered with an earlier
         # grant, the first attempt.
         start = resp.first_sent if grant.get("existing") else resp.sent
-        lease = Lease(self, grant, start, kind=kind)
+        lease = Lease(self, grant, start, kind=kind, session=session)
+        if session is not None:
+            # The grant lives on the session's lease, whose deadline a late
+            # grant does not move: nothing of its own to confirm or renew.
+            session._attach(lease)
+            return lease
         received = time.monotonic()
         if received - start > lease.ttl / 3:
             lease._confirm_grant(received)
@@ -472,6 +481,75 @@ class Client:
         resp = self.request("GET", path, extra_timeout=wait)
         return resp.json(), answer.index_header(resp.headers.get("fencer-index"), "wait_lock %r" % name)
 
+    # ---- sessions --------------------------------------------------------
+    # One lease for many grants (fencer.session): the session is renewed,
+    # never the grants under it, and they all end with it.
+
+    def session(self, ttl: float = 10.0, *, holder: Optional[str] = None, lock_delay: float = 0.0,
+                keep_alive: bool = True) -> Session:
+        """Create a session of ``ttl`` seconds and keep it alive in a
+        background thread (unless ``keep_alive`` is false); use it as
+        ``with client.session(ttl=10) as s:``, which closes it on leaving.
+        Locks, permits and elections taken with :meth:`Session.lock`,
+        :meth:`Session.acquire_permit` and :meth:`Session.campaign` live as
+        long as it. ``lock_delay`` (seconds) is the lock-delay of every
+        grant under it that asks for none of its own, started if the
+        session expires (not when it is closed).
+
+        The session is believed, as a lease is, until the send time of its
+        last confirmed creation or renewal plus TTL minus a margin; an
+        answer that arrives more than TTL/3 after its request was sent (slow
+        retries) is confirmed by one renewal, and the session closed and
+        :class:`~fencer.errors.LeaseLost` raised if that fails."""
+        if not MIN_TTL <= ttl <= MAX_TTL:
+            raise InvalidRequest("ttl %r: want %g to %g seconds" % (ttl, MIN_TTL, MAX_TTL))
+        body: Dict[str, Any] = {"holder": holder or self.holder, "ttl_ms": int(ttl * 1000),
+                                "request_id": secrets.token_hex(16)}
+        if lock_delay:
+            body["lock_delay_ms"] = int(lock_delay * 1000)
+        resp = self.request("POST", "/v1/sessions", body)
+        created = answer.session(resp.json(), holder=body["holder"], ttl_ms=body["ttl_ms"],
+                                 request_id=body["request_id"])
+        start = resp.first_sent if created.get("existing") else resp.sent
+        s = Session(self, created, start)
+        if time.monotonic() - start > s.ttl / 3:
+            s._confirm_late(time.monotonic())
+        s._start(keep_alive)
+        return s
+
+    def renew_session(self, session: int, secret: str, *, ttl_ms: Optional[int] = None,
+                      deadline: Optional[float] = None, attempt_timeout: Optional[float] = None) -> Response:
+        """Renew a session (lower level than :class:`Session`). The answer
+        must name the session and, when ``ttl_ms`` is given, that TTL; else
+        :class:`~fencer.errors.BadAnswer`."""
+        resp = self.request("POST", "/v1/sessions/%d/renew" % session, {"lease": secret},
+                            deadline=deadline, attempt_timeout=attempt_timeout)
+        answer.session_renewal(resp.json(), session=session, ttl_ms=ttl_ms)
+        return resp
+
+    def close_session(self, session: int, secret: str) -> List[Dict[str, Any]]:
+        """Close a session, ending every grant under it in one entry; return
+        the grants released (``kind``, ``name``, ``token``)."""
+        resp = self.request("POST", "/v1/sessions/%d/close" % session, {"lease": secret})
+        return answer.session_close(resp.json(), session=session)
+
+    def get_session(self, session: int) -> Dict[str, Any]:
+        """``GET /v1/sessions/{id}``: the session's holder, ``ttl_ms``,
+        ``remaining_ms`` (the leader's view) and ``grants`` (``kind``,
+        ``name``, ``token``), never its secret. Raises
+        :class:`~fencer.errors.UnknownSession`."""
+        what = "GET session %d" % session
+        st = self.request("GET", "/v1/sessions/%d" % session).json()
+        if st.get("session") != session:
+            raise BadAnswer("%s: the answer is of session %r" % (what, st.get("session")), reason="mismatch")
+        answer.session_grants(st, "grants", what)
+        return st
+
+    def sessions(self) -> List[Dict[str, Any]]:
+        """``GET /v1/sessions``: the sessions whose holder the caller may
+        read, by id, each as :meth:`get_session` gives it."""
+        return answer.objects(self.request("GET", "/v1/sessions").json(), "sessions", "GET /v1/sessions")
+
     # ---- elections -------------------------------------------------------
     # An election is a lock whose holder publishes a value; the grant's token
     # is the leader's term of office, so a resource fenced on it refuses a
@@ -488,21 +566,8 @@ class Client:
         ``lost`` is set when leadership can no longer be trusted,
         :meth:`Lease.proclaim` changes the value and :meth:`Lease.resign`
         steps down."""
-        end = None if timeout is None else time.monotonic() + timeout
-        while True:
-            wait = MAX_WAIT if end is None else max(0.0, min(MAX_WAIT, end - time.monotonic()))
-            try:
-                return self.acquire(name, ttl, wait, holder=holder, keep_alive=keep_alive,
-                                    lock_delay=lock_delay, value=value)
-            except LockDelay as e:
-                pause = e.retry_after
-                if end is not None and time.monotonic() + pause >= end:
-                    raise
-                time.sleep(pause)
-            except (LockHeld, ServerTimeout):
-                if end is not None and time.monotonic() >= end:
-                    raise
-                # The wait ended with somebody else leading: queue again.
+        return _campaign(lambda wait: self.acquire(name, ttl, wait, holder=holder, keep_alive=keep_alive,
+                                                   lock_delay=lock_delay, value=value), timeout)
 
     def election_leader(self, name: str) -> Optional[Dict[str, Any]]:
         """The election's leader now: a dict with ``holder``, ``token`` (the
@@ -622,6 +687,26 @@ class Client:
         the mark it had."""
         got = self.request("DELETE", "/v1/kv/" + _quote(key)).json().get("last_token", 0)
         return 0 if got == 0 else answer.token(got, "delete %r" % key)
+
+
+def _campaign(acquire: Callable[[float], Lease], timeout: Optional[float]) -> Lease:
+    """Call ``acquire(wait)`` until it leads, queueing at most a minute at a
+    time and waiting out a lock-delay, or until ``timeout`` seconds pass
+    (then the last refusal): the campaign of a client and of a session."""
+    end = None if timeout is None else time.monotonic() + timeout
+    while True:
+        wait = MAX_WAIT if end is None else max(0.0, min(MAX_WAIT, end - time.monotonic()))
+        try:
+            return acquire(wait)
+        except LockDelay as e:
+            pause = e.retry_after
+            if end is not None and time.monotonic() + pause >= end:
+                raise
+            time.sleep(pause)
+        except (LockHeld, ServerTimeout):
+            if end is not None and time.monotonic() >= end:
+                raise
+            # The wait ended with somebody else leading: queue again.
 
 
 class EventsLagged(FencerError):

@@ -159,6 +159,27 @@ class LimitMismatch(FencerError):
     """409 limit_mismatch: the acquire's limit differs from the semaphore's."""
 
 
+class UnknownSession(FencerError):
+    """404 unknown_session: no live session has that id, and none that
+    ended is remembered with it. A renewal refused so ends the session."""
+
+
+class SessionExpired(LeaseLost):
+    """410 session_expired: the session ended (expired or closed), and every
+    grant under it with it. A :class:`LeaseLost`, so code that handles a
+    lost grant handles a grant lost with its session."""
+
+
+class SessionMismatch(FencerError):
+    """409 session_mismatch: the ``session_lease`` presented is not the
+    session's. A renewal refused so ends the session."""
+
+
+class SessionGrant(FencerError):
+    """409 session_grant: the grant is held under a session and is renewed
+    by renewing the session (:meth:`fencer.Session.renew`)."""
+
+
 class ServerTimeout(FencerError):
     """504 timeout."""
 
@@ -229,6 +250,10 @@ CODE_ERRORS: Dict[str, Type[FencerError]] = {
     "kv_full": KVFull,
     "rate_limited": RateLimited,
     "too_many_watches": RateLimited,
+    "unknown_session": UnknownSession,
+    "session_expired": SessionExpired,
+    "session_mismatch": SessionMismatch,
+    "session_grant": SessionGrant,
     "unauthorized": Unauthorized,
     "keyed_member": Unauthorized,
     "forbidden": Forbidden,

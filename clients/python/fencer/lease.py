@@ -1,4 +1,5 @@
-"""A held lock, kept alive in a background thread.
+"""A held lock, kept alive in a background thread; and the keep-alive
+itself (:class:`KeptAlive`), which a session's lease uses too.
 
 The deadline rule (the Go client's, ``api/client/doc.go``): the server starts
 or extends a lease when it handles the request, never before the client sent
@@ -14,6 +15,9 @@ Only a renewal the server answered as the contract says confirms the lease:
 a redirect, an empty or non-JSON answer, or one naming another grant or TTL
 is a :class:`~fencer.errors.BadAnswer`, which confirms nothing, so renewals
 that keep getting one leave the lease to its local deadline.
+
+A grant under a session has none of this of its own: its session's lease
+is kept alive by the same code, and the grant ends when the session does.
 """
 
 from __future__ import annotations
@@ -28,7 +32,8 @@ from .errors import FencerError, LeaseExpired, LeaseLost
 if TYPE_CHECKING:  # pragma: no cover
     import urllib.request
 
-    from .client import Client
+    from .client import Client, Response
+    from .session import Session
 
 
 def margin(ttl: float) -> float:
@@ -36,35 +41,45 @@ def margin(ttl: float) -> float:
     return min(max(ttl / 10, 0.05), ttl / 2)
 
 
-class Lease:
-    """A grant of a lock: ``token`` (pass it to every write the lock
-    protects), ``lost`` (a :class:`threading.Event` set as soon as the lease
-    may be lost) and :meth:`check` (raises :class:`LeaseLost` once it is)."""
+class KeptAlive:
+    """The local deadline and keep-alive of one lease on the server, a
+    grant's or a session's: ``_ended`` is set, and :meth:`check` raises the
+    cause, once it may be lost. Subclasses say how to renew it
+    (:meth:`_send_renewal`), which refusals end it (:meth:`_ends`), what it
+    is called in messages (``what``) and how to give it back
+    (:meth:`_give_back`)."""
 
-    def __init__(self, client: "Client", grant: Dict[str, Any], start: float, kind: str = "locks") -> None:
+    what = "lease"
+    _gave_back = "released it"
+
+    def __init__(self, client: "Client", ttl_ms: int, start: float) -> None:
         self._client = client
-        #: "locks" or "semaphores" (a permit: ``limit`` is the semaphore's).
-        self.kind = kind
-        self.name: str = grant["lock"] if kind == "locks" else grant["semaphore"]
-        self.limit: int = int(grant.get("limit", 1))
-        self.holder: str = grant.get("holder", "")
-        self.token: int = int(grant["token"])
-        self.secret: str = grant["lease"]
         #: The TTL as granted, in milliseconds: every renewal must report it.
-        self.ttl_ms: int = int(grant["ttl_ms"])
+        self.ttl_ms: int = int(ttl_ms)
         self.ttl: float = self.ttl_ms / 1000.0
-        self.existing: bool = bool(grant.get("existing", False))
-        #: The value published with the grant (an election's leader's), or "".
-        self.value: str = grant.get("value", "")
         self.margin = margin(self.ttl)
-        self.lost = threading.Event()
+        self._ended = threading.Event()
         self._mu = threading.Lock()
         self._confirmed = start
         self._due = start + self._interval()
-        self._cause: Optional[LeaseLost] = None
-        self._released = False
+        self._cause: Optional[FencerError] = None
         self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None
+
+    # ---- what a subclass says ----------------------------------------------
+
+    def _send_renewal(self, deadline: float, attempt_timeout: float) -> "Response":
+        raise NotImplementedError
+
+    def _ends(self, err: FencerError) -> bool:
+        """Whether a refused renewal means the lease is gone."""
+        return isinstance(err, LeaseLost)
+
+    def _give_back(self) -> None:
+        raise NotImplementedError
+
+    def _on_end(self, cause: FencerError) -> None:
+        """Called once, as the lease ends, before ``_ended`` is set."""
 
     # ---- the deadline ----------------------------------------------------
 
@@ -79,74 +94,77 @@ class Lease:
 
     def _confirm(self, sent: float) -> None:
         with self._mu:
-            if self.lost.is_set() or sent <= self._confirmed:
+            if self._cause is not None or sent <= self._confirmed:
                 return
             self._confirmed = sent
             self._due = sent + self._interval()
 
-    def _lose(self, cause: LeaseLost) -> None:
+    def _lose(self, cause: FencerError) -> None:
         with self._mu:
-            if self.lost.is_set():
+            if self._cause is not None:
                 return
             self._cause = cause
-            self.lost.set()
+        self._on_end(cause)
+        self._ended.set()
 
     def _check_deadline(self) -> None:
         now = time.monotonic()
         with self._mu:
             late = now - self._confirmed
-            expired = not self.lost.is_set() and now >= self._confirmed + self.ttl - self.margin
+            expired = self._cause is None and now >= self._confirmed + self.ttl - self.margin
         if expired:
-            self._lose(LeaseExpired("lock %r token %d: no renewal confirmed before the local deadline (last confirmed %.3fs ago, ttl %gs, margin %gs)"
-                                    % (self.name, self.token, late, self.ttl, self.margin), code="lease_lost"))
+            self._lose(LeaseExpired("%s: no renewal confirmed before the local deadline (last confirmed %.3fs ago, ttl %gs, margin %gs)"
+                                    % (self.what, late, self.ttl, self.margin), code=self._expired_code))
+
+    _expired_code = "lease_lost"
 
     def check(self) -> None:
-        """Raise :class:`LeaseLost` (or its subclass :class:`LeaseExpired`) if
-        the lease may be lost; return otherwise."""
+        """Raise the cause (a :class:`LeaseLost`, :class:`LeaseExpired` for
+        the local deadline) if the lease may be lost; return otherwise."""
         self._check_deadline()
-        if self.lost.is_set():
-            assert self._cause is not None
+        if self._cause is not None:
             raise self._cause
 
     @property
     def valid(self) -> bool:
         """True while the lease is believed held."""
         self._check_deadline()
-        return not self.lost.is_set()
+        return self._cause is None
 
     # ---- renewals --------------------------------------------------------
 
     def renew(self) -> None:
         """Renew now, bounded by the local deadline. A refusal ends the lease
-        and raises LeaseLost; other failures leave it to the deadline."""
+        and is raised; other failures leave it to the deadline."""
         try:
-            resp = self._client.renew(self.name, self.token, self.secret, deadline=self.deadline, kind=self.kind,
-                                      ttl_ms=self.ttl_ms, attempt_timeout=self._attempt_timeout())
-        except LeaseLost as e:
-            self._lose(e)
+            resp = self._send_renewal(self.deadline, self._attempt_timeout())
+        except FencerError as e:
+            if self._ends(e):
+                self._lose(e)
             raise
         self._confirm(resp.sent)
         self.check()
 
-    def _confirm_grant(self, received: float) -> None:
+    def _confirm_late(self, received: float) -> None:
         """Confirm a late grant by one renewal before handing it out (see
-        Client.acquire); release it if that fails."""
+        Client.acquire); give it back if that fails. The renewal is bounded
+        by a TTL after the grant arrived, not by the stale deadline: the
+        server started the lease before it answered."""
         try:
-            resp = self._client.renew(self.name, self.token, self.secret, deadline=received + self.ttl, kind=self.kind,
-                                      ttl_ms=self.ttl_ms, attempt_timeout=self._attempt_timeout())
+            resp = self._send_renewal(received + self.ttl, self._attempt_timeout())
             self._confirm(resp.sent)
             self.check()
         except FencerError as cause:
             self._lose(cause if isinstance(cause, LeaseLost) else LeaseLost(str(cause), code=cause.code))
             try:
-                self._client.release(self.name, self.token, self.secret, kind=self.kind)
-                after = "released it"
+                self._give_back()
+                after = self._gave_back
             except LeaseLost:
                 after = "it had ended already"
             except FencerError as e:
-                after = "its release failed too (%s); the server frees it within %gs" % (e, self.ttl)
-            raise LeaseLost("lock %r granted with token %d, but the grant could not be confirmed: %s; %s"
-                            % (self.name, self.token, cause, after), code=cause.code, status=cause.status) from cause
+                after = "giving it back failed too (%s); the server frees it within %gs" % (e, self.ttl)
+            raise LeaseLost("%s was granted, but the grant could not be confirmed: %s; %s"
+                            % (self.what, cause, after), code=cause.code, status=cause.status) from cause
 
     def _attempt_timeout(self) -> float:
         # A third of the TTL per attempt (as the Go client's), so that a
@@ -155,7 +173,7 @@ class Lease:
 
     def _start(self, keep_alive: bool) -> None:
         self._thread = threading.Thread(target=self._watch, args=(keep_alive,),
-                                        name="fencer-lease-%s" % self.name, daemon=True)
+                                        name="fencer-%s" % self.what, daemon=True)
         self._thread.start()
 
     def _watch(self, keep_alive: bool) -> None:
@@ -167,33 +185,113 @@ class Lease:
             if self._stop.wait(max(0.0, wake - time.monotonic())):
                 return
             self._check_deadline()
-            if self.lost.is_set():
+            if self._cause is not None:
                 return
             if keep_alive and time.monotonic() >= due:
                 try:
                     self.renew()
-                except LeaseLost:
-                    return
                 except FencerError:
+                    if self._cause is not None:
+                        return
                     with self._mu:  # retry soon; the deadline still rules
                         self._due = time.monotonic() + min(self.ttl / 10, 1.0)
+
+    def _halt(self) -> None:
+        """Stop the keep-alive thread (and wait for it, unless it is the
+        caller)."""
+        self._stop.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join()
+
+
+class Lease(KeptAlive):
+    """A grant of a lock: ``token`` (pass it to every write the lock
+    protects), ``lost`` (a :class:`threading.Event` set as soon as the lease
+    may be lost) and :meth:`check` (raises :class:`LeaseLost` once it is).
+
+    A grant held under a :class:`~fencer.session.Session` (``session`` is
+    set) has no deadline or keep-alive of its own: it is believed while its
+    session is, ends when the session does, and :meth:`renew` renews the
+    session (the server refuses a renewal of the grant itself, 409
+    session_grant)."""
+
+    def __init__(self, client: "Client", grant: Dict[str, Any], start: float, kind: str = "locks",
+                 session: "Optional[Session]" = None) -> None:
+        super().__init__(client, grant["ttl_ms"], start)
+        #: "locks" or "semaphores" (a permit: ``limit`` is the semaphore's).
+        self.kind = kind
+        self.name: str = grant["lock"] if kind == "locks" else grant["semaphore"]
+        self.limit: int = int(grant.get("limit", 1))
+        self.holder: str = grant.get("holder", "")
+        self.token: int = int(grant["token"])
+        self.secret: str = grant["lease"]
+        self.existing: bool = bool(grant.get("existing", False))
+        #: The value published with the grant (an election's leader's), or "".
+        self.value: str = grant.get("value", "")
+        #: The session the grant lives under, or None.
+        self.session = session
+        self.what = "%s %r token %d" % ("lock" if kind == "locks" else "semaphore", self.name, self.token)
+        self._released = False
+
+    @property
+    def lost(self) -> threading.Event:
+        """Set as soon as the lease may be lost."""
+        return self._ended
+
+    def _send_renewal(self, deadline: float, attempt_timeout: float) -> "Response":
+        return self._client.renew(self.name, self.token, self.secret, deadline=deadline, kind=self.kind,
+                                  ttl_ms=self.ttl_ms, attempt_timeout=attempt_timeout)
+
+    def _give_back(self) -> None:
+        self._client.release(self.name, self.token, self.secret, kind=self.kind)
+
+    def _confirm_grant(self, received: float) -> None:
+        self._confirm_late(received)
+
+    # A grant under a session reads its session's deadline: the session's
+    # own check ends the session, and with it this grant, once it passes.
+
+    @property
+    def deadline(self) -> float:
+        """The local deadline on the :func:`time.monotonic` clock (its
+        session's, for a grant under one)."""
+        if self.session is not None:
+            return self.session.deadline
+        return super().deadline
+
+    def _check_deadline(self) -> None:
+        if self.session is not None:
+            self.session._check_deadline()
+            return
+        super()._check_deadline()
+
+    def renew(self) -> None:
+        """Renew now, bounded by the local deadline. A refusal ends the lease
+        and raises LeaseLost; other failures leave it to the deadline. Under
+        a session, this renews the session, and with it every grant under
+        it."""
+        if self.session is not None:
+            self.session.renew()
+            self.check()
+            return
+        super().renew()
 
     # ---- release and fencing ---------------------------------------------
 
     def release(self) -> None:
         """Stop renewing and give the lock back. Releasing a lease already
         lost is not an error."""
-        self._stop.set()
-        if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join()
+        self._halt()
         with self._mu:
             if self._released:
                 return
             self._released = True
-        was_lost = self.lost.is_set()
-        self._lose(LeaseLost("lock %r token %d: released" % (self.name, self.token), code="lease_lost"))
+            was_lost = self._cause is not None
+        self._lose(LeaseLost("%s: released" % self.what, code="lease_lost"))
+        if self.session is not None:
+            self.session._detach(self)
         try:
-            self._client.release(self.name, self.token, self.secret, kind=self.kind)
+            self._give_back()
         except LeaseLost:
             if not was_lost:
                 raise

@@ -1,7 +1,8 @@
 """The fake fencer node of clients/testdata/bad_server.json: it plays one
 scenario's answers as raw HTTP/1.1 bytes (the format is in that directory's
 README.md). api/client/badserver_test.go plays the same table for the Go
-client."""
+client. tests/session_server.json, in the same format, adds the session
+operations (:func:`op_of`)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import re
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional
 
 from .cluster import REPO
 
@@ -24,24 +25,53 @@ def load() -> Dict[str, Any]:
         return json.load(f)
 
 
-def op_of(method: str, path: str) -> str:
-    """The operation a request is, by its path (and method)."""
+SESSION_TABLE = os.path.join(os.path.dirname(__file__), "session_server.json")
+
+
+def load_sessions() -> Dict[str, Any]:
+    """The session table, its defaults over the shared table's."""
+    table = load()
+    with open(SESSION_TABLE) as f:
+        sessions = json.load(f)
+    table["defaults"].update(sessions["defaults"])
+    table["session"] = sessions["session"]
+    table["scenarios"] = sessions["scenarios"]
+    return table
+
+
+def op_of(method: str, path: str, req: Optional[Dict[str, Any]] = None) -> str:
+    """The operation a request is, by its path (and method, and for an
+    acquire under a session its body): acquire, renew, release, put, and
+    session_create, session_renew, session_close, session_acquire (a lock
+    under a session), session_permit; else other."""
     path = path.split("?", 1)[0]
     if path.startswith("/v1/kv/"):
         return "put" if method in ("PUT", "GET") else "other"
+    if path == "/v1/sessions" and method == "POST":
+        return "session_create"
+    m = re.match(r"^/v1/sessions/[^/]+/(renew|close)$", path)
+    if m:
+        return "session_" + m.group(1)
     for op in ("acquire", "renew", "release"):
-        if re.match(r"^/v1/(locks|semaphores)/[^/]+/%s$" % op, path):
+        m = re.match(r"^/v1/(locks|semaphores)/[^/]+/%s$" % op, path)
+        if m:
+            if op == "acquire" and req and "session" in req:
+                return "session_acquire" if m.group(1) == "locks" else "session_permit"
             return op
     return "other"
 
 
 class BadServer:
     """One scenario's server on 127.0.0.1. ``counts`` counts the requests
-    of each operation; ``sent`` the body bytes written per answer."""
+    of each operation; ``bodies`` the JSON bodies of each operation's
+    requests."""
 
-    def __init__(self, table: Dict[str, Any], scenario: Dict[str, Any]) -> None:
-        self.table, self.scenario = table, scenario
+    def __init__(self, table: Dict[str, Any], scenario: Dict[str, Any], op: Optional[str] = None) -> None:
+        # op is the operation the scenario's answer replaces: its call's,
+        # unless a call is named for more than one operation.
+        self.table, self.scenario, self.op = table, scenario, op or scenario["call"]
         self.counts: Dict[str, int] = {}
+        self.bodies: Dict[str, List[Dict[str, Any]]] = {}
         self.grant: Dict[str, Any] = {"ttl_ms": table["grant"]["ttl_ms"], "token": 7}
         self._mu = threading.Lock()
         bad = self
@@ -74,17 +104,18 @@ class BadServer:
         redirected = path.startswith("/redirected/")
         if redirected:
             path = path[len("/redirected"):]
-        op = op_of(h.command, path)
-        with self._mu:
-            self.counts[op] = self.counts.get(op, 0) + 1
         try:
             req = json.loads(body) if body else {}
         except ValueError:
             req = {}
         if not isinstance(req, dict):
             req = {}
+        op = op_of(h.command, path, req)
+        with self._mu:
+            self.counts[op] = self.counts.get(op, 0) + 1
+            self.bodies.setdefault(op, []).append(req)
         name = path.split("?", 1)[0].split("/")[3] if path.count("/") >= 3 else ""
-        if op == "acquire":
+        if op in ("acquire", "session_create"):
             self.grant["ttl_ms"] = req.get("ttl_ms", self.grant["ttl_ms"])
         values = {
             "name": name,
@@ -95,7 +126,7 @@ class BadServer:
             "key": path.split("?", 1)[0][len("/v1/kv/"):] if op == "put" else "",
         }
         spec = dict(self.table["defaults"][op])
-        if op == self.scenario["call"] and "answer" in self.scenario and not redirected:
+        if op == self.op and "answer" in self.scenario and not redirected:
             spec.update(self.scenario["answer"])
             if "body" not in self.scenario["answer"]:
                 spec["body"] = self.table["defaults"][op]["body"]

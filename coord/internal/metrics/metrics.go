@@ -19,6 +19,8 @@ type Counters struct {
 // Gauges are the state at a scrape.
 type Gauges struct {
 	Locks, Keys, KVBytes, LastToken, Epoch float64
+	// Sessions are the open sessions.
+	Sessions float64
 	// Waiters and Leases are the leader's (0 on a follower).
 	Waiters, Leases float64
 }
@@ -45,17 +47,18 @@ func New(reg prometheus.Registerer, read func() Gauges) *Counters {
 type collector func() Gauges
 
 var (
-	descLocks   = prometheus.NewDesc("fencer_locks_held", "Locks currently held.", nil, nil)
-	descWaiters = prometheus.NewDesc("fencer_waiters", "Callers queued for locks on this node (leader only).", nil, nil)
-	descLeases  = prometheus.NewDesc("fencer_leases_tracked", "Lease deadlines tracked (leader only).", nil, nil)
-	descToken   = prometheus.NewDesc("fencer_highest_token", "Highest fencing token ever granted.", nil, nil)
-	descKeys    = prometheus.NewDesc("fencer_fenced_keys", "Keys in the fenced key-value store.", nil, nil)
-	descKVBytes = prometheus.NewDesc("fencer_fenced_value_bytes", "Value bytes in the fenced key-value store (what --max-kv-bytes limits).", nil, nil)
-	descEpoch   = prometheus.NewDesc("fencer_token_epoch", "Current token epoch (bumped by restores and recoveries).", nil, nil)
+	descLocks    = prometheus.NewDesc("fencer_locks_held", "Locks currently held.", nil, nil)
+	descWaiters  = prometheus.NewDesc("fencer_waiters", "Callers queued for locks on this node (leader only).", nil, nil)
+	descLeases   = prometheus.NewDesc("fencer_leases_tracked", "Lease deadlines tracked (leader only).", nil, nil)
+	descToken    = prometheus.NewDesc("fencer_highest_token", "Highest fencing token ever granted.", nil, nil)
+	descKeys     = prometheus.NewDesc("fencer_fenced_keys", "Keys in the fenced key-value store.", nil, nil)
+	descKVBytes  = prometheus.NewDesc("fencer_fenced_value_bytes", "Value bytes in the fenced key-value store (what --max-kv-bytes limits).", nil, nil)
+	descEpoch    = prometheus.NewDesc("fencer_token_epoch", "Current token epoch (bumped by restores and recoveries).", nil, nil)
+	descSessions = prometheus.NewDesc("fencer_sessions_open", "Sessions currently open.", nil, nil)
 )
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descLocks, descWaiters, descLeases, descToken, descKeys, descKVBytes, descEpoch} {
+	for _, d := range []*prometheus.Desc{descLocks, descWaiters, descLeases, descToken, descKeys, descKVBytes, descEpoch, descSessions} {
 		ch <- d
 	}
 }
@@ -72,4 +75,5 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	gauge(descEpoch, g.Epoch)
 	gauge(descWaiters, g.Waiters)
 	gauge(descLeases, g.Leases)
+	gauge(descSessions, g.Sessions)
 }

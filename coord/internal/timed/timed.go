@@ -21,7 +21,12 @@ const (
 	PermitLease                   // ID: the permit's token, as its token
 	LockDelay                     // ID 0; token: the index the delay started at
 	SlotDelay                     // ID and token: the index the delay started at
+	Session                       // ID and token: the session's id
 )
+
+// SessionKey is the key of session id's lease, which times every grant
+// under it.
+func SessionKey(id uint64) lease.Key { return lease.Key{Kind: Session, ID: id} }
 
 // LockKey is the key of lock's lease.
 func LockKey(lock string) lease.Key { return lease.Key{Kind: LockLease, Name: lock} }
@@ -51,7 +56,7 @@ func All(f *fsm.FSM, held *int) iter.Seq[lease.Lease] {
 	return func(yield func(lease.Lease) bool) {
 		more := true
 		f.EachLockUnordered(func(lk entry.Lock) { // the timers' heap orders them
-			if more {
+			if more && lk.Session == 0 {
 				*held++
 				more = yield(lease.Lease{Key: LockKey(lk.Name), Token: lk.Token, TTL: millis(lk.TTLMillis)})
 			}
@@ -71,9 +76,19 @@ func All(f *fsm.FSM, held *int) iter.Seq[lease.Lease] {
 				if !more {
 					return
 				}
+				if p.Session != 0 {
+					continue // its session times it
+				}
 				*held++
 				more = yield(lease.Lease{Key: PermitKey(p.Semaphore, p.Token), Token: p.Token, TTL: millis(p.TTLMillis)})
 			}
+		}
+		for _, ss := range f.SessionRecords() {
+			if !more {
+				return
+			}
+			*held++
+			more = yield(lease.Lease{Key: SessionKey(ss.ID), Token: ss.ID, TTL: millis(ss.TTLMillis)})
 		}
 	}
 }

@@ -27,6 +27,7 @@ type Entry struct {
 	granted   int64  // GrantedAtMillis
 	delay     int64  // LockDelayMillis
 	value     string // Value
+	session   uint64 // Session
 	nameEnd   uint32 // s[:nameEnd] is the name
 	holderEnd uint32 // s[nameEnd+1:holderEnd] is the holder
 	idEnd     uint32 // s[holderEnd+1:idEnd] is the request id
@@ -37,6 +38,7 @@ type Entry struct {
 func NewEntry(l *entry.Lock) *Entry {
 	e := pack(l.Name, l.Holder, l.RequestID, l.Principal, l.Lease)
 	e.token, e.ttlMillis, e.granted, e.delay, e.value = l.Token, l.TTLMillis, l.GrantedAtMillis, l.LockDelayMillis, l.Value
+	e.session = l.Session
 	return e
 }
 
@@ -44,7 +46,7 @@ func NewEntry(l *entry.Lock) *Entry {
 // once, into the entry's string.
 func EntryOf(r *snapshot.LockRecord) *Entry {
 	e := pack(r.Name, r.Holder, r.RequestID, r.Principal, r.Lease)
-	e.token, e.ttlMillis, e.granted, e.delay = r.Token, r.TTLMillis, r.GrantedAtMillis, r.LockDelayMillis
+	e.token, e.ttlMillis, e.granted, e.delay, e.session = r.Token, r.TTLMillis, r.GrantedAtMillis, r.LockDelayMillis, r.Session
 	if len(r.Value) > 0 {
 		e.value = string(r.Value)
 	}
@@ -98,6 +100,9 @@ func (e *Entry) Token() uint64 { return e.token }
 // TTLMillis returns the grant's lease length.
 func (e *Entry) TTLMillis() int64 { return e.ttlMillis }
 
+// Session returns the session the grant lives under (0: none).
+func (e *Entry) Session() uint64 { return e.session }
+
 // LockDelayMillis returns the lock-delay the grant asked for.
 func (e *Entry) LockDelayMillis() int64 { return e.delay }
 
@@ -125,6 +130,7 @@ func (e *Entry) Lock() entry.Lock {
 		Principal:       e.principal(),
 		LockDelayMillis: e.delay,
 		Value:           e.value,
+		Session:         e.session,
 	}
 }
 

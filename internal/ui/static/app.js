@@ -2,11 +2,15 @@
 //   GET /v1/whoami              who the token is (what to offer)
 //   GET /v1/cluster             this node's view: leader, term, indexes, epoch
 //   GET /v1/cluster/members     every member's own view, gathered by the node
-//   GET /v1/locks, /v1/semaphores, then /v1/events from the list's index
+//   GET /v1/locks, /v1/semaphores, /v1/sessions, then /v1/events from the
+//                               locks list's index
 //   GET /v1/locks/{name}/history, /v1/tokens/{token} on request
 // The cluster is polled every second (leadership changes are not events);
-// locks and semaphores are re-read when an event says they changed, and
-// every few seconds for what no event reports (waiters, time left).
+// locks, semaphores and sessions are re-read when an event says they
+// changed, and every few seconds for what no event reports (waiters, time
+// left, a session's renewals). Sessions are also kept from the events
+// themselves: one that ended leaves the view with the event that ended it,
+// whatever a list read that was under way says.
 
 import { api, APIError, token, setToken, clearToken, notServed, enc } from "./api.js";
 import { EventStream } from "./sse.js";
@@ -24,7 +28,13 @@ const state = {
   clusterShown: 0,
   locks: [],
   sems: [],
-  seen: new Set(), // lock:token pairs already shown, to flash new grants
+  sessions: new Map(), // id -> the session as GET /v1/sessions gives it, with the time it was read (at)
+  // Sessions and grants the events said ended: a list read begun before
+  // such an event must not bring them back (ids and tokens are never
+  // reused). Bounded: only a read in flight can be that old.
+  endedSessions: new Set(),
+  endedTokens: new Set(),
+  seen: new Set(), // lock:token pairs and sessions already shown, to flash new rows
   stream: null,
   locksTimer: 0,
   filter: "",
@@ -87,15 +97,18 @@ function clearView() {
   state.cluster = null;
   state.locks = [];
   state.sems = [];
+  state.sessions.clear();
+  state.endedSessions.clear();
+  state.endedTokens.clear();
   state.seen.clear();
-  for (const sel of ["#members tbody", "#locks tbody", "#semaphores tbody", "#feed", "#token-answer", "#history-answer", "#cluster-ops"]) {
+  for (const sel of ["#members tbody", "#locks tbody", "#semaphores tbody", "#sessions tbody", "#feed", "#token-answer", "#history-answer", "#cluster-ops"]) {
     $(sel).replaceChildren();
   }
   for (const sel of ["#leader", "#term", "#commit", "#applied", "#epoch", "#last-token", "#log-format", "#node"]) text(sel, "");
   $("#leader").dataset.leader = "";
   for (const sel of ["#token-lookup", "#history-lock", "#lock-filter"]) $(sel).value = "";
   state.filter = "";
-  for (const sel of ["#cluster-msg", "#members-msg", "#locks-msg", "#sems-msg"]) message(sel, "");
+  for (const sel of ["#cluster-msg", "#members-msg", "#locks-msg", "#sems-msg", "#sessions-msg"]) message(sel, "");
   $("#feed-empty").hidden = false;
   const ev = $("#events-state");
   ev.dataset.state = "connecting";
@@ -382,17 +395,30 @@ async function removeMember(id) {
   pollCluster(state.gen);
 }
 
-// ---------- locks, elections and semaphores ----------
+// ---------- locks, elections, semaphores and sessions ----------
 
-// listLocks reads the locks and semaphores; the first time (start) it then
-// follows the events from the index the list was read at, so that nothing
-// between the list and the stream is missed.
+// listLocks reads the locks, semaphores and sessions; the first time
+// (start) it then follows the events from the index the list was read at,
+// so that nothing between the list and the stream is missed.
 async function listLocks(gen, start) {
   clearTimeout(state.locksTimer);
   let index = null;
-  const [locks, sems] = await Promise.allSettled([api("/v1/locks", { timeout: 6000 }), api("/v1/semaphores", { timeout: 6000 })]);
+  const [locks, sems, sessions] = await Promise.allSettled([
+    api("/v1/locks", { timeout: 6000 }),
+    api("/v1/semaphores", { timeout: 6000 }),
+    api("/v1/sessions", { timeout: 6000 }),
+  ]);
   if (gen !== state.gen) return;
   const now = performance.now();
+  // Sessions first: a grant under one counts down the session's time.
+  if (sessions.status === "fulfilled") {
+    setSessions(sessions.value.data.sessions || [], now);
+    message("#sessions-msg", "");
+  } else if (notServed(sessions.reason)) {
+    message("#sessions-msg", "This node does not serve sessions: its fencer predates GET /v1/sessions.");
+  } else if (!(sessions.reason instanceof APIError && sessions.reason.status === 401)) {
+    message("#sessions-msg", refusal(sessions.reason, "the sessions") + (state.sessions.size ? " (showing the last list read, kept current by the events)" : ""));
+  }
   if (locks.status === "fulfilled") {
     state.locks = locks.value.data.locks.map((l) => ({ ...l, at: now }));
     index = locks.value.headers.get("Fencer-Index");
@@ -436,13 +462,21 @@ function lockRowMatches(name) {
   return !f || name.toLowerCase().includes(f);
 }
 
+// grantUntil is when a grant's time runs out: its own lease's, or, for a
+// grant under a session (never timed on its own), the session's.
+function grantUntil(remaining, at, session) {
+  if (remaining != null) return at + remaining;
+  const s = session ? state.sessions.get(session) : null;
+  return s && s.remaining_ms != null ? s.at + s.remaining_ms : null;
+}
+
 function renderLocks() {
-  const locks = state.locks.filter((l) => l.held && lockRowMatches(l.lock));
+  const locks = state.locks.filter((l) => l.held && lockRowMatches(l.lock)).map((l) => ({ ...l, until: grantUntil(l.remaining_ms, l.at, l.session) }));
   locks.sort((a, b) => a.lock.localeCompare(b.lock));
-  const key = (l) => JSON.stringify([l.lock, l.token, l.holder, l.value || "", l.lock_delay_ms || 0]);
+  const key = (l) => JSON.stringify([l.lock, l.token, l.holder, l.value || "", l.lock_delay_ms || 0, l.session || 0, l.until == null]);
   reconcile($("#locks tbody"), locks, key, lockRow, (row, l) => {
     text(row.querySelector(".waiters"), l.waiters || 0);
-    setUntil(row.querySelector(".ttl"), l.remaining_ms != null ? l.at + l.remaining_ms : null);
+    setUntil(row.querySelector(".ttl"), l.until);
   });
   const held = state.locks.filter((l) => l.held).length;
   $("#locks-empty").hidden = locks.length > 0;
@@ -454,7 +488,6 @@ function renderLocks() {
 function lockRow(l) {
   const fresh = !state.seen.has(`${l.lock}:${l.token}`);
   state.seen.add(`${l.lock}:${l.token}`);
-  const until = l.remaining_ms != null ? l.at + l.remaining_ms : null;
   return h(
     "tr",
     { dataset: { lock: l.lock, token: l.token }, class: fresh ? "fresh" : null },
@@ -464,12 +497,13 @@ function lockRow(l) {
       h("button", { type: "button", class: "link lock-name", title: `Show the history of ${l.lock}`, onclick: () => showHistory(l.lock) }, l.lock),
       l.value ? [" ", h("span", { class: "badge", title: "This lock publishes a value: an election" }, "election")] : null,
     ),
-    h("td", { class: "wrap holder" }, l.holder),
+    h("td", { class: "wrap" }, h("span", { class: "holder" }, l.holder), l.session ? [" ", sessionLink(l.session)] : null),
     h("td", { class: "num" }, h("button", { type: "button", class: "link token", title: `Whose token is ${l.token}?`, onclick: () => lookupToken(l.token) }, l.token)),
     h("td", { class: "wrap value" }, l.value || "–"),
-    h("td", {}, ttlCell(until, l.ttl_ms)),
+    h("td", {}, ttlCell(l.until, l.ttl_ms)),
     h("td", { class: "num waiters" }, l.waiters || 0),
-    h("td", {}, l.lock_delay_ms ? `${duration(l.lock_delay_ms)} after release` : "–"),
+    // A lock-delay starts when the grant expires; a release starts none.
+    h("td", {}, l.lock_delay_ms ? `${duration(l.lock_delay_ms)} if it expires` : "–"),
   );
 }
 
@@ -499,16 +533,19 @@ function renderSems() {
           h(
             "div",
             { class: "permits" },
-            s.holders.map((p) =>
-              h(
+            s.holders.map((p) => {
+              const until = grantUntil(p.remaining_ms, s.at, p.session);
+              return h(
                 "span",
-                { class: "permit" },
-                `${p.holder} · `,
-                h("button", { type: "button", class: "link token", onclick: () => lookupToken(p.token) }, `t${p.token}`),
+                { class: "permit", dataset: { token: p.token } },
+                h("span", { class: "holder" }, p.holder),
                 " · ",
-                p.remaining_ms != null ? h("span", { class: "ttl", dataset: { until: s.at + p.remaining_ms, ttl: 0 } }, h("span", { class: "ttl-text" }, "")) : "?",
-              ),
-            ),
+                h("button", { type: "button", class: "link token", onclick: () => lookupToken(p.token) }, `t${p.token}`),
+                p.session ? [" · ", sessionLink(p.session)] : null,
+                " · ",
+                until != null ? h("span", { class: "ttl", dataset: { until, ttl: 0 } }, h("span", { class: "ttl-text" }, "")) : "?",
+              );
+            }),
           ),
         ),
         h("td", { class: "num" }, s.waiters),
@@ -518,6 +555,151 @@ function renderSems() {
   $("#sems-empty").hidden = rows.length > 0;
   text("#sems-count", `${rows.length} in use`);
   tick();
+}
+
+// setSessions takes a list read: it replaces what the view held, but for
+// the sessions and grants an event has since said ended.
+function setSessions(list, now) {
+  state.sessions = new Map();
+  for (const s of list) {
+    if (state.endedSessions.has(s.session)) continue;
+    const grants = (s.grants || []).filter((g) => !state.endedTokens.has(g.token));
+    state.sessions.set(s.session, { ...s, grants, at: now });
+  }
+  renderSessions();
+}
+
+// remember adds v to a bounded set of ended ids, forgetting the oldest.
+function remember(set, v) {
+  set.add(v);
+  if (set.size > 4096) set.delete(set.values().next().value);
+}
+
+// applySessionEvent keeps the sessions view current from one event, before
+// any list read: a session that ends leaves with its grants, a grant made
+// or ended under one joins or leaves its list. What an event does not say
+// (a new session's TTL) comes with the read the event also schedules.
+function applySessionEvent(ev) {
+  let changed = false;
+  switch (ev.type) {
+    case "session_created":
+      if (ev.session && !state.sessions.has(ev.session) && !state.endedSessions.has(ev.session)) {
+        state.sessions.set(ev.session, { session: ev.session, holder: ev.holder, grants: [], at: performance.now() });
+        changed = true;
+      }
+      break;
+    case "session_closed":
+    case "session_expired":
+      remember(state.endedSessions, ev.session);
+      changed = state.sessions.delete(ev.session);
+      break;
+    case "acquired":
+    case "handed_off":
+    case "permit_acquired":
+    case "permit_handed_off":
+      // A hand-off's session is the new grant's; the grant it ended may
+      // have been under another.
+      if (ev.prev_token) changed = endGrant(ev.prev_token, 0);
+      if (ev.session) changed = addGrant(ev.session, { kind: ev.semaphore ? "semaphore" : "lock", name: ev.semaphore || ev.lock, token: ev.token }) || changed;
+      break;
+    case "released":
+    case "expired":
+    case "voided":
+    case "permit_released":
+    case "permit_expired":
+      changed = endGrant(ev.token, ev.session);
+      break;
+  }
+  if (changed) renderSessions();
+}
+
+function addGrant(id, g) {
+  const s = state.sessions.get(id);
+  if (!s || state.endedTokens.has(g.token) || s.grants.some((x) => x.token === g.token)) return false;
+  s.grants = [...s.grants, g].sort((a, b) => a.token - b.token);
+  return true;
+}
+
+// endGrant drops the grant with this token from its session (id, or any
+// when the event does not say).
+function endGrant(token, id) {
+  if (!token) return false;
+  remember(state.endedTokens, token);
+  let changed = false;
+  for (const s of id ? [state.sessions.get(id)] : state.sessions.values()) {
+    if (!s || !s.grants.some((g) => g.token === token)) continue;
+    s.grants = s.grants.filter((g) => g.token !== token);
+    changed = true;
+  }
+  return changed;
+}
+
+function renderSessions() {
+  const sessions = [...state.sessions.values()].sort((a, b) => a.session - b.session);
+  const until = (s) => (s.remaining_ms != null ? s.at + s.remaining_ms : null);
+  // A row is rebuilt when its grants or its TTL change; a renewal (no
+  // event) moves its countdown only.
+  const key = (s) => JSON.stringify([s.session, s.holder, s.ttl_ms ?? null, s.lock_delay_ms || 0, until(s) == null, s.grants.map((g) => [g.kind, g.name, g.token])]);
+  reconcile($("#sessions tbody"), sessions, key, (s) => sessionRow(s, until(s)), (row, s) => setUntil(row.querySelector(".ttl"), until(s)));
+  $("#sessions-empty").hidden = sessions.length > 0;
+  const grants = sessions.reduce((n, s) => n + s.grants.length, 0);
+  text("#sessions-count", `${sessions.length} open · ${grants} grant${grants === 1 ? "" : "s"}`);
+  tick();
+}
+
+function sessionRow(s, until) {
+  const fresh = !state.seen.has(`session:${s.session}`);
+  state.seen.add(`session:${s.session}`);
+  return h(
+    "tr",
+    { dataset: { session: s.session }, class: fresh ? "fresh" : null },
+    h("td", { class: "num" }, h("strong", { class: "session-id" }, s.session)),
+    h("td", { class: "wrap holder" }, s.holder),
+    h(
+      "td",
+      { class: "ttl-ms" },
+      s.ttl_ms != null ? duration(s.ttl_ms) : "–",
+      s.lock_delay_ms ? h("span", { class: "sub", title: "the lock-delay of its grants that did not ask for one, if it expires" }, `lock-delay ${duration(s.lock_delay_ms)}`) : null,
+    ),
+    h("td", {}, s.ttl_ms == null ? h("span", { class: "note" }, "reading…") : ttlCell(until, s.ttl_ms)),
+    h(
+      "td",
+      { class: "grants" },
+      s.grants.length
+        ? h(
+            "div",
+            { class: "permits" },
+            s.grants.map((g) =>
+              h(
+                "span",
+                { class: "permit grant", dataset: { kind: g.kind, token: g.token } },
+                h("span", { class: "badge kind" }, g.kind === "semaphore" ? "permit" : g.kind),
+                " ",
+                g.kind === "lock"
+                  ? h("button", { type: "button", class: "link grant-name", title: `Show the history of ${g.name}`, onclick: () => showHistory(g.name) }, g.name)
+                  : h("strong", { class: "grant-name", title: `a permit of the semaphore ${g.name}` }, g.name),
+                " · ",
+                h("button", { type: "button", class: "link token", title: `Whose token is ${g.token}?`, onclick: () => lookupToken(g.token) }, `t${g.token}`),
+              ),
+            ),
+          )
+        : h("span", { class: "note" }, "none held"),
+    ),
+  );
+}
+
+// sessionLink names the session a grant lives under; a click shows its row.
+function sessionLink(id) {
+  return h("button", { type: "button", class: "link session-link", title: `Show session ${id}, which this grant lives as long as`, onclick: () => showSession(id) }, `session ${id}`);
+}
+
+function showSession(id) {
+  const row = document.querySelector(`#sessions tr[data-session="${CSS.escape(String(id))}"]`);
+  if (!row) return;
+  row.scrollIntoView({ block: "nearest", behavior: "smooth" });
+  row.classList.remove("fresh");
+  void row.offsetWidth; // restart the highlight
+  row.classList.add("fresh");
 }
 
 // tick counts every lease's time left down between reads.
@@ -567,7 +749,8 @@ const LOCK_EVENTS = new Set(["acquired", "released", "expired", "handed_off", "v
 
 function onEvent(ev) {
   addFeed(feedItem(ev));
-  if (LOCK_EVENTS.has(ev.type) || ev.lock) scheduleList();
+  applySessionEvent(ev);
+  if (LOCK_EVENTS.has(ev.type) || ev.lock || ev.semaphore || ev.session) scheduleList();
   scheduleCluster(); // the indexes and the last token moved
 }
 
@@ -598,6 +781,7 @@ function tokenLink(t) {
 
 function feedItem(ev) {
   let what;
+  const under = ev.session && !ev.type.startsWith("session_") ? ` (session ${ev.session})` : "";
   switch (ev.type) {
     case "acquired":
       what = [lockLink(ev.lock), ` → ${ev.holder} `, tokenLink(ev.token), ev.value ? ` value "${ev.value}"` : ""];
@@ -632,6 +816,25 @@ function feedItem(ev) {
     case "epoch":
       what = [`token epoch moved to ${ev.epoch}`];
       break;
+    case "permit_acquired":
+      what = [`semaphore ${ev.semaphore} → ${ev.holder} `, tokenLink(ev.token), ev.limit ? ` (${ev.held ?? "?"} of ${ev.limit})` : ""];
+      break;
+    case "permit_released":
+    case "permit_expired":
+      what = [`semaphore ${ev.semaphore}: ${ev.holder}'s permit `, tokenLink(ev.token), ev.type === "permit_released" ? " released" : " ran out"];
+      break;
+    case "permit_handed_off":
+      what = [`semaphore ${ev.semaphore}: ${ev.prev_holder} `, tokenLink(ev.prev_token), ` ${ev.reason || "ended"} → ${ev.holder} `, tokenLink(ev.token)];
+      break;
+    case "session_created":
+      what = [`session ${ev.session} opened by ${ev.holder}`];
+      break;
+    case "session_closed":
+      what = [`session ${ev.session} of ${ev.holder} closed: every grant under it released`];
+      break;
+    case "session_expired":
+      what = [`session ${ev.session} of ${ev.holder} ran out: every grant under it ended`];
+      break;
     default:
       what = [JSON.stringify(ev)];
   }
@@ -639,7 +842,7 @@ function feedItem(ev) {
     "li",
     { dataset: { type: ev.type, index: ev.index } },
     h("span", { class: "idx", title: "log index" }, ev.index ?? ""),
-    h("span", { class: "what" }, h("span", { class: `badge type ${ev.type}` }, ev.type.replace("_", " ")), ...what),
+    h("span", { class: "what" }, h("span", { class: `badge type ${ev.type}` }, ev.type.replaceAll("_", " ")), ...what, under),
   );
 }
 

@@ -73,12 +73,26 @@ func printReleased(w io.Writer, token uint64) error {
 // acquired prints what acquire got: v under -o json, else the lease's
 // token, secret and TTL.
 func (o *lockOptions) acquired(cmd *cobra.Command, lease *client.Lease, v any) error {
+	g := lease.Grant()
+	return o.printAcquired(cmd, g.Token, g.Lease, g.TTLMillis, v)
+}
+
+// printAcquired is acquired for a grant known by its fields: one acquired
+// under a session, which has no Lease.
+func (o *lockOptions) printAcquired(cmd *cobra.Command, token uint64, lease string, ttlMillis int64, v any) error {
 	if o.client.JSON() {
 		return cli.WriteJSON(cmd.OutOrStdout(), v)
 	}
-	g := lease.Grant()
-	_, err := fmt.Fprintf(cmd.OutOrStdout(), "token=%d lease=%s ttl=%v\n", g.Token, g.Lease, lease.TTL())
+	_, err := fmt.Fprintf(cmd.OutOrStdout(), "token=%d lease=%s ttl=%v\n", token, lease, time.Duration(ttlMillis)*time.Millisecond)
 	return err
+}
+
+// holderOrDefault is --holder, or the default a client.Acquire would use.
+func (o *lockOptions) holderOrDefault() string {
+	if o.holder == "" {
+		return client.DefaultHolder()
+	}
+	return o.holder
 }
 
 // printEach prints each item with text.

@@ -1,5 +1,5 @@
 // Package clientcmd holds the commands that use a cluster's primitives:
-// lock, sem, elect and leader, kv, exec, watch and token. Each is an
+// lock, sem, session, elect and leader, kv, exec, watch and token. Each is an
 // options struct whose flags are validated and then run.
 package clientcmd
 
@@ -27,6 +27,8 @@ type lockOptions struct {
 	token  uint64
 	lease  string
 	group  string // "lock" or "sem": whose acquire printed --token and --lease
+	// session is --session and --session-lease on acquire.
+	session sessionFlags
 }
 
 func (o *lockOptions) validateLease() error {
@@ -63,9 +65,12 @@ func NewLockCmd() *cobra.Command {
 
 The lease is NOT kept alive: it expires after --ttl unless renewed with
 "fencer lock renew NAME --token N --lease S" or released. To hold a lock for
-the lifetime of a command, use "fencer exec".`,
+the lifetime of a command, use "fencer exec". With --session and
+--session-lease the grant has no TTL of its own: it lives as long as that
+session ("fencer session create"), and is released as any other.`,
 		Example: `  fencer lock acquire job --ttl 30s --holder "$(hostname)"
   fencer lock acquire job --wait 1m          # queue behind the holder
+  fencer lock acquire job --session "$id" --session-lease "$lease"   # under a session
 
   # keep the token and secret for renew and release (needs jq)
   grant=$(fencer lock acquire job -o json)
@@ -77,6 +82,7 @@ the lifetime of a command, use "fencer exec".`,
 	acquire.Flags().DurationVar(&o.wait, "wait", 0, "queue this long if the lock is held (0: fail at once)")
 	acquire.Flags().StringVar(&o.holder, "holder", "", "holder name shown in lock status (default hostname-pid)")
 	acquire.Flags().DurationVar(&o.delay, "lock-delay", 0, "if this grant expires, nobody can acquire the lock for this long (at most 1m)")
+	o.session.bind(acquire)
 
 	raw := newRenewReleaseCmds(o, grantWords{group: "lock", example: "job", of: "grant",
 		renew: "Renew a lease for another TTL", release: "Release a lease"}, o.renew, o.release)
@@ -100,11 +106,22 @@ the lifetime of a command, use "fencer exec".`,
 }
 
 func (o *lockOptions) acquire(cmd *cobra.Command, name string) error {
+	if err := o.session.validate(cmd); err != nil {
+		return err
+	}
 	c, err := o.client.Client()
 	if err != nil {
 		return err
 	}
 	defer c.Close()
+	if o.session.id != 0 {
+		g, err := c.AcquireRaw(cmd.Context(), name, wire.AcquireRequest{Holder: o.holderOrDefault(), WaitMs: o.wait.Milliseconds(),
+			LockDelayMillis: o.delay.Milliseconds(), Session: o.session.id, SessionLease: o.session.lease})
+		if err != nil {
+			return fmt.Errorf("acquire %q under session %d: %w", name, o.session.id, err)
+		}
+		return o.printAcquired(cmd, g.Token, g.Lease, g.TTLMillis, g)
+	}
 	lease, err := c.Acquire(cmd.Context(), name, client.TTL(o.ttl), client.Wait(o.wait), client.Holder(o.holder), client.LockDelay(o.delay), client.NoKeepAlive())
 	if err != nil {
 		return fmt.Errorf("acquire %q: %w", name, err)

@@ -43,9 +43,12 @@ func NewSemCmd() *cobra.Command {
 		Long: `Take one of the N permits of the semaphore NAME and print the permit's
 fencing token and lease secret. N must equal the semaphore's limit while any
 permit is held. The lease is NOT kept alive: it expires after --ttl unless
-renewed. To hold a permit while a command runs, use "fencer exec NAME --limit N".`,
+renewed. To hold a permit while a command runs, use "fencer exec NAME --limit N".
+With --session and --session-lease the permit lives as long as that session
+instead ("fencer session create").`,
 		Example: `  fencer sem acquire workers --limit 3 --ttl 30s
-  fencer sem acquire workers --limit 3 --wait 1m   # queue while all are held`,
+  fencer sem acquire workers --limit 3 --wait 1m   # queue while all are held
+  fencer sem acquire workers --limit 3 --session "$id" --session-lease "$lease"`,
 		Args: cli.Positional("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error { return o.acquire(cmd, args[0]) },
 	}
@@ -54,6 +57,7 @@ renewed. To hold a permit while a command runs, use "fencer exec NAME --limit N"
 	acquire.Flags().DurationVar(&o.wait, "wait", 0, "queue this long while every permit is held (0: fail at once)")
 	acquire.Flags().StringVar(&o.holder, "holder", "", "holder name shown in status (default hostname-pid)")
 	acquire.Flags().DurationVar(&o.delay, "lock-delay", 0, "if this permit expires, its slot cannot be granted for this long (at most 1m)")
+	o.session.bind(acquire)
 
 	raw := newRenewReleaseCmds(&o.lockOptions, grantWords{group: "sem", example: "workers", of: "permit",
 		renew: "Renew a permit's lease for another TTL", release: "Release a permit"}, o.renew, o.release)
@@ -80,11 +84,22 @@ func (o *semOptions) acquire(cmd *cobra.Command, name string) error {
 	if o.limit < 1 || o.limit > wire.MaxSemaphoreLimit {
 		return cli.Usagef("--limit %d: want 1 to %d", o.limit, wire.MaxSemaphoreLimit)
 	}
+	if err := o.session.validate(cmd); err != nil {
+		return err
+	}
 	c, err := o.client.Client()
 	if err != nil {
 		return err
 	}
 	defer c.Close()
+	if o.session.id != 0 {
+		p, err := c.AcquirePermitRaw(cmd.Context(), name, wire.SemAcquireRequest{Holder: o.holderOrDefault(), Limit: o.limit, WaitMs: o.wait.Milliseconds(),
+			LockDelayMillis: o.delay.Milliseconds(), Session: o.session.id, SessionLease: o.session.lease})
+		if err != nil {
+			return fmt.Errorf("acquire a permit of %q under session %d: %w", name, o.session.id, err)
+		}
+		return o.printAcquired(cmd, p.Token, p.Lease, p.TTLMillis, p)
+	}
 	lease, err := c.AcquirePermit(cmd.Context(), name, o.limit, client.TTL(o.ttl), client.Wait(o.wait), client.Holder(o.holder), client.LockDelay(o.delay), client.NoKeepAlive())
 	if err != nil {
 		return fmt.Errorf("acquire a permit of %q: %w", name, err)
@@ -92,7 +107,7 @@ func (o *semOptions) acquire(cmd *cobra.Command, name string) error {
 	g := lease.Grant()
 	return o.acquired(cmd, lease, wire.PermitGrant{Semaphore: g.Lock, Holder: g.Holder, Token: g.Token, Lease: g.Lease,
 		TTLMillis: g.TTLMillis, Limit: o.limit, Held: lease.Held(), RequestID: g.RequestID, Existing: g.Existing,
-		LockDelayMillis: o.delay.Milliseconds()})
+		LockDelayMillis: o.delay.Milliseconds(), Session: g.Session})
 }
 
 func (o *semOptions) renew(cmd *cobra.Command, name string) error {

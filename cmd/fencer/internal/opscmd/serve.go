@@ -62,6 +62,7 @@ type serveOptions struct {
 	maxPerHolder   int
 	maxWaiters     int
 	maxPerLock     int
+	maxSessions    int
 	maxKVBytes     int64
 	maxKeys        int
 	maxKVBytesPer  int64
@@ -136,6 +137,7 @@ rejoins by itself. Every flag can also be set by its environment variable.`,
 	fs.IntVar(&o.maxPerHolder, "max-locks-per-holder", int(cli.EnvUint("FENCER_MAX_LOCKS_PER_HOLDER", 100_000)), "held locks and semaphore permits per holder name ($FENCER_MAX_LOCKS_PER_HOLDER)")
 	fs.IntVar(&o.maxWaiters, "max-waiters", int(cli.EnvUint("FENCER_MAX_WAITERS", 100_000)), "queued acquires in total ($FENCER_MAX_WAITERS)")
 	fs.IntVar(&o.maxPerLock, "max-waiters-per-lock", int(cli.EnvUint("FENCER_MAX_WAITERS_PER_LOCK", 1024)), "queued acquires per lock ($FENCER_MAX_WAITERS_PER_LOCK)")
+	fs.IntVar(&o.maxSessions, "max-sessions", int(cli.EnvUint("FENCER_MAX_SESSIONS", 100_000)), "open sessions the leader times, refused 429 too_many_locks past it ($FENCER_MAX_SESSIONS)")
 	fs.Int64Var(&o.maxKVBytes, "max-kv-bytes", int64(cli.EnvUint("FENCER_MAX_KV_BYTES", coord.DefaultMaxKVBytes)),
 		"value bytes in the fenced key-value store, in total; a put past it is 429 kv_full ($FENCER_MAX_KV_BYTES)")
 	fs.IntVar(&o.maxKeys, "max-keys", int(cli.EnvUint("FENCER_MAX_KEYS", 1_000_000)), "keys in the fenced key-value store ($FENCER_MAX_KEYS)")
@@ -186,6 +188,7 @@ func (o *serveOptions) run(cmd *cobra.Command) error {
 		MaxLocksPerHolder: o.maxPerHolder,
 		MaxWaiters:        o.maxWaiters,
 		MaxWaitersPerLock: o.maxPerLock,
+		MaxSessions:       o.maxSessions,
 
 		MaxKVBytes:             o.maxKVBytes,
 		MaxKeys:                o.maxKeys,

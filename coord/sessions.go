@@ -1,0 +1,394 @@
+package coord
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/fencer-io/fencer/coord/internal/timed"
+	"github.com/fencer-io/fencer/coord/lease"
+	"github.com/fencer-io/fencer/fsm"
+	"github.com/fencer-io/fencer/fsm/entry"
+	"github.com/fencer-io/fencer/fsm/refusal"
+	"github.com/fencer-io/fencer/fsm/secrets"
+)
+
+// A session is one lease for many grants (fsm/session.go). The leader
+// times it as it times a grant's lease (timed.SessionKey), and the grants
+// under it are not timed at all: they live as long as the session. Its
+// renewal is a quorum round and a new deadline, as a grant's; its end, by
+// close or by expiry, is one entry that ends every grant under it, proposed
+// with every one of their names' queues held (sorted by kind, then name,
+// so that two ends never wait on each other), so that each freed name is
+// served before any other acquire can reach it: the first, by token, in
+// that entry itself, the others in the entries right after (one entry
+// mints one token). A new leader restarts every session at its full TTL,
+// as it does grants' leases.
+
+// SessionRequest asks for a session.
+type SessionRequest struct {
+	Holder string
+	TTL    time.Duration
+	// LockDelay is the lock-delay of every grant under the session that
+	// asks for none, started when the session expires.
+	LockDelay time.Duration
+	RequestID string
+	Principal string
+}
+
+// SessionStatus is a live session as reported to clients (never its
+// secret): its grants, and the leader's view of its time left (Known is
+// false on a stale read from a follower).
+type SessionStatus struct {
+	fsm.SessionState
+	Remaining time.Duration
+	Known     bool
+}
+
+// CreateSession opens a session; a retry with the request id of an earlier
+// one gets that one back (Existing).
+func (s *Service) CreateSession(ctx context.Context, req SessionRequest) (fsm.SessionResult, error) {
+	if err := s.awaitLeader(ctx); err != nil {
+		return fsm.SessionResult{}, err
+	}
+	if err := s.sessionsReadable(); err != nil {
+		return fsm.SessionResult{}, err
+	}
+	if req.RequestID == "" {
+		req.RequestID = newRequestID()
+	}
+	retry := s.fsm.SessionRequestGranted(req.Holder, req.RequestID, req.Principal)
+	if n := s.fsm.SessionCount(); !retry && n >= s.cfg.MaxSessions {
+		return fsm.SessionResult{}, s.refuse(fmt.Errorf("%w: %d sessions open (limit %d)", ErrTooManyLocks, n, s.cfg.MaxSessions))
+	}
+	res, err := s.raft.Apply(&entry.SessionCreate{
+		Holder: req.Holder, Lease: newSecret(req.Holder), TTLMillis: req.TTL.Milliseconds(),
+		LockDelayMillis: req.LockDelay.Milliseconds(), RequestID: req.RequestID, NowMillis: s.nowMillis(), Principal: req.Principal,
+	})
+	if err != nil {
+		return fsm.SessionResult{}, err
+	}
+	r := res.(*fsm.SessionResult)
+	// A retry tracks it too, in case the first answer was lost before the
+	// leader did (as an acquire's).
+	s.timers.Track(timed.SessionKey(r.Session.ID), r.Session.ID, millis(r.Session.TTLMillis))
+	return *r, nil
+}
+
+// sessionsReadable refuses sessions while a member reads no sessions'
+// entries (a rolling upgrade), after a quorum round.
+func (s *Service) sessionsReadable() error {
+	if f := s.raft.EntryFormat(); f < entry.LogFormatSession {
+		return s.refuse(fmt.Errorf("%w: sessions need log format %d, the members read %d; upgrade every member first",
+			entry.ErrFormatTooOld, entry.LogFormatSession, f))
+	}
+	return nil
+}
+
+// checkUnderSession refuses, after a quorum round, an acquire under a
+// session that is not live or whose secret is not the session's, before it
+// could queue; the FSM decides again when it applies the acquire.
+func (s *Service) checkUnderSession(id uint64, secret string) error {
+	if id == 0 {
+		return nil
+	}
+	if err := s.sessionsReadable(); err != nil {
+		return err
+	}
+	st, ok := s.fsm.Session(id)
+	switch {
+	case !ok:
+		return s.refuse(s.sessionGone(id))
+	case !secrets.Equal(st.Lease, secret):
+		return s.refuse(fmt.Errorf("%w: that is not session %d's lease", refusal.ErrSessionMismatch, id))
+	}
+	return nil
+}
+
+// sessionGone is why session id, not live, cannot be used.
+func (s *Service) sessionGone(id uint64) error {
+	if s.fsm.SessionEnded(id) {
+		return fmt.Errorf("%w: session %d has ended, and every grant under it", refusal.ErrSessionExpired, id)
+	}
+	return fmt.Errorf("%w: no session has id %d", refusal.ErrUnknownSession, id)
+}
+
+// RenewSession confirms leadership with a quorum round and extends the
+// session's deadline on the leader, and with it every grant's under it. It
+// writes nothing to the log.
+func (s *Service) RenewSession(ctx context.Context, id uint64, secret string) (entry.Session, error) {
+	if err := s.awaitLeader(ctx); err != nil {
+		return entry.Session{}, err
+	}
+	if err := s.raft.VerifyLeader(); err != nil {
+		return entry.Session{}, err
+	}
+	st, ok := s.fsm.Session(id)
+	switch {
+	case !ok:
+		return entry.Session{}, s.sessionGone(id)
+	case !secrets.Equal(st.Lease, secret):
+		return entry.Session{}, fmt.Errorf("%w: that is not session %d's lease", refusal.ErrSessionMismatch, id)
+	case !s.timers.Renew(timed.SessionKey(id), id):
+		return entry.Session{}, fmt.Errorf("%w: session %d's TTL ran out on the leader; its end is being written", refusal.ErrSessionExpired, id)
+	}
+	s.metrics.Renewals.Inc()
+	return st.Session, nil
+}
+
+// CloseSession ends a session and releases every grant under it, in one
+// entry; it returns the grants it ended.
+func (s *Service) CloseSession(ctx context.Context, id uint64, secret string) ([]fsm.SessionGrant, error) {
+	if err := s.awaitLeader(ctx); err != nil {
+		return nil, err
+	}
+	r, err := s.endSession(id, secret, false)
+	if err != nil {
+		return nil, err
+	}
+	s.metrics.Releases.Inc()
+	return endedGrants(r), nil
+}
+
+// expireSession is called by the timers when a session's deadline passes.
+func (s *Service) expireSession(id uint64) {
+	if s.awaitLeader(context.Background()) != nil {
+		return
+	}
+	_, err := s.endSession(id, "", true)
+	if s.expired(err, timed.SessionKey(id), id, "session", fmt.Sprint(id)) {
+		s.log.Debug("session expired", "session", id)
+	}
+}
+
+// endedAlready reads the failure of a session's expiry: a session found
+// ended already is, as a grant found ended, refusal.ErrLeaseLost (nothing
+// to retry).
+func endedAlready(err error) error {
+	if errors.Is(err, refusal.ErrSessionExpired) || errors.Is(err, refusal.ErrUnknownSession) {
+		return fmt.Errorf("%w: %v", refusal.ErrLeaseLost, err)
+	}
+	return err
+}
+
+// sessionRead is called by endSession between its read of the session's
+// grants and its hold of their names: a test's seam, to release a grant in
+// between.
+var sessionRead = func() {}
+
+// endSession proposes the end of session id with every name it holds
+// held: the first freed name with a waiter is handed over in the entry,
+// the rest are served right after, before any name is let go.
+func (s *Service) endSession(id uint64, secret string, expired bool) (*fsm.SessionEndResult, error) {
+	st, ok := s.fsm.Session(id)
+	if !ok {
+		if expired {
+			return nil, endedAlready(s.sessionGone(id))
+		}
+		return nil, s.refuse(s.sessionGone(id))
+	}
+	sessionRead()
+	var lockNames, semNames []string
+	for _, g := range st.Grants {
+		if g.Semaphore {
+			semNames = append(semNames, g.Name)
+		} else {
+			lockNames = append(lockNames, g.Name)
+		}
+	}
+	slices.Sort(lockNames)
+	slices.Sort(semNames)
+	lockNames, semNames = slices.Compact(lockNames), slices.Compact(semNames)
+	locks := map[string]*heldName[*entry.Acquire, fsm.AcquireResult]{}
+	sems := map[string]*heldName[*entry.SemAcquire, fsm.PermitResult]{}
+	for _, n := range lockNames { // locks before semaphores, each sorted
+		locks[n] = s.locks.hold(n)
+	}
+	for _, n := range semNames {
+		sems[n] = s.sems.hold(n)
+	}
+	released := false
+	release := func() {
+		if !released {
+			released = true
+			for _, n := range slices.Backward(semNames) {
+				sems[n].Release()
+			}
+			for _, n := range slices.Backward(lockNames) {
+				locks[n].Release()
+			}
+		}
+	}
+	defer release()
+
+	cmd := &entry.SessionEnd{Session: id, Lease: secret, Expired: expired}
+	s.offerOne(cmd, st, locks, sems)
+	res, err := s.raft.Apply(cmd)
+	if err != nil {
+		for _, h := range locks {
+			h.Failed()
+		}
+		for _, h := range sems {
+			h.Failed()
+		}
+		if expired {
+			return nil, endedAlready(err)
+		}
+		return nil, err
+	}
+	s.timers.Forget(timed.SessionKey(id), id)
+	r := res.(*fsm.SessionEndResult)
+	var extraLocks, extraSems []string
+	freedLocks, freedSems := map[string]bool{}, map[string]bool{}
+	for _, lr := range r.Locks {
+		if h := locks[lr.Freed.Name]; h != nil {
+			h.Done(lr, lr.Freed.Token)
+			freedLocks[lr.Freed.Name] = true
+		} else {
+			extraLocks = append(extraLocks, lr.Freed.Name)
+		}
+	}
+	for _, pr := range r.Permits {
+		if h := sems[pr.Freed.Semaphore]; h != nil {
+			h.Done(pr, pr.Freed.Token)
+			freedSems[pr.Freed.Semaphore] = true
+		} else {
+			extraSems = append(extraSems, pr.Freed.Semaphore)
+		}
+	}
+	// A name whose grant ended before the entry (released meanwhile) was
+	// not freed by it: a waiter popped for it was handed nothing and goes
+	// back to the head of its queue (a popped waiter is owed an answer,
+	// and would otherwise wait for it for good).
+	for n, h := range locks {
+		if !freedLocks[n] {
+			h.Unfreed()
+		}
+	}
+	for n, h := range sems {
+		if !freedSems[n] {
+			h.Unfreed()
+		}
+	}
+	release()
+	// A grant the session got after its names were read (an acquire that
+	// applied in between) was ended too: serve its name's waiters now.
+	for _, n := range extraLocks {
+		h := s.locks.hold(n)
+		h.Unfreed()
+		h.Release()
+	}
+	for _, n := range extraSems {
+		h := s.sems.hold(n)
+		h.Unfreed()
+		h.Release()
+	}
+	return r, nil
+}
+
+// offerOne puts in cmd the acquire of the head waiter of the first of the
+// session's grants, by token, whose name its end frees for a waiter (an
+// expiry with a lock-delay frees it for nobody): one entry mints one token.
+func (s *Service) offerOne(cmd *entry.SessionEnd, st fsm.SessionState, locks map[string]*heldName[*entry.Acquire, fsm.AcquireResult],
+	sems map[string]*heldName[*entry.SemAcquire, fsm.PermitResult]) {
+	for _, g := range st.Grants {
+		if g.Semaphore {
+			h := sems[g.Name]
+			if cmd.Expired && s.permitDelayed(g.Name, g.Token) {
+				continue
+			}
+			if next := h.Pop(true); next != nil {
+				cmd.NextPermits = []*entry.SemAcquire{next}
+				return
+			}
+			continue
+		}
+		h := locks[g.Name]
+		if cmd.Expired && s.lockDelayed(g.Name, g.Token) {
+			continue
+		}
+		if next := h.Pop(true); next != nil {
+			cmd.Next = []*entry.Acquire{next}
+			return
+		}
+	}
+}
+
+// lockDelayed reports whether lock's grant token starts a lock-delay when
+// it expires.
+func (s *Service) lockDelayed(lock string, token uint64) bool {
+	g, ok := s.fsm.NameState(fsm.KindLock, lock, "", "", "").Grant(token)
+	return ok && g.LockDelayMillis > 0
+}
+
+// permitDelayed is lockDelayed for a semaphore's permit.
+func (s *Service) permitDelayed(sem string, token uint64) bool {
+	g, ok := s.fsm.NameState(fsm.KindSemaphore, sem, "", "", "").Grant(token)
+	return ok && g.LockDelayMillis > 0
+}
+
+// endedGrants lists the grants an end ended, in the order it ended them.
+func endedGrants(r *fsm.SessionEndResult) []fsm.SessionGrant {
+	var out []fsm.SessionGrant
+	for _, l := range r.Locks {
+		out = append(out, fsm.SessionGrant{Name: l.Freed.Name, Token: l.Freed.Token})
+	}
+	for _, p := range r.Permits {
+		out = append(out, fsm.SessionGrant{Semaphore: true, Name: p.Freed.Semaphore, Token: p.Freed.Token})
+	}
+	slices.SortFunc(out, func(a, b fsm.SessionGrant) int {
+		switch {
+		case a.Token < b.Token:
+			return -1
+		case a.Token > b.Token:
+			return 1
+		}
+		return 0
+	})
+	return out
+}
+
+// Session returns a live session and its grants; linearizable unless stale.
+func (s *Service) Session(ctx context.Context, id uint64, stale bool) (SessionStatus, error) {
+	if !stale {
+		if err := s.linearizable(ctx); err != nil {
+			return SessionStatus{}, err
+		}
+	}
+	st, ok := s.fsm.Session(id)
+	if !ok {
+		return SessionStatus{}, s.sessionGone(id)
+	}
+	return s.sessionStatus(st), nil
+}
+
+// Sessions returns every live session; linearizable unless stale.
+func (s *Service) Sessions(ctx context.Context, stale bool) ([]SessionStatus, error) {
+	if !stale {
+		if err := s.linearizable(ctx); err != nil {
+			return nil, err
+		}
+	}
+	var out []SessionStatus
+	for _, st := range s.fsm.Sessions() {
+		out = append(out, s.sessionStatus(st))
+	}
+	return out, nil
+}
+
+// remaining is the leader's view of a grant's time left: its own lease's
+// (key, token), or its session's when it lives under one.
+func (s *Service) remaining(key lease.Key, token, session uint64) (time.Duration, bool) {
+	if session != 0 {
+		return s.timers.Remaining(timed.SessionKey(session), session)
+	}
+	return s.timers.Remaining(key, token)
+}
+
+func (s *Service) sessionStatus(st fsm.SessionState) SessionStatus {
+	out := SessionStatus{SessionState: st}
+	out.Remaining, out.Known = s.timers.Remaining(timed.SessionKey(st.ID), st.ID)
+	return out
+}

@@ -1,0 +1,270 @@
+package fsm
+
+import (
+	"fmt"
+
+	"github.com/fencer-io/fencer/fsm/entry"
+	"github.com/fencer-io/fencer/fsm/internal/grants"
+	"github.com/fencer-io/fencer/fsm/internal/locktable"
+	"github.com/fencer-io/fencer/fsm/internal/sessions"
+	"github.com/fencer-io/fencer/fsm/refusal"
+	"github.com/fencer-io/fencer/fsm/secrets"
+)
+
+// A session is one lease for many grants (etcd's lease with keys attached,
+// Consul's session, ZooKeeper's session behind its ephemeral nodes). Its
+// creation is an entry whose token is its id; the leader times it as it
+// times a grant's lease, and its renewals write nothing. A lock or a permit
+// acquired under it (Acquire.Session with the session's secret) has its own
+// token and secret but no lease of its own: it lives as long as the
+// session, whose TTL it records. The session's end, by close or by expiry,
+// is one entry that ends every grant under it, sorted by token, as a
+// release or an expiry would each (history, events, an expiry's
+// lock-delay).
+//
+// One entry mints one token (a token is the log index of its grant, and
+// tokens strictly increase), so a session's end hands at most one freed
+// name to a waiter in its own entry: the first, by token, that has one.
+// The leader hands the others over in the entries right after, still
+// holding every freed name's queue, so that no other acquire can come
+// between (coord/DESIGN.md, "Sessions").
+
+// SessionResult is the Apply result of an effective SessionCreate.
+type SessionResult struct {
+	Session entry.Session
+	// Existing: the request id had opened this session before.
+	Existing bool
+}
+
+// SessionEndResult is the Apply result of an effective SessionEnd: the
+// grants it ended, in the order it ended them (by token), each with what
+// its freeing did.
+type SessionEndResult struct {
+	Session entry.Session
+	Expired bool
+	Locks   []*ReleaseResult    // the locks freed (Next: handed to a waiter)
+	Permits []*SemReleaseResult // the permits freed
+}
+
+// sessionRequestKey keeps sessions' request ids apart from locks' and
+// semaphores' in the one request table (names never hold a NUL).
+func sessionRequestKey(holder, id, principal string) string {
+	return locktable.RequestKey("\x00session", holder, id, principal)
+}
+
+func applySessionCreate(s *state, c *entry.SessionCreate, index uint64) any {
+	if c.RequestID != "" {
+		if id, ok := s.requests.Token(sessionRequestKey(c.Holder, c.RequestID, c.Principal)); ok {
+			if sess := s.sessions.Get(id); sess != nil {
+				return &SessionResult{Session: sess.Record(), Existing: true}
+			}
+			return fmt.Errorf("%w: the session for request %q (id %d) has already ended", refusal.ErrSessionExpired, c.RequestID, id)
+		}
+	}
+	if c.TTLMillis <= 0 || c.LockDelayMillis < 0 {
+		return fmt.Errorf("%w: session with ttl %d ms and lock-delay %d ms", entry.ErrMalformedCommand, c.TTLMillis, c.LockDelayMillis)
+	}
+	id, err := s.mint(index)
+	if err != nil {
+		return err
+	}
+	rec := entry.Session{ID: id, Holder: c.Holder, Lease: c.Lease, TTLMillis: c.TTLMillis, LockDelayMillis: c.LockDelayMillis,
+		RequestID: c.RequestID, Principal: c.Principal, CreatedAtMillis: c.NowMillis}
+	s.sessions.Open(rec)
+	if c.RequestID != "" {
+		s.requests.Remember(sessionRequestKey(c.Holder, c.RequestID, c.Principal), id)
+	}
+	return &SessionResult{Session: rec}
+}
+
+// underSession returns why an acquire under session id with secret cannot
+// be granted, or nil (also for id 0: no session).
+func (s *state) underSession(id uint64, secret string) error {
+	if id == 0 {
+		return nil
+	}
+	sess := s.sessions.Get(id)
+	switch {
+	case sess == nil && s.sessions.Ended(id):
+		return fmt.Errorf("%w: session %d has ended, and every grant under it", refusal.ErrSessionExpired, id)
+	case sess == nil:
+		return fmt.Errorf("%w: no session has id %d", refusal.ErrUnknownSession, id)
+	case !secrets.Equal(sess.Record().Lease, secret):
+		return fmt.Errorf("%w: that is not session %d's lease", refusal.ErrSessionMismatch, id)
+	}
+	return nil
+}
+
+// sessionTerms returns the TTL and lock-delay of a grant under live
+// session id that asked for lock-delay delay: the session's TTL, and the
+// grant's own delay or else the session's.
+func (s *state) sessionTerms(id uint64, delay int64) (ttl, lockDelay int64) {
+	sess := s.sessions.Get(id)
+	if sess == nil {
+		return 0, delay
+	}
+	rec := sess.Record()
+	if delay == 0 {
+		delay = rec.LockDelayMillis
+	}
+	return rec.TTLMillis, delay
+}
+
+func applySessionEnd(s *state, c *entry.SessionEnd, index uint64) any {
+	sess := s.sessions.Get(c.Session)
+	if sess == nil {
+		if s.sessions.Ended(c.Session) {
+			return fmt.Errorf("%w: session %d has already ended", refusal.ErrSessionExpired, c.Session)
+		}
+		return fmt.Errorf("%w: no session has id %d", refusal.ErrUnknownSession, c.Session)
+	}
+	if len(c.Next)+len(c.NextPermits) > 1 {
+		return fmt.Errorf("%w: session end with %d hand-offs: one entry mints one token", entry.ErrMalformedCommand, len(c.Next)+len(c.NextPermits))
+	}
+	if !c.Expired && !secrets.Equal(sess.Record().Lease, c.Lease) {
+		return fmt.Errorf("%w: that is not session %d's lease", refusal.ErrSessionMismatch, c.Session)
+	}
+	nextLock := map[string]*entry.Acquire{}
+	for _, n := range c.Next {
+		if n != nil {
+			nextLock[n.Lock] = n
+		}
+	}
+	nextPermit := map[string]*entry.SemAcquire{}
+	for _, n := range c.NextPermits {
+		if n != nil {
+			nextPermit[n.Semaphore] = n
+		}
+	}
+	res := &SessionEndResult{Session: sess.Record(), Expired: c.Expired}
+	// Ended first, freed after: a waiter handed a name in this entry may
+	// not be under the ending session (refused as expired), and the grant
+	// list no longer moves while the names are freed.
+	list := sess.Grants()
+	s.sessions.End(c.Session)
+	for _, g := range list {
+		switch g.Kind {
+		case sessions.Lock:
+			if r := s.endSessionLock(g, nextLock[g.Name], c.Expired, index); r != nil {
+				res.Locks = append(res.Locks, r)
+			}
+		case sessions.Permit:
+			if r := s.endSessionPermit(g, nextPermit[g.Name], c.Expired, index); r != nil {
+				res.Permits = append(res.Permits, r)
+			}
+		}
+	}
+	return res
+}
+
+// endSessionLock ends a session's lock grant as an Expire (expired) or a
+// Release would, handing it to next.
+func (s *state) endSessionLock(g sessions.Grant, next *entry.Acquire, expired bool, index uint64) *ReleaseResult {
+	cur, held := s.locks.Get(g.Name)
+	if !held || cur.Token() != g.Token {
+		return nil // cannot happen: a grant's end detaches it
+	}
+	way := grants.Released
+	if expired {
+		way = grants.Expired
+		if cur.LockDelayMillis() > 0 {
+			s.delays[g.Name] = entry.Delay{Lock: g.Name, Since: index, Millis: cur.LockDelayMillis()}
+		}
+	}
+	return s.free(cur, next, index, way)
+}
+
+// endSessionPermit ends a session's permit as a SemExpire (expired) or a
+// SemRelease would, handing its slot to next.
+func (s *state) endSessionPermit(g sessions.Grant, next *entry.SemAcquire, expired bool, index uint64) *SemReleaseResult {
+	sem := s.sems.Get(g.Name)
+	if sem == nil || sem.Permit(g.Token) == nil {
+		return nil
+	}
+	p, limit := sem.Permit(g.Token), sem.Limit()
+	if !expired {
+		return s.freePermit(p, next, index, grants.Released)
+	}
+	if p.LockDelayMillis == 0 {
+		return s.freePermit(p, next, index, grants.Expired)
+	}
+	d := entry.Delay{Semaphore: p.Semaphore, Since: index, Millis: p.LockDelayMillis, Limit: limit}
+	s.sems.AddSlotDelay(d)
+	res := s.freePermit(p, next, index, grants.Expired)
+	res.Delay = &d
+	return res
+}
+
+// SessionState is a live session and the grants under it, sorted by token.
+type SessionState struct {
+	entry.Session
+	Grants []SessionGrant
+}
+
+// SessionGrant is one grant under a session.
+type SessionGrant struct {
+	Semaphore bool // a permit of the semaphore Name; else a lock's grant
+	Name      string
+	Token     uint64
+}
+
+// Session returns a live session.
+func (f *FSM) Session(id uint64) (SessionState, bool) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	sess := f.s.sessions.Get(id)
+	if sess == nil {
+		return SessionState{}, false
+	}
+	return sessionState(sess), true
+}
+
+// SessionEnded reports whether id is a session that ended lately.
+func (f *FSM) SessionEnded(id uint64) bool {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.s.sessions.Ended(id)
+}
+
+func sessionState(sess *sessions.Session) SessionState {
+	st := SessionState{Session: sess.Record()}
+	for _, g := range sess.Grants() {
+		st.Grants = append(st.Grants, SessionGrant{Semaphore: g.Kind == sessions.Permit, Name: g.Name, Token: g.Token})
+	}
+	return st
+}
+
+// Sessions returns every live session, sorted by id.
+func (f *FSM) Sessions() []SessionState {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	out := make([]SessionState, 0, f.s.sessions.Len())
+	for _, rec := range f.s.sessions.Records() {
+		out = append(out, sessionState(f.s.sessions.Get(rec.ID)))
+	}
+	return out
+}
+
+// SessionRecords returns every live session's record, sorted by id,
+// without their grants (a new leader timing them).
+func (f *FSM) SessionRecords() []entry.Session {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.s.sessions.Records()
+}
+
+// SessionCount returns how many sessions are live.
+func (f *FSM) SessionCount() int {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.s.sessions.Len()
+}
+
+// SessionRequestGranted reports whether principal's session request id
+// already opened a session (which may have ended since).
+func (f *FSM) SessionRequestGranted(holder, requestID, principal string) bool {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	_, ok := f.s.requests.Token(sessionRequestKey(holder, requestID, principal))
+	return ok
+}
