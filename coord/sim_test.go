@@ -143,8 +143,10 @@ type simWorld struct {
 	// Guarded by f.mu (the hook and the FSM's observer run under it).
 	fault   simFault
 	pending entry.Command
-	digest  uint64
-	faults  [3]int // fired, by kind
+	// unanswered: the pending entry's proposer is answered outcome-unknown.
+	unanswered bool
+	digest     uint64
+	faults     [3]int // fired, by kind
 
 	// faulting is set while an operation runs with a fault armed: its
 	// answer may be the fault's error.
@@ -155,7 +157,9 @@ type simWorld struct {
 	extraG int
 
 	grants   []clientGrant // what clients were answered with (may have ended)
-	unknown  []unknownAcquire
+	unknown  []simAsk
+	sessions []*clientSession // what clients were answered with (may have ended)
+	unknownS []SessionRequest // session creates answered outcome-unknown
 	waiters  map[int]*simWaiter
 	nextID   int
 	results  chan simResult
@@ -174,18 +178,34 @@ const (
 
 // clientGrant is a grant a client holds, as it was answered.
 type clientGrant struct {
-	key    sim.Key
-	token  uint64
-	secret string
+	key     sim.Key
+	token   uint64
+	secret  string
+	session uint64 // the session it lives under (0: none)
 }
 
-// unknownAcquire is an acquire answered outcome-unknown, which its client
-// may retry with the same request id.
-type unknownAcquire struct {
-	key    sim.Key
+// simAsk is an acquire as a client made it: answered outcome-unknown, its
+// client may retry it with the same request id.
+type simAsk struct {
+	key          sim.Key
+	holder       string
+	req          string
+	ttl          time.Duration
+	session      uint64
+	sessionLease string
+}
+
+// clientSession is a session a client opened, as it was answered.
+type clientSession struct {
+	id     uint64
 	holder string
-	req    string
-	ttl    time.Duration
+	secret string
+	delay  time.Duration
+	// defaultTaken: a grant under it that asks for no lock-delay of its own
+	// has been asked for; later ones ask for their own, so that no two of
+	// its grants' lock-delays, started together by its expiry, fall due
+	// at one instant.
+	defaultTaken bool
 }
 
 // simWaiter is an acquire that may queue, running in a goroutine of its own.
@@ -198,6 +218,11 @@ type simWaiter struct {
 	delay  time.Duration
 	waitD  time.Duration
 	wait   *sim.Wait
+	// Under a session: the session, its secret as asked, and the refusal
+	// its answer must be (nil: any answer a live session may get).
+	session      uint64
+	sessionLease string
+	want         error
 }
 
 type simResult struct {
@@ -320,10 +345,10 @@ func (w *simWorld) hook(cmd entry.Command) (bool, error) {
 		return false, cluster.ErrNotLeader
 	case faultUnknown:
 		w.faults[fault]++
-		w.pending = cmd
+		w.pending, w.unanswered = cmd, true
 		return true, cluster.ErrOutcomeUnknown
 	}
-	w.pending = cmd
+	w.pending, w.unanswered = cmd, false
 	return true, nil
 }
 
@@ -340,19 +365,17 @@ func (o simObserver) Applied(index uint64, evs []event.Event) {
 	now := w.clock.Now()
 	fmt.Fprintf(h, "%d %d %s %d", w.digest, index, w.pending.Type(), now.UnixNano())
 	for _, ev := range evs {
-		fmt.Fprintf(h, " %s %s%s %d", ev.Type, ev.Lock, ev.Semaphore, ev.Token)
+		fmt.Fprintf(h, " %s %s%s %d %d", ev.Type, ev.Lock, ev.Semaphore, ev.Token, ev.Session)
 	}
 	w.digest = h.Sum64()
-	w.check.Applied(index, w.pending, evs, now)
-	w.pending = nil
+	w.check.Applied(index, w.pending, evs, now, w.unanswered)
+	w.pending, w.unanswered = nil, false
 }
 
 func (o simObserver) Restored(uint64, bool, []event.Event) {}
 
-// The operations a step picks from, by weight. Each is one function.
-//
-// Sessions (issue 27): session create, renew and close, and acquires under
-// a session, are one function each here; a session's expiry is a clock
+// The operations a step picks from, by weight. Each is one function;
+// sessions' are in sim_sessions_test.go. A session's expiry is a clock
 // advance like any lease's.
 type simOp struct {
 	name   string
@@ -374,6 +397,17 @@ var simOps = []simOp{
 	{"clock jump", 1, (*simWorld).opClockJump},
 	{"failed proposal", 4, (*simWorld).opFault},
 	{"leader change", 1, (*simWorld).opLeaderChange},
+	{"session create", 8, (*simWorld).opSessionCreate},
+	{"session acquire", 8, (*simWorld).opSessionAcquire},
+	{"session permit", 5, (*simWorld).opSessionPermit},
+	{"session acquire with wait", 5, (*simWorld).opSessionAcquireWait},
+	{"session permit with wait", 3, (*simWorld).opSessionPermitWait},
+	{"session renew", 12, (*simWorld).opSessionRenew},
+	{"session close", 2, (*simWorld).opSessionClose},
+	{"session grant release", 3, (*simWorld).opSessionRelease},
+	{"session grant renew", 2, (*simWorld).opSessionGrantRenew},
+	{"miss session renewals", 2, (*simWorld).opMissSessionRenewals},
+	{"wait on a session's name", 6, (*simWorld).opWaitOnSession},
 }
 
 var simWeights = func() int {
@@ -432,7 +466,7 @@ func (w *simWorld) opAcquire() {
 		req.Value = "v" + strconv.Itoa(w.rng.IntN(100))
 	}
 	res, err := w.s.Acquire(bg, req)
-	w.acquired(key, req.Holder, req.RequestID, req.TTL, res.Grant.Token, res.Grant.Lease, res.Existing, err)
+	w.acquired(simAsk{key: key, holder: req.Holder, req: req.RequestID, ttl: req.TTL}, res.Grant.Token, res.Grant.Lease, res.Existing, err)
 }
 
 func (w *simWorld) opPermit() {
@@ -440,22 +474,22 @@ func (w *simWorld) opPermit() {
 	key := sim.Key{Kind: sim.Semaphore, Name: name}
 	req := PermitRequest{Semaphore: name, Holder: w.holder(), Limit: w.limit[name], TTL: w.duration(200, 3000), RequestID: w.requestID(), LockDelay: w.lockDelay()}
 	res, err := w.s.AcquirePermit(bg, req)
-	w.acquired(key, req.Holder, req.RequestID, req.TTL, res.Permit.Token, res.Permit.Lease, res.Existing, err)
+	w.acquired(simAsk{key: key, holder: req.Holder, req: req.RequestID, ttl: req.TTL}, res.Permit.Token, res.Permit.Lease, res.Existing, err)
 }
 
 // acquired records an acquire's answer.
-func (w *simWorld) acquired(key sim.Key, holder, req string, ttl time.Duration, token uint64, secret string, existing bool, err error) {
+func (w *simWorld) acquired(a simAsk, token uint64, secret string, existing bool, err error) {
 	switch {
 	case err == nil:
-		w.grants = append(w.grants, clientGrant{key: key, token: token, secret: secret})
+		w.grants = append(w.grants, clientGrant{key: a.key, token: token, secret: secret, session: a.session})
 		if existing {
-			w.check.Restarted(key, token, w.clock.Now())
+			w.check.Restarted(a.key, token, w.clock.Now())
 			w.stats["answer: existing grant"]++
 		} else {
 			w.stats["answer: granted"]++
 		}
 	case errors.Is(err, cluster.ErrOutcomeUnknown):
-		w.unknown = append(w.unknown, unknownAcquire{key: key, holder: holder, req: req, ttl: ttl})
+		w.unknown = append(w.unknown, a)
 		w.stats["answer: outcome unknown"]++
 	default:
 		w.stats["answer: refused"]++
@@ -502,10 +536,14 @@ func (w *simWorld) receive(r simResult) {
 	if armed, _ := w.clock.WaitArmed(x.wait); !armed {
 		w.clock.Unexpect(x.waitD, x.wait)
 	}
+	if x.session != 0 {
+		w.sessionAnswered("acquire with wait", x.session, x.want, r.err)
+	}
+	a := simAsk{key: x.key, holder: x.holder, req: x.req, ttl: x.ttl, session: x.session, sessionLease: x.sessionLease}
 	if x.key.Kind == sim.Lock {
-		w.acquired(x.key, x.holder, x.req, x.ttl, r.lock.Grant.Token, r.lock.Grant.Lease, r.lock.Existing, r.err)
+		w.acquired(a, r.lock.Grant.Token, r.lock.Grant.Lease, r.lock.Existing, r.err)
 	} else {
-		w.acquired(x.key, x.holder, x.req, x.ttl, r.permit.Permit.Token, r.permit.Permit.Lease, r.permit.Existing, r.err)
+		w.acquired(a, r.permit.Permit.Token, r.permit.Permit.Lease, r.permit.Existing, r.err)
 	}
 }
 
@@ -552,6 +590,10 @@ func (w *simWorld) opRenew() {
 	if !ok {
 		return
 	}
+	if g.session != 0 {
+		w.renewUnderSession(g, live)
+		return
+	}
 	var err error
 	if g.key.Kind == sim.Lock {
 		_, err = w.s.Renew(bg, g.key.Name, g.token, g.secret)
@@ -596,6 +638,10 @@ func (w *simWorld) answered(what string, g clientGrant, live bool, err error) {
 }
 
 func (w *simWorld) opRetryUnknown() {
+	if len(w.unknownS) > 0 && (len(w.unknown) == 0 || w.rng.IntN(4) == 0) {
+		w.retrySessionCreate()
+		return
+	}
 	if len(w.unknown) == 0 {
 		return
 	}
@@ -603,11 +649,13 @@ func (w *simWorld) opRetryUnknown() {
 	u := w.unknown[i]
 	w.unknown = append(w.unknown[:i], w.unknown[i+1:]...)
 	if u.key.Kind == sim.Lock {
-		res, err := w.s.Acquire(bg, AcquireRequest{Lock: u.key.Name, Holder: u.holder, TTL: u.ttl, RequestID: u.req})
-		w.acquired(u.key, u.holder, u.req, u.ttl, res.Grant.Token, res.Grant.Lease, res.Existing, err)
+		res, err := w.s.Acquire(bg, AcquireRequest{Lock: u.key.Name, Holder: u.holder, TTL: u.ttl, RequestID: u.req,
+			Session: u.session, SessionLease: u.sessionLease})
+		w.acquired(u, res.Grant.Token, res.Grant.Lease, res.Existing, err)
 	} else {
-		res, err := w.s.AcquirePermit(bg, PermitRequest{Semaphore: u.key.Name, Holder: u.holder, Limit: w.limit[u.key.Name], TTL: u.ttl, RequestID: u.req})
-		w.acquired(u.key, u.holder, u.req, u.ttl, res.Permit.Token, res.Permit.Lease, res.Existing, err)
+		res, err := w.s.AcquirePermit(bg, PermitRequest{Semaphore: u.key.Name, Holder: u.holder, Limit: w.limit[u.key.Name], TTL: u.ttl, RequestID: u.req,
+			Session: u.session, SessionLease: u.sessionLease})
+		w.acquired(u, res.Permit.Token, res.Permit.Lease, res.Existing, err)
 	}
 }
 
@@ -639,7 +687,8 @@ func (w *simWorld) opFault() {
 		w.f.mu.Unlock()
 		w.faulting = false
 	}()
-	ops := []func(){w.opAcquire, w.opPermit, w.opRelease, w.opTick, w.opMissRenewals, w.opAcquireWait}
+	ops := []func(){w.opAcquire, w.opPermit, w.opRelease, w.opTick, w.opMissRenewals, w.opAcquireWait,
+		w.opSessionCreate, w.opSessionAcquire, w.opSessionPermit, w.opSessionClose, w.opMissSessionRenewals}
 	ops[w.rng.IntN(len(ops))]()
 	w.settle("failed proposal")
 }
@@ -834,4 +883,6 @@ func (w *simWorld) checkState() {
 		}
 		w.check.State(sim.Key{Kind: sim.Semaphore, Name: name}, tokens, delays)
 	}
+	w.checkSessions()
+	w.check.Settled()
 }

@@ -6,6 +6,7 @@ import (
 	"github.com/fencer-io/fencer/fsm/entry"
 	"github.com/fencer-io/fencer/fsm/internal/grants"
 	"github.com/fencer-io/fencer/fsm/internal/locktable"
+	"github.com/fencer-io/fencer/fsm/internal/permits"
 	"github.com/fencer-io/fencer/fsm/internal/sessions"
 	"github.com/fencer-io/fencer/fsm/refusal"
 	"github.com/fencer-io/fencer/fsm/secrets"
@@ -188,11 +189,29 @@ func (s *state) endSessionPermit(g sessions.Grant, next *entry.SemAcquire, expir
 	if p.LockDelayMillis == 0 {
 		return s.freePermit(p, next, index, grants.Expired)
 	}
-	d := entry.Delay{Semaphore: p.Semaphore, Since: index, Millis: p.LockDelayMillis, Limit: limit}
+	d := entry.Delay{Semaphore: p.Semaphore, Since: slotDelaySince(sem, index, p.Token), Millis: p.LockDelayMillis, Limit: limit}
 	s.sems.AddSlotDelay(d)
 	res := s.freePermit(p, next, index, grants.Expired)
 	res.Delay = &d
 	return res
+}
+
+// slotDelaySince is the key of a slot delay that a session's end at index
+// starts for permit token of sem. A slot's delay is known by its start
+// (EndDelay.Since), and one end may start several of one semaphore's: the
+// first is known by the end's index, as an expiry's; another, by its
+// permit's token, or failing that (a delay known by it runs already) the
+// nearest number below that none is known by. All by index, the second
+// once overwrote the first, and its slot was free at once.
+func slotDelaySince(sem *permits.Semaphore, index, token uint64) uint64 {
+	if !sem.DelayedSince(index) {
+		return index
+	}
+	since := token
+	for since > 1 && sem.DelayedSince(since) {
+		since--
+	}
+	return since
 }
 
 // SessionState is a live session and the grants under it, sorted by token.

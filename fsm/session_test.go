@@ -245,3 +245,40 @@ func TestSnapshotV5Golden(t *testing.T) {
 		t.Fatalf("snapshot differs from the golden:\n%s\nwant\n%s", sink.Bytes(), golden)
 	}
 }
+
+// A session's expiry that ends two permits of one semaphore, each with a
+// lock-delay, delays both slots, each ended by an EndDelay of its own.
+// Both delays were once keyed by the end's index: the second overwrote
+// the first, and its slot was free at once (the simulation's model of the
+// log found the FSM one delay short).
+func TestSessionExpiryDelaysEverySlotItFrees(t *testing.T) {
+	f := New(nil)
+	sess := openSession(t, f, 1, 500)
+	permit := func(index uint64) {
+		p := &entry.SemAcquire{Semaphore: "s", Holder: "svc", Lease: fmt.Sprint("p", index), Limit: 2, Session: sess.ID, SessionLease: "sess-secret"}
+		if _, ok := f.ApplyCommand(p, index).(*PermitResult); !ok {
+			t.Fatalf("permit at %d refused", index)
+		}
+	}
+	permit(2)
+	permit(3)
+	if _, ok := f.ApplyCommand(&entry.SessionEnd{Session: sess.ID, Expired: true}, 4).(*SessionEndResult); !ok {
+		t.Fatal("session expiry refused")
+	}
+	st := f.Semaphore("s")
+	if len(st.Permits) != 0 || len(st.Delays) != 2 {
+		t.Fatalf("after the expiry: permits %v, delays %+v; want no permit and both slots delayed", st.Permits, st.Delays)
+	}
+	other := &entry.SemAcquire{Semaphore: "s", Holder: "other", Lease: "o", TTLMillis: 1000, Limit: 2}
+	if err, _ := f.ApplyCommand(other, 5).(error); !errors.Is(err, refusal.ErrLockDelay) {
+		t.Fatalf("acquire with both slots delayed: %v, want lock_delay", err)
+	}
+	for i, d := range st.Delays {
+		if _, ok := f.ApplyCommand(&entry.EndDelay{Semaphore: "s", Since: d.Since}, uint64(6+i)).(*EndDelayResult); !ok {
+			t.Fatalf("end of the delay since %d refused", d.Since)
+		}
+	}
+	if st := f.Semaphore("s"); len(st.Delays) != 0 {
+		t.Fatalf("delays left after both ended: %+v", st.Delays)
+	}
+}

@@ -501,7 +501,9 @@ type SemaphoreStatus struct {
 }
 
 // SlotDelay is a semaphore permit slot in its lock-delay: Since is the
-// log index of the expiry that started it, RemainingMillis the time left
+// log index of the expiry that started it (a second slot of the semaphore
+// delayed by one session's expiry is known by its permit's token, as one
+// entry may start several), RemainingMillis the time left
 // as the leader times it (on a follower's stale read, the full length).
 type SlotDelay struct {
 	Since           uint64 `json:"since"`

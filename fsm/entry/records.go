@@ -79,8 +79,12 @@ type RequestRecord struct {
 // instead of Lock, one permit slot's of a semaphore, which Limit then
 // records (a semaphore whose only slots in use are delayed keeps its limit).
 type Delay struct {
-	Lock      string `json:"lock"`
-	Since     uint64 `json:"since"` // index of the expiry that started it
+	Lock string `json:"lock"`
+	// Since is the index of the expiry that started it; for a second slot
+	// of one semaphore that one session's expiry delays, its permit's token
+	// (or the nearest number below it that no running delay of the
+	// semaphore is known by).
+	Since     uint64 `json:"since"`
 	Millis    int64  `json:"ms"`
 	Semaphore string `json:"semaphore,omitempty"`
 	Limit     int    `json:"limit,omitempty"`

@@ -26,7 +26,6 @@ type Kind int
 const (
 	Lock Kind = iota
 	Semaphore
-	// Sessions (issue 27) come here when they land.
 )
 
 func (k Kind) String() string {
@@ -55,6 +54,9 @@ type Grant struct {
 	// Start is when the leader last (re)started its lease: the entry that
 	// granted it, a renewal, a retry answered with it, or a promotion.
 	Start time.Time
+	// Session is the session the grant lives under (0: none); its TTL and,
+	// unless it asked for one of its own, its lock-delay are the session's.
+	Session uint64
 }
 
 // Delay is a running lock-delay (of a lock, or of a semaphore's slot).
@@ -86,12 +88,24 @@ type Effect struct {
 	Started    []*Grant
 	Ended      []Ended
 	DelayEnded *Delay // the running delay an EndDelay names, if the checker knows it
+	// SessionStarted is the session a SessionCreate opened; SessionEnded
+	// the live session a SessionEnd ended (SessionExpired: by expiry).
+	SessionStarted *Session
+	SessionEnded   *Session
+	SessionExpired bool
+	// SessionFreed counts the slots of each name a session's end frees for
+	// a waiter (freedLocked).
+	SessionFreed map[Key]int
+	// Unanswered: the leader proposing the entry was told its outcome is
+	// unknown, and so does not know what it did.
+	Unanswered bool
 }
 
 // Offer is an acquire carried by a freeing entry for the head waiter.
 type Offer struct {
 	RequestID string
 	Holder    string
+	Session   uint64 // the session it is under (0: none)
 }
 
 // Invariant is one property of the engine. Applied is checked against
@@ -107,13 +121,18 @@ type Invariant struct {
 // Invariants are the properties the simulation holds the engine to. Each
 // planted bug in DESIGN.md's "The simulation" fails one of them.
 //
-// Sessions (issue 27): "nothing a session held survives its end" goes
-// here, as one more Invariant over the session's grants.
+// The sessions' are in sessions.go; those checked once a step has settled
+// (a grant that outlived its session, a freed name left unserved) are in
+// Settled.
 var Invariants = []Invariant{
 	{Name: "holders within policy", Applied: holdersWithinPolicy},
 	{Name: "tokens increase", Applied: tokensIncrease},
 	{Name: "served in the freeing entry", Applied: servedInFreeingEntry},
 	{Name: "no lease ends early", Proposed: noEarlyEnd},
+	{Name: invNothingSurvives, Applied: nothingSurvivesItsSession},
+	{Name: "a session's end ends all its grants", Applied: endEndsAll},
+	{Name: "no session ends early", Proposed: noEarlySessionEnd},
+	{Name: invServedAfterEnd, Applied: servedAfterSessionEnd},
 }
 
 // Checker follows the log and holds it to Invariants. Its methods are safe
@@ -128,7 +147,16 @@ type Checker struct {
 	// them or the client is answered.
 	queued map[Key]map[string]bool
 	// granted are the request ids that ever produced a grant, by name.
-	granted   map[Key]map[string]bool
+	granted  map[Key]map[string]bool
+	sessions map[uint64]*Session
+	// ended are the sessions the log ended, each with its end's index.
+	ended map[uint64]uint64
+	// newlyEnded are those ended since the last CheckSessions.
+	newlyEnded []uint64
+	// owed are the names a session's end freed while waiters were queued
+	// for them, until the waiters queued then are served (invariant
+	// "freed names served after a session's end").
+	owed      map[Key]*owed
 	lastToken uint64
 	step      int
 	failures  []string
@@ -139,7 +167,8 @@ type Checker struct {
 // holders at once (a lock: 1).
 func NewChecker(limits map[Key]int) *Checker {
 	return &Checker{limits: limits, live: map[Key]map[uint64]*Grant{}, delays: map[Key]map[uint64]*Delay{},
-		queued: map[Key]map[string]bool{}, granted: map[Key]map[string]bool{}, counts: map[string]int{}}
+		queued: map[Key]map[string]bool{}, granted: map[Key]map[string]bool{}, counts: map[string]int{},
+		sessions: map[uint64]*Session{}, ended: map[uint64]uint64{}, owed: map[Key]*owed{}}
 }
 
 // SetStep names the simulation's step in failures from now on.
@@ -176,11 +205,16 @@ func (c *Checker) Proposed(cmd entry.Command, now time.Time) {
 }
 
 // Applied checks the entry at index, cmd, applied at now with events evs,
-// and moves the checker's state past it.
-func (c *Checker) Applied(index uint64, cmd entry.Command, evs []event.Event, now time.Time) {
+// and moves the checker's state past it. unanswered says its proposer was
+// answered outcome-unknown.
+func (c *Checker) Applied(index uint64, cmd entry.Command, evs []event.Event, now time.Time, unanswered bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e := c.effectLocked(index, cmd, evs, now)
+	e.Unanswered = unanswered
+	if e.SessionEnded != nil {
+		e.SessionFreed = c.freedLocked(e)
+	}
 	for _, inv := range Invariants {
 		if inv.Applied != nil {
 			if why := inv.Applied(c, e); why != "" {
@@ -209,6 +243,7 @@ func (c *Checker) countLocked(e *Effect) {
 	if e.DelayEnded != nil {
 		c.counts["lock-delays ended"]++
 	}
+	c.countSessionLocked(e)
 }
 
 // Counts returns how many entries of interest the checker saw.
@@ -225,8 +260,8 @@ func (c *Checker) Counts() map[string]int {
 // effectLocked reads what an entry did from its command and events.
 func (c *Checker) effectLocked(index uint64, cmd entry.Command, evs []event.Event, now time.Time) *Effect {
 	e := &Effect{Index: index, Cmd: cmd, Now: now}
-	// grantOf is the acquire in cmd that a grant event of kind k is for.
-	grantOf := func(k Kind) (ttl, delay int64, req string) {
+	// grantOf is the acquire in cmd that a grant event of k is for.
+	grantOf := func(k Key) (ttl, delay int64, req string) {
 		switch x := cmd.(type) {
 		case *entry.Acquire:
 			return x.TTLMillis, x.LockDelayMillis, x.RequestID
@@ -249,43 +284,72 @@ func (c *Checker) effectLocked(index uint64, cmd entry.Command, evs []event.Even
 				return x.Next.TTLMillis, x.Next.LockDelayMillis, x.Next.RequestID
 			}
 		case *entry.EndDelay:
-			if k == Lock && x.Next != nil {
+			if k.Kind == Lock && x.Next != nil {
 				return x.Next.TTLMillis, x.Next.LockDelayMillis, x.Next.RequestID
 			}
-			if k == Semaphore && x.NextPermit != nil {
+			if k.Kind == Semaphore && x.NextPermit != nil {
 				return x.NextPermit.TTLMillis, x.NextPermit.LockDelayMillis, x.NextPermit.RequestID
+			}
+		case *entry.SessionEnd:
+			for _, a := range x.Next {
+				if k.Kind == Lock && a != nil && a.Lock == k.Name {
+					return a.TTLMillis, a.LockDelayMillis, a.RequestID
+				}
+			}
+			for _, a := range x.NextPermits {
+				if k.Kind == Semaphore && a != nil && a.Semaphore == k.Name {
+					return a.TTLMillis, a.LockDelayMillis, a.RequestID
+				}
 			}
 		}
 		return 0, 0, ""
 	}
-	start := func(k Key, token uint64, holder string) {
+	start := func(k Key, token uint64, holder string, session uint64) {
 		if c.live[k][token] != nil {
 			// A waiter offered again after a proposal whose outcome was
 			// unknown gets the grant that proposal made (Existing): the
 			// event names it, but nothing new is granted.
 			return
 		}
-		ttl, delay, req := grantOf(k.Kind)
-		e.Started = append(e.Started, &Grant{Key: k, Token: token, Holder: holder, RequestID: req,
-			TTL: millis(ttl), LockDelay: millis(delay), Start: now})
+		ttl, delay, req := grantOf(k)
+		g := &Grant{Key: k, Token: token, Holder: holder, RequestID: req, TTL: millis(ttl), LockDelay: millis(delay), Start: now, Session: session}
+		if s := c.sessions[session]; s != nil {
+			// Timed by its session (a grant under one that is not live
+			// is a failure of its own, and keeps what it asked).
+			g.TTL = s.TTL
+			if g.LockDelay == 0 {
+				g.LockDelay = s.LockDelay
+			}
+		}
+		e.Started = append(e.Started, g)
 	}
 	for _, ev := range evs {
 		lock, sem := Key{Lock, ev.Lock}, Key{Semaphore, ev.Semaphore}
 		switch ev.Type {
 		case event.Acquired:
-			start(lock, ev.Token, ev.Holder)
+			start(lock, ev.Token, ev.Holder, ev.Session)
 		case event.HandedOff:
 			e.Ended = append(e.Ended, Ended{Key: lock, Token: ev.PrevToken, Expired: ev.Reason == event.Expired})
-			start(lock, ev.Token, ev.Holder)
+			start(lock, ev.Token, ev.Holder, ev.Session)
 		case event.Released, event.Expired:
 			e.Ended = append(e.Ended, Ended{Key: lock, Token: ev.Token, Expired: ev.Type == event.Expired})
 		case event.PermitAcquired:
-			start(sem, ev.Token, ev.Holder)
+			start(sem, ev.Token, ev.Holder, ev.Session)
 		case event.PermitHandedOff:
 			e.Ended = append(e.Ended, Ended{Key: sem, Token: ev.PrevToken, Expired: ev.Reason == event.Expired})
-			start(sem, ev.Token, ev.Holder)
+			start(sem, ev.Token, ev.Holder, ev.Session)
 		case event.PermitReleased, event.PermitExpired:
 			e.Ended = append(e.Ended, Ended{Key: sem, Token: ev.Token, Expired: ev.Type == event.PermitExpired})
+		case event.SessionCreated:
+			if x, ok := cmd.(*entry.SessionCreate); ok {
+				e.SessionStarted = &Session{ID: ev.Session, Holder: ev.Holder, RequestID: x.RequestID,
+					TTL: millis(x.TTLMillis), LockDelay: millis(x.LockDelayMillis), Start: now}
+			}
+		case event.SessionExpired, event.SessionClosed:
+			e.SessionExpired = ev.Type == event.SessionExpired
+			if e.SessionEnded = c.sessions[ev.Session]; e.SessionEnded == nil {
+				c.failLocked("model", "entry %d ended session %d, which was not live", index, ev.Session)
+			}
 		}
 	}
 	offer := func(k Key, next *Offer) {
@@ -315,14 +379,14 @@ func acquireOffer(a *entry.Acquire) *Offer {
 	if a == nil {
 		return nil
 	}
-	return &Offer{RequestID: a.RequestID, Holder: a.Holder}
+	return &Offer{RequestID: a.RequestID, Holder: a.Holder, Session: a.Session}
 }
 
 func permitOffer(a *entry.SemAcquire) *Offer {
 	if a == nil {
 		return nil
 	}
-	return &Offer{RequestID: a.RequestID, Holder: a.Holder}
+	return &Offer{RequestID: a.RequestID, Holder: a.Holder, Session: a.Session}
 }
 
 // applyLocked moves the checker's state past an entry.
@@ -335,7 +399,15 @@ func (c *Checker) applyLocked(e *Effect) {
 		}
 		delete(c.live[end.Key], end.Token)
 		if end.Expired && g.LockDelay > 0 {
-			put(c.delays, end.Key, e.Index, &Delay{Key: end.Key, Since: e.Index, Length: g.LockDelay, Start: e.Now})
+			since := e.Index
+			if e.SessionEnded != nil && end.Key.Kind == Semaphore && c.delays[end.Key][since] != nil {
+				// One session's end may start several delays of one
+				// semaphore's slots: a second is known by its permit's
+				// token, or the nearest number below it none is known by.
+				for since = end.Token; since > 1 && c.delays[end.Key][since] != nil; since-- {
+				}
+			}
+			put(c.delays, end.Key, since, &Delay{Key: end.Key, Since: since, Length: g.LockDelay, Start: e.Now})
 		}
 	}
 	if d := e.DelayEnded; d != nil {
@@ -348,17 +420,33 @@ func (c *Checker) applyLocked(e *Effect) {
 			put(c.granted, g.Key, g.RequestID, true)
 		}
 	}
-	// A waiter offered in an entry, or whose own acquire was proposed, has
-	// left its queue, granted or not.
+	// A waiter whose own acquire was proposed, or offered in an entry that
+	// freed its name, has left its queue, granted or not. One offered in
+	// an entry that the FSM refused (a release of a grant that had ended)
+	// is put back at the head of its queue.
 	switch x := e.Cmd.(type) {
 	case *entry.Acquire:
 		delete(c.queued[Key{Lock, x.Lock}], x.RequestID)
 	case *entry.SemAcquire:
 		delete(c.queued[Key{Semaphore, x.Semaphore}], x.RequestID)
+	case *entry.SessionEnd:
+		if e.SessionEnded != nil {
+			for _, a := range x.Next {
+				if a != nil {
+					delete(c.queued[Key{Lock, a.Lock}], a.RequestID)
+				}
+			}
+			for _, a := range x.NextPermits {
+				if a != nil {
+					delete(c.queued[Key{Semaphore, a.Semaphore}], a.RequestID)
+				}
+			}
+		}
 	}
-	if e.Next != nil {
+	if e.Next != nil && (len(e.Ended) > 0 || e.DelayEnded != nil) {
 		delete(c.queued[*e.Frees], e.Next.RequestID)
 	}
+	c.applySessionLocked(e)
 }
 
 func put[K comparable, V any](m map[Key]map[K]V, k Key, id K, v V) {
@@ -404,6 +492,9 @@ func tokensIncrease(c *Checker, e *Effect) string {
 			return fmt.Sprintf("%s granted token %d to %s, not above the last token issued, %d", g.Key, g.Token, g.Holder, c.lastToken)
 		}
 	}
+	if s := e.SessionStarted; s != nil && s.ID <= c.lastToken {
+		return fmt.Sprintf("session %d (%s) opened with an id not above the last token issued, %d", s.ID, s.Holder, c.lastToken)
+	}
 	return ""
 }
 
@@ -443,6 +534,11 @@ func servedInFreeingEntry(c *Checker, e *Effect) string {
 		}
 	}
 	if c.granted[k][e.Next.RequestID] {
+		return ""
+	}
+	if _, ended := c.ended[e.Next.Session]; ended && e.Next.Session != 0 {
+		// Its session ended while it waited: refused, and the name's
+		// other waiters are served in the entries after.
 		return ""
 	}
 	return fmt.Sprintf("it frees %s and offers it to %s's request %s, which gets nothing", k, e.Next.Holder, e.Next.RequestID)
@@ -487,6 +583,7 @@ func (c *Checker) Queued(k Key, requestID string) {
 func (c *Checker) Answered(k Key, requestID string) {
 	c.mu.Lock()
 	delete(c.queued[k], requestID)
+	c.unowe(k, requestID, false)
 	c.mu.Unlock()
 }
 
@@ -514,6 +611,9 @@ func (c *Checker) Promoted(now time.Time) {
 		for _, d := range ds {
 			d.Start = now
 		}
+	}
+	for _, s := range c.sessions {
+		s.Start = now
 	}
 }
 
@@ -543,6 +643,9 @@ func (c *Checker) InUse() map[time.Duration]bool {
 		for _, d := range ds {
 			out[d.Length] = true
 		}
+	}
+	for _, s := range c.sessions {
+		out[s.TTL], out[s.LockDelay] = true, true
 	}
 	return out
 }

@@ -35,6 +35,12 @@ func (sem *Semaphore) Held() int { return len(sem.permits) }
 // Delayed counts the slots in their lock-delay.
 func (sem *Semaphore) Delayed() int { return len(sem.delays) }
 
+// DelayedSince reports whether a slot's delay is known by since.
+func (sem *Semaphore) DelayedSince(since uint64) bool {
+	_, ok := sem.delays[since]
+	return ok
+}
+
 // InUse counts the slots taken: permits held and slots in their delay.
 func (sem *Semaphore) InUse() int { return len(sem.permits) + len(sem.delays) }
 
