@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/fencer-io/fencer/coord/internal/timed"
-	"github.com/fencer-io/fencer/coord/lease"
 	"github.com/fencer-io/fencer/fsm/entry"
 	"github.com/fencer-io/fencer/fsm/refusal"
 )
@@ -80,21 +79,4 @@ func (s *Service) slotDelayed(name string, delays []entry.Delay) *DelayedError {
 		}
 	}
 	return &DelayedError{Semaphore: name, Remaining: first}
-}
-
-// expireTimer is called by the timers when a deadline passes, with the key
-// it was timed under: a grant's lease or a lock-delay.
-func (s *Service) expireTimer(key lease.Key, token uint64) {
-	switch key.Kind {
-	case timed.LockLease:
-		s.locks.expire(key.Name, token)
-	case timed.LockDelay:
-		s.locks.endDelay(key.Name, token)
-	case timed.PermitLease:
-		s.sems.expire(key.Name, token)
-	case timed.SlotDelay:
-		s.sems.endDelay(key.Name, token)
-	case timed.Session:
-		s.expireSession(key.ID)
-	}
 }

@@ -54,14 +54,15 @@ type policy[C entry.Command, R any] interface {
 	expire(name string, token uint64, next C) entry.Command
 	endDelay(name string, since uint64, next C) entry.Command
 
-	// leaseKey and delayKey are the timers' keys of a grant and of a
-	// lock-delay that started at since.
-	leaseKey(name string, token uint64) lease.Key
+	// grantKey and delayKey are the timer keys of a grant's lease and of
+	// a lock-delay that started at since.
+	grantKey(name string, token uint64) lease.Key
 	delayKey(name string, since uint64) lease.Key
-	// notHeld refuses a renewal of a grant the state does not hold with
-	// that secret; expired one that the timers no longer time.
-	notHeld(st fsm.NameState, token uint64, secret string) error
-	expired(name string, token uint64) error
+	// notHeldError refuses a renewal of a grant the state does not hold
+	// with that secret; expiredError one whose lease the timers no longer
+	// time (it is expiring).
+	notHeldError(st fsm.NameState, token uint64, secret string) error
+	expiredError(name string, token uint64) error
 }
 
 // timedGrant is a grant as the timers need it.
@@ -78,7 +79,7 @@ type timedGrant struct {
 // track starts timing a new grant's lease, unless its session times it.
 func (e *engine[C, R]) track(g timedGrant) {
 	if g.session == 0 {
-		e.s.timers.Track(e.p.leaseKey(g.name, g.token), g.token, millis(g.ttlMillis))
+		e.s.timers.Track(e.p.grantKey(g.name, g.token), g.token, millis(g.ttlMillis))
 	}
 }
 
@@ -93,15 +94,39 @@ type freedName[R any] struct {
 // engine is the grant engine of one kind of grant.
 type engine[C entry.Command, R any] struct {
 	s      *Service
-	kind   fsm.Kind
-	what   string // "lock", "semaphore": in refusals and logs
+	of     fsm.Kind // the kind of grant it grants
+	what   string   // "lock", "semaphore": in refusals and logs
 	queues *waitq.Table[C, R]
 	p      policy[C, R]
 }
 
 func newEngine[C entry.Command, R any](s *Service, kind fsm.Kind, what string, p policy[C, R]) *engine[C, R] {
-	return &engine[C, R]{s: s, kind: kind, what: what, queues: waitq.New[C, R](&s.queued), p: p}
+	return &engine[C, R]{s: s, of: kind, what: what, queues: waitq.New[C, R](&s.queued), p: p}
 }
+
+// grantKind is an engine as the service drives it, whatever its C and R:
+// the service registers each (Service.register) and finds it by its kind
+// or by the kinds of its timer keys.
+type grantKind interface {
+	kind() fsm.Kind
+	// timerKinds are the kinds of the timer keys of its grants' leases
+	// and of its lock-delays.
+	timerKinds() (grant, delay lease.Kind)
+	expire(name string, token uint64)
+	endDelay(name string, since uint64)
+	holdName(name string) Freeing
+	failWaiters(err error)
+}
+
+func (e *engine[C, R]) kind() fsm.Kind { return e.of }
+
+func (e *engine[C, R]) timerKinds() (grant, delay lease.Kind) {
+	return e.p.grantKey("", 0).Kind, e.p.delayKey("", 0).Kind
+}
+
+func (e *engine[C, R]) holdName(name string) Freeing { return e.hold(name) }
+
+func (e *engine[C, R]) failWaiters(err error) { e.queues.FailAll(err) }
 
 // ask is one acquire as the engine decides it.
 type ask[C any] struct {
@@ -112,7 +137,7 @@ type ask[C any] struct {
 
 // state is the engine's one read of a name.
 func (e *engine[C, R]) state(name, holder, requestID, principal string) fsm.NameState {
-	return e.s.fsm.NameState(e.kind, name, holder, requestID, principal)
+	return e.s.fsm.NameState(e.of, name, holder, requestID, principal)
 }
 
 // acquire grants a.cmd, queueing for up to a.wait while the name has no
@@ -239,13 +264,13 @@ func (e *engine[C, R]) renew(ctx context.Context, name string, token uint64, sec
 	st := e.state(name, "", "", "")
 	g, ok := st.Grant(token)
 	if !ok || !secrets.Equal(g.Secret, secret) {
-		return st, e.p.notHeld(st, token, secret)
+		return st, e.p.notHeldError(st, token, secret)
 	}
 	if g.Session != 0 {
 		return st, fmt.Errorf("%w: %s %q's grant %d lives as long as session %d: renew the session", refusal.ErrSessionGrant, e.what, name, token, g.Session)
 	}
-	if !e.s.timers.Renew(e.p.leaseKey(name, token), token) {
-		return st, e.p.expired(name, token)
+	if !e.s.timers.Renew(e.p.grantKey(name, token), token) {
+		return st, e.p.expiredError(name, token)
 	}
 	e.s.metrics.Renewals.Inc()
 	return st, nil
@@ -275,7 +300,7 @@ func (e *engine[C, R]) expire(name string, token uint64) {
 	g, held := e.state(name, "", "", "").Grant(token)
 	handoff := !held || g.LockDelayMillis == 0
 	err := e.free(name, token, handoff, func(next C) entry.Command { return e.p.expire(name, token, next) })
-	if e.s.expired(err, e.p.leaseKey(name, token), token, e.what, name) {
+	if e.s.expired(err, e.p.grantKey(name, token), token, e.what, name) {
 		e.s.log.Debug("lease expired", e.what, name, "token", token)
 	}
 }
@@ -318,80 +343,6 @@ func (e *engine[C, R]) endDelay(name string, since uint64) {
 		e.s.log.Warn("end of lock-delay failed; will retry", e.what, name, "since", since, "err", err)
 	default:
 		e.s.timers.Forget(key, since)
-		h.deliver(res)
+		h.Ended(res)
 	}
-}
-
-// hold takes name's queue and its mutex, until Release: what a proposal
-// that frees the name does under it.
-func (e *engine[C, R]) hold(name string) *heldName[C, R] {
-	q := e.queues.Get(name)
-	q.Lock()
-	return &heldName[C, R]{e: e, name: name, q: q}
-}
-
-// heldName is one name whose queue's mutex is held by a proposal that
-// frees it (a release, an expiry, the end of a lock-delay; a session's end
-// frees several, each held so). Its steps, in order: Pop the head waiter,
-// whose acquire rides in the entry; then Done with the entry's result for
-// this name, or Failed; then Release.
-type heldName[C entry.Command, R any] struct {
-	e    *engine[C, R]
-	name string
-	q    *waitq.Queue[C, R]
-	w    *waitq.Waiter[C, R]
-}
-
-// Pop takes the head waiter when offer is set and returns its acquire,
-// stamped with the leader's time, to be proposed in the freeing entry; the
-// zero C when nobody waits or offer is unset.
-func (h *heldName[C, R]) Pop(offer bool) C {
-	var next C
-	if offer {
-		if h.w = h.q.Pop(); h.w != nil {
-			next = h.w.Cmd
-		}
-	}
-	h.e.p.stamp(next, h.e.s.nowMillis())
-	return next
-}
-
-// Failed puts the popped waiter back at the head: the entry was not
-// written, and its turn is still first.
-func (h *heldName[C, R]) Failed() {
-	if h.w != nil {
-		h.q.PutBack(h.w)
-		h.w = nil
-	}
-}
-
-// Done completes a freeing entry that was applied, res being its result
-// for this name: the freed grant (token) is no longer timed, a lock-delay
-// it started is, the popped waiter gets what the entry handed it, and the
-// rest are served.
-func (h *heldName[C, R]) Done(res any, token uint64) {
-	t := h.e.s.timers
-	t.Forget(h.e.p.leaseKey(h.name, token), token)
-	f := h.e.p.freed(res)
-	if f.delay != nil {
-		t.Track(h.e.p.delayKey(h.name, f.delay.Since), f.delay.Since, millis(f.delay.Millis))
-	}
-	h.finish(f)
-}
-
-// deliver completes the end of a lock-delay that was applied.
-func (h *heldName[C, R]) deliver(res any) { h.finish(h.e.p.freed(res)) }
-
-func (h *heldName[C, R]) finish(f freedName[R]) {
-	if h.w != nil {
-		h.e.deliver(h.w, f.next, f.nextErr)
-		h.w = nil
-	}
-	h.e.serve(h.q, h.name)
-}
-
-// Release unlocks the name's queue and gives it back.
-func (h *heldName[C, R]) Release() {
-	h.q.Unlock()
-	h.e.queues.Put(h.name, h.q)
 }

@@ -57,9 +57,9 @@ func principalRequestID(principal, requestID string) string {
 	return hex.EncodeToString(sum[:wire.LeaseSecretLen/2])
 }
 
-// newLeaseSecret returns the secret of a new grant of lock name,
+// newSecret returns the secret of a new grant of lock name,
 // wire.LeaseSecretLen hex characters (fsm/secrets; tested).
-func newLeaseSecret(name string) string {
+func newSecret(name string) string {
 	var random [secrets.RandomLen]byte
 	if _, err := rand.Read(random[:]); err != nil {
 		panic(err) // crypto/rand does not fail on supported platforms
@@ -114,7 +114,7 @@ func (s *Service) acquire(ctx context.Context, req AcquireRequest) (fsm.AcquireR
 		cmd: &entry.Acquire{
 			Lock:      req.Lock,
 			Holder:    req.Holder,
-			Lease:     newLeaseSecret(req.Lock),
+			Lease:     newSecret(req.Lock),
 			TTLMillis: req.TTL.Milliseconds(),
 			RequestID: req.RequestID,
 			NowMillis: s.nowMillis(),
@@ -203,14 +203,14 @@ func (lockPolicy) endDelay(name string, since uint64, next *entry.Acquire) entry
 	return &entry.EndDelay{Lock: name, Since: since, Next: next}
 }
 
-func (lockPolicy) leaseKey(name string, _ uint64) lease.Key { return timed.LockKey(name) }
+func (lockPolicy) grantKey(name string, _ uint64) lease.Key { return timed.LockKey(name) }
 func (lockPolicy) delayKey(name string, _ uint64) lease.Key { return timed.DelayKey(name) }
 
-func (lockPolicy) notHeld(st fsm.NameState, token uint64, secret string) error {
+func (lockPolicy) notHeldError(st fsm.NameState, token uint64, secret string) error {
 	return refusal.LeaseRefused(st.Name, st.Lock.Token, token, secret)
 }
 
-func (lockPolicy) expired(name string, token uint64) error {
+func (lockPolicy) expiredError(name string, token uint64) error {
 	return fmt.Errorf("%w: lock %q's grant with token %d: its lease expired", refusal.ErrLeaseLost, name, token)
 }
 

@@ -8,7 +8,7 @@ import (
 
 // A grant's secret has the length the contract promises.
 func TestLeaseSecretLength(t *testing.T) {
-	if s := newLeaseSecret("job"); len(s) != wire.LeaseSecretLen {
+	if s := newSecret("job"); len(s) != wire.LeaseSecretLen {
 		t.Fatalf("secret %q: %d characters, want %d", s, len(s), wire.LeaseSecretLen)
 	}
 }

@@ -63,7 +63,7 @@ func (s *Service) AcquirePermit(ctx context.Context, req PermitRequest) (fsm.Per
 		cmd: &entry.SemAcquire{
 			Semaphore: req.Semaphore,
 			Holder:    req.Holder,
-			Lease:     newLeaseSecret(req.Semaphore),
+			Lease:     newSecret(req.Semaphore),
 			TTLMillis: req.TTL.Milliseconds(),
 			Limit:     req.Limit,
 			RequestID: req.RequestID,
@@ -142,16 +142,16 @@ func (semPolicy) endDelay(name string, since uint64, next *entry.SemAcquire) ent
 	return &entry.EndDelay{Semaphore: name, Since: since, NextPermit: next}
 }
 
-func (semPolicy) leaseKey(name string, token uint64) lease.Key { return timed.PermitKey(name, token) }
+func (semPolicy) grantKey(name string, token uint64) lease.Key { return timed.PermitKey(name, token) }
 func (semPolicy) delayKey(name string, since uint64) lease.Key {
 	return timed.SlotDelayKey(name, since)
 }
 
-func (semPolicy) notHeld(st fsm.NameState, token uint64, _ string) error {
+func (semPolicy) notHeldError(st fsm.NameState, token uint64, _ string) error {
 	return fmt.Errorf("%w: semaphore %q has no permit with token %d and that lease", refusal.ErrLeaseLost, st.Name, token)
 }
 
-func (semPolicy) expired(name string, token uint64) error {
+func (semPolicy) expiredError(name string, token uint64) error {
 	return fmt.Errorf("%w: semaphore %q's permit %d: its lease expired", refusal.ErrLeaseLost, name, token)
 }
 

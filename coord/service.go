@@ -103,8 +103,12 @@ type Service struct {
 	timers *lease.Timers
 	// locks and sems are the grant engine of each kind (engine.go); their
 	// wait queues count their waiters together in queued.
-	locks   *engine[*entry.Acquire, fsm.AcquireResult]
-	sems    *engine[*entry.SemAcquire, fsm.PermitResult]
+	locks *engine[*entry.Acquire, fsm.AcquireResult]
+	sems  *engine[*entry.SemAcquire, fsm.PermitResult]
+	// kinds are the engines, registered in New; onTimer is what a timer
+	// key's kind does when its deadline passes.
+	kinds   []grantKind
+	onTimer map[lease.Kind]func(name string, token uint64)
 	queued  atomic.Int64
 	events  *events.History
 	metrics *metrics.Counters
@@ -130,6 +134,12 @@ func New(r Raft, state *fsm.FSM, cfg Config) *Service {
 	}
 	s.locks = newEngine(s, fsm.KindLock, "lock", policy[*entry.Acquire, fsm.AcquireResult](lockPolicy{s}))
 	s.sems = newEngine(s, fsm.KindSemaphore, "semaphore", policy[*entry.SemAcquire, fsm.PermitResult](semPolicy{s}))
+	s.onTimer = map[lease.Kind]func(string, uint64){}
+	s.register(s.locks)
+	s.register(s.sems)
+	// A session's lease times its grants (sessions.go); its key's id is
+	// the session's.
+	s.onTimer[timed.Session] = func(_ string, id uint64) { s.expireSession(id) }
 	s.events = cfg.Events
 	if s.events == nil {
 		s.events = events.New(events.Config{})
@@ -162,10 +172,28 @@ func (s *Service) endView(err error) {
 	s.failWaiters(err)
 }
 
+// register adds an engine: its grants' leases expire through it, and its
+// lock-delays end through it, when their timers fire.
+func (s *Service) register(e grantKind) {
+	s.kinds = append(s.kinds, e)
+	grant, delay := e.timerKinds()
+	s.onTimer[grant] = e.expire
+	s.onTimer[delay] = e.endDelay
+}
+
+// expireTimer is called by the timers when a deadline passes, with the key
+// it was timed under: a grant's lease or a lock-delay.
+func (s *Service) expireTimer(key lease.Key, token uint64) {
+	if fire, ok := s.onTimer[key.Kind]; ok {
+		fire(key.Name, token)
+	}
+}
+
 // failWaiters answers every queued caller with err (leadership is lost).
 func (s *Service) failWaiters(err error) {
-	s.locks.queues.FailAll(err)
-	s.sems.queues.FailAll(err)
+	for _, e := range s.kinds {
+		e.failWaiters(err)
+	}
 }
 
 // promote starts a new leader's service once its FSM holds every entry

@@ -64,7 +64,7 @@ func (s *Service) CreateSession(ctx context.Context, req SessionRequest) (fsm.Se
 		return fsm.SessionResult{}, s.refuse(fmt.Errorf("%w: %d sessions open (limit %d)", ErrTooManyLocks, n, s.cfg.MaxSessions))
 	}
 	res, err := s.raft.Apply(&entry.SessionCreate{
-		Holder: req.Holder, Lease: newLeaseSecret(req.Holder), TTLMillis: req.TTL.Milliseconds(),
+		Holder: req.Holder, Lease: newSecret(req.Holder), TTLMillis: req.TTL.Milliseconds(),
 		LockDelayMillis: req.LockDelay.Milliseconds(), RequestID: req.RequestID, NowMillis: s.nowMillis(), Principal: req.Principal,
 	})
 	if err != nil {
@@ -191,47 +191,31 @@ func (s *Service) endSession(id uint64, secret string, expired bool) (*fsm.Sessi
 		return nil, s.refuse(s.sessionGone(id))
 	}
 	sessionRead()
-	var lockNames, semNames []string
+	names := make([]GrantName, 0, len(st.Grants))
 	for _, g := range st.Grants {
-		if g.Semaphore {
-			semNames = append(semNames, g.Name)
-		} else {
-			lockNames = append(lockNames, g.Name)
-		}
+		names = append(names, sessionGrantName(g))
 	}
-	slices.Sort(lockNames)
-	slices.Sort(semNames)
-	lockNames, semNames = slices.Compact(lockNames), slices.Compact(semNames)
-	locks := map[string]*heldName[*entry.Acquire, fsm.AcquireResult]{}
-	sems := map[string]*heldName[*entry.SemAcquire, fsm.PermitResult]{}
-	for _, n := range lockNames { // locks before semaphores, each sorted
-		locks[n] = s.locks.hold(n)
-	}
-	for _, n := range semNames {
-		sems[n] = s.sems.hold(n)
+	names, holds := s.holdNames(names) // by kind, then name: never a deadlock
+	held := make(map[GrantName]Freeing, len(names))
+	for i, n := range names {
+		held[n] = holds[i]
 	}
 	released := false
 	release := func() {
 		if !released {
 			released = true
-			for _, n := range slices.Backward(semNames) {
-				sems[n].Release()
-			}
-			for _, n := range slices.Backward(lockNames) {
-				locks[n].Release()
+			for _, h := range slices.Backward(holds) {
+				h.Release()
 			}
 		}
 	}
 	defer release()
 
 	cmd := &entry.SessionEnd{Session: id, Lease: secret, Expired: expired}
-	s.offerOne(cmd, st, locks, sems)
+	s.offerOne(cmd, st, held)
 	res, err := s.raft.Apply(cmd)
 	if err != nil {
-		for _, h := range locks {
-			h.Failed()
-		}
-		for _, h := range sems {
+		for _, h := range holds {
 			h.Failed()
 		}
 		if expired {
@@ -241,94 +225,74 @@ func (s *Service) endSession(id uint64, secret string, expired bool) (*fsm.Sessi
 	}
 	s.timers.Forget(timed.SessionKey(id), id)
 	r := res.(*fsm.SessionEndResult)
-	var extraLocks, extraSems []string
-	freedLocks, freedSems := map[string]bool{}, map[string]bool{}
-	for _, lr := range r.Locks {
-		if h := locks[lr.Freed.Name]; h != nil {
-			h.Done(lr, lr.Freed.Token)
-			freedLocks[lr.Freed.Name] = true
+	var extra []GrantName
+	freed := map[GrantName]bool{}
+	done := func(n GrantName, res any, token uint64) {
+		if h := held[n]; h != nil {
+			h.Done(res, token)
+			freed[n] = true
 		} else {
-			extraLocks = append(extraLocks, lr.Freed.Name)
+			extra = append(extra, n)
 		}
 	}
+	for _, lr := range r.Locks {
+		done(GrantName{fsm.KindLock, lr.Freed.Name}, lr, lr.Freed.Token)
+	}
 	for _, pr := range r.Permits {
-		if h := sems[pr.Freed.Semaphore]; h != nil {
-			h.Done(pr, pr.Freed.Token)
-			freedSems[pr.Freed.Semaphore] = true
-		} else {
-			extraSems = append(extraSems, pr.Freed.Semaphore)
-		}
+		done(GrantName{fsm.KindSemaphore, pr.Freed.Semaphore}, pr, pr.Freed.Token)
 	}
 	// A name whose grant ended before the entry (released meanwhile) was
 	// not freed by it: a waiter popped for it was handed nothing and goes
 	// back to the head of its queue (a popped waiter is owed an answer,
 	// and would otherwise wait for it for good).
-	for n, h := range locks {
-		if !freedLocks[n] {
-			h.Failed()
-			h.finish(freedName[fsm.AcquireResult]{})
-		}
-	}
-	for n, h := range sems {
-		if !freedSems[n] {
-			h.Failed()
-			h.finish(freedName[fsm.PermitResult]{})
+	for n, h := range held {
+		if !freed[n] {
+			h.Unfreed()
 		}
 	}
 	release()
 	// A grant the session got after its names were read (an acquire that
 	// applied in between) was ended too: serve its name's waiters now.
-	for _, n := range extraLocks {
-		h := s.locks.hold(n)
-		h.finish(freedName[fsm.AcquireResult]{})
-		h.Release()
-	}
-	for _, n := range extraSems {
-		h := s.sems.hold(n)
-		h.finish(freedName[fsm.PermitResult]{})
-		h.Release()
+	for _, n := range extra {
+		_, hs := s.holdNames([]GrantName{n})
+		hs[0].Unfreed()
+		hs[0].Release()
 	}
 	return r, nil
+}
+
+// sessionGrantName is the name of a session's grant, with its kind.
+func sessionGrantName(g fsm.SessionGrant) GrantName {
+	if g.Semaphore {
+		return GrantName{fsm.KindSemaphore, g.Name}
+	}
+	return GrantName{fsm.KindLock, g.Name}
 }
 
 // offerOne puts in cmd the acquire of the head waiter of the first of the
 // session's grants, by token, whose name its end frees for a waiter (an
 // expiry with a lock-delay frees it for nobody): one entry mints one token.
-func (s *Service) offerOne(cmd *entry.SessionEnd, st fsm.SessionState, locks map[string]*heldName[*entry.Acquire, fsm.AcquireResult],
-	sems map[string]*heldName[*entry.SemAcquire, fsm.PermitResult]) {
+func (s *Service) offerOne(cmd *entry.SessionEnd, st fsm.SessionState, held map[GrantName]Freeing) {
 	for _, g := range st.Grants {
-		if g.Semaphore {
-			h := sems[g.Name]
-			if cmd.Expired && s.permitDelayed(g.Name, g.Token) {
-				continue
-			}
-			if next := h.Pop(true); next != nil {
-				cmd.NextPermits = []*entry.SemAcquire{next}
-				return
-			}
+		n := sessionGrantName(g)
+		if cmd.Expired && s.delayedOnExpiry(n, g.Token) {
 			continue
 		}
-		h := locks[g.Name]
-		if cmd.Expired && s.lockDelayed(g.Name, g.Token) {
-			continue
-		}
-		if next := h.Pop(true); next != nil {
+		switch next := held[n].Next(true).(type) {
+		case *entry.Acquire:
 			cmd.Next = []*entry.Acquire{next}
+			return
+		case *entry.SemAcquire:
+			cmd.NextPermits = []*entry.SemAcquire{next}
 			return
 		}
 	}
 }
 
-// lockDelayed reports whether lock's grant token starts a lock-delay when
-// it expires.
-func (s *Service) lockDelayed(lock string, token uint64) bool {
-	g, ok := s.fsm.NameState(fsm.KindLock, lock, "", "", "").Grant(token)
-	return ok && g.LockDelayMillis > 0
-}
-
-// permitDelayed is lockDelayed for a semaphore's permit.
-func (s *Service) permitDelayed(sem string, token uint64) bool {
-	g, ok := s.fsm.NameState(fsm.KindSemaphore, sem, "", "", "").Grant(token)
+// delayedOnExpiry reports whether the grant token of n starts a lock-delay
+// when it expires.
+func (s *Service) delayedOnExpiry(n GrantName, token uint64) bool {
+	g, ok := s.fsm.NameState(n.Kind, n.Name, "", "", "").Grant(token)
 	return ok && g.LockDelayMillis > 0
 }
 

@@ -50,7 +50,7 @@ type Timers struct {
 
 	mu      sync.Mutex
 	active  bool
-	leases  map[Key]*tracked
+	leases  keyIndex
 	due     leaseHeap
 	timer   Timer
 	timerAt time.Duration
@@ -83,7 +83,7 @@ func New(clock Clock, expire func(key Key, token uint64)) *Timers {
 	if clock == nil {
 		clock = RealClock
 	}
-	return &Timers{clock: clock, base: clock.Now(), expire: expire, leases: map[Key]*tracked{}}
+	return &Timers{clock: clock, base: clock.Now(), expire: expire, leases: newKeyIndex(0)}
 }
 
 // now is the clock's time as a lease time.
@@ -107,21 +107,21 @@ func (l *Timers) Promote(hint int, leases iter.Seq[Lease]) {
 	defer l.mu.Unlock()
 	l.clearLocked()
 	l.active = true
-	l.leases = make(map[Key]*tracked, max(hint, 0))
+	l.leases = newKeyIndex(hint)
 	l.due = make(leaseHeap, 0, max(hint, 0))
 	// Every lease starts now: collect them, then order the heap once
 	// (linear) instead of pushing each (a million leases on a new leader).
 	now := l.now()
 	for ls := range leases {
 		deadline := now + ls.TTL
-		if old, ok := l.leases[ls.Key]; ok {
+		if old, ok := l.leases.get(ls.Key); ok {
 			if old.token <= ls.Token {
 				old.token, old.ttl, old.deadline, old.at = ls.Token, ls.TTL, deadline, deadline
 			}
 			continue
 		}
 		t := newTracked(ls.Key, ls.Token, ls.TTL, deadline, int32(len(l.due)))
-		l.leases[ls.Key] = t
+		l.leases.put(ls.Key, t)
 		l.due = append(l.due, t)
 	}
 	heap.Init(&l.due)
@@ -141,7 +141,7 @@ func (l *Timers) clearLocked() {
 		l.timer.Stop()
 		l.timer = nil
 	}
-	l.leases = map[Key]*tracked{}
+	l.leases = newKeyIndex(0)
 	l.due = nil
 }
 
@@ -158,7 +158,7 @@ func (l *Timers) Track(key Key, token uint64, ttl time.Duration) {
 }
 
 func (l *Timers) trackLocked(key Key, token uint64, ttl time.Duration) {
-	if old, ok := l.leases[key]; ok {
+	if old, ok := l.leases.get(key); ok {
 		if old.token > token {
 			return // a newer grant is already tracked
 		}
@@ -166,7 +166,7 @@ func (l *Timers) trackLocked(key Key, token uint64, ttl time.Duration) {
 	}
 	deadline := l.now() + ttl
 	ls := newTracked(key, token, ttl, deadline, -1)
-	l.leases[key] = ls
+	l.leases.put(key, ls)
 	l.scheduleLocked(ls, deadline)
 }
 
@@ -229,7 +229,7 @@ func (l *Timers) fire() {
 func (l *Timers) Renew(key Key, token uint64) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	ls, ok := l.leases[key]
+	ls, ok := l.leases.get(key)
 	if !l.active || !ok || ls.token != token || ls.expiring {
 		return false
 	}
@@ -241,9 +241,9 @@ func (l *Timers) Renew(key Key, token uint64) bool {
 func (l *Timers) Forget(key Key, token uint64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if ls, ok := l.leases[key]; ok && ls.token == token {
+	if ls, ok := l.leases.get(key); ok && ls.token == token {
 		l.unscheduleLocked(ls)
-		delete(l.leases, key)
+		l.leases.remove(key)
 	}
 }
 
@@ -252,7 +252,7 @@ func (l *Timers) Forget(key Key, token uint64) {
 func (l *Timers) Retry(key Key, token uint64, delay time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	ls, ok := l.leases[key]
+	ls, ok := l.leases.get(key)
 	if !l.active || !ok || ls.token != token {
 		return
 	}
@@ -267,7 +267,7 @@ func (l *Timers) Retry(key Key, token uint64, delay time.Duration) {
 func (l *Timers) Remaining(key Key, token uint64) (time.Duration, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	ls, ok := l.leases[key]
+	ls, ok := l.leases.get(key)
 	if !l.active || !ok || ls.token != token {
 		return 0, false
 	}
@@ -278,7 +278,7 @@ func (l *Timers) Remaining(key Key, token uint64) (time.Duration, bool) {
 func (l *Timers) Len() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return len(l.leases)
+	return l.leases.len()
 }
 
 // leaseHeap orders leases by the time they are scheduled to come due.

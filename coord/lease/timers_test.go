@@ -42,13 +42,16 @@ func expectExpiry(t *testing.T, fired chan expiry, want expiry) {
 func expectNoExpiry(t *testing.T, l *Timers, fired chan expiry, expired ...string) {
 	t.Helper()
 	l.mu.Lock()
-	for key, ls := range l.leases {
-		if name := key.Name; ls.expiring && !slices.Contains(expired, name) {
-			l.mu.Unlock()
-			t.Fatalf("lease of %s (token %d) expired early", name, ls.token)
+	var early *tracked
+	l.leases.each(func(ls *tracked) {
+		if ls.expiring && !slices.Contains(expired, ls.name) {
+			early = ls
 		}
-	}
+	})
 	l.mu.Unlock()
+	if early != nil {
+		t.Fatalf("lease of %s (token %d) expired early", early.name, early.token)
+	}
 	select {
 	case got := <-fired:
 		t.Fatalf("unexpected expiry %+v", got)
@@ -245,4 +248,35 @@ func holding(grants ...grant) iter.Seq[Lease] {
 		leases = append(leases, Lease{Key: k(g.lock), Token: uint64(i + 1), TTL: time.Duration(g.ttl) * time.Millisecond})
 	}
 	return slices.Values(leases)
+}
+
+// Keys of one name that differ in kind or id are timed apart: a lock's
+// lease, its lock-delay and two permits of a semaphore of the same name
+// each expire on their own, and forgetting one leaves the others.
+func TestKeysOfOneNameAreTimedApart(t *testing.T) {
+	l, clock, fired := newTestLeases()
+	l.Promote(0, holding())
+	keys := []Key{{Name: "x"}, {Kind: 2, Name: "x"}, {Kind: 1, Name: "x", ID: 7}, {Kind: 1, Name: "x", ID: 8}}
+	for i, key := range keys {
+		l.Track(key, uint64(7+i), time.Duration(i+1)*time.Second)
+	}
+	if l.Len() != 4 {
+		t.Fatalf("tracking %d, want 4", l.Len())
+	}
+	l.Forget(keys[2], 9)
+	for i, key := range keys {
+		_, ok := l.Remaining(key, uint64(7+i))
+		if ok == (i == 2) {
+			t.Fatalf("key %+v tracked %v after forgetting only %+v", key, ok, keys[2])
+		}
+	}
+	clock.Advance(time.Second)
+	expectExpiry(t, fired, expiry{"x", 7})
+	clock.Advance(time.Second)
+	expectExpiry(t, fired, expiry{"x", 8})
+	clock.Advance(2 * time.Second)
+	expectExpiry(t, fired, expiry{"x", 10})
+	if l.Len() != 3 {
+		t.Fatalf("tracking %d, want 3", l.Len())
+	}
 }

@@ -4,11 +4,12 @@
 //
 // A primitive's queue is where its handoff guarantee lives: while a queue's
 // mutex is held the leader's view of the name is exact, so a proposal that
-// frees the name can take the head waiter (HandOver) and grant it in the
-// same entry, and a waiter whose wait ends either leaves the queue or, if a
-// proposal took it first, gets that proposal's answer (Wait). The package
-// knows nothing of Raft or of what is granted: C is the command proposed for
-// a waiter, R the answer it gets.
+// frees the name can take the head waiter (Pop, given back by PutBack if
+// the entry is not written; HandOver does both for one name) and grant it
+// in the same entry, and a waiter whose wait ends either leaves the queue
+// or, if a proposal took it first, gets that proposal's answer (Wait). The
+// package knows nothing of Raft or of what is granted: C is the command
+// proposed for a waiter, R the answer it gets.
 package waitq
 
 import (

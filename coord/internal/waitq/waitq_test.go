@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 var errGone = errors.New("leadership lost")
@@ -218,8 +219,18 @@ func TestPopPutBackAcrossNames(t *testing.T) {
 		q.Unlock()
 		ended := make(chan struct{})
 		close(ended)
-		if r, err := q.Wait(context.Background(), first[n], ended, nil, func() (int, error) { return 5, nil }); r != 5 || err != nil {
-			t.Fatalf("a put-back waiter whose wait ended got %d, %v: want gaveUp's 5", r, err)
+		got := make(chan int, 1)
+		go func() {
+			r, _ := q.Wait(context.Background(), first[n], ended, nil, func() (int, error) { return 5, nil })
+			got <- r
+		}()
+		select {
+		case r := <-got:
+			if r != 5 {
+				t.Fatalf("a put-back waiter whose wait ended got %d: want gaveUp's 5", r)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("a put-back waiter whose wait ended still waits for an answer: it is still marked taken")
 		}
 	}
 	if queued.Load() != 2 {
