@@ -299,17 +299,33 @@ func (e *engine[C, R]) expire(name string, token uint64) {
 	// slot) until its EndDelay.
 	g, held := e.state(name, "", "", "").Grant(token)
 	handoff := !held || g.LockDelayMillis == 0
-	err := e.free(name, token, handoff, func(next C) entry.Command { return e.p.expire(name, token, next) })
+	key := e.p.grantKey(name, token)
+	err := e.freeIf(name, token, handoff, func() bool { return e.s.timers.Due(key, token) },
+		func(next C) entry.Command { return e.p.expire(name, token, next) })
 	if e.s.expired(err, e.p.grantKey(name, token), token, e.what, name) {
 		e.s.log.Debug("lease expired", e.what, name, "token", token)
 	}
 }
 
+// errRestarted: an expiry found its lease restarted after it fired (a
+// grant's answer tracked it again, a new leader restarted it): nothing to
+// do, as for a grant that ended meanwhile.
+var errRestarted = fmt.Errorf("%w: the lease was restarted after its timer fired", refusal.ErrLeaseLost)
+
 // free proposes the command built by mk (a release or an expiry), offering
 // the name to the head waiter in the same entry when handoff is set.
 func (e *engine[C, R]) free(name string, token uint64, handoff bool, mk func(next C) entry.Command) error {
+	return e.freeIf(name, token, handoff, nil, mk)
+}
+
+// freeIf is free when due, asked under the name's queue, still holds (an
+// expiry's lease not restarted since it fired; nil: always).
+func (e *engine[C, R]) freeIf(name string, token uint64, handoff bool, due func() bool, mk func(next C) entry.Command) error {
 	h := e.hold(name)
 	defer h.Release()
+	if due != nil && !due() {
+		return errRestarted
+	}
 	next := h.Pop(handoff)
 	res, err := e.s.raft.Apply(mk(next))
 	if err != nil {
@@ -331,6 +347,9 @@ func (e *engine[C, R]) endDelay(name string, since uint64) {
 	key := e.p.delayKey(name, since)
 	h := e.hold(name)
 	defer h.Release()
+	if !e.s.timers.Due(key, since) {
+		return // restarted at full length by a new leader since it fired
+	}
 	next := h.Pop(true)
 	res, err := e.s.raft.Apply(e.p.endDelay(name, since, next))
 	switch {

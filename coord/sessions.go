@@ -72,8 +72,11 @@ func (s *Service) CreateSession(ctx context.Context, req SessionRequest) (fsm.Se
 	}
 	r := res.(*fsm.SessionResult)
 	// A retry tracks it too, in case the first answer was lost before the
-	// leader did (as an acquire's).
-	s.timers.Track(timed.SessionKey(r.Session.ID), r.Session.ID, millis(r.Session.TTLMillis))
+	// leader did (as an acquire's), but never revives a session whose
+	// expiry is under way: it is answered as ended, which it is about to be.
+	if !s.timers.Restart(timed.SessionKey(r.Session.ID), r.Session.ID, millis(r.Session.TTLMillis)) {
+		return fsm.SessionResult{}, fmt.Errorf("%w: session %d's TTL ran out on the leader; its end is being written", refusal.ErrSessionExpired, r.Session.ID)
+	}
 	return *r, nil
 }
 
@@ -211,6 +214,10 @@ func (s *Service) endSession(id uint64, secret string, expired bool) (*fsm.Sessi
 	}
 	defer release()
 
+	if expired && !s.timers.Due(timed.SessionKey(id), id) {
+		// Restarted at full TTL by a new leader since its timer fired.
+		return nil, errRestarted
+	}
 	cmd := &entry.SessionEnd{Session: id, Lease: secret, Expired: expired}
 	s.offerOne(cmd, st, held)
 	res, err := s.raft.Apply(cmd)

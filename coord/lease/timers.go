@@ -224,6 +224,38 @@ func (l *Timers) fire() {
 	}
 }
 
+// Restart tracks the lease under key from now, as Track does, unless its
+// expiry is already under way (it fired and is being proposed): then it
+// changes nothing and reports false. A retried answer that restarts a lease
+// (a session's creation answered again) uses it, so that it never revives a
+// lease whose end is being written.
+func (l *Timers) Restart(key Key, token uint64, ttl time.Duration) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.active {
+		return true // nothing is timed here: nothing to revive
+	}
+	if old, ok := l.leases.get(key); ok && old.token == token && old.expiring {
+		return false
+	}
+	l.trackLocked(key, token, ttl)
+	l.armLocked()
+	return true
+}
+
+// Due reports whether the lease under key with token is the one the timers
+// handed to expire, still expiring: not restarted since (tracked again by
+// a grant's answer, restarted by a new leader's Promote), nor forgotten.
+// The expiry's proposer asks it under the name's queue, where nothing can
+// track the lease again, so that an expiry whose lease was restarted after
+// it fired is dropped rather than proposed before the new deadline.
+func (l *Timers) Due(key Key, token uint64) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	ls, ok := l.leases.get(key)
+	return l.active && ok && ls.token == token && ls.expiring
+}
+
 // Renew extends a lease to a full TTL from now. It reports false when the
 // lease is not tracked (not leader, superseded) or is already expiring.
 func (l *Timers) Renew(key Key, token uint64) bool {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"iter"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 	"unsafe"
@@ -278,5 +279,46 @@ func TestKeysOfOneNameAreTimedApart(t *testing.T) {
 	expectExpiry(t, fired, expiry{"x", 10})
 	if l.Len() != 3 {
 		t.Fatalf("tracking %d, want 3", l.Len())
+	}
+}
+
+// An expiry is due only while its lease is the one that fired: tracked
+// again (a grant's answer given again) or restarted by a new leader, it is
+// not, and its proposer drops it; Restart never revives a lease whose
+// expiry is under way, and times one that is not from now (fails with Due
+// true for a re-tracked lease, or Restart re-tracking an expiring one).
+func TestDueAndRestart(t *testing.T) {
+	l, clock, fired := newTestLeases()
+	l.Promote(0, holding())
+	l.Track(k("a"), 5, time.Second)
+	if l.Due(k("a"), 5) {
+		t.Fatal("due before its deadline")
+	}
+	clock.Advance(time.Second)
+	expectExpiry(t, fired, expiry{"a", 5})
+	if !l.Due(k("a"), 5) || l.Due(k("a"), 4) {
+		t.Fatal("the fired lease is not due, or another token is")
+	}
+	if l.Restart(k("a"), 5, time.Second) || !l.Due(k("a"), 5) {
+		t.Fatal("Restart revived a lease whose expiry is under way")
+	}
+	l.Track(k("a"), 5, time.Second) // the grant's answer given again
+	if l.Due(k("a"), 5) {
+		t.Fatal("a lease tracked again after it fired is still due")
+	}
+	if !l.Restart(k("b"), 7, time.Second) {
+		t.Fatal("Restart refused a lease nobody tracks")
+	}
+	clock.Advance(999 * time.Millisecond)
+	expectNoExpiry(t, l, fired)
+	clock.Advance(time.Millisecond)
+	got := []expiry{<-fired, <-fired}
+	slices.SortFunc(got, func(x, y expiry) int { return strings.Compare(x.lock, y.lock) })
+	if got[0] != (expiry{"a", 5}) || got[1] != (expiry{"b", 7}) {
+		t.Fatalf("expired %+v, want a and b a second after they were tracked", got)
+	}
+	l.Promote(0, holding(grant{"a", 1000})) // token 1
+	if l.Due(k("a"), 1) {
+		t.Fatal("a lease a new leader restarted is still due")
 	}
 }
