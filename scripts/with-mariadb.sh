@@ -99,6 +99,9 @@ chmod +x "$dir/start.sh" "$dir/stop.sh"
 
 cleanup() {
 	status=$?
+	# A reader of our output that has gone (| head) must not kill the
+	# cleanup with SIGPIPE halfway and leave the server running.
+	trap '' PIPE
 	if [[ -e $pidfile ]]; then
 		log "stopping the MariaDB server the tests started"
 		"$dir/stop.sh" || true
