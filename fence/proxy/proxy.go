@@ -184,21 +184,13 @@ func (p *Proxy) serveWrite(w http.ResponseWriter, r *http.Request) {
 	}
 	defer unlock()
 
-	hw, err := p.marks.HighWater(key)
-	if err != nil {
-		fence.WriteError(w, err)
-		return
-	}
-	if !hw.Admits(token, seq) {
-		fence.WriteError(w, &fence.StaleError{Key: key, Token: token, Seq: seq, HighWater: hw.Token, HighSeq: hw.Seq})
-		return
-	}
 	if lock != "" && !p.checkLock(w, r, lock, token) {
 		return
 	}
 	// The mark is advanced, on disk, before the write is sent, and put back
 	// only when the upstream refuses it: a write whose outcome the proxy
-	// never learns (its own crash, a lost answer) counts as made.
+	// never learns (its own crash, a lost answer) counts as made. Advance
+	// is the one place the token is compared with the mark.
 	prev, err := p.marks.Advance(key, token, seq)
 	if err != nil {
 		fence.WriteError(w, err)
