@@ -8,8 +8,10 @@ proxy's tests put behind it. Standard library only.
   DELETE PATH          removes PATH, logged the same way
   GET PATH             the body stored under PATH, or 404
   GET /_writes         the log: every write applied, in the order applied
+  GET /_arrivals       how many writes have arrived, applied or not
 
-A write with "X-Upstream-Status: N" is answered N and not applied. It prints
+A write with "X-Upstream-Status: N" is answered N and not applied; one with
+"X-Upstream-Hang: 1" is held for a minute before it is applied. It prints
 "listening PORT" once it serves, and serves until killed.
 """
 import json
@@ -24,6 +26,7 @@ MAX_DELAY_MS = int(sys.argv[1]) if len(sys.argv) > 1 else 0
 lock = threading.Lock()
 values = {}
 writes = []
+arrivals = [0]
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -45,6 +48,10 @@ class Handler(BaseHTTPRequestHandler):
             with lock:
                 self.reply(200, list(writes))
             return
+        if self.path == "/_arrivals":
+            with lock:
+                self.reply(200, arrivals[0])
+            return
         with lock:
             value = values.get(self.path)
         if value is None:
@@ -55,10 +62,14 @@ class Handler(BaseHTTPRequestHandler):
     def write(self):
         length = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(length)
+        with lock:
+            arrivals[0] += 1
         status = self.headers.get("X-Upstream-Status")
         if status:
             self.reply(int(status), {"error": "refused by the upstream"})
             return
+        if self.headers.get("X-Upstream-Hang"):
+            time.sleep(60)
         if MAX_DELAY_MS:
             time.sleep(random.uniform(0, MAX_DELAY_MS) / 1000)
         token = self.headers.get("Fencing-Token")
