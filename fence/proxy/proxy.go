@@ -235,11 +235,13 @@ func (p *Proxy) settle(resp *http.Response) error {
 	if wr == nil || resp.StatusCode >= 200 && resp.StatusCode < 300 {
 		return nil
 	}
-	p.revert(wr)
 	if resp.StatusCode == http.StatusSwitchingProtocols {
-		// What would flow over the upgraded connection is not fenced.
+		// What would flow over the upgraded connection is not fenced, so
+		// the connection is refused; whether the upstream acted on the
+		// request is unknown, so its mark stays (see upstreamFailed).
 		return errors.New("the upstream switched protocols on a fenced write")
 	}
+	p.revert(wr)
 	return nil
 }
 
