@@ -50,6 +50,7 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 		opscmd.NewMigrateLogCmd(),
 		opscmd.NewTLSCmd(),
 		opscmd.NewResourceCmd(),
+		opscmd.NewFenceProxyCmd(),
 		opscmd.NewBenchCmd(),
 		newVersionCmd(),
 	)
