@@ -56,6 +56,11 @@ const (
 	// LogFormatSession also reads types 26-27 (sessions: their creation
 	// and their end) and the acquire fields session and session_lease.
 	LogFormatSession = 8
+	// LogFormatLockModes also reads the primitives of issue 28: revoke
+	// (type 28), multi-lock acquire and release (types 29-30) and the
+	// acquire field mode (shared locks). Not written yet: LogFormat stays
+	// LogFormatSession until they are built.
+	LogFormatLockModes = 9
 	// LogFormat is the newest format this build reads and writes.
 	LogFormat = LogFormatSession
 )

@@ -55,6 +55,9 @@ const (
 	// Sessions (session.go; LogFormatSession): one lease for many grants.
 	CmdSessionCreate CommandType = 26
 	CmdSessionEnd    CommandType = 27
+	// Reserved for issue 28 (LogFormatLockModes): CmdRevoke = 28,
+	// CmdMultiAcquire = 29, CmdMultiRelease = 30. Not in the commands
+	// table until built.
 )
 
 // Command is one FSM operation. Everything the FSM needs is inside it: the
