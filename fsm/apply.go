@@ -50,12 +50,15 @@ func applyCommand(s *state, cmd entry.Command, index uint64) any {
 }
 
 func applyAcquire(s *state, c *entry.Acquire, index uint64) any {
+	if err := checkMode(c); err != nil {
+		return err
+	}
 	if c.RequestID != "" {
 		// Keyed by principal too: another principal replaying this request
 		// id is a new request, refused as anyone's while the lock is held.
 		if token, ok := s.requests.Token(locktable.RequestKey(c.Lock, c.Holder, c.RequestID, c.Principal)); ok {
-			if cur, held := s.locks.Get(c.Lock); held && cur.Token() == token {
-				return &AcquireResult{Grant: cur.Lock(), Existing: true}
+			if cur, held := s.lockGrant(c.Lock, token); held {
+				return &AcquireResult{Grant: s.lockOf(cur), Existing: true}
 			}
 			// The request was granted once and that grant has ended: never
 			// mint a second token for the same request.
@@ -65,8 +68,8 @@ func applyAcquire(s *state, c *entry.Acquire, index uint64) any {
 	if err := s.underSession(c.Session, c.SessionLease); err != nil {
 		return err
 	}
-	if cur, held := s.locks.Get(c.Lock); held {
-		return &refusal.HeldError{Lock: c.Lock, Holder: cur.Holder(), Token: cur.Token()}
+	if err := s.heldRefusal(c); err != nil {
+		return err
 	}
 	if d, delayed := s.delays[c.Lock]; delayed {
 		return &refusal.DelayError{Lock: c.Lock, Since: d.Since, Millis: d.Millis}
@@ -102,17 +105,22 @@ func (s *state) grant(c *entry.Acquire, index uint64) any {
 		Value:           c.Value,
 		Session:         c.Session,
 	})
-	s.locks.Add(e)
+	shared := c.Mode == entry.ModeShared
+	if shared {
+		s.shared.Add(e)
+	} else {
+		s.locks.Add(e)
+	}
 	if c.Session != 0 {
 		s.sessions.Attach(c.Session, sessions.Grant{Kind: sessions.Lock, Name: e.Name(), Token: token})
 	}
 	if s.history != nil {
-		s.history.Granted(grants.Grant{Token: token, Granted: index, Name: e.Name(), Holder: e.Holder()})
+		s.history.Granted(grants.Grant{Token: token, Granted: index, Name: e.Name(), Holder: e.Holder(), Shared: shared})
 	}
 	if c.RequestID != "" {
 		s.requests.Remember(e.RequestKey(), token)
 	}
-	return &AcquireResult{Grant: e.Lock()}
+	return &AcquireResult{Grant: s.lockOf(e)}
 }
 
 // mint returns the token of a grant by the entry at index, now the last
@@ -132,6 +140,12 @@ func (s *state) mint(index uint64) (uint64, error) {
 }
 
 func applyRelease(s *state, c *entry.Release, index uint64) any {
+	if g, ok := s.shared.Grant(c.Lock, c.Token); ok {
+		if !secrets.Equal(g.Secret(), c.Lease) {
+			return refusal.LeaseRefused(c.Lock, c.Token, c.Token, c.Lease)
+		}
+		return s.free(g, c.Next, index, grants.Released)
+	}
 	cur, err := s.current(c.Lock, c.Token, c.Lease)
 	if err != nil {
 		return err
@@ -153,15 +167,16 @@ func (s *state) current(lock string, token uint64, secret string) (*locktable.En
 }
 
 func applyExpire(s *state, c *entry.Expire, index uint64) any {
-	cur, held := s.locks.Get(c.Lock)
-	if !held || cur.Token() != c.Token {
+	cur, held := s.lockGrant(c.Lock, c.Token)
+	if !held {
 		return fmt.Errorf("%w: lock %q token %d already ended", refusal.ErrLeaseLost, c.Lock, c.Token)
 	}
 	if cur.LockDelayMillis() > 0 {
 		// The grant asked for a lock-delay: nobody gets the lock until an
 		// EndDelay, not even a waiter offered in this entry (the leader
-		// offers none; a handoff here would be refused by the delay).
-		s.delays[c.Lock] = entry.Delay{Lock: c.Lock, Since: index, Millis: cur.LockDelayMillis()}
+		// offers none; a handoff here would be refused by the delay). A
+		// shared grant's delays the lock for every mode.
+		s.startDelay(c.Lock, index, cur.LockDelayMillis())
 	}
 	return s.free(cur, c.Next, index, grants.Expired)
 }
@@ -169,9 +184,9 @@ func applyExpire(s *state, c *entry.Expire, index uint64) any {
 // free ends cur at index, the way says how (released or expired), and
 // grants the lock to next in the same entry, if any (a hand-off).
 func (s *state) free(cur *locktable.Entry, next *entry.Acquire, index uint64, way grants.Way) *ReleaseResult {
-	res := &ReleaseResult{Freed: cur.Lock()}
+	res := &ReleaseResult{Freed: s.lockOf(cur)}
 	name := cur.Name()
-	s.locks.Remove(cur)
+	s.removeLock(cur)
 	if id := cur.Session(); id != 0 {
 		s.sessions.Detach(id, cur.Token())
 	}
@@ -214,7 +229,10 @@ func applyPut(s *state, c *entry.Put, _ uint64) any {
 	if c.Lock != "" {
 		cur, held := s.locks.Get(c.Lock)
 		if !held || cur.Token() != c.Token {
-			return &refusal.NotHolderError{Lock: c.Lock, Token: c.Token}
+			// Only the exclusive grant writes under the lock: a shared
+			// grant's readers may be many at once.
+			_, shared := s.shared.Grant(c.Lock, c.Token)
+			return &refusal.NotHolderError{Lock: c.Lock, Token: c.Token, Shared: shared}
 		}
 	}
 	if k, ok := s.keys.Get(c.Key); ok && c.Token <= k.Token {

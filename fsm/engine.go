@@ -32,13 +32,16 @@ type Held struct {
 	// Session is the session the grant lives under (0: none): it has no
 	// lease of its own to renew.
 	Session uint64
+	// Shared: one of a lock's shared grants.
+	Shared bool
 }
 
 // NameState is the engine's view of one name.
 type NameState struct {
 	Kind Kind
 	Name string
-	// Holders are the grants held, sorted by token: at most one for a lock.
+	// Holders are the grants held, sorted by token: for a lock, its
+	// exclusive grant or its shared ones.
 	Holders []Held
 	// Limit is how many may hold at once: 1 for a lock, a semaphore's
 	// limit (0 when no permit is held or delayed: the next acquire sets it).
@@ -83,8 +86,8 @@ func (f *FSM) NameState(kind Kind, name, holder, requestID, principal string) Na
 	defer f.mu.RUnlock()
 	s := f.s
 	st := NameState{Kind: kind, Name: name}
-	st.Total = s.locks.Len() + s.sems.Held()
-	st.Mine = s.locks.HeldBy(holder) + s.sems.HeldBy(holder)
+	st.Total = s.locks.Len() + s.shared.Len() + s.sems.Held()
+	st.Mine = s.locks.HeldBy(holder) + s.shared.HeldBy(holder) + s.sems.HeldBy(holder)
 	var requestKey string
 	switch kind {
 	case KindLock:
@@ -93,6 +96,10 @@ func (f *FSM) NameState(kind Kind, name, holder, requestID, principal string) Na
 			st.Lock = e.Lock()
 			st.Holders = []Held{{Holder: e.Holder(), Token: e.Token(), Secret: e.Secret(),
 				TTLMillis: e.TTLMillis(), LockDelayMillis: e.LockDelayMillis(), Session: e.Session()}}
+		}
+		for _, e := range s.shared.Get(name) {
+			st.Holders = append(st.Holders, Held{Holder: e.Holder(), Token: e.Token(), Secret: e.Secret(),
+				TTLMillis: e.TTLMillis(), LockDelayMillis: e.LockDelayMillis(), Session: e.Session(), Shared: true})
 		}
 		if d, ok := s.delays[name]; ok {
 			st.Delays = []entry.Delay{d}

@@ -19,12 +19,12 @@ func eventsOf(cmd entry.Command, result any, index uint64, memberExisted bool) [
 	switch c := cmd.(type) {
 	case *entry.Acquire:
 		if r, ok := result.(*AcquireResult); ok && !r.Existing {
-			return []event.Event{{Index: index, Type: event.Acquired, Lock: r.Grant.Name, Holder: r.Grant.Holder, Token: r.Grant.Token, Value: r.Grant.Value, Session: r.Grant.Session}}
+			return []event.Event{{Index: index, Type: event.Acquired, Lock: r.Grant.Name, Holder: r.Grant.Holder, Token: r.Grant.Token, Value: r.Grant.Value, Session: r.Grant.Session, Mode: r.Grant.Mode}}
 		}
 	case *entry.EndDelay:
 		// The end of a lock-delay is an event only when it grants the lock.
 		if r, ok := result.(*EndDelayResult); ok && r.Next != nil {
-			return []event.Event{{Index: index, Type: event.Acquired, Lock: r.Next.Name, Holder: r.Next.Holder, Token: r.Next.Token, Value: r.Next.Value, Session: r.Next.Session}}
+			return []event.Event{{Index: index, Type: event.Acquired, Lock: r.Next.Name, Holder: r.Next.Holder, Token: r.Next.Token, Value: r.Next.Value, Session: r.Next.Session, Mode: r.Next.Mode}}
 		}
 		if r, ok := result.(*EndDelayResult); ok && r.NextPermit != nil {
 			p := r.NextPermit.Permit
@@ -92,9 +92,9 @@ func lockFreedEvents(r *ReleaseResult, index uint64, how string) []event.Event {
 	if r.Next != nil {
 		return []event.Event{{Index: index, Type: event.HandedOff, Lock: r.Freed.Name,
 			Holder: r.Next.Holder, Token: r.Next.Token, Value: r.Next.Value,
-			PrevHolder: r.Freed.Holder, PrevToken: r.Freed.Token, Reason: how, Session: r.Next.Session}}
+			PrevHolder: r.Freed.Holder, PrevToken: r.Freed.Token, Reason: how, Session: r.Next.Session, Mode: r.Next.Mode}}
 	}
-	return []event.Event{{Index: index, Type: how, Lock: r.Freed.Name, Holder: r.Freed.Holder, Token: r.Freed.Token, Session: r.Freed.Session}}
+	return []event.Event{{Index: index, Type: how, Lock: r.Freed.Name, Holder: r.Freed.Holder, Token: r.Freed.Token, Session: r.Freed.Session, Mode: r.Freed.Mode}}
 }
 
 // freedPermitEvents are a permit's release or expiry (typ), or its handoff

@@ -143,11 +143,21 @@ func applySessionEnd(s *state, c *entry.SessionEnd, index uint64) any {
 	// list no longer moves while the names are freed.
 	list := sess.Grants()
 	s.sessions.End(c.Session)
+	// A lock's hand-off goes with the last of its grants the session held
+	// (several when shared), once the lock has room for it.
+	lastOf := map[string]uint64{}
+	for _, g := range list {
+		if g.Kind == sessions.Lock {
+			lastOf[g.Name] = g.Token
+		}
+	}
 	for _, g := range list {
 		switch g.Kind {
 		case sessions.Lock:
-			next := nextLock[g.Name]
-			delete(nextLock, g.Name)
+			var next *entry.Acquire
+			if lastOf[g.Name] == g.Token {
+				next = nextLock[g.Name]
+			}
 			if r := s.endSessionLock(g, next, c.Expired, index); r != nil {
 				res.Locks = append(res.Locks, r)
 			}
@@ -167,15 +177,15 @@ func applySessionEnd(s *state, c *entry.SessionEnd, index uint64) any {
 // endSessionLock ends a session's lock grant as an Expire (expired) or a
 // Release would, handing it to next.
 func (s *state) endSessionLock(g sessions.Grant, next *entry.Acquire, expired bool, index uint64) *ReleaseResult {
-	cur, held := s.locks.Get(g.Name)
-	if !held || cur.Token() != g.Token {
+	cur, held := s.lockGrant(g.Name, g.Token)
+	if !held {
 		return nil // cannot happen: a grant's end detaches it
 	}
 	way := grants.Released
 	if expired {
 		way = grants.Expired
 		if cur.LockDelayMillis() > 0 {
-			s.delays[g.Name] = entry.Delay{Lock: g.Name, Since: index, Millis: cur.LockDelayMillis()}
+			s.startDelay(g.Name, index, cur.LockDelayMillis())
 		}
 	}
 	return s.free(cur, next, index, way)

@@ -22,6 +22,9 @@ type state struct {
 	floor     uint64
 	lastToken uint64           // highest token ever granted
 	locks     *locktable.Table // the held locks (fsm/internal/locktable)
+	// shared are the locks held in shared mode, by their shared grants
+	// (shared.go).
+	shared *locktable.Shared
 	keys      *kv.Table        // the fenced keys (fsm/internal/kv)
 	members   map[string]entry.Member
 	// requests are the tokens granted per request id (by
@@ -45,6 +48,7 @@ type state struct {
 func newState() *state {
 	return &state{
 		locks:    locktable.New(0),
+		shared:   locktable.NewShared(),
 		keys:     kv.New(),
 		members:  map[string]entry.Member{},
 		requests: requests.New(),

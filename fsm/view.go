@@ -87,7 +87,12 @@ func (f *FSM) viewLocked() *View {
 		v.Header.GrantHistory, v.Header.GrantsFrom, v.Header.PermitsFrom = &cfg, h.From(), h.PermitsFrom()
 		v.grants = h.Capture()
 		v.Header.Grants, v.Header.GrantRing = v.grants.Len(), v.grants.RingLen()
+		v.Header.SharedGrants = v.grants.Shared()
 	}
+	for _, e := range s.shared.Entries() {
+		v.rest.Shared = append(v.rest.Shared, sharedLock(e))
+	}
+	v.Header.SharedLocks = len(v.rest.Shared)
 	v.rest.Sessions = s.sessions.Records()
 	v.rest.EndedSessions = s.sessions.EndedIDs()
 	v.Header.Sessions, v.Header.EndedSessions = len(v.rest.Sessions), len(v.rest.EndedSessions)
@@ -121,6 +126,7 @@ func (v *View) Image() *snapshot.Image {
 	img.Voided = slices.Clone(v.rest.Voided)
 	img.Sessions = slices.Clone(v.rest.Sessions)
 	img.EndedSessions = slices.Clone(v.rest.EndedSessions)
+	img.Shared = slices.Clone(v.rest.Shared)
 	if v.grants.Len() > 0 {
 		img.Grants = v.grants.Records()
 	}
@@ -195,6 +201,11 @@ func readState(r io.Reader) (*state, *snapshot.Header, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	for _, l := range rest.Shared {
+		if _, dup := s.locks.Get(l.Name); dup {
+			return nil, nil, fmt.Errorf("snapshot is inconsistent: lock %q is held both exclusively and in shared mode", l.Name)
+		}
+	}
 	fill(s, rest)
 	for _, e := range underSession {
 		if s.sessions.Get(e.Session()) == nil {
@@ -251,6 +262,13 @@ func fill(s *state, img *snapshot.Image) {
 		s.sems.Add(&p)
 		if p.Session != 0 {
 			s.sessions.Attach(p.Session, sessions.Grant{Kind: sessions.Permit, Name: p.Semaphore, Token: p.Token})
+		}
+	}
+	for i := range img.Shared {
+		e := locktable.NewEntry(&img.Shared[i])
+		s.shared.Add(e)
+		if e.Session() != 0 {
+			s.sessions.Attach(e.Session(), sessions.Grant{Kind: sessions.Lock, Name: e.Name(), Token: e.Token()})
 		}
 	}
 	for _, l := range img.Locks { // an Image's (ReadImage); readState streams them

@@ -148,6 +148,7 @@ func (r *recoveryFSM) Snapshot() (raft.FSMSnapshot, error) {
 	img.Locks, img.Requests, img.Delays, img.Permits = nil, nil, nil, nil
 	// Sessions end with the grants they held.
 	img.Sessions, img.EndedSessions = nil, nil
+	img.Shared = nil
 	epoch, err := snapshot.RecoveryEpoch(img.Header.Epoch, r.bump)
 	if err != nil {
 		// RecoverCluster stops here, before it writes anything.
@@ -159,6 +160,7 @@ func (r *recoveryFSM) Snapshot() (raft.FSMSnapshot, error) {
 	img.Header.EpochFloor = epoch
 	img.Header.Locks, img.Header.Members, img.Header.Requests, img.Header.Delays, img.Header.Permits = 0, len(img.Members), 0, 0, 0
 	img.Header.Sessions, img.Header.EndedSessions = 0, 0
+	img.Header.SharedLocks = 0
 	img.Header.MemberKeys = snapshot.MemberKeys(img.Members)
 	r.written = img.Header
 	return imageSnapshot{img}, nil

@@ -226,7 +226,18 @@ type Acquire struct {
 	// session, whose TTL it takes.
 	Session      uint64 `json:"session,omitempty"`
 	SessionLease string `json:"session_lease,omitempty"`
+	// Mode is ModeShared for a shared grant, "" for an exclusive one
+	// (LogFormatLockModes, JSON only, as LockDelayMillis).
+	Mode string `json:"mode,omitempty"`
 }
+
+// The modes of a lock's grant. An exclusive grant's Mode is "" in the log
+// and the state, so that every entry and record without one means what it
+// always did; ModeExclusive is its name at the edge.
+const (
+	ModeShared    = "shared"
+	ModeExclusive = "exclusive"
+)
 
 // Release ends the grant of a lock with Token, if Lease is its secret. When
 // Next is set and the release succeeds, the lock is granted to Next in the
@@ -380,6 +391,9 @@ func Decode(entry []byte) (Command, error) {
 // release or expiry handing off to one) is written as JSON, which only
 // members of LogFormatCoord read in full.
 func fieldsFormat(cmd Command) int {
+	if modeFields(cmd) {
+		return LogFormatLockModes
+	}
 	if sessionFields(cmd) {
 		return LogFormatSession
 	}
@@ -423,6 +437,24 @@ func fieldsFormat(cmd Command) int {
 		return LogFormatCoord
 	}
 	return LogFormatJSON
+}
+
+// modeFields reports whether cmd carries a shared acquire (itself or a
+// hand-off), which only members of LogFormatLockModes read: an older build
+// would drop the mode and grant the lock exclusively.
+func modeFields(cmd Command) bool {
+	var next *Acquire
+	switch c := cmd.(type) {
+	case *Acquire:
+		next = c
+	case *Release:
+		next = c.Next
+	case *Expire:
+		next = c.Next
+	case *EndDelay:
+		next = c.Next
+	}
+	return next != nil && next.Mode != ""
 }
 
 // readKeyedMember reads set-member's keyed form: the same JSON as type 5.

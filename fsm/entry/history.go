@@ -113,6 +113,9 @@ type GrantRecord struct {
 	// Ended is how the grant ended (EndReleased, …), "" while it is held.
 	Ended      string `json:"ended,omitempty"`
 	EndedIndex uint64 `json:"ended_index,omitempty"`
+	// Mode is ModeShared for a lock's shared grant ("" otherwise, so that
+	// every older record reads as before; snapshot version 6).
+	Mode string `json:"mode,omitempty"`
 }
 
 // VoidedGrant is a grant that a restore or recovery dropped: the state it

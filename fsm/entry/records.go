@@ -56,6 +56,10 @@ type Lock struct {
 	// Session is the session the grant lives under (0: none, the grant
 	// has a lease of its own); TTLMillis is then the session's.
 	Session uint64 `json:"session,omitempty"`
+	// Mode is ModeShared for one of a lock's shared grants, "" for its
+	// exclusive grant (a snapshot keeps shared grants in records of their
+	// own, version 6).
+	Mode string `json:"mode,omitempty"`
 }
 
 // FencedKey is a value in the cluster's fenced key-value store together with

@@ -70,6 +70,9 @@ type Event struct {
 	// Session is a session event's session, and the session a grant's
 	// event's grant lives under.
 	Session uint64
+	// Mode is entry.ModeShared on the events of a lock's shared grant
+	// (acquired, released, expired, handed_off: the new grant's).
+	Mode string
 }
 
 // Observer is told what each applied entry changed, in log order, on every

@@ -63,9 +63,16 @@ type HeldError struct {
 	Lock   string
 	Holder string
 	Token  uint64
+	// Shared counts the lock's shared grants when it is held in shared
+	// mode (Holder and Token are then its newest one's), 0 when it is held
+	// exclusively.
+	Shared int
 }
 
 func (e *HeldError) Error() string {
+	if e.Shared > 0 {
+		return fmt.Sprintf("lock %q is held in shared mode by %d holders, the newest %q with token %d", e.Lock, e.Shared, e.Holder, e.Token)
+	}
 	return fmt.Sprintf("lock %q is held by %q with token %d", e.Lock, e.Holder, e.Token)
 }
 
@@ -173,9 +180,15 @@ func LeaseRefused(name string, current, token uint64, secret string) *LeaseError
 type NotHolderError struct {
 	Lock  string
 	Token uint64
+	// Shared: the token is one of the lock's shared grants, which never
+	// write under the lock.
+	Shared bool
 }
 
 func (e *NotHolderError) Error() string {
+	if e.Shared {
+		return fmt.Sprintf("token %d is a shared grant of lock %q: a shared grant cannot write, only the lock's exclusive grant can", e.Token, e.Lock)
+	}
 	return fmt.Sprintf("token %d is not the current grant of lock %q", e.Token, e.Lock)
 }
 

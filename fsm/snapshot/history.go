@@ -19,6 +19,9 @@ func (img *Image) Void(cur *Image, index uint64) {
 	for _, l := range cur.Locks {
 		voided = append(voided, entry.VoidedGrant{Lock: l.Name, Holder: l.Holder, Token: l.Token})
 	}
+	for _, l := range cur.Shared {
+		voided = append(voided, entry.VoidedGrant{Lock: l.Name, Holder: l.Holder, Token: l.Token})
+	}
 	for _, p := range cur.Permits {
 		voided = append(voided, entry.VoidedGrant{Semaphore: p.Semaphore, Holder: p.Holder, Token: p.Token})
 	}
@@ -33,6 +36,7 @@ func (img *Image) Void(cur *Image, index uint64) {
 	img.Header.GrantHistory, img.Header.GrantsFrom, img.Header.GrantRing = cur.Header.GrantHistory, cur.Header.GrantsFrom, cur.Header.GrantRing
 	img.Header.PermitsFrom = cur.Header.PermitsFrom
 	img.Header.Voided, img.Header.VoidedPermits, img.Header.Grants = len(voided), len(cur.Permits), len(grants)
+	img.Header.SharedGrants = sharedGrants(grants)
 }
 
 // checkGrants refuses a grant history no log could have written: grants out
@@ -66,6 +70,9 @@ func (img *Image) checkGrants() error {
 			return fmt.Errorf("grant %d of semaphore %q: permits are recorded from token %d", g.Token, g.Semaphore, h.PermitsFrom)
 		}
 		last = g.Token
+		if g.Mode != "" && (g.Mode != entry.ModeShared || g.Lock == "") {
+			return fmt.Errorf("grant %d of lock %q with mode %q", g.Token, g.Lock, g.Mode)
+		}
 		switch g.Ended {
 		case "", entry.EndReleased, entry.EndExpired, entry.EndHandedOff, entry.EndVoided:
 		default:
@@ -99,6 +106,12 @@ func (img *Image) CheckHeldGrants(held func(lock string) uint64) error {
 			}
 			continue
 		}
+		if g.Mode != "" {
+			if !img.sharedHeld(g.Lock, g.Token) {
+				return fmt.Errorf("snapshot is inconsistent: shared grant %d of lock %q is still held, and the lock holds no shared grant with it", g.Token, g.Lock)
+			}
+			continue
+		}
 		if held(g.Lock) != g.Token {
 			return fmt.Errorf("snapshot is inconsistent: grant %d of lock %q is still held, and the lock is not held with it", g.Token, g.Lock)
 		}
@@ -127,6 +140,9 @@ func appendGrantRecord(dst []byte, g *entry.GrantRecord) ([]byte, bool) {
 	}
 	if g.EndedIndex != 0 {
 		w.uint(`,"ended_index":`, g.EndedIndex)
+	}
+	if g.Mode != "" {
+		w.str(`,"mode":"`, g.Mode)
 	}
 	return w.end(len(dst))
 }
@@ -168,9 +184,19 @@ func parseGrantRecord(line []byte, g *entry.GrantRecord) bool {
 	if p.lit(`,"ended_index":`) && !p.uint(&g.EndedIndex) {
 		return false
 	}
+	var mode []byte
+	if p.lit(`,"mode":`) && !p.str(&mode) {
+		return false
+	}
 	if !p.lit("}}") || len(p.b) != 0 {
 		return false
 	}
 	g.Lock, g.Semaphore, g.Holder = string(lock), string(sem), string(holder)
+	if len(mode) > 0 {
+		g.Mode = entry.ModeShared
+		if string(mode) != entry.ModeShared {
+			g.Mode = string(mode) // refused by checkGrants
+		}
+	}
 	return true
 }

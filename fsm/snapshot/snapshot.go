@@ -27,14 +27,19 @@ const Format = "fencer-snapshot"
 // which such a build refuses whole, and one without any as before.
 // Version 5 adds sessions (Header.Sessions, session records, and the ids of
 // the sessions that ended lately), and grants (locks, permits) under one.
+// Version 6 adds issue 28's primitives: a lock's shared grants
+// (Header.SharedLocks, shared_lock records; Header.SharedGrants counts the
+// grant records of shared grants, whose mode a build before them would
+// drop).
 const (
 	Version1 = 1
 	Version2 = 2
 	Version3 = 3
 	Version4 = 4
 	Version5 = 5
+	Version6 = 6
 	// Version is the newest version this build writes and reads.
-	Version = Version5
+	Version = Version6
 )
 
 // Header is the first record of a snapshot. api/wire.SnapshotHeader repeats
@@ -86,6 +91,11 @@ type Header struct {
 	// Version 5: how many live sessions, and ended session ids, follow.
 	Sessions      int `json:"sessions,omitempty"`
 	EndedSessions int `json:"ended_sessions,omitempty"`
+
+	// Version 6: how many shared grants of locks follow (shared_lock
+	// records), and how many of the grant records are shared grants'.
+	SharedLocks  int `json:"shared_locks,omitempty"`
+	SharedGrants int `json:"shared_grants,omitempty"`
 }
 
 // Settings returns the grant history's settings as the state keeps them
@@ -118,11 +128,20 @@ func (h *Header) needsVersion4() bool { return h.MemberKeys != 0 }
 // lives.)
 func (h *Header) needsVersion5() bool { return h.Sessions != 0 || h.EndedSessions != 0 }
 
+// needsVersion6 reports whether the header describes anything version 5
+// cannot hold: one line per primitive of issue 28.
+func (h *Header) needsVersion6() bool {
+	return false ||
+		h.SharedLocks != 0 || h.SharedGrants != 0
+}
+
 // Written is the header as a snapshot writes it: with the lowest version
 // that holds its state.
 func (h Header) Written() Header {
 	h.Version = Version1
 	switch {
+	case h.needsVersion6():
+		h.Version = Version6
 	case h.needsVersion5():
 		h.Version = Version5
 	case h.needsVersion4():
@@ -150,6 +169,9 @@ type Image struct {
 	// of the sessions that ended lately, oldest first.
 	Sessions      []entry.Session
 	EndedSessions []uint64
+	// Shared are the locks' shared grants, by lock name then token, each
+	// with Mode entry.ModeShared.
+	Shared []entry.Lock
 	// Grants is the grant history, in token order; the last
 	// Header.GrantRing of them are the ring.
 	Grants []entry.GrantRecord
@@ -168,6 +190,8 @@ type Record struct {
 	Session *entry.Session       `json:"session,omitempty"`
 	// EndedSession is the id of a session that ended lately.
 	EndedSession *uint64 `json:"ended_session,omitempty"`
+	// SharedLock is one of a lock's shared grants.
+	SharedLock *entry.Lock `json:"shared_lock,omitempty"`
 }
 
 // WriteTo writes the image in snapshot format: a header line, then one JSON
@@ -190,7 +214,7 @@ func (img *Image) WriteTo(w io.Writer) (int64, error) {
 
 // Middle writes img's records from its members to its voided grants, in
 // the format's order: members, requests, delays, permits, voided grants,
-// sessions, ended sessions.
+// sessions, ended sessions, shared grants of locks.
 // Image.WriteTo, and fsm's View, which streams its locks, keys and grants
 // from the state's own layout, write the rest around it.
 func (sw *Writer) Middle(img *Image) {
@@ -214,6 +238,9 @@ func (sw *Writer) Middle(img *Image) {
 	}
 	for i := range img.EndedSessions {
 		sw.Encode(Record{EndedSession: &img.EndedSessions[i]})
+	}
+	for i := range img.Shared {
+		sw.Encode(Record{SharedLock: &img.Shared[i]})
 	}
 }
 
@@ -304,6 +331,11 @@ func ReadImage(r io.Reader) (*Image, error) {
 	for _, l := range img.Locks {
 		held[l.Name] = l.Token
 	}
+	for _, l := range img.Shared {
+		if _, dup := held[l.Name]; dup {
+			return nil, fmt.Errorf("snapshot is inconsistent: lock %q is held both exclusively and in shared mode", l.Name)
+		}
+	}
 	if err := img.CheckHeldGrants(func(lock string) uint64 { return held[lock] }); err != nil {
 		return nil, err
 	}
@@ -340,8 +372,10 @@ func Decode(r io.Reader, img *Image, lock func(*LockRecord) error) error {
 		return fmt.Errorf("snapshot version %d with fields of version 4", v)
 	case v < Version5 && img.Header.needsVersion5():
 		return fmt.Errorf("snapshot version %d with fields of version 5", v)
-	case v < Version1 || v > Version5:
-		return fmt.Errorf("snapshot version %d is not supported (this build reads %d to %d)", v, Version1, Version5)
+	case v < Version6 && img.Header.needsVersion6():
+		return fmt.Errorf("snapshot version %d with fields of version 6", v)
+	case v < Version1 || v > Version6:
+		return fmt.Errorf("snapshot version %d is not supported (this build reads %d to %d)", v, Version1, Version6)
 	}
 	var lr0 LockRecord
 	for {
@@ -394,6 +428,8 @@ func Decode(r io.Reader, img *Image, lock func(*LockRecord) error) error {
 			img.Sessions = append(img.Sessions, *rec.Session)
 		case rec.EndedSession != nil:
 			img.EndedSessions = append(img.EndedSessions, *rec.EndedSession)
+		case rec.SharedLock != nil:
+			img.Shared = append(img.Shared, *rec.SharedLock)
 		default:
 			return errors.New("snapshot record: empty record")
 		}
@@ -471,6 +507,10 @@ func (img *Image) CheckCounts(locks int) error {
 	if keyed := MemberKeys(img.Members); keyed != h.MemberKeys {
 		return fmt.Errorf("snapshot is inconsistent: header says %d member keys, the member records hold %d", h.MemberKeys, keyed)
 	}
+	if len(img.Shared) != h.SharedLocks || sharedGrants(img.Grants) != h.SharedGrants {
+		return fmt.Errorf("snapshot is incomplete: header says %d shared grants of locks and %d shared grant records, found %d and %d",
+			h.SharedLocks, h.SharedGrants, len(img.Shared), sharedGrants(img.Grants))
+	}
 	if len(img.Sessions) != h.Sessions || len(img.EndedSessions) != h.EndedSessions {
 		return fmt.Errorf("snapshot is incomplete: header says %d sessions and %d ended, found %d and %d",
 			h.Sessions, h.EndedSessions, len(img.Sessions), len(img.EndedSessions))
@@ -481,6 +521,17 @@ func (img *Image) CheckCounts(locks int) error {
 			h.Locks, h.Keys, h.Members, h.Requests, h.Delays, h.Permits, h.Voided, h.Grants, locks, len(img.Keys), len(img.Members), len(img.Requests), len(img.Delays), len(img.Permits), len(img.Voided), len(img.Grants))
 	}
 	return nil
+}
+
+// sharedGrants counts the grant records of shared grants.
+func sharedGrants(grants []entry.GrantRecord) int {
+	n := 0
+	for _, g := range grants {
+		if g.Mode != "" {
+			n++
+		}
+	}
+	return n
 }
 
 // Check refuses records that no log could have produced (see check), as
@@ -599,6 +650,9 @@ func (img *Image) check() error {
 		}
 	}
 	if err := img.checkSessions(); err != nil {
+		return err
+	}
+	if err := img.checkShared(); err != nil {
 		return err
 	}
 	return img.checkGrants()

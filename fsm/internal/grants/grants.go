@@ -69,12 +69,18 @@ type Grant struct {
 	Name, Holder string
 	Way          Way
 	Kind         Kind
+	// Shared: a lock's shared grant (a byte of what was padding: a Grant
+	// stays 64 bytes).
+	Shared bool
 }
 
 // Record returns g as the record a snapshot and a read hold.
 func (g *Grant) Record() entry.GrantRecord {
 	r := entry.GrantRecord{Token: g.Token, Lock: g.Name, Holder: g.Holder, GrantedIndex: g.Granted,
 		Ended: endWays[g.Way], EndedIndex: g.Ended}
+	if g.Shared {
+		r.Mode = entry.ModeShared
+	}
 	if g.Kind == OfPermit {
 		r.Lock, r.Semaphore = "", g.Name
 	}
@@ -85,7 +91,8 @@ func (g *Grant) Record() entry.GrantRecord {
 // snapshot's checks refuse one before a history is rebuilt from it).
 func grantOf(r *entry.GrantRecord) Grant {
 	way, _ := wayOf(r.Ended)
-	g := Grant{Token: r.Token, Granted: r.GrantedIndex, Ended: r.EndedIndex, Name: r.Lock, Holder: r.Holder, Way: way}
+	g := Grant{Token: r.Token, Granted: r.GrantedIndex, Ended: r.EndedIndex, Name: r.Lock, Holder: r.Holder, Way: way,
+		Shared: r.Mode == entry.ModeShared}
 	if r.Semaphore != "" {
 		g.Name, g.Kind = r.Semaphore, OfPermit
 	}
@@ -325,6 +332,19 @@ func (c Captured) Sort() {
 // Len counts the grants captured; RingLen those of the ring.
 func (c Captured) Len() int     { return len(c.older) + len(c.ring) }
 func (c Captured) RingLen() int { return len(c.ring) }
+
+// Shared counts the shared grants captured.
+func (c Captured) Shared() int {
+	n := 0
+	for _, part := range [][]Grant{c.older, c.ring} {
+		for i := range part {
+			if part[i].Shared {
+				n++
+			}
+		}
+	}
+	return n
+}
 
 // Each calls fn with every grant as a record in token order, the ring
 // last: what a snapshot holds. Call Sort first.
