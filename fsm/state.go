@@ -24,9 +24,9 @@ type state struct {
 	locks     *locktable.Table // the held locks (fsm/internal/locktable)
 	// shared are the locks held in shared mode, by their shared grants
 	// (shared.go).
-	shared *locktable.Shared
-	keys      *kv.Table        // the fenced keys (fsm/internal/kv)
-	members   map[string]entry.Member
+	shared  *locktable.Shared
+	keys    *kv.Table // the fenced keys (fsm/internal/kv)
+	members map[string]entry.Member
 	// requests are the tokens granted per request id (by
 	// locktable.RequestKey or semRequestKey), bounded (fsm/internal/requests).
 	requests *requests.Table

@@ -74,7 +74,7 @@ func Plan(backup, cur *snapshot.Image, minEpoch, index, term uint64) (*snapshot.
 	img.Header.Locks, img.Header.Keys, img.Header.Members, img.Header.Requests, img.Header.Delays, img.Header.Permits = 0, len(img.Keys), len(img.Members), 0, 0, 0
 	// Sessions end with the grants they held: a restored cluster has none.
 	img.Header.Sessions, img.Header.EndedSessions = 0, 0
-	img.Header.SharedLocks, img.Header.SharedGrants = 0, 0 // no shared grant either; the history's are cur's (Void)
+	img.Header.SharedLocks, img.Header.SharedGrants = 0, 0   // no shared grant either; the history's are cur's (Void)
 	img.Header.MemberKeys = snapshot.MemberKeys(img.Members) // this cluster's members, not the backup's
 	// The grants held now are void from index on: every member reports
 	// them from the snapshot (not from what it held), and the grant
