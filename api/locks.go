@@ -61,6 +61,7 @@ func (s *Server) acquire(w http.ResponseWriter, r *http.Request) (any, error) {
 
 		Session:      req.Session,
 		SessionLease: req.SessionLease,
+		Shared:       req.Mode == wire.ModeShared,
 	})
 	if err != nil {
 		return nil, err
@@ -78,6 +79,7 @@ func (s *Server) acquire(w http.ResponseWriter, r *http.Request) (any, error) {
 		LockDelayMillis: g.LockDelayMillis,
 		Value:           g.Value,
 		Session:         g.Session,
+		Mode:            g.Mode,
 	}, nil
 }
 
@@ -121,6 +123,14 @@ func lockStatus(st coord.LockStatus) wire.LockStatus {
 	if st.Delayed {
 		ms := st.DelayRemaining.Milliseconds()
 		out.DelayRemainingMillis = &ms
+	}
+	for _, g := range st.Shared {
+		h := wire.SharedHolder{Holder: g.Holder, Token: g.Token, TTLMillis: g.TTLMillis, LockDelayMillis: g.LockDelayMillis, Session: g.Session}
+		if g.Known {
+			ms := g.Remaining.Milliseconds()
+			h.RemainingMillis = &ms
+		}
+		out.SharedHolders = append(out.SharedHolders, h)
 	}
 	return out
 }
@@ -217,11 +227,18 @@ func (s *Server) check(w http.ResponseWriter, r *http.Request) (any, error) {
 	}
 	ctx, cancel := s.work(r, 0)
 	defer cancel()
-	current, cur, err := s.co.Check(ctx, name, token, forward.IsStale(r))
+	c, err := s.co.Check(ctx, name, token, forward.IsStale(r))
 	if err != nil {
 		return nil, err
 	}
-	return wire.CheckResponse{Current: current, Token: cur}, nil
+	out := wire.CheckResponse{Current: c.Current, Token: c.Token}
+	switch {
+	case c.Current && c.Shared:
+		out.Mode = wire.ModeShared
+	case c.Current:
+		out.Mode = wire.ModeExclusive
+	}
+	return out, nil
 }
 
 // proclaim changes the value the holder publishes (an election's leader).

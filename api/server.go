@@ -69,7 +69,7 @@ type Coord interface {
 	Release(ctx context.Context, name string, token uint64, secret string) error
 	Lock(ctx context.Context, name string, stale bool) (coord.LockStatus, error)
 	Locks(ctx context.Context, stale bool) (iter.Seq[coord.LockStatus], uint64, error)
-	Check(ctx context.Context, name string, token uint64, stale bool) (bool, uint64, error)
+	Check(ctx context.Context, name string, token uint64, stale bool) (coord.CheckResult, error)
 	Put(ctx context.Context, req coord.PutRequest) (uint64, error)
 	DeleteKey(ctx context.Context, key string) (fsm.DeleteKeyResult, error)
 	Get(ctx context.Context, key string, stale bool) (entry.FencedKey, bool, uint64, error)

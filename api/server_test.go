@@ -82,8 +82,8 @@ func (f *fakeCluster) Lock(_ context.Context, name string, _ bool) (coord.LockSt
 func (f *fakeCluster) Locks(context.Context, bool) (iter.Seq[coord.LockStatus], uint64, error) {
 	return slices.Values(f.locks), 3, f.call("locks")
 }
-func (f *fakeCluster) Check(context.Context, string, uint64, bool) (bool, uint64, error) {
-	return true, 7, f.call("check")
+func (f *fakeCluster) Check(context.Context, string, uint64, bool) (coord.CheckResult, error) {
+	return coord.CheckResult{Current: true, Token: 7}, f.call("check")
 }
 func (f *fakeCluster) Put(_ context.Context, req coord.PutRequest) (uint64, error) {
 	f.principal = req.Principal

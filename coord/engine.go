@@ -26,20 +26,22 @@ import (
 // policy is what a primitive tells the engine. Its methods are pure
 // functions of their arguments and of the leader's timers.
 type policy[C entry.Command, R any] interface {
-	// closed says whether st has no room for another holder (taken: a lock
-	// held, a semaphore full with its delayed slots) and whether it is
-	// closed for another reason (a lock in its lock-delay). A waiter is
-	// served only when neither holds; the limits on held grants are
-	// checked unless taken.
-	closed(st fsm.NameState) (taken, delayed bool)
+	// closed says whether st has no room for cmd (taken: a lock held in
+	// another mode or exclusively, a semaphore full with its delayed
+	// slots) and whether it is closed for another reason (a lock in its
+	// lock-delay). A waiter is served, or offered in a freeing entry, only
+	// when neither holds; the limits on held grants are checked unless
+	// taken.
+	closed(st fsm.NameState, cmd C) (taken, delayed bool)
 	// refusal is why an acquire of cmd not granted before is refused at
 	// once, without a log write (nil: it is proposed or queued); wait
-	// says it may queue.
-	refusal(st fsm.NameState, cmd C, wait bool) error
-	// lapsed is the answer to a waiter whose wait ended, as an acquire
-	// without a wait would get (nil: propose its acquire); confirm says a
-	// quorum round must come first.
-	lapsed(st fsm.NameState) (confirm bool, why error)
+	// says it may queue, ahead that others are queued before it (FIFO: a
+	// shared acquire does not pass a queued exclusive one).
+	refusal(st fsm.NameState, cmd C, wait, ahead bool) error
+	// lapsed is the answer to a waiter of cmd whose wait ended, as an
+	// acquire without a wait would get (nil: propose its acquire); confirm
+	// says a quorum round must come first.
+	lapsed(st fsm.NameState, cmd C, ahead bool) (confirm bool, why error)
 
 	// granted is what the leader times of a granted acquire.
 	granted(r R) timedGrant
@@ -54,9 +56,10 @@ type policy[C entry.Command, R any] interface {
 	expire(name string, token uint64, next C) entry.Command
 	endDelay(name string, since uint64, next C) entry.Command
 
-	// grantKey and delayKey are the timer keys of a grant's lease and of
-	// a lock-delay that started at since.
-	grantKey(name string, token uint64) lease.Key
+	// grantKey and delayKey are the timer keys of a grant's lease (shared:
+	// a lock's shared grant, which has a key of its own) and of a
+	// lock-delay that started at since.
+	grantKey(name string, token uint64, shared bool) lease.Key
 	delayKey(name string, since uint64) lease.Key
 	// notHeldError refuses a renewal of a grant the state does not hold
 	// with that secret; expiredError one whose lease the timers no longer
@@ -74,12 +77,13 @@ type timedGrant struct {
 	// session is the session the grant lives under: its timer times the
 	// grant, which has none of its own.
 	session uint64
+	shared  bool // a lock's shared grant
 }
 
 // track starts timing a new grant's lease, unless its session times it.
 func (e *engine[C, R]) track(g timedGrant) {
 	if g.session == 0 {
-		e.s.timers.Track(e.p.grantKey(g.name, g.token), g.token, millis(g.ttlMillis))
+		e.s.timers.Track(e.p.grantKey(g.name, g.token, g.shared), g.token, millis(g.ttlMillis))
 	}
 }
 
@@ -110,8 +114,8 @@ func newEngine[C entry.Command, R any](s *Service, kind fsm.Kind, what string, p
 type grantKind interface {
 	kind() fsm.Kind
 	// timerKinds are the kinds of the timer keys of its grants' leases
-	// and of its lock-delays.
-	timerKinds() (grant, delay lease.Kind)
+	// (a lock's exclusive and shared grants: two) and of its lock-delays.
+	timerKinds() (grants []lease.Kind, delay lease.Kind)
 	expire(name string, token uint64)
 	endDelay(name string, since uint64)
 	holdName(name string) Freeing
@@ -120,8 +124,8 @@ type grantKind interface {
 
 func (e *engine[C, R]) kind() fsm.Kind { return e.of }
 
-func (e *engine[C, R]) timerKinds() (grant, delay lease.Kind) {
-	return e.p.grantKey("", 0).Kind, e.p.delayKey("", 0).Kind
+func (e *engine[C, R]) timerKinds() (grants []lease.Kind, delay lease.Kind) {
+	return []lease.Kind{e.p.grantKey("", 0, false).Kind, e.p.grantKey("", 0, true).Kind}, e.p.delayKey("", 0).Kind
 }
 
 func (e *engine[C, R]) holdName(name string) Freeing { return e.hold(name) }
@@ -157,8 +161,8 @@ func (e *engine[C, R]) acquire(ctx context.Context, a ask[C]) (R, error) {
 	retry := st.Granted
 	var taken, delayed bool
 	if !retry {
-		taken, delayed = e.p.closed(st)
-		if why := e.p.refusal(st, a.cmd, a.wait > 0); why != nil {
+		taken, delayed = e.p.closed(st, a.cmd)
+		if why := e.p.refusal(st, a.cmd, a.wait > 0, q.Len() > 0); why != nil {
 			// Refused without writing the log. Under the queue's mutex,
 			// this leader's view of the name is exact; a quorum round
 			// proves it still leads.
@@ -198,7 +202,7 @@ func (e *engine[C, R]) acquire(ctx context.Context, a ask[C]) (R, error) {
 		// chaos suite's lock checker caught it on a leader resumed after
 		// a SIGSTOP): the lock had been released, by its successor, as the
 		// wait ended.
-		confirm, why := e.p.lapsed(e.state(a.name, "", "", ""))
+		confirm, why := e.p.lapsed(e.state(a.name, "", "", ""), a.cmd, q.Len() > 0)
 		switch {
 		case why != nil && confirm:
 			return zero, e.s.refuse(why)
@@ -229,8 +233,8 @@ func (e *engine[C, R]) grant(cmd C) (R, error) {
 // (a lock in its lock-delay has none: its waiters wait on). Called with q
 // locked.
 func (e *engine[C, R]) serve(q *waitq.Queue[C, R], name string) {
-	free := func() bool {
-		taken, delayed := e.p.closed(e.state(name, "", "", ""))
+	free := func(head C) bool {
+		taken, delayed := e.p.closed(e.state(name, "", "", ""), head)
 		return !taken && !delayed
 	}
 	q.Serve(free, func(cmd C) (R, error) {
@@ -269,7 +273,7 @@ func (e *engine[C, R]) renew(ctx context.Context, name string, token uint64, sec
 	if g.Session != 0 {
 		return st, fmt.Errorf("%w: %s %q's grant %d lives as long as session %d: renew the session", refusal.ErrSessionGrant, e.what, name, token, g.Session)
 	}
-	if !e.s.timers.Renew(e.p.grantKey(name, token), token) {
+	if !e.s.timers.Renew(e.p.grantKey(name, token, g.Shared), token) {
 		return st, e.p.expiredError(name, token)
 	}
 	e.s.metrics.Renewals.Inc()
@@ -299,10 +303,10 @@ func (e *engine[C, R]) expire(name string, token uint64) {
 	// slot) until its EndDelay.
 	g, held := e.state(name, "", "", "").Grant(token)
 	handoff := !held || g.LockDelayMillis == 0
-	key := e.p.grantKey(name, token)
+	key := e.p.grantKey(name, token, g.Shared)
 	err := e.freeIf(name, token, handoff, func() bool { return e.s.timers.Due(key, token) },
 		func(next C) entry.Command { return e.p.expire(name, token, next) })
-	if e.s.expired(err, e.p.grantKey(name, token), token, e.what, name) {
+	if e.s.expired(err, key, token, e.what, name) {
 		e.s.log.Debug("lease expired", e.what, name, "token", token)
 	}
 }
@@ -326,6 +330,7 @@ func (e *engine[C, R]) freeIf(name string, token uint64, handoff bool, due func(
 	if due != nil && !due() {
 		return errRestarted
 	}
+	h.Frees(token)
 	next := h.Pop(handoff)
 	res, err := e.s.raft.Apply(mk(next))
 	if err != nil {
@@ -350,6 +355,7 @@ func (e *engine[C, R]) endDelay(name string, since uint64) {
 	if !e.s.timers.Due(key, since) {
 		return // restarted at full length by a new leader since it fired
 	}
+	h.ending = since
 	next := h.Pop(true)
 	res, err := e.s.raft.Apply(e.p.endDelay(name, since, next))
 	switch {

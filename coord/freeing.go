@@ -24,9 +24,15 @@ import (
 // Freeing is one name held by a proposal that frees grants of it, whatever
 // the name's kind.
 type Freeing interface {
-	// Next pops the head waiter, when offer is set, and returns its
-	// acquire for the entry (nil when nobody waits or offer is unset).
-	// Called once per grant the entry frees of this name.
+	// Frees says the entry ends the grant with token of this name: the
+	// head waiter is offered only if the name has room for it once the
+	// entry's grants of it end (a lock's shared grants may leave others
+	// held). Called for each before Next.
+	Frees(token uint64)
+	// Next pops the head waiter, when offer is set and the name will have
+	// room for it, and returns its acquire for the entry (nil when nobody
+	// waits, there is no room or offer is unset). Called once per grant
+	// the entry frees of this name.
 	Next(offer bool) entry.Command
 	// Done completes the freeing of the grant with token, res being what
 	// the entry's result says of it (a *fsm.ReleaseResult or a
@@ -91,18 +97,37 @@ type heldName[C entry.Command, R any] struct {
 	popped  []*waitq.Waiter[C, R]
 	done    int
 	applied bool
+	// frees are the tokens of the name's grants the entry ends (Frees);
+	// ending is the start of the lock-delay it ends (0: none).
+	frees  []uint64
+	ending uint64
 }
 
-// Pop takes the head waiter when offer is set and returns its acquire,
-// stamped with the leader's time, for the freeing entry; the zero C when
-// nobody waits or offer is unset.
+// Frees records that the entry ends the grant with token.
+func (h *heldName[C, R]) Frees(token uint64) { h.frees = append(h.frees, token) }
+
+// room reports whether the name has room for the head waiter's cmd once
+// the entry has ended the grants it frees and the lock-delay it ends.
+func (h *heldName[C, R]) room(cmd C) bool {
+	st := h.e.state(h.name, "", "", "")
+	st.Holders = slices.DeleteFunc(st.Holders, func(g fsm.Held) bool { return slices.Contains(h.frees, g.Token) })
+	st.Delays = slices.DeleteFunc(st.Delays, func(d entry.Delay) bool { return h.ending != 0 && d.Since == h.ending })
+	taken, delayed := h.e.p.closed(st, cmd)
+	return !taken && !delayed
+}
+
+// Pop takes the head waiter when offer is set and the name will have room
+// for it, and returns its acquire, stamped with the leader's time, for the
+// freeing entry; the zero C when nobody waits, there is no room (a shared
+// grant released while others are held, with an exclusive waiter at the
+// head: it waits on, rather than being answered with the entry's refusal)
+// or offer is unset.
 func (h *heldName[C, R]) Pop(offer bool) C {
 	var w *waitq.Waiter[C, R]
 	var next C
-	if offer {
-		if w = h.q.Pop(); w != nil {
-			next = w.Cmd
-		}
+	if head := h.q.Head(); offer && head != nil && h.room(head.Cmd) {
+		w = h.q.Pop()
+		next = w.Cmd
 	}
 	h.popped = append(h.popped, w)
 	h.e.p.stamp(next, h.e.s.nowMillis())
@@ -133,7 +158,10 @@ func (h *heldName[C, R]) Failed() {
 // applied, res being its result for this name.
 func (h *heldName[C, R]) Done(res any, token uint64) {
 	t := h.e.s.timers
-	t.Forget(h.e.p.grantKey(h.name, token), token)
+	// Either key: a lock's shared and exclusive grants are timed under
+	// keys of their own, and Forget drops only a lease with this token.
+	t.Forget(h.e.p.grantKey(h.name, token, false), token)
+	t.Forget(h.e.p.grantKey(h.name, token, true), token)
 	f := h.e.p.freed(res)
 	if f.delay != nil {
 		t.Track(h.e.p.delayKey(h.name, f.delay.Since), f.delay.Since, millis(f.delay.Millis))

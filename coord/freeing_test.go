@@ -66,10 +66,13 @@ func TestHoldNamesHandsEachFreedNameOver(t *testing.T) {
 		h.Done(res, token)
 	}
 	for i, lk := range []entry.Lock{a, b} {
+		holds[i].Frees(lk.Token)
 		next, _ := holds[i].Next(true).(*entry.Acquire)
 		apply(holds[i], lk.Token, &entry.Release{Lock: lk.Name, Token: lk.Token, Lease: lk.Lease, Next: next})
 	}
 	nexts := []*entry.SemAcquire{}
+	holds[2].Frees(p1.Permit.Token)
+	holds[2].Frees(p2.Permit.Token)
 	for range 2 {
 		next, _ := holds[2].Next(true).(*entry.SemAcquire)
 		nexts = append(nexts, next)
@@ -119,6 +122,7 @@ func TestHoldNamesPutsWaitersBackOnFailure(t *testing.T) {
 	first := enqueue(t, s, "a", "first", time.Minute, 1)
 	enqueue(t, s, "a", "second", time.Minute, 2)
 	_, holds := holdNamesWithin(t, s, []GrantName{{fsm.KindLock, "a"}})
+	holds[0].Frees(a.Token)
 	if next, _ := holds[0].Next(true).(*entry.Acquire); next == nil || next.Holder != "first" {
 		t.Fatalf("popped %+v, want first's acquire", next)
 	}

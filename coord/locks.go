@@ -37,6 +37,9 @@ type AcquireRequest struct {
 	// (sessions.go) instead of with a TTL of its own.
 	Session      uint64
 	SessionLease string
+	// Shared asks for a shared grant: many may hold the lock in shared
+	// mode at once, none while it is held exclusively (the default).
+	Shared bool
 }
 
 // newRequestID draws a request id for an acquire that came without one:
@@ -106,6 +109,14 @@ func (s *Service) acquire(ctx context.Context, req AcquireRequest) (fsm.AcquireR
 		return fsm.AcquireResult{}, s.refuse(fmt.Errorf("%w: a lock-delay or a value needs log format %d, the members read %d; upgrade every member first",
 			entry.ErrFormatTooOld, entry.LogFormatCoord, f))
 	}
+	mode := ""
+	if req.Shared {
+		if f := s.raft.EntryFormat(); f < entry.LogFormatLockModes {
+			return fsm.AcquireResult{}, s.refuse(fmt.Errorf("%w: a shared lock needs log format %d, the members read %d; upgrade every member first",
+				entry.ErrFormatTooOld, entry.LogFormatLockModes, f))
+		}
+		mode = entry.ModeShared
+	}
 	if err := s.checkUnderSession(req.Session, req.SessionLease); err != nil {
 		return fsm.AcquireResult{}, err
 	}
@@ -124,24 +135,50 @@ func (s *Service) acquire(ctx context.Context, req AcquireRequest) (fsm.AcquireR
 			Value:           req.Value,
 			Session:         req.Session,
 			SessionLease:    req.SessionLease,
+			Mode:            mode,
 		},
 	})
 }
 
-// lockPolicy is a lock to the engine: one holder at a time, kept from
-// anybody during its lock-delay.
+// lockPolicy is a lock to the engine: one exclusive holder or any number
+// of shared ones, kept from anybody during its lock-delay. Its FIFO keeps
+// the order: a queued exclusive request blocks the shared ones behind it
+// (no writer starvation), and the shared requests at the head are served
+// one entry each, in consecutive entries under the lock's queue
+// (engine.serve), so each has its own token and nobody comes between.
 type lockPolicy struct{ s *Service }
 
-func (lockPolicy) closed(st fsm.NameState) (taken, delayed bool) {
-	return len(st.Holders) > 0, len(st.Delays) > 0
+func (lockPolicy) closed(st fsm.NameState, cmd *entry.Acquire) (taken, delayed bool) {
+	return !admits(st, cmd), len(st.Delays) > 0
 }
 
-func (p lockPolicy) refusal(st fsm.NameState, _ *entry.Acquire, wait bool) error {
+// admits reports whether st's holders admit cmd: none, or shared ones and
+// a shared cmd.
+func admits(st fsm.NameState, cmd *entry.Acquire) bool {
+	if len(st.Holders) == 0 {
+		return true
+	}
+	return cmd != nil && cmd.Mode == entry.ModeShared && st.Holders[0].Shared
+}
+
+// heldError is the refusal of a held lock: by its exclusive holder, or by
+// its newest shared one with their count.
+func heldError(st fsm.NameState) error {
+	if len(st.Holders) > 0 && st.Holders[0].Shared {
+		newest := st.Holders[len(st.Holders)-1]
+		return &refusal.HeldError{Lock: st.Name, Holder: newest.Holder, Token: newest.Token, Shared: len(st.Holders)}
+	}
+	return &refusal.HeldError{Lock: st.Name, Holder: st.Lock.Holder, Token: st.Lock.Token}
+}
+
+func (p lockPolicy) refusal(st fsm.NameState, cmd *entry.Acquire, wait, ahead bool) error {
 	switch {
 	case wait:
 		return nil // a held or delayed lock is waited for
-	case len(st.Holders) > 0:
-		return &refusal.HeldError{Lock: st.Name, Holder: st.Lock.Holder, Token: st.Lock.Token}
+	case len(st.Holders) > 0 && (!admits(st, cmd) || ahead):
+		// A shared acquire does not pass the requests queued for a lock
+		// held in shared mode (an exclusive one is at their head).
+		return heldError(st)
 	case len(st.Delays) > 0:
 		return p.s.delayedFor(st.Delays[0])
 	}
@@ -150,9 +187,9 @@ func (p lockPolicy) refusal(st fsm.NameState, _ *entry.Acquire, wait bool) error
 
 // lapsed refuses a held lock after a quorum round, and a delayed one
 // without (as it always has).
-func (p lockPolicy) lapsed(st fsm.NameState) (bool, error) {
-	if len(st.Holders) > 0 {
-		return true, &refusal.HeldError{Lock: st.Name, Holder: st.Lock.Holder, Token: st.Lock.Token}
+func (p lockPolicy) lapsed(st fsm.NameState, cmd *entry.Acquire, ahead bool) (bool, error) {
+	if len(st.Holders) > 0 && (!admits(st, cmd) || ahead) {
+		return true, heldError(st)
 	}
 	if len(st.Delays) > 0 {
 		return false, p.s.delayedFor(st.Delays[0])
@@ -161,7 +198,8 @@ func (p lockPolicy) lapsed(st fsm.NameState) (bool, error) {
 }
 
 func (lockPolicy) granted(r fsm.AcquireResult) timedGrant {
-	return timedGrant{name: r.Grant.Name, token: r.Grant.Token, ttlMillis: r.Grant.TTLMillis, existing: r.Existing, session: r.Grant.Session}
+	return timedGrant{name: r.Grant.Name, token: r.Grant.Token, ttlMillis: r.Grant.TTLMillis, existing: r.Existing, session: r.Grant.Session,
+		shared: r.Grant.Mode == entry.ModeShared}
 }
 
 // served answers a waiter with its grant alone: it queued as a new
@@ -203,7 +241,12 @@ func (lockPolicy) endDelay(name string, since uint64, next *entry.Acquire) entry
 	return &entry.EndDelay{Lock: name, Since: since, Next: next}
 }
 
-func (lockPolicy) grantKey(name string, _ uint64) lease.Key { return timed.LockKey(name) }
+func (lockPolicy) grantKey(name string, token uint64, shared bool) lease.Key {
+	if shared {
+		return timed.SharedKey(name, token)
+	}
+	return timed.LockKey(name)
+}
 func (lockPolicy) delayKey(name string, _ uint64) lease.Key { return timed.DelayKey(name) }
 
 func (lockPolicy) notHeldError(st fsm.NameState, token uint64, secret string) error {
@@ -244,6 +287,27 @@ type LockStatus struct {
 	// Waiters counts the acquires queued for the lock on this node (the
 	// leader queues them).
 	Waiters int
+	// Shared are the lock's shared grants, oldest first (Held and the
+	// grant above are its exclusive one's alone).
+	Shared []SharedStatus
+}
+
+// SharedStatus is one shared grant of a lock as reported to clients.
+type SharedStatus struct {
+	entry.Lock
+	Remaining time.Duration
+	Known     bool // false on a stale read from a follower
+}
+
+// sharedStatus reads lock name's shared grants with their time left.
+func (s *Service) sharedStatus(name string) []SharedStatus {
+	var out []SharedStatus
+	for _, l := range s.fsm.SharedLocks(name) {
+		st := SharedStatus{Lock: l}
+		st.Remaining, st.Known = s.remaining(timed.SharedKey(name, l.Token), l.Token, l.Session)
+		out = append(out, st)
+	}
+	return out
 }
 
 // Lock returns a lock's state; linearizable unless stale.
@@ -259,6 +323,7 @@ func (s *Service) Lock(ctx context.Context, name string, stale bool) (LockStatus
 	if held {
 		st.Remaining, st.Known = s.remaining(timed.LockKey(name), cur.Token, cur.Session)
 	} else {
+		st.Shared = s.sharedStatus(name)
 		st.DelayRemaining, st.Delayed = s.DelayRemaining(name)
 	}
 	return st, nil
@@ -275,10 +340,25 @@ func (s *Service) Locks(ctx context.Context, stale bool) (iter.Seq[LockStatus], 
 		}
 	}
 	index, locks := s.fsm.LocksAt()
+	// The locks held in shared mode are read after the others (a moment
+	// later: a watch from index may repeat a shared grant, never miss
+	// one) and merged in by name; a name is never held both ways.
+	shared := s.sharedLocks()
 	return func(yield func(LockStatus) bool) {
 		for l := range locks {
+			for len(shared) > 0 && shared[0].Name < l.Name {
+				if !yield(shared[0]) {
+					return
+				}
+				shared = shared[1:]
+			}
 			st := LockStatus{Lock: l, Held: true, Waiters: s.locks.queues.QueuedFor(l.Name)}
 			st.Remaining, st.Known = s.remaining(timed.LockKey(l.Name), l.Token, l.Session)
+			if !yield(st) {
+				return
+			}
+		}
+		for _, st := range shared {
 			if !yield(st) {
 				return
 			}
@@ -286,17 +366,47 @@ func (s *Service) Locks(ctx context.Context, stale bool) (iter.Seq[LockStatus], 
 	}, index, nil
 }
 
-// Check reports whether token is the lock's live grant, and the current
-// token (0 when the lock is free).
-func (s *Service) Check(ctx context.Context, name string, token uint64, stale bool) (bool, uint64, error) {
+// sharedLocks returns the status of every lock held in shared mode, by
+// name.
+func (s *Service) sharedLocks() []LockStatus {
+	var out []LockStatus
+	s.fsm.EachSharedLock(func(l entry.Lock) {
+		if len(out) == 0 || out[len(out)-1].Name != l.Name {
+			out = append(out, LockStatus{Lock: entry.Lock{Name: l.Name}, Waiters: s.locks.queues.QueuedFor(l.Name)})
+		}
+		g := SharedStatus{Lock: l}
+		g.Remaining, g.Known = s.remaining(timed.SharedKey(l.Name, l.Token), l.Token, l.Session)
+		last := &out[len(out)-1]
+		last.Shared = append(last.Shared, g)
+	})
+	return out
+}
+
+// CheckResult is whether a token is a lock's live grant.
+type CheckResult struct {
+	Current bool
+	// Token is the lock's exclusive grant's (0: free, or held in shared
+	// mode); Shared says the token asked about is a live shared grant.
+	Token  uint64
+	Shared bool
+}
+
+// Check reports whether token is a live grant of the lock, exclusive or
+// shared, and the current exclusive token.
+func (s *Service) Check(ctx context.Context, name string, token uint64, stale bool) (CheckResult, error) {
 	st, err := s.Lock(ctx, name, stale)
 	if err != nil {
-		return false, 0, err
+		return CheckResult{}, err
 	}
-	if !st.Held {
-		return false, 0, nil
+	if st.Held {
+		return CheckResult{Current: st.Token == token, Token: st.Token}, nil
 	}
-	return st.Token == token, st.Token, nil
+	for _, g := range st.Shared {
+		if g.Token == token {
+			return CheckResult{Current: true, Shared: true}, nil
+		}
+	}
+	return CheckResult{}, nil
 }
 
 // Waiters returns how many callers are queued for a lock on this node.

@@ -81,12 +81,12 @@ func (s *Service) AcquirePermit(ctx context.Context, req PermitRequest) (fsm.Per
 // once, its slots in their lock-delay counting against the limit.
 type semPolicy struct{ s *Service }
 
-func (semPolicy) closed(st fsm.NameState) (taken, delayed bool) {
+func (semPolicy) closed(st fsm.NameState, _ *entry.SemAcquire) (taken, delayed bool) {
 	return st.Limit != 0 && st.InUse() >= st.Limit, false
 }
 
-func (p semPolicy) refusal(st fsm.NameState, cmd *entry.SemAcquire, wait bool) error {
-	taken, _ := p.closed(st)
+func (p semPolicy) refusal(st fsm.NameState, cmd *entry.SemAcquire, wait, _ bool) error {
+	taken, _ := p.closed(st, cmd)
 	switch {
 	case st.Limit != 0 && st.Limit != cmd.Limit:
 		return &refusal.LimitError{Semaphore: st.Name, Limit: st.Limit, Asked: cmd.Limit, Held: len(st.Holders)}
@@ -101,7 +101,7 @@ func (p semPolicy) refusal(st fsm.NameState, cmd *entry.SemAcquire, wait bool) e
 
 // lapsed refuses a semaphore whose permits fill it, after a quorum round,
 // rather than "full" with a permit free.
-func (semPolicy) lapsed(st fsm.NameState) (bool, error) {
+func (semPolicy) lapsed(st fsm.NameState, _ *entry.SemAcquire, _ bool) (bool, error) {
 	if st.Limit != 0 && len(st.Holders) >= st.Limit {
 		return true, &refusal.FullError{Semaphore: st.Name, Held: len(st.Holders), Limit: st.Limit}
 	}
@@ -142,7 +142,9 @@ func (semPolicy) endDelay(name string, since uint64, next *entry.SemAcquire) ent
 	return &entry.EndDelay{Semaphore: name, Since: since, NextPermit: next}
 }
 
-func (semPolicy) grantKey(name string, token uint64) lease.Key { return timed.PermitKey(name, token) }
+func (semPolicy) grantKey(name string, token uint64, _ bool) lease.Key {
+	return timed.PermitKey(name, token)
+}
 func (semPolicy) delayKey(name string, since uint64) lease.Key {
 	return timed.SlotDelayKey(name, since)
 }

@@ -176,8 +176,10 @@ func (s *Service) endView(err error) {
 // lock-delays end through it, when their timers fire.
 func (s *Service) register(e grantKind) {
 	s.kinds = append(s.kinds, e)
-	grant, delay := e.timerKinds()
-	s.onTimer[grant] = e.expire
+	grants, delay := e.timerKinds()
+	for _, grant := range grants {
+		s.onTimer[grant] = e.expire
+	}
 	s.onTimer[delay] = e.endDelay
 }
 

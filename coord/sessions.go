@@ -1,6 +1,7 @@
 package coord
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -219,6 +220,9 @@ func (s *Service) endSession(id uint64, secret string, expired bool) (*fsm.Sessi
 		return nil, errRestarted
 	}
 	cmd := &entry.SessionEnd{Session: id, Lease: secret, Expired: expired}
+	for _, g := range st.Grants {
+		held[sessionGrantName(g)].Frees(g.Token)
+	}
 	s.offerOne(cmd, st, held)
 	res, err := s.raft.Apply(cmd)
 	if err != nil {
@@ -242,7 +246,14 @@ func (s *Service) endSession(id uint64, secret string, expired bool) (*fsm.Sessi
 			extra = append(extra, n)
 		}
 	}
-	for _, lr := range r.Locks {
+	// A lock whose shared grants the session held is handed over with the
+	// last of them (fsm): its result is done first, so that the waiter
+	// popped for the name gets what the entry handed it.
+	locks := slices.Clone(r.Locks)
+	slices.SortStableFunc(locks, func(a, b *fsm.ReleaseResult) int {
+		return cmp.Compare(handedOver(b), handedOver(a))
+	})
+	for _, lr := range locks {
 		done(GrantName{fsm.KindLock, lr.Freed.Name}, lr, lr.Freed.Token)
 	}
 	for _, pr := range r.Permits {
@@ -266,6 +277,15 @@ func (s *Service) endSession(id uint64, secret string, expired bool) (*fsm.Sessi
 		hs[0].Release()
 	}
 	return r, nil
+}
+
+// handedOver is 1 for a freed lock's result that says what its hand-off
+// got, 0 otherwise.
+func handedOver(r *fsm.ReleaseResult) int {
+	if r.Next != nil || r.NextErr != nil {
+		return 1
+	}
+	return 0
 }
 
 // sessionGrantName is the name of a session's grant, with its kind.

@@ -161,6 +161,7 @@ var codeErrors = map[string]error{
 	wire.CodeKVFull:               ErrKVFull,
 	wire.CodeUpgradeRequired:      ErrUpgradeRequired,
 	wire.CodeInvalidLockDelay:     ErrInvalid,
+	wire.CodeInvalidMode:          ErrInvalid,
 	wire.CodeLockDelay:            ErrLockDelay,
 	wire.CodeInvalidLimit:         ErrInvalid,
 	wire.CodeInvalidValue:         ErrInvalid,

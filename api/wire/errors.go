@@ -23,6 +23,7 @@ const (
 	CodeInvalidSnapshot  = "invalid_snapshot"
 	CodeInvalidEpoch     = "invalid_epoch" // a restore that would leave no token space
 	CodeInvalidLockDelay = "invalid_lock_delay"
+	CodeInvalidMode      = "invalid_mode"       // a lock mode other than shared or exclusive, or a shared acquire with a value
 	CodeInvalidValue     = "invalid_value"      // a lock value over 4 KiB or not UTF-8
 	CodeInvalidIndex     = "invalid_index"      // since, Last-Event-ID, wait_index
 	CodeInvalidLimit     = "invalid_limit"      // a semaphore limit outside 1 … 10,000, a history limit outside 1 … 1,024
@@ -115,6 +116,7 @@ func Codes() []string {
 		CodeInvalidLimit, CodeSemaphoreFull, CodeLimitMismatch, CodeInvalidValue,
 		CodeTooManyWatches,
 		CodeUnknownSession, CodeSessionExpired, CodeSessionMismatch, CodeSessionGrant,
+		CodeInvalidMode,
 	}
 }
 

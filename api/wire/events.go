@@ -69,4 +69,8 @@ type Event struct {
 	// under one (acquired, released, expired, handed_off and the permit
 	// events).
 	Session uint64 `json:"session,omitempty"`
+	// Mode is ModeShared on the events of a lock's shared grant
+	// (acquired, released, expired; handed_off: the new grant's); absent
+	// for an exclusive one.
+	Mode string `json:"mode,omitempty"`
 }

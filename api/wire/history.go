@@ -36,6 +36,9 @@ type GrantRecord struct {
 	// EndedIndex is the log index of the entry that ended it (absent
 	// while held).
 	EndedIndex uint64 `json:"ended_index,omitempty"`
+	// Mode is ModeShared for a lock's shared grant; absent for an
+	// exclusive one and for a permit.
+	Mode string `json:"mode,omitempty"`
 }
 
 // GrantHistorySettings are the grant history a cluster keeps: its last

@@ -147,7 +147,18 @@ type AcquireRequest struct {
 	// session (sessions.go): the grant lives as long as the session.
 	Session      uint64 `json:"session,omitempty"`
 	SessionLease string `json:"session_lease,omitempty"`
+	// Mode is ModeShared or ModeExclusive; absent means exclusive. Many
+	// may hold a lock in shared mode at once, one exclusively; the queue
+	// is FIFO across modes, so a queued exclusive request blocks the
+	// shared ones behind it.
+	Mode string `json:"mode,omitempty"`
 }
+
+// The modes of a lock's grant.
+const (
+	ModeShared    = "shared"
+	ModeExclusive = "exclusive"
+)
 
 // MaxLockValue bounds a lock's published value.
 const MaxLockValue = 4096
@@ -186,6 +197,8 @@ type Grant struct {
 	// Session is the session the grant lives under, if any (its TTLMillis
 	// is then the session's).
 	Session uint64 `json:"session,omitempty"`
+	// Mode is ModeShared for a shared grant, absent for an exclusive one.
+	Mode string `json:"mode,omitempty"`
 }
 
 // LeaseRequest is the body of renew and release: the grant's secret and
@@ -232,6 +245,22 @@ type LockStatus struct {
 	Waiters int `json:"waiters,omitempty"`
 	// Session is the session the held grant lives under, if any.
 	Session uint64 `json:"session,omitempty"`
+	// SharedHolders are the lock's shared grants, oldest first, when it is
+	// held in shared mode (Held and the fields above describe an
+	// exclusive grant only, and are then false and absent).
+	SharedHolders []SharedHolder `json:"shared_holders,omitempty"`
+}
+
+// SharedHolder is one shared grant of a lock, as its status lists it.
+type SharedHolder struct {
+	Holder    string `json:"holder"`
+	Token     uint64 `json:"token"`
+	TTLMillis int64  `json:"ttl_ms"`
+	// RemainingMillis is the leader's view of the lease's time left;
+	// absent on a stale read.
+	RemainingMillis *int64 `json:"remaining_ms,omitempty"`
+	LockDelayMillis int64  `json:"lock_delay_ms,omitempty"`
+	Session         uint64 `json:"session,omitempty"`
 }
 
 // LockList is the answer to GET /v1/locks.
@@ -243,6 +272,10 @@ type LockList struct {
 type CheckResponse struct {
 	Current bool   `json:"current"`
 	Token   uint64 `json:"token"`
+	// Mode is the mode of the asked token's grant when it is current
+	// (ModeShared or ModeExclusive); absent otherwise. Token is the
+	// lock's exclusive grant's (0 when it is free or held in shared mode).
+	Mode string `json:"mode,omitempty"`
 }
 
 // PutResponse is the answer to a successful fenced write.

@@ -120,6 +120,16 @@ func ValidateAcquire(r *wire.AcquireRequest) error {
 	if r.LockDelayMillis < 0 || r.LockDelayMillis > wire.MaxLockDelay.Milliseconds() {
 		return badRequest(wire.CodeInvalidLockDelay, fmt.Sprintf("lock_delay_ms %d: want 0 to %d", r.LockDelayMillis, wire.MaxLockDelay.Milliseconds()))
 	}
+	switch r.Mode {
+	case "", wire.ModeExclusive:
+	case wire.ModeShared:
+		if r.Value != "" {
+			// Only the exclusive grant publishes (an election's leader).
+			return badRequest(wire.CodeInvalidMode, "mode shared: a shared grant publishes no value; leave value out")
+		}
+	default:
+		return badRequest(wire.CodeInvalidMode, fmt.Sprintf("mode %q: want %q or %q (absent: exclusive)", r.Mode, wire.ModeShared, wire.ModeExclusive))
+	}
 	return nil
 }
 

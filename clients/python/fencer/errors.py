@@ -227,6 +227,7 @@ CODE_ERRORS: Dict[str, Type[FencerError]] = {
     "missing_token": MissingToken,
     "method_not_allowed": InvalidRequest,
     "invalid_lock_delay": InvalidRequest,
+    "invalid_mode": InvalidRequest,
     "invalid_index": InvalidRequest,
     "invalid_limit": InvalidRequest,
     "semaphore_full": SemaphoreFull,

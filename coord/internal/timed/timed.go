@@ -22,6 +22,7 @@ const (
 	LockDelay                     // ID 0; token: the index the delay started at
 	SlotDelay                     // ID and token: the index the delay started at
 	Session                       // ID and token: the session's id
+	SharedLease                   // ID: the shared grant's token, as its token
 )
 
 // SessionKey is the key of session id's lease, which times every grant
@@ -30,6 +31,12 @@ func SessionKey(id uint64) lease.Key { return lease.Key{Kind: Session, ID: id} }
 
 // LockKey is the key of lock's lease.
 func LockKey(lock string) lease.Key { return lease.Key{Kind: LockLease, Name: lock} }
+
+// SharedKey is the key of shared grant token of lock: a lock has one
+// exclusive lease at a time, but many shared ones.
+func SharedKey(lock string, token uint64) lease.Key {
+	return lease.Key{Kind: SharedLease, Name: lock, ID: token}
+}
 
 // PermitKey is the key of permit token of semaphore sem.
 func PermitKey(sem string, token uint64) lease.Key {
@@ -46,7 +53,7 @@ func SlotDelayKey(sem string, since uint64) lease.Key {
 }
 
 // All yields everything a leader times, for lease.Timers.Promote: each held
-// lock under LockKey, each running lock-delay under DelayKey (a semaphore
+// lock under LockKey (a shared grant under SharedKey), each running lock-delay under DelayKey (a semaphore
 // slot's under SlotDelayKey) with its start index for a token, and each
 // held permit under PermitKey, each at its full length. It counts the
 // grants (locks and permits) in held. Running lock-delays restart at full
@@ -59,6 +66,12 @@ func All(f *fsm.FSM, held *int) iter.Seq[lease.Lease] {
 			if more && lk.Session == 0 {
 				*held++
 				more = yield(lease.Lease{Key: LockKey(lk.Name), Token: lk.Token, TTL: millis(lk.TTLMillis)})
+			}
+		})
+		f.EachSharedLock(func(lk entry.Lock) {
+			if more && lk.Session == 0 {
+				*held++
+				more = yield(lease.Lease{Key: SharedKey(lk.Name, lk.Token), Token: lk.Token, TTL: millis(lk.TTLMillis)})
 			}
 		})
 		for _, d := range f.Delays() {

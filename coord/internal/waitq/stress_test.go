@@ -83,7 +83,7 @@ func TestNoGrantDroppedOrHandedTwice(t *testing.T) {
 							if w != nil {
 								w.Answer(w.Cmd, nil)
 							}
-							q.Serve(func() bool { return !held }, func(c int) (int, error) {
+							q.Serve(func(int) bool { return !held }, func(c int) (int, error) {
 								held = true
 								return c, nil
 							}, func(error) bool { return true })

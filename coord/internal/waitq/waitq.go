@@ -137,6 +137,15 @@ func (q *Queue[C, R]) Push(cmd C) *Waiter[C, R] {
 	return w
 }
 
+// Head returns the head waiter, left in the queue (nil: nobody waits).
+// Called with q locked.
+func (q *Queue[C, R]) Head() *Waiter[C, R] {
+	if e := q.waiters.Front(); e != nil {
+		return e.Value.(*Waiter[C, R])
+	}
+	return nil
+}
+
 // Pop takes the head waiter, marked taken: an answer is owed to it. Called
 // with q locked.
 func (q *Queue[C, R]) Pop() *Waiter[C, R] {
@@ -201,15 +210,16 @@ func (q *Queue[C, R]) HandOver(offer bool, propose func(next C) error) (*Waiter[
 }
 
 // Serve grants to queued waiters, head first, while free says the name has
-// room for one more: each is answered with grant's result. It stops at an
-// error for which stop is true (this node can no longer propose). Called
-// with q locked.
-func (q *Queue[C, R]) Serve(free func() bool, grant func(C) (R, error), stop func(error) bool) {
-	for free() {
-		w := q.Pop()
-		if w == nil {
+// room for the head's command: each is answered with grant's result. It
+// stops at an error for which stop is true (this node can no longer
+// propose). Called with q locked.
+func (q *Queue[C, R]) Serve(free func(head C) bool, grant func(C) (R, error), stop func(error) bool) {
+	for {
+		head := q.Head()
+		if head == nil || !free(head.Cmd) {
 			return
 		}
+		w := q.Pop()
 		r, err := grant(w.Cmd)
 		w.Answer(r, err)
 		if err != nil && stop(err) {

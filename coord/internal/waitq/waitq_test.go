@@ -159,7 +159,7 @@ func TestServe(t *testing.T) {
 	defer q.Unlock()
 	ws := []*Waiter[string, int]{q.Push("1"), q.Push("2"), q.Push("3"), q.Push("4")}
 	room := 2
-	q.Serve(func() bool { return room > 0 }, func(c string) (int, error) { room--; return int(c[0] - '0'), nil }, func(error) bool { return true })
+	q.Serve(func(string) bool { return room > 0 }, func(c string) (int, error) { room--; return int(c[0] - '0'), nil }, func(error) bool { return true })
 	if q.Len() != 2 {
 		t.Fatalf("%d left after room for 2", q.Len())
 	}
@@ -168,7 +168,7 @@ func TestServe(t *testing.T) {
 			t.Fatalf("waiter %d got %d", i+1, a.r)
 		}
 	}
-	q.Serve(func() bool { return true }, func(string) (int, error) { return 0, errGone }, func(err error) bool { return err == errGone })
+	q.Serve(func(string) bool { return true }, func(string) (int, error) { return 0, errGone }, func(err error) bool { return err == errGone })
 	if q.Len() != 1 {
 		t.Fatalf("%d left; want Serve to stop after the first failure", q.Len())
 	}
