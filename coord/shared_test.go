@@ -127,13 +127,20 @@ func TestSharedLeasesExpireAlone(t *testing.T) {
 }
 
 // Until every member reads LogFormatLockModes a shared acquire cannot be
-// written: refused with entry.ErrFormatTooOld, nothing proposed.
+// written: refused at once with entry.ErrFormatTooOld, before it could
+// queue behind a held lock (no entry could ever carry it), nothing
+// proposed.
 func TestSharedWaitsForTheFormat(t *testing.T) {
 	s, f, _ := newTestService(t, Config{})
+	mustAcquire(t, s, "l", "w", time.Minute)
 	setFormat(f, entry.LogFormatSession)
 	entries := len(f.log())
-	if _, err := s.Acquire(bg, sharedReq("l", "r", 0)); !errors.Is(err, entry.ErrFormatTooOld) || len(f.log()) != entries {
-		t.Fatalf("shared acquire with a member on an older build: %v", err)
+	ch := make(chan acquired, 1)
+	go func() {
+		res, err := s.Acquire(bg, sharedReq("l", "r", time.Minute))
+		ch <- acquired{res, err}
+	}()
+	if got := receive(t, ch); !errors.Is(got.err, entry.ErrFormatTooOld) || len(f.log()) != entries {
+		t.Fatalf("shared acquire with a member on an older build: %v", got.err)
 	}
-	mustAcquire(t, s, "l", "w", time.Second)
 }
