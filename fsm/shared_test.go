@@ -108,7 +108,7 @@ func TestSessionEndHandsSharedLockOnceFree(t *testing.T) {
 		mustGrant(t, f, c, uint64(2+i))
 	}
 	res, ok := f.ApplyCommand(&entry.SessionEnd{Session: sess.ID, Lease: "sess-secret", Next: []*entry.Acquire{acquire("a", "w", "x")}}, 4).(*SessionEndResult)
-	if !ok || len(res.Locks) != 2 || res.Locks[0].Next != nil || res.Locks[1].Next == nil || res.Locks[1].NextErr != nil {
+	if !ok || len(res.Locks) != 2 || res.Locks[0].Next != nil || res.Locks[0].NextErr != nil || res.Locks[1].Next == nil || res.Locks[1].NextErr != nil {
 		t.Fatalf("session end: %+v", res)
 	}
 	if l, ok := f.Lock("a"); !ok || l.Holder != "w" || l.Token != 4 {
