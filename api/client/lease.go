@@ -26,6 +26,7 @@ type acquireOptions struct {
 	keepAlive bool
 	lockDelay time.Duration
 	value     string
+	mode      string
 }
 
 // TTL sets the lease's time to live (default wire.DefaultTTL, 10s). It is
@@ -49,6 +50,13 @@ func LockDelay(d time.Duration) AcquireOption { return func(o *acquireOptions) {
 // Value publishes v (at most wire.MaxLockValue bytes) with the grant, in the
 // lock's status and list: an election's leader its address, say.
 func Value(v string) AcquireOption { return func(o *acquireOptions) { o.value = v } }
+
+// Mode asks for a lock in mode m: wire.ModeShared (many may hold the lock
+// at once, none while it is held exclusively; a shared grant reads, and
+// its fenced writes under the lock are refused with ErrNotLockHolder) or
+// wire.ModeExclusive, the default. The lock's queue is FIFO across modes.
+// Locks only: a semaphore's permit has no mode.
+func Mode(m string) AcquireOption { return func(o *acquireOptions) { o.mode = m } }
 
 // NoKeepAlive leaves renewals to the caller (Lease.Renew). The lease still
 // declares itself lost at its local deadline.
@@ -79,9 +87,31 @@ func (o acquireOptions) check() error {
 		return fmt.Errorf("%w: wait %v: want 0 to %v", ErrInvalid, o.wait, wire.MaxWait)
 	case o.lockDelay < 0 || o.lockDelay > wire.MaxLockDelay:
 		return fmt.Errorf("%w: lock-delay %v: want 0 to %v", ErrInvalid, o.lockDelay, wire.MaxLockDelay)
+	case o.mode != "" && o.mode != wire.ModeShared && o.mode != wire.ModeExclusive:
+		return fmt.Errorf("%w: mode %q: want %q or %q", ErrInvalid, o.mode, wire.ModeShared, wire.ModeExclusive)
 	}
 	return nil
 }
+
+// wireMode is the mode an acquire asks for on the wire: absent for an
+// exclusive lock, as every client before modes sent it.
+func (o acquireOptions) wireMode() string {
+	if o.mode == wire.ModeShared {
+		return wire.ModeShared
+	}
+	return ""
+}
+
+// checkMode refuses a grant in another mode than asked.
+func checkMode(g wire.Grant, asked string) error {
+	if g.Mode != asked {
+		return badAnswer(fmt.Sprintf("acquire lock %q", g.Lock), "the answer is a grant in mode %q, not %q as asked", g.Mode, asked)
+	}
+	return nil
+}
+
+// Shared reports whether the lease is a lock's shared grant.
+func (l *Lease) Shared() bool { return l.grant.Mode == wire.ModeShared }
 
 // DefaultHolder is "hostname-pid".
 func DefaultHolder() string {
@@ -143,6 +173,7 @@ func (c *Client) Acquire(ctx context.Context, name string, opts ...AcquireOption
 
 		LockDelayMillis: o.lockDelay.Milliseconds(),
 		Value:           o.value,
+		Mode:            o.wireMode(),
 	}
 	r := &transport.Request{Path: lockPath(name, "acquire"), Extra: o.wait}
 	var g wire.Grant
@@ -153,6 +184,9 @@ func (c *Client) Acquire(ctx context.Context, name string, opts ...AcquireOption
 	// cannot tell what, if anything, it holds. One the server did make
 	// expires after its TTL.
 	if err := checkGrant(g, "locks", name, body.Holder, body.TTLMillis, body.RequestID); err != nil {
+		return nil, err
+	}
+	if err := checkMode(g, body.Mode); err != nil {
 		return nil, err
 	}
 	return c.hold(ctx, g, "locks", r, o.keepAlive)

@@ -275,6 +275,7 @@ func (s *Session) Lock(ctx context.Context, name string, opts ...AcquireOption) 
 		Value:           o.value,
 		Session:         s.ID(),
 		SessionLease:    s.Secret(),
+		Mode:            o.wireMode(),
 	}}
 	r := &transport.Request{Path: lockPath(name, "acquire"), Extra: o.wait}
 	var g wire.Grant
@@ -282,6 +283,9 @@ func (s *Session) Lock(ctx context.Context, name string, opts ...AcquireOption) 
 		return nil, err
 	}
 	if err := checkSessionGrant(g, "locks", name, body.Holder, s.ID(), s.info.TTLMillis, body.RequestID); err != nil {
+		return nil, err
+	}
+	if err := checkMode(g, body.Mode); err != nil {
 		return nil, err
 	}
 	return s.hold(ctx, g, "locks")
