@@ -36,9 +36,18 @@ type execOptions struct {
 	value  string // the value an elected leader publishes
 	grace  time.Duration
 	holder string
+	mode   string // shared or exclusive, for the lock NAME
 }
 
 func (o *execOptions) validate() error {
+	if o.mode != "" {
+		if err := checkMode(o.mode); err != nil {
+			return err
+		}
+		if o.mode == wire.ModeShared && o.limit > 0 {
+			return cli.Usagef("--mode shared is a lock's: a semaphore's permit (--limit) has no mode")
+		}
+	}
 	if o.grace < 0 {
 		return cli.Usagef("--grace %v: want a duration of 0 or more", o.grace)
 	}
@@ -57,6 +66,7 @@ func NewExecCmd() *cobra.Command {
 	fs.DurationVar(&o.wait, "wait", 0, "queue this long if the lock is held (0: fail at once)")
 	fs.IntVar(&o.limit, "limit", 0, "run under one of N permits of the semaphore NAME instead of the lock NAME (consul lock -n)")
 	fs.DurationVar(&o.delay, "lock-delay", 0, "if the lease is lost to expiry, nobody can acquire the lock (with --limit, the permit's slot) for this long (at most 1m)")
+	fs.StringVar(&o.mode, "mode", wire.ModeExclusive, "hold the lock shared (beside other shared holders; a reader) or exclusive")
 	return cmd
 }
 
@@ -198,7 +208,7 @@ func (o *execOptions) acquire(ctx context.Context, c *client.Client, name string
 		case o.limit > 0:
 			l, err = c.AcquirePermit(ctx, name, o.limit, client.TTL(o.ttl), client.Wait(o.wait), client.Holder(o.holder), client.LockDelay(o.delay))
 		default:
-			l, err = c.Acquire(ctx, name, client.TTL(o.ttl), client.Wait(o.wait), client.Holder(o.holder), client.LockDelay(o.delay))
+			l, err = c.Acquire(ctx, name, client.TTL(o.ttl), client.Wait(o.wait), client.Holder(o.holder), client.LockDelay(o.delay), client.Mode(o.mode))
 		}
 		done <- result{l, err}
 	}()

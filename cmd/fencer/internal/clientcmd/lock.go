@@ -27,6 +27,7 @@ type lockOptions struct {
 	token  uint64
 	lease  string
 	group  string // "lock" or "sem": whose acquire printed --token and --lease
+	mode   string // --mode on lock acquire: shared or exclusive
 	// session is --session and --session-lease on acquire.
 	session sessionFlags
 }
@@ -70,6 +71,7 @@ the lifetime of a command, use "fencer exec". With --session and
 session ("fencer session create"), and is released as any other.`,
 		Example: `  fencer lock acquire job --ttl 30s --holder "$(hostname)"
   fencer lock acquire job --wait 1m          # queue behind the holder
+  fencer lock acquire table --mode shared    # one of many readers
   fencer lock acquire job --session "$id" --session-lease "$lease"   # under a session
 
   # keep the token and secret for renew and release (needs jq)
@@ -82,6 +84,7 @@ session ("fencer session create"), and is released as any other.`,
 	acquire.Flags().DurationVar(&o.wait, "wait", 0, "queue this long if the lock is held (0: fail at once)")
 	acquire.Flags().StringVar(&o.holder, "holder", "", "holder name shown in lock status (default hostname-pid)")
 	acquire.Flags().DurationVar(&o.delay, "lock-delay", 0, "if this grant expires, nobody can acquire the lock for this long (at most 1m)")
+	acquire.Flags().StringVar(&o.mode, "mode", wire.ModeExclusive, "shared (many holders at once, none can write under the lock) or exclusive")
 	o.session.bind(acquire)
 
 	raw := newRenewReleaseCmds(o, grantWords{group: "lock", example: "job", of: "grant",
@@ -105,9 +108,24 @@ session ("fencer session create"), and is released as any other.`,
 	return cli.Group(cmd, acquire, raw[0], raw[1], status, list, newLockHistoryCmd(o))
 }
 
+// checkMode refuses a --mode the server would refuse.
+func checkMode(mode string) error {
+	if mode != wire.ModeShared && mode != wire.ModeExclusive {
+		return cli.Usagef("--mode %q: want %s or %s", mode, wire.ModeShared, wire.ModeExclusive)
+	}
+	return nil
+}
+
 func (o *lockOptions) acquire(cmd *cobra.Command, name string) error {
 	if err := o.session.validate(cmd); err != nil {
 		return err
+	}
+	if err := checkMode(o.mode); err != nil {
+		return err
+	}
+	mode := ""
+	if o.mode == wire.ModeShared {
+		mode = wire.ModeShared
 	}
 	c, err := o.client.Client()
 	if err != nil {
@@ -116,13 +134,14 @@ func (o *lockOptions) acquire(cmd *cobra.Command, name string) error {
 	defer c.Close()
 	if o.session.id != 0 {
 		g, err := c.AcquireRaw(cmd.Context(), name, wire.AcquireRequest{Holder: o.holderOrDefault(), WaitMs: o.wait.Milliseconds(),
-			LockDelayMillis: o.delay.Milliseconds(), Session: o.session.id, SessionLease: o.session.lease})
+			LockDelayMillis: o.delay.Milliseconds(), Session: o.session.id, SessionLease: o.session.lease, Mode: mode})
 		if err != nil {
 			return fmt.Errorf("acquire %q under session %d: %w", name, o.session.id, err)
 		}
 		return o.printAcquired(cmd, g.Token, g.Lease, g.TTLMillis, g)
 	}
-	lease, err := c.Acquire(cmd.Context(), name, client.TTL(o.ttl), client.Wait(o.wait), client.Holder(o.holder), client.LockDelay(o.delay), client.NoKeepAlive())
+	lease, err := c.Acquire(cmd.Context(), name, client.TTL(o.ttl), client.Wait(o.wait), client.Holder(o.holder), client.LockDelay(o.delay),
+		client.Mode(o.mode), client.NoKeepAlive())
 	if err != nil {
 		return fmt.Errorf("acquire %q: %w", name, err)
 	}
@@ -171,6 +190,13 @@ func printStatus(w io.Writer, st wire.LockStatus) error {
 		if st.RemainingMillis != nil {
 			fields = append(fields, fmt.Sprintf("remaining=%v", time.Duration(*st.RemainingMillis)*time.Millisecond))
 		}
+	}
+	if len(st.SharedHolders) > 0 {
+		holders := make([]string, len(st.SharedHolders))
+		for i, h := range st.SharedHolders {
+			holders[i] = fmt.Sprintf("%q:%d", h.Holder, h.Token)
+		}
+		fields = append(fields, "mode=shared", "shared_holders="+strings.Join(holders, ","))
 	}
 	if st.DelayRemainingMillis != nil {
 		fields = append(fields, fmt.Sprintf("lock_delay_remaining=%v", time.Duration(*st.DelayRemainingMillis)*time.Millisecond))
