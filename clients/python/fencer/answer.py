@@ -88,7 +88,8 @@ def _secret(body: Dict[str, Any], what: str) -> None:
 
 
 def grant(body: Dict[str, Any], *, kind: str, name: str, holder: str, ttl_ms: int,
-          request_id: str, limit: Optional[int] = None, session: Optional[int] = None) -> Dict[str, Any]:
+          request_id: str, limit: Optional[int] = None, session: Optional[int] = None,
+          mode: Optional[str] = None) -> Dict[str, Any]:
     """Check an acquire's answer (a Grant, or for kind "semaphores" a
     PermitGrant) against the request and return it. Under a session,
     ``ttl_ms`` is the session's and the grant must name the session: one
@@ -114,6 +115,10 @@ def grant(body: Dict[str, Any], *, kind: str, name: str, holder: str, ttl_ms: in
         raise BadAnswer("%s: existing %r is not a boolean" % (what, body.get("existing")), reason="malformed")
     if "value" in body and not isinstance(body["value"], str):
         raise BadAnswer("%s: value %r is not a string" % (what, body["value"]), reason="malformed")
+    if mode is not None and body.get("mode", "") != mode:
+        # A grant in another mode than asked: an exclusive one where a
+        # shared was asked would block writers; a shared one would not fence.
+        raise BadAnswer("%s: the grant is in mode %r, not %r as asked" % (what, body.get("mode", ""), mode), reason="mismatch")
     if limit is not None:
         _equal(body, "limit", limit, what)
         held = _positive_int(body.get("held"), "held", what)

@@ -330,7 +330,7 @@ class Client:
 
     def acquire(self, name: str, ttl: float = 10.0, wait: float = 0.0, *,
                 holder: Optional[str] = None, keep_alive: bool = True,
-                lock_delay: float = 0.0, value: Optional[str] = None) -> Lease:
+                lock_delay: float = 0.0, value: Optional[str] = None, mode: str = "exclusive") -> Lease:
         """Take lock ``name`` for ``ttl`` seconds, queueing up to ``wait``
         seconds, and keep it alive in a background thread (unless
         ``keep_alive`` is false). Raises :class:`~fencer.errors.LockHeld`
@@ -349,7 +349,13 @@ class Client:
 
         ``value`` (up to 4 KiB) is published with the grant, as an
         election's leader publishes its address: :meth:`status` and
-        :meth:`locks` show it, :meth:`Lease.proclaim` changes it."""
+        :meth:`locks` show it, :meth:`Lease.proclaim` changes it.
+
+        ``mode`` is ``"exclusive"`` (one holder) or ``"shared"`` (many
+        holders at once, none while it is held exclusively; the queue is
+        FIFO across modes). A shared grant reads: its fenced writes under
+        the lock are refused (:class:`~fencer.errors.NotLockHolder`), and it
+        publishes no value."""
         if not MIN_TTL <= ttl <= MAX_TTL:
             raise InvalidRequest("ttl %r: want %g to %g seconds" % (ttl, MIN_TTL, MAX_TTL))
         if not 0 <= wait <= MAX_WAIT:
@@ -360,6 +366,7 @@ class Client:
             body["lock_delay_ms"] = int(lock_delay * 1000)
         if value is not None:
             body["value"] = value
+        _set_mode(body, mode)
         return self._acquire("locks", name, body, wait, keep_alive)
 
     def _acquire(self, kind: str, name: str, body: Dict[str, Any], wait: float, keep_alive: bool,
@@ -371,7 +378,8 @@ class Client:
         grant = answer.grant(resp.json(), kind=kind, name=name, holder=body["holder"],
                              ttl_ms=session.ttl_ms if session is not None else body["ttl_ms"],
                              request_id=body["request_id"], limit=body.get("limit"),
-                             session=session.id if session is not None else None)
+                             session=session.id if session is not None else None,
+                             mode=body.get("mode", "") if kind == "locks" else None)
         # The server starts the lease after the request that asked for it was
         # sent: the attempt answered, or for a retry answered with an earlier
         # grant, the first attempt.
@@ -777,3 +785,12 @@ def _lock_path(name: str, op: str) -> str:
 
 
 __all__ = ["Client", "Response", "EventStream", "EventsLagged"]
+
+
+def _set_mode(body: Dict[str, Any], mode: str) -> None:
+    """Put a lock acquire's mode in its body: absent for an exclusive lock,
+    as every client before modes sent it."""
+    if mode not in ("shared", "exclusive"):
+        raise InvalidRequest("mode %r: want 'shared' or 'exclusive'" % (mode,))
+    if mode == "shared":
+        body["mode"] = "shared"

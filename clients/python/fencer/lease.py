@@ -230,6 +230,8 @@ class Lease(KeptAlive):
         self.value: str = grant.get("value", "")
         #: The session the grant lives under, or None.
         self.session = session
+        #: "shared" for a lock's shared grant, "exclusive" otherwise.
+        self.mode: str = grant.get("mode") or "exclusive"
         self.what = "%s %r token %d" % ("lock" if kind == "locks" else "semaphore", self.name, self.token)
         self._released = False
 

@@ -158,14 +158,17 @@ class Session(KeptAlive):
         return body
 
     def lock(self, name: str, wait: float = 0.0, *, holder: Optional[str] = None,
-             lock_delay: float = 0.0, value: Optional[str] = None) -> Lease:
+             lock_delay: float = 0.0, value: Optional[str] = None, mode: str = "exclusive") -> Lease:
         """Take lock ``name`` under the session, queueing up to ``wait``
         seconds (:meth:`Client.acquire`'s rules, without a TTL: the grant
         lives as long as the session). ``holder`` defaults to the
-        session's; ``lock_delay`` to the session's."""
+        session's; ``lock_delay`` to the session's; ``mode`` as
+        :meth:`Client.acquire`'s."""
+        from .client import _set_mode  # client imports this module
         body = self._body(holder, wait, lock_delay)
         if value is not None:
             body["value"] = value
+        _set_mode(body, mode)
         return self._client._acquire("locks", name, body, wait, False, session=self)
 
     def acquire_permit(self, name: str, limit: int, wait: float = 0.0, *, holder: Optional[str] = None,
