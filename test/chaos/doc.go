@@ -50,6 +50,11 @@
 // end in its one end entry, that no lock-bound write with its tokens is
 // accepted after it, and that none of its grants outlives it.
 //
+// RW clients (Config.RWClients, default 3) take rwLocks shared (mostly) or
+// exclusive, some waiting in the FIFO, hold and release; the checker finds
+// any exclusive grant certainly live beside another grant of its lock
+// (checker.RWExclusion).
+//
 // # How a run goes
 //
 // Run starts the cluster, the resource and the clients, lets the nemesis

@@ -38,7 +38,10 @@ type Config struct {
 	// sessionSemaphore (limit SemLimit) under one session (default 3;
 	// negative: none).
 	SessionClients int
-	Duration       time.Duration // of faults under load (default 1m)
+	// RWClients take rwLocks shared or exclusive (default 3; negative:
+	// none).
+	RWClients int
+	Duration  time.Duration // of faults under load (default 1m)
 	// Faults lists the faults to inject (default nemesis.AllFaults).
 	Faults []string
 	// PauseRestartsResource is the chance that a client pause also
@@ -76,6 +79,7 @@ func (c *Config) defaults() error {
 	c.SemLimit = cmp.Or(c.SemLimit, 2)
 	c.Campaigners = cmp.Or(c.Campaigners, 2)
 	c.SessionClients = cmp.Or(c.SessionClients, 3)
+	c.RWClients = cmp.Or(c.RWClients, 3)
 	c.Duration = cmp.Or(c.Duration, time.Minute)
 	if len(c.Faults) == 0 {
 		c.Faults = nemesis.AllFaults
@@ -159,6 +163,10 @@ var locks = []string{"a", "b", "c"}
 // lock clients' histories stay as they were.
 var sessionLocks = []string{"sa", "sb", "sc"}
 
+// rwLocks are the locks the rw clients take shared or exclusive; apart
+// from the others, whose lock model allows one holder.
+var rwLocks = []string{"ra", "rb"}
+
 // semaphore and election are the semaphore and the election the other
 // clients compete for; sessionSemaphore is the session clients'.
 const (
@@ -169,7 +177,7 @@ const (
 
 // workloads returns every client process's part, in client order: the lock
 // clients, then the semaphore clients, then the campaigners, then the
-// session clients.
+// session clients, then the rw clients.
 func (c Config) workloads() []workload.Config {
 	var out []workload.Config
 	for range c.Clients {
@@ -183,6 +191,9 @@ func (c Config) workloads() []workload.Config {
 	}
 	for range max(c.SessionClients, 0) {
 		out = append(out, workload.Config{Role: workload.RoleSession, Locks: sessionLocks, Semaphore: sessionSemaphore, Limit: c.SemLimit})
+	}
+	for range max(c.RWClients, 0) {
+		out = append(out, workload.Config{Role: workload.RoleRW, Locks: rwLocks})
 	}
 	for i := range out {
 		out[i].Client, out[i].Seed, out[i].MinTTL, out[i].MaxTTL = i, c.Seed, minTTL, maxTTL

@@ -40,6 +40,12 @@ func validRun() history.History {
 			acquireUnder(3, "d", 1<<32|5, 1<<32|6, 310, 315),
 			boundPut(3, "d", 1<<32|6, history.OK, 320, 325),
 			closed(3, 1<<32|5, 330, 335, 1<<32|6),
+			// Two shared grants of an rw lock, then an exclusive one.
+			rwOK(4, "ra", "shared", 1<<32|10, time.Second, 340, 345),
+			rwOK(5, "ra", "shared", 1<<32|11, time.Second, 340, 346),
+			rwRelease(4, "ra", 1<<32|10, 350, 351),
+			rwRelease(5, "ra", 1<<32|11, 350, 352),
+			rwOK(4, "ra", "exclusive", 1<<32|12, time.Second, 353, 355),
 		},
 		Events: []history.Event{
 			{Kind: "partition", Time: 55, Description: "isolate n1"},
@@ -82,7 +88,7 @@ func TestCheckPassesAValidRun(t *testing.T) {
 			t.Errorf("%s: %s, want every check to run and pass", v.Name, v.Status)
 		}
 	}
-	if !strings.Contains(r.String(), "all 18 checks passed") {
+	if !strings.Contains(r.String(), "all 19 checks passed") {
 		t.Errorf("summary:\n%s", r)
 	}
 }
@@ -128,7 +134,7 @@ func TestReportSummarizesFailures(t *testing.T) {
 	}
 	s := r.String()
 	for _, want := range []string{
-		"2 of 18 checks not OK",
+		"2 of 19 checks not OK",
 		"FAIL          lock linearizability",
 		"renew(a, t5) -> ok [300, 310]",
 		"FAIL          member state hashes",

@@ -56,6 +56,9 @@
 //   - MemberHashes: all members end with the same state.
 //   - PermitLimits: no semaphore ever had more permits certainly live at
 //     once than its limit (permits.go says what certainly live means).
+//   - RWExclusion: no exclusive grant of a lock taken in a mode was
+//     certainly live beside any other grant of that lock, shared or
+//     exclusive (rwlocks.go).
 //   - OneLeaderPerTerm: a term (an election's token) has one leader
 //     wherever it is seen, and shows only values its leader published.
 //   - ObserverOrder: each election observer saw the terms in token order,

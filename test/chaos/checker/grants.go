@@ -22,7 +22,7 @@ func grants(h history.History) []history.Op {
 }
 
 func isGrant(op history.Op) bool {
-	return op.Outcome == history.OK && (op.Kind == history.Acquire || op.Kind == history.SemAcquire || op.Kind == history.Campaign)
+	return op.Outcome == history.OK && (op.Kind == history.Acquire || op.Kind == history.SemAcquire || op.Kind == history.Campaign || op.Kind == history.RWAcquire)
 }
 
 // grantScope names what a grant is of: an election is a lock, so a

@@ -43,6 +43,12 @@ const (
 	SessionCreate OpKind = "session_create"
 	SessionRenew  OpKind = "session_renew"
 	SessionClose  OpKind = "session_close"
+
+	// RWAcquire and RWRelease act on a lock taken in a mode (Op.Mode:
+	// shared or exclusive, issue 28): kept apart from Acquire and Release,
+	// whose lock model allows one holder.
+	RWAcquire OpKind = "rw_acquire"
+	RWRelease OpKind = "rw_release"
 )
 
 // OnLock reports whether k acts on a lock rather than a fenced key.
@@ -119,6 +125,9 @@ var outcomesByKind = map[OpKind][]Outcome{
 	SessionCreate: {OK, Unknown, OtherError},
 	SessionRenew:  {OK, SessionExpired, Unknown, OtherError},
 	SessionClose:  {OK, SessionExpired, Unknown, OtherError},
+
+	RWAcquire: {OK, LockHeld, Unknown, OtherError},
+	RWRelease: {OK, LeaseLost, Unknown, OtherError},
 }
 
 // Op is one client operation: what was asked, what came back, and when.
@@ -159,6 +168,8 @@ type Op struct {
 	Lock string `json:"lock,omitempty"`
 	// Released lists the tokens a session_close ok reported it ended.
 	Released []uint64 `json:"released,omitempty"`
+	// Mode is the mode an rw_acquire asked for: shared or exclusive.
+	Mode string `json:"mode,omitempty"`
 
 	Call    int64   `json:"call"`
 	Return  int64   `json:"return"`
@@ -200,12 +211,16 @@ func (op Op) String() string {
 		in = fmt.Sprintf("session_create(%s, ttl %dms)", op.Holder, op.TTL)
 	case SessionRenew, SessionClose:
 		in = fmt.Sprintf("%s(s%d)", op.Kind, op.Session)
+	case RWAcquire:
+		in = fmt.Sprintf("rw_acquire(%s, %s, %s, ttl %dms)", op.Target, op.Holder, op.Mode, op.TTL)
+	case RWRelease:
+		in = fmt.Sprintf("rw_release(%s, t%d)", op.Target, op.Token)
 	default:
 		in = fmt.Sprintf("%s(%s)", op.Kind, op.Target)
 	}
 	var out string
 	switch {
-	case (op.Kind == Acquire || op.Kind == SemAcquire || op.Kind == Campaign) && op.Outcome == OK:
+	case (op.Kind == Acquire || op.Kind == SemAcquire || op.Kind == Campaign || op.Kind == RWAcquire) && op.Outcome == OK:
 		out = fmt.Sprintf("ok t%d", op.Token)
 	case op.Kind == SessionCreate && op.Outcome == OK:
 		out = fmt.Sprintf("ok s%d", op.Session)
@@ -373,6 +388,8 @@ func (h History) Validate() error {
 			problems = append(problems, fmt.Sprintf("op %d: negative client %d", i, op.Client))
 		case op.Kind == SemAcquire && (op.Limit < 1 || op.TTL < 1):
 			problems = append(problems, fmt.Sprintf("op %d: sem_acquire without a limit and a TTL", i))
+		case op.Kind == RWAcquire && (op.TTL < 1 || (op.Mode != "shared" && op.Mode != "exclusive")):
+			problems = append(problems, fmt.Sprintf("op %d: rw_acquire without a TTL or a mode", i))
 		case op.Kind == SessionCreate && op.TTL < 1:
 			problems = append(problems, fmt.Sprintf("op %d: session_create without a TTL", i))
 		case op.Kind == SessionCreate && op.Outcome == OK && op.Session == 0:

@@ -57,12 +57,14 @@ type Role string
 // campaigns in one election, writes to the resource with its term while it
 // leads, proclaims new values and resigns, and meanwhile observes the
 // election; a session client holds its locks and a permit under one
-// session (sessions.go).
+// session (sessions.go); an rw client takes its locks shared or
+// exclusive (rwlocks.go).
 const (
 	RoleLocks     Role = ""
 	RoleSemaphore Role = "semaphore"
 	RoleElection  Role = "election"
 	RoleSession   Role = "session"
+	RoleRW        Role = "rw"
 )
 
 // Validate reports a configuration the client cannot run.
@@ -70,7 +72,7 @@ func (c Config) Validate() error {
 	switch {
 	case len(c.Endpoints) == 0:
 		return errors.New("workload: no endpoints")
-	case c.Resource == "" && c.Role != RoleSemaphore:
+	case c.Resource == "" && c.Role != RoleSemaphore && c.Role != RoleRW:
 		return errors.New("workload: no resource")
 	case c.Role == RoleLocks && len(c.Locks) == 0:
 		return errors.New("workload: no locks")
@@ -80,7 +82,9 @@ func (c Config) Validate() error {
 		return errors.New("workload: an election client needs an election")
 	case c.Role == RoleSession && (len(c.Locks) == 0 || c.Semaphore == "" || c.Limit < 1):
 		return errors.New("workload: a session client needs locks, a semaphore and a limit")
-	case c.Role != RoleLocks && c.Role != RoleSemaphore && c.Role != RoleElection && c.Role != RoleSession:
+	case c.Role == RoleRW && len(c.Locks) == 0:
+		return errors.New("workload: an rw client needs locks")
+	case c.Role != RoleLocks && c.Role != RoleSemaphore && c.Role != RoleElection && c.Role != RoleSession && c.Role != RoleRW:
 		return fmt.Errorf("workload: unknown role %q", c.Role)
 	case c.MinTTL <= 0 || c.MaxTTL < c.MinTTL:
 		return fmt.Errorf("workload: bad TTL range %v..%v", c.MinTTL, c.MaxTTL)
@@ -148,6 +152,8 @@ func Run(ctx context.Context, cfg Config, out io.Writer, log *slog.Logger) error
 		iteration = w.permitIteration
 	case RoleSession:
 		iteration = w.sessionIteration
+	case RoleRW:
+		iteration = w.rwIteration
 	case RoleElection:
 		iteration = w.campaignIteration
 		done := make(chan struct{})
@@ -503,13 +509,13 @@ func outcomeOf(kind history.OpKind, err error) history.Outcome {
 		return history.Unknown
 	}
 	switch kind {
-	case history.Renew, history.Release, history.SemRenew, history.SemRelease, history.Proclaim, history.Resign:
+	case history.Renew, history.Release, history.SemRenew, history.SemRelease, history.Proclaim, history.Resign, history.RWRelease:
 		if errors.Is(err, client.ErrLeaseLost) {
 			return history.LeaseLost
 		}
 	}
 	switch {
-	case kind == history.Acquire && errors.Is(err, client.ErrLockHeld):
+	case (kind == history.Acquire || kind == history.RWAcquire) && errors.Is(err, client.ErrLockHeld):
 		return history.LockHeld
 	case kind == history.SemAcquire && errors.Is(err, client.ErrSemaphoreFull):
 		return history.SemaphoreFull
