@@ -93,6 +93,57 @@ func TestReadmeQuickStart(t *testing.T) {
 	t.Run("Sessions", func(t *testing.T) {
 		runReadmeSessions(t, string(readme), work, httpPort)
 	})
+	t.Run("SharedLocks", func(t *testing.T) {
+		runReadmeShared(t, string(readme), work, httpPort)
+	})
+}
+
+// runReadmeShared runs the shell block of the README's shared locks
+// section against the quick start's cluster and checks what it promises:
+// two shared grants listed as the lock's shared holders, the check's mode,
+// a shared grant's lock-bound write refused, and the queued writer granted
+// with a token above both readers'.
+func runReadmeShared(t *testing.T, readme, work string, httpPort int) {
+	const heading = "## Shared locks: many readers or one writer"
+	blocks := fencedBlocks(section(readme, heading), "sh")
+	if len(blocks) != 1 {
+		t.Fatalf("want one shell block under %q, found %d", heading, len(blocks))
+	}
+	script := regexp.MustCompile(`localhost:700([1-3])\b`).ReplaceAllStringFunc(blocks[0], func(m string) string {
+		n, _ := strconv.Atoi(m[len(m)-1:])
+		return "localhost:" + strconv.Itoa(httpPort+n-1)
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	sh := exec.CommandContext(ctx, "bash", "-c", "set -euo pipefail\n"+script)
+	sh.Dir = work
+	outBytes, err := sh.CombinedOutput()
+	out := string(outBytes)
+	if err != nil {
+		t.Fatalf("the README's shared locks block failed: %v\n%s", err, out)
+	}
+	t.Logf("shared locks:\n%s", out)
+	r1 := regexp.MustCompile(`\{"lock":"table","holder":"reader-1","token":([1-9]\d*),.*"mode":"shared"\}`).FindStringSubmatch(out)
+	if r1 == nil {
+		t.Fatalf("no shared grant of table to reader-1:\n%s", out)
+	}
+	first, _ := strconv.ParseUint(r1[1], 10, 64)
+	for _, want := range []string{
+		`"held":false,.*"shared_holders":\[\{"holder":"reader-1","token":` + r1[1] + `,.*\{"holder":"reader-2"`,
+		`(?m)^\{"current":true,"token":0,"mode":"shared"\}$`,
+		`token ` + r1[1] + ` is a shared grant of lock \\"table\\": a shared grant cannot write.*"code":"not_lock_holder"`,
+	} {
+		if !regexp.MustCompile(want).MatchString(out) {
+			t.Errorf("the README's shared locks block did not print %s", want)
+		}
+	}
+	w := regexp.MustCompile(`(?m)^\{"lock":"table","holder":"writer","token":([1-9]\d*),`).FindStringSubmatch(out)
+	if w == nil {
+		t.Fatalf("the writer was not granted:\n%s", out)
+	}
+	if token, _ := strconv.ParseUint(w[1], 10, 64); token <= first+1 {
+		t.Errorf("the writer's token %d is not above both readers' (%d, %d)", token, first, first+1)
+	}
 }
 
 // runReadmeSessions runs the shell block of the README's sessions section,
