@@ -470,15 +470,26 @@ function grantUntil(remaining, at, session) {
   return s && s.remaining_ms != null ? s.at + s.remaining_ms : null;
 }
 
+// grantRows are the held grants, a row each: a lock's exclusive grant, or
+// each of its shared grants (shared_holders), marked shared.
+function grantRows() {
+  const out = [];
+  for (const l of state.locks) {
+    if (l.held) out.push(l);
+    for (const g of l.shared_holders || []) out.push({ ...g, lock: l.lock, waiters: l.waiters, at: l.at, held: true, shared: true });
+  }
+  return out;
+}
+
 function renderLocks() {
-  const locks = state.locks.filter((l) => l.held && lockRowMatches(l.lock)).map((l) => ({ ...l, until: grantUntil(l.remaining_ms, l.at, l.session) }));
-  locks.sort((a, b) => a.lock.localeCompare(b.lock));
-  const key = (l) => JSON.stringify([l.lock, l.token, l.holder, l.value || "", l.lock_delay_ms || 0, l.session || 0, l.until == null]);
+  const locks = grantRows().filter((l) => lockRowMatches(l.lock)).map((l) => ({ ...l, until: grantUntil(l.remaining_ms, l.at, l.session) }));
+  locks.sort((a, b) => a.lock.localeCompare(b.lock) || a.token - b.token);
+  const key = (l) => JSON.stringify([l.lock, l.token, l.holder, l.value || "", l.lock_delay_ms || 0, l.session || 0, !!l.shared, l.until == null]);
   reconcile($("#locks tbody"), locks, key, lockRow, (row, l) => {
     text(row.querySelector(".waiters"), l.waiters || 0);
     setUntil(row.querySelector(".ttl"), l.until);
   });
-  const held = state.locks.filter((l) => l.held).length;
+  const held = state.locks.filter((l) => l.held || (l.shared_holders || []).length > 0).length;
   $("#locks-empty").hidden = locks.length > 0;
   text("#locks-empty", held && !locks.length ? "No held lock matches the filter." : "No lock is held.");
   text("#locks-count", `${held} held`);
@@ -490,12 +501,13 @@ function lockRow(l) {
   state.seen.add(`${l.lock}:${l.token}`);
   return h(
     "tr",
-    { dataset: { lock: l.lock, token: l.token }, class: fresh ? "fresh" : null },
+    { dataset: { lock: l.lock, token: l.token, mode: l.shared ? "shared" : "exclusive" }, class: fresh ? "fresh" : null },
     h(
       "td",
       { class: "wrap" },
       h("button", { type: "button", class: "link lock-name", title: `Show the history of ${l.lock}`, onclick: () => showHistory(l.lock) }, l.lock),
       l.value ? [" ", h("span", { class: "badge", title: "This lock publishes a value: an election" }, "election")] : null,
+      l.shared ? [" ", h("span", { class: "badge shared", title: "A shared grant: one of the lock's readers, which cannot write under it" }, "shared")] : null,
     ),
     h("td", { class: "wrap" }, h("span", { class: "holder" }, l.holder), l.session ? [" ", sessionLink(l.session)] : null),
     h("td", { class: "num" }, h("button", { type: "button", class: "link token", title: `Whose token is ${l.token}?`, onclick: () => lookupToken(l.token) }, l.token)),
