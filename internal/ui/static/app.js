@@ -796,7 +796,7 @@ function feedItem(ev) {
   const under = ev.session && !ev.type.startsWith("session_") ? ` (session ${ev.session})` : "";
   switch (ev.type) {
     case "acquired":
-      what = [lockLink(ev.lock), ` → ${ev.holder} `, tokenLink(ev.token), ev.value ? ` value "${ev.value}"` : ""];
+      what = [lockLink(ev.lock), ` → ${ev.holder} `, tokenLink(ev.token), ev.mode === "shared" ? " shared" : "", ev.value ? ` value "${ev.value}"` : ""];
       break;
     case "released":
       what = [lockLink(ev.lock), ` released by ${ev.holder} `, tokenLink(ev.token)];
