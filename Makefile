@@ -30,7 +30,10 @@ run: build
 ## (needs root; installs postgresql with apt if missing) and stopped after,
 ## and a MariaDB server of the tests' own (scripts/with-mariadb.sh: installs
 ## mariadb-server with apt if missing, data in a temp dir, removed after)
-## for fence/mysqlfence,
+## for fence/mysqlfence, and a private redis-server on loopback for the
+## Redis fence's (Go's and Python's; scripts/with-redis.sh installs
+## redis-server with apt if missing, and stops the server and removes its
+## files after),
 ## and Prometheus's binaries installed for the alert tests (a test starts its
 ## own Prometheus on loopback); then the Kubernetes manifests' test, a module
 ## of its own so that fencer's go.mod has no Kubernetes dependencies.
@@ -42,7 +45,7 @@ test: vet build
 	@scripts/ensure-prometheus.sh
 	@scripts/ensure-chromium.sh
 	@PYTHON=$(PYTHON) scripts/ensure-python.sh
-	@scripts/with-postgres.sh scripts/with-mariadb.sh env FENCER_REQUIRE_PG=1 FENCER_REQUIRE_MYSQL=1 FENCER_REQUIRE_PROMETHEUS=1 sh -c '$(GO) test -count=1 -timeout 15m $(PKGS) && $(MAKE) --no-print-directory test-python'
+	@scripts/with-postgres.sh scripts/with-mariadb.sh scripts/with-redis.sh env FENCER_REQUIRE_PG=1 FENCER_REQUIRE_MYSQL=1 FENCER_REQUIRE_REDIS=1 FENCER_REQUIRE_PROMETHEUS=1 sh -c '$(GO) test -count=1 -timeout 15m $(PKGS) && $(MAKE) --no-print-directory test-python'
 	cd deploy/kubernetes/manifesttest && $(GO) vet ./... && $(GO) test -count=1 ./...
 
 ## test-python: the Python client installed as its README says (pip
@@ -54,7 +57,7 @@ test-python: build
 	@PYTHON=$(PYTHON) scripts/ensure-python.sh
 	PYTHON=$(PYTHON) FENCER_BIN=$(CURDIR)/$(BIN) scripts/test-python.sh
 
-## test-unit: every test that needs no PostgreSQL or MariaDB (those skip).
+## test-unit: every test that needs no PostgreSQL, MariaDB or Redis (those skip).
 test-unit:
 	$(GO) test -count=1 $(PKGS)
 
