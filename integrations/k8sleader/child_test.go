@@ -63,6 +63,7 @@ type event struct {
 	Ev     string `json:"ev"` // leading, stopped, write
 	ID     string `json:"id"`
 	Term   uint64 `json:"term,omitempty"`
+	Seq    uint64 `json:"seq,omitempty"`    // a write's Fencing-Sequence
 	Status int    `json:"status,omitempty"` // a write's HTTP status, 0 if it got none
 	Code   string `json:"code,omitempty"`   // a refused write's error code
 	Forced bool   `json:"forced,omitempty"` // the write the test asked for on stdin
@@ -105,10 +106,24 @@ func runElector(raw string) int {
 		elect = skewedLock{lock}
 	}
 	hc := &http.Client{Timeout: time.Second}
+	// A term writes the key many times, so it numbers its writes
+	// (Fencing-Sequence): only a greater term refuses one.
+	var seq struct {
+		sync.Mutex
+		term, n uint64
+	}
 	write := func(term uint64, forced bool) {
+		seq.Lock()
+		if seq.term != term {
+			seq.term, seq.n = term, 0
+		}
+		seq.n++
+		n := seq.n
+		seq.Unlock()
 		req, _ := http.NewRequest(http.MethodPut, cfg.Resource+"/v1/data/"+cfg.Key, strings.NewReader(cfg.Identity))
 		req.Header.Set(wire.HeaderToken, strconv.FormatUint(term, 10))
-		e := event{Ev: "write", Term: term, Forced: forced}
+		req.Header.Set(wire.HeaderSequence, strconv.FormatUint(n, 10))
+		e := event{Ev: "write", Term: term, Seq: n, Forced: forced}
 		if resp, err := hc.Do(req); err == nil {
 			e.Status = resp.StatusCode
 			var body wire.Error

@@ -71,6 +71,20 @@ func TestElectorsFencedByFencer(t *testing.T) {
 	if hw := highWater(t, resource, "state"); hw != first.Term {
 		t.Fatalf("resource's high-water mark %d, want %s's term %d", hw, first.ID, first.Term)
 	}
+	// Every write of the leader's so far was accepted: the refusal below
+	// is the new term's doing, not a replay's.
+	var accepted int
+	for _, e := range es.seen() {
+		if e.ID == first.ID && e.Ev == "write" {
+			if e.Status != http.StatusOK {
+				t.Fatalf("%s's write while it led: %+v, want 200", first.ID, e)
+			}
+			accepted++
+		}
+	}
+	if accepted < 2 {
+		t.Fatalf("%s wrote %d times while it led for %v", first.ID, accepted, leaseDuration+time.Second)
+	}
 
 	// Pause the leader: fencer lets its grant expire, another elector is
 	// granted a greater term and writes with it.
@@ -96,6 +110,11 @@ func TestElectorsFencedByFencer(t *testing.T) {
 	})
 	if forced.Term != first.Term || forced.Status != http.StatusConflict || forced.Code != wire.CodeStaleToken {
 		t.Fatalf("the paused leader's write with term %d after a new leader: %+v, want 409 %s", first.Term, forced, wire.CodeStaleToken)
+	}
+	for _, e := range es.seen()[resumed:] {
+		if e.ID == first.ID && e.Ev == "write" && e.Status == http.StatusOK {
+			t.Fatalf("%s's write after it woke was accepted: %+v", first.ID, e)
+		}
 	}
 	es.wait(10*time.Second, resumed, first.ID+" stopping", func(e event) bool { return e.ID == first.ID && e.Ev == "stopped" })
 
