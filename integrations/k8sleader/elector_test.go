@@ -122,6 +122,7 @@ func TestElectorsFencedByFencer(t *testing.T) {
 	// once, and a third term begins.
 	handover := len(es.seen())
 	p2 := es.procs[second.ID]
+	termAt := time.Now()
 	p2.signal(t, syscall.SIGTERM)
 	select {
 	case <-p2.done:
@@ -135,7 +136,7 @@ func TestElectorsFencedByFencer(t *testing.T) {
 		t.Fatalf("%s exited after SIGTERM still holding the election (term %d): it did not resign", second.ID, st.Token)
 	}
 	third, _ := es.wait(15*time.Second, handover, "a leader after the resignation", isLeading)
-	t.Logf("%s resigned; %s leads with term %d", second.ID, third.ID, third.Term)
+	t.Logf("%s resigned; %s leads with term %d %v after the SIGTERM", second.ID, third.ID, third.Term, time.Since(termAt).Round(time.Millisecond))
 
 	checkTerms(t, es.seen(), first.ID)
 }

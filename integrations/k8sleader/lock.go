@@ -190,7 +190,7 @@ func (l *Lock) Update(ctx context.Context, ler resourcelock.LeaderElectionRecord
 	if grant != nil {
 		// A new campaign while an old grant is kept: the elector no longer
 		// counts on it, so neither may anyone else.
-		if err := l.resign(ctx); err != nil && !errors.Is(err, client.ErrLeaseLost) && !errors.Is(err, client.ErrLeaseExpired) {
+		if err := l.resign(ctx); err != nil {
 			return err
 		}
 	}
@@ -230,7 +230,9 @@ func (l *Lock) campaign(ctx context.Context, ler resourcelock.LeaderElectionReco
 	return nil
 }
 
-// resign releases this elector's grant, if it has one.
+// resign releases this elector's grant, if it has one. A grant already
+// lost has nothing left to release: fencer has ended it, or will within
+// its TTL, and that is no failure of the resignation.
 func (l *Lock) resign(ctx context.Context) error {
 	l.mu.Lock()
 	grant := l.grant
@@ -239,7 +241,10 @@ func (l *Lock) resign(ctx context.Context) error {
 	if grant == nil {
 		return nil
 	}
-	return grant.Resign(ctx)
+	if err := grant.Resign(ctx); err != nil && !errors.Is(err, client.ErrLeaseLost) && !errors.Is(err, client.ErrLeaseExpired) {
+		return err
+	}
+	return nil
 }
 
 // sameSecond compares acquire times as records carry them, in whole
