@@ -189,6 +189,10 @@ func (s *Service) endMulti(g fsm.MultiGrant, secret string, expired bool) error 
 	return nil
 }
 
+// MultiGrant returns the live multi-grant with token, as this node's
+// state holds it.
+func (s *Service) MultiGrant(token uint64) (fsm.MultiGrant, bool) { return s.fsm.MultiGrant(token) }
+
 // lockLeaseKey is the timer key of lock grant l's lease: its own, or its
 // multi-grant's.
 func (s *Service) lockLeaseKey(l entry.Lock) lease.Key {
