@@ -189,3 +189,16 @@ func (c *Client) releaseMulti(ctx context.Context, token uint64, lease string) e
 	}
 	return err
 }
+
+// RenewMultiRaw renews multi-grant token's one lease once, as MultiLock's
+// keep-alive does, for tools that keep the grant themselves (the CLI).
+func (c *Client) RenewMultiRaw(ctx context.Context, token uint64, lease string) (wire.MultiRenewResponse, error) {
+	var out wire.MultiRenewResponse
+	err := c.tr.PostJSON(ctx, &transport.Request{Path: "/v1/locks/renew"}, wire.LeaseRequest{Lease: lease, Token: token}, &out)
+	return out, err
+}
+
+// ReleaseMultiRaw releases multi-grant token, every name in one entry.
+func (c *Client) ReleaseMultiRaw(ctx context.Context, token uint64, lease string) error {
+	return c.releaseMulti(ctx, token, lease)
+}
