@@ -80,7 +80,7 @@ func (r *Result) operations() string {
 	fmt.Fprintf(&b, "operations: %d\n", len(h.Ops))
 	for _, kind := range []history.OpKind{history.Acquire, history.Renew, history.Release, history.Read, history.Put, history.Get,
 		history.SemAcquire, history.SemRenew, history.SemRelease, history.Campaign, history.Proclaim, history.Resign,
-		history.SessionCreate, history.SessionRenew, history.SessionClose} {
+		history.SessionCreate, history.SessionRenew, history.SessionClose, history.MultiAcquire, history.MultiRenew, history.MultiRelease} {
 		var parts []string
 		n := 0
 		for _, o := range []history.Outcome{history.OK, history.LockHeld, history.SemaphoreFull, history.LockDelay, history.LeaseLost, history.StaleToken,
