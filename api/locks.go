@@ -23,6 +23,11 @@ func (s *Server) lockRoutes() chi.Router {
 	r.Group(func(r chi.Router) {
 		r.Use(blockingDeadline, s.fwd.LeaderOnly)
 		r.Get("/", s.listLocks)
+		// A multi-lock's: chi matches these before a lock named so, whose
+		// own routes are /{name}/acquire and the rest.
+		r.Post("/acquire", handleJSON(s.multiAcquire))
+		r.Post("/renew", handleJSON(s.multiRenew))
+		r.Post("/release", handleJSON(s.multiRelease))
 		r.Get("/{name}/history", handleJSON(s.lockHistory))
 		r.Route("/{name}", func(r chi.Router) {
 			r.Get("/", handleJSON(s.getLock))

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/fencer-io/fencer/coord/internal/timed"
 	"github.com/fencer-io/fencer/coord/internal/waitq"
 	"github.com/fencer-io/fencer/coord/lease"
 	"github.com/fencer-io/fencer/fsm"
@@ -269,7 +270,12 @@ func (e *engine[C, R]) renew(ctx context.Context, name string, token uint64, sec
 	if g.Session != 0 {
 		return st, fmt.Errorf("%w: %s %q's grant %d lives as long as session %d: renew the session", refusal.ErrSessionGrant, e.what, name, token, g.Session)
 	}
-	if !e.s.timers.Renew(e.p.grantKey(name, token), token) {
+	key := e.p.grantKey(name, token)
+	if g.Multi {
+		// One name of a multi-grant: its one lease is renewed, for all.
+		key = timed.MultiKey(token)
+	}
+	if !e.s.timers.Renew(key, token) {
 		return st, e.p.expiredError(name, token)
 	}
 	e.s.metrics.Renewals.Inc()

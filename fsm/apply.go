@@ -34,6 +34,8 @@ var appliers = map[entry.CommandType]applier{
 	entry.CmdSetGrantHistory: applierOf(applySetGrantHistory),
 	entry.CmdSessionCreate:   applierOf(applySessionCreate),
 	entry.CmdSessionEnd:      applierOf(applySessionEnd),
+	entry.CmdMultiAcquire:    applierOf(applyMultiAcquire),
+	entry.CmdMultiRelease:    applierOf(applyMultiRelease),
 }
 
 type applier func(s *state, cmd entry.Command, index uint64) any
@@ -136,6 +138,9 @@ func applyRelease(s *state, c *entry.Release, index uint64) any {
 	if err != nil {
 		return err
 	}
+	if err := s.multiOf(cur); err != nil {
+		return err
+	}
 	return s.free(cur, c.Next, index, grants.Released)
 }
 
@@ -156,6 +161,9 @@ func applyExpire(s *state, c *entry.Expire, index uint64) any {
 	cur, held := s.locks.Get(c.Lock)
 	if !held || cur.Token() != c.Token {
 		return fmt.Errorf("%w: lock %q token %d already ended", refusal.ErrLeaseLost, c.Lock, c.Token)
+	}
+	if err := s.multiOf(cur); err != nil {
+		return err
 	}
 	if cur.LockDelayMillis() > 0 {
 		// The grant asked for a lock-delay: nobody gets the lock until an

@@ -32,6 +32,9 @@ type Held struct {
 	// Session is the session the grant lives under (0: none): it has no
 	// lease of its own to renew.
 	Session uint64
+	// Multi: the grant is one name of a multi-grant (multilock.go), whose
+	// one lease is timed and renewed for all its names.
+	Multi bool
 }
 
 // NameState is the engine's view of one name.
@@ -92,7 +95,7 @@ func (f *FSM) NameState(kind Kind, name, holder, requestID, principal string) Na
 		if e, ok := s.locks.Get(name); ok {
 			st.Lock = e.Lock()
 			st.Holders = []Held{{Holder: e.Holder(), Token: e.Token(), Secret: e.Secret(),
-				TTLMillis: e.TTLMillis(), LockDelayMillis: e.LockDelayMillis(), Session: e.Session()}}
+				TTLMillis: e.TTLMillis(), LockDelayMillis: e.LockDelayMillis(), Session: e.Session(), Multi: s.multis[e.Token()] != nil}}
 		}
 		if d, ok := s.delays[name]; ok {
 			st.Delays = []entry.Delay{d}

@@ -55,6 +55,10 @@ func eventsOf(cmd entry.Command, result any, index uint64, memberExisted bool) [
 		}
 	case *entry.SessionEnd:
 		return sessionEndEvents(result, index)
+	case *entry.MultiAcquire:
+		return multiAcquiredEvents(result, index)
+	case *entry.MultiRelease:
+		return multiFreedEvents(result, index)
 	case *entry.Put:
 		if r, ok := result.(*PutResult); ok {
 			return []event.Event{{Index: index, Type: event.Put, Key: r.Key, Token: r.Token, ValueSize: len(c.Value)}}
@@ -138,6 +142,38 @@ func sessionEndEvents(result any, index uint64) []event.Event {
 		out = append(out, permitFreedEvents(p, index, permitHow, how)...)
 	}
 	return append(out, event.Event{Index: index, Type: typ, Session: r.Session.ID, Holder: r.Session.Holder})
+}
+
+// multiAcquiredEvents are a multi-grant's acquired events, one per name
+// in its order, all with its one token.
+func multiAcquiredEvents(result any, index uint64) []event.Event {
+	r, ok := result.(*MultiResult)
+	if !ok || r.Existing {
+		return nil
+	}
+	out := make([]event.Event, 0, len(r.Grant.Names))
+	for _, n := range r.Grant.Names {
+		out = append(out, event.Event{Index: index, Type: event.Acquired, Lock: n, Holder: r.Grant.Holder, Token: r.Grant.Token})
+	}
+	return out
+}
+
+// multiFreedEvents are the released (or expired) events of every name a
+// multi-grant's end freed, in its order.
+func multiFreedEvents(result any, index uint64) []event.Event {
+	r, ok := result.(*MultiReleaseResult)
+	if !ok {
+		return nil
+	}
+	how := event.Released
+	if r.Expired {
+		how = event.Expired
+	}
+	var out []event.Event
+	for _, l := range r.Locks {
+		out = append(out, lockFreedEvents(l, index, how)...)
+	}
+	return out
 }
 
 // memberID returns the id a membership command names, if it is one.

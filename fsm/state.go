@@ -32,6 +32,9 @@ type state struct {
 	// sessions are the live sessions and their grants, and the ids of
 	// those that ended lately (fsm/internal/sessions; session.go).
 	sessions *sessions.Table
+	// multis are the names of each live multi-grant, by its token
+	// (multilock.go); each name's grant is in locks.
+	multis map[uint64][]string
 	// history is the grant history, nil until SetGrantHistory (history.go).
 	history *grants.History
 	// restoredAt is the index at which a restore or recovery installed
@@ -51,6 +54,7 @@ func newState() *state {
 		delays:   map[string]entry.Delay{},
 		sems:     permits.New(),
 		sessions: sessions.New(),
+		multis:   map[uint64][]string{},
 	}
 }
 

@@ -91,6 +91,8 @@ func (f *FSM) viewLocked() *View {
 	v.rest.Sessions = s.sessions.Records()
 	v.rest.EndedSessions = s.sessions.EndedIDs()
 	v.Header.Sessions, v.Header.EndedSessions = len(v.rest.Sessions), len(v.rest.EndedSessions)
+	v.rest.MultiLocks = s.multiRecords()
+	v.Header.MultiLocks = len(v.rest.MultiLocks)
 	// Never written in place: a restore replaces the slice.
 	v.rest.Voided = s.voided
 	v.Header.RestoredAt, v.Header.Voided, v.Header.VoidedPermits = s.restoredAt, len(s.voided), voidedPermits(s.voided)
@@ -121,6 +123,7 @@ func (v *View) Image() *snapshot.Image {
 	img.Voided = slices.Clone(v.rest.Voided)
 	img.Sessions = slices.Clone(v.rest.Sessions)
 	img.EndedSessions = slices.Clone(v.rest.EndedSessions)
+	img.MultiLocks = slices.Clone(v.rest.MultiLocks)
 	if v.grants.Len() > 0 {
 		img.Grants = v.grants.Records()
 	}
@@ -196,6 +199,9 @@ func readState(r io.Reader) (*state, *snapshot.Header, error) {
 		return nil, nil, err
 	}
 	fill(s, rest)
+	if err := s.restoreMultis(rest.MultiLocks); err != nil {
+		return nil, nil, err
+	}
 	for _, e := range underSession {
 		if s.sessions.Get(e.Session()) == nil {
 			return nil, nil, fmt.Errorf("snapshot is inconsistent: lock %q held under session %d, which is not live", e.Name(), e.Session())

@@ -58,6 +58,10 @@ const (
 	// Reserved for issue 28 (LogFormatLockModes): CmdRevoke = 28,
 	// CmdMultiAcquire = 29, CmdMultiRelease = 30. Not in the commands
 	// table until built.
+	// Multi-locks (multilock.go; LogFormatLockModes): one grant over
+	// several names.
+	CmdMultiAcquire CommandType = 29
+	CmdMultiRelease CommandType = 30
 )
 
 // Command is one FSM operation. Everything the FSM needs is inside it: the
@@ -131,6 +135,8 @@ var commands = []commandSpec{
 		formOf(CmdSetGrantHistoryPermits, LogFormatPermitHistory, "permits", readPermitHistory, appendPermitHistory)}},
 	{typ: CmdSessionCreate, name: "session-create", empty: func() Command { return &SessionCreate{} }, since: LogFormatSession},
 	{typ: CmdSessionEnd, name: "session-end", empty: func() Command { return &SessionEnd{} }, since: LogFormatSession},
+	{typ: CmdMultiAcquire, name: "multi-acquire", empty: func() Command { return &MultiAcquire{} }, since: LogFormatLockModes},
+	{typ: CmdMultiRelease, name: "multi-release", empty: func() Command { return &MultiRelease{} }, since: LogFormatLockModes},
 }
 
 // Types returns the Type of every command this build knows, in table order.

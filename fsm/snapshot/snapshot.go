@@ -27,14 +27,18 @@ const Format = "fencer-snapshot"
 // which such a build refuses whole, and one without any as before.
 // Version 5 adds sessions (Header.Sessions, session records, and the ids of
 // the sessions that ended lately), and grants (locks, permits) under one.
+// Version 6 adds issue 28's primitives: the live multi-grants
+// (Header.MultiLocks, multi-lock records; their names' lock records are as
+// before).
 const (
 	Version1 = 1
 	Version2 = 2
 	Version3 = 3
 	Version4 = 4
 	Version5 = 5
+	Version6 = 6
 	// Version is the newest version this build writes and reads.
-	Version = Version5
+	Version = Version6
 )
 
 // Header is the first record of a snapshot. api/wire.SnapshotHeader repeats
@@ -86,6 +90,9 @@ type Header struct {
 	// Version 5: how many live sessions, and ended session ids, follow.
 	Sessions      int `json:"sessions,omitempty"`
 	EndedSessions int `json:"ended_sessions,omitempty"`
+
+	// Version 6: how many live multi-grants follow.
+	MultiLocks int `json:"multi_locks,omitempty"`
 }
 
 // Settings returns the grant history's settings as the state keeps them
@@ -118,11 +125,19 @@ func (h *Header) needsVersion4() bool { return h.MemberKeys != 0 }
 // lives.)
 func (h *Header) needsVersion5() bool { return h.Sessions != 0 || h.EndedSessions != 0 }
 
+// needsVersion6 reports whether the header describes anything version 5
+// cannot hold: issue 28's records, one line per primitive.
+func (h *Header) needsVersion6() bool {
+	return h.MultiLocks != 0
+}
+
 // Written is the header as a snapshot writes it: with the lowest version
 // that holds its state.
 func (h Header) Written() Header {
 	h.Version = Version1
 	switch {
+	case h.needsVersion6():
+		h.Version = Version6
 	case h.needsVersion5():
 		h.Version = Version5
 	case h.needsVersion4():
@@ -150,6 +165,8 @@ type Image struct {
 	// of the sessions that ended lately, oldest first.
 	Sessions      []entry.Session
 	EndedSessions []uint64
+	// MultiLocks are the live multi-grants, sorted by token.
+	MultiLocks []entry.MultiLock
 	// Grants is the grant history, in token order; the last
 	// Header.GrantRing of them are the ring.
 	Grants []entry.GrantRecord
@@ -168,6 +185,8 @@ type Record struct {
 	Session *entry.Session       `json:"session,omitempty"`
 	// EndedSession is the id of a session that ended lately.
 	EndedSession *uint64 `json:"ended_session,omitempty"`
+	// MultiLock is a live multi-grant (version 6).
+	MultiLock *entry.MultiLock `json:"multi_lock,omitempty"`
 }
 
 // WriteTo writes the image in snapshot format: a header line, then one JSON
@@ -214,6 +233,9 @@ func (sw *Writer) Middle(img *Image) {
 	}
 	for i := range img.EndedSessions {
 		sw.Encode(Record{EndedSession: &img.EndedSessions[i]})
+	}
+	for i := range img.MultiLocks {
+		sw.Encode(Record{MultiLock: &img.MultiLocks[i]})
 	}
 }
 
@@ -340,8 +362,10 @@ func Decode(r io.Reader, img *Image, lock func(*LockRecord) error) error {
 		return fmt.Errorf("snapshot version %d with fields of version 4", v)
 	case v < Version5 && img.Header.needsVersion5():
 		return fmt.Errorf("snapshot version %d with fields of version 5", v)
-	case v < Version1 || v > Version5:
-		return fmt.Errorf("snapshot version %d is not supported (this build reads %d to %d)", v, Version1, Version5)
+	case v < Version6 && img.Header.needsVersion6():
+		return fmt.Errorf("snapshot version %d with fields of version 6", v)
+	case v < Version1 || v > Version6:
+		return fmt.Errorf("snapshot version %d is not supported (this build reads %d to %d)", v, Version1, Version6)
 	}
 	var lr0 LockRecord
 	for {
@@ -394,6 +418,8 @@ func Decode(r io.Reader, img *Image, lock func(*LockRecord) error) error {
 			img.Sessions = append(img.Sessions, *rec.Session)
 		case rec.EndedSession != nil:
 			img.EndedSessions = append(img.EndedSessions, *rec.EndedSession)
+		case rec.MultiLock != nil:
+			img.MultiLocks = append(img.MultiLocks, *rec.MultiLock)
 		default:
 			return errors.New("snapshot record: empty record")
 		}
@@ -474,6 +500,9 @@ func (img *Image) CheckCounts(locks int) error {
 	if len(img.Sessions) != h.Sessions || len(img.EndedSessions) != h.EndedSessions {
 		return fmt.Errorf("snapshot is incomplete: header says %d sessions and %d ended, found %d and %d",
 			h.Sessions, h.EndedSessions, len(img.Sessions), len(img.EndedSessions))
+	}
+	if len(img.MultiLocks) != h.MultiLocks {
+		return fmt.Errorf("snapshot is incomplete: header says %d multi-grants, found %d", h.MultiLocks, len(img.MultiLocks))
 	}
 	if locks != h.Locks || len(img.Keys) != h.Keys || len(img.Members) != h.Members || len(img.Requests) != h.Requests || len(img.Delays) != h.Delays || len(img.Permits) != h.Permits ||
 		len(img.Voided) != h.Voided || len(img.Grants) != h.Grants {
@@ -601,6 +630,9 @@ func (img *Image) check() error {
 	if err := img.checkSessions(); err != nil {
 		return err
 	}
+	if err := img.checkMultiLocks(); err != nil {
+		return err
+	}
 	return img.checkGrants()
 }
 
@@ -634,6 +666,29 @@ func (img *Image) checkSessions() error {
 	for _, p := range img.Permits {
 		if p.Session != 0 && !live[p.Session] {
 			return fmt.Errorf("permit %d of semaphore %q held under session %d, which is not live", p.Token, p.Semaphore, p.Session)
+		}
+	}
+	return nil
+}
+
+// checkMultiLocks refuses multi-grants no log could have written: token 0
+// or above the last token, no names or more than entry.MaxMultiNames, a
+// name twice (in one grant or in two), a token twice, or out of order.
+// That each name's lock carries the token is checked where the locks are
+// (fsm's restore streams them).
+func (img *Image) checkMultiLocks() error {
+	names := map[string]bool{}
+	var last uint64
+	for _, m := range img.MultiLocks {
+		if m.Token == 0 || m.Token <= last || m.Token > img.Header.LastToken || len(m.Names) == 0 || len(m.Names) > entry.MaxMultiNames {
+			return fmt.Errorf("multi-grant %d of %d names (after %d, last token %d)", m.Token, len(m.Names), last, img.Header.LastToken)
+		}
+		last = m.Token
+		for _, n := range m.Names {
+			if n == "" || names[n] {
+				return fmt.Errorf("multi-grant %d names lock %q, empty or held twice", m.Token, n)
+			}
+			names[n] = true
 		}
 	}
 	return nil

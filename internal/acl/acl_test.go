@@ -97,6 +97,9 @@ func TestEachRoleAgainstEachEndpoint(t *testing.T) {
 		{"POST", "/v1/locks/a/acquire", c | o},
 		{"POST", "/v1/locks/a/renew", c | o},
 		{"POST", "/v1/locks/a/release", c | o},
+		{"POST", "/v1/locks/acquire", c | o}, // a multi-lock's: its names are the handler's (NamesAllowed)
+		{"POST", "/v1/locks/renew", c | o},
+		{"POST", "/v1/locks/release", c | o},
 		{"PUT", "/v1/kv/k", c | o},
 		{"POST", "/v1/cluster/join", o},
 		{"POST", "/v1/cluster/members", o},

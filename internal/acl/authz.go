@@ -89,6 +89,23 @@ func SessionAllowed(ctx context.Context, action Action, holder string) bool {
 	return inScope(p.Locks, holder)
 }
 
+// NamesAllowed returns the first of names on which the principal of ctx
+// may not perform action (a multi-lock's every name is checked as a lock's
+// name is), and false; "" and true when it may on all, or when no ACL
+// authenticated the request.
+func NamesAllowed(ctx context.Context, action Action, names []string) (string, bool) {
+	p, ok := PrincipalFrom(ctx)
+	if !ok {
+		return "", true
+	}
+	for _, n := range names {
+		if !Allow(p, action, n) {
+			return n, false
+		}
+	}
+	return "", true
+}
+
 func inScope(prefixes []string, name string) bool {
 	if name == "" {
 		return false

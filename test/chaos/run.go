@@ -400,7 +400,7 @@ func finalReads(ctx context.Context, cl *harness.Cluster, rs *harness.Resource) 
 		}
 		reads = append(reads, r)
 	}
-	for _, lock := range append(slices.Clone(locks), sessionLocks...) {
+	for _, lock := range slices.Concat(locks, sessionLocks, workload.MultiNames(locks)) {
 		key := workload.KVKey(lock)
 		var r history.FinalRead
 		err := harness.Retry(ctx, func() error {

@@ -47,6 +47,7 @@ from .errors import (BadAnswer, FencerError, InvalidRequest, LockDelay, LockHeld
                      NotFound, OutcomeUnknown, ServerTimeout, StaleToken,
                      Unavailable, from_response)
 from .lease import Lease
+from .multilock import MultiLock, multi_lock
 from .session import Session
 
 MIN_TTL = 0.1
@@ -413,6 +414,18 @@ class Client:
         """Like :meth:`acquire_permit`, for ``with client.semaphore("name",
         limit=3, ttl=10, wait=5) as permit:``."""
         return self.acquire_permit(name, limit, ttl, wait, **kw)
+
+    def multi_lock(self, names: Sequence[str], ttl: float = 10.0, *, holder: Optional[str] = None,
+                   keep_alive: bool = True) -> MultiLock:
+        """Take every lock of ``names`` or none, in one entry, with one token
+        and one lease for all (at most 64 names, none twice), and keep the
+        lease alive as :meth:`acquire` does. It does not wait: a held name
+        raises :class:`~fencer.errors.LockHeld`, whose ``lock`` names the
+        first held one. ``with client.multi_lock(["a", "b"]) as m:``
+        releases every name on leaving."""
+        if not MIN_TTL <= ttl <= MAX_TTL:
+            raise InvalidRequest("ttl %r: want %g to %g seconds" % (ttl, MIN_TTL, MAX_TTL))
+        return multi_lock(self, names, ttl, holder or self.holder, keep_alive)
 
     def semaphore_status(self, name: str) -> Dict[str, Any]:
         """The semaphore's limit, holders and waiters."""

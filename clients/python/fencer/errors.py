@@ -30,7 +30,12 @@ class InvalidRequest(FencerError):
 
 class LockHeld(FencerError):
     """409 lock_held: another holder has the lock. ``holder`` and ``token``
-    name the current grant."""
+    name the current grant, ``lock`` the lock (a multi-lock's first held
+    name)."""
+
+    @property
+    def lock(self) -> str:
+        return str(self.body.get("lock", ""))
 
     @property
     def holder(self) -> str:
@@ -180,6 +185,11 @@ class SessionGrant(FencerError):
     by renewing the session (:meth:`fencer.Session.renew`)."""
 
 
+class MultiGrant(FencerError):
+    """409 multi_grant: the lock is one name of a multi-lock, whose names
+    end together: release the :class:`~fencer.MultiLock`."""
+
+
 class ServerTimeout(FencerError):
     """504 timeout."""
 
@@ -254,6 +264,8 @@ CODE_ERRORS: Dict[str, Type[FencerError]] = {
     "session_expired": SessionExpired,
     "session_mismatch": SessionMismatch,
     "session_grant": SessionGrant,
+    "invalid_names": InvalidRequest,
+    "multi_grant": MultiGrant,
     "unauthorized": Unauthorized,
     "keyed_member": Unauthorized,
     "forbidden": Forbidden,

@@ -40,6 +40,12 @@ func validRun() history.History {
 			acquireUnder(3, "d", 1<<32|5, 1<<32|6, 310, 315),
 			boundPut(3, "d", 1<<32|6, history.OK, 320, 325),
 			closed(3, 1<<32|5, 330, 335, 1<<32|6),
+			// A multi-lock of multi.x and multi.y, one bound write, released.
+			{Kind: history.MultiAcquire, Target: "multi.x,multi.y", Names: []string{"multi.x", "multi.y"}, Client: 1, Holder: "h2", TTL: 1000,
+				Token: 1<<32 | 10, Outcome: history.OK, Call: 340, Return: 345},
+			boundPut(1, "multi.y", 1<<32|10, history.OK, 350, 355),
+			{Kind: history.MultiRelease, Target: "multi.x,multi.y", Names: []string{"multi.x", "multi.y"}, Client: 1, Token: 1<<32 | 10,
+				Outcome: history.OK, Call: 360, Return: 365},
 		},
 		Events: []history.Event{
 			{Kind: "partition", Time: 55, Description: "isolate n1"},
@@ -49,6 +55,7 @@ func validRun() history.History {
 			{Key: "k", Found: true, Value: "v3", Token: 8},
 			{Key: "j", Found: true, Value: "w1", Token: 1<<32 | 4},
 			{Key: "kv.d", Found: true, Value: "v", Token: 1<<32 | 6},
+			{Key: "kv.multi.y", Found: true, Value: "v", Token: 1<<32 | 10},
 		},
 		Accepted: map[string][]history.Stamp{
 			"k": {{Token: 5}, {Token: 8}},
@@ -59,15 +66,20 @@ func validRun() history.History {
 		// The restore's entries were not seen: a gap up to the new epoch.
 		Watch: &history.Watch{
 			Grants: []history.WatchedGrant{watched("acquired", "a", 5), watched("acquired", "a", 8), watched("acquired", "e", 10), watched("acquired", "c", 1<<32|4),
-				{Index: 1<<32 | 6, Type: "acquired", Lock: "d", Token: 1<<32 | 6, Session: 1<<32 | 5}},
+				{Index: 1<<32 | 6, Type: "acquired", Lock: "d", Token: 1<<32 | 6, Session: 1<<32 | 5},
+				{Index: 1<<32 | 10, Type: "acquired", Lock: "multi.x", Token: 1<<32 | 10},
+				{Index: 1<<32 | 10, Type: "acquired", Lock: "multi.y", Token: 1<<32 | 10}},
 			Events: []history.WatchedEvent{
 				sessionEv(1<<32|5, "session_created", 1<<32|5),
 				{Index: 1<<32 | 7, Type: "put", Key: "kv.d", Token: 1<<32 | 6},
 				ev(1<<32|8, "released", "d", 1<<32|6),
 				sessionEv(1<<32|8, "session_closed", 1<<32|5),
+				{Index: 1<<32 | 11, Type: "put", Key: "kv.multi.y", Token: 1<<32 | 10},
+				ev(1<<32|12, "released", "multi.x", 1<<32|10),
+				ev(1<<32|12, "released", "multi.y", 1<<32|10),
 			},
 			Gaps:  []history.WatchGap{{After: 10, Until: 1 << 32}},
-			Until: 1<<32 | 8,
+			Until: 1<<32 | 12,
 		},
 	}
 }
@@ -82,7 +94,7 @@ func TestCheckPassesAValidRun(t *testing.T) {
 			t.Errorf("%s: %s, want every check to run and pass", v.Name, v.Status)
 		}
 	}
-	if !strings.Contains(r.String(), "all 18 checks passed") {
+	if !strings.Contains(r.String(), "all 19 checks passed") {
 		t.Errorf("summary:\n%s", r)
 	}
 }
@@ -128,7 +140,7 @@ func TestReportSummarizesFailures(t *testing.T) {
 	}
 	s := r.String()
 	for _, want := range []string{
-		"2 of 18 checks not OK",
+		"2 of 19 checks not OK",
 		"FAIL          lock linearizability",
 		"renew(a, t5) -> ok [300, 310]",
 		"FAIL          member state hashes",

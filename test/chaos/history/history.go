@@ -43,6 +43,12 @@ const (
 	SessionCreate OpKind = "session_create"
 	SessionRenew  OpKind = "session_renew"
 	SessionClose  OpKind = "session_close"
+
+	// Multi-locks: several lock names in one grant (Op.Names; Target is
+	// the names joined by commas).
+	MultiAcquire OpKind = "multi_acquire"
+	MultiRenew   OpKind = "multi_renew"
+	MultiRelease OpKind = "multi_release"
 )
 
 // OnLock reports whether k acts on a lock rather than a fenced key.
@@ -119,6 +125,10 @@ var outcomesByKind = map[OpKind][]Outcome{
 	SessionCreate: {OK, Unknown, OtherError},
 	SessionRenew:  {OK, SessionExpired, Unknown, OtherError},
 	SessionClose:  {OK, SessionExpired, Unknown, OtherError},
+
+	MultiAcquire: {OK, LockHeld, LockDelay, Unknown, OtherError},
+	MultiRenew:   {OK, LeaseLost, Unknown, OtherError},
+	MultiRelease: {OK, LeaseLost, Unknown, OtherError},
 }
 
 // Op is one client operation: what was asked, what came back, and when.
@@ -159,6 +169,9 @@ type Op struct {
 	Lock string `json:"lock,omitempty"`
 	// Released lists the tokens a session_close ok reported it ended.
 	Released []uint64 `json:"released,omitempty"`
+	// Names are a multi-lock's names, in the order asked; on a
+	// multi_acquire lock_held, Lock is the held name the service named.
+	Names []string `json:"names,omitempty"`
 
 	Call    int64   `json:"call"`
 	Return  int64   `json:"return"`

@@ -173,6 +173,10 @@ func (w *worker) leaseTTL() time.Duration {
 // iteration is one pass: maybe read, acquire, write, hold, write again,
 // read back, release, and sometimes misbehave.
 func (w *worker) iteration(ctx context.Context) {
+	if len(w.cfg.Locks) > 1 && w.chance(multiChance) {
+		w.multiIteration(ctx) // multilocks.go
+		return
+	}
 	lock := w.cfg.Locks[w.rng.IntN(len(w.cfg.Locks))]
 	if w.chance(0.3) {
 		w.read(lock)
