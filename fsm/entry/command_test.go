@@ -130,3 +130,23 @@ func TestKeyedMemberHasATypeOfItsOwn(t *testing.T) {
 		t.Fatalf("a keyed record for members of format 6: %v, want ErrFormatTooOld", err)
 	}
 }
+
+// A session's end carries its hand-off's principal through the log, whatever
+// the acquire's other fields: without it the waiter's request id would be
+// remembered as nobody's, for another principal to replay (fails with the
+// acquire's own JSON, which leaves the principal out).
+func TestSessionEndKeepsTheHandOffsPrincipal(t *testing.T) {
+	cmd := &SessionEnd{Session: 7, Expired: true, Next: []*Acquire{{Lock: "a", Holder: "w", Lease: "l", TTLMillis: 1000, RequestID: "r", Principal: "jobs"}}}
+	data, err := EncodeFormat(cmd, LogFormatSession)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := Decode(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	end := back.(*SessionEnd)
+	if len(end.Next) != 1 || end.Next[0].Principal != "jobs" || end.Next[0].RequestID != "r" || end.Session != 7 || !end.Expired {
+		t.Fatalf("decoded %+v (next %+v)", end, end.Next)
+	}
+}
