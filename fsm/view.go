@@ -91,6 +91,8 @@ func (f *FSM) viewLocked() *View {
 	v.rest.Sessions = s.sessions.Records()
 	v.rest.EndedSessions = s.sessions.EndedIDs()
 	v.Header.Sessions, v.Header.EndedSessions = len(v.rest.Sessions), len(v.rest.EndedSessions)
+	v.rest.Revoked = s.revoked.Tokens()
+	v.Header.Revoked = len(v.rest.Revoked)
 	// Never written in place: a restore replaces the slice.
 	v.rest.Voided = s.voided
 	v.Header.RestoredAt, v.Header.Voided, v.Header.VoidedPermits = s.restoredAt, len(s.voided), voidedPermits(s.voided)
@@ -121,6 +123,7 @@ func (v *View) Image() *snapshot.Image {
 	img.Voided = slices.Clone(v.rest.Voided)
 	img.Sessions = slices.Clone(v.rest.Sessions)
 	img.EndedSessions = slices.Clone(v.rest.EndedSessions)
+	img.Revoked = slices.Clone(v.rest.Revoked)
 	if v.grants.Len() > 0 {
 		img.Grants = v.grants.Records()
 	}
@@ -195,6 +198,9 @@ func readState(r io.Reader) (*state, *snapshot.Header, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	if err := checkRevokedLocks(s, rest.Revoked); err != nil {
+		return nil, nil, err
+	}
 	fill(s, rest)
 	for _, e := range underSession {
 		if s.sessions.Get(e.Session()) == nil {
@@ -246,6 +252,9 @@ func fill(s *state, img *snapshot.Image) {
 		s.sessions.Open(rec)
 	}
 	s.sessions.RestoreEnded(img.EndedSessions)
+	for _, t := range img.Revoked {
+		s.revoked.Add(t)
+	}
 	for i := range img.Permits {
 		p := img.Permits[i]
 		s.sems.Add(&p)

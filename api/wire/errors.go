@@ -115,6 +115,7 @@ func Codes() []string {
 		CodeInvalidLimit, CodeSemaphoreFull, CodeLimitMismatch, CodeInvalidValue,
 		CodeTooManyWatches,
 		CodeUnknownSession, CodeSessionExpired, CodeSessionMismatch, CodeSessionGrant,
+		CodeRevoked,
 	}
 }
 

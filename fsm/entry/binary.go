@@ -58,11 +58,10 @@ const (
 	LogFormatSession = 8
 	// LogFormatLockModes also reads the primitives of issue 28: revoke
 	// (type 28), multi-lock acquire and release (types 29-30) and the
-	// acquire field mode (shared locks). Not written yet: LogFormat stays
-	// LogFormatSession until they are built.
+	// acquire field mode (shared locks).
 	LogFormatLockModes = 9
 	// LogFormat is the newest format this build reads and writes.
-	LogFormat = LogFormatSession
+	LogFormat = LogFormatLockModes
 )
 
 // binaryForm is a command's compact form: its type byte, the log format

@@ -27,14 +27,18 @@ const Format = "fencer-snapshot"
 // which such a build refuses whole, and one without any as before.
 // Version 5 adds sessions (Header.Sessions, session records, and the ids of
 // the sessions that ended lately), and grants (locks, permits) under one.
+// Version 6 adds issue 28's primitives: the revoked tokens remembered
+// (Header.Revoked, revoked records) and grants ended "revoked" in the
+// history, which only a state that remembers a revoke holds.
 const (
 	Version1 = 1
 	Version2 = 2
 	Version3 = 3
 	Version4 = 4
 	Version5 = 5
+	Version6 = 6
 	// Version is the newest version this build writes and reads.
-	Version = Version5
+	Version = Version6
 )
 
 // Header is the first record of a snapshot. api/wire.SnapshotHeader repeats
@@ -86,6 +90,9 @@ type Header struct {
 	// Version 5: how many live sessions, and ended session ids, follow.
 	Sessions      int `json:"sessions,omitempty"`
 	EndedSessions int `json:"ended_sessions,omitempty"`
+
+	// Version 6: how many revoked tokens (grants' and sessions') follow.
+	Revoked int `json:"revoked,omitempty"`
 }
 
 // Settings returns the grant history's settings as the state keeps them
@@ -118,11 +125,19 @@ func (h *Header) needsVersion4() bool { return h.MemberKeys != 0 }
 // lives.)
 func (h *Header) needsVersion5() bool { return h.Sessions != 0 || h.EndedSessions != 0 }
 
+// needsVersion6 reports whether the header describes anything version 5
+// cannot hold: issue 28's state, one line per primitive.
+func (h *Header) needsVersion6() bool {
+	return h.Revoked != 0
+}
+
 // Written is the header as a snapshot writes it: with the lowest version
 // that holds its state.
 func (h Header) Written() Header {
 	h.Version = Version1
 	switch {
+	case h.needsVersion6():
+		h.Version = Version6
 	case h.needsVersion5():
 		h.Version = Version5
 	case h.needsVersion4():
@@ -150,6 +165,9 @@ type Image struct {
 	// of the sessions that ended lately, oldest first.
 	Sessions      []entry.Session
 	EndedSessions []uint64
+	// Revoked are the tokens of the grants and sessions revoked lately,
+	// oldest first.
+	Revoked []uint64
 	// Grants is the grant history, in token order; the last
 	// Header.GrantRing of them are the ring.
 	Grants []entry.GrantRecord
@@ -168,6 +186,8 @@ type Record struct {
 	Session *entry.Session       `json:"session,omitempty"`
 	// EndedSession is the id of a session that ended lately.
 	EndedSession *uint64 `json:"ended_session,omitempty"`
+	// Revoked is the token of a grant or session revoked lately.
+	Revoked *uint64 `json:"revoked,omitempty"`
 }
 
 // WriteTo writes the image in snapshot format: a header line, then one JSON
@@ -190,7 +210,7 @@ func (img *Image) WriteTo(w io.Writer) (int64, error) {
 
 // Middle writes img's records from its members to its voided grants, in
 // the format's order: members, requests, delays, permits, voided grants,
-// sessions, ended sessions.
+// sessions, ended sessions, revoked tokens.
 // Image.WriteTo, and fsm's View, which streams its locks, keys and grants
 // from the state's own layout, write the rest around it.
 func (sw *Writer) Middle(img *Image) {
@@ -214,6 +234,9 @@ func (sw *Writer) Middle(img *Image) {
 	}
 	for i := range img.EndedSessions {
 		sw.Encode(Record{EndedSession: &img.EndedSessions[i]})
+	}
+	for i := range img.Revoked {
+		sw.Encode(Record{Revoked: &img.Revoked[i]})
 	}
 }
 
@@ -340,8 +363,10 @@ func Decode(r io.Reader, img *Image, lock func(*LockRecord) error) error {
 		return fmt.Errorf("snapshot version %d with fields of version 4", v)
 	case v < Version5 && img.Header.needsVersion5():
 		return fmt.Errorf("snapshot version %d with fields of version 5", v)
-	case v < Version1 || v > Version5:
-		return fmt.Errorf("snapshot version %d is not supported (this build reads %d to %d)", v, Version1, Version5)
+	case v < Version6 && img.Header.needsVersion6():
+		return fmt.Errorf("snapshot version %d with fields of version 6", v)
+	case v < Version1 || v > Version6:
+		return fmt.Errorf("snapshot version %d is not supported (this build reads %d to %d)", v, Version1, Version6)
 	}
 	var lr0 LockRecord
 	for {
@@ -394,6 +419,8 @@ func Decode(r io.Reader, img *Image, lock func(*LockRecord) error) error {
 			img.Sessions = append(img.Sessions, *rec.Session)
 		case rec.EndedSession != nil:
 			img.EndedSessions = append(img.EndedSessions, *rec.EndedSession)
+		case rec.Revoked != nil:
+			img.Revoked = append(img.Revoked, *rec.Revoked)
 		default:
 			return errors.New("snapshot record: empty record")
 		}
@@ -474,6 +501,9 @@ func (img *Image) CheckCounts(locks int) error {
 	if len(img.Sessions) != h.Sessions || len(img.EndedSessions) != h.EndedSessions {
 		return fmt.Errorf("snapshot is incomplete: header says %d sessions and %d ended, found %d and %d",
 			h.Sessions, h.EndedSessions, len(img.Sessions), len(img.EndedSessions))
+	}
+	if len(img.Revoked) != h.Revoked {
+		return fmt.Errorf("snapshot is incomplete: header says %d revoked tokens, found %d", h.Revoked, len(img.Revoked))
 	}
 	if locks != h.Locks || len(img.Keys) != h.Keys || len(img.Members) != h.Members || len(img.Requests) != h.Requests || len(img.Delays) != h.Delays || len(img.Permits) != h.Permits ||
 		len(img.Voided) != h.Voided || len(img.Grants) != h.Grants {
@@ -601,6 +631,9 @@ func (img *Image) check() error {
 	if err := img.checkSessions(); err != nil {
 		return err
 	}
+	if err := img.checkRevoked(); err != nil {
+		return err
+	}
 	return img.checkGrants()
 }
 
@@ -635,6 +668,30 @@ func (img *Image) checkSessions() error {
 		if p.Session != 0 && !live[p.Session] {
 			return fmt.Errorf("permit %d of semaphore %q held under session %d, which is not live", p.Token, p.Semaphore, p.Session)
 		}
+	}
+	return nil
+}
+
+// checkRevoked refuses revoked tokens no log could have written: 0, above
+// the last token, a duplicate, or a grant or session still live (a revoke
+// ends what it names, and a token is never granted twice).
+func (img *Image) checkRevoked() error {
+	live := map[uint64]bool{}
+	for _, l := range img.Locks {
+		live[l.Token] = true
+	}
+	for _, p := range img.Permits {
+		live[p.Token] = true
+	}
+	for _, s := range img.Sessions {
+		live[s.ID] = true
+	}
+	seen := map[uint64]bool{}
+	for _, t := range img.Revoked {
+		if t == 0 || t > img.Header.LastToken || seen[t] || live[t] {
+			return fmt.Errorf("revoked token %d is 0, above the last token, a duplicate or still live", t)
+		}
+		seen[t] = true
 	}
 	return nil
 }
