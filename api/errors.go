@@ -36,6 +36,7 @@ var errorTable = []struct {
 	{refusal.ErrSessionExpired, http.StatusGone, wire.CodeSessionExpired},
 	{refusal.ErrSessionMismatch, http.StatusConflict, wire.CodeSessionMismatch},
 	{refusal.ErrSessionGrant, http.StatusConflict, wire.CodeSessionGrant},
+	{refusal.ErrRevoked, http.StatusGone, wire.CodeRevoked},
 	{entry.ErrFormatTooOld, http.StatusConflict, wire.CodeUpgradeRequired},
 	{refusal.ErrTokenSpaceExhausted, http.StatusServiceUnavailable, wire.CodeInternal},
 	{cluster.ErrNotLeader, http.StatusServiceUnavailable, wire.CodeNoLeader},

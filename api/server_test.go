@@ -138,6 +138,15 @@ func (f *fakeCluster) Session(_ context.Context, id uint64, _ bool) (coord.Sessi
 func (f *fakeCluster) Sessions(context.Context, bool) ([]coord.SessionStatus, error) {
 	return nil, f.call("sessions")
 }
+func (f *fakeCluster) Revoke(context.Context, string, uint64) (fsm.ReleaseResult, error) {
+	return fsm.ReleaseResult{}, f.call("revoke")
+}
+func (f *fakeCluster) RevokePermit(context.Context, string, uint64) (fsm.SemReleaseResult, error) {
+	return fsm.SemReleaseResult{}, f.call("sem-revoke")
+}
+func (f *fakeCluster) RevokeSession(context.Context, uint64) (entry.Session, []fsm.SessionGrant, error) {
+	return entry.Session{}, nil, f.call("session-revoke")
+}
 func (f *fakeCluster) Join(context.Context, wire.JoinRequest) error { return f.call("join") }
 func (f *fakeCluster) Backup(context.Context, io.Writer) (snapshot.Header, error) {
 	return snapshot.Header{}, f.call("backup")
