@@ -161,7 +161,7 @@ func TestPrefixScoping(t *testing.T) {
 		{"PUT", "/v1/kv/billing", false},
 		{"GET", "/v1/kv/billing", false},
 		{"DELETE", "/v1/kv/jobs.report", false},                 // a client's key, but not a client's right
-		{"POST", "/v1/locks/jobs.nightly/revoke", false},         // a client's lock, but not a client's right
+		{"POST", "/v1/locks/jobs.nightly/revoke", false},        // a client's lock, but not a client's right
 		{"POST", "/v1/locks/jobs.x%2F..%2Fother/acquire", true}, // the raw name: refused by the handler as invalid
 	} {
 		status, code, reached, _ := serve(t, mw, tc.method, tc.path, scopedSecret)
