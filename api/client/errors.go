@@ -53,6 +53,10 @@ var (
 	// ErrSessionGrant: a grant held under a session is renewed by renewing
 	// its session (409 session_grant).
 	ErrSessionGrant = errors.New("grant held under a session")
+	// ErrRevoked: an operator revoked the grant or the session (410
+	// revoked). An answer with that code matches ErrLeaseLost too: the
+	// grant is lost, for good.
+	ErrRevoked = errors.New("revoked")
 	// ErrUpgradeRequired: the request needs every member to run a newer
 	// build first (409 upgrade_required).
 	ErrUpgradeRequired = errors.New("upgrade required")
@@ -181,6 +185,7 @@ var codeErrors = map[string]error{
 	wire.CodeSessionExpired:       ErrSessionExpired,
 	wire.CodeSessionMismatch:      ErrSessionMismatch,
 	wire.CodeSessionGrant:         ErrSessionGrant,
+	wire.CodeRevoked:              ErrRevoked,
 	wire.CodeUnauthorized:         ErrUnauthorized,
 	wire.CodeKeyedMember:          ErrUnauthorized,
 	wire.CodeForbidden:            ErrForbidden,
@@ -224,6 +229,9 @@ func (e *APIError) Error() string {
 func (e *APIError) Is(target error) bool {
 	if target == ErrInvalid && e.Status == http.StatusBadRequest {
 		return true
+	}
+	if target == ErrLeaseLost && e.Code == wire.CodeRevoked {
+		return true // a revoked grant is lost
 	}
 	s, ok := codeErrors[e.Code]
 	return ok && s == target
