@@ -34,6 +34,8 @@ const (
 	CheckSessionEnds      = "session grants end together"
 	CheckSessionWrites    = "no lock-bound write after its session"
 	CheckSessionSurvivors = "no grant outlives its session"
+
+	CheckRevokedWrites = "no lock-bound write after its revoke"
 )
 
 // DefaultTimeout bounds each linearizability search when Options.Timeout is
@@ -138,6 +140,7 @@ func Check(h history.History, opts Options) Report {
 		invariant(CheckSessionEnds, SessionGrantsEnd(h), skipIf(!hasSession(h), "no session opened")),
 		invariant(CheckSessionWrites, SessionWrites(h), skipIf(!hasSession(h), "no session opened")),
 		invariant(CheckSessionSurvivors, SessionSurvivors(h), skipIf(!hasSession(h), "no session opened")),
+		invariant(CheckRevokedWrites, RevokedWrites(h), skipIf(!hasRevoke(h), "no revoke")),
 	)
 	return r
 }

@@ -40,6 +40,12 @@ func validRun() history.History {
 			acquireUnder(3, "d", 1<<32|5, 1<<32|6, 310, 315),
 			boundPut(3, "d", 1<<32|6, history.OK, 320, 325),
 			closed(3, 1<<32|5, 330, 335, 1<<32|6),
+			// Lock f's grant revoked by an operator: the holder's
+			// lock-bound write and renewal after it are refused.
+			acquireOK(4, "f", "h4", 1<<32|10, 340, 345),
+			{Kind: history.Revoke, Target: "f", Token: 1<<32 | 10, Client: 2, Outcome: history.OK, Call: 350, Return: 355},
+			withCode(boundPut(4, "f", 1<<32|10, history.NotLockHolder, 360, 365), "not_lock_holder"),
+			withCode(renew(4, "f", 1<<32|10, history.Revoked, 366, 368), "revoked"),
 		},
 		Events: []history.Event{
 			{Kind: "partition", Time: 55, Description: "isolate n1"},
@@ -82,7 +88,7 @@ func TestCheckPassesAValidRun(t *testing.T) {
 			t.Errorf("%s: %s, want every check to run and pass", v.Name, v.Status)
 		}
 	}
-	if !strings.Contains(r.String(), "all 18 checks passed") {
+	if !strings.Contains(r.String(), "all 19 checks passed") {
 		t.Errorf("summary:\n%s", r)
 	}
 }
@@ -128,7 +134,7 @@ func TestReportSummarizesFailures(t *testing.T) {
 	}
 	s := r.String()
 	for _, want := range []string{
-		"2 of 18 checks not OK",
+		"2 of 19 checks not OK",
 		"FAIL          lock linearizability",
 		"renew(a, t5) -> ok [300, 310]",
 		"FAIL          member state hashes",
