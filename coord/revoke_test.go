@@ -2,6 +2,7 @@ package coord
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -122,7 +123,9 @@ func TestRevokeSessionEndsItsGrants(t *testing.T) {
 }
 
 // While a member reads no revoke entries, a revoke is refused as
-// upgrade_required and writes nothing.
+// upgrade_required, saying what to do, before anything is proposed (the
+// encoder would refuse the entry too, without the advice), and writes
+// nothing.
 func TestRevokeNeedsTheLockModesFormat(t *testing.T) {
 	s, f, _ := newTestService(t, Config{})
 	a := mustAcquire(t, s, "l", "a", time.Minute)
@@ -130,8 +133,11 @@ func TestRevokeNeedsTheLockModesFormat(t *testing.T) {
 	f.format = entry.LogFormatSession
 	f.mu.Unlock()
 	before := len(f.log())
-	if _, err := s.Revoke(bg, "l", a.Token); !errors.Is(err, entry.ErrFormatTooOld) {
+	if _, err := s.Revoke(bg, "l", a.Token); !errors.Is(err, entry.ErrFormatTooOld) || !strings.Contains(err.Error(), "upgrade every member first") {
 		t.Fatalf("revoke at format 8: %v", err)
+	}
+	if _, _, err := s.RevokeSession(bg, 12345); !errors.Is(err, entry.ErrFormatTooOld) {
+		t.Fatalf("session revoke at format 8: %v", err)
 	}
 	if len(f.log()) != before || !isHeld(f, "l") {
 		t.Fatal("a refused revoke wrote the log")
