@@ -130,3 +130,30 @@ func TestKeyedMemberHasATypeOfItsOwn(t *testing.T) {
 		t.Fatalf("a keyed record for members of format 6: %v, want ErrFormatTooOld", err)
 	}
 }
+
+// A revoke's hand-off keeps its principal through the log (an acquire's
+// own JSON leaves it out unless it has a lock-delay or a value), and a
+// permit's hand-off keeps its own.
+func TestRevokeKeepsTheHandOffsPrincipal(t *testing.T) {
+	for _, c := range []*Revoke{
+		{Lock: "a", Token: 1, Next: &Acquire{Lock: "a", Holder: "h", Lease: "x", TTLMillis: 5, Principal: "p"}},
+		{Semaphore: "s", Token: 1, NextPermit: &SemAcquire{Semaphore: "s", Holder: "h", Lease: "x", TTLMillis: 5, Limit: 1, Principal: "p"}},
+		{Session: 3, Next: &Acquire{Lock: "a", Holder: "h", Lease: "x", TTLMillis: 5}},
+	} {
+		b, err := Encode(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		back, err := Decode(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := back.(*Revoke)
+		switch {
+		case c.Next != nil && got.Next.Principal != c.Next.Principal:
+			t.Errorf("%s: the hand-off's principal %q, want %q", b, got.Next.Principal, c.Next.Principal)
+		case c.NextPermit != nil && got.NextPermit.Principal != c.NextPermit.Principal:
+			t.Errorf("%s: the permit hand-off's principal %q, want %q", b, got.NextPermit.Principal, c.NextPermit.Principal)
+		}
+	}
+}
