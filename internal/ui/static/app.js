@@ -419,11 +419,12 @@ async function revoke(kind, name, token, holder) {
   scheduleList();
 }
 
-// revokeButton is the operators' revoke button of one grant or session.
+// revokeButton is the operators' revoke button of one grant or session,
+// after a space; nothing for anyone else.
 function revokeButton(kind, name, token, holder) {
   if (!isOperator()) return null;
   const what = kind === "sessions" ? `session ${name}` : `t${token}`;
-  return h("button", { type: "button", class: "small revoke", title: `Revoke ${what} (operators)`, onclick: () => revoke(kind, name, token, holder) }, "Revoke");
+  return [" ", h("button", { type: "button", class: "small revoke", title: `Revoke ${what} (operators)`, onclick: () => revoke(kind, name, token, holder) }, "Revoke")];
 }
 
 // ---------- locks, elections, semaphores and sessions ----------
@@ -528,7 +529,7 @@ function lockRow(l) {
       h("button", { type: "button", class: "link lock-name", title: `Show the history of ${l.lock}`, onclick: () => showHistory(l.lock) }, l.lock),
       l.value ? [" ", h("span", { class: "badge", title: "This lock publishes a value: an election" }, "election")] : null,
     ),
-    h("td", { class: "wrap" }, h("span", { class: "holder" }, l.holder), l.session ? [" ", sessionLink(l.session)] : null, isOperator() ? [" ", revokeButton("locks", l.lock, l.token, l.holder)] : null),
+    h("td", { class: "wrap" }, h("span", { class: "holder" }, l.holder), l.session ? [" ", sessionLink(l.session)] : null, revokeButton("locks", l.lock, l.token, l.holder)),
     h("td", { class: "num" }, h("button", { type: "button", class: "link token", title: `Whose token is ${l.token}?`, onclick: () => lookupToken(l.token) }, l.token)),
     h("td", { class: "wrap value" }, l.value || "–"),
     h("td", {}, ttlCell(l.until, l.ttl_ms)),
@@ -575,7 +576,7 @@ function renderSems() {
                 p.session ? [" · ", sessionLink(p.session)] : null,
                 " · ",
                 until != null ? h("span", { class: "ttl", dataset: { until, ttl: 0 } }, h("span", { class: "ttl-text" }, "")) : "?",
-                isOperator() ? [" ", revokeButton("semaphores", s.semaphore, p.token, p.holder)] : null,
+                revokeButton("semaphores", s.semaphore, p.token, p.holder),
               );
             }),
           ),
@@ -693,7 +694,7 @@ function sessionRow(s, until) {
     "tr",
     { dataset: { session: s.session }, class: fresh ? "fresh" : null },
     h("td", { class: "num" }, h("strong", { class: "session-id" }, s.session)),
-    h("td", { class: "wrap holder" }, s.holder, isOperator() ? [" ", revokeButton("sessions", s.session, 0, s.holder)] : null),
+    h("td", { class: "wrap holder" }, s.holder, revokeButton("sessions", s.session, 0, s.holder)),
     h(
       "td",
       { class: "ttl-ms" },
