@@ -37,6 +37,7 @@ var errorTable = []struct {
 	{refusal.ErrSessionMismatch, http.StatusConflict, wire.CodeSessionMismatch},
 	{refusal.ErrSessionGrant, http.StatusConflict, wire.CodeSessionGrant},
 	{refusal.ErrMultiGrant, http.StatusConflict, wire.CodeMultiGrant},
+	{refusal.ErrRevoked, http.StatusGone, wire.CodeRevoked},
 	{entry.ErrFormatTooOld, http.StatusConflict, wire.CodeUpgradeRequired},
 	{refusal.ErrTokenSpaceExhausted, http.StatusServiceUnavailable, wire.CodeInternal},
 	{cluster.ErrNotLeader, http.StatusServiceUnavailable, wire.CodeNoLeader},

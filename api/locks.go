@@ -34,6 +34,7 @@ func (s *Server) lockRoutes() chi.Router {
 			r.Post("/acquire", handleJSON(s.acquire))
 			r.Post("/renew", handleJSON(s.renew))
 			r.Post("/release", handleJSON(s.release))
+			r.Post("/revoke", handleJSON(s.revokeLock))
 			r.Post("/value", handleJSON(s.proclaim))
 			r.Get("/check", handleJSON(s.check))
 		})

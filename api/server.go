@@ -106,6 +106,11 @@ type Coord interface {
 	CloseSession(ctx context.Context, id uint64, secret string) ([]fsm.SessionGrant, error)
 	Session(ctx context.Context, id uint64, stale bool) (coord.SessionStatus, error)
 	Sessions(ctx context.Context, stale bool) ([]coord.SessionStatus, error)
+
+	// Revoke (revoke.go): operators only.
+	Revoke(ctx context.Context, name string, token uint64) (fsm.ReleaseResult, error)
+	RevokePermit(ctx context.Context, name string, token uint64) (fsm.SemReleaseResult, error)
+	RevokeSession(ctx context.Context, id uint64) (entry.Session, []fsm.SessionGrant, error)
 }
 
 // Server is the HTTP API of one node.

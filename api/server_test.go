@@ -147,7 +147,16 @@ func (f *fakeCluster) RenewMulti(context.Context, uint64, string) (fsm.MultiGran
 func (f *fakeCluster) ReleaseMulti(context.Context, uint64, string) (fsm.MultiGrant, error) {
 	return fsm.MultiGrant{}, f.call("multi-release")
 }
-func (f *fakeCluster) MultiGrant(uint64) (fsm.MultiGrant, bool)     { return fsm.MultiGrant{}, false }
+func (f *fakeCluster) MultiGrant(uint64) (fsm.MultiGrant, bool) { return fsm.MultiGrant{}, false }
+func (f *fakeCluster) Revoke(context.Context, string, uint64) (fsm.ReleaseResult, error) {
+	return fsm.ReleaseResult{}, f.call("revoke")
+}
+func (f *fakeCluster) RevokePermit(context.Context, string, uint64) (fsm.SemReleaseResult, error) {
+	return fsm.SemReleaseResult{}, f.call("sem-revoke")
+}
+func (f *fakeCluster) RevokeSession(context.Context, uint64) (entry.Session, []fsm.SessionGrant, error) {
+	return entry.Session{}, nil, f.call("session-revoke")
+}
 func (f *fakeCluster) Join(context.Context, wire.JoinRequest) error { return f.call("join") }
 func (f *fakeCluster) Backup(context.Context, io.Writer) (snapshot.Header, error) {
 	return snapshot.Header{}, f.call("backup")

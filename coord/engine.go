@@ -54,6 +54,8 @@ type policy[C entry.Command, R any] interface {
 	release(name string, token uint64, secret string, next C) entry.Command
 	expire(name string, token uint64, next C) entry.Command
 	endDelay(name string, since uint64, next C) entry.Command
+	// revoke ends a grant at an operator's word (revoke.go).
+	revoke(name string, token uint64, next C) entry.Command
 
 	// grantKey and delayKey are the timer keys of a grant's lease and of
 	// a lock-delay that started at since.
@@ -264,6 +266,9 @@ func (e *engine[C, R]) renew(ctx context.Context, name string, token uint64, sec
 	}
 	st := e.state(name, "", "", "")
 	g, ok := st.Grant(token)
+	if !ok && e.s.fsm.Revoked(token) {
+		return st, e.revokedError(name, token)
+	}
 	if !ok || !secrets.Equal(g.Secret, secret) {
 		return st, e.p.notHeldError(st, token, secret)
 	}
@@ -287,6 +292,10 @@ func (e *engine[C, R]) renew(ctx context.Context, name string, token uint64, sec
 func (e *engine[C, R]) release(ctx context.Context, name string, token uint64, secret string) error {
 	if err := e.s.awaitLeader(ctx); err != nil {
 		return err
+	}
+	if e.s.fsm.Revoked(token) {
+		// Never current again: no entry could release it.
+		return e.s.refuse(e.revokedError(name, token))
 	}
 	err := e.free(name, token, true, func(next C) entry.Command { return e.p.release(name, token, secret, next) })
 	if err == nil {

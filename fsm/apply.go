@@ -36,6 +36,7 @@ var appliers = map[entry.CommandType]applier{
 	entry.CmdSessionEnd:      applierOf(applySessionEnd),
 	entry.CmdMultiAcquire:    applierOf(applyMultiAcquire),
 	entry.CmdMultiRelease:    applierOf(applyMultiRelease),
+	entry.CmdRevoke:          applierOf(applyRevoke),
 }
 
 type applier func(s *state, cmd entry.Command, index uint64) any
@@ -191,7 +192,7 @@ func (s *state) free(cur *locktable.Entry, next *entry.Acquire, index uint64, wa
 		switch r := applyAcquire(s, next, index).(type) {
 		case *AcquireResult:
 			res.Next = &r.Grant
-			way = grants.HandedOff
+			way = handedOff(way)
 		case error:
 			res.NextErr = r
 		}

@@ -59,6 +59,8 @@ func eventsOf(cmd entry.Command, result any, index uint64, memberExisted bool) [
 		return multiAcquiredEvents(result, index)
 	case *entry.MultiRelease:
 		return multiFreedEvents(result, index)
+	case *entry.Revoke:
+		return revokeEvents(result, index)
 	case *entry.Put:
 		if r, ok := result.(*PutResult); ok {
 			return []event.Event{{Index: index, Type: event.Put, Key: r.Key, Token: r.Token, ValueSize: len(c.Value)}}
@@ -131,8 +133,11 @@ func sessionEndEvents(result any, index uint64) []event.Event {
 		return nil
 	}
 	how, permitHow, typ := event.Released, event.PermitReleased, event.SessionClosed
-	if r.Expired {
+	switch {
+	case r.Expired:
 		how, permitHow, typ = event.Expired, event.PermitExpired, event.SessionExpired
+	case r.Revoked:
+		how, permitHow, typ = event.Revoked, event.Revoked, event.Revoked
 	}
 	var out []event.Event
 	for _, l := range r.Locks {
@@ -205,4 +210,19 @@ func restoreEvents(s *state, applied uint64) []event.Event {
 		out = append(out, event.Event{Index: applied, Type: event.Voided, Lock: v.Lock, Semaphore: v.Semaphore, Holder: v.Holder, Token: v.Token})
 	}
 	return append(out, event.Event{Index: applied, Type: event.Epoch, Epoch: s.epoch})
+}
+
+// revokeEvents are a revoke's: the revoked grant's (or its hand-off), or
+// a revoked session's.
+func revokeEvents(result any, index uint64) []event.Event {
+	r, ok := result.(*RevokeResult)
+	switch {
+	case !ok:
+		return nil
+	case r.Lock != nil:
+		return lockFreedEvents(r.Lock, index, event.Revoked)
+	case r.Permit != nil:
+		return permitFreedEvents(r.Permit, index, event.Revoked, event.Revoked)
+	}
+	return sessionEndEvents(r.Session, index)
 }

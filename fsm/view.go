@@ -93,6 +93,8 @@ func (f *FSM) viewLocked() *View {
 	v.Header.Sessions, v.Header.EndedSessions = len(v.rest.Sessions), len(v.rest.EndedSessions)
 	v.rest.MultiLocks = s.multiRecords()
 	v.Header.MultiLocks = len(v.rest.MultiLocks)
+	v.rest.Revoked = s.revoked.Tokens()
+	v.Header.Revoked = len(v.rest.Revoked)
 	// Never written in place: a restore replaces the slice.
 	v.rest.Voided = s.voided
 	v.Header.RestoredAt, v.Header.Voided, v.Header.VoidedPermits = s.restoredAt, len(s.voided), voidedPermits(s.voided)
@@ -124,6 +126,7 @@ func (v *View) Image() *snapshot.Image {
 	img.Sessions = slices.Clone(v.rest.Sessions)
 	img.EndedSessions = slices.Clone(v.rest.EndedSessions)
 	img.MultiLocks = slices.Clone(v.rest.MultiLocks)
+	img.Revoked = slices.Clone(v.rest.Revoked)
 	if v.grants.Len() > 0 {
 		img.Grants = v.grants.Records()
 	}
@@ -198,6 +201,9 @@ func readState(r io.Reader) (*state, *snapshot.Header, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	if err := checkRevokedLocks(s, rest.Revoked); err != nil {
+		return nil, nil, err
+	}
 	fill(s, rest)
 	if err := s.restoreMultis(rest.MultiLocks); err != nil {
 		return nil, nil, err
@@ -252,6 +258,9 @@ func fill(s *state, img *snapshot.Image) {
 		s.sessions.Open(rec)
 	}
 	s.sessions.RestoreEnded(img.EndedSessions)
+	for _, t := range img.Revoked {
+		s.revoked.Add(t)
+	}
 	for i := range img.Permits {
 		p := img.Permits[i]
 		s.sems.Add(&p)

@@ -92,6 +92,7 @@ func TestReadmeQuickStart(t *testing.T) {
 	})
 	t.Run("Sessions", func(t *testing.T) {
 		runReadmeSessions(t, string(readme), work, httpPort)
+		runReadmeRevoke(t, string(readme), work, httpPort)
 	})
 	t.Run("MultiLocks", func(t *testing.T) {
 		runReadmeMultiLocks(t, string(readme), work, httpPort)
@@ -179,6 +180,41 @@ func runReadmeSessions(t *testing.T, readme, work string, httpPort int) {
 	} {
 		if !regexp.MustCompile(want).MatchString(out) {
 			t.Errorf("the README's sessions block did not print %s", want)
+		}
+	}
+}
+
+// runReadmeRevoke runs the shell block of the README's revoke section, as
+// pasted but for the ports, and checks what it promises: the revoke
+// answers the grant it ended, the holder's renewal is refused as revoked,
+// and its lock-bound write with the old token is refused.
+func runReadmeRevoke(t *testing.T, readme, work string, httpPort int) {
+	const heading = "## Revoke: end a stuck holder's grant"
+	blocks := fencedBlocks(section(readme, heading), "sh")
+	if len(blocks) != 1 {
+		t.Fatalf("want one shell block under %q, found %d", heading, len(blocks))
+	}
+	script := regexp.MustCompile(`localhost:700([1-3])\b`).ReplaceAllStringFunc(blocks[0], func(m string) string {
+		n, _ := strconv.Atoi(m[len(m)-1:])
+		return "localhost:" + strconv.Itoa(httpPort+n-1)
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	sh := exec.CommandContext(ctx, "bash", "-c", "set -euo pipefail\n"+script)
+	sh.Dir = work
+	outBytes, err := sh.CombinedOutput()
+	out := string(outBytes)
+	if err != nil {
+		t.Fatalf("the README's revoke block failed: %v\n%s", err, out)
+	}
+	t.Logf("revoke:\n%s", out)
+	for _, want := range []string{
+		`(?m)^\{"lock":"nightly","holder":"stuck-worker","token":[1-9]\d*\}$`,
+		`"code":"revoked"`,
+		`"code":"not_lock_holder"`,
+	} {
+		if !regexp.MustCompile(want).MatchString(out) {
+			t.Errorf("the README's revoke block did not print %s", want)
 		}
 	}
 }

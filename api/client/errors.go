@@ -56,6 +56,10 @@ var (
 	// ErrMultiGrant: a release of one name of a multi-lock, whose names
 	// end together: release the MultiLock (409 multi_grant).
 	ErrMultiGrant = errors.New("lock is one name of a multi-lock")
+	// ErrRevoked: an operator revoked the grant or the session (410
+	// revoked). An answer with that code matches ErrLeaseLost too: the
+	// grant is lost, for good.
+	ErrRevoked = errors.New("revoked")
 	// ErrUpgradeRequired: the request needs every member to run a newer
 	// build first (409 upgrade_required).
 	ErrUpgradeRequired = errors.New("upgrade required")
@@ -186,6 +190,7 @@ var codeErrors = map[string]error{
 	wire.CodeSessionGrant:         ErrSessionGrant,
 	wire.CodeMultiGrant:           ErrMultiGrant,
 	wire.CodeInvalidNames:         ErrInvalid,
+	wire.CodeRevoked:              ErrRevoked,
 	wire.CodeUnauthorized:         ErrUnauthorized,
 	wire.CodeKeyedMember:          ErrUnauthorized,
 	wire.CodeForbidden:            ErrForbidden,
@@ -231,6 +236,9 @@ func (e *APIError) Error() string {
 func (e *APIError) Is(target error) bool {
 	if target == ErrInvalid && e.Status == http.StatusBadRequest {
 		return true
+	}
+	if target == ErrLeaseLost && e.Code == wire.CodeRevoked {
+		return true // a revoked grant is lost
 	}
 	s, ok := codeErrors[e.Code]
 	return ok && s == target

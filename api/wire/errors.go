@@ -122,6 +122,7 @@ func Codes() []string {
 		CodeTooManyWatches,
 		CodeUnknownSession, CodeSessionExpired, CodeSessionMismatch, CodeSessionGrant,
 		CodeInvalidNames, CodeMultiGrant,
+		CodeRevoked,
 	}
 }
 

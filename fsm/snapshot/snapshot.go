@@ -29,7 +29,9 @@ const Format = "fencer-snapshot"
 // the sessions that ended lately), and grants (locks, permits) under one.
 // Version 6 adds issue 28's primitives: the live multi-grants
 // (Header.MultiLocks, multi-lock records; their names' lock records are as
-// before).
+// before), and the revoked tokens remembered (Header.Revoked, revoked
+// records) with grants ended "revoked" in the history, which only a state
+// that remembers a revoke holds.
 const (
 	Version1 = 1
 	Version2 = 2
@@ -93,6 +95,8 @@ type Header struct {
 
 	// Version 6: how many live multi-grants follow.
 	MultiLocks int `json:"multi_locks,omitempty"`
+	// Version 6: how many revoked tokens (grants' and sessions') follow.
+	Revoked int `json:"revoked,omitempty"`
 }
 
 // Settings returns the grant history's settings as the state keeps them
@@ -128,7 +132,8 @@ func (h *Header) needsVersion5() bool { return h.Sessions != 0 || h.EndedSession
 // needsVersion6 reports whether the header describes anything version 5
 // cannot hold: issue 28's records, one line per primitive.
 func (h *Header) needsVersion6() bool {
-	return h.MultiLocks != 0
+	return h.MultiLocks != 0 ||
+		h.Revoked != 0
 }
 
 // Written is the header as a snapshot writes it: with the lowest version
@@ -167,6 +172,9 @@ type Image struct {
 	EndedSessions []uint64
 	// MultiLocks are the live multi-grants, sorted by token.
 	MultiLocks []entry.MultiLock
+	// Revoked are the tokens of the grants and sessions revoked lately,
+	// oldest first.
+	Revoked []uint64
 	// Grants is the grant history, in token order; the last
 	// Header.GrantRing of them are the ring.
 	Grants []entry.GrantRecord
@@ -187,6 +195,8 @@ type Record struct {
 	EndedSession *uint64 `json:"ended_session,omitempty"`
 	// MultiLock is a live multi-grant (version 6).
 	MultiLock *entry.MultiLock `json:"multi_lock,omitempty"`
+	// Revoked is the token of a grant or session revoked lately.
+	Revoked *uint64 `json:"revoked,omitempty"`
 }
 
 // WriteTo writes the image in snapshot format: a header line, then one JSON
@@ -209,7 +219,7 @@ func (img *Image) WriteTo(w io.Writer) (int64, error) {
 
 // Middle writes img's records from its members to its voided grants, in
 // the format's order: members, requests, delays, permits, voided grants,
-// sessions, ended sessions.
+// sessions, ended sessions, revoked tokens.
 // Image.WriteTo, and fsm's View, which streams its locks, keys and grants
 // from the state's own layout, write the rest around it.
 func (sw *Writer) Middle(img *Image) {
@@ -236,6 +246,9 @@ func (sw *Writer) Middle(img *Image) {
 	}
 	for i := range img.MultiLocks {
 		sw.Encode(Record{MultiLock: &img.MultiLocks[i]})
+	}
+	for i := range img.Revoked {
+		sw.Encode(Record{Revoked: &img.Revoked[i]})
 	}
 }
 
@@ -420,6 +433,8 @@ func Decode(r io.Reader, img *Image, lock func(*LockRecord) error) error {
 			img.EndedSessions = append(img.EndedSessions, *rec.EndedSession)
 		case rec.MultiLock != nil:
 			img.MultiLocks = append(img.MultiLocks, *rec.MultiLock)
+		case rec.Revoked != nil:
+			img.Revoked = append(img.Revoked, *rec.Revoked)
 		default:
 			return errors.New("snapshot record: empty record")
 		}
@@ -503,6 +518,9 @@ func (img *Image) CheckCounts(locks int) error {
 	}
 	if len(img.MultiLocks) != h.MultiLocks {
 		return fmt.Errorf("snapshot is incomplete: header says %d multi-grants, found %d", h.MultiLocks, len(img.MultiLocks))
+	}
+	if len(img.Revoked) != h.Revoked {
+		return fmt.Errorf("snapshot is incomplete: header says %d revoked tokens, found %d", h.Revoked, len(img.Revoked))
 	}
 	if locks != h.Locks || len(img.Keys) != h.Keys || len(img.Members) != h.Members || len(img.Requests) != h.Requests || len(img.Delays) != h.Delays || len(img.Permits) != h.Permits ||
 		len(img.Voided) != h.Voided || len(img.Grants) != h.Grants {
@@ -633,6 +651,9 @@ func (img *Image) check() error {
 	if err := img.checkMultiLocks(); err != nil {
 		return err
 	}
+	if err := img.checkRevoked(); err != nil {
+		return err
+	}
 	return img.checkGrants()
 }
 
@@ -690,6 +711,30 @@ func (img *Image) checkMultiLocks() error {
 			}
 			names[n] = true
 		}
+	}
+	return nil
+}
+
+// checkRevoked refuses revoked tokens no log could have written: 0, above
+// the last token, a duplicate, or a grant or session still live (a revoke
+// ends what it names, and a token is never granted twice).
+func (img *Image) checkRevoked() error {
+	live := map[uint64]bool{}
+	for _, l := range img.Locks {
+		live[l.Token] = true
+	}
+	for _, p := range img.Permits {
+		live[p.Token] = true
+	}
+	for _, s := range img.Sessions {
+		live[s.ID] = true
+	}
+	seen := map[uint64]bool{}
+	for _, t := range img.Revoked {
+		if t == 0 || t > img.Header.LastToken || seen[t] || live[t] {
+			return fmt.Errorf("revoked token %d is 0, above the last token, a duplicate or still live", t)
+		}
+		seen[t] = true
 	}
 	return nil
 }

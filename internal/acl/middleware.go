@@ -173,7 +173,7 @@ func refusal(p *Principal, route Route) string {
 
 func isAudited(a Action) bool {
 	switch a {
-	case ActionJoin, ActionMembership, ActionTransfer, ActionSnapshot, ActionDeleteKey, ActionAdmin:
+	case ActionJoin, ActionMembership, ActionTransfer, ActionSnapshot, ActionDeleteKey, ActionRevoke, ActionAdmin:
 		return true
 	}
 	return false

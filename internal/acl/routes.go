@@ -127,6 +127,8 @@ func lockRoute(rest []string) Route {
 		return Route{Action: ActionRenew, Resource: name}
 	case "release":
 		return Route{Action: ActionRelease, Resource: name}
+	case "revoke":
+		return Route{Action: ActionRevoke, Resource: name}
 	case "check", "history":
 		return Route{Action: ActionReadLock, Resource: name}
 	}
@@ -145,7 +147,8 @@ func multiRoute(op string) Route {
 }
 
 // sessionRoute is POST /v1/sessions (acquire), GET /v1/sessions[/{id}]
-// (read-lock), POST /v1/sessions/{id}/renew and /close (renew, release).
+// (read-lock), POST /v1/sessions/{id}/renew, /close and /revoke (renew,
+// release, revoke).
 func sessionRoute(method string, rest []string) Route {
 	switch {
 	case len(rest) == 0 && method == http.MethodPost:
@@ -156,6 +159,8 @@ func sessionRoute(method string, rest []string) Route {
 		return Route{Action: ActionRenew, Session: true}
 	case len(rest) == 2 && rest[1] == "close":
 		return Route{Action: ActionRelease, Session: true}
+	case len(rest) == 2 && rest[1] == "revoke":
+		return Route{Action: ActionRevoke, Session: true}
 	}
 	return Route{Action: ActionAdmin}
 }

@@ -50,6 +50,13 @@
 // end in its one end entry, that no lock-bound write with its tokens is
 // accepted after it, and that none of its grants outlives it.
 //
+// Lock clients sometimes act as an operator (workload/revoke.go): they read
+// one of their locks and revoke the grant another client holds, which goes
+// on writing with its token until its next renewal is refused revoked; the
+// checker judges that its lock-bound writes after the revoke are refused
+// (checker.RevokedWrites), and the lock model reads each revoke as an
+// expiry the operator asked for.
+//
 // # How a run goes
 //
 // Run starts the cluster, the resource and the clients, lets the nemesis

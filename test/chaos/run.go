@@ -173,7 +173,7 @@ const (
 func (c Config) workloads() []workload.Config {
 	var out []workload.Config
 	for range c.Clients {
-		out = append(out, workload.Config{Locks: locks, Replays: true, MissingToken: true})
+		out = append(out, workload.Config{Locks: locks, Replays: true, MissingToken: true, Revokes: true})
 	}
 	for range max(c.SemClients, 0) {
 		out = append(out, workload.Config{Role: workload.RoleSemaphore, Semaphore: semaphore, Limit: c.SemLimit})

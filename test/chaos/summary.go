@@ -80,11 +80,12 @@ func (r *Result) operations() string {
 	fmt.Fprintf(&b, "operations: %d\n", len(h.Ops))
 	for _, kind := range []history.OpKind{history.Acquire, history.Renew, history.Release, history.Read, history.Put, history.Get,
 		history.SemAcquire, history.SemRenew, history.SemRelease, history.Campaign, history.Proclaim, history.Resign,
-		history.SessionCreate, history.SessionRenew, history.SessionClose, history.MultiAcquire, history.MultiRenew, history.MultiRelease} {
+		history.SessionCreate, history.SessionRenew, history.SessionClose, history.MultiAcquire, history.MultiRenew, history.MultiRelease,
+		history.Revoke} {
 		var parts []string
 		n := 0
 		for _, o := range []history.Outcome{history.OK, history.LockHeld, history.SemaphoreFull, history.LockDelay, history.LeaseLost, history.StaleToken,
-			history.NotLockHolder, history.SessionExpired, history.Refused, history.Unknown, history.OtherError} {
+			history.NotLockHolder, history.SessionExpired, history.Revoked, history.Refused, history.Unknown, history.OtherError} {
 			if k := byKind[kind][o]; k > 0 {
 				parts = append(parts, fmt.Sprintf("%s %d", o, k))
 				n += k

@@ -546,6 +546,42 @@ class Client:
         resp = self.request("POST", "/v1/sessions/%d/close" % session, {"lease": secret})
         return answer.session_close(resp.json(), session=session)
 
+    def revoke(self, name: str, token: int, *, kind: str = "locks") -> Dict[str, Any]:
+        """End another's grant with ``token`` now, as its expiry would
+        (operators only): its lock-delay starts, or the next waiter gets
+        it. Returns the answer (``holder``, ``token``, ``next_token``, ...).
+        The holder's lease ends at its next renewal with :class:`Revoked`.
+        A retry that finds it revoked, when an earlier attempt's answer was
+        lost, counts as revoked."""
+        from .errors import Revoked
+        try:
+            body = self.request("POST", _path(kind, name, "revoke"), {"token": token}).json()
+        except Revoked as e:
+            if not getattr(e, "lost_answers", 0):
+                raise
+            return {"lock" if kind == "locks" else "semaphore": name, "token": token}
+        if body.get("token") != token:
+            raise BadAnswer("revoke %r token %d answered for token %r" % (name, token, body.get("token")), reason="mismatch")
+        return body
+
+    def revoke_permit(self, name: str, token: int) -> Dict[str, Any]:
+        """:meth:`revoke` for a semaphore's permit."""
+        return self.revoke(name, token, kind="semaphores")
+
+    def revoke_session(self, session: int) -> List[Dict[str, Any]]:
+        """End a session and every grant under it now, in one entry, as its
+        expiry would (operators only); return the grants it ended. The
+        session (and every lease under it) ends at its next renewal with
+        :class:`Revoked`."""
+        from .errors import Revoked
+        try:
+            resp = self.request("POST", "/v1/sessions/%d/revoke" % session, {})
+        except Revoked as e:
+            if not getattr(e, "lost_answers", 0):
+                raise
+            return []
+        return answer.session_grants(resp.json(), "revoked", "revoke session %d" % session)
+
     def get_session(self, session: int) -> Dict[str, Any]:
         """``GET /v1/sessions/{id}``: the session's holder, ``ttl_ms``,
         ``remaining_ms`` (the leader's view) and ``grants`` (``kind``,

@@ -175,6 +175,13 @@ class SessionExpired(LeaseLost):
     lost grant handles a grant lost with its session."""
 
 
+class Revoked(LeaseLost):
+    """410 revoked: an operator revoked the grant or the session (and every
+    grant under it). A :class:`LeaseLost`, so a lease or session whose
+    renewal is answered so ends at once, and code that handles a lost
+    grant handles a revoked one."""
+
+
 class SessionMismatch(FencerError):
     """409 session_mismatch: the ``session_lease`` presented is not the
     session's. A renewal refused so ends the session."""
@@ -266,6 +273,7 @@ CODE_ERRORS: Dict[str, Type[FencerError]] = {
     "session_grant": SessionGrant,
     "invalid_names": InvalidRequest,
     "multi_grant": MultiGrant,
+    "revoked": Revoked,
     "unauthorized": Unauthorized,
     "keyed_member": Unauthorized,
     "forbidden": Forbidden,

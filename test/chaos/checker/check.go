@@ -35,7 +35,8 @@ const (
 	CheckSessionWrites    = "no lock-bound write after its session"
 	CheckSessionSurvivors = "no grant outlives its session"
 
-	CheckMultiGrants = "multi-grants are one grant"
+	CheckMultiGrants   = "multi-grants are one grant"
+	CheckRevokedWrites = "no lock-bound write after its revoke"
 )
 
 // DefaultTimeout bounds each linearizability search when Options.Timeout is
@@ -141,6 +142,7 @@ func Check(h history.History, opts Options) Report {
 		invariant(CheckSessionWrites, SessionWrites(h), skipIf(!hasSession(h), "no session opened")),
 		invariant(CheckSessionSurvivors, SessionSurvivors(h), skipIf(!hasSession(h), "no session opened")),
 		invariant(CheckMultiGrants, MultiGrants(h), skipIf(!hasKind(h, history.MultiAcquire) || h.Watch == nil, "no multi-lock, or no watcher")),
+		invariant(CheckRevokedWrites, RevokedWrites(h), skipIf(!hasRevoke(h), "no revoke")),
 	)
 	return r
 }

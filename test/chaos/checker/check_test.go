@@ -46,6 +46,12 @@ func validRun() history.History {
 			boundPut(1, "multi.y", 1<<32|10, history.OK, 350, 355),
 			{Kind: history.MultiRelease, Target: "multi.x,multi.y", Names: []string{"multi.x", "multi.y"}, Client: 1, Token: 1<<32 | 10,
 				Outcome: history.OK, Call: 360, Return: 365},
+			// Lock f's grant revoked by an operator: the holder's
+			// lock-bound write and renewal after it are refused.
+			acquireOK(4, "f", "h4", 1<<32|20, 370, 375),
+			{Kind: history.Revoke, Target: "f", Token: 1<<32 | 20, Client: 2, Outcome: history.OK, Call: 380, Return: 385},
+			withCode(boundPut(4, "f", 1<<32|20, history.NotLockHolder, 390, 395), "not_lock_holder"),
+			withCode(renew(4, "f", 1<<32|20, history.Revoked, 396, 398), "revoked"),
 		},
 		Events: []history.Event{
 			{Kind: "partition", Time: 55, Description: "isolate n1"},
@@ -94,7 +100,7 @@ func TestCheckPassesAValidRun(t *testing.T) {
 			t.Errorf("%s: %s, want every check to run and pass", v.Name, v.Status)
 		}
 	}
-	if !strings.Contains(r.String(), "all 19 checks passed") {
+	if !strings.Contains(r.String(), "all 20 checks passed") {
 		t.Errorf("summary:\n%s", r)
 	}
 }
@@ -140,7 +146,7 @@ func TestReportSummarizesFailures(t *testing.T) {
 	}
 	s := r.String()
 	for _, want := range []string{
-		"2 of 19 checks not OK",
+		"2 of 20 checks not OK",
 		"FAIL          lock linearizability",
 		"renew(a, t5) -> ok [300, 310]",
 		"FAIL          member state hashes",

@@ -49,11 +49,14 @@ const (
 	MultiAcquire OpKind = "multi_acquire"
 	MultiRenew   OpKind = "multi_renew"
 	MultiRelease OpKind = "multi_release"
+	// Revoke is an operator's revoke of a lock's grant (Target the lock,
+	// Token the grant's): issue 28's revoke.
+	Revoke OpKind = "revoke"
 )
 
 // OnLock reports whether k acts on a lock rather than a fenced key.
 func (k OpKind) OnLock() bool {
-	return k == Acquire || k == Renew || k == Release || k == Read
+	return k == Acquire || k == Renew || k == Release || k == Read || k == Revoke
 }
 
 // Outcome is what the client was told.
@@ -82,9 +85,12 @@ const (
 	// SessionExpired: the session had ended (expired or closed), and
 	// every grant under it with it.
 	SessionExpired Outcome = "session_expired"
-	Refused        Outcome = "refused"
-	Unknown        Outcome = "unknown"
-	OtherError     Outcome = "error"
+	// Revoked: an operator revoked the grant (a renew or release of it, a
+	// second revoke).
+	Revoked    Outcome = "revoked"
+	Refused    Outcome = "refused"
+	Unknown    Outcome = "unknown"
+	OtherError Outcome = "error"
 )
 
 // outcomeCodes maps each outcome named after a code to that code: an op with
@@ -98,6 +104,7 @@ var outcomeCodes = map[Outcome]string{
 	LockDelay:     wire.CodeLockDelay,
 
 	SessionExpired: wire.CodeSessionExpired,
+	Revoked:        wire.CodeRevoked,
 }
 
 // Indeterminate reports whether o leaves open whether the operation happened.
@@ -108,8 +115,8 @@ func (o Outcome) Indeterminate() bool { return o == Unknown || o == OtherError }
 // typo pass as an indeterminate result.
 var outcomesByKind = map[OpKind][]Outcome{
 	Acquire: {OK, LockHeld, SessionExpired, Unknown, OtherError},
-	Renew:   {OK, LeaseLost, Unknown, OtherError},
-	Release: {OK, LeaseLost, Unknown, OtherError},
+	Renew:   {OK, LeaseLost, Revoked, Unknown, OtherError},
+	Release: {OK, LeaseLost, Revoked, Unknown, OtherError},
 	Read:    {OK, Unknown, OtherError},
 	Put:     {OK, StaleToken, NotLockHolder, Refused, Unknown, OtherError},
 	Get:     {OK, Unknown, OtherError},
@@ -129,6 +136,7 @@ var outcomesByKind = map[OpKind][]Outcome{
 	MultiAcquire: {OK, LockHeld, LockDelay, Unknown, OtherError},
 	MultiRenew:   {OK, LeaseLost, Unknown, OtherError},
 	MultiRelease: {OK, LeaseLost, Unknown, OtherError},
+	Revoke:       {OK, LeaseLost, Revoked, Unknown, OtherError},
 }
 
 // Op is one client operation: what was asked, what came back, and when.

@@ -114,7 +114,7 @@ wait; renew and release it with all its names ("fencer lock release A B C
 		Args: cli.Positional(),
 		RunE: func(cmd *cobra.Command, _ []string) error { return o.list(cmd) },
 	}
-	return cli.Group(cmd, acquire, raw[0], raw[1], status, list, newLockHistoryCmd(o))
+	return cli.Group(cmd, acquire, raw[0], raw[1], status, list, newLockHistoryCmd(o), newRevokeCmd(o, "lock", "job"))
 }
 
 func (o *lockOptions) acquire(cmd *cobra.Command, name string) error {
