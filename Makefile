@@ -30,10 +30,17 @@ run: build
 ## (needs root; installs postgresql with apt if missing) and stopped after,
 ## and a MariaDB server of the tests' own (scripts/with-mariadb.sh: installs
 ## mariadb-server with apt if missing, data in a temp dir, removed after)
-## for fence/mysqlfence,
+## for fence/mysqlfence, and a private redis-server on loopback for the
+## Redis fence's (Go's and Python's; scripts/with-redis.sh installs
+## redis-server with apt if missing, and stops the server and removes its
+## files after),
 ## and Prometheus's binaries installed for the alert tests (a test starts its
 ## own Prometheus on loopback); then the Kubernetes manifests' test, a module
-## of its own so that fencer's go.mod has no Kubernetes dependencies.
+## of its own so that fencer's go.mod has no Kubernetes dependencies, and
+## likewise the fenced leader election for Kubernetes controllers
+## (integrations/k8sleader: client-go's elector in several processes
+## against bin/fencer members) and its example (examples/k8s-controller,
+## vetted: it needs a cluster to run).
 ## The Python client's tests (clients/python, with python3-psycopg2 for its
 ## PostgreSQL example) run in the same PostgreSQL session, after Go's.
 ## The dashboard's browser tests (test/ui) drive Debian's chromium, installed
@@ -42,8 +49,10 @@ test: vet build
 	@scripts/ensure-prometheus.sh
 	@scripts/ensure-chromium.sh
 	@PYTHON=$(PYTHON) scripts/ensure-python.sh
-	@scripts/with-postgres.sh scripts/with-mariadb.sh env FENCER_REQUIRE_PG=1 FENCER_REQUIRE_MYSQL=1 FENCER_REQUIRE_PROMETHEUS=1 sh -c '$(GO) test -count=1 -timeout 15m $(PKGS) && $(MAKE) --no-print-directory test-python'
+	@scripts/with-postgres.sh scripts/with-mariadb.sh scripts/with-redis.sh env FENCER_REQUIRE_PG=1 FENCER_REQUIRE_MYSQL=1 FENCER_REQUIRE_REDIS=1 FENCER_REQUIRE_PROMETHEUS=1 sh -c '$(GO) test -count=1 -timeout 15m $(PKGS) && $(MAKE) --no-print-directory test-python'
 	cd deploy/kubernetes/manifesttest && $(GO) vet ./... && $(GO) test -count=1 ./...
+	cd integrations/k8sleader && $(GO) vet ./... && $(GO) test -count=1 ./...
+	cd examples/k8s-controller && $(GO) vet ./...
 
 ## test-python: the Python client installed as its README says (pip
 ## --no-build-isolation with Debian's setuptools and wheel, offline) into a
@@ -54,7 +63,7 @@ test-python: build
 	@PYTHON=$(PYTHON) scripts/ensure-python.sh
 	PYTHON=$(PYTHON) FENCER_BIN=$(CURDIR)/$(BIN) scripts/test-python.sh
 
-## test-unit: every test that needs no PostgreSQL or MariaDB (those skip).
+## test-unit: every test that needs no PostgreSQL, MariaDB or Redis (those skip).
 test-unit:
 	$(GO) test -count=1 $(PKGS)
 

@@ -36,6 +36,8 @@ var errorTable = []struct {
 	{refusal.ErrSessionExpired, http.StatusGone, wire.CodeSessionExpired},
 	{refusal.ErrSessionMismatch, http.StatusConflict, wire.CodeSessionMismatch},
 	{refusal.ErrSessionGrant, http.StatusConflict, wire.CodeSessionGrant},
+	{refusal.ErrMultiGrant, http.StatusConflict, wire.CodeMultiGrant},
+	{refusal.ErrRevoked, http.StatusGone, wire.CodeRevoked},
 	{entry.ErrFormatTooOld, http.StatusConflict, wire.CodeUpgradeRequired},
 	{refusal.ErrTokenSpaceExhausted, http.StatusServiceUnavailable, wire.CodeInternal},
 	{cluster.ErrNotLeader, http.StatusServiceUnavailable, wire.CodeNoLeader},
@@ -76,7 +78,7 @@ func writeErr(w http.ResponseWriter, err error) {
 	}
 	var held *refusal.HeldError
 	if errors.As(err, &held) {
-		body.Holder, body.Token = held.Holder, held.Token
+		body.Lock, body.Holder, body.Token = held.Lock, held.Holder, held.Token
 	}
 	var stale *refusal.StaleError
 	if errors.As(err, &stale) {

@@ -23,12 +23,18 @@ func (s *Server) lockRoutes() chi.Router {
 	r.Group(func(r chi.Router) {
 		r.Use(blockingDeadline, s.fwd.LeaderOnly)
 		r.Get("/", s.listLocks)
+		// A multi-lock's: chi matches these before a lock named so, whose
+		// own routes are /{name}/acquire and the rest.
+		r.Post("/acquire", handleJSON(s.multiAcquire))
+		r.Post("/renew", handleJSON(s.multiRenew))
+		r.Post("/release", handleJSON(s.multiRelease))
 		r.Get("/{name}/history", handleJSON(s.lockHistory))
 		r.Route("/{name}", func(r chi.Router) {
 			r.Get("/", handleJSON(s.getLock))
 			r.Post("/acquire", handleJSON(s.acquire))
 			r.Post("/renew", handleJSON(s.renew))
 			r.Post("/release", handleJSON(s.release))
+			r.Post("/revoke", handleJSON(s.revokeLock))
 			r.Post("/value", handleJSON(s.proclaim))
 			r.Get("/check", handleJSON(s.check))
 		})

@@ -99,3 +99,22 @@ func TestNoKeysEntryMeansNoKeys(t *testing.T) {
 		t.Fatalf(`a put with "keys": ["*"]: %d`, code)
 	}
 }
+
+// A multi-lock with a name beyond the token's lock prefixes is refused 403
+// naming it, before the cluster is asked; one within them reaches it.
+func TestMultiAcquireScopedByEveryName(t *testing.T) {
+	a, err := acl.Parse([]byte(`{"tokens":[{"name":"ci","secret":"scoped-secret-0123456789","role":"client","locks":["jobs."],"keys":["*"]}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fakeCluster{leader: true}
+	h := acl.Middleware(acl.NewStore(a))(newFakeServer(f).Handler())
+	bearer := map[string]string{"Authorization": "Bearer scoped-secret-0123456789"}
+	status, e, _ := do(t, h, call{"POST", "/v1/locks/acquire", `{"holder":"w","names":["jobs.a","billing.x"]}`, bearer})
+	if status != http.StatusForbidden || e.Code != wire.CodeForbidden || !strings.Contains(e.Message, "billing.x") || len(f.calls) != 0 {
+		t.Fatalf("a name out of scope: %d %s %q, calls %v", status, e.Code, e.Message, f.calls)
+	}
+	if status, e, _ := do(t, h, call{"POST", "/v1/locks/acquire", `{"holder":"w","names":["jobs.a","jobs.b"]}`, bearer}); status != http.StatusOK {
+		t.Fatalf("names in scope: %d %s", status, e.Message)
+	}
+}

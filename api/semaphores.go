@@ -26,6 +26,7 @@ func (s *Server) semaphoreRoutes() chi.Router {
 			r.Post("/acquire", handleJSON(s.acquirePermit))
 			r.Post("/renew", handleJSON(s.renewPermit))
 			r.Post("/release", handleJSON(s.releasePermit))
+			r.Post("/revoke", handleJSON(s.revokePermit))
 			r.Get("/check", handleJSON(s.checkPermit))
 		})
 	})

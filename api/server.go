@@ -94,12 +94,23 @@ type Coord interface {
 	Semaphores(ctx context.Context, stale bool) ([]coord.SemaphoreStatus, error)
 	CheckPermit(ctx context.Context, name string, token uint64, stale bool) (bool, error)
 
+	// Multi-locks (multilocks.go): MultiGrant reads the leader's state.
+	MultiAcquire(ctx context.Context, req coord.MultiAcquireRequest) (fsm.MultiResult, error)
+	RenewMulti(ctx context.Context, token uint64, secret string) (fsm.MultiGrant, error)
+	ReleaseMulti(ctx context.Context, token uint64, secret string) (fsm.MultiGrant, error)
+	MultiGrant(token uint64) (fsm.MultiGrant, bool)
+
 	// Sessions (sessions.go).
 	CreateSession(ctx context.Context, req coord.SessionRequest) (fsm.SessionResult, error)
 	RenewSession(ctx context.Context, id uint64, secret string) (entry.Session, error)
 	CloseSession(ctx context.Context, id uint64, secret string) ([]fsm.SessionGrant, error)
 	Session(ctx context.Context, id uint64, stale bool) (coord.SessionStatus, error)
 	Sessions(ctx context.Context, stale bool) ([]coord.SessionStatus, error)
+
+	// Revoke (revoke.go): operators only.
+	Revoke(ctx context.Context, name string, token uint64) (fsm.ReleaseResult, error)
+	RevokePermit(ctx context.Context, name string, token uint64) (fsm.SemReleaseResult, error)
+	RevokeSession(ctx context.Context, id uint64) (entry.Session, []fsm.SessionGrant, error)
 }
 
 // Server is the HTTP API of one node.

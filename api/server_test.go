@@ -138,6 +138,25 @@ func (f *fakeCluster) Session(_ context.Context, id uint64, _ bool) (coord.Sessi
 func (f *fakeCluster) Sessions(context.Context, bool) ([]coord.SessionStatus, error) {
 	return nil, f.call("sessions")
 }
+func (f *fakeCluster) MultiAcquire(_ context.Context, req coord.MultiAcquireRequest) (fsm.MultiResult, error) {
+	return fsm.MultiResult{Grant: fsm.MultiGrant{Names: req.Names, Holder: req.Holder, Token: 9}}, f.call("multi-acquire")
+}
+func (f *fakeCluster) RenewMulti(context.Context, uint64, string) (fsm.MultiGrant, error) {
+	return fsm.MultiGrant{}, f.call("multi-renew")
+}
+func (f *fakeCluster) ReleaseMulti(context.Context, uint64, string) (fsm.MultiGrant, error) {
+	return fsm.MultiGrant{}, f.call("multi-release")
+}
+func (f *fakeCluster) MultiGrant(uint64) (fsm.MultiGrant, bool) { return fsm.MultiGrant{}, false }
+func (f *fakeCluster) Revoke(context.Context, string, uint64) (fsm.ReleaseResult, error) {
+	return fsm.ReleaseResult{}, f.call("revoke")
+}
+func (f *fakeCluster) RevokePermit(context.Context, string, uint64) (fsm.SemReleaseResult, error) {
+	return fsm.SemReleaseResult{}, f.call("sem-revoke")
+}
+func (f *fakeCluster) RevokeSession(context.Context, uint64) (entry.Session, []fsm.SessionGrant, error) {
+	return entry.Session{}, nil, f.call("session-revoke")
+}
 func (f *fakeCluster) Join(context.Context, wire.JoinRequest) error { return f.call("join") }
 func (f *fakeCluster) Backup(context.Context, io.Writer) (snapshot.Header, error) {
 	return snapshot.Header{}, f.call("backup")
@@ -224,6 +243,19 @@ func TestBadInputRefusedBeforeTheCluster(t *testing.T) {
 		{"put bad key", call{"PUT", "/v1/kv/a%20b", `v`, map[string]string{"Fencing-Token": "5"}}, wire.CodeInvalidKey},
 		{"put bad lock", call{"PUT", "/v1/kv/k", `v`, map[string]string{"Fencing-Token": "5", "Fencing-Lock": "a b"}}, wire.CodeInvalidName},
 		{"join missing fields", call{"POST", "/v1/cluster/join", `{"id":"n9"}`, nil}, wire.CodeInvalidMember},
+		// Multi-locks: their names, and what they do not do yet.
+		{"multi no names", call{"POST", "/v1/locks/acquire", `{"holder":"w","names":[]}`, nil}, wire.CodeInvalidNames},
+		{"multi names missing", call{"POST", "/v1/locks/acquire", `{"holder":"w"}`, nil}, wire.CodeInvalidNames},
+		{"multi name twice", call{"POST", "/v1/locks/acquire", `{"holder":"w","names":["a","b","a"]}`, nil}, wire.CodeInvalidNames},
+		{"multi bad name", call{"POST", "/v1/locks/acquire", `{"holder":"w","names":["a","b c"]}`, nil}, wire.CodeInvalidNames},
+		{"multi 65 names", call{"POST", "/v1/locks/acquire", `{"holder":"w","names":[` + manyNames(65) + `]}`, nil}, wire.CodeInvalidNames},
+		{"multi no holder", call{"POST", "/v1/locks/acquire", `{"names":["a"]}`, nil}, wire.CodeInvalidHolder},
+		{"multi ttl too short", call{"POST", "/v1/locks/acquire", `{"holder":"w","names":["a"],"ttl_ms":5}`, nil}, wire.CodeInvalidTTL},
+		{"multi wait", call{"POST", "/v1/locks/acquire", `{"holder":"w","names":["a"],"wait_ms":100}`, nil}, wire.CodeInvalidWait},
+		{"multi shared", call{"POST", "/v1/locks/acquire", `{"holder":"w","names":["a"],"mode":"shared"}`, nil}, wire.CodeInvalidJSON},
+		{"multi session", call{"POST", "/v1/locks/acquire", `{"holder":"w","names":["a"],"session":3,` + strings.Replace(lease, "lease", "session_lease", 1) + `}`, nil}, wire.CodeInvalidToken},
+		{"multi renew no token", call{"POST", "/v1/locks/renew", `{` + lease + `}`, nil}, wire.CodeInvalidToken},
+		{"multi release bad lease", call{"POST", "/v1/locks/release", `{"lease":"x","token":3}`, nil}, wire.CodeInvalidLease},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -236,6 +268,35 @@ func TestBadInputRefusedBeforeTheCluster(t *testing.T) {
 				t.Fatalf("refused input reached the cluster: %v", f.calls)
 			}
 		})
+	}
+}
+
+// manyNames is n distinct lock names as JSON strings.
+func manyNames(n int) string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("%q", fmt.Sprint("n", i))
+	}
+	return strings.Join(out, ",")
+}
+
+// A multi-lock's routes beside a lock's: POST /v1/locks/acquire is the
+// multi-acquire (64 names are fine), and a lock named acquire keeps its own
+// routes.
+func TestMultiLockRoutes(t *testing.T) {
+	f := &fakeCluster{leader: true}
+	h := newFakeServer(f).Handler()
+	if status, e, _ := do(t, h, call{"POST", "/v1/locks/acquire", `{"holder":"w","names":[` + manyNames(64) + `]}`, nil}); status != http.StatusOK {
+		t.Fatalf("multi-acquire of 64 names: %d %s", status, e.Message)
+	}
+	if status, e, _ := do(t, h, call{"POST", "/v1/locks/acquire/acquire", `{"holder":"w"}`, nil}); status != http.StatusOK {
+		t.Fatalf("acquire of a lock named acquire: %d %s", status, e.Message)
+	}
+	if status, e, _ := do(t, h, call{"GET", "/v1/locks/acquire", ``, nil}); status != http.StatusOK {
+		t.Fatalf("status of a lock named acquire: %d %s", status, e.Message)
+	}
+	if got := strings.Join(f.calls, " "); got != "multi-acquire acquire lock" {
+		t.Fatalf("calls %q", got)
 	}
 }
 

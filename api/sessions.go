@@ -28,6 +28,7 @@ func (s *Server) sessionRoutes() chi.Router {
 		r.Get("/{id}", handleJSON(s.getSession))
 		r.Post("/{id}/renew", handleJSON(s.renewSession))
 		r.Post("/{id}/close", handleJSON(s.closeSession))
+		r.Post("/{id}/revoke", handleJSON(s.revokeSession))
 	})
 	return r
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/fencer-io/fencer/coord/internal/timed"
 	"github.com/fencer-io/fencer/coord/internal/waitq"
 	"github.com/fencer-io/fencer/coord/lease"
 	"github.com/fencer-io/fencer/fsm"
@@ -55,6 +56,8 @@ type policy[C entry.Command, R any] interface {
 	release(name string, token uint64, secret string, next C) entry.Command
 	expire(name string, token uint64, next C) entry.Command
 	endDelay(name string, since uint64, next C) entry.Command
+	// revoke ends a grant at an operator's word (revoke.go).
+	revoke(name string, token uint64, next C) entry.Command
 
 	// grantKey and delayKey are the timer keys of a grant's lease (shared:
 	// a lock's shared grant, which has a key of its own) and of a
@@ -267,13 +270,21 @@ func (e *engine[C, R]) renew(ctx context.Context, name string, token uint64, sec
 	}
 	st := e.state(name, "", "", "")
 	g, ok := st.Grant(token)
+	if !ok && e.s.fsm.Revoked(token) {
+		return st, e.revokedError(name, token)
+	}
 	if !ok || !secrets.Equal(g.Secret, secret) {
 		return st, e.p.notHeldError(st, token, secret)
 	}
 	if g.Session != 0 {
 		return st, fmt.Errorf("%w: %s %q's grant %d lives as long as session %d: renew the session", refusal.ErrSessionGrant, e.what, name, token, g.Session)
 	}
-	if !e.s.timers.Renew(e.p.grantKey(name, token, g.Shared), token) {
+	key := e.p.grantKey(name, token, g.Shared)
+	if g.Multi {
+		// One name of a multi-grant: its one lease is renewed, for all.
+		key = timed.MultiKey(token)
+	}
+	if !e.s.timers.Renew(key, token) {
 		return st, e.p.expiredError(name, token)
 	}
 	e.s.metrics.Renewals.Inc()
@@ -285,6 +296,10 @@ func (e *engine[C, R]) renew(ctx context.Context, name string, token uint64, sec
 func (e *engine[C, R]) release(ctx context.Context, name string, token uint64, secret string) error {
 	if err := e.s.awaitLeader(ctx); err != nil {
 		return err
+	}
+	if e.s.fsm.Revoked(token) {
+		// Never current again: no entry could release it.
+		return e.s.refuse(e.revokedError(name, token))
 	}
 	err := e.free(name, token, true, func(next C) entry.Command { return e.p.release(name, token, secret, next) })
 	if err == nil {

@@ -321,7 +321,7 @@ func (s *Service) Lock(ctx context.Context, name string, stale bool) (LockStatus
 	st := LockStatus{Lock: cur, Held: held, Waiters: s.locks.queues.QueuedFor(name)}
 	st.Name = name
 	if held {
-		st.Remaining, st.Known = s.remaining(timed.LockKey(name), cur.Token, cur.Session)
+		st.Remaining, st.Known = s.remaining(s.lockLeaseKey(cur), cur.Token, cur.Session)
 	} else {
 		st.Shared = s.sharedStatus(name)
 		st.DelayRemaining, st.Delayed = s.DelayRemaining(name)
@@ -353,7 +353,7 @@ func (s *Service) Locks(ctx context.Context, stale bool) (iter.Seq[LockStatus], 
 				shared = shared[1:]
 			}
 			st := LockStatus{Lock: l, Held: true, Waiters: s.locks.queues.QueuedFor(l.Name)}
-			st.Remaining, st.Known = s.remaining(timed.LockKey(l.Name), l.Token, l.Session)
+			st.Remaining, st.Known = s.remaining(s.lockLeaseKey(l), l.Token, l.Session)
 			if !yield(st) {
 				return
 			}

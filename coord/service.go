@@ -140,6 +140,8 @@ func New(r Raft, state *fsm.FSM, cfg Config) *Service {
 	// A session's lease times its grants (sessions.go); its key's id is
 	// the session's.
 	s.onTimer[timed.Session] = func(_ string, id uint64) { s.expireSession(id) }
+	// A multi-grant's one lease (multilocks.go); its key's id is its token.
+	s.onTimer[timed.MultiLease] = func(_ string, token uint64) { s.expireMulti(token) }
 	s.events = cfg.Events
 	if s.events == nil {
 		s.events = events.New(events.Config{})

@@ -113,6 +113,9 @@ func (s *Service) checkUnderSession(id uint64, secret string) error {
 
 // sessionGone is why session id, not live, cannot be used.
 func (s *Service) sessionGone(id uint64) error {
+	if s.fsm.Revoked(id) {
+		return sessionRevokedError(id)
+	}
 	if s.fsm.SessionEnded(id) {
 		return fmt.Errorf("%w: session %d has ended, and every grant under it", refusal.ErrSessionExpired, id)
 	}
@@ -149,7 +152,7 @@ func (s *Service) CloseSession(ctx context.Context, id uint64, secret string) ([
 	if err := s.awaitLeader(ctx); err != nil {
 		return nil, err
 	}
-	r, err := s.endSession(id, secret, false)
+	r, err := s.endSession(id, secret, sessionClosed)
 	if err != nil {
 		return nil, err
 	}
@@ -162,7 +165,7 @@ func (s *Service) expireSession(id uint64) {
 	if s.awaitLeader(context.Background()) != nil {
 		return
 	}
-	_, err := s.endSession(id, "", true)
+	_, err := s.endSession(id, "", sessionExpired)
 	if s.expired(err, timed.SessionKey(id), id, "session", fmt.Sprint(id)) {
 		s.log.Debug("session expired", "session", id)
 	}
@@ -183,10 +186,12 @@ func endedAlready(err error) error {
 // between.
 var sessionRead = func() {}
 
-// endSession proposes the end of session id with every name it holds
-// held: the first freed name with a waiter is handed over in the entry,
-// the rest are served right after, before any name is let go.
-func (s *Service) endSession(id uint64, secret string, expired bool) (*fsm.SessionEndResult, error) {
+// endSession proposes the end of session id (how: closed, expired or
+// revoked) with every name it holds held: the first freed name with a
+// waiter is handed over in the entry, the rest are served right after,
+// before any name is let go.
+func (s *Service) endSession(id uint64, secret string, how sessionEnding) (*fsm.SessionEndResult, error) {
+	expired := how == sessionExpired
 	st, ok := s.fsm.Session(id)
 	if !ok {
 		if expired {
@@ -219,12 +224,11 @@ func (s *Service) endSession(id uint64, secret string, expired bool) (*fsm.Sessi
 		// Restarted at full TTL by a new leader since its timer fired.
 		return nil, errRestarted
 	}
-	cmd := &entry.SessionEnd{Session: id, Lease: secret, Expired: expired}
 	for _, g := range st.Grants {
 		held[sessionGrantName(g)].Frees(g.Token)
 	}
-	s.offerOne(cmd, st, held)
-	res, err := s.raft.Apply(cmd)
+	next, nextPermit := s.offerOne(how != sessionClosed, st, held)
+	res, err := s.raft.Apply(how.endCommand(id, secret, next, nextPermit))
 	if err != nil {
 		for _, h := range holds {
 			h.Failed()
@@ -235,7 +239,7 @@ func (s *Service) endSession(id uint64, secret string, expired bool) (*fsm.Sessi
 		return nil, err
 	}
 	s.timers.Forget(timed.SessionKey(id), id)
-	r := res.(*fsm.SessionEndResult)
+	r := sessionEndResult(res)
 	var extra []GrantName
 	freed := map[GrantName]bool{}
 	done := func(n GrantName, res any, token uint64) {
@@ -296,24 +300,24 @@ func sessionGrantName(g fsm.SessionGrant) GrantName {
 	return GrantName{fsm.KindLock, g.Name}
 }
 
-// offerOne puts in cmd the acquire of the head waiter of the first of the
+// offerOne returns the acquire of the head waiter of the first of the
 // session's grants, by token, whose name its end frees for a waiter (an
-// expiry with a lock-delay frees it for nobody): one entry mints one token.
-func (s *Service) offerOne(cmd *entry.SessionEnd, st fsm.SessionState, held map[GrantName]Freeing) {
+// expiry or a revoke, delaying, with a lock-delay frees it for nobody):
+// one entry mints one token.
+func (s *Service) offerOne(delaying bool, st fsm.SessionState, held map[GrantName]Freeing) (*entry.Acquire, *entry.SemAcquire) {
 	for _, g := range st.Grants {
 		n := sessionGrantName(g)
-		if cmd.Expired && s.delayedOnExpiry(n, g.Token) {
+		if delaying && s.delayedOnExpiry(n, g.Token) {
 			continue
 		}
 		switch next := held[n].Next(true).(type) {
 		case *entry.Acquire:
-			cmd.Next = []*entry.Acquire{next}
-			return
+			return next, nil
 		case *entry.SemAcquire:
-			cmd.NextPermits = []*entry.SemAcquire{next}
-			return
+			return nil, next
 		}
 	}
+	return nil, nil
 }
 
 // delayedOnExpiry reports whether the grant token of n starts a lock-delay

@@ -24,6 +24,7 @@
 // choice is fixed when the store is created, since switching would start the
 // new fence from zero.
 //
-// Package pgfence applies the same rule to PostgreSQL; package resource is an
-// example fenced storage server.
+// Packages pgfence, redisfence and sqlitefence apply the same rule to
+// PostgreSQL, Redis and SQLite (docs/fences.md compares them); package
+// resource is an example fenced storage server.
 package fence

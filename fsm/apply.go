@@ -34,6 +34,9 @@ var appliers = map[entry.CommandType]applier{
 	entry.CmdSetGrantHistory: applierOf(applySetGrantHistory),
 	entry.CmdSessionCreate:   applierOf(applySessionCreate),
 	entry.CmdSessionEnd:      applierOf(applySessionEnd),
+	entry.CmdMultiAcquire:    applierOf(applyMultiAcquire),
+	entry.CmdMultiRelease:    applierOf(applyMultiRelease),
+	entry.CmdRevoke:          applierOf(applyRevoke),
 }
 
 type applier func(s *state, cmd entry.Command, index uint64) any
@@ -150,6 +153,9 @@ func applyRelease(s *state, c *entry.Release, index uint64) any {
 	if err != nil {
 		return err
 	}
+	if err := s.multiOf(cur); err != nil {
+		return err
+	}
 	return s.free(cur, c.Next, index, grants.Released)
 }
 
@@ -170,6 +176,9 @@ func applyExpire(s *state, c *entry.Expire, index uint64) any {
 	cur, held := s.lockGrant(c.Lock, c.Token)
 	if !held {
 		return fmt.Errorf("%w: lock %q token %d already ended", refusal.ErrLeaseLost, c.Lock, c.Token)
+	}
+	if err := s.multiOf(cur); err != nil {
+		return err
 	}
 	if cur.LockDelayMillis() > 0 {
 		// The grant asked for a lock-delay: nobody gets the lock until an
@@ -198,7 +207,7 @@ func (s *state) free(cur *locktable.Entry, next *entry.Acquire, index uint64, wa
 		switch r := applyAcquire(s, next, index).(type) {
 		case *AcquireResult:
 			res.Next = &r.Grant
-			way = grants.HandedOff
+			way = handedOff(way)
 		case error:
 			res.NextErr = r
 		}

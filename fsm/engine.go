@@ -34,6 +34,9 @@ type Held struct {
 	Session uint64
 	// Shared: one of a lock's shared grants.
 	Shared bool
+	// Multi: the grant is one name of a multi-grant (multilock.go), whose
+	// one lease is timed and renewed for all its names.
+	Multi bool
 }
 
 // NameState is the engine's view of one name.
@@ -95,7 +98,7 @@ func (f *FSM) NameState(kind Kind, name, holder, requestID, principal string) Na
 		if e, ok := s.locks.Get(name); ok {
 			st.Lock = e.Lock()
 			st.Holders = []Held{{Holder: e.Holder(), Token: e.Token(), Secret: e.Secret(),
-				TTLMillis: e.TTLMillis(), LockDelayMillis: e.LockDelayMillis(), Session: e.Session()}}
+				TTLMillis: e.TTLMillis(), LockDelayMillis: e.LockDelayMillis(), Session: e.Session(), Multi: s.multis[e.Token()] != nil}}
 		}
 		for _, e := range s.shared.Get(name) {
 			st.Holders = append(st.Holders, Held{Holder: e.Holder(), Token: e.Token(), Secret: e.Secret(),

@@ -55,6 +55,12 @@ func eventsOf(cmd entry.Command, result any, index uint64, memberExisted bool) [
 		}
 	case *entry.SessionEnd:
 		return sessionEndEvents(result, index)
+	case *entry.MultiAcquire:
+		return multiAcquiredEvents(result, index)
+	case *entry.MultiRelease:
+		return multiFreedEvents(result, index)
+	case *entry.Revoke:
+		return revokeEvents(result, index)
 	case *entry.Put:
 		if r, ok := result.(*PutResult); ok {
 			return []event.Event{{Index: index, Type: event.Put, Key: r.Key, Token: r.Token, ValueSize: len(c.Value)}}
@@ -127,8 +133,11 @@ func sessionEndEvents(result any, index uint64) []event.Event {
 		return nil
 	}
 	how, permitHow, typ := event.Released, event.PermitReleased, event.SessionClosed
-	if r.Expired {
+	switch {
+	case r.Expired:
 		how, permitHow, typ = event.Expired, event.PermitExpired, event.SessionExpired
+	case r.Revoked:
+		how, permitHow, typ = event.Revoked, event.Revoked, event.Revoked
 	}
 	var out []event.Event
 	for _, l := range r.Locks {
@@ -138,6 +147,38 @@ func sessionEndEvents(result any, index uint64) []event.Event {
 		out = append(out, permitFreedEvents(p, index, permitHow, how)...)
 	}
 	return append(out, event.Event{Index: index, Type: typ, Session: r.Session.ID, Holder: r.Session.Holder})
+}
+
+// multiAcquiredEvents are a multi-grant's acquired events, one per name
+// in its order, all with its one token.
+func multiAcquiredEvents(result any, index uint64) []event.Event {
+	r, ok := result.(*MultiResult)
+	if !ok || r.Existing {
+		return nil
+	}
+	out := make([]event.Event, 0, len(r.Grant.Names))
+	for _, n := range r.Grant.Names {
+		out = append(out, event.Event{Index: index, Type: event.Acquired, Lock: n, Holder: r.Grant.Holder, Token: r.Grant.Token})
+	}
+	return out
+}
+
+// multiFreedEvents are the released (or expired) events of every name a
+// multi-grant's end freed, in its order.
+func multiFreedEvents(result any, index uint64) []event.Event {
+	r, ok := result.(*MultiReleaseResult)
+	if !ok {
+		return nil
+	}
+	how := event.Released
+	if r.Expired {
+		how = event.Expired
+	}
+	var out []event.Event
+	for _, l := range r.Locks {
+		out = append(out, lockFreedEvents(l, index, how)...)
+	}
+	return out
 }
 
 // memberID returns the id a membership command names, if it is one.
@@ -169,4 +210,19 @@ func restoreEvents(s *state, applied uint64) []event.Event {
 		out = append(out, event.Event{Index: applied, Type: event.Voided, Lock: v.Lock, Semaphore: v.Semaphore, Holder: v.Holder, Token: v.Token})
 	}
 	return append(out, event.Event{Index: applied, Type: event.Epoch, Epoch: s.epoch})
+}
+
+// revokeEvents are a revoke's: the revoked grant's (or its hand-off), or
+// a revoked session's.
+func revokeEvents(result any, index uint64) []event.Event {
+	r, ok := result.(*RevokeResult)
+	switch {
+	case !ok:
+		return nil
+	case r.Lock != nil:
+		return lockFreedEvents(r.Lock, index, event.Revoked)
+	case r.Permit != nil:
+		return permitFreedEvents(r.Permit, index, event.Revoked, event.Revoked)
+	}
+	return sessionEndEvents(r.Session, index)
 }

@@ -165,7 +165,7 @@ func (s *state) freePermit(p *entry.Permit, next *entry.SemAcquire, index uint64
 		switch r := applySemAcquire(s, next, index).(type) {
 		case *PermitResult:
 			res.Next = r
-			way = grants.HandedOff
+			way = handedOff(way)
 		case error:
 			res.NextErr = r
 		}

@@ -43,6 +43,7 @@ type SessionResult struct {
 type SessionEndResult struct {
 	Session entry.Session
 	Expired bool
+	Revoked bool                // by an operator (revoke.go)
 	Locks   []*ReleaseResult    // the locks freed (Next: handed to a waiter)
 	Permits []*SemReleaseResult // the permits freed
 }
@@ -125,24 +126,36 @@ func applySessionEnd(s *state, c *entry.SessionEnd, index uint64) any {
 	if !c.Expired && !secrets.Equal(sess.Record().Lease, c.Lease) {
 		return fmt.Errorf("%w: that is not session %d's lease", refusal.ErrSessionMismatch, c.Session)
 	}
+	way := grants.Released
+	if c.Expired {
+		way = grants.Expired
+	}
+	return s.endSession(sess, c.Next, c.NextPermits, way, index)
+}
+
+// endSession ends sess and every grant under it at index, as a close
+// (released), an expiry or a revoke (which start each grant's lock-delay)
+// would each, handing a freed lock to the acquire in next that names it
+// and a freed slot to the one in nextPermits that names its semaphore.
+func (s *state) endSession(sess *sessions.Session, next []*entry.Acquire, nextPermits []*entry.SemAcquire, way grants.Way, index uint64) *SessionEndResult {
 	nextLock := map[string]*entry.Acquire{}
-	for _, n := range c.Next {
+	for _, n := range next {
 		if n != nil {
 			nextLock[n.Lock] = n
 		}
 	}
 	nextPermit := map[string]*entry.SemAcquire{}
-	for _, n := range c.NextPermits {
+	for _, n := range nextPermits {
 		if n != nil {
 			nextPermit[n.Semaphore] = n
 		}
 	}
-	res := &SessionEndResult{Session: sess.Record(), Expired: c.Expired}
+	res := &SessionEndResult{Session: sess.Record(), Expired: way == grants.Expired, Revoked: way == grants.Revoked}
 	// Ended first, freed after: a waiter handed a name in this entry may
 	// not be under the ending session (refused as expired), and the grant
 	// list no longer moves while the names are freed.
 	list := sess.Grants()
-	s.sessions.End(c.Session)
+	s.sessions.End(sess.Record().ID)
 	// A lock's hand-off goes with the last of its grants the session held
 	// (several when shared), once the lock has room for it.
 	lastOf := map[string]uint64{}
@@ -158,7 +171,7 @@ func applySessionEnd(s *state, c *entry.SessionEnd, index uint64) any {
 			if lastOf[g.Name] == g.Token {
 				next = nextLock[g.Name]
 			}
-			if r := s.endSessionLock(g, next, c.Expired, index); r != nil {
+			if r := s.endSessionLock(g, next, way, index); r != nil {
 				res.Locks = append(res.Locks, r)
 			}
 		case sessions.Permit:
@@ -166,7 +179,7 @@ func applySessionEnd(s *state, c *entry.SessionEnd, index uint64) any {
 			// alone: a second would offer the same acquire again.
 			next := nextPermit[g.Name]
 			delete(nextPermit, g.Name)
-			if r := s.endSessionPermit(g, next, c.Expired, index); r != nil {
+			if r := s.endSessionPermit(g, next, way, index); r != nil {
 				res.Permits = append(res.Permits, r)
 			}
 		}
@@ -174,16 +187,14 @@ func applySessionEnd(s *state, c *entry.SessionEnd, index uint64) any {
 	return res
 }
 
-// endSessionLock ends a session's lock grant as an Expire (expired) or a
-// Release would, handing it to next.
-func (s *state) endSessionLock(g sessions.Grant, next *entry.Acquire, expired bool, index uint64) *ReleaseResult {
+// endSessionLock ends a session's lock grant as an Expire (expired,
+// revoked) or a Release would, handing it to next.
+func (s *state) endSessionLock(g sessions.Grant, next *entry.Acquire, way grants.Way, index uint64) *ReleaseResult {
 	cur, held := s.lockGrant(g.Name, g.Token)
 	if !held {
 		return nil // cannot happen: a grant's end detaches it
 	}
-	way := grants.Released
-	if expired {
-		way = grants.Expired
+	if way != grants.Released {
 		if cur.LockDelayMillis() > 0 {
 			s.startDelay(g.Name, index, cur.LockDelayMillis())
 		}
@@ -191,23 +202,20 @@ func (s *state) endSessionLock(g sessions.Grant, next *entry.Acquire, expired bo
 	return s.free(cur, next, index, way)
 }
 
-// endSessionPermit ends a session's permit as a SemExpire (expired) or a
-// SemRelease would, handing its slot to next.
-func (s *state) endSessionPermit(g sessions.Grant, next *entry.SemAcquire, expired bool, index uint64) *SemReleaseResult {
+// endSessionPermit ends a session's permit as a SemExpire (expired,
+// revoked) or a SemRelease would, handing its slot to next.
+func (s *state) endSessionPermit(g sessions.Grant, next *entry.SemAcquire, way grants.Way, index uint64) *SemReleaseResult {
 	sem := s.sems.Get(g.Name)
 	if sem == nil || sem.Permit(g.Token) == nil {
 		return nil
 	}
 	p, limit := sem.Permit(g.Token), sem.Limit()
-	if !expired {
-		return s.freePermit(p, next, index, grants.Released)
-	}
-	if p.LockDelayMillis == 0 {
-		return s.freePermit(p, next, index, grants.Expired)
+	if way == grants.Released || p.LockDelayMillis == 0 {
+		return s.freePermit(p, next, index, way)
 	}
 	d := entry.Delay{Semaphore: p.Semaphore, Since: slotDelaySince(sem, index, p.Token), Millis: p.LockDelayMillis, Limit: limit}
 	s.sems.AddSlotDelay(d)
-	res := s.freePermit(p, next, index, grants.Expired)
+	res := s.freePermit(p, next, index, way)
 	res.Delay = &d
 	return res
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/fencer-io/fencer/fsm/internal/locktable"
 	"github.com/fencer-io/fencer/fsm/internal/permits"
 	"github.com/fencer-io/fencer/fsm/internal/requests"
+	"github.com/fencer-io/fencer/fsm/internal/revoked"
 	"github.com/fencer-io/fencer/fsm/internal/sessions"
 )
 
@@ -35,6 +36,12 @@ type state struct {
 	// sessions are the live sessions and their grants, and the ids of
 	// those that ended lately (fsm/internal/sessions; session.go).
 	sessions *sessions.Table
+	// multis are the names of each live multi-grant, by its token
+	// (multilock.go); each name's grant is in locks.
+	multis map[uint64][]string
+	// revoked are the tokens of the grants and sessions revoked lately
+	// (fsm/internal/revoked; revoke.go).
+	revoked *revoked.Set
 	// history is the grant history, nil until SetGrantHistory (history.go).
 	history *grants.History
 	// restoredAt is the index at which a restore or recovery installed
@@ -55,6 +62,8 @@ func newState() *state {
 		delays:   map[string]entry.Delay{},
 		sems:     permits.New(),
 		sessions: sessions.New(),
+		multis:   map[uint64][]string{},
+		revoked:  revoked.New(),
 	}
 }
 

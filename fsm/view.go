@@ -96,6 +96,10 @@ func (f *FSM) viewLocked() *View {
 	v.rest.Sessions = s.sessions.Records()
 	v.rest.EndedSessions = s.sessions.EndedIDs()
 	v.Header.Sessions, v.Header.EndedSessions = len(v.rest.Sessions), len(v.rest.EndedSessions)
+	v.rest.MultiLocks = s.multiRecords()
+	v.Header.MultiLocks = len(v.rest.MultiLocks)
+	v.rest.Revoked = s.revoked.Tokens()
+	v.Header.Revoked = len(v.rest.Revoked)
 	// Never written in place: a restore replaces the slice.
 	v.rest.Voided = s.voided
 	v.Header.RestoredAt, v.Header.Voided, v.Header.VoidedPermits = s.restoredAt, len(s.voided), voidedPermits(s.voided)
@@ -126,6 +130,8 @@ func (v *View) Image() *snapshot.Image {
 	img.Voided = slices.Clone(v.rest.Voided)
 	img.Sessions = slices.Clone(v.rest.Sessions)
 	img.EndedSessions = slices.Clone(v.rest.EndedSessions)
+	img.MultiLocks = slices.Clone(v.rest.MultiLocks)
+	img.Revoked = slices.Clone(v.rest.Revoked)
 	img.Shared = slices.Clone(v.rest.Shared)
 	if v.grants.Len() > 0 {
 		img.Grants = v.grants.Records()
@@ -201,12 +207,18 @@ func readState(r io.Reader) (*state, *snapshot.Header, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	if err := checkRevokedLocks(s, rest.Revoked); err != nil {
+		return nil, nil, err
+	}
 	for _, l := range rest.Shared {
 		if _, dup := s.locks.Get(l.Name); dup {
 			return nil, nil, fmt.Errorf("snapshot is inconsistent: lock %q is held both exclusively and in shared mode", l.Name)
 		}
 	}
 	fill(s, rest)
+	if err := s.restoreMultis(rest.MultiLocks); err != nil {
+		return nil, nil, err
+	}
 	for _, e := range underSession {
 		if s.sessions.Get(e.Session()) == nil {
 			return nil, nil, fmt.Errorf("snapshot is inconsistent: lock %q held under session %d, which is not live", e.Name(), e.Session())
@@ -257,6 +269,9 @@ func fill(s *state, img *snapshot.Image) {
 		s.sessions.Open(rec)
 	}
 	s.sessions.RestoreEnded(img.EndedSessions)
+	for _, t := range img.Revoked {
+		s.revoked.Add(t)
+	}
 	for i := range img.Permits {
 		p := img.Permits[i]
 		s.sems.Add(&p)

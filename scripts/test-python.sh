@@ -9,7 +9,9 @@
 # removed on exit, so the tree and the machine keep nothing.
 #
 # Environment: PYTHON (default /usr/bin/python3), FENCER_BIN (the fencer
-# binary the tests start), FENCER_TEST_PG_DSN (the PostgreSQL example).
+# binary the tests start), FENCER_TEST_PG_DSN (the PostgreSQL example),
+# FENCER_TEST_REDIS_ADDR and FENCER_TEST_REDIS_RESTART (the Redis fence,
+# from scripts/with-redis.sh).
 set -euo pipefail
 py=${PYTHON:-/usr/bin/python3}
 repo=$(cd "$(dirname "$0")/.." && pwd)

@@ -92,6 +92,10 @@ func TestReadmeQuickStart(t *testing.T) {
 	})
 	t.Run("Sessions", func(t *testing.T) {
 		runReadmeSessions(t, string(readme), work, httpPort)
+		runReadmeRevoke(t, string(readme), work, httpPort)
+	})
+	t.Run("MultiLocks", func(t *testing.T) {
+		runReadmeMultiLocks(t, string(readme), work, httpPort)
 	})
 	t.Run("SharedLocks", func(t *testing.T) {
 		runReadmeShared(t, string(readme), work, httpPort)
@@ -146,6 +150,47 @@ func runReadmeShared(t *testing.T, readme, work string, httpPort int) {
 	}
 }
 
+// runReadmeMultiLocks runs the shell block of the README's multi-locks
+// section, as pasted but for the ports, and checks what it promises: both
+// names granted with one token, the overlapping request refused naming the
+// held name with that token, the fenced write under one name accepted with
+// it, and the release naming both.
+func runReadmeMultiLocks(t *testing.T, readme, work string, httpPort int) {
+	const heading = "## Multi-locks: several locks at once, all or none"
+	blocks := fencedBlocks(section(readme, heading), "sh")
+	if len(blocks) != 1 {
+		t.Fatalf("want one shell block under %q, found %d", heading, len(blocks))
+	}
+	script := regexp.MustCompile(`localhost:700([1-3])\b`).ReplaceAllStringFunc(blocks[0], func(m string) string {
+		n, _ := strconv.Atoi(m[len(m)-1:])
+		return "localhost:" + strconv.Itoa(httpPort+n-1)
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	sh := exec.CommandContext(ctx, "bash", "-c", "set -euo pipefail\n"+script)
+	sh.Dir = work
+	outBytes, err := sh.CombinedOutput()
+	out := string(outBytes)
+	if err != nil {
+		t.Fatalf("the README's multi-locks block failed: %v\n%s", err, out)
+	}
+	t.Logf("multi-locks:\n%s", out)
+	granted := regexp.MustCompile(`\{"names":\["acct.alice","acct.bob"\],"holder":"transfer-7","token":([1-9]\d*),"lease":"[0-9a-f]{32}"`).FindStringSubmatch(out)
+	if granted == nil {
+		t.Fatalf("the README's multi-locks block granted no multi-lock:\n%s", out)
+	}
+	token := granted[1]
+	for _, want := range []string{
+		`"code":"lock_held","lock":"acct.bob","holder":"transfer-7","token":` + token + `\}`,
+		`(?m)^\{"key":"ledger","token":` + token + `\}$`,
+		`(?m)^\{"names":\["acct.alice","acct.bob"\],"token":` + token + `,"released":true\}$`,
+	} {
+		if !regexp.MustCompile(want).MatchString(out) {
+			t.Errorf("the README's multi-locks block did not print %s", want)
+		}
+	}
+}
+
 // runReadmeSessions runs the shell block of the README's sessions section,
 // as pasted but for the ports, against the quick start's cluster, and
 // checks what it promises: the lock acquired under the session names it,
@@ -186,6 +231,41 @@ func runReadmeSessions(t *testing.T, readme, work string, httpPort int) {
 	} {
 		if !regexp.MustCompile(want).MatchString(out) {
 			t.Errorf("the README's sessions block did not print %s", want)
+		}
+	}
+}
+
+// runReadmeRevoke runs the shell block of the README's revoke section, as
+// pasted but for the ports, and checks what it promises: the revoke
+// answers the grant it ended, the holder's renewal is refused as revoked,
+// and its lock-bound write with the old token is refused.
+func runReadmeRevoke(t *testing.T, readme, work string, httpPort int) {
+	const heading = "## Revoke: end a stuck holder's grant"
+	blocks := fencedBlocks(section(readme, heading), "sh")
+	if len(blocks) != 1 {
+		t.Fatalf("want one shell block under %q, found %d", heading, len(blocks))
+	}
+	script := regexp.MustCompile(`localhost:700([1-3])\b`).ReplaceAllStringFunc(blocks[0], func(m string) string {
+		n, _ := strconv.Atoi(m[len(m)-1:])
+		return "localhost:" + strconv.Itoa(httpPort+n-1)
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	sh := exec.CommandContext(ctx, "bash", "-c", "set -euo pipefail\n"+script)
+	sh.Dir = work
+	outBytes, err := sh.CombinedOutput()
+	out := string(outBytes)
+	if err != nil {
+		t.Fatalf("the README's revoke block failed: %v\n%s", err, out)
+	}
+	t.Logf("revoke:\n%s", out)
+	for _, want := range []string{
+		`(?m)^\{"lock":"nightly","holder":"stuck-worker","token":[1-9]\d*\}$`,
+		`"code":"revoked"`,
+		`"code":"not_lock_holder"`,
+	} {
+		if !regexp.MustCompile(want).MatchString(out) {
+			t.Errorf("the README's revoke block did not print %s", want)
 		}
 	}
 }

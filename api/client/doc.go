@@ -110,7 +110,10 @@
 //
 // Renewals go out at about TTL/3 with jitter, so two can fail before the
 // deadline; each is retried across nodes until it is answered or the
-// deadline passes. A refused renewal (410 lease_lost) ends the lease at once.
+// deadline passes. A refused renewal (410 lease_lost, or 410 revoked: an
+// operator revoked the grant, ErrRevoked, which matches ErrLeaseLost too)
+// ends the lease at once; a session's ends the session and every lease
+// under it.
 //
 // # Sessions
 //

@@ -53,6 +53,13 @@ var (
 	// ErrSessionGrant: a grant held under a session is renewed by renewing
 	// its session (409 session_grant).
 	ErrSessionGrant = errors.New("grant held under a session")
+	// ErrMultiGrant: a release of one name of a multi-lock, whose names
+	// end together: release the MultiLock (409 multi_grant).
+	ErrMultiGrant = errors.New("lock is one name of a multi-lock")
+	// ErrRevoked: an operator revoked the grant or the session (410
+	// revoked). An answer with that code matches ErrLeaseLost too: the
+	// grant is lost, for good.
+	ErrRevoked = errors.New("revoked")
 	// ErrUpgradeRequired: the request needs every member to run a newer
 	// build first (409 upgrade_required).
 	ErrUpgradeRequired = errors.New("upgrade required")
@@ -182,6 +189,9 @@ var codeErrors = map[string]error{
 	wire.CodeSessionExpired:       ErrSessionExpired,
 	wire.CodeSessionMismatch:      ErrSessionMismatch,
 	wire.CodeSessionGrant:         ErrSessionGrant,
+	wire.CodeMultiGrant:           ErrMultiGrant,
+	wire.CodeInvalidNames:         ErrInvalid,
+	wire.CodeRevoked:              ErrRevoked,
 	wire.CodeUnauthorized:         ErrUnauthorized,
 	wire.CodeKeyedMember:          ErrUnauthorized,
 	wire.CodeForbidden:            ErrForbidden,
@@ -194,7 +204,9 @@ type APIError struct {
 	Status  int    // HTTP status
 	Code    string // wire.Code*; empty when the body was not an API error
 	Message string
-	// Holder and Token describe the current grant on lock_held.
+	// Holder and Token describe the current grant on lock_held, and Lock
+	// names the lock (a multi-lock's first held name).
+	Lock   string
 	Holder string
 	Token  uint64
 	// LastToken is the key's high-water mark on stale_token.
@@ -226,6 +238,9 @@ func (e *APIError) Is(target error) bool {
 	if target == ErrInvalid && e.Status == http.StatusBadRequest {
 		return true
 	}
+	if target == ErrLeaseLost && e.Code == wire.CodeRevoked {
+		return true // a revoked grant is lost
+	}
 	s, ok := codeErrors[e.Code]
 	return ok && s == target
 }
@@ -246,6 +261,7 @@ func newAPIError(status int, body []byte) *APIError {
 		Status:    status,
 		Code:      wire.Code,
 		Message:   wire.Message,
+		Lock:      wire.Lock,
 		Holder:    wire.Holder,
 		Token:     wire.Token,
 		LastToken: wire.LastToken,

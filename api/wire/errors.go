@@ -23,10 +23,13 @@ const (
 	CodeInvalidSnapshot  = "invalid_snapshot"
 	CodeInvalidEpoch     = "invalid_epoch" // a restore that would leave no token space
 	CodeInvalidLockDelay = "invalid_lock_delay"
-	CodeInvalidMode      = "invalid_mode"       // a lock mode other than shared or exclusive, or a shared acquire with a value
-	CodeInvalidValue     = "invalid_value"      // a lock value over 4 KiB or not UTF-8
-	CodeInvalidIndex     = "invalid_index"      // since, Last-Event-ID, wait_index
-	CodeInvalidLimit     = "invalid_limit"      // a semaphore limit outside 1 … 10,000, a history limit outside 1 … 1,024
+	CodeInvalidMode      = "invalid_mode"  // a lock mode other than shared or exclusive, or a shared acquire with a value
+	CodeInvalidValue     = "invalid_value" // a lock value over 4 KiB or not UTF-8
+	CodeInvalidIndex     = "invalid_index" // since, Last-Event-ID, wait_index
+	CodeInvalidLimit     = "invalid_limit" // a semaphore limit outside 1 … 10,000, a history limit outside 1 … 1,024
+	// CodeInvalidNames: a multi-acquire's names are none, more than
+	// MaxMultiNames, one given twice, or one not a valid lock name.
+	CodeInvalidNames     = "invalid_names"
 	CodeBodyTooLarge     = "body_too_large"     // 413
 	CodeMissingToken     = "missing_token"      // 428
 	CodeMethodNotAllowed = "method_not_allowed" // 405
@@ -56,6 +59,9 @@ const (
 	// CodeLimitMismatch: the acquire's limit differs from the one of the
 	// semaphore's held permits, Error.Limit (409).
 	CodeLimitMismatch = "limit_mismatch"
+	// CodeMultiGrant: a release of one name of a multi-grant, whose names
+	// end together: release the multi-grant (409).
+	CodeMultiGrant = "multi_grant"
 
 	// The cluster.
 	CodeNoLeader       = "no_leader"       // 503
@@ -116,6 +122,8 @@ func Codes() []string {
 		CodeInvalidLimit, CodeSemaphoreFull, CodeLimitMismatch, CodeInvalidValue,
 		CodeTooManyWatches,
 		CodeUnknownSession, CodeSessionExpired, CodeSessionMismatch, CodeSessionGrant,
+		CodeInvalidNames, CodeMultiGrant,
+		CodeRevoked,
 		CodeInvalidMode,
 	}
 }
@@ -124,7 +132,9 @@ func Codes() []string {
 type Error struct {
 	Message string `json:"error"`
 	Code    string `json:"code"`
-	// Holder and Token describe the current grant on lock_held.
+	// Holder and Token describe the current grant on lock_held, and Lock
+	// names the lock (a multi-acquire's first held name).
+	Lock   string `json:"lock,omitempty"`
 	Holder string `json:"holder,omitempty"`
 	Token  uint64 `json:"token,omitempty"`
 	// LastToken is the key's high-water mark on stale_token.

@@ -2,6 +2,9 @@ package wire
 
 import "time"
 
+// GrantRevoked is GrantRecord.Ended of a grant an operator revoked.
+const GrantRevoked = "revoked"
+
 // GrantHeld is GrantRecord.Ended while the grant is still held.
 const GrantHeld = "held"
 
@@ -31,7 +34,8 @@ type GrantRecord struct {
 	GrantedIndex uint64 `json:"granted_index"`
 	// Ended is how the grant ended: released, expired, handed_off (to a
 	// waiter, in the same entry), voided (a restore or recovery dropped
-	// it), or held (not ended yet).
+	// it), revoked (an operator ended it, even when the entry handed it
+	// to a waiter; GrantRevoked), or held (not ended yet).
 	Ended string `json:"ended"`
 	// EndedIndex is the log index of the entry that ended it (absent
 	// while held).

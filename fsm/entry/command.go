@@ -55,9 +55,13 @@ const (
 	// Sessions (session.go; LogFormatSession): one lease for many grants.
 	CmdSessionCreate CommandType = 26
 	CmdSessionEnd    CommandType = 27
-	// Reserved for issue 28 (LogFormatLockModes): CmdRevoke = 28,
-	// CmdMultiAcquire = 29, CmdMultiRelease = 30. Not in the commands
-	// table until built.
+	// CmdRevoke ends a grant or a session at an operator's word (revoke.go;
+	// LogFormatLockModes).
+	CmdRevoke CommandType = 28
+	// Multi-locks (multilock.go; LogFormatLockModes): one grant over
+	// several names.
+	CmdMultiAcquire CommandType = 29
+	CmdMultiRelease CommandType = 30
 )
 
 // Command is one FSM operation. Everything the FSM needs is inside it: the
@@ -131,6 +135,9 @@ var commands = []commandSpec{
 		formOf(CmdSetGrantHistoryPermits, LogFormatPermitHistory, "permits", readPermitHistory, appendPermitHistory)}},
 	{typ: CmdSessionCreate, name: "session-create", empty: func() Command { return &SessionCreate{} }, since: LogFormatSession},
 	{typ: CmdSessionEnd, name: "session-end", empty: func() Command { return &SessionEnd{} }, since: LogFormatSession},
+	{typ: CmdMultiAcquire, name: "multi-acquire", empty: func() Command { return &MultiAcquire{} }, since: LogFormatLockModes},
+	{typ: CmdMultiRelease, name: "multi-release", empty: func() Command { return &MultiRelease{} }, since: LogFormatLockModes},
+	{typ: CmdRevoke, name: "revoke", empty: func() Command { return &Revoke{} }, since: LogFormatLockModes},
 }
 
 // Types returns the Type of every command this build knows, in table order.

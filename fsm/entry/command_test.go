@@ -52,12 +52,12 @@ func TestCommandsTable(t *testing.T) {
 			}
 		}
 	}
-	// The type bytes in use: 1-27, nothing else.
+	// The type bytes in use: 1-30, nothing else.
 	for t8 := range 256 {
 		typ := CommandType(t8)
 		_, err := Decode([]byte{byte(typ)})
 		var unknown *UnknownCommandError
-		if known := t8 >= 1 && t8 <= 27; known == errors.As(err, &unknown) {
+		if known := t8 >= 1 && t8 <= 30; known == errors.As(err, &unknown) {
 			t.Errorf("type byte %d: known %v, decode error %v", t8, known, err)
 		}
 	}
@@ -128,5 +128,52 @@ func TestKeyedMemberHasATypeOfItsOwn(t *testing.T) {
 	}
 	if _, err := EncodeFormat(keyed, LogFormatPermitHistory); !errors.Is(err, ErrFormatTooOld) {
 		t.Fatalf("a keyed record for members of format 6: %v, want ErrFormatTooOld", err)
+	}
+}
+
+// A session's end carries its hand-off's principal through the log, whatever
+// the acquire's other fields: without it the waiter's request id would be
+// remembered as nobody's, for another principal to replay (fails with the
+// acquire's own JSON, which leaves the principal out).
+func TestSessionEndKeepsTheHandOffsPrincipal(t *testing.T) {
+	cmd := &SessionEnd{Session: 7, Expired: true, Next: []*Acquire{{Lock: "a", Holder: "w", Lease: "l", TTLMillis: 1000, RequestID: "r", Principal: "jobs"}}}
+	data, err := EncodeFormat(cmd, LogFormatSession)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := Decode(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	end := back.(*SessionEnd)
+	if len(end.Next) != 1 || end.Next[0].Principal != "jobs" || end.Next[0].RequestID != "r" || end.Session != 7 || !end.Expired {
+		t.Fatalf("decoded %+v (next %+v)", end, end.Next)
+	}
+}
+
+// A revoke's hand-off keeps its principal through the log (an acquire's
+// own JSON leaves it out unless it has a lock-delay or a value), and a
+// permit's hand-off keeps its own.
+func TestRevokeKeepsTheHandOffsPrincipal(t *testing.T) {
+	for _, c := range []*Revoke{
+		{Lock: "a", Token: 1, Next: &Acquire{Lock: "a", Holder: "h", Lease: "x", TTLMillis: 5, Principal: "p"}},
+		{Semaphore: "s", Token: 1, NextPermit: &SemAcquire{Semaphore: "s", Holder: "h", Lease: "x", TTLMillis: 5, Limit: 1, Principal: "p"}},
+		{Session: 3, Next: &Acquire{Lock: "a", Holder: "h", Lease: "x", TTLMillis: 5}},
+	} {
+		b, err := Encode(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		back, err := Decode(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := back.(*Revoke)
+		switch {
+		case c.Next != nil && got.Next.Principal != c.Next.Principal:
+			t.Errorf("%s: the hand-off's principal %q, want %q", b, got.Next.Principal, c.Next.Principal)
+		case c.NextPermit != nil && got.NextPermit.Principal != c.NextPermit.Principal:
+			t.Errorf("%s: the permit hand-off's principal %q, want %q", b, got.NextPermit.Principal, c.NextPermit.Principal)
+		}
 	}
 }

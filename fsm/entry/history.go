@@ -14,6 +14,8 @@ const (
 	EndExpired   = "expired"
 	EndHandedOff = "handed_off"
 	EndVoided    = "voided"
+	// EndRevoked: an operator revoked the grant (snapshot version 6).
+	EndRevoked = "revoked"
 )
 
 // Bounds of the history's settings: SetGrantHistory outside them is refused.

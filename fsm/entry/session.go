@@ -1,5 +1,7 @@
 package entry
 
+import "encoding/json"
+
 // A session is one lease for many grants (fsm/session.go): its creation is
 // an entry, its renewals are not (the leader times it, as it times a
 // grant's lease), and its end, by expiry or by close, is one entry that
@@ -47,6 +49,52 @@ type SessionEnd struct {
 	Expired     bool          `json:"expired,omitempty"`
 	Next        []*Acquire    `json:"next,omitempty"`
 	NextPermits []*SemAcquire `json:"next_permits,omitempty"`
+}
+
+// sessionEndFields is SessionEnd without its methods, for its JSON.
+type sessionEndFields SessionEnd
+
+// sessionEndJSON is a SessionEnd's JSON: its hand-off carries its
+// principal whatever its fields. An acquire's own JSON leaves the principal
+// out unless it has a lock-delay or a value (older builds would drop it),
+// but every reader of a session's end reads it, and a hand-off without its
+// principal would be remembered as nobody's request, which another
+// principal could then replay (the review caught it).
+type sessionEndJSON struct {
+	*sessionEndFields
+	Next []acquireWithPrincipal `json:"next,omitempty"`
+}
+
+// MarshalJSON writes the hand-off with its principal.
+func (c *SessionEnd) MarshalJSON() ([]byte, error) {
+	out := sessionEndJSON{sessionEndFields: (*sessionEndFields)(c)}
+	for _, n := range c.Next {
+		out.Next = append(out.Next, acquireWithPrincipal{(*acquireFields)(n), n.Principal})
+	}
+	return json.Marshal(out)
+}
+
+// UnmarshalJSON reads the hand-off with its principal.
+func (c *SessionEnd) UnmarshalJSON(b []byte) error {
+	var in struct {
+		*sessionEndFields
+		Next []json.RawMessage `json:"next,omitempty"`
+	}
+	in.sessionEndFields = (*sessionEndFields)(c)
+	if err := json.Unmarshal(b, &in); err != nil {
+		return err
+	}
+	c.Next = nil
+	for _, raw := range in.Next {
+		a := &Acquire{}
+		w := acquireWithPrincipal{acquireFields: (*acquireFields)(a)}
+		if err := json.Unmarshal(raw, &w); err != nil {
+			return err
+		}
+		a.Principal = w.Principal
+		c.Next = append(c.Next, a)
+	}
+	return nil
 }
 
 func (*SessionCreate) Type() CommandType { return CmdSessionCreate }

@@ -39,6 +39,12 @@ const (
 	SessionCreated = "session_created"
 	SessionExpired = "session_expired"
 	SessionClosed  = "session_closed"
+	// Revoked: an operator ended a grant (a lock's, or a permit's: then
+	// Semaphore is set), or a session (Session alone), whose every grant
+	// ends with an event of its own in the same entry. A grant whose name
+	// went to a waiter in that entry is handed_off (or permit_handed_off)
+	// with reason revoked instead.
+	Revoked = "revoked"
 )
 
 // Event is one change an applied entry made. Fields a type does not use are
@@ -51,7 +57,7 @@ type Event struct {
 	Holder string
 	Token  uint64
 	// PrevHolder and PrevToken are the ended grant of a handed_off, and
-	// Reason how it ended (released or expired).
+	// Reason how it ended (released, expired or revoked).
 	PrevHolder string
 	PrevToken  uint64
 	Reason     string

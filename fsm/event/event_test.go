@@ -16,6 +16,7 @@ func TestTypesAreTheContracts(t *testing.T) {
 		KeyDeleted: wire.EventKeyDeleted, MemberAdded: wire.EventMemberAdded, MemberRemoved: wire.EventMemberRemoved,
 		Epoch: wire.EventEpoch, ValueSet: wire.EventValueSet, PermitAcquired: wire.EventPermitAcquired,
 		PermitReleased: wire.EventPermitReleased, PermitExpired: wire.EventPermitExpired, PermitHandedOff: wire.EventPermitHandedOff,
+		Revoked: wire.EventRevoked,
 	} {
 		if ours != theirs {
 			t.Errorf("fsm's event type %q is %q in the contract", ours, theirs)

@@ -56,6 +56,12 @@ var (
 	// ErrSessionGrant: a renewal of a grant held under a session, which
 	// lives as long as its session: renew the session.
 	ErrSessionGrant = errors.New("grant held under a session")
+	// ErrMultiGrant: a release or expiry of one name of a multi-grant,
+	// whose names end together: release the multi-grant.
+	ErrMultiGrant = errors.New("lock is one name of a multi-grant")
+	// ErrRevoked: an operator revoked the grant or the session (or every
+	// grant under it); its holder must stop and acquire again.
+	ErrRevoked = errors.New("revoked by an operator")
 )
 
 // HeldError reports who holds a lock; it matches ErrLockHeld.

@@ -75,6 +75,12 @@ func (img *Image) checkGrants() error {
 		}
 		switch g.Ended {
 		case "", entry.EndReleased, entry.EndExpired, entry.EndHandedOff, entry.EndVoided:
+		case entry.EndRevoked:
+			// A state that revoked anything remembers a revoke for good
+			// (fsm/internal/revoked), so its header says so.
+			if h.Revoked == 0 {
+				return fmt.Errorf("grant %d ended revoked in a state that remembers no revoke", g.Token)
+			}
 		default:
 			return fmt.Errorf("grant %d ended %q", g.Token, g.Ended)
 		}
@@ -177,6 +183,8 @@ func parseGrantRecord(line []byte, g *entry.GrantRecord) bool {
 			g.Ended = entry.EndHandedOff
 		case entry.EndVoided:
 			g.Ended = entry.EndVoided
+		case entry.EndRevoked:
+			g.Ended = entry.EndRevoked
 		default:
 			g.Ended = string(ended)
 		}

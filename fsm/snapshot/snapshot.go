@@ -27,7 +27,11 @@ const Format = "fencer-snapshot"
 // which such a build refuses whole, and one without any as before.
 // Version 5 adds sessions (Header.Sessions, session records, and the ids of
 // the sessions that ended lately), and grants (locks, permits) under one.
-// Version 6 adds issue 28's primitives: a lock's shared grants
+// Version 6 adds issue 28's primitives: the live multi-grants
+// (Header.MultiLocks, multi-lock records; their names' lock records are as
+// before), and the revoked tokens remembered (Header.Revoked, revoked
+// records) with grants ended "revoked" in the history, which only a state
+// that remembers a revoke holds; and a lock's shared grants
 // (Header.SharedLocks, shared_lock records; Header.SharedGrants counts the
 // grant records of shared grants, whose mode a build before them would
 // drop).
@@ -92,6 +96,10 @@ type Header struct {
 	Sessions      int `json:"sessions,omitempty"`
 	EndedSessions int `json:"ended_sessions,omitempty"`
 
+	// Version 6: how many live multi-grants follow.
+	MultiLocks int `json:"multi_locks,omitempty"`
+	// Version 6: how many revoked tokens (grants' and sessions') follow.
+	Revoked int `json:"revoked,omitempty"`
 	// Version 6: how many shared grants of locks follow (shared_lock
 	// records), and how many of the grant records are shared grants'.
 	SharedLocks  int `json:"shared_locks,omitempty"`
@@ -129,9 +137,10 @@ func (h *Header) needsVersion4() bool { return h.MemberKeys != 0 }
 func (h *Header) needsVersion5() bool { return h.Sessions != 0 || h.EndedSessions != 0 }
 
 // needsVersion6 reports whether the header describes anything version 5
-// cannot hold: one line per primitive of issue 28.
+// cannot hold: issue 28's records, one line per primitive.
 func (h *Header) needsVersion6() bool {
-	return false ||
+	return h.MultiLocks != 0 ||
+		h.Revoked != 0 ||
 		h.SharedLocks != 0 || h.SharedGrants != 0
 }
 
@@ -169,6 +178,11 @@ type Image struct {
 	// of the sessions that ended lately, oldest first.
 	Sessions      []entry.Session
 	EndedSessions []uint64
+	// MultiLocks are the live multi-grants, sorted by token.
+	MultiLocks []entry.MultiLock
+	// Revoked are the tokens of the grants and sessions revoked lately,
+	// oldest first.
+	Revoked []uint64
 	// Shared are the locks' shared grants, by lock name then token, each
 	// with Mode entry.ModeShared.
 	Shared []entry.Lock
@@ -190,6 +204,10 @@ type Record struct {
 	Session *entry.Session       `json:"session,omitempty"`
 	// EndedSession is the id of a session that ended lately.
 	EndedSession *uint64 `json:"ended_session,omitempty"`
+	// MultiLock is a live multi-grant (version 6).
+	MultiLock *entry.MultiLock `json:"multi_lock,omitempty"`
+	// Revoked is the token of a grant or session revoked lately.
+	Revoked *uint64 `json:"revoked,omitempty"`
 	// SharedLock is one of a lock's shared grants.
 	SharedLock *entry.Lock `json:"shared_lock,omitempty"`
 }
@@ -214,7 +232,8 @@ func (img *Image) WriteTo(w io.Writer) (int64, error) {
 
 // Middle writes img's records from its members to its voided grants, in
 // the format's order: members, requests, delays, permits, voided grants,
-// sessions, ended sessions, shared grants of locks.
+// sessions, ended sessions, multi-grants, revoked tokens, shared grants of
+// locks.
 // Image.WriteTo, and fsm's View, which streams its locks, keys and grants
 // from the state's own layout, write the rest around it.
 func (sw *Writer) Middle(img *Image) {
@@ -238,6 +257,12 @@ func (sw *Writer) Middle(img *Image) {
 	}
 	for i := range img.EndedSessions {
 		sw.Encode(Record{EndedSession: &img.EndedSessions[i]})
+	}
+	for i := range img.MultiLocks {
+		sw.Encode(Record{MultiLock: &img.MultiLocks[i]})
+	}
+	for i := range img.Revoked {
+		sw.Encode(Record{Revoked: &img.Revoked[i]})
 	}
 	for i := range img.Shared {
 		sw.Encode(Record{SharedLock: &img.Shared[i]})
@@ -428,6 +453,10 @@ func Decode(r io.Reader, img *Image, lock func(*LockRecord) error) error {
 			img.Sessions = append(img.Sessions, *rec.Session)
 		case rec.EndedSession != nil:
 			img.EndedSessions = append(img.EndedSessions, *rec.EndedSession)
+		case rec.MultiLock != nil:
+			img.MultiLocks = append(img.MultiLocks, *rec.MultiLock)
+		case rec.Revoked != nil:
+			img.Revoked = append(img.Revoked, *rec.Revoked)
 		case rec.SharedLock != nil:
 			img.Shared = append(img.Shared, *rec.SharedLock)
 		default:
@@ -514,6 +543,12 @@ func (img *Image) CheckCounts(locks int) error {
 	if len(img.Sessions) != h.Sessions || len(img.EndedSessions) != h.EndedSessions {
 		return fmt.Errorf("snapshot is incomplete: header says %d sessions and %d ended, found %d and %d",
 			h.Sessions, h.EndedSessions, len(img.Sessions), len(img.EndedSessions))
+	}
+	if len(img.MultiLocks) != h.MultiLocks {
+		return fmt.Errorf("snapshot is incomplete: header says %d multi-grants, found %d", h.MultiLocks, len(img.MultiLocks))
+	}
+	if len(img.Revoked) != h.Revoked {
+		return fmt.Errorf("snapshot is incomplete: header says %d revoked tokens, found %d", h.Revoked, len(img.Revoked))
 	}
 	if locks != h.Locks || len(img.Keys) != h.Keys || len(img.Members) != h.Members || len(img.Requests) != h.Requests || len(img.Delays) != h.Delays || len(img.Permits) != h.Permits ||
 		len(img.Voided) != h.Voided || len(img.Grants) != h.Grants {
@@ -652,6 +687,12 @@ func (img *Image) check() error {
 	if err := img.checkSessions(); err != nil {
 		return err
 	}
+	if err := img.checkMultiLocks(); err != nil {
+		return err
+	}
+	if err := img.checkRevoked(); err != nil {
+		return err
+	}
 	if err := img.checkShared(); err != nil {
 		return err
 	}
@@ -689,6 +730,53 @@ func (img *Image) checkSessions() error {
 		if p.Session != 0 && !live[p.Session] {
 			return fmt.Errorf("permit %d of semaphore %q held under session %d, which is not live", p.Token, p.Semaphore, p.Session)
 		}
+	}
+	return nil
+}
+
+// checkMultiLocks refuses multi-grants no log could have written: token 0
+// or above the last token, no names or more than entry.MaxMultiNames, a
+// name twice (in one grant or in two), a token twice, or out of order.
+// That each name's lock carries the token is checked where the locks are
+// (fsm's restore streams them).
+func (img *Image) checkMultiLocks() error {
+	names := map[string]bool{}
+	var last uint64
+	for _, m := range img.MultiLocks {
+		if m.Token == 0 || m.Token <= last || m.Token > img.Header.LastToken || len(m.Names) == 0 || len(m.Names) > entry.MaxMultiNames {
+			return fmt.Errorf("multi-grant %d of %d names (after %d, last token %d)", m.Token, len(m.Names), last, img.Header.LastToken)
+		}
+		last = m.Token
+		for _, n := range m.Names {
+			if n == "" || names[n] {
+				return fmt.Errorf("multi-grant %d names lock %q, empty or held twice", m.Token, n)
+			}
+			names[n] = true
+		}
+	}
+	return nil
+}
+
+// checkRevoked refuses revoked tokens no log could have written: 0, above
+// the last token, a duplicate, or a grant or session still live (a revoke
+// ends what it names, and a token is never granted twice).
+func (img *Image) checkRevoked() error {
+	live := map[uint64]bool{}
+	for _, l := range img.Locks {
+		live[l.Token] = true
+	}
+	for _, p := range img.Permits {
+		live[p.Token] = true
+	}
+	for _, s := range img.Sessions {
+		live[s.ID] = true
+	}
+	seen := map[uint64]bool{}
+	for _, t := range img.Revoked {
+		if t == 0 || t > img.Header.LastToken || seen[t] || live[t] {
+			return fmt.Errorf("revoked token %d is 0, above the last token, a duplicate or still live", t)
+		}
+		seen[t] = true
 	}
 	return nil
 }

@@ -97,6 +97,9 @@ func TestEachRoleAgainstEachEndpoint(t *testing.T) {
 		{"POST", "/v1/locks/a/acquire", c | o},
 		{"POST", "/v1/locks/a/renew", c | o},
 		{"POST", "/v1/locks/a/release", c | o},
+		{"POST", "/v1/locks/acquire", c | o}, // a multi-lock's: its names are the handler's (NamesAllowed)
+		{"POST", "/v1/locks/renew", c | o},
+		{"POST", "/v1/locks/release", c | o},
 		{"PUT", "/v1/kv/k", c | o},
 		{"POST", "/v1/cluster/join", o},
 		{"POST", "/v1/cluster/members", o},
@@ -109,6 +112,10 @@ func TestEachRoleAgainstEachEndpoint(t *testing.T) {
 		{"GET", "/v2/locks", o},
 		{"POST", "/v1/kv/k", c | o}, // any other method on a key is a write
 		{"DELETE", "/v1/kv/k", o},   // removes the key's mark
+		// Revoke ends another's grant: never a client's right.
+		{"POST", "/v1/locks/a/revoke", o},
+		{"POST", "/v1/semaphores/a/revoke", o},
+		{"POST", "/v1/sessions/7/revoke", o},
 	}
 	mw := Middleware(testStore(t))
 	for _, ep := range endpoints {
@@ -157,6 +164,7 @@ func TestPrefixScoping(t *testing.T) {
 		{"PUT", "/v1/kv/billing", false},
 		{"GET", "/v1/kv/billing", false},
 		{"DELETE", "/v1/kv/jobs.report", false},                 // a client's key, but not a client's right
+		{"POST", "/v1/locks/jobs.nightly/revoke", false},        // a client's lock, but not a client's right
 		{"POST", "/v1/locks/jobs.x%2F..%2Fother/acquire", true}, // the raw name: refused by the handler as invalid
 	} {
 		status, code, reached, _ := serve(t, mw, tc.method, tc.path, scopedSecret)
@@ -310,14 +318,17 @@ func TestAuditLog(t *testing.T) {
 	serve(t, mw, "GET", "/v1/locks", clientSecret) // not audited
 	serve(t, mw, "DELETE", "/v1/kv/report", operatorSecret)
 	serve(t, mw, "DELETE", "/v1/kv/report", clientSecret)
+	serve(t, mw, "POST", "/v1/locks/a/revoke", operatorSecret)
+	serve(t, mw, "POST", "/v1/sessions/9/revoke", clientSecret)
 	out := buf.String()
 	for _, want := range []string{"who=ops action=membership method=DELETE path=/v1/cluster/members/n2", "status=200", "who=app action=snapshot", "status=403",
-		"who=ops action=delete-key method=DELETE path=/v1/kv/report", "who=app action=delete-key"} {
+		"who=ops action=delete-key method=DELETE path=/v1/kv/report", "who=app action=delete-key",
+		"who=ops action=revoke method=POST path=/v1/locks/a/revoke", "who=app action=revoke method=POST path=/v1/sessions/9/revoke"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("audit log lacks %q:\n%s", want, out)
 		}
 	}
-	if strings.Count(out, "\n") != 4 {
-		t.Errorf("want 4 audit records:\n%s", out)
+	if strings.Count(out, "\n") != 6 {
+		t.Errorf("want 6 audit records:\n%s", out)
 	}
 }

@@ -19,7 +19,11 @@ const (
 	ActionReadKey  Action = "read-key"  // GET /v1/kv/{key}
 	// ActionDeleteKey removes a key and its mark, which lets a stale token
 	// write again: operators only, audited.
-	ActionDeleteKey  Action = "delete-key" // DELETE /v1/kv/{key}
+	ActionDeleteKey Action = "delete-key" // DELETE /v1/kv/{key}
+	// ActionRevoke ends another's grant or session (POST
+	// /v1/locks|semaphores/{name}/revoke, /v1/sessions/{id}/revoke):
+	// operators only, audited, scoped by lock prefixes as a lock's actions.
+	ActionRevoke     Action = "revoke"
 	ActionStatus     Action = "status"     // GET /v1/cluster, /v1/debug/state, /metrics
 	ActionJoin       Action = "join"       // POST /v1/cluster/join
 	ActionMembership Action = "membership" // add and remove members
@@ -41,7 +45,7 @@ var rights = map[Role]map[Action]bool{
 		ActionReadLock: true, ActionReadKey: true, ActionStatus: true,
 		ActionAcquire: true, ActionRenew: true, ActionRelease: true, ActionWrite: true,
 		ActionJoin: true, ActionMembership: true, ActionTransfer: true, ActionSnapshot: true, ActionAdmin: true,
-		ActionDeleteKey: true,
+		ActionDeleteKey: true, ActionRevoke: true,
 	},
 	RoleNode: {ActionStatus: true, ActionJoin: true, ActionMembership: true},
 }
@@ -57,7 +61,7 @@ func Allow(p *Principal, action Action, resource string) bool {
 		return false
 	}
 	switch action {
-	case ActionAcquire, ActionRenew, ActionRelease:
+	case ActionAcquire, ActionRenew, ActionRelease, ActionRevoke:
 		return inScope(p.Locks, resource)
 	case ActionReadLock:
 		return resource == "" || inScope(p.Locks, resource)
@@ -87,6 +91,23 @@ func SessionAllowed(ctx context.Context, action Action, holder string) bool {
 		return false
 	}
 	return inScope(p.Locks, holder)
+}
+
+// NamesAllowed returns the first of names on which the principal of ctx
+// may not perform action (a multi-lock's every name is checked as a lock's
+// name is), and false; "" and true when it may on all, or when no ACL
+// authenticated the request.
+func NamesAllowed(ctx context.Context, action Action, names []string) (string, bool) {
+	p, ok := PrincipalFrom(ctx)
+	if !ok {
+		return "", true
+	}
+	for _, n := range names {
+		if !Allow(p, action, n) {
+			return n, false
+		}
+	}
+	return "", true
 }
 
 func inScope(prefixes []string, name string) bool {

@@ -150,6 +150,12 @@ func refusal(p *Principal, route Route) string {
 		}
 		return ""
 	}
+	if route.Names {
+		if !p.may(route.Action) {
+			return "token " + p.Name + " (" + string(p.Role) + ") may not " + string(route.Action) + " a multi-lock"
+		}
+		return ""
+	}
 	if !Allow(p, route.Action, route.Resource) {
 		msg := "token " + p.Name + " (" + string(p.Role) + ") may not " + string(route.Action)
 		if route.Resource != "" {
@@ -167,7 +173,7 @@ func refusal(p *Principal, route Route) string {
 
 func isAudited(a Action) bool {
 	switch a {
-	case ActionJoin, ActionMembership, ActionTransfer, ActionSnapshot, ActionDeleteKey, ActionAdmin:
+	case ActionJoin, ActionMembership, ActionTransfer, ActionSnapshot, ActionDeleteKey, ActionRevoke, ActionAdmin:
 		return true
 	}
 	return false

@@ -21,6 +21,10 @@ type Route struct {
 	// session's holder against the principal's lock prefixes by the
 	// handler, which alone knows it (SessionAllowed).
 	Session bool
+	// Names routes (a multi-lock's acquire, renew and release) name their
+	// locks in the body or by the grant's token: the role is checked here,
+	// and every name by the handler (NamesAllowed).
+	Names bool
 }
 
 // Classify maps a request to its action and resource. It reads the path the
@@ -57,6 +61,9 @@ func Classify(r *http.Request) Route {
 	}
 	switch seg[2] {
 	case "locks", "semaphores":
+		if seg[2] == "locks" && len(rest) == 1 && r.Method == http.MethodPost && isMultiRoute(rest[0]) {
+			return multiRoute(rest[0])
+		}
 		// Semaphores follow a token's lock prefixes: the same actions on
 		// names of their own namespace.
 		return lockRoute(rest)
@@ -120,14 +127,28 @@ func lockRoute(rest []string) Route {
 		return Route{Action: ActionRenew, Resource: name}
 	case "release":
 		return Route{Action: ActionRelease, Resource: name}
+	case "revoke":
+		return Route{Action: ActionRevoke, Resource: name}
 	case "check", "history":
 		return Route{Action: ActionReadLock, Resource: name}
 	}
 	return Route{Action: ActionAdmin}
 }
 
+// isMultiRoute reports whether POST /v1/locks/{op} is a multi-lock's:
+// a lock's own routes have its name and then the operation.
+func isMultiRoute(op string) bool { return op == "acquire" || op == "renew" || op == "release" }
+
+// multiRoute is POST /v1/locks/acquire, /renew and /release: the actions
+// of a lock's, on every name of the multi-lock.
+func multiRoute(op string) Route {
+	action := map[string]Action{"acquire": ActionAcquire, "renew": ActionRenew, "release": ActionRelease}[op]
+	return Route{Action: action, Names: true}
+}
+
 // sessionRoute is POST /v1/sessions (acquire), GET /v1/sessions[/{id}]
-// (read-lock), POST /v1/sessions/{id}/renew and /close (renew, release).
+// (read-lock), POST /v1/sessions/{id}/renew, /close and /revoke (renew,
+// release, revoke).
 func sessionRoute(method string, rest []string) Route {
 	switch {
 	case len(rest) == 0 && method == http.MethodPost:
@@ -138,6 +159,8 @@ func sessionRoute(method string, rest []string) Route {
 		return Route{Action: ActionRenew, Session: true}
 	case len(rest) == 2 && rest[1] == "close":
 		return Route{Action: ActionRelease, Session: true}
+	case len(rest) == 2 && rest[1] == "revoke":
+		return Route{Action: ActionRevoke, Session: true}
 	}
 	return Route{Action: ActionAdmin}
 }

@@ -64,3 +64,28 @@ func TestLockVisible(t *testing.T) {
 		}
 	}
 }
+
+// A multi-lock is allowed only when every name is within the principal's
+// prefixes; the first that is not is named.
+func TestNamesAllowed(t *testing.T) {
+	a, err := Parse([]byte(testFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := httptest.NewRequest("POST", "/v1/locks/acquire", nil)
+	req.Header.Set("Authorization", "Bearer "+scopedSecret)
+	p, err := a.Authenticate(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	scoped := context.WithValue(context.Background(), principalKey{}, p)
+	if name, ok := NamesAllowed(scoped, ActionAcquire, []string{"jobs.a", "jobs.b"}); !ok || name != "" {
+		t.Fatalf("names in scope: %q %v", name, ok)
+	}
+	if name, ok := NamesAllowed(scoped, ActionAcquire, []string{"jobs.a", "other", "job"}); ok || name != "other" {
+		t.Fatalf("a name out of scope: %q %v", name, ok)
+	}
+	if _, ok := NamesAllowed(context.Background(), ActionAcquire, []string{"other"}); !ok {
+		t.Fatal("refused without an ACL")
+	}
+}

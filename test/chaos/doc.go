@@ -50,6 +50,13 @@
 // end in its one end entry, that no lock-bound write with its tokens is
 // accepted after it, and that none of its grants outlives it.
 //
+// Lock clients sometimes act as an operator (workload/revoke.go): they read
+// one of their locks and revoke the grant another client holds, which goes
+// on writing with its token until its next renewal is refused revoked; the
+// checker judges that its lock-bound writes after the revoke are refused
+// (checker.RevokedWrites), and the lock model reads each revoke as an
+// expiry the operator asked for.
+//
 // RW clients (Config.RWClients, default 3) take rwLocks shared (mostly) or
 // exclusive, some waiting in the FIFO, hold and release; the checker finds
 // any exclusive grant certainly live beside another grant of its lock

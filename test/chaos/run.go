@@ -181,7 +181,7 @@ const (
 func (c Config) workloads() []workload.Config {
 	var out []workload.Config
 	for range c.Clients {
-		out = append(out, workload.Config{Locks: locks, Replays: true, MissingToken: true})
+		out = append(out, workload.Config{Locks: locks, Replays: true, MissingToken: true, Revokes: true})
 	}
 	for range max(c.SemClients, 0) {
 		out = append(out, workload.Config{Role: workload.RoleSemaphore, Semaphore: semaphore, Limit: c.SemLimit})
@@ -411,7 +411,7 @@ func finalReads(ctx context.Context, cl *harness.Cluster, rs *harness.Resource) 
 		}
 		reads = append(reads, r)
 	}
-	for _, lock := range append(slices.Clone(locks), sessionLocks...) {
+	for _, lock := range slices.Concat(locks, sessionLocks, workload.MultiNames(locks)) {
 		key := workload.KVKey(lock)
 		var r history.FinalRead
 		err := harness.Retry(ctx, func() error {

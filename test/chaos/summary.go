@@ -43,6 +43,7 @@ func (r *Result) Summary() string {
 	b.WriteString(r.tokensAndWrites())
 	b.WriteString(r.lateWrites())
 	b.WriteString(r.sessions())
+	b.WriteString(r.multiLocks())
 
 	fmt.Fprintf(&b, "member digests: %d members", len(r.History.MemberHashes))
 	seen := map[string]bool{}
@@ -79,11 +80,12 @@ func (r *Result) operations() string {
 	fmt.Fprintf(&b, "operations: %d\n", len(h.Ops))
 	for _, kind := range []history.OpKind{history.Acquire, history.Renew, history.Release, history.Read, history.Put, history.Get,
 		history.SemAcquire, history.SemRenew, history.SemRelease, history.Campaign, history.Proclaim, history.Resign,
-		history.SessionCreate, history.SessionRenew, history.SessionClose, history.RWAcquire, history.RWRelease} {
+		history.SessionCreate, history.SessionRenew, history.SessionClose, history.MultiAcquire, history.MultiRenew, history.MultiRelease,
+		history.Revoke, history.RWAcquire, history.RWRelease} {
 		var parts []string
 		n := 0
 		for _, o := range []history.Outcome{history.OK, history.LockHeld, history.SemaphoreFull, history.LockDelay, history.LeaseLost, history.StaleToken,
-			history.NotLockHolder, history.SessionExpired, history.Refused, history.Unknown, history.OtherError} {
+			history.NotLockHolder, history.SessionExpired, history.Revoked, history.Refused, history.Unknown, history.OtherError} {
 			if k := byKind[kind][o]; k > 0 {
 				parts = append(parts, fmt.Sprintf("%s %d", o, k))
 				n += k
@@ -373,4 +375,51 @@ func (r *Result) sessions() string {
 		late[history.NotLockHolder]+late[history.StaleToken]+late[history.Refused], late[history.NotLockHolder], late[history.StaleToken], late[history.Refused],
 		late[history.OK], late[history.Unknown]+late[history.OtherError])
 	return b.String()
+}
+
+// multiLocks tells what became of the multi-locks: granted (and with how
+// many names), refused, released, and found ended by their expiry (a
+// release answered lease_lost after a stall), and the ends the watcher saw
+// by index: each must end every name at one.
+func (r *Result) multiLocks() string {
+	var granted, names, held, released, lost int
+	multi := map[uint64]bool{}
+	for _, op := range r.History.Ops {
+		switch {
+		case op.Kind == history.MultiAcquire && op.Outcome == history.OK:
+			granted++
+			names += len(op.Names)
+			multi[op.Token] = true
+		case op.Kind == history.MultiAcquire && op.Outcome == history.LockHeld:
+			held++
+		case op.Kind == history.MultiRelease && op.Outcome == history.OK:
+			released++
+		case op.Kind == history.MultiRelease && op.Outcome == history.LeaseLost:
+			lost++
+		}
+	}
+	if granted+held == 0 {
+		return "multi-locks: none taken\n"
+	}
+	out := fmt.Sprintf("multi-locks: %d granted (%d names), %d refused lock_held, %d released ok, %d found ended (lease_lost)\n",
+		granted, names, held, released, lost)
+	if w := r.History.Watch; w != nil {
+		ends := map[uint64]map[uint64]bool{}
+		for _, e := range w.Events {
+			if (e.Type == wire.EventReleased || e.Type == wire.EventExpired) && multi[e.Token] {
+				if ends[e.Token] == nil {
+					ends[e.Token] = map[uint64]bool{}
+				}
+				ends[e.Token][e.Index] = true
+			}
+		}
+		one := 0
+		for _, at := range ends {
+			if len(at) == 1 {
+				one++
+			}
+		}
+		out += fmt.Sprintf("  multi-lock ends watched: %d, %d of them at one index\n", len(ends), one)
+	}
+	return out
 }

@@ -81,6 +81,8 @@ var sessionChecked = map[string]bool{
 	wire.EventPermitAcquired: true, wire.EventPermitReleased: true, wire.EventPermitExpired: true, wire.EventPermitHandedOff: true,
 	wire.EventSessionCreated: true, wire.EventSessionExpired: true, wire.EventSessionClosed: true,
 	wire.EventPut: true,
+	// Revokes, for checker.RevokedWrites.
+	wire.EventRevoked: true,
 }
 
 // failed returns where to watch from after err: after a gap when the

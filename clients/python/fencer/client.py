@@ -47,6 +47,7 @@ from .errors import (BadAnswer, FencerError, InvalidRequest, LockDelay, LockHeld
                      NotFound, OutcomeUnknown, ServerTimeout, StaleToken,
                      Unavailable, from_response)
 from .lease import Lease
+from .multilock import MultiLock, multi_lock
 from .session import Session
 
 MIN_TTL = 0.1
@@ -422,6 +423,18 @@ class Client:
         limit=3, ttl=10, wait=5) as permit:``."""
         return self.acquire_permit(name, limit, ttl, wait, **kw)
 
+    def multi_lock(self, names: Sequence[str], ttl: float = 10.0, *, holder: Optional[str] = None,
+                   keep_alive: bool = True) -> MultiLock:
+        """Take every lock of ``names`` or none, in one entry, with one token
+        and one lease for all (at most 64 names, none twice), and keep the
+        lease alive as :meth:`acquire` does. It does not wait: a held name
+        raises :class:`~fencer.errors.LockHeld`, whose ``lock`` names the
+        first held one. ``with client.multi_lock(["a", "b"]) as m:``
+        releases every name on leaving."""
+        if not MIN_TTL <= ttl <= MAX_TTL:
+            raise InvalidRequest("ttl %r: want %g to %g seconds" % (ttl, MIN_TTL, MAX_TTL))
+        return multi_lock(self, names, ttl, holder or self.holder, keep_alive)
+
     def semaphore_status(self, name: str) -> Dict[str, Any]:
         """The semaphore's limit, holders and waiters."""
         return self.request("GET", _path("semaphores", name, "")).json()
@@ -540,6 +553,42 @@ class Client:
         the grants released (``kind``, ``name``, ``token``)."""
         resp = self.request("POST", "/v1/sessions/%d/close" % session, {"lease": secret})
         return answer.session_close(resp.json(), session=session)
+
+    def revoke(self, name: str, token: int, *, kind: str = "locks") -> Dict[str, Any]:
+        """End another's grant with ``token`` now, as its expiry would
+        (operators only): its lock-delay starts, or the next waiter gets
+        it. Returns the answer (``holder``, ``token``, ``next_token``, ...).
+        The holder's lease ends at its next renewal with :class:`Revoked`.
+        A retry that finds it revoked, when an earlier attempt's answer was
+        lost, counts as revoked."""
+        from .errors import Revoked
+        try:
+            body = self.request("POST", _path(kind, name, "revoke"), {"token": token}).json()
+        except Revoked as e:
+            if not getattr(e, "lost_answers", 0):
+                raise
+            return {"lock" if kind == "locks" else "semaphore": name, "token": token}
+        if body.get("token") != token:
+            raise BadAnswer("revoke %r token %d answered for token %r" % (name, token, body.get("token")), reason="mismatch")
+        return body
+
+    def revoke_permit(self, name: str, token: int) -> Dict[str, Any]:
+        """:meth:`revoke` for a semaphore's permit."""
+        return self.revoke(name, token, kind="semaphores")
+
+    def revoke_session(self, session: int) -> List[Dict[str, Any]]:
+        """End a session and every grant under it now, in one entry, as its
+        expiry would (operators only); return the grants it ended. The
+        session (and every lease under it) ends at its next renewal with
+        :class:`Revoked`."""
+        from .errors import Revoked
+        try:
+            resp = self.request("POST", "/v1/sessions/%d/revoke" % session, {})
+        except Revoked as e:
+            if not getattr(e, "lost_answers", 0):
+                raise
+            return []
+        return answer.session_grants(resp.json(), "revoked", "revoke session %d" % session)
 
     def get_session(self, session: int) -> Dict[str, Any]:
         """``GET /v1/sessions/{id}``: the session's holder, ``ttl_ms``,

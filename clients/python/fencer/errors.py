@@ -30,7 +30,12 @@ class InvalidRequest(FencerError):
 
 class LockHeld(FencerError):
     """409 lock_held: another holder has the lock. ``holder`` and ``token``
-    name the current grant."""
+    name the current grant, ``lock`` the lock (a multi-lock's first held
+    name)."""
+
+    @property
+    def lock(self) -> str:
+        return str(self.body.get("lock", ""))
 
     @property
     def holder(self) -> str:
@@ -170,6 +175,13 @@ class SessionExpired(LeaseLost):
     lost grant handles a grant lost with its session."""
 
 
+class Revoked(LeaseLost):
+    """410 revoked: an operator revoked the grant or the session (and every
+    grant under it). A :class:`LeaseLost`, so a lease or session whose
+    renewal is answered so ends at once, and code that handles a lost
+    grant handles a revoked one."""
+
+
 class SessionMismatch(FencerError):
     """409 session_mismatch: the ``session_lease`` presented is not the
     session's. A renewal refused so ends the session."""
@@ -178,6 +190,11 @@ class SessionMismatch(FencerError):
 class SessionGrant(FencerError):
     """409 session_grant: the grant is held under a session and is renewed
     by renewing the session (:meth:`fencer.Session.renew`)."""
+
+
+class MultiGrant(FencerError):
+    """409 multi_grant: the lock is one name of a multi-lock, whose names
+    end together: release the :class:`~fencer.MultiLock`."""
 
 
 class ServerTimeout(FencerError):
@@ -255,6 +272,9 @@ CODE_ERRORS: Dict[str, Type[FencerError]] = {
     "session_expired": SessionExpired,
     "session_mismatch": SessionMismatch,
     "session_grant": SessionGrant,
+    "invalid_names": InvalidRequest,
+    "multi_grant": MultiGrant,
+    "revoked": Revoked,
     "unauthorized": Unauthorized,
     "keyed_member": Unauthorized,
     "forbidden": Forbidden,

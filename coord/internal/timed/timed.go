@@ -14,20 +14,23 @@ import (
 	"github.com/fencer-io/fencer/fsm/entry"
 )
 
-// The kinds of keys. New kinds are appended (a session's lease is next:
-// Kind Session, ID the session's id).
+// The kinds of keys. New kinds are appended.
 const (
 	LockLease   lease.Kind = iota // ID 0: a lock has one lease at a time; token: the grant's
 	PermitLease                   // ID: the permit's token, as its token
 	LockDelay                     // ID 0; token: the index the delay started at
 	SlotDelay                     // ID and token: the index the delay started at
 	Session                       // ID and token: the session's id
+	MultiLease                    // ID and token: the multi-grant's token
 	SharedLease                   // ID: the shared grant's token, as its token
 )
 
 // SessionKey is the key of session id's lease, which times every grant
 // under it.
 func SessionKey(id uint64) lease.Key { return lease.Key{Kind: Session, ID: id} }
+
+// MultiKey is the key of a multi-grant's one lease, whatever its names.
+func MultiKey(token uint64) lease.Key { return lease.Key{Kind: MultiLease, ID: token} }
 
 // LockKey is the key of lock's lease.
 func LockKey(lock string) lease.Key { return lease.Key{Kind: LockLease, Name: lock} }
@@ -62,8 +65,14 @@ func SlotDelayKey(sem string, since uint64) lease.Key {
 func All(f *fsm.FSM, held *int) iter.Seq[lease.Lease] {
 	return func(yield func(lease.Lease) bool) {
 		more := true
+		// A multi-grant's names have one lease, its own key's, not one each.
+		multis := f.MultiGrants()
+		multi := make(map[uint64]bool, len(multis))
+		for _, m := range multis {
+			multi[m.Token] = true
+		}
 		f.EachLockUnordered(func(lk entry.Lock) { // the timers' heap orders them
-			if more && lk.Session == 0 {
+			if more && lk.Session == 0 && !multi[lk.Token] {
 				*held++
 				more = yield(lease.Lease{Key: LockKey(lk.Name), Token: lk.Token, TTL: millis(lk.TTLMillis)})
 			}
@@ -95,6 +104,13 @@ func All(f *fsm.FSM, held *int) iter.Seq[lease.Lease] {
 				*held++
 				more = yield(lease.Lease{Key: PermitKey(p.Semaphore, p.Token), Token: p.Token, TTL: millis(p.TTLMillis)})
 			}
+		}
+		for _, m := range multis {
+			if !more {
+				return
+			}
+			*held++
+			more = yield(lease.Lease{Key: MultiKey(m.Token), Token: m.Token, TTL: millis(m.TTLMillis)})
 		}
 		for _, ss := range f.SessionRecords() {
 			if !more {

@@ -38,6 +38,9 @@ const (
 	Expired
 	HandedOff
 	Voided
+	// Revoked: an operator ended it (fsm/revoke.go); it stays revoked in
+	// the history even when the entry hands the name on.
+	Revoked
 )
 
 // Kind is what a grant is of. Locks and semaphores are namespaces of their
@@ -49,7 +52,8 @@ const (
 	OfPermit
 )
 
-var endWays = [...]string{Held: "", Released: entry.EndReleased, Expired: entry.EndExpired, HandedOff: entry.EndHandedOff, Voided: entry.EndVoided}
+var endWays = [...]string{Held: "", Released: entry.EndReleased, Expired: entry.EndExpired, HandedOff: entry.EndHandedOff, Voided: entry.EndVoided,
+	Revoked: entry.EndRevoked}
 
 func wayOf(s string) (Way, bool) {
 	for i, w := range endWays {

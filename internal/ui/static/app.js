@@ -395,6 +395,38 @@ async function removeMember(id) {
   pollCluster(state.gen);
 }
 
+// revoke ends another's grant (kind "locks" or "semaphores", with its
+// token) or a session (kind "sessions"), as its expiry would: operators
+// only, behind a confirmation. The events that follow redraw the tables.
+async function revoke(kind, name, token, holder) {
+  const what = kind === "sessions" ? `session ${name}` : `${kind === "locks" ? "lock" : "semaphore"} ${name}'s grant t${token}`;
+  const yes = await confirmAction(
+    `Revoke ${what}?`,
+    kind === "sessions"
+      ? `Session ${name} of ${holder} ends now with every grant under it, as if it expired: their lock-delays start and waiters get the names. Its holder learns at its next renewal (410 revoked); its fenced writes are refused.`
+      : `${holder}'s grant t${token} ends now, as if it expired: its lock-delay starts, or the next waiter gets it. The holder learns at its next renewal (410 revoked); its fenced writes with t${token} are refused.`,
+    "Revoke",
+  );
+  if (!yes) return;
+  const path = kind === "sessions" ? `/v1/sessions/${enc(name)}/revoke` : `/v1/${kind}/${enc(name)}/revoke`;
+  try {
+    await api(path, { method: "POST", body: kind === "sessions" ? {} : { token }, timeout: 20000 });
+    banner(`Revoked ${what}.`, "info");
+  } catch (err) {
+    if (err instanceof APIError && err.status === 401) return authLost(err);
+    banner(`Revoking ${what} refused: ${err instanceof APIError ? `${err.status} ${err.code}: ` : ""}${err.message}`);
+  }
+  scheduleList();
+}
+
+// revokeButton is the operators' revoke button of one grant or session,
+// after a space; nothing for anyone else.
+function revokeButton(kind, name, token, holder) {
+  if (!isOperator()) return null;
+  const what = kind === "sessions" ? `session ${name}` : `t${token}`;
+  return [" ", h("button", { type: "button", class: "small revoke", title: `Revoke ${what} (operators)`, onclick: () => revoke(kind, name, token, holder) }, "Revoke")];
+}
+
 // ---------- locks, elections, semaphores and sessions ----------
 
 // listLocks reads the locks, semaphores and sessions; the first time
@@ -509,7 +541,7 @@ function lockRow(l) {
       l.value ? [" ", h("span", { class: "badge", title: "This lock publishes a value: an election" }, "election")] : null,
       l.shared ? [" ", h("span", { class: "badge shared", title: "A shared grant: one of the lock's readers, which cannot write under it" }, "shared")] : null,
     ),
-    h("td", { class: "wrap" }, h("span", { class: "holder" }, l.holder), l.session ? [" ", sessionLink(l.session)] : null),
+    h("td", { class: "wrap" }, h("span", { class: "holder" }, l.holder), l.session ? [" ", sessionLink(l.session)] : null, revokeButton("locks", l.lock, l.token, l.holder)),
     h("td", { class: "num" }, h("button", { type: "button", class: "link token", title: `Whose token is ${l.token}?`, onclick: () => lookupToken(l.token) }, l.token)),
     h("td", { class: "wrap value" }, l.value || "–"),
     h("td", {}, ttlCell(l.until, l.ttl_ms)),
@@ -556,6 +588,7 @@ function renderSems() {
                 p.session ? [" · ", sessionLink(p.session)] : null,
                 " · ",
                 until != null ? h("span", { class: "ttl", dataset: { until, ttl: 0 } }, h("span", { class: "ttl-text" }, "")) : "?",
+                revokeButton("semaphores", s.semaphore, p.token, p.holder),
               );
             }),
           ),
@@ -604,6 +637,13 @@ function applySessionEvent(ev) {
     case "session_expired":
       remember(state.endedSessions, ev.session);
       changed = state.sessions.delete(ev.session);
+      break;
+    case "revoked":
+      // A session's own revoke names no lock or semaphore; a grant's does.
+      if (!ev.lock && !ev.semaphore) {
+        remember(state.endedSessions, ev.session);
+        changed = state.sessions.delete(ev.session);
+      } else changed = endGrant(ev.token, ev.session);
       break;
     case "acquired":
     case "handed_off":
@@ -666,7 +706,7 @@ function sessionRow(s, until) {
     "tr",
     { dataset: { session: s.session }, class: fresh ? "fresh" : null },
     h("td", { class: "num" }, h("strong", { class: "session-id" }, s.session)),
-    h("td", { class: "wrap holder" }, s.holder),
+    h("td", { class: "wrap holder" }, s.holder, revokeButton("sessions", s.session, 0, s.holder)),
     h(
       "td",
       { class: "ttl-ms" },
@@ -757,7 +797,7 @@ function startEvents(gen, index) {
   state.stream.start(index);
 }
 
-const LOCK_EVENTS = new Set(["acquired", "released", "expired", "handed_off", "voided", "value_set", "epoch"]);
+const LOCK_EVENTS = new Set(["acquired", "released", "expired", "handed_off", "voided", "value_set", "epoch", "revoked"]);
 
 function onEvent(ev) {
   addFeed(feedItem(ev));
@@ -793,7 +833,8 @@ function tokenLink(t) {
 
 function feedItem(ev) {
   let what;
-  const under = ev.session && !ev.type.startsWith("session_") ? ` (session ${ev.session})` : "";
+  const sessionOwn = ev.type.startsWith("session_") || (ev.type === "revoked" && !ev.lock && !ev.semaphore);
+  const under = ev.session && !sessionOwn ? ` (session ${ev.session})` : "";
   switch (ev.type) {
     case "acquired":
       what = [lockLink(ev.lock), ` → ${ev.holder} `, tokenLink(ev.token), ev.mode === "shared" ? " shared" : "", ev.value ? ` value "${ev.value}"` : ""];
@@ -846,6 +887,11 @@ function feedItem(ev) {
       break;
     case "session_expired":
       what = [`session ${ev.session} of ${ev.holder} ran out: every grant under it ended`];
+      break;
+    case "revoked":
+      if (ev.lock) what = [lockLink(ev.lock), `: ${ev.holder}'s grant `, tokenLink(ev.token), " revoked by an operator"];
+      else if (ev.semaphore) what = [`semaphore ${ev.semaphore}: ${ev.holder}'s permit `, tokenLink(ev.token), " revoked by an operator"];
+      else what = [`session ${ev.session} of ${ev.holder} revoked by an operator: every grant under it ended`];
       break;
     default:
       what = [JSON.stringify(ev)];

@@ -35,7 +35,9 @@ const (
 	CheckSessionWrites    = "no lock-bound write after its session"
 	CheckSessionSurvivors = "no grant outlives its session"
 
-	CheckRWExclusion = "exclusive grants overlap none"
+	CheckMultiGrants   = "multi-grants are one grant"
+	CheckRevokedWrites = "no lock-bound write after its revoke"
+	CheckRWExclusion   = "exclusive grants overlap none"
 )
 
 // DefaultTimeout bounds each linearizability search when Options.Timeout is
@@ -140,6 +142,8 @@ func Check(h history.History, opts Options) Report {
 		invariant(CheckSessionEnds, SessionGrantsEnd(h), skipIf(!hasSession(h), "no session opened")),
 		invariant(CheckSessionWrites, SessionWrites(h), skipIf(!hasSession(h), "no session opened")),
 		invariant(CheckSessionSurvivors, SessionSurvivors(h), skipIf(!hasSession(h), "no session opened")),
+		invariant(CheckMultiGrants, MultiGrants(h), skipIf(!hasKind(h, history.MultiAcquire) || h.Watch == nil, "no multi-lock, or no watcher")),
+		invariant(CheckRevokedWrites, RevokedWrites(h), skipIf(!hasRevoke(h), "no revoke")),
 		invariant(CheckRWExclusion, RWExclusion(h), skipIf(!hasKind(h, history.RWAcquire), "no lock taken in a mode")),
 	)
 	return r

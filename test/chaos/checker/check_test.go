@@ -40,12 +40,24 @@ func validRun() history.History {
 			acquireUnder(3, "d", 1<<32|5, 1<<32|6, 310, 315),
 			boundPut(3, "d", 1<<32|6, history.OK, 320, 325),
 			closed(3, 1<<32|5, 330, 335, 1<<32|6),
+			// A multi-lock of multi.x and multi.y, one bound write, released.
+			{Kind: history.MultiAcquire, Target: "multi.x,multi.y", Names: []string{"multi.x", "multi.y"}, Client: 1, Holder: "h2", TTL: 1000,
+				Token: 1<<32 | 10, Outcome: history.OK, Call: 340, Return: 345},
+			boundPut(1, "multi.y", 1<<32|10, history.OK, 350, 355),
+			{Kind: history.MultiRelease, Target: "multi.x,multi.y", Names: []string{"multi.x", "multi.y"}, Client: 1, Token: 1<<32 | 10,
+				Outcome: history.OK, Call: 360, Return: 365},
+			// Lock f's grant revoked by an operator: the holder's
+			// lock-bound write and renewal after it are refused.
+			acquireOK(4, "f", "h4", 1<<32|20, 370, 375),
+			{Kind: history.Revoke, Target: "f", Token: 1<<32 | 20, Client: 2, Outcome: history.OK, Call: 380, Return: 385},
+			withCode(boundPut(4, "f", 1<<32|20, history.NotLockHolder, 390, 395), "not_lock_holder"),
+			withCode(renew(4, "f", 1<<32|20, history.Revoked, 396, 398), "revoked"),
 			// Two shared grants of an rw lock, then an exclusive one.
-			rwOK(4, "ra", "shared", 1<<32|10, time.Second, 340, 345),
-			rwOK(5, "ra", "shared", 1<<32|11, time.Second, 340, 346),
-			rwRelease(4, "ra", 1<<32|10, 350, 351),
-			rwRelease(5, "ra", 1<<32|11, 350, 352),
-			rwOK(4, "ra", "exclusive", 1<<32|12, time.Second, 353, 355),
+			rwOK(4, "ra", "shared", 1<<32|30, time.Second, 400, 405),
+			rwOK(5, "ra", "shared", 1<<32|31, time.Second, 400, 406),
+			rwRelease(4, "ra", 1<<32|30, 410, 411),
+			rwRelease(5, "ra", 1<<32|31, 410, 412),
+			rwOK(4, "ra", "exclusive", 1<<32|32, time.Second, 413, 415),
 		},
 		Events: []history.Event{
 			{Kind: "partition", Time: 55, Description: "isolate n1"},
@@ -55,6 +67,7 @@ func validRun() history.History {
 			{Key: "k", Found: true, Value: "v3", Token: 8},
 			{Key: "j", Found: true, Value: "w1", Token: 1<<32 | 4},
 			{Key: "kv.d", Found: true, Value: "v", Token: 1<<32 | 6},
+			{Key: "kv.multi.y", Found: true, Value: "v", Token: 1<<32 | 10},
 		},
 		Accepted: map[string][]history.Stamp{
 			"k": {{Token: 5}, {Token: 8}},
@@ -65,15 +78,20 @@ func validRun() history.History {
 		// The restore's entries were not seen: a gap up to the new epoch.
 		Watch: &history.Watch{
 			Grants: []history.WatchedGrant{watched("acquired", "a", 5), watched("acquired", "a", 8), watched("acquired", "e", 10), watched("acquired", "c", 1<<32|4),
-				{Index: 1<<32 | 6, Type: "acquired", Lock: "d", Token: 1<<32 | 6, Session: 1<<32 | 5}},
+				{Index: 1<<32 | 6, Type: "acquired", Lock: "d", Token: 1<<32 | 6, Session: 1<<32 | 5},
+				{Index: 1<<32 | 10, Type: "acquired", Lock: "multi.x", Token: 1<<32 | 10},
+				{Index: 1<<32 | 10, Type: "acquired", Lock: "multi.y", Token: 1<<32 | 10}},
 			Events: []history.WatchedEvent{
 				sessionEv(1<<32|5, "session_created", 1<<32|5),
 				{Index: 1<<32 | 7, Type: "put", Key: "kv.d", Token: 1<<32 | 6},
 				ev(1<<32|8, "released", "d", 1<<32|6),
 				sessionEv(1<<32|8, "session_closed", 1<<32|5),
+				{Index: 1<<32 | 11, Type: "put", Key: "kv.multi.y", Token: 1<<32 | 10},
+				ev(1<<32|12, "released", "multi.x", 1<<32|10),
+				ev(1<<32|12, "released", "multi.y", 1<<32|10),
 			},
 			Gaps:  []history.WatchGap{{After: 10, Until: 1 << 32}},
-			Until: 1<<32 | 8,
+			Until: 1<<32 | 12,
 		},
 	}
 }
@@ -88,7 +106,7 @@ func TestCheckPassesAValidRun(t *testing.T) {
 			t.Errorf("%s: %s, want every check to run and pass", v.Name, v.Status)
 		}
 	}
-	if !strings.Contains(r.String(), "all 19 checks passed") {
+	if !strings.Contains(r.String(), "all 21 checks passed") {
 		t.Errorf("summary:\n%s", r)
 	}
 }
@@ -134,7 +152,7 @@ func TestReportSummarizesFailures(t *testing.T) {
 	}
 	s := r.String()
 	for _, want := range []string{
-		"2 of 19 checks not OK",
+		"2 of 21 checks not OK",
 		"FAIL          lock linearizability",
 		"renew(a, t5) -> ok [300, 310]",
 		"FAIL          member state hashes",

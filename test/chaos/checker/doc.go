@@ -71,6 +71,9 @@
 //     no lock-bound write with a session's token is accepted after that
 //     index, and no grant outlives its session (sessions.go says how the
 //     watcher's stream and the clients' history each show it).
+//   - RevokedWrites: no lock-bound write with a revoked token is
+//     acknowledged after a client was told of the revoke, nor accepted at
+//     an index after the revoke's entry (revoke.go).
 //
 // # Refusals by code
 //

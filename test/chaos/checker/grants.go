@@ -114,7 +114,7 @@ func acknowledgesToken(op history.Op) bool {
 		return false
 	}
 	switch op.Kind {
-	case history.Acquire, history.Renew, history.Release, history.SemAcquire, history.SemRenew, history.SemRelease, history.Campaign, history.Proclaim, history.Resign:
+	case history.Acquire, history.Renew, history.Release, history.Revoke, history.SemAcquire, history.SemRenew, history.SemRelease, history.Campaign, history.Proclaim, history.Resign:
 		return true
 	case history.Read:
 		return op.Held

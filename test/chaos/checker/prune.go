@@ -100,7 +100,7 @@ func observesToken(op history.Op) bool {
 	switch {
 	case op.Kind == history.Acquire:
 		return op.Outcome == history.LockHeld
-	case op.Kind == history.Renew, op.Kind == history.Release:
+	case op.Kind == history.Renew, op.Kind == history.Release, op.Kind == history.Revoke:
 		return op.Outcome == history.OK
 	case op.Kind == history.Read:
 		return op.Outcome == history.OK && op.Held

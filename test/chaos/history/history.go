@@ -44,6 +44,14 @@ const (
 	SessionRenew  OpKind = "session_renew"
 	SessionClose  OpKind = "session_close"
 
+	// Multi-locks: several lock names in one grant (Op.Names; Target is
+	// the names joined by commas).
+	MultiAcquire OpKind = "multi_acquire"
+	MultiRenew   OpKind = "multi_renew"
+	MultiRelease OpKind = "multi_release"
+	// Revoke is an operator's revoke of a lock's grant (Target the lock,
+	// Token the grant's): issue 28's revoke.
+	Revoke OpKind = "revoke"
 	// RWAcquire and RWRelease act on a lock taken in a mode (Op.Mode:
 	// shared or exclusive, issue 28): kept apart from Acquire and Release,
 	// whose lock model allows one holder.
@@ -53,7 +61,7 @@ const (
 
 // OnLock reports whether k acts on a lock rather than a fenced key.
 func (k OpKind) OnLock() bool {
-	return k == Acquire || k == Renew || k == Release || k == Read
+	return k == Acquire || k == Renew || k == Release || k == Read || k == Revoke
 }
 
 // Outcome is what the client was told.
@@ -82,9 +90,12 @@ const (
 	// SessionExpired: the session had ended (expired or closed), and
 	// every grant under it with it.
 	SessionExpired Outcome = "session_expired"
-	Refused        Outcome = "refused"
-	Unknown        Outcome = "unknown"
-	OtherError     Outcome = "error"
+	// Revoked: an operator revoked the grant (a renew or release of it, a
+	// second revoke).
+	Revoked    Outcome = "revoked"
+	Refused    Outcome = "refused"
+	Unknown    Outcome = "unknown"
+	OtherError Outcome = "error"
 )
 
 // outcomeCodes maps each outcome named after a code to that code: an op with
@@ -98,6 +109,7 @@ var outcomeCodes = map[Outcome]string{
 	LockDelay:     wire.CodeLockDelay,
 
 	SessionExpired: wire.CodeSessionExpired,
+	Revoked:        wire.CodeRevoked,
 }
 
 // Indeterminate reports whether o leaves open whether the operation happened.
@@ -108,8 +120,8 @@ func (o Outcome) Indeterminate() bool { return o == Unknown || o == OtherError }
 // typo pass as an indeterminate result.
 var outcomesByKind = map[OpKind][]Outcome{
 	Acquire: {OK, LockHeld, SessionExpired, Unknown, OtherError},
-	Renew:   {OK, LeaseLost, Unknown, OtherError},
-	Release: {OK, LeaseLost, Unknown, OtherError},
+	Renew:   {OK, LeaseLost, Revoked, Unknown, OtherError},
+	Release: {OK, LeaseLost, Revoked, Unknown, OtherError},
 	Read:    {OK, Unknown, OtherError},
 	Put:     {OK, StaleToken, NotLockHolder, Refused, Unknown, OtherError},
 	Get:     {OK, Unknown, OtherError},
@@ -126,8 +138,12 @@ var outcomesByKind = map[OpKind][]Outcome{
 	SessionRenew:  {OK, SessionExpired, Unknown, OtherError},
 	SessionClose:  {OK, SessionExpired, Unknown, OtherError},
 
-	RWAcquire: {OK, LockHeld, Unknown, OtherError},
-	RWRelease: {OK, LeaseLost, Unknown, OtherError},
+	MultiAcquire: {OK, LockHeld, LockDelay, Unknown, OtherError},
+	MultiRenew:   {OK, LeaseLost, Unknown, OtherError},
+	MultiRelease: {OK, LeaseLost, Unknown, OtherError},
+	Revoke:       {OK, LeaseLost, Revoked, Unknown, OtherError},
+	RWAcquire:    {OK, LockHeld, Unknown, OtherError},
+	RWRelease:    {OK, LeaseLost, Unknown, OtherError},
 }
 
 // Op is one client operation: what was asked, what came back, and when.
@@ -168,6 +184,9 @@ type Op struct {
 	Lock string `json:"lock,omitempty"`
 	// Released lists the tokens a session_close ok reported it ended.
 	Released []uint64 `json:"released,omitempty"`
+	// Names are a multi-lock's names, in the order asked; on a
+	// multi_acquire lock_held, Lock is the held name the service named.
+	Names []string `json:"names,omitempty"`
 	// Mode is the mode an rw_acquire asked for: shared or exclusive.
 	Mode string `json:"mode,omitempty"`
 

@@ -173,6 +173,13 @@ func settleRaw(op *history.Op, err error) {
 	case re.Body.Code == wire.CodeLockHeld && op.Kind == history.Acquire:
 		op.Outcome = history.LockHeld
 		op.Token, op.HeldBy = re.Body.Token, re.Body.Holder
+	case re.Body.Code == wire.CodeLockHeld && op.Kind == history.MultiAcquire:
+		op.Outcome = history.LockHeld
+		op.Token, op.HeldBy, op.Lock = re.Body.Token, re.Body.Holder, re.Body.Lock
+	case re.Body.Code == wire.CodeLockDelay && op.Kind == history.MultiAcquire:
+		op.Outcome = history.LockDelay
+	case re.Body.Code == wire.CodeLeaseLost && (op.Kind == history.MultiRenew || op.Kind == history.MultiRelease):
+		op.Outcome = history.LeaseLost
 	case re.Body.Code == wire.CodeSemaphoreFull && op.Kind == history.SemAcquire:
 		op.Outcome = history.SemaphoreFull
 	case re.Body.Code == wire.CodeLockDelay && op.Kind == history.SemAcquire:

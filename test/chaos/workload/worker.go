@@ -47,6 +47,9 @@ type Config struct {
 	// MissingToken makes the client sometimes write with no token at all,
 	// which every fence must refuse.
 	MissingToken bool `json:"missing_token,omitempty"`
+	// Revokes makes the client sometimes revoke another's grant of one of
+	// its locks, as an operator (revoke.go).
+	Revokes bool `json:"revokes,omitempty"`
 }
 
 // Role is what a client process does.
@@ -179,6 +182,10 @@ func (w *worker) leaseTTL() time.Duration {
 // iteration is one pass: maybe read, acquire, write, hold, write again,
 // read back, release, and sometimes misbehave.
 func (w *worker) iteration(ctx context.Context) {
+	if len(w.cfg.Locks) > 1 && w.chance(multiChance) {
+		w.multiIteration(ctx) // multilocks.go
+		return
+	}
 	lock := w.cfg.Locks[w.rng.IntN(len(w.cfg.Locks))]
 	if w.chance(0.3) {
 		w.read(lock)
@@ -186,6 +193,9 @@ func (w *worker) iteration(ctx context.Context) {
 	if w.cfg.MissingToken && w.chance(0.05) {
 		w.putResource(lock, 0, 0)
 		w.putKV(lock, 0, false)
+	}
+	if w.cfg.Revokes && w.chance(revokeChance) {
+		w.revokeOther(w.cfg.Locks[w.rng.IntN(len(w.cfg.Locks))])
 	}
 	ttl := w.leaseTTL()
 	var wait time.Duration
@@ -341,7 +351,7 @@ func (w *worker) releaseOnce(kind history.OpKind, l *client.Lease) {
 		_, err := w.once.ReleaseRaw(ctx, l.Name(), l.Token(), l.Secret())
 		w.settle(op, err)
 	})
-	if got.Outcome != history.OK && got.Outcome != history.LeaseLost {
+	if got.Outcome != history.OK && got.Outcome != history.LeaseLost && got.Outcome != history.Revoked {
 		// Stop the keep-alive, which would otherwise renew a lease whose
 		// release went astray for as long as the run lasts. Unrecorded,
 		// this release looks to the checker like an expiry, which the lock
@@ -509,7 +519,14 @@ func outcomeOf(kind history.OpKind, err error) history.Outcome {
 		return history.Unknown
 	}
 	switch kind {
-	case history.Renew, history.Release, history.SemRenew, history.SemRelease, history.Proclaim, history.Resign, history.RWRelease:
+	case history.Renew, history.Release, history.Revoke:
+		// Before lease_lost, which a revoked answer matches too.
+		if errors.Is(err, client.ErrRevoked) {
+			return history.Revoked
+		}
+	}
+	switch kind {
+	case history.Renew, history.Release, history.SemRenew, history.SemRelease, history.Proclaim, history.Resign, history.Revoke, history.RWRelease:
 		if errors.Is(err, client.ErrLeaseLost) {
 			return history.LeaseLost
 		}

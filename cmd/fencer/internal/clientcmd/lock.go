@@ -60,25 +60,31 @@ func NewLockCmd() *cobra.Command {
 	o.client.Bind(cmd.PersistentFlags())
 
 	acquire := &cobra.Command{
-		Use:   "acquire NAME",
-		Short: "Acquire a lock and print its token and lease secret",
+		Use:   "acquire NAME...",
+		Short: "Acquire a lock (or several at once) and print its token and lease secret",
 		Long: `Acquire a lock and print its fencing token and lease secret.
 
 The lease is NOT kept alive: it expires after --ttl unless renewed with
 "fencer lock renew NAME --token N --lease S" or released. To hold a lock for
 the lifetime of a command, use "fencer exec". With --session and
 --session-lease the grant has no TTL of its own: it lives as long as that
-session ("fencer session create"), and is released as any other.`,
+session ("fencer session create"), and is released as any other.
+
+With several names it is a multi-lock: every name or none, in one entry,
+with one token and one lease secret for all (at most 64 names). It does not
+wait; renew and release it with all its names ("fencer lock release A B C
+--token N --lease S").`,
 		Example: `  fencer lock acquire job --ttl 30s --holder "$(hostname)"
   fencer lock acquire job --wait 1m          # queue behind the holder
   fencer lock acquire table --mode shared    # one of many readers
   fencer lock acquire job --session "$id" --session-lease "$lease"   # under a session
+  fencer lock acquire accounts.alice accounts.bob   # both or neither, one token
 
   # keep the token and secret for renew and release (needs jq)
   grant=$(fencer lock acquire job -o json)
   token=$(echo "$grant" | jq -r .token) lease=$(echo "$grant" | jq -r .lease)`,
-		Args: cli.Positional("NAME"),
-		RunE: func(cmd *cobra.Command, args []string) error { return o.acquire(cmd, args[0]) },
+		Args: oneOrMoreNames,
+		RunE: severalNames(o.acquire, o.multiAcquire),
 	}
 	acquire.Flags().DurationVar(&o.ttl, "ttl", wire.DefaultTTL, "lease time to live")
 	acquire.Flags().DurationVar(&o.wait, "wait", 0, "queue this long if the lock is held (0: fail at once)")
@@ -89,6 +95,12 @@ session ("fencer session create"), and is released as any other.`,
 
 	raw := newRenewReleaseCmds(o, grantWords{group: "lock", example: "job", of: "grant",
 		renew: "Renew a lease for another TTL", release: "Release a lease"}, o.renew, o.release)
+	// Several names: a multi-lock's one grant (multilock.go).
+	for i, multi := range []func(*cobra.Command, []string) error{o.multiRenew, o.multiRelease} {
+		one := []func(*cobra.Command, string) error{o.renew, o.release}[i]
+		raw[i].Use = strings.Replace(raw[i].Use, "NAME", "NAME...", 1)
+		raw[i].Args, raw[i].RunE = oneOrMoreNames, severalNames(one, multi)
+	}
 	status := &cobra.Command{
 		Use:   "status NAME",
 		Short: "Show a lock's holder, token and remaining time",
@@ -105,7 +117,7 @@ session ("fencer session create"), and is released as any other.`,
 		Args: cli.Positional(),
 		RunE: func(cmd *cobra.Command, _ []string) error { return o.list(cmd) },
 	}
-	return cli.Group(cmd, acquire, raw[0], raw[1], status, list, newLockHistoryCmd(o))
+	return cli.Group(cmd, acquire, raw[0], raw[1], status, list, newLockHistoryCmd(o), newRevokeCmd(o, "lock", "job"))
 }
 
 // checkMode refuses a --mode the server would refuse.

@@ -77,7 +77,7 @@ instead ("fencer session create").`,
 		Args: cli.Positional(),
 		RunE: func(cmd *cobra.Command, _ []string) error { return o.list(cmd) },
 	}
-	return cli.Group(cmd, acquire, raw[0], raw[1], status, list)
+	return cli.Group(cmd, acquire, raw[0], raw[1], status, list, newRevokeCmd(&o.lockOptions, "sem", "workers"))
 }
 
 func (o *semOptions) acquire(cmd *cobra.Command, name string) error {

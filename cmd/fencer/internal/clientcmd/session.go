@@ -102,7 +102,7 @@ it with it, unless renewed with "fencer session renew ID --lease S" or closed.`,
 		Args: cli.Positional(),
 		RunE: func(cmd *cobra.Command, _ []string) error { return o.list(cmd) },
 	}
-	return cli.Group(cmd, create, renew, closeCmd, status, list)
+	return cli.Group(cmd, create, renew, closeCmd, status, list, newSessionRevokeCmd(o))
 }
 
 // parseSessionID reads a session id as a token is read: a session's id is

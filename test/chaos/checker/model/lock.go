@@ -76,7 +76,7 @@ func stepLock(s lockState, in LockInput) []lockState {
 		switch op.Outcome {
 		case history.OK:
 			return s.observe(in, "")
-		case history.LeaseLost:
+		case history.LeaseLost, history.Revoked:
 			return []lockState{s.lost(op.Token)}
 		default:
 			return []lockState{s}
@@ -85,10 +85,22 @@ func stepLock(s lockState, in LockInput) []lockState {
 		switch op.Outcome {
 		case history.OK:
 			return releaseAll(s.observe(in, ""))
-		case history.LeaseLost:
+		case history.LeaseLost, history.Revoked:
 			return []lockState{s.lost(op.Token)}
 		default:
 			// Freeing the lock is what a spontaneous expiry does anyway.
+			return []lockState{s}
+		}
+	case history.Revoke:
+		// An operator's revoke ends the grant as an expiry would: ok says
+		// the token was current until then; a refusal that it was not.
+		// The waiter it hands the lock to is seen by its acquire ok.
+		switch op.Outcome {
+		case history.OK:
+			return releaseAll(s.observe(in, ""))
+		case history.LeaseLost, history.Revoked:
+			return []lockState{s.lost(op.Token)}
+		default:
 			return []lockState{s}
 		}
 	case history.Read:

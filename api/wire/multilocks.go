@@ -1,0 +1,55 @@
+package wire
+
+// Multi-locks: one grant over several lock names, granted all or none in
+// one entry, with one token and one secret (POST /v1/locks/acquire,
+// /renew, /release).
+
+// MaxMultiNames bounds the names of one multi-acquire.
+const MaxMultiNames = 64
+
+// MultiAcquireRequest is the body of POST /v1/locks/acquire. Names are at
+// most MaxMultiNames valid lock names, none twice (CodeInvalidNames).
+// Holder, TTLMillis and RequestID are as an acquire's. WaitMs must be 0:
+// a multi-acquire is answered at once, all or nothing (lock_held naming
+// the first held name). Mode may be "exclusive" or absent; Session and
+// SessionLease are refused for now.
+type MultiAcquireRequest struct {
+	Names        []string `json:"names"`
+	Holder       string   `json:"holder"`
+	TTLMillis    int64    `json:"ttl_ms"`
+	WaitMs       int64    `json:"wait_ms"`
+	RequestID    string   `json:"request_id,omitempty"`
+	Mode         string   `json:"mode,omitempty"`
+	Session      uint64   `json:"session,omitempty"`
+	SessionLease string   `json:"session_lease,omitempty"`
+}
+
+// MultiGrant is the answer to a successful multi-acquire: every name is
+// held with Token and the one secret Lease.
+type MultiGrant struct {
+	Names     []string `json:"names"`
+	Holder    string   `json:"holder"`
+	Token     uint64   `json:"token"`
+	Lease     string   `json:"lease"`
+	TTLMillis int64    `json:"ttl_ms"`
+	RequestID string   `json:"request_id,omitempty"`
+	// Existing: the request id had been granted before; this is that
+	// grant again.
+	Existing bool `json:"existing,omitempty"`
+}
+
+// MultiRenewResponse is the answer to a multi-grant's renewal (POST
+// /v1/locks/renew with a LeaseRequest).
+type MultiRenewResponse struct {
+	Names     []string `json:"names"`
+	Token     uint64   `json:"token"`
+	TTLMillis int64    `json:"ttl_ms"`
+}
+
+// MultiReleaseResponse is the answer to a multi-grant's release (POST
+// /v1/locks/release with a LeaseRequest).
+type MultiReleaseResponse struct {
+	Names    []string `json:"names"`
+	Token    uint64   `json:"token"`
+	Released bool     `json:"released"`
+}

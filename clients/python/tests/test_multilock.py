@@ -1,0 +1,55 @@
+"""Multi-locks in the Python client against real fencer nodes (bin/fencer):
+every name held with one token and kept alive on one lease, another
+multi-lock over one of its names refused naming it, a fenced write under any
+name, one name's release refused, and the release freeing them all."""
+
+from __future__ import annotations
+
+import time
+import unittest
+
+from fencer import Client, InvalidRequest, LockHeld, MultiGrant
+
+from .cluster import Cluster, poll
+
+#: The log format whose entries hold multi-locks (fsm, issue 28).
+LOCK_MODES_LOG_FORMAT = 9
+
+
+class MultiLockClusterTest(unittest.TestCase):
+    cluster: Cluster
+
+    @classmethod
+    def setUpClass(cls) -> None:
+        cls.cluster = Cluster(3)
+        c = Client(cls.cluster.endpoints())
+        poll("every member reads log format %d" % LOCK_MODES_LOG_FORMAT,
+             lambda: c.cluster().get("log_format", 0) >= LOCK_MODES_LOG_FORMAT, 20)
+
+    @classmethod
+    def tearDownClass(cls) -> None:
+        cls.cluster.close()
+
+    def test_every_name_or_none(self) -> None:
+        c, other = Client(self.cluster.endpoints(), holder="py-mover"), Client(self.cluster.endpoints())
+        with c.multi_lock(["py.m.b", "py.m.a"], ttl=1) as m:
+            for n in m.names:
+                st = other.status(n)
+                self.assertEqual((st["held"], st["token"], st["holder"]), (True, m.token, "py-mover"))
+            with self.assertRaises(LockHeld) as held:
+                other.multi_lock(["py.m.x", "py.m.a"])
+            self.assertEqual((held.exception.lock, held.exception.token), ("py.m.a", m.token))
+            self.assertFalse(other.status("py.m.x")["held"])
+            time.sleep(3)  # three TTLs: kept alive on its one lease
+            m.check()
+            self.assertGreater(m.put("py.m.ledger", b"moved", lock="py.m.b"), 0)
+            with self.assertRaises(MultiGrant):
+                other.release("py.m.a", m.token, m.secret)
+        self.assertTrue(m.lost.is_set())
+        poll("every name free", lambda: not any(other.status(n)["held"] for n in ("py.m.a", "py.m.b")), 5)
+        with self.assertRaises(InvalidRequest):
+            c.multi_lock(["py.m.a", "py.m.a"])
+
+
+if __name__ == "__main__":
+    unittest.main()
