@@ -182,3 +182,33 @@ func TestSnapshotV6SharedGolden(t *testing.T) {
 		}
 	}
 }
+
+// A multi-acquire naming a lock held in shared mode is refused, naming its
+// newest shared grant (a multi-grant is exclusive); a revoke ends one
+// shared grant and hands the lock to an exclusive waiter only with the
+// last, its lock-delay delaying every mode.
+func TestSharedLocksBesideMultiLocksAndRevoke(t *testing.T) {
+	f := New(nil)
+	mustGrant(t, f, shared("a", "r1", "s1"), 2)
+	c := shared("a", "r2", "s2")
+	c.LockDelayMillis = 500
+	mustGrant(t, f, c, 3)
+	err, _ := f.ApplyCommand(&entry.MultiAcquire{Names: []string{"b", "a"}, Holder: "m", Lease: "lm", TTLMillis: 1000}, 4).(error)
+	var held *refusal.HeldError
+	if !errors.As(err, &held) || held.Lock != "a" || held.Shared != 2 || held.Token != 3 {
+		t.Fatalf("multi-acquire over a shared lock: %v", err)
+	}
+	r, ok := f.ApplyCommand(&entry.Revoke{Lock: "a", Token: 2}, 5).(*RevokeResult)
+	if !ok || r.Lock == nil || r.Lock.Freed.Mode != entry.ModeShared {
+		t.Fatalf("revoke of a shared grant: %+v", f.ApplyCommand(&entry.Revoke{Lock: "a", Token: 2}, 5))
+	}
+	if got := f.SharedLocks("a"); len(got) != 1 || got[0].Token != 3 {
+		t.Fatalf("shared grants after the revoke: %+v", got)
+	}
+	if _, ok := f.ApplyCommand(&entry.Revoke{Lock: "a", Token: 3}, 6).(*RevokeResult); !ok {
+		t.Fatal("revoke of the last shared grant refused")
+	}
+	if err, _ := f.ApplyCommand(shared("a", "r3", "s3"), 7).(error); !errors.Is(err, refusal.ErrLockDelay) {
+		t.Fatalf("shared acquire after a revoked shared grant's lock-delay started: %v", err)
+	}
+}
