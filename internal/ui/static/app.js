@@ -706,7 +706,7 @@ function sessionRow(s, until) {
     "tr",
     { dataset: { session: s.session }, class: fresh ? "fresh" : null },
     h("td", { class: "num" }, h("strong", { class: "session-id" }, s.session)),
-    h("td", { class: "wrap holder" }, s.holder, revokeButton("sessions", s.session, 0, s.holder)),
+    h("td", { class: "wrap" }, h("span", { class: "holder" }, s.holder), revokeButton("sessions", s.session, 0, s.holder)),
     h(
       "td",
       { class: "ttl-ms" },
