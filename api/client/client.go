@@ -24,6 +24,7 @@ type Client struct {
 	maxAnswer int64
 	log       *slog.Logger
 	tls       *tls.Config
+	http2     bool
 	// authorization is the Authorization header sent on every request; ""
 	// for none.
 	authorization string
@@ -70,6 +71,18 @@ func WithRetry(r Retry) Option { return func(c *Client) { c.retry = r } }
 func WithTLS(cfg *tls.Config) Option {
 	return func(c *Client) { c.tls = cfg }
 }
+
+// WithHTTP2 makes the client speak HTTP/2 to the nodes: negotiated over
+// TLS, and over plain TCP with prior knowledge (h2c), so that every request
+// to a node shares one connection. Every node serves both HTTP/1.1 and
+// HTTP/2; the default is HTTP/1.1 (docs/benchmarks.md, "HTTP/2"). It has no
+// effect with WithHTTPClient, whose transport says what it speaks.
+func WithHTTP2() Option { return func(c *Client) { c.http2 = true } }
+
+// Protocols is the http.Transport.Protocols of a client's own transport,
+// for callers that pass WithHTTPClient: nil (HTTP/1.1) or, with http2,
+// HTTP/2 alone (h2c over plain TCP), as WithHTTP2 makes it.
+func Protocols(http2 bool) *http.Protocols { return transport.Protocols(http2) }
 
 // WithBearerToken sends "Authorization: Bearer token" on every request, for
 // clusters that run with an ACL file.
@@ -129,7 +142,7 @@ func New(endpoints []string, opts ...Option) (*Client, error) {
 		return nil, errors.New("no endpoints: want at least one host:port or URL of a fencer node")
 	}
 	if c.hc == nil {
-		c.hc = transport.NewHTTPClient(c.tls)
+		c.hc = transport.NewHTTPClient(c.tls, c.http2)
 	}
 	hc := *c.hc
 	hc.CheckRedirect = noRedirect

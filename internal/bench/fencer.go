@@ -42,15 +42,25 @@ type Fencer struct {
 	Prefix string
 }
 
+// Conn is how the benchmark's clients connect: TLS (nil for plain TCP) and
+// whether they speak HTTP/2.
+type Conn struct {
+	TLS   *tls.Config
+	HTTP2 bool
+}
+
 // NewFencer builds a client for endpoints with one kept-alive connection
 // per benchmark client, and finds the leader. timeout bounds each request
 // attempt (a contended acquire's wait comes on top).
-func NewFencer(ctx context.Context, endpoints []string, clients int, ttl, wait, timeout time.Duration, tlsCfg *tls.Config, opts ...client.Option) (*Fencer, error) {
+// With conn.HTTP2 every client's requests share one HTTP/2 connection per
+// node (h2c over plain TCP) instead of a connection each.
+func NewFencer(ctx context.Context, endpoints []string, clients int, ttl, wait, timeout time.Duration, conn Conn, opts ...client.Option) (*Fencer, error) {
 	hc := &http.Client{Transport: &http.Transport{
 		MaxIdleConns:        clients + 16,
 		MaxIdleConnsPerHost: clients + 16,
 		IdleConnTimeout:     90 * time.Second,
-		TLSClientConfig:     tlsCfg,
+		TLSClientConfig:     conn.TLS,
+		Protocols:           client.Protocols(conn.HTTP2),
 	}}
 	opts = append(opts, client.WithHTTPClient(hc), client.WithTimeout(wait+timeout))
 	c, err := client.New(endpoints, opts...)

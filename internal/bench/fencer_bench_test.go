@@ -38,32 +38,34 @@ func benchmarkFencer(b *testing.B, store logstore.Kind) {
 	leader := c.WaitLeader(20 * time.Second)
 	for _, w := range []string{"uncontended", "contended", "renew", "fenced-write"} {
 		for _, clients := range []int{1, 16, 64} {
-			if w == "contended" && clients == 1 {
-				continue
+			for _, proto := range []string{"http1", "h2c"} {
+				if w == "contended" && clients == 1 {
+					continue
+				}
+				b.Run(fmt.Sprintf("%s/clients=%d/proto=%s", w, clients, proto), func(b *testing.B) {
+					ctx := context.Background()
+					f, err := NewFencer(ctx, []string{leader.HTTPAddr}, clients, 10*time.Second, 30*time.Second, 10*time.Second, Conn{HTTP2: proto == "h2c"})
+					if err != nil {
+						b.Fatal(err)
+					}
+					defer f.Client.Close()
+					newClient, err := f.Workload(w)
+					if err != nil {
+						b.Fatal(err)
+					}
+					b.ResetTimer()
+					res, err := load.Run(ctx, load.Config{Clients: clients, Duration: time.Hour, Ops: int64(b.N)}, newClient)
+					if err != nil {
+						b.Fatal(err)
+					}
+					if res.Errors > 0 {
+						b.Fatalf("%d errors, first: %s", res.Errors, res.FirstError)
+					}
+					b.ReportMetric(res.OpsPerSec, "ops/s")
+					b.ReportMetric(res.P50Ms, "p50-ms")
+					b.ReportMetric(res.P99Ms, "p99-ms")
+				})
 			}
-			b.Run(fmt.Sprintf("%s/clients=%d", w, clients), func(b *testing.B) {
-				ctx := context.Background()
-				f, err := NewFencer(ctx, []string{leader.HTTPAddr}, clients, 10*time.Second, 30*time.Second, 10*time.Second, nil)
-				if err != nil {
-					b.Fatal(err)
-				}
-				defer f.Client.Close()
-				newClient, err := f.Workload(w)
-				if err != nil {
-					b.Fatal(err)
-				}
-				b.ResetTimer()
-				res, err := load.Run(ctx, load.Config{Clients: clients, Duration: time.Hour, Ops: int64(b.N)}, newClient)
-				if err != nil {
-					b.Fatal(err)
-				}
-				if res.Errors > 0 {
-					b.Fatalf("%d errors, first: %s", res.Errors, res.FirstError)
-				}
-				b.ReportMetric(res.OpsPerSec, "ops/s")
-				b.ReportMetric(res.P50Ms, "p50-ms")
-				b.ReportMetric(res.P99Ms, "p99-ms")
-			})
 		}
 	}
 }

@@ -21,7 +21,7 @@ func TestScaleHoldsUnderSessions(t *testing.T) {
 	leader := c.WaitLeader(20 * time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	f, err := NewFencer(ctx, []string{leader.HTTPAddr}, 8, time.Minute, 0, 5*time.Second, nil)
+	f, err := NewFencer(ctx, []string{leader.HTTPAddr}, 8, time.Minute, 0, 5*time.Second, Conn{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -112,7 +112,7 @@ func Start(cfg cluster.Config, httpAddr string, options ...Options) (*Instance, 
 	// bound but not yet served held each probe for its whole timeout:
 	// about two seconds before a new cluster could even bootstrap.
 	swap := &startingHandler{id: cfg.ID}
-	srv := &http.Server{Handler: swap, TLSConfig: opts.TLS}
+	srv := &http.Server{Handler: swap, TLSConfig: opts.TLS, Protocols: serverProtocols()}
 	opts.Limits.Apply(srv)
 	done := make(chan error, 1)
 	go func() {
@@ -263,4 +263,17 @@ func (in *Instance) Close() error {
 	err := in.Node.Close()
 	in.Coord.Close()
 	return err
+}
+
+// serverProtocols is what a node's HTTP port speaks: HTTP/1.1, and HTTP/2
+// both over TLS (negotiated) and over plain TCP with prior knowledge (h2c:
+// a client that starts with HTTP/2's preface). Every client keeps working
+// as it did; one that speaks h2c multiplexes its requests over one
+// connection (docs/benchmarks.md, "HTTP/2").
+func serverProtocols() *http.Protocols {
+	var p http.Protocols
+	p.SetHTTP1(true)
+	p.SetHTTP2(true)
+	p.SetUnencryptedHTTP2(true)
+	return &p
 }

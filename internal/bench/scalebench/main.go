@@ -107,7 +107,7 @@ func (o *options) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	f, err := bench.NewFencer(ctx, c.endpoints(), o.clients, o.ttl, 0, 10*time.Second, nil)
+	f, err := bench.NewFencer(ctx, c.endpoints(), o.clients, o.ttl, 0, 10*time.Second, bench.Conn{})
 	if err != nil {
 		return err
 	}

@@ -92,14 +92,33 @@ func BaseURL(ep string, tls bool) (string, error) {
 // not pay for a TCP handshake each. A node that does not accept a
 // connection within a second is taken for gone (a crashed host answers
 // nothing): the request moves on to another member at once.
-func NewHTTPClient(cfg *tls.Config) *http.Client {
+//
+// With http2 the client speaks HTTP/2 only: over TLS negotiated as usual,
+// over plain TCP with prior knowledge (h2c), every request to a node
+// multiplexed on one connection.
+func NewHTTPClient(cfg *tls.Config, http2 bool) *http.Client {
 	return &http.Client{Transport: &http.Transport{
 		Proxy:               http.ProxyFromEnvironment,
 		DialContext:         (&net.Dialer{Timeout: time.Second, KeepAlive: 30 * time.Second}).DialContext,
 		MaxIdleConnsPerHost: 64,
 		IdleConnTimeout:     90 * time.Second,
 		TLSClientConfig:     cfg,
+		Protocols:           Protocols(http2),
 	}}
+}
+
+// Protocols is what a client's transport speaks: nil (the transport's
+// default, HTTP/1.1 on plain TCP) or, with http2, HTTP/2 alone, which on
+// plain TCP is h2c with prior knowledge (net/http uses it for http:// URLs
+// only when HTTP/1 is left out).
+func Protocols(http2 bool) *http.Protocols {
+	if !http2 {
+		return nil
+	}
+	var p http.Protocols
+	p.SetHTTP2(true)
+	p.SetUnencryptedHTTP2(true)
+	return &p
 }
 
 // Request is one logical API call, sent in one or more attempts.

@@ -30,6 +30,8 @@ type ClientFlags struct {
 	caFile    string
 	certFile  string
 	keyFile   string
+	// HTTP2 speaks HTTP/2 to the nodes (h2c over plain TCP).
+	HTTP2 bool
 }
 
 // Bind adds the flags to fs, defaulting from the environment.
@@ -42,6 +44,7 @@ func (f *ClientFlags) Bind(fs *pflag.FlagSet) {
 	fs.StringVar(&f.tokenFile, "auth-token-file", envFirst("FENCER_AUTH_TOKEN_FILE", "FENCER_TOKEN_FILE"), "file holding the ACL bearer token ($FENCER_AUTH_TOKEN_FILE; or the token itself in $FENCER_AUTH_TOKEN)")
 	fs.StringVar(&f.caFile, "tls-ca", envFirst("FENCER_TLS_CA", "FENCER_CA"), "CA certificate for https endpoints ($FENCER_TLS_CA)")
 	fs.StringVar(&f.certFile, "tls-cert", envFirst("FENCER_TLS_CERT", "FENCER_CERT"), "client certificate, if the cluster requires one ($FENCER_TLS_CERT)")
+	fs.BoolVar(&f.HTTP2, "http2", os.Getenv("FENCER_HTTP2") == "1", "speak HTTP/2 to the nodes (h2c with prior knowledge over plain TCP) instead of HTTP/1.1 ($FENCER_HTTP2=1)")
 	fs.StringVar(&f.keyFile, "tls-key", envFirst("FENCER_TLS_KEY", "FENCER_KEY"), "key of the client certificate ($FENCER_TLS_KEY)")
 	// The names before the rename keep working for one release; they are
 	// hidden from help and warn when used. So do their variables.
@@ -165,6 +168,9 @@ func (f *ClientFlags) Client() (*client.Client, error) {
 		return nil, err
 	}
 	opts = append(opts, client.WithTimeout(f.Timeout))
+	if f.HTTP2 {
+		opts = append(opts, client.WithHTTP2())
+	}
 	return client.New(f.EndpointList(), append(opts, ExtraClientOptions...)...)
 }
 

@@ -134,7 +134,7 @@ func (o *benchOptions) run(cmd *cobra.Command) error {
 	if err != nil {
 		return err
 	}
-	f, err := bench.NewFencer(ctx, o.client.EndpointList(), o.load.Clients, o.ttl, o.wait, o.client.Timeout, tlsCfg, security...)
+	f, err := bench.NewFencer(ctx, o.client.EndpointList(), o.load.Clients, o.ttl, o.wait, o.client.Timeout, bench.Conn{TLS: tlsCfg, HTTP2: o.client.HTTP2}, security...)
 	if err != nil {
 		return err
 	}
