@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
@@ -15,6 +16,10 @@ import (
 // cannedServer is a RoundTripper that answers an acquire with a grant and
 // a release with its answer, without a network or a server.
 type cannedServer struct{}
+
+// cannedRequestID is the request id of cannedGrant, which the benchmarks'
+// acquires send: the client believes a grant only for its own request.
+const cannedRequestID = "00112233445566778899aabbccddeeff"
 
 const (
 	cannedGrant   = `{"lock":"bench-u-0","holder":"bench","token":7,"lease":"0123456789abcdef0123456789abcdef","ttl_ms":10000,"request_id":"00112233445566778899aabbccddeeff"}` + "\n"
@@ -57,12 +62,62 @@ func BenchmarkRawCycle(b *testing.B) {
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {
-		g, err := c.AcquireRaw(ctx, "bench-u-0", wire.AcquireRequest{Holder: "bench", TTLMillis: 10000})
+		g, err := c.AcquireRaw(ctx, "bench-u-0", wire.AcquireRequest{Holder: "bench", TTLMillis: 10000, RequestID: cannedRequestID})
 		if err != nil {
 			b.Fatal(err)
 		}
 		if _, err := c.ReleaseRaw(ctx, g.Lock, g.Token, g.Lease); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// BenchmarkLoopbackCycle is RawCycle over a real loopback connection to a
+// net/http server that answers as cannedServer does, once over HTTP/1.1 and
+// once over HTTP/2 with prior knowledge (h2c): what the protocol itself
+// costs a lock cycle, both sides, short of fencer's handlers.
+//
+//	go test -run '^$' -bench LoopbackCycle -benchmem -count 5 ./api/client/
+func BenchmarkLoopbackCycle(b *testing.B) {
+	var both http.Protocols
+	both.SetHTTP1(true)
+	both.SetUnencryptedHTTP2(true)
+	var cluster string // names this server as the leader, so the client stays
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v1/cluster" {
+			w.Header().Set("Content-Type", "application/json")
+			io.WriteString(w, cluster)
+			return
+		}
+		resp, _ := cannedServer{}.RoundTrip(r)
+		for k, v := range resp.Header {
+			w.Header()[k] = v
+		}
+		io.Copy(w, resp.Body)
+	}))
+	srv.Config.Protocols = &both
+	srv.Start()
+	defer srv.Close()
+	cluster = strings.Replace(cannedCluster, "127.0.0.1:7001", srv.Listener.Addr().String(), 1)
+	for _, proto := range []string{"http1", "h2c"} {
+		b.Run("proto="+proto, func(b *testing.B) {
+			hc := &http.Client{Transport: &http.Transport{Protocols: client.Protocols(proto == "h2c")}}
+			c, err := client.New([]string{srv.URL}, client.WithHTTPClient(hc))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer c.Close()
+			ctx := context.Background()
+			b.ReportAllocs()
+			for b.Loop() {
+				g, err := c.AcquireRaw(ctx, "bench-u-0", wire.AcquireRequest{Holder: "bench", TTLMillis: 10000, RequestID: cannedRequestID})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := c.ReleaseRaw(ctx, g.Lock, g.Token, g.Lease); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
