@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fencer-io/fencer/cluster"
 	"github.com/fencer-io/fencer/fsm/entry"
 	"github.com/fencer-io/fencer/fsm/refusal"
 )
@@ -121,5 +122,27 @@ func TestProclaim(t *testing.T) {
 	poll(t, "the expiry", func() bool { return !isHeld(f, "leader") })
 	if _, err := s.Proclaim(bg, "leader", g.Token, g.Lease, "a:3"); !errors.Is(err, refusal.ErrLeaseLost) {
 		t.Fatalf("a deposed leader's proclaim: %v", err)
+	}
+}
+
+// A waiter whose wait ends during a lock-delay is answered lock_delay only
+// after a quorum round: a leader deposed without knowing it (paused past its
+// term) must not say the lock is delayed, since its successor may have
+// ended the delay and granted the lock by then.
+func TestLapsedWaiterInDelayConfirmsLeadership(t *testing.T) {
+	s, f, clock := newTestService(t, Config{})
+	if _, err := acquireDelayed(s, "l", "a", time.Second, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	c := enqueue(t, s, "l", "c", 3*time.Second, 1)
+	clock.Advance(time.Second)
+	poll(t, "the expiry", func() bool { return !isHeld(f, "l") })
+	f.mu.Lock()
+	f.leader = false // deposed, and this node has not noticed yet
+	f.mu.Unlock()
+	clock.Advance(2 * time.Second) // c's wait ends, in the delay
+	got := receive(t, c)
+	if errors.Is(got.err, refusal.ErrLockDelay) || !errors.Is(got.err, cluster.ErrNotLeader) {
+		t.Fatalf("a deposed leader answered the lapsed waiter %v, want not-leader", got.err)
 	}
 }

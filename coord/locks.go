@@ -185,14 +185,16 @@ func (p lockPolicy) refusal(st fsm.NameState, cmd *entry.Acquire, wait, ahead bo
 	return nil
 }
 
-// lapsed refuses a held lock after a quorum round, and a delayed one
-// without (as it always has).
+// lapsed refuses a held lock, and a delayed one, after a quorum round: a
+// leader deposed without knowing it must not say the lock is delayed, as
+// its successor may have ended the delay and granted the lock since (it
+// said so without a round until TestLapsedWaiterInDelayConfirmsLeadership).
 func (p lockPolicy) lapsed(st fsm.NameState, cmd *entry.Acquire, ahead bool) (bool, error) {
 	if len(st.Holders) > 0 && (!admits(st, cmd) || ahead) {
 		return true, heldError(st)
 	}
 	if len(st.Delays) > 0 {
-		return false, p.s.delayedFor(st.Delays[0])
+		return true, p.s.delayedFor(st.Delays[0])
 	}
 	return false, nil
 }
