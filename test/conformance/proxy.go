@@ -7,6 +7,7 @@ package conformance
 
 import (
 	"bytes"
+	"fmt"
 	"net"
 	"sync"
 	"time"
@@ -30,7 +31,9 @@ type Proxy struct {
 	mode  proxyMode
 	delay time.Duration
 	conns map[*proxyConn]struct{}
-	wg    sync.WaitGroup
+	// rewrite maps each member's address to its proxy's, in answers.
+	rewrite map[string]string
+	wg      sync.WaitGroup
 }
 
 // proxyConn is one client connection and its connection to the member.
@@ -40,11 +43,25 @@ type proxyConn struct {
 	watch bool
 }
 
-// NewProxy listens on 127.0.0.1:0 and forwards to target (host:port).
+// NewProxy listens on 127.0.0.1:0 and forwards to target (host:port). Its
+// address is as long as target's (Rewrite replaces one by the other in
+// answers whose Content-Length it must keep): on Linux every ephemeral
+// port has five digits, and a listener that got a shorter one is retried.
 func NewProxy(target string) (*Proxy, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
+	var ln net.Listener
+	for range 100 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		if len(l.Addr().String()) == len(target) {
+			ln = l
+			break
+		}
+		l.Close()
+	}
+	if ln == nil {
+		return nil, fmt.Errorf("no listening address as long as %q", target)
 	}
 	p := &Proxy{target: target, ln: ln, conns: map[*proxyConn]struct{}{}}
 	p.wg.Add(1)
@@ -61,6 +78,42 @@ func (p *Proxy) SetTarget(target string) {
 	p.mu.Lock()
 	p.target = target
 	p.mu.Unlock()
+}
+
+// Rewrite makes the proxy replace, in everything a member answers, each
+// member's address by its proxy's (members name the leader by its address:
+// the Fencer-Leader header, GET /v1/cluster), so that a client following
+// the leader stays behind the proxies. Every pair must be of equal length.
+func (p *Proxy) Rewrite(memberToProxy map[string]string) error {
+	for m, px := range memberToProxy {
+		if len(m) != len(px) {
+			return fmt.Errorf("rewrite %q to %q: lengths differ", m, px)
+		}
+	}
+	p.mu.Lock()
+	p.rewrite = memberToProxy
+	p.mu.Unlock()
+	return nil
+}
+
+// rewritten applies Rewrite to data, and returns how many bytes at its end
+// to hold back: a tail that may begin an address the next chunk completes.
+func (p *Proxy) rewritten(data []byte) (out []byte, hold int) {
+	p.mu.Lock()
+	rw := p.rewrite
+	p.mu.Unlock()
+	for m, px := range rw {
+		data = bytes.ReplaceAll(data, []byte(m), []byte(px))
+	}
+	for m := range rw {
+		for n := min(len(m)-1, len(data)); n > hold; n-- {
+			if bytes.HasSuffix(data, []byte(m[:n])) {
+				hold = n
+				break
+			}
+		}
+	}
+	return data, hold
 }
 
 // Close stops listening and resets every connection.
@@ -252,17 +305,41 @@ func (p *Proxy) toClient(c *proxyConn) {
 	}()
 	defer func() { close(queue); <-written }()
 	buf := make([]byte, 32<<10)
+	var carry []byte // a held-back tail (rewritten)
+	forward := func(data []byte) bool {
+		mode, delay := p.state()
+		if mode != passThrough || len(data) == 0 {
+			return true
+		}
+		select {
+		case queue <- timedChunk{data: data, due: time.Now().Add(delay)}:
+			return true
+		case <-written:
+			return false
+		}
+	}
 	for {
+		if len(carry) > 0 {
+			// The rest of a split address comes at once, if at all: a
+			// tail that merely ends like one goes on soon.
+			c.member.SetReadDeadline(time.Now().Add(20 * time.Millisecond))
+		}
 		n, err := c.member.Read(buf)
-		if n > 0 {
-			mode, delay := p.state()
-			if mode == passThrough {
-				select {
-				case queue <- timedChunk{data: bytes.Clone(buf[:n]), due: time.Now().Add(delay)}:
-				case <-written:
-					return
-				}
+		c.member.SetReadDeadline(time.Time{})
+		if ne, ok := err.(net.Error); ok && ne.Timeout() && n == 0 {
+			if !forward(carry) {
+				return
 			}
+			carry = nil
+			continue
+		}
+		data, hold := p.rewritten(append(carry, buf[:n]...))
+		if err != nil {
+			hold = 0
+		}
+		carry = bytes.Clone(data[len(data)-hold:])
+		if !forward(data[:len(data)-hold]) {
+			return
 		}
 		if err != nil {
 			return // the deferred close lets queued answers reach the client first
