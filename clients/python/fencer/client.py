@@ -358,9 +358,9 @@ class Client:
         the lock are refused (:class:`~fencer.errors.NotLockHolder`), and it
         publishes no value."""
         if not MIN_TTL <= ttl <= MAX_TTL:
-            raise InvalidRequest("ttl %r: want %g to %g seconds" % (ttl, MIN_TTL, MAX_TTL))
+            raise InvalidRequest("ttl %r: want %g to %g seconds" % (ttl, MIN_TTL, MAX_TTL), code="invalid_ttl", status=400)
         if not 0 <= wait <= MAX_WAIT:
-            raise InvalidRequest("wait %r: want 0 to %g seconds" % (wait, MAX_WAIT))
+            raise InvalidRequest("wait %r: want 0 to %g seconds" % (wait, MAX_WAIT), code="invalid_wait", status=400)
         body: Dict[str, Any] = {"holder": holder or self.holder, "ttl_ms": int(ttl * 1000),
                                 "wait_ms": int(wait * 1000), "request_id": secrets.token_hex(16)}
         if lock_delay:
@@ -409,9 +409,9 @@ class Client:
         a lock-delay. ``lock_delay`` (seconds): if this permit ends by
         expiry, its slot cannot be granted again for that long."""
         if not MIN_TTL <= ttl <= MAX_TTL:
-            raise InvalidRequest("ttl %r: want %g to %g seconds" % (ttl, MIN_TTL, MAX_TTL))
+            raise InvalidRequest("ttl %r: want %g to %g seconds" % (ttl, MIN_TTL, MAX_TTL), code="invalid_ttl", status=400)
         if not 0 <= wait <= MAX_WAIT:
-            raise InvalidRequest("wait %r: want 0 to %g seconds" % (wait, MAX_WAIT))
+            raise InvalidRequest("wait %r: want 0 to %g seconds" % (wait, MAX_WAIT), code="invalid_wait", status=400)
         body = {"holder": holder or self.holder, "limit": int(limit), "ttl_ms": int(ttl * 1000),
                 "wait_ms": int(wait * 1000), "request_id": secrets.token_hex(16)}
         if lock_delay:
@@ -432,7 +432,7 @@ class Client:
         first held one. ``with client.multi_lock(["a", "b"]) as m:``
         releases every name on leaving."""
         if not MIN_TTL <= ttl <= MAX_TTL:
-            raise InvalidRequest("ttl %r: want %g to %g seconds" % (ttl, MIN_TTL, MAX_TTL))
+            raise InvalidRequest("ttl %r: want %g to %g seconds" % (ttl, MIN_TTL, MAX_TTL), code="invalid_ttl", status=400)
         return multi_lock(self, names, ttl, holder or self.holder, keep_alive)
 
     def semaphore_status(self, name: str) -> Dict[str, Any]:
@@ -523,7 +523,7 @@ class Client:
         retries) is confirmed by one renewal, and the session closed and
         :class:`~fencer.errors.LeaseLost` raised if that fails."""
         if not MIN_TTL <= ttl <= MAX_TTL:
-            raise InvalidRequest("ttl %r: want %g to %g seconds" % (ttl, MIN_TTL, MAX_TTL))
+            raise InvalidRequest("ttl %r: want %g to %g seconds" % (ttl, MIN_TTL, MAX_TTL), code="invalid_ttl", status=400)
         body: Dict[str, Any] = {"holder": holder or self.holder, "ttl_ms": int(ttl * 1000),
                                 "request_id": secrets.token_hex(16)}
         if lock_delay:
@@ -840,6 +840,6 @@ def _set_mode(body: Dict[str, Any], mode: str) -> None:
     """Put a lock acquire's mode in its body: absent for an exclusive lock,
     as every client before modes sent it."""
     if mode not in ("shared", "exclusive"):
-        raise InvalidRequest("mode %r: want 'shared' or 'exclusive'" % (mode,))
+        raise InvalidRequest("mode %r: want 'shared' or 'exclusive'" % (mode,), code="invalid_mode", status=400)
     if mode == "shared":
         body["mode"] = "shared"
