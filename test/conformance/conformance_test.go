@@ -1,22 +1,22 @@
 package conformance
 
 // TestConformance/<client>/<scenario> runs PROTOCOL.md's scenarios against
-// every client through its agent. Each check below was seen to fail once
-// with the Go client broken as this table says (the break made by hand,
-// then undone):
+// every client through its agent. Each scenario was seen to fail once with
+// the Go client (or its agent) broken as this table says, by hand, then
+// undone:
 //
-//	scenario                          break                                                      how it failed
-//	acquire_release                   goagent's release does not call Release                    the lock still held after the release
-//	fenced_write                      goagent's put sends token+1                                 the key read back carries another token
-//	stale_write_refused               classify maps every *APIError to code "error"               code "error", not stale_token
-//	wait_out_crashed_holder           keeper: renewals keep the lease past the process (n/a) ->   (see report) agent 2 never granted when the
-//	                                  goagent's acquire asks the TTL x10                          server holds the crashed grant for 20 s
-//	lease_lost_during_pause           keeper.err() does not check the deadline on a look          lease_state says held on the first look
-//	leader_killed_during_hold         keeper: a failed renewal ends the lease at once             a lost event during the hold
-//	watch_resumed_across_dead_member  watch: reconnect without Last-Event-ID (from now)           the events written while dead are missing
-//	deadline_from_send_time           keeper: the lease counted from the answer's arrival         lost after 3.6 s, over the 3 s bound
-//	error_codes                       classify's class is "error" for every API error             class is the client's base error
-//	sessions_and_primitives           goagent's session_close does not close the session          the session's lock still held after the close
+//	scenario                          break                                                  how it failed
+//	acquire_release                   goagent's release answers {} without Release           the lock still held after the release
+//	fenced_write                      goagent's put writes value+"!"                         the harness reads "v1!"
+//	stale_write_refused               client: stale_token left out of codeErrors             class "error", the base, not ErrStaleToken
+//	wait_out_crashed_holder           client: Wait(d) sets no wait                           agent 2 refused at once, never queued
+//	lease_lost_during_pause           client: keeper.checkDeadline does nothing              lease_state says held on the first look
+//	leader_killed_during_hold         client: one attempt per request, and a failed          a lost event (unavailable) during the hold
+//	                                  renewal ends the lease
+//	watch_resumed_across_dead_member  client: a reconnect sends Last-Event-ID = since        k1..k3 delivered twice
+//	deadline_from_send_time           client: a lease counted from the grant's arrival       lost 3.5 s after the send, over TTL 3 s
+//	error_codes                       client: semaphore_full left out of codeErrors          semaphore_full's class is the base "error"
+//	sessions_and_primitives           client: Session.Close never sends the close            every grant under it still held
 //
 // The harness believes no agent's word alone: every outcome is read back
 // with its own Go client (api/client), straight from the members.
