@@ -250,8 +250,10 @@ func leaderKilledDuringHold(t *testing.T, e *env) {
 	r := a.ok(t, "acquire", map[string]any{"name": name, "holder": "agent-a", "ttl_ms": ttl.Milliseconds()})
 	token, handle := r.u64(t, "token"), r.str(t, "handle")
 	old := e.c.WaitLeader(10 * time.Second)
+	killed := time.Now()
 	e.c.Stop(old)
 	e.c.WaitNewLeader(old.ID, 30*time.Second)
+	t.Logf("a new leader %v after the kill", time.Since(killed).Round(10*time.Millisecond))
 	a.noEvent(t, 2*ttl, lostOf(handle))
 	if chk, err := e.hc.Check(ctx(t), name, token); err != nil || !chk.Current {
 		t.Fatalf("check after two TTLs under the new leader: %+v, %v; want current", chk, err)
