@@ -7,6 +7,11 @@ What is retried, and why it is safe (the same rules as the Go client,
   On a connection error or a 503 (no_leader, outcome_unknown) the client
   forgets the leader, moves to the next endpoint, waits (``Retry-After`` when
   the server sent one, else exponential backoff with jitter) and retries.
+  A node that did not answer is left at once, without a wait and without
+  asking who leads (the others still name it until they elect another): the
+  next endpoint forwards the request, holding it while no leader is known,
+  so a renewal outlives a leader's crash (test/conformance,
+  leader_killed_during_hold, found it sleeping past the lease's deadline).
 * Every acquire carries one random request id (32 characters) across all its
   attempts, so a retry after a lost answer gets the first grant back
   (``existing: true``) instead of a second token.
@@ -277,11 +282,18 @@ class Client:
         lost = 0
         last_err: Optional[FencerError] = None
         backoff = 0.05
+        # After a node did not answer, the next attempt goes at once to the
+        # next endpoint, without asking who leads (the others name the node
+        # that failed until they elect another) and without a pause: it
+        # forwards the request, holding it while no leader is known.
+        skipped = 0
         for attempt in range(self.attempts):
             if time.monotonic() >= end:
                 break
             ep = self._leader
-            if ep is None:
+            if ep is None and skipped:
+                ep = self._endpoints[self._next % len(self._endpoints)]
+            elif ep is None:
                 ep = self._find_leader(end) or self._endpoints[self._next % len(self._endpoints)]
                 self._leader = ep
             sent = time.monotonic()
@@ -295,6 +307,9 @@ class Client:
                 lost += 1
                 last_err = Unavailable("%s %s via %s: %s" % (method, path, ep.url, e))
                 self._forget()
+                if skipped < len(self._endpoints) - 1:
+                    skipped += 1
+                    continue
             else:
                 if 200 <= status < 300:
                     return Response(status, rh, rb, sent, first_sent, lost)
@@ -319,6 +334,7 @@ class Client:
                 ra = rh.get("retry-after", "")
                 if ra.isdigit():
                     wait = max(wait, float(ra))
+            skipped = 0
             backoff = min(backoff * 2, 1.0)
             time.sleep(min(wait, max(0.0, end - time.monotonic())))
         raise last_err or Unavailable("%s %s: no attempt left before the deadline" % (method, path))
