@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -125,36 +124,19 @@ func poll(t *testing.T, timeout time.Duration, what string, cond func() bool) {
 	testcluster.Poll(t, timeout, what, cond)
 }
 
-// argv returns how to run spec's agent: the Go agent is built into a temp
-// dir once; the others are their wrapper scripts.
+// argv returns how to run spec's agent: the Go agent is built into the
+// test's temp dir; the others are their wrapper scripts.
 func (spec clientSpec) argv(t *testing.T, root string) []string {
 	t.Helper()
 	if spec.wrapper != "" {
 		return []string{filepath.Join(root, spec.wrapper)}
 	}
-	goAgentOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "goagent")
-		if err != nil {
-			goAgentErr = err
-			return
-		}
-		goAgentPath = filepath.Join(dir, "goagent")
-		out, err := exec.Command("go", "build", "-o", goAgentPath, "./goagent").CombinedOutput()
-		if err != nil {
-			goAgentErr = fmt.Errorf("go build ./goagent: %v\n%s", err, out)
-		}
-	})
-	if goAgentErr != nil {
-		t.Fatal(goAgentErr)
+	bin := filepath.Join(t.TempDir(), "goagent")
+	if out, err := exec.Command("go", "build", "-o", bin, "./goagent").CombinedOutput(); err != nil {
+		t.Fatalf("go build ./goagent: %v\n%s", err, out)
 	}
-	return []string{goAgentPath}
+	return []string{bin}
 }
-
-var (
-	goAgentOnce sync.Once
-	goAgentPath string
-	goAgentErr  error
-)
 
 // probe starts spec's agent once against no cluster to learn whether its
 // client is built (a wrapper exiting 3 is not): a skip, or a failure when
