@@ -248,8 +248,8 @@ func (e *APIError) Is(target error) bool {
 	return ok && s == target
 }
 
-// refuse is the client's own refusal of a request the server would answer
-// 400 code.
+// refuse is the client's own refusal of a request that the server would
+// answer with 400 and code.
 func refuse(code, format string, args ...any) error {
 	return &APIError{Status: http.StatusBadRequest, Code: code, Message: fmt.Sprintf(format, args...)}
 }
