@@ -216,50 +216,27 @@ class Agent:
 
     def op_watch(self, a: Dict[str, Any]) -> Dict[str, Any]:
         name = self.name("w")
-        stop = threading.Event()
-        state: Dict[str, Any] = {"stop": stop, "stream": None}
+        w = self.c.watch(since=a.get("from"), prefix=a.get("prefix"))
         with self.mu:
-            self.watches[name] = state
-        threading.Thread(target=self.run_watch, args=(name, state, a.get("from"), a.get("prefix")), daemon=True).start()
+            self.watches[name] = w
+        threading.Thread(target=self.run_watch, args=(name, w), daemon=True).start()
         return {"watch": name}
 
-    def run_watch(self, name: str, state: Dict[str, Any], since: Optional[int], prefix: Optional[str]) -> None:
-        """Follow the events; the client does not retry a stream, so a
-        broken one is watched again from the last index delivered, as its
-        events() says to."""
-        failures = 0
-        while not state["stop"].is_set():
-            try:
-                stream = self.c.events(since=since, prefix=prefix)
-                state["stream"] = stream
-                for ev in stream:
-                    failures = 0
-                    since = int(ev["index"])  # from now on, resume after it
-                    emit({"event": "watch", "watch": name, "index": since, "type": ev.get("type", ""),
-                          "key": ev.get("key", ""), "name": ev.get("lock") or ev.get("semaphore", ""),
-                          "token": ev.get("token", 0)})
-            except fencer.EventsLagged as e:
-                since = int(e.body.get("index", since))
-            except (fencer.EventsCompacted, fencer.InvalidRequest, fencer.Forbidden) as e:
-                if not state["stop"].is_set():
-                    emit({"event": "watch_error", "watch": name, "code": classify(e)[0]})
-                return
-            except Exception as e:  # a broken connection: watch again
-                failures += 1
-                if failures > 10:
-                    if not state["stop"].is_set():
-                        emit({"event": "watch_error", "watch": name, "code": classify(e)[0]})
-                    return
-                print("agent: watch %s broke (%r); again from %d" % (name, e, since), file=sys.stderr)
+    def run_watch(self, name: str, w: fencer.Watch) -> None:
+        try:
+            for ev in w:
+                emit({"event": "watch", "watch": name, "index": int(ev["index"]), "type": ev.get("type", ""),
+                      "key": ev.get("key", ""), "name": ev.get("lock") or ev.get("semaphore", ""),
+                      "token": ev.get("token", 0)})
+        except FencerError as e:
+            emit({"event": "watch_error", "watch": name, "code": classify(e)[0]})
 
     def op_watch_stop(self, a: Dict[str, Any]) -> Dict[str, Any]:
         with self.mu:
-            state = self.watches.pop(a["watch"], None)
-        if state is None:
+            w = self.watches.pop(a["watch"], None)
+        if w is None:
             raise HarnessError("no watch %r" % a["watch"])
-        state["stop"].set()
-        if state["stream"] is not None:
-            state["stream"].close()
+        w.close()
         return {}
 
 

@@ -682,7 +682,7 @@ class Client:
         return self.request("GET", "/v1/cluster").json()
 
     def events(self, *, since: Optional[int] = None, prefix: Optional[str] = None,
-               timeout: float = 60.0) -> "EventStream":
+               timeout: float = 60.0, last_event_id: Optional[int] = None) -> "EventStream":
         """Watch every change in log order (``GET /v1/events``, Server-Sent
         Events) from the first endpoint that answers. Iterate the returned
         stream for event dicts (``index``, ``type``, ``lock``, ``token``…);
@@ -691,7 +691,9 @@ class Client:
         behind gets :class:`EventsLagged`, whose ``body["index"]`` is where
         to resume: watch again with ``since`` set to it; an index the node
         no longer keeps,
-        :class:`~fencer.errors.EventsCompacted`."""
+        :class:`~fencer.errors.EventsCompacted`. ``last_event_id`` resumes
+        after that index (``Last-Event-ID``, which wins over ``since``);
+        :meth:`watch` resumes by itself."""
         q = {}
         if since is not None:
             q["since"] = str(since)
@@ -705,7 +707,10 @@ class Client:
             else:
                 conn = http.client.HTTPConnection(ep.host, ep.port, timeout=timeout)
             try:
-                conn.request("GET", path, headers=self._headers({"Accept": "text/event-stream"}))
+                extra = {"Accept": "text/event-stream"}
+                if last_event_id is not None:
+                    extra["Last-Event-ID"] = str(last_event_id)
+                conn.request("GET", path, headers=self._headers(extra))
                 resp = conn.getresponse()
             except (OSError, http.client.HTTPException) as e:
                 conn.close()
@@ -726,6 +731,22 @@ class Client:
                                 reason="status", status=resp.status)
             return EventStream(conn, resp, self.max_answer_bytes)
         raise Unavailable("GET %s: no endpoint answered: %s" % (path, last))
+
+    def watch(self, *, since: Optional[int] = None, prefix: Optional[str] = None,
+              timeout: float = 60.0) -> "Watch":
+        """:meth:`events`, resumed: iterate it for event dicts. When a stream
+        breaks (its member went away, or it fell behind), the watch
+        reconnects with ``Last-Event-ID`` set to the last index it
+        delivered, so each event arrives once, in order, across members, as
+        the Go client's Watch does. ``since`` None starts from the index the
+        cluster has applied now. It ends on :meth:`Watch.close`, with
+        :class:`~fencer.errors.EventsCompacted` (re-list, then watch from
+        the list's index), with the error a node answered, or with
+        :class:`~fencer.errors.Unavailable` after ``attempts`` connections
+        in a row broke before an event."""
+        if since is None:
+            since = int(self.cluster().get("applied_index", 0))
+        return Watch(self, since, prefix, timeout)
 
     # ---- fenced keys -----------------------------------------------------
 
@@ -849,7 +870,73 @@ def _lock_path(name: str, op: str) -> str:
     return _path("locks", name, op)
 
 
-__all__ = ["Client", "Response", "EventStream", "EventsLagged"]
+class Watch:
+    """A resumed event stream (:meth:`Client.watch`): iterate it for event
+    dicts; :meth:`close` ends it, from any thread."""
+
+    def __init__(self, client: Client, since: int, prefix: Optional[str], timeout: float) -> None:
+        self._client, self._since, self._prefix, self._timeout = client, since, prefix, timeout
+        self._last = since
+        self._stream: Optional[EventStream] = None
+        self._failures = 0
+        self._closed = False
+
+    def __iter__(self) -> "Watch":
+        return self
+
+    def __next__(self) -> Dict[str, Any]:
+        while not self._closed:
+            if self._stream is None:
+                self._connect()
+                continue
+            try:
+                ev = next(self._stream)
+            except EventsLagged as e:
+                self._last = max(self._last, int(e.body.get("index", self._last)))
+                self._broken()
+                continue
+            except (StopIteration, OSError, http.client.HTTPException):
+                self._broken()
+                continue
+            self._failures = 0
+            self._last = int(ev["index"])
+            return ev
+        raise StopIteration
+
+    def _connect(self) -> None:
+        try:
+            self._stream = self._client.events(since=self._since, prefix=self._prefix,
+                                               timeout=self._timeout, last_event_id=self._last)
+        except Unavailable:
+            self._broken()
+
+    def _broken(self) -> None:
+        """Drop the stream; the next connection, after a short pause that
+        doubles with each break in a row, resumes after the last index."""
+        if self._stream is not None:
+            self._stream.close()
+            self._stream = None
+        self._failures += 1
+        if self._closed:
+            return
+        if self._failures >= self._client.attempts:
+            raise Unavailable("watch: %d connections in a row broke before an event" % self._failures)
+        time.sleep(min(0.05 * 2 ** self._failures, 1.0))
+
+    def close(self) -> None:
+        self._closed = True
+        stream = self._stream
+        if stream is not None:
+            stream.close()
+
+    def __enter__(self) -> "Watch":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+__all__ = ["Client", "Response", "EventStream", "EventsLagged", "Watch"]
 
 
 def _set_mode(body: Dict[str, Any], mode: str) -> None:
