@@ -1,0 +1,165 @@
+package coord
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/fencer-io/fencer/cluster"
+	"github.com/fencer-io/fencer/fsm/entry"
+	"github.com/fencer-io/fencer/fsm/refusal"
+)
+
+// askDurable starts holder's durable acquire of lock, request id
+// "r-"+holder, waiting up to wait; it returns once the FSM holds n durable
+// waiters.
+func askDurable(t *testing.T, s *Service, lock, holder string, wait time.Duration, n int) <-chan acquired {
+	t.Helper()
+	out := make(chan acquired, 1)
+	go func() {
+		res, err := s.Acquire(bg, AcquireRequest{Lock: lock, Holder: holder, TTL: 10 * time.Second, Wait: wait,
+			RequestID: "r-" + holder, Durable: true})
+		out <- acquired{res, err}
+	}()
+	poll(t, fmt.Sprintf("%s enqueued", holder), func() bool { return s.fsm.DurableCount() == n })
+	return out
+}
+
+// countOf counts the log's entries of type typ.
+func countOf(f *fakeRaft, typ entry.CommandType) int {
+	n := 0
+	for _, c := range f.log() {
+		if c.Type() == typ {
+			n++
+		}
+	}
+	return n
+}
+
+// Three durable waiters queued behind a holder keep their order across a
+// demotion and a promotion: the new view queues them again from the FSM,
+// ahead of a new arrival; asked again with their request ids, they attach
+// (no second Enqueue), and each is granted in turn, in enqueue order, with
+// a greater token and its Enqueue's index.
+func TestDurableWaitersKeepTheirOrderAcrossALeaderChange(t *testing.T) {
+	s, f, _ := newTestService(t, Config{})
+	holder := mustAcquire(t, s, "a", "holder", 10*time.Second)
+	var first []<-chan acquired
+	for i, w := range []string{"w1", "w2", "w3"} {
+		first = append(first, askDurable(t, s, "a", w, time.Minute, i+1))
+	}
+	f.setLeader(false)
+	for _, ch := range first {
+		if a := receive(t, ch); !errors.Is(a.err, cluster.ErrNotLeader) {
+			t.Fatalf("a waiter on a demoted leader: %+v", a)
+		}
+	}
+	f.setLeader(true)
+	waitReady(t, s)
+	if n := s.Waiters("a"); n != 3 {
+		t.Fatalf("the new leader queued %d durable waiters again, want 3", n)
+	}
+	late := enqueue(t, s, "a", "late", time.Minute, 4)
+	var again []<-chan acquired
+	for _, w := range []string{"w3", "w1", "w2"} { // asked again in another order
+		again = append(again, askDurable(t, s, "a", w, time.Minute, 3))
+	}
+	waiters := f.fsm.DurableWaiters()
+	if err := s.Release(bg, "a", holder.Token, holder.Lease); err != nil {
+		t.Fatal(err)
+	}
+	last := holder.Token
+	for i, ch := range []<-chan acquired{again[1], again[2], again[0]} {
+		a := receive(t, ch)
+		if a.err != nil || a.res.Grant.Token <= last || a.res.Grant.Holder != waiters[i].Holder() || a.res.Grant.WaitIndex != waiters[i].Index {
+			t.Fatalf("grant %d: %+v (%v), want %s enqueued at %d above token %d", i, a.res.Grant, a.err, waiters[i].Holder(), waiters[i].Index, last)
+		}
+		last = a.res.Grant.Token
+		if err := s.Release(bg, "a", a.res.Grant.Token, a.res.Grant.Lease); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if a := receive(t, late); a.err != nil || a.res.Grant.Holder != "late" || a.res.Grant.Token <= last {
+		t.Fatalf("the new arrival after the durable waiters: %+v", a)
+	}
+	if n := countOf(f, entry.CmdEnqueue); n != 3 {
+		t.Fatalf("%d Enqueue entries, want one per waiter", n)
+	}
+}
+
+// A durable waiter whose caller is gone keeps its place for its wait after
+// its last ask, on the leader's timers, and then leaves by a Dequeue; an
+// ask within that restarts it. Its caller's own wait ends as an acquire
+// without a wait would (lock_held), the waiter staying queued.
+func TestDurableWaiterLeavesAfterItsWait(t *testing.T) {
+	s, f, clock := newTestService(t, Config{})
+	mustAcquire(t, s, "a", "holder", time.Hour)
+	ask := func() <-chan acquired {
+		pending := clock.Pending()
+		ch := askDurable(t, s, "a", "w", time.Second, 1)
+		poll(t, "the caller's wait to be timed", func() bool { return clock.Pending() > pending })
+		return ch
+	}
+	first := ask()
+	clock.Advance(600 * time.Millisecond)
+	second := ask() // restarts the waiter's wait: it ends 1.6 s after the first ask
+	clock.Advance(400 * time.Millisecond)
+	if a := receive(t, first); !errors.Is(a.err, refusal.ErrLockHeld) {
+		t.Fatalf("the first caller's wait ended: %+v", a)
+	}
+	clock.Advance(500 * time.Millisecond)
+	if n := s.fsm.DurableCount(); n != 1 || countOf(f, entry.CmdDequeue) != 0 {
+		t.Fatalf("a waiter asked again 0.9 s ago left: %d queued", n)
+	}
+	clock.Advance(100 * time.Millisecond)
+	if a := receive(t, second); !errors.Is(a.err, refusal.ErrLockHeld) {
+		t.Fatalf("the second caller's wait ended: %+v", a)
+	}
+	poll(t, "the waiter to leave", func() bool { return s.fsm.DurableCount() == 0 && s.Waiters("a") == 0 })
+	if n := countOf(f, entry.CmdDequeue); n != 1 {
+		t.Fatalf("%d Dequeue entries, want 1", n)
+	}
+	if n := countOf(f, entry.CmdEnqueue); n != 1 {
+		t.Fatalf("%d Enqueue entries, want 1", n)
+	}
+}
+
+// A durable waiter served on a new leader with nobody attached gets its
+// grant, timed: its caller collects it with its request id (the grant's
+// wait index kept), or it expires after its TTL.
+func TestDurableWaiterServedUnattached(t *testing.T) {
+	s, f, clock := newTestService(t, Config{})
+	holder := mustAcquire(t, s, "a", "holder", 10*time.Second)
+	ch := askDurable(t, s, "a", "w", time.Minute, 1)
+	f.setLeader(false)
+	receive(t, ch)
+	// The holder's grant ends while no node leads (the next leader's
+	// release of it, say): here a release applied directly.
+	f.fsm.ApplyCommand(&entry.Release{Lock: "a", Token: holder.Token, Lease: holder.Lease}, 1000)
+	f.mu.Lock()
+	f.index = 1000
+	f.mu.Unlock()
+	f.setLeader(true)
+	waitReady(t, s)
+	poll(t, "the unattached waiter to be granted", func() bool { l, ok := f.fsm.Lock("a"); return ok && l.Holder == "w" })
+	res, err := s.Acquire(bg, AcquireRequest{Lock: "a", Holder: "w", TTL: 10 * time.Second, Wait: time.Minute, RequestID: "r-w", Durable: true})
+	if err != nil || !res.Existing || res.Grant.WaitIndex == 0 {
+		t.Fatalf("collected: %+v (%v)", res, err)
+	}
+	clock.Advance(10 * time.Second)
+	poll(t, "the uncollected grant to expire", func() bool { return !isHeld(f, "a") })
+}
+
+// A durable acquire is refused while a member reads log formats before
+// durable waiters.
+func TestDurableNeedsItsFormat(t *testing.T) {
+	s, f, _ := newTestService(t, Config{})
+	f.mu.Lock()
+	f.format = entry.LogFormatLockModes
+	f.mu.Unlock()
+	_, err := s.Acquire(bg, AcquireRequest{Lock: "a", Holder: "w", TTL: time.Second, Wait: time.Second, RequestID: "r", Durable: true})
+	if !errors.Is(err, entry.ErrFormatTooOld) {
+		t.Fatalf("durable acquire in format 9: %v", err)
+	}
+}
