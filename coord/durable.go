@@ -268,7 +268,9 @@ func (semPolicy) dequeue(name string, index uint64) entry.Command {
 	return &entry.Dequeue{Semaphore: name, Index: index}
 }
 
-func (semPolicy) waitKey(name string, index uint64) lease.Key { return timed.PermitWaitKey(name, index) }
+func (semPolicy) waitKey(name string, index uint64) lease.Key {
+	return timed.PermitWaitKey(name, index)
+}
 
 func (semPolicy) waiting(w entry.Waiter) (*entry.SemAcquire, bool) { return w.Permit, w.Permit != nil }
 
