@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/fencer-io/fencer/cluster"
+	"github.com/fencer-io/fencer/coord/internal/timed"
 	"github.com/fencer-io/fencer/fsm/entry"
 	"github.com/fencer-io/fencer/fsm/refusal"
 )
@@ -109,8 +110,13 @@ func TestDurableWaiterLeavesAfterItsWait(t *testing.T) {
 		t.Fatalf("the first caller's wait ended: %+v", a)
 	}
 	clock.Advance(500 * time.Millisecond)
-	if n := s.fsm.DurableCount(); n != 1 || countOf(f, entry.CmdDequeue) != 0 {
-		t.Fatalf("a waiter asked again 0.9 s ago left: %d queued", n)
+	ws := s.fsm.DurableWaiters()
+	if len(ws) != 1 || countOf(f, entry.CmdDequeue) != 0 {
+		t.Fatalf("a waiter asked again 0.9 s ago left: %+v", ws)
+	}
+	index := ws[0].Index
+	if left, ok := s.timers.Remaining(timed.LockWaitKey("a", index), index); !ok || left != 100*time.Millisecond {
+		t.Fatalf("the wait of a waiter asked again 0.9 s ago has %v left (%v), want 0.1 s", left, ok)
 	}
 	clock.Advance(100 * time.Millisecond)
 	if a := receive(t, second); !errors.Is(a.err, refusal.ErrLockHeld) {
