@@ -144,7 +144,7 @@ func (e *engine[C, R]) attached(ctx context.Context, q *waitq.Queue[C, R], kp *k
 	case <-e.s.stop:
 		return zero, cluster.ErrNoLeader
 	}
-	return e.lapsedKept(q, kp, a.name)
+	return e.lapsedKept(q, kp, a)
 }
 
 // lapsedKept answers a caller of kp whose wait ended (or whose waiter's
@@ -152,11 +152,18 @@ func (e *engine[C, R]) attached(ctx context.Context, q *waitq.Queue[C, R], kp *k
 // waiter's answer if it came meanwhile, else as an acquire without a wait
 // would be (held, in lock-delay), never with a grant of its own, as its
 // waiter is still queued.
-func (e *engine[C, R]) lapsedKept(q *waitq.Queue[C, R], kp *keeper[C, R], name string) (R, error) {
+func (e *engine[C, R]) lapsedKept(q *waitq.Queue[C, R], kp *keeper[C, R], a ask[C]) (R, error) {
 	var zero R
+	name := a.name
 	q.Lock()
 	defer q.Unlock()
 	answered := func() bool {
+		if e.state(name, a.holder, a.requestID, a.principal).Granted {
+			// Its grant is on its way to the keeper, which needs no lock
+			// to take it.
+			<-kp.done
+			return true
+		}
 		select {
 		case <-kp.done:
 			return !errors.Is(kp.err, errDequeued)
