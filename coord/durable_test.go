@@ -169,3 +169,54 @@ func TestDurableNeedsItsFormat(t *testing.T) {
 		t.Fatalf("durable acquire in format 9: %v", err)
 	}
 }
+
+// A semaphore's durable waiters are kept and served as a lock's: queued
+// behind a full semaphore, queued again by a new leader in enqueue order,
+// and granted a permit each, in that order, saying where they queued.
+func TestDurablePermitWaitersKeepTheirOrder(t *testing.T) {
+	s, f, _ := newTestService(t, Config{})
+	held, err := s.AcquirePermit(bg, PermitRequest{Semaphore: "s", Holder: "holder", Limit: 1, TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ask := func(who string, n int) <-chan error {
+		out := make(chan error, 1)
+		go func() {
+			r, err := s.AcquirePermit(bg, PermitRequest{Semaphore: "s", Holder: who, Limit: 1, TTL: time.Minute, Wait: time.Minute,
+				RequestID: "r-" + who, Durable: true})
+			if err == nil && r.Permit.WaitIndex == 0 {
+				err = fmt.Errorf("%s's permit has no wait index", who)
+			}
+			if err == nil {
+				err = s.ReleasePermit(bg, "s", r.Permit.Token, r.Permit.Lease)
+			}
+			out <- err
+		}()
+		poll(t, who+" enqueued", func() bool { return s.fsm.DurableCount() == n })
+		return out
+	}
+	ask("p1", 1)
+	ask("p2", 2)
+	f.setLeader(false)
+	f.setLeader(true)
+	waitReady(t, s)
+	first, second := ask("p1", 2), ask("p2", 2)
+	waiters := f.fsm.DurableWaiters()
+	if err := s.ReleasePermit(bg, "s", held.Permit.Token, held.Permit.Lease); err != nil {
+		t.Fatal(err)
+	}
+	for _, ch := range []<-chan error{first, second} {
+		if err := <-ch; err != nil {
+			t.Fatal(err)
+		}
+	}
+	var got []string
+	for _, c := range f.log() {
+		if r, ok := c.(*entry.SemRelease); ok && r.Next != nil {
+			got = append(got, r.Next.Holder)
+		}
+	}
+	if len(waiters) != 2 || fmt.Sprint(got) != "[p1 p2]" {
+		t.Fatalf("permits handed to %v, want p1 then p2 (%+v)", got, waiters)
+	}
+}
