@@ -3,10 +3,12 @@ package coord
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"testing"
 	"time"
 
 	"github.com/fencer-io/fencer/cluster"
+	"github.com/fencer-io/fencer/coord/internal/fakeclock"
 	"github.com/fencer-io/fencer/coord/internal/timed"
 	"github.com/fencer-io/fencer/fsm/entry"
 	"github.com/fencer-io/fencer/fsm/refusal"
@@ -218,5 +220,44 @@ func TestDurablePermitWaitersKeepTheirOrder(t *testing.T) {
 	}
 	if len(waiters) != 2 || fmt.Sprint(got) != "[p1 p2]" {
 		t.Fatalf("permits handed to %v, want p1 then p2 (%+v)", got, waiters)
+	}
+}
+
+// BenchmarkDurableWaitersOnTheLeader measures what a durable waiter nobody
+// asks for costs a new leader, beyond the FSM's record of it: its place in
+// the waitq, its keeper (a goroutine) and the timer of its wait, as the
+// growth of the heap and the goroutine stacks when 10,000 are queued again
+// by a promotion, on 100 held locks.
+func BenchmarkDurableWaitersOnTheLeader(b *testing.B) {
+	const locks, waiters = 100, 10_000
+	for range b.N {
+		f := newFakeRaft()
+		s := New(f, f.fsm, Config{Clock: fakeclock.New(), MaxWaiters: 2 * waiters, MaxWaitersPerLock: waiters})
+		poll(b, "the service to serve", s.leader.Ready)
+		for i := range locks {
+			if _, err := s.Acquire(bg, AcquireRequest{Lock: fmt.Sprint("l", i), Holder: "holder", TTL: time.Hour}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		for i := range waiters {
+			go s.Acquire(bg, AcquireRequest{Lock: fmt.Sprint("l", i%locks), Holder: fmt.Sprint("w", i), TTL: time.Hour, Wait: time.Hour,
+				RequestID: fmt.Sprintf("%032x", i), Durable: true})
+		}
+		poll(b, "every waiter enqueued", func() bool { return f.fsm.DurableCount() == waiters })
+		f.setLeader(false)
+		poll(b, "every caller answered", func() bool { return s.queued.Load() == 0 })
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		f.setLeader(true)
+		poll(b, "the service to serve again", s.leader.Ready)
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		if n := s.queued.Load(); n != waiters {
+			b.Fatalf("%d queued again", n)
+		}
+		b.ReportMetric(float64(int64(after.HeapAlloc)-int64(before.HeapAlloc))/waiters, "heap-B/waiter")
+		b.ReportMetric(float64(int64(after.StackInuse)-int64(before.StackInuse))/waiters, "stack-B/waiter")
+		s.Close()
 	}
 }
