@@ -111,6 +111,13 @@ func (e *engine[C, R]) hold1(q *waitq.Queue[C, R], kp *keeper[C, R]) {
 	defer e.queues.Put(kp.name, q)
 	r, err := q.Wait(context.Background(), kp.w, kp.expired, e.s.stop, func() (R, error) {
 		var zero R
+		select {
+		case <-kp.expired:
+		default:
+			// The service is closing, not the wait ending: the waiter
+			// keeps its place for the next leader.
+			return zero, cluster.ErrNoLeader
+		}
 		if _, err := e.s.raft.Apply(e.p.dequeue(kp.name, kp.index)); err != nil && !errors.Is(err, refusal.ErrLeaseLost) {
 			return zero, err
 		}

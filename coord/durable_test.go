@@ -261,3 +261,19 @@ func BenchmarkDurableWaitersOnTheLeader(b *testing.B) {
 		s.Close()
 	}
 }
+
+// A service that closes (its node shutting down) leaves its durable
+// waiters in the log for the next leader: it proposes no Dequeue.
+func TestDurableWaiterOutlivesItsLeadersClose(t *testing.T) {
+	s, f, _ := newTestService(t, Config{})
+	mustAcquire(t, s, "a", "holder", time.Hour)
+	ch := askDurable(t, s, "a", "w", time.Minute, 1)
+	s.Close()
+	if a := receive(t, ch); !errors.Is(a.err, cluster.ErrNoLeader) {
+		t.Fatalf("the waiter of a closed service: %+v", a)
+	}
+	poll(t, "the keeper to end", func() bool { return s.queued.Load() == 0 })
+	if n, d := f.fsm.DurableCount(), countOf(f, entry.CmdDequeue); n != 1 || d != 0 {
+		t.Fatalf("after the close: %d durable waiters, %d Dequeue entries; want it kept", n, d)
+	}
+}
