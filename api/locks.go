@@ -68,6 +68,7 @@ func (s *Server) acquire(w http.ResponseWriter, r *http.Request) (any, error) {
 		Session:      req.Session,
 		SessionLease: req.SessionLease,
 		Shared:       req.Mode == wire.ModeShared,
+		Durable:      req.Durable,
 	})
 	if err != nil {
 		return nil, err
@@ -86,6 +87,7 @@ func (s *Server) acquire(w http.ResponseWriter, r *http.Request) (any, error) {
 		Value:           g.Value,
 		Session:         g.Session,
 		Mode:            g.Mode,
+		WaitIndex:       g.WaitIndex,
 	}, nil
 }
 

@@ -53,6 +53,7 @@ func (s *Server) acquirePermit(w http.ResponseWriter, r *http.Request) (any, err
 
 		Session:      req.Session,
 		SessionLease: req.SessionLease,
+		Durable:      req.Durable,
 	})
 	if err != nil {
 		return nil, err
@@ -61,7 +62,7 @@ func (s *Server) acquirePermit(w http.ResponseWriter, r *http.Request) (any, err
 	return wire.PermitGrant{
 		Semaphore: p.Semaphore, Holder: p.Holder, Token: p.Token, Lease: p.Lease, TTLMillis: p.TTLMillis,
 		Limit: p.Limit, Held: res.Held, RequestID: p.RequestID, Existing: res.Existing, LockDelayMillis: p.LockDelayMillis,
-		Session: p.Session,
+		Session: p.Session, WaitIndex: p.WaitIndex,
 	}, nil
 }
 

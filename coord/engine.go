@@ -58,6 +58,13 @@ type policy[C entry.Command, R any] interface {
 	endDelay(name string, since uint64, next C) entry.Command
 	// revoke ends a grant at an operator's word (revoke.go).
 	revoke(name string, token uint64, next C) entry.Command
+	// enqueue and dequeue are a durable waiter's entries, waitKey the key
+	// of its wait, and waiting its command as the FSM keeps it (false: a
+	// waiter of another kind) (durable.go).
+	enqueue(cmd C, waitMillis int64) entry.Command
+	dequeue(name string, index uint64) entry.Command
+	waitKey(name string, index uint64) lease.Key
+	waiting(w entry.Waiter) (C, bool)
 
 	// grantKey and delayKey are the timer keys of a grant's lease (shared:
 	// a lock's shared grant, which has a key of its own) and of a
@@ -105,6 +112,7 @@ type engine[C entry.Command, R any] struct {
 	what   string   // "lock", "semaphore": in refusals and logs
 	queues *waitq.Table[C, R]
 	p      policy[C, R]
+	kept   kept[C, R] // its durable waiters' keepers (durable.go)
 }
 
 func newEngine[C entry.Command, R any](s *Service, kind fsm.Kind, what string, p policy[C, R]) *engine[C, R] {
@@ -117,28 +125,35 @@ func newEngine[C entry.Command, R any](s *Service, kind fsm.Kind, what string, p
 type grantKind interface {
 	kind() fsm.Kind
 	// timerKinds are the kinds of the timer keys of its grants' leases
-	// (a lock's exclusive and shared grants: two) and of its lock-delays.
-	timerKinds() (grants []lease.Kind, delay lease.Kind)
+	// (a lock's exclusive and shared grants: two), of its lock-delays and
+	// of its durable waiters' waits.
+	timerKinds() (grants []lease.Kind, delay, wait lease.Kind)
 	expire(name string, token uint64)
 	endDelay(name string, since uint64)
+	// expireWait ends a durable waiter's wait; requeue queues durable
+	// waiters again on a new leader (durable.go).
+	expireWait(name string, index uint64)
+	requeue(waiters []entry.Waiter)
 	holdName(name string) Freeing
 	failWaiters(err error)
 }
 
 func (e *engine[C, R]) kind() fsm.Kind { return e.of }
 
-func (e *engine[C, R]) timerKinds() (grants []lease.Kind, delay lease.Kind) {
-	return []lease.Kind{e.p.grantKey("", 0, false).Kind, e.p.grantKey("", 0, true).Kind}, e.p.delayKey("", 0).Kind
+func (e *engine[C, R]) timerKinds() (grants []lease.Kind, delay, wait lease.Kind) {
+	return []lease.Kind{e.p.grantKey("", 0, false).Kind, e.p.grantKey("", 0, true).Kind}, e.p.delayKey("", 0).Kind, e.p.waitKey("", 0).Kind
 }
 
 func (e *engine[C, R]) holdName(name string) Freeing { return e.hold(name) }
 
 func (e *engine[C, R]) failWaiters(err error) { e.queues.FailAll(err) }
 
-// ask is one acquire as the engine decides it.
+// ask is one acquire as the engine decides it; durable: its waiter's
+// place is kept in the log (durable.go).
 type ask[C any] struct {
 	name, holder, requestID, principal string
 	wait                               time.Duration
+	durable                            bool
 	cmd                                C
 }
 
@@ -161,6 +176,12 @@ func (e *engine[C, R]) acquire(ctx context.Context, a ask[C]) (R, error) {
 
 	q.Lock()
 	st := e.state(a.name, a.holder, a.requestID, a.principal)
+	if kp := e.kept.get(a.name, st.Waiting); a.durable && kp != nil && !st.Granted {
+		// Asked again: the waiter keeps its place, its wait restarted.
+		e.s.timers.Renew(e.p.waitKey(a.name, kp.index), kp.index)
+		q.Unlock()
+		return e.attached(ctx, q, kp, a)
+	}
 	retry := st.Granted
 	var taken, delayed bool
 	if !retry {
@@ -188,6 +209,17 @@ func (e *engine[C, R]) acquire(ctx context.Context, a ask[C]) (R, error) {
 		res, err := e.grant(a.cmd)
 		q.Unlock()
 		return res, err
+	}
+	if a.durable {
+		kp, err := e.enqueue(q, a)
+		if err == nil && !taken {
+			e.serve(q, a.name)
+		}
+		q.Unlock()
+		if err != nil {
+			return zero, err
+		}
+		return e.attached(ctx, q, kp, a)
 	}
 	w := q.Push(a.cmd)
 	if !taken {

@@ -134,7 +134,7 @@ func newTestServiceOver(t *testing.T, f *fakeRaft, cfg Config) (*Service, *fakeR
 }
 
 // poll waits for cond with a deadline.
-func poll(t *testing.T, what string, cond func() bool) {
+func poll(t testing.TB, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for !cond() {

@@ -40,6 +40,9 @@ type AcquireRequest struct {
 	// Shared asks for a shared grant: many may hold the lock in shared
 	// mode at once, none while it is held exclusively (the default).
 	Shared bool
+	// Durable keeps the waiter's place in the log (durable.go): it needs a
+	// request id and a wait, and survives a leader change.
+	Durable bool
 }
 
 // newRequestID draws a request id for an acquire that came without one:
@@ -117,11 +120,14 @@ func (s *Service) acquire(ctx context.Context, req AcquireRequest) (fsm.AcquireR
 		}
 		mode = entry.ModeShared
 	}
+	if err := s.durableFormat(req.Durable); err != nil {
+		return fsm.AcquireResult{}, err
+	}
 	if err := s.checkUnderSession(req.Session, req.SessionLease); err != nil {
 		return fsm.AcquireResult{}, err
 	}
 	return s.locks.acquire(ctx, ask[*entry.Acquire]{
-		name: req.Lock, holder: req.Holder, requestID: req.RequestID, principal: req.Principal, wait: req.Wait,
+		name: req.Lock, holder: req.Holder, requestID: req.RequestID, principal: req.Principal, wait: req.Wait, durable: req.Durable,
 		cmd: &entry.Acquire{
 			Lock:      req.Lock,
 			Holder:    req.Holder,

@@ -35,6 +35,8 @@ type PermitRequest struct {
 	// session (sessions.go) instead of with a TTL of its own.
 	Session      uint64
 	SessionLease string
+	// Durable keeps the waiter's place in the log, as a lock's.
+	Durable bool
 }
 
 // AcquirePermit grants a permit, queueing for up to req.Wait while the
@@ -55,11 +57,14 @@ func (s *Service) AcquirePermit(ctx context.Context, req PermitRequest) (fsm.Per
 	if req.RequestID == "" {
 		req.RequestID = newRequestID()
 	}
+	if err := s.durableFormat(req.Durable); err != nil {
+		return fsm.PermitResult{}, err
+	}
 	if err := s.checkUnderSession(req.Session, req.SessionLease); err != nil {
 		return fsm.PermitResult{}, err
 	}
 	return s.sems.acquire(ctx, ask[*entry.SemAcquire]{
-		name: req.Semaphore, holder: req.Holder, requestID: req.RequestID, principal: req.Principal, wait: req.Wait,
+		name: req.Semaphore, holder: req.Holder, requestID: req.RequestID, principal: req.Principal, wait: req.Wait, durable: req.Durable,
 		cmd: &entry.SemAcquire{
 			Semaphore: req.Semaphore,
 			Holder:    req.Holder,

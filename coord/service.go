@@ -178,11 +178,12 @@ func (s *Service) endView(err error) {
 // lock-delays end through it, when their timers fire.
 func (s *Service) register(e grantKind) {
 	s.kinds = append(s.kinds, e)
-	grants, delay := e.timerKinds()
+	grants, delay, wait := e.timerKinds()
 	for _, grant := range grants {
 		s.onTimer[grant] = e.expire
 	}
 	s.onTimer[delay] = e.endDelay
+	s.onTimer[wait] = e.expireWait
 }
 
 // expireTimer is called by the timers when a deadline passes, with the key
@@ -208,7 +209,13 @@ func (s *Service) failWaiters(err error) {
 func (s *Service) promote() {
 	held := 0
 	s.timers.Promote(s.fsm.Counts().Locks, timed.All(s.fsm, &held))
-	s.log.Info("lock service ready", "held_locks", held, "applied_index", s.fsm.AppliedIndex())
+	// Durable waiters keep their places, ahead of any new arrival: nobody
+	// is served before Promote returns.
+	waiters := s.fsm.DurableWaiters()
+	for _, e := range s.kinds {
+		e.requeue(waiters)
+	}
+	s.log.Info("lock service ready", "held_locks", held, "durable_waiters", len(waiters), "applied_index", s.fsm.AppliedIndex())
 }
 
 // gauges reads the state for a scrape of the metrics: not the FSM's Image

@@ -37,6 +37,8 @@ var appliers = map[entry.CommandType]applier{
 	entry.CmdMultiAcquire:    applierOf(applyMultiAcquire),
 	entry.CmdMultiRelease:    applierOf(applyMultiRelease),
 	entry.CmdRevoke:          applierOf(applyRevoke),
+	entry.CmdEnqueue:         applierOf(applyEnqueue),
+	entry.CmdDequeue:         applierOf(applyDequeue),
 }
 
 type applier func(s *state, cmd entry.Command, index uint64) any
@@ -123,6 +125,7 @@ func (s *state) grant(c *entry.Acquire, index uint64) any {
 	if c.RequestID != "" {
 		s.requests.Remember(e.RequestKey(), token)
 	}
+	s.waiterGranted(KindLock, c.Lock, c.Holder, c.RequestID, c.Principal, token)
 	return &AcquireResult{Grant: s.lockOf(e)}
 }
 

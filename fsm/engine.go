@@ -56,6 +56,9 @@ type NameState struct {
 	// Granted: the request id asked about already produced a grant of
 	// this name (which may have ended since).
 	Granted bool
+	// Waiting is the Enqueue index of the durable waiter queued for the
+	// request asked about (0: none; durable.go).
+	Waiting uint64
 	// Total and Mine count the grants held, locks and permits together, in
 	// all and by the holder asked about (GrantCount).
 	Total, Mine int
@@ -119,6 +122,9 @@ func (f *FSM) NameState(kind Kind, name, holder, requestID, principal string) Na
 	}
 	if requestID != "" {
 		_, st.Granted = s.requests.Token(requestKey)
+		if w := s.durableWaiter(waitKey{kind, name}, holder, requestID, principal); w != nil {
+			st.Waiting = w.Index
+		}
 	}
 	return st
 }

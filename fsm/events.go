@@ -61,6 +61,14 @@ func eventsOf(cmd entry.Command, result any, index uint64, memberExisted bool) [
 		return multiFreedEvents(result, index)
 	case *entry.Revoke:
 		return revokeEvents(result, index)
+	case *entry.Enqueue:
+		if r, ok := result.(*EnqueueResult); ok && !r.Existing {
+			return []event.Event{waiterEvent(index, event.Queued, &r.Waiter)}
+		}
+	case *entry.Dequeue:
+		if r, ok := result.(*DequeueResult); ok {
+			return []event.Event{waiterEvent(index, event.Dequeued, &r.Waiter)}
+		}
 	case *entry.Put:
 		if r, ok := result.(*PutResult); ok {
 			return []event.Event{{Index: index, Type: event.Put, Key: r.Key, Token: r.Token, ValueSize: len(c.Value)}}
@@ -225,4 +233,15 @@ func revokeEvents(result any, index uint64) []event.Event {
 		return permitFreedEvents(r.Permit, index, event.Revoked, event.Revoked)
 	}
 	return sessionEndEvents(r.Session, index)
+}
+
+// waiterEvent is a durable waiter's event of type typ at index.
+func waiterEvent(index uint64, typ string, w *entry.Waiter) event.Event {
+	ev := event.Event{Index: index, Type: typ, Holder: w.Holder(), WaitIndex: w.Index}
+	if w.Acquire != nil {
+		ev.Lock, ev.Mode = w.Acquire.Lock, w.Acquire.Mode
+	} else {
+		ev.Semaphore, ev.Limit = w.Permit.Semaphore, w.Permit.Limit
+	}
+	return ev
 }

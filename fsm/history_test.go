@@ -281,7 +281,7 @@ func TestSnapshotVersions(t *testing.T) {
 	heldLockFree := append(bytes.Replace(lines[0], []byte(`"locks":1,`), []byte(`"locks":0,`), 1), lines[2]...)
 	for name, bad := range map[string][]byte{
 		"v1 with a history": bytes.Replace(v2, []byte(`"version":2,`), []byte(`"version":1,`), 1),
-		"version 7":         bytes.Replace(v2, []byte(`"version":2,`), []byte(`"version":7,`), 1),
+		"version 8":         bytes.Replace(v2, []byte(`"version":2,`), []byte(`"version":8,`), 1),
 		"held, lock free":   heldLockFree,
 	} {
 		if _, err := snapshot.ReadImage(bytes.NewReader(bad)); err == nil {

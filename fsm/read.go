@@ -15,7 +15,7 @@ func (f *FSM) Lock(name string) (entry.Lock, bool) {
 	if !ok {
 		return entry.Lock{}, false
 	}
-	return e.Lock(), true
+	return f.s.lockOf(e), true
 }
 
 // LockCount returns how many locks are held, and how many by holder.

@@ -55,7 +55,7 @@ func applySemAcquire(s *state, c *entry.SemAcquire, index uint64) any {
 	if c.RequestID != "" {
 		if token, ok := s.requests.Token(semRequestKey(c.Semaphore, c.Holder, c.RequestID, c.Principal)); ok {
 			if sem := s.sems.Get(c.Semaphore); sem != nil && sem.Permit(token) != nil {
-				return &PermitResult{Permit: *sem.Permit(token), Held: sem.Held(), Existing: true}
+				return &PermitResult{Permit: s.permitOf(sem.Permit(token)), Held: sem.Held(), Existing: true}
 			}
 			return fmt.Errorf("%w: the permit for request %q (token %d) has already ended", refusal.ErrLeaseLost, c.RequestID, token)
 		}
@@ -100,7 +100,16 @@ func applySemAcquire(s *state, c *entry.SemAcquire, index uint64) any {
 	if c.RequestID != "" {
 		s.requests.Remember(semRequestKey(c.Semaphore, c.Holder, c.RequestID, c.Principal), token)
 	}
-	return &PermitResult{Permit: *p, Held: s.sems.Get(c.Semaphore).Held()}
+	s.waiterGranted(KindSemaphore, c.Semaphore, c.Holder, c.RequestID, c.Principal, token)
+	return &PermitResult{Permit: s.permitOf(p), Held: s.sems.Get(c.Semaphore).Held()}
+}
+
+// permitOf returns a held permit as its record, with the index it was
+// enqueued at if a durable waiter got it.
+func (s *state) permitOf(p *entry.Permit) entry.Permit {
+	r := *p
+	r.WaitIndex = s.waited[p.Token]
+	return r
 }
 
 // endSlotDelay ends the slot delay of sem since index since, handing the
@@ -156,6 +165,7 @@ func applySemExpire(s *state, c *entry.SemExpire, index uint64) any {
 // grants a permit to next in the same entry, if any (a hand-off).
 func (s *state) freePermit(p *entry.Permit, next *entry.SemAcquire, index uint64, way grants.Way) *SemReleaseResult {
 	s.sems.Remove(p)
+	delete(s.waited, p.Token)
 	if p.Session != 0 {
 		s.sessions.Detach(p.Session, p.Token)
 	}

@@ -38,6 +38,7 @@ func (s *state) lockOf(e *locktable.Entry) entry.Lock {
 	if s.isShared(e) {
 		l.Mode = entry.ModeShared
 	}
+	l.WaitIndex = s.waited[l.Token]
 	return l
 }
 
@@ -50,6 +51,7 @@ func sharedLock(e *locktable.Entry) entry.Lock {
 
 // removeLock ends a held grant in its table.
 func (s *state) removeLock(e *locktable.Entry) {
+	delete(s.waited, e.Token())
 	if s.isShared(e) {
 		s.shared.Remove(e)
 		return

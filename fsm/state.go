@@ -42,6 +42,12 @@ type state struct {
 	// revoked are the tokens of the grants and sessions revoked lately
 	// (fsm/internal/revoked; revoke.go).
 	revoked *revoked.Set
+	// durable are the durable waiters' FIFOs, by kind and name, each in
+	// log order, durableCount their number; waited the Enqueue index of
+	// each live grant a durable waiter got, by token (durable.go).
+	durable      map[waitKey][]*entry.Waiter
+	durableCount int
+	waited       map[uint64]uint64
 	// history is the grant history, nil until SetGrantHistory (history.go).
 	history *grants.History
 	// restoredAt is the index at which a restore or recovery installed
@@ -64,6 +70,8 @@ func newState() *state {
 		sessions: sessions.New(),
 		multis:   map[uint64][]string{},
 		revoked:  revoked.New(),
+		durable:  map[waitKey][]*entry.Waiter{},
+		waited:   map[uint64]uint64{},
 	}
 }
 

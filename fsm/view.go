@@ -100,6 +100,8 @@ func (f *FSM) viewLocked() *View {
 	v.Header.MultiLocks = len(v.rest.MultiLocks)
 	v.rest.Revoked = s.revoked.Tokens()
 	v.Header.Revoked = len(v.rest.Revoked)
+	v.rest.DurableWaiters, v.rest.Waited = s.durableWaiters(), s.waitedRecords()
+	v.Header.DurableWaiters, v.Header.Waited = len(v.rest.DurableWaiters), len(v.rest.Waited)
 	// Never written in place: a restore replaces the slice.
 	v.rest.Voided = s.voided
 	v.Header.RestoredAt, v.Header.Voided, v.Header.VoidedPermits = s.restoredAt, len(s.voided), voidedPermits(s.voided)
@@ -133,6 +135,8 @@ func (v *View) Image() *snapshot.Image {
 	img.MultiLocks = slices.Clone(v.rest.MultiLocks)
 	img.Revoked = slices.Clone(v.rest.Revoked)
 	img.Shared = slices.Clone(v.rest.Shared)
+	img.DurableWaiters = slices.Clone(v.rest.DurableWaiters)
+	img.Waited = slices.Clone(v.rest.Waited)
 	if v.grants.Len() > 0 {
 		img.Grants = v.grants.Records()
 	}
@@ -219,6 +223,9 @@ func readState(r io.Reader) (*state, *snapshot.Header, error) {
 	if err := s.restoreMultis(rest.MultiLocks); err != nil {
 		return nil, nil, err
 	}
+	if err := s.checkWaited(); err != nil {
+		return nil, nil, err
+	}
 	for _, e := range underSession {
 		if s.sessions.Get(e.Session()) == nil {
 			return nil, nil, fmt.Errorf("snapshot is inconsistent: lock %q held under session %d, which is not live", e.Name(), e.Session())
@@ -296,6 +303,18 @@ func fill(s *state, img *snapshot.Image) {
 		if cfg.Permits {
 			s.history.RecordsPermits(img.Header.PermitsFrom)
 		}
+	}
+	for i := range img.DurableWaiters {
+		w := img.DurableWaiters[i]
+		if w.Acquire != nil {
+			w.Acquire.Principal = w.Principal
+		}
+		key := waitKey{waiterKind(&w), w.Name()}
+		s.durable[key] = append(s.durable[key], &w)
+		s.durableCount++
+	}
+	for _, g := range img.Waited {
+		s.waited[g.Token] = g.WaitIndex
 	}
 	s.restoredAt = img.Header.RestoredAt
 	s.voided = slices.Clone(img.Voided)

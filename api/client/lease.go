@@ -27,6 +27,7 @@ type acquireOptions struct {
 	lockDelay time.Duration
 	value     string
 	mode      string
+	durable   bool
 }
 
 // TTL sets the lease's time to live (default wire.DefaultTTL, 10s). It is
@@ -57,6 +58,16 @@ func Value(v string) AcquireOption { return func(o *acquireOptions) { o.value = 
 // wire.ModeExclusive, the default. The lock's queue is FIFO across modes.
 // Locks only: a semaphore's permit has no mode.
 func Mode(m string) AcquireOption { return func(o *acquireOptions) { o.mode = m } }
+
+// Durable keeps the acquire's place in the lock's queue across a leader
+// change (it needs a Wait): the server writes the waiter to its log, and
+// the acquire retries with its one request id through a leader's crash,
+// its election and the 503s between, until it is granted, its wait ends
+// or ctx does. A new leader serves the queue in the order the waiters
+// were enqueued; Lease.WaitIndex says where this one queued. A waiter
+// whose client stops asking leaves the queue one wait after its last
+// ask.
+func Durable() AcquireOption { return func(o *acquireOptions) { o.durable = true } }
 
 // NoKeepAlive leaves renewals to the caller (Lease.Renew). The lease still
 // declares itself lost at its local deadline.
@@ -89,9 +100,29 @@ func (o acquireOptions) check() error {
 		return refuse(wire.CodeInvalidLockDelay, "lock-delay %v: want 0 to %v", o.lockDelay, wire.MaxLockDelay)
 	case o.mode != "" && o.mode != wire.ModeShared && o.mode != wire.ModeExclusive:
 		return refuse(wire.CodeInvalidMode, "mode %q: want %q or %q", o.mode, wire.ModeShared, wire.ModeExclusive)
+	case o.durable && o.wait == 0:
+		return refuse(wire.CodeInvalidWait, "durable: a durable acquire waits; give Wait")
 	}
 	return nil
 }
+
+// request is the transport request of an acquire on path: a durable one
+// is retried until it is answered or its wait (and an attempt's timeout
+// past it) ends, rather than Retry's attempts, so that it outlasts a
+// leader's crash and election; the cancel func ends that bound.
+func (o acquireOptions) request(ctx context.Context, path string, timeout time.Duration) (*transport.Request, context.Context, context.CancelFunc) {
+	r := &transport.Request{Path: path, Extra: o.wait}
+	if !o.durable {
+		return r, ctx, func() {}
+	}
+	r.UntilDone = true
+	ctx, cancel := context.WithTimeout(ctx, o.wait+timeout)
+	return r, ctx, cancel
+}
+
+// WaitIndex is, for a grant given to a durable waiter (Durable), the log
+// index of the entry that enqueued it; 0 otherwise.
+func (l *Lease) WaitIndex() uint64 { return l.grant.WaitIndex }
 
 // wireMode is the mode an acquire asks for on the wire: absent for an
 // exclusive lock, as every client before modes sent it.
@@ -174,10 +205,12 @@ func (c *Client) Acquire(ctx context.Context, name string, opts ...AcquireOption
 		LockDelayMillis: o.lockDelay.Milliseconds(),
 		Value:           o.value,
 		Mode:            o.wireMode(),
+		Durable:         o.durable,
 	}
-	r := &transport.Request{Path: lockPath(name, "acquire"), Extra: o.wait}
+	r, actx, cancel := o.request(ctx, lockPath(name, "acquire"), c.timeout)
+	defer cancel()
 	var g wire.Grant
-	if err := c.tr.PostJSON(ctx, r, body, &g); err != nil {
+	if err := c.tr.PostJSON(actx, r, body, &g); err != nil {
 		return nil, err
 	}
 	// A grant that does not match the request is not used: the client

@@ -34,10 +34,12 @@ func (c *Client) AcquirePermit(ctx context.Context, name string, limit int, opts
 		RequestID: newRequestID(),
 
 		LockDelayMillis: o.lockDelay.Milliseconds(),
+		Durable:         o.durable,
 	}
-	r := &transport.Request{Path: kindPath("semaphores", name, "acquire"), Extra: o.wait}
+	r, actx, cancel := o.request(ctx, kindPath("semaphores", name, "acquire"), c.timeout)
+	defer cancel()
 	var p wire.PermitGrant
-	if err := c.tr.PostJSON(ctx, r, body, &p); err != nil {
+	if err := c.tr.PostJSON(actx, r, body, &p); err != nil {
 		return nil, err
 	}
 	g := permitGrant(p)
@@ -65,7 +67,7 @@ func checkLimit(limit int) error {
 // semaphore.
 func permitGrant(p wire.PermitGrant) wire.Grant {
 	return wire.Grant{Lock: p.Semaphore, Holder: p.Holder, Token: p.Token, Lease: p.Lease, TTLMillis: p.TTLMillis,
-		RequestID: p.RequestID, Existing: p.Existing, LockDelayMillis: p.LockDelayMillis, Session: p.Session}
+		RequestID: p.RequestID, Existing: p.Existing, LockDelayMillis: p.LockDelayMillis, Session: p.Session, WaitIndex: p.WaitIndex}
 }
 
 // Held is, for a semaphore permit, the number of permits held once it was

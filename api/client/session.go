@@ -276,10 +276,12 @@ func (s *Session) Lock(ctx context.Context, name string, opts ...AcquireOption) 
 		Session:         s.ID(),
 		SessionLease:    s.Secret(),
 		Mode:            o.wireMode(),
+		Durable:         o.durable,
 	}}
-	r := &transport.Request{Path: lockPath(name, "acquire"), Extra: o.wait}
+	r, actx, cancel := o.request(ctx, lockPath(name, "acquire"), s.c.timeout)
+	defer cancel()
 	var g wire.Grant
-	if err := s.post(ctx, r, body, &g); err != nil {
+	if err := s.post(actx, r, body, &g); err != nil {
 		return nil, err
 	}
 	if err := checkSessionGrant(g, "locks", name, body.Holder, s.ID(), s.info.TTLMillis, body.RequestID); err != nil {
@@ -311,10 +313,12 @@ func (s *Session) AcquirePermit(ctx context.Context, name string, limit int, opt
 		LockDelayMillis: o.lockDelay.Milliseconds(),
 		Session:         s.ID(),
 		SessionLease:    s.Secret(),
+		Durable:         o.durable,
 	}}
-	r := &transport.Request{Path: kindPath("semaphores", name, "acquire"), Extra: o.wait}
+	r, actx, cancel := o.request(ctx, kindPath("semaphores", name, "acquire"), s.c.timeout)
+	defer cancel()
 	var p wire.PermitGrant
-	if err := s.post(ctx, r, body, &p); err != nil {
+	if err := s.post(actx, r, body, &p); err != nil {
 		return nil, err
 	}
 	g := permitGrant(p)

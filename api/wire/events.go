@@ -73,4 +73,6 @@ type Event struct {
 	// (acquired, released, expired; handed_off: the new grant's); absent
 	// for an exclusive one.
 	Mode string `json:"mode,omitempty"`
+	// WaitIndex is a durable waiter's enqueue index (queued, dequeued).
+	WaitIndex uint64 `json:"wait_index,omitempty"`
 }

@@ -22,6 +22,8 @@ type MultiAcquireRequest struct {
 	Mode         string   `json:"mode,omitempty"`
 	Session      uint64   `json:"session,omitempty"`
 	SessionLease string   `json:"session_lease,omitempty"`
+	// Durable is refused (CodeInvalidWait): a multi-acquire does not wait.
+	Durable bool `json:"durable,omitempty"`
 }
 
 // MultiGrant is the answer to a successful multi-acquire: every name is

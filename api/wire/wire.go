@@ -152,6 +152,9 @@ type AcquireRequest struct {
 	// is FIFO across modes, so a queued exclusive request blocks the
 	// shared ones behind it.
 	Mode string `json:"mode,omitempty"`
+	// Durable keeps a waiter's place in the log across a leader change
+	// (durable.go): it needs RequestID and WaitMs > 0.
+	Durable bool `json:"durable,omitempty"`
 }
 
 // The modes of a lock's grant.
@@ -199,6 +202,9 @@ type Grant struct {
 	Session uint64 `json:"session,omitempty"`
 	// Mode is ModeShared for a shared grant, absent for an exclusive one.
 	Mode string `json:"mode,omitempty"`
+	// WaitIndex is the log index of the Enqueue of the durable waiter
+	// this grant was given to; absent for any other grant.
+	WaitIndex uint64 `json:"wait_index,omitempty"`
 }
 
 // LeaseRequest is the body of renew and release: the grant's secret and
@@ -471,6 +477,8 @@ type SemAcquireRequest struct {
 	// under a session (sessions.go).
 	Session      uint64 `json:"session,omitempty"`
 	SessionLease string `json:"session_lease,omitempty"`
+	// Durable keeps a waiter's place in the log, as an acquire's.
+	Durable bool `json:"durable,omitempty"`
 }
 
 // MaxSemaphoreLimit bounds a semaphore's limit.
@@ -493,6 +501,8 @@ type PermitGrant struct {
 	LockDelayMillis int64 `json:"lock_delay_ms,omitempty"`
 	// Session is the session the permit lives under, if any.
 	Session uint64 `json:"session,omitempty"`
+	// WaitIndex is as a Grant's.
+	WaitIndex uint64 `json:"wait_index,omitempty"`
 }
 
 // SemRenewResponse is the answer to a successful permit renewal.

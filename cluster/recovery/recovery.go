@@ -149,6 +149,8 @@ func (r *recoveryFSM) Snapshot() (raft.FSMSnapshot, error) {
 	// Sessions end with the grants they held.
 	img.Sessions, img.EndedSessions = nil, nil
 	img.Shared = nil
+	// Durable waiters keep their places; the grants they got are void.
+	img.Waited = nil
 	epoch, err := snapshot.RecoveryEpoch(img.Header.Epoch, r.bump)
 	if err != nil {
 		// RecoverCluster stops here, before it writes anything.
@@ -160,7 +162,7 @@ func (r *recoveryFSM) Snapshot() (raft.FSMSnapshot, error) {
 	img.Header.EpochFloor = epoch
 	img.Header.Locks, img.Header.Members, img.Header.Requests, img.Header.Delays, img.Header.Permits = 0, len(img.Members), 0, 0, 0
 	img.Header.Sessions, img.Header.EndedSessions = 0, 0
-	img.Header.SharedLocks = 0
+	img.Header.SharedLocks, img.Header.Waited = 0, 0
 	img.Header.MemberKeys = snapshot.MemberKeys(img.Members)
 	r.written = img.Header
 	return imageSnapshot{img}, nil

@@ -98,3 +98,44 @@ type nopCloser struct{ *bytes.Buffer }
 func (nopCloser) Close() error { return nil }
 
 var _ raft.SnapshotSink = (*sink)(nil)
+
+// A forced recovery keeps the durable waiters (issue 28) in their order,
+// and voids the grant a durable waiter got with every other: its wait
+// index goes with it.
+func TestRecoveryKeepsDurableWaiters(t *testing.T) {
+	f := fsm.New(nil)
+	apply := func(i uint64, cmd entry.Command) {
+		t.Helper()
+		if err, ok := f.ApplyCommand(cmd, i).(error); ok {
+			t.Fatal(err)
+		}
+	}
+	waiter := func(holder string) *entry.Acquire {
+		return &entry.Acquire{Lock: "l", Holder: holder, Lease: "s-" + holder, TTLMillis: 1000, RequestID: "r-" + holder}
+	}
+	apply(1, &entry.SetMember{Member: entry.Member{ID: "n1", RaftAddr: "r1", HTTPAddr: "h1"}})
+	apply(2, &entry.Acquire{Lock: "l", Holder: "h", Lease: "s", TTLMillis: 1000})
+	for i, w := range []string{"w1", "w2", "w3"} {
+		apply(uint64(3+i), &entry.Enqueue{Acquire: waiter(w), WaitMillis: 1000})
+	}
+	apply(6, &entry.Release{Lock: "l", Token: 2, Lease: "s", Next: waiter("w1")})
+	r := &recoveryFSM{FSM: f, bump: 1, members: []cluster.Peer{{ID: "n1", RaftAddr: "r1", HTTPAddr: "h1"}}}
+	snap, err := r.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s sink
+	if err := snap.Persist(&s); err != nil {
+		t.Fatal(err)
+	}
+	g := fsm.New(nil)
+	if err := g.Restore(nopCloser{&s.Buffer}); err != nil {
+		t.Fatal(err)
+	}
+	if w := g.DurableWaiters(); len(w) != 2 || w[0].Holder() != "w2" || w[1].Holder() != "w3" {
+		t.Fatalf("recovered waiters %+v", w)
+	}
+	if _, held := g.Lock("l"); held {
+		t.Fatal("the durable waiter's grant survived the recovery")
+	}
+}

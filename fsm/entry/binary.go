@@ -60,8 +60,11 @@ const (
 	// (type 28), multi-lock acquire and release (types 29-30) and the
 	// acquire field mode (shared locks).
 	LogFormatLockModes = 9
+	// LogFormatDurableWaits also reads types 31-32: durable waiters
+	// enqueued and dequeued (issue 28).
+	LogFormatDurableWaits = 10
 	// LogFormat is the newest format this build reads and writes.
-	LogFormat = LogFormatLockModes
+	LogFormat = LogFormatDurableWaits
 )
 
 // binaryForm is a command's compact form: its type byte, the log format

@@ -62,6 +62,10 @@ const (
 	// several names.
 	CmdMultiAcquire CommandType = 29
 	CmdMultiRelease CommandType = 30
+	// Durable waiters (durable.go; LogFormatDurableWaits): a waiter's
+	// place in its name's queue, kept in the log.
+	CmdEnqueue CommandType = 31
+	CmdDequeue CommandType = 32
 )
 
 // Command is one FSM operation. Everything the FSM needs is inside it: the
@@ -138,6 +142,8 @@ var commands = []commandSpec{
 	{typ: CmdMultiAcquire, name: "multi-acquire", empty: func() Command { return &MultiAcquire{} }, since: LogFormatLockModes},
 	{typ: CmdMultiRelease, name: "multi-release", empty: func() Command { return &MultiRelease{} }, since: LogFormatLockModes},
 	{typ: CmdRevoke, name: "revoke", empty: func() Command { return &Revoke{} }, since: LogFormatLockModes},
+	{typ: CmdEnqueue, name: "enqueue", empty: func() Command { return &Enqueue{} }, since: LogFormatDurableWaits},
+	{typ: CmdDequeue, name: "dequeue", empty: func() Command { return &Dequeue{} }, since: LogFormatDurableWaits},
 }
 
 // Types returns the Type of every command this build knows, in table order.

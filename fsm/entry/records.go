@@ -60,6 +60,10 @@ type Lock struct {
 	// exclusive grant (a snapshot keeps shared grants in records of their
 	// own, version 6).
 	Mode string `json:"mode,omitempty"`
+	// WaitIndex is the index of the Enqueue of the durable waiter this
+	// grant was given to (0: none). Reads fill it in; the lock table and
+	// the lock records do not carry it (the state's waited do).
+	WaitIndex uint64 `json:"wait_index,omitempty"`
 }
 
 // FencedKey is a value in the cluster's fenced key-value store together with
@@ -111,4 +115,6 @@ type Permit struct {
 	LockDelayMillis int64 `json:"lock_delay_ms,omitempty"`
 	// Session is the session the permit lives under (0: none).
 	Session uint64 `json:"session,omitempty"`
+	// WaitIndex is as a Lock's: filled in by reads, never stored.
+	WaitIndex uint64 `json:"wait_index,omitempty"`
 }

@@ -45,6 +45,11 @@ const (
 	// went to a waiter in that entry is handed_off (or permit_handed_off)
 	// with reason revoked instead.
 	Revoked = "revoked"
+	// Durable waiters: Queued when one is enqueued, Dequeued when its wait
+	// ran out (Lock, or Semaphore; Holder; WaitIndex its Enqueue's index).
+	// A durable waiter's grant is the ordinary acquired or handed_off.
+	Queued   = "queued"
+	Dequeued = "dequeued"
 )
 
 // Event is one change an applied entry made. Fields a type does not use are
@@ -79,6 +84,8 @@ type Event struct {
 	// Mode is entry.ModeShared on the events of a lock's shared grant
 	// (acquired, released, expired, handed_off: the new grant's).
 	Mode string
+	// WaitIndex is a durable waiter's Enqueue index (queued, dequeued).
+	WaitIndex uint64
 }
 
 // Observer is told what each applied entry changed, in log order, on every

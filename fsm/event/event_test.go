@@ -16,7 +16,7 @@ func TestTypesAreTheContracts(t *testing.T) {
 		KeyDeleted: wire.EventKeyDeleted, MemberAdded: wire.EventMemberAdded, MemberRemoved: wire.EventMemberRemoved,
 		Epoch: wire.EventEpoch, ValueSet: wire.EventValueSet, PermitAcquired: wire.EventPermitAcquired,
 		PermitReleased: wire.EventPermitReleased, PermitExpired: wire.EventPermitExpired, PermitHandedOff: wire.EventPermitHandedOff,
-		Revoked: wire.EventRevoked,
+		Revoked: wire.EventRevoked, Queued: wire.EventQueued, Dequeued: wire.EventDequeued,
 	} {
 		if ours != theirs {
 			t.Errorf("fsm's event type %q is %q in the contract", ours, theirs)

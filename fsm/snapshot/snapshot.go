@@ -35,6 +35,9 @@ const Format = "fencer-snapshot"
 // (Header.SharedLocks, shared_lock records; Header.SharedGrants counts the
 // grant records of shared grants, whose mode a build before them would
 // drop).
+// Version 7 adds durable waiters (Header.DurableWaiters, durable_waiter
+// records in log order per name) and the live grants durable waiters got
+// (Header.Waited, waited records by token).
 const (
 	Version1 = 1
 	Version2 = 2
@@ -42,8 +45,9 @@ const (
 	Version4 = 4
 	Version5 = 5
 	Version6 = 6
+	Version7 = 7
 	// Version is the newest version this build writes and reads.
-	Version = Version6
+	Version = Version7
 )
 
 // Header is the first record of a snapshot. api/wire.SnapshotHeader repeats
@@ -104,6 +108,11 @@ type Header struct {
 	// records), and how many of the grant records are shared grants'.
 	SharedLocks  int `json:"shared_locks,omitempty"`
 	SharedGrants int `json:"shared_grants,omitempty"`
+
+	// Version 7: how many durable waiters follow, and how many live grants
+	// that durable waiters got.
+	DurableWaiters int `json:"durable_waiters,omitempty"`
+	Waited         int `json:"waited,omitempty"`
 }
 
 // Settings returns the grant history's settings as the state keeps them
@@ -144,11 +153,17 @@ func (h *Header) needsVersion6() bool {
 		h.SharedLocks != 0 || h.SharedGrants != 0
 }
 
+// needsVersion7 reports whether the header describes anything version 6
+// cannot hold: durable waiters, and the grants they got.
+func (h *Header) needsVersion7() bool { return h.DurableWaiters != 0 || h.Waited != 0 }
+
 // Written is the header as a snapshot writes it: with the lowest version
 // that holds its state.
 func (h Header) Written() Header {
 	h.Version = Version1
 	switch {
+	case h.needsVersion7():
+		h.Version = Version7
 	case h.needsVersion6():
 		h.Version = Version6
 	case h.needsVersion5():
@@ -186,6 +201,11 @@ type Image struct {
 	// Shared are the locks' shared grants, by lock name then token, each
 	// with Mode entry.ModeShared.
 	Shared []entry.Lock
+	// DurableWaiters are the durable waiters by kind (locks first) and
+	// name, each name's in log order; Waited the live grants they got, by
+	// token.
+	DurableWaiters []entry.Waiter
+	Waited         []entry.Waited
 	// Grants is the grant history, in token order; the last
 	// Header.GrantRing of them are the ring.
 	Grants []entry.GrantRecord
@@ -210,6 +230,10 @@ type Record struct {
 	Revoked *uint64 `json:"revoked,omitempty"`
 	// SharedLock is one of a lock's shared grants.
 	SharedLock *entry.Lock `json:"shared_lock,omitempty"`
+	// DurableWaiter is a durable waiter (version 7); Waited a live grant
+	// one got.
+	DurableWaiter *entry.Waiter `json:"durable_waiter,omitempty"`
+	Waited        *entry.Waited `json:"waited,omitempty"`
 }
 
 // WriteTo writes the image in snapshot format: a header line, then one JSON
@@ -233,7 +257,7 @@ func (img *Image) WriteTo(w io.Writer) (int64, error) {
 // Middle writes img's records from its members to its voided grants, in
 // the format's order: members, requests, delays, permits, voided grants,
 // sessions, ended sessions, multi-grants, revoked tokens, shared grants of
-// locks.
+// locks, durable waiters, the grants durable waiters got.
 // Image.WriteTo, and fsm's View, which streams its locks, keys and grants
 // from the state's own layout, write the rest around it.
 func (sw *Writer) Middle(img *Image) {
@@ -266,6 +290,12 @@ func (sw *Writer) Middle(img *Image) {
 	}
 	for i := range img.Shared {
 		sw.Encode(Record{SharedLock: &img.Shared[i]})
+	}
+	for i := range img.DurableWaiters {
+		sw.Encode(Record{DurableWaiter: &img.DurableWaiters[i]})
+	}
+	for i := range img.Waited {
+		sw.Encode(Record{Waited: &img.Waited[i]})
 	}
 }
 
@@ -399,8 +429,10 @@ func Decode(r io.Reader, img *Image, lock func(*LockRecord) error) error {
 		return fmt.Errorf("snapshot version %d with fields of version 5", v)
 	case v < Version6 && img.Header.needsVersion6():
 		return fmt.Errorf("snapshot version %d with fields of version 6", v)
-	case v < Version1 || v > Version6:
-		return fmt.Errorf("snapshot version %d is not supported (this build reads %d to %d)", v, Version1, Version6)
+	case v < Version7 && img.Header.needsVersion7():
+		return fmt.Errorf("snapshot version %d with fields of version 7", v)
+	case v < Version1 || v > Version7:
+		return fmt.Errorf("snapshot version %d is not supported (this build reads %d to %d)", v, Version1, Version7)
 	}
 	var lr0 LockRecord
 	for {
@@ -459,6 +491,10 @@ func Decode(r io.Reader, img *Image, lock func(*LockRecord) error) error {
 			img.Revoked = append(img.Revoked, *rec.Revoked)
 		case rec.SharedLock != nil:
 			img.Shared = append(img.Shared, *rec.SharedLock)
+		case rec.DurableWaiter != nil:
+			img.DurableWaiters = append(img.DurableWaiters, *rec.DurableWaiter)
+		case rec.Waited != nil:
+			img.Waited = append(img.Waited, *rec.Waited)
 		default:
 			return errors.New("snapshot record: empty record")
 		}
@@ -546,6 +582,10 @@ func (img *Image) CheckCounts(locks int) error {
 	}
 	if len(img.MultiLocks) != h.MultiLocks {
 		return fmt.Errorf("snapshot is incomplete: header says %d multi-grants, found %d", h.MultiLocks, len(img.MultiLocks))
+	}
+	if len(img.DurableWaiters) != h.DurableWaiters || len(img.Waited) != h.Waited {
+		return fmt.Errorf("snapshot is incomplete: header says %d durable waiters and %d grants they got, found %d and %d",
+			h.DurableWaiters, h.Waited, len(img.DurableWaiters), len(img.Waited))
 	}
 	if len(img.Revoked) != h.Revoked {
 		return fmt.Errorf("snapshot is incomplete: header says %d revoked tokens, found %d", h.Revoked, len(img.Revoked))
@@ -694,6 +734,9 @@ func (img *Image) check() error {
 		return err
 	}
 	if err := img.checkShared(); err != nil {
+		return err
+	}
+	if err := img.checkDurable(); err != nil {
 		return err
 	}
 	return img.checkGrants()

@@ -62,6 +62,13 @@
 // any exclusive grant certainly live beside another grant of its lock
 // (checker.RWExclusion).
 //
+// Durable clients (Config.DurableClients, default 2) are rw clients whose
+// waiting acquires are durable waiters (issue 28) on durableLocks,
+// exclusive mostly: their places are in the log, and the Go client retries
+// them with one request id through leader changes. The checker finds any
+// two granted out of their enqueue order (checker.DurableOrder), and
+// RWExclusion judges their grants as any rw client's.
+//
 // # How a run goes
 //
 // Run starts the cluster, the resource and the clients, lets the nemesis

@@ -41,7 +41,10 @@ type Config struct {
 	// RWClients take rwLocks shared or exclusive (default 3; negative:
 	// none).
 	RWClients int
-	Duration  time.Duration // of faults under load (default 1m)
+	// DurableClients take durableLocks as rw clients do, their waits
+	// durable (default 2; negative: none).
+	DurableClients int
+	Duration       time.Duration // of faults under load (default 1m)
 	// Faults lists the faults to inject (default nemesis.AllFaults).
 	Faults []string
 	// PauseRestartsResource is the chance that a client pause also
@@ -80,6 +83,7 @@ func (c *Config) defaults() error {
 	c.Campaigners = cmp.Or(c.Campaigners, 2)
 	c.SessionClients = cmp.Or(c.SessionClients, 3)
 	c.RWClients = cmp.Or(c.RWClients, 3)
+	c.DurableClients = cmp.Or(c.DurableClients, 2)
 	c.Duration = cmp.Or(c.Duration, time.Minute)
 	if len(c.Faults) == 0 {
 		c.Faults = nemesis.AllFaults
@@ -167,6 +171,10 @@ var sessionLocks = []string{"sa", "sb", "sc"}
 // from the others, whose lock model allows one holder.
 var rwLocks = []string{"ra", "rb"}
 
+// durableLocks are the locks the durable clients queue for (issue 28's
+// durable waiters); apart from every other client's.
+var durableLocks = []string{"da", "db"}
+
 // semaphore and election are the semaphore and the election the other
 // clients compete for; sessionSemaphore is the session clients'.
 const (
@@ -177,7 +185,7 @@ const (
 
 // workloads returns every client process's part, in client order: the lock
 // clients, then the semaphore clients, then the campaigners, then the
-// session clients, then the rw clients.
+// session clients, then the rw clients, then the durable ones.
 func (c Config) workloads() []workload.Config {
 	var out []workload.Config
 	for range c.Clients {
@@ -194,6 +202,9 @@ func (c Config) workloads() []workload.Config {
 	}
 	for range max(c.RWClients, 0) {
 		out = append(out, workload.Config{Role: workload.RoleRW, Locks: rwLocks})
+	}
+	for range max(c.DurableClients, 0) {
+		out = append(out, workload.Config{Role: workload.RoleRW, Locks: durableLocks, Durable: true})
 	}
 	for i := range out {
 		out[i].Client, out[i].Seed, out[i].MinTTL, out[i].MaxTTL = i, c.Seed, minTTL, maxTTL

@@ -15,9 +15,10 @@ func (r *Result) Summary() string {
 	var b strings.Builder
 	c := r.Config
 	fmt.Fprintf(&b, "chaos run: seed %d, %d nodes, %d clients (%d on locks, %d on semaphore %s of limit %d, %d campaigning in election %s, "+
-		"%d holding %s and a permit of %s under sessions, %d taking %s shared or exclusive), %v of faults (%v in all)\n",
+		"%d holding %s and a permit of %s under sessions, %d taking %s shared or exclusive, %d queueing durably for %s), %v of faults (%v in all)\n",
 		c.Seed, c.Nodes, len(c.workloads()), c.Clients, max(c.SemClients, 0), semaphore, c.SemLimit, max(c.Campaigners, 0), election,
-		max(c.SessionClients, 0), strings.Join(sessionLocks, ","), sessionSemaphore, max(c.RWClients, 0), strings.Join(rwLocks, ","), c.Duration, r.Elapsed.Round(1e6))
+		max(c.SessionClients, 0), strings.Join(sessionLocks, ","), sessionSemaphore, max(c.RWClients, 0), strings.Join(rwLocks, ","),
+		max(c.DurableClients, 0), strings.Join(durableLocks, ","), c.Duration, r.Elapsed.Round(1e6))
 	if c.LogStore != "" {
 		fmt.Fprintf(&b, "log store: %s\n", c.LogStore)
 	}

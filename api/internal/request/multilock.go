@@ -32,6 +32,8 @@ func ValidateMultiAcquire(r *wire.MultiAcquireRequest) error {
 		// Shared locks (issue 28 item 1) are built beside multi-locks; a
 		// shared multi-lock waits until both are merged.
 		return badRequest(wire.CodeInvalidJSON, fmt.Sprintf("mode %.32q: a multi-lock is exclusive for now; leave mode out or give \"exclusive\"", r.Mode))
+	case r.Durable:
+		return badRequest(wire.CodeInvalidWait, "durable: a multi-lock does not wait, so it has no place to keep; leave durable out")
 	case r.WaitMs != 0:
 		return badRequest(wire.CodeInvalidWait, fmt.Sprintf("wait_ms %d: a multi-lock does not wait yet; give 0, and retry a lock_held", r.WaitMs))
 	case r.Session != 0 || r.SessionLease != "":

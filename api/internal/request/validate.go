@@ -114,6 +114,9 @@ func ValidateAcquire(r *wire.AcquireRequest) error {
 	if r.RequestID != "" && (!Printable(r.RequestID, wire.MaxRequestIDLen) || utf8.RuneCountInString(r.RequestID) < wire.MinRequestIDLen) {
 		return badRequest(wire.CodeInvalidRequestID, fmt.Sprintf("request_id: want %d to %d Printable characters (the Go client and the CLI send 32 random hex digits)", wire.MinRequestIDLen, wire.MaxRequestIDLen))
 	}
+	if err := checkDurable(r.Durable, r.WaitMs, r.RequestID); err != nil {
+		return err
+	}
 	if err := CheckValue(r.Value); err != nil {
 		return err
 	}
@@ -129,6 +132,20 @@ func ValidateAcquire(r *wire.AcquireRequest) error {
 		}
 	default:
 		return badRequest(wire.CodeInvalidMode, fmt.Sprintf("mode %q: want %q or %q (absent: exclusive)", r.Mode, wire.ModeShared, wire.ModeExclusive))
+	}
+	return nil
+}
+
+// checkDurable refuses a durable wait without a wait (it would never
+// queue) or without a request id (its caller could never find its place
+// again).
+func checkDurable(durable bool, waitMs int64, requestID string) error {
+	switch {
+	case !durable:
+	case waitMs <= 0:
+		return badRequest(wire.CodeInvalidWait, "durable: a durable waiter keeps its place for wait_ms after each ask; give wait_ms > 0")
+	case requestID == "":
+		return badRequest(wire.CodeInvalidRequestID, "durable: a durable waiter is found again by its request_id; give one (the Go client and the CLI send 32 random hex digits)")
 	}
 	return nil
 }
@@ -187,7 +204,7 @@ func ValidateLease(r *wire.LeaseRequest) error {
 // its limit.
 func ValidateSemAcquire(r *wire.SemAcquireRequest) error {
 	lock := wire.AcquireRequest{Holder: r.Holder, TTLMillis: r.TTLMillis, WaitMs: r.WaitMs, RequestID: r.RequestID, LockDelayMillis: r.LockDelayMillis,
-		Session: r.Session, SessionLease: r.SessionLease}
+		Session: r.Session, SessionLease: r.SessionLease, Durable: r.Durable}
 	if err := ValidateAcquire(&lock); err != nil {
 		return err
 	}

@@ -199,7 +199,7 @@ func wireEvent(e *event.Event) wire.Event {
 		Index: e.Index, Type: e.Type, Lock: e.Lock, Holder: e.Holder, Token: e.Token,
 		PrevHolder: e.PrevHolder, PrevToken: e.PrevToken, Reason: e.Reason,
 		Key: e.Key, Member: e.Member, Epoch: e.Epoch, Value: e.Value, Session: e.Session,
-		Mode: e.Mode,
+		Mode: e.Mode, WaitIndex: e.WaitIndex,
 	}
 	if e.Type == event.Put {
 		size := e.ValueSize

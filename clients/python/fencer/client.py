@@ -261,13 +261,16 @@ class Client:
                 headers: Optional[Mapping[str, str]] = None, raw: Optional[bytes] = None,
                 extra_timeout: float = 0.0, deadline: Optional[float] = None,
                 attempt_timeout: Optional[float] = None,
-                retry_outcome_unknown: bool = True) -> Response:
+                retry_outcome_unknown: bool = True, until_deadline: bool = False) -> Response:
         """Send a request to the leader, following it and retrying as the
         module docstring says. ``body`` is sent as JSON (with Content-Type
         application/json), ``raw`` as bytes. The client's ``timeout`` plus
         ``extra_timeout`` bounds the whole call, and ``deadline``
         (monotonic), when given, too; ``attempt_timeout`` cuts each
-        attempt shorter, so that a hung node leaves time for another.
+        attempt shorter, so that a hung node leaves time for another;
+        ``until_deadline`` retries until the deadline rather than the
+        client's attempts (a durable acquire, through a leader's crash and
+        election).
         Returns a 2xx answer, or raises the error for its code
         (:class:`~fencer.errors.BadAnswer` for a status that is neither)."""
         end = time.monotonic() + self.timeout + extra_timeout
@@ -287,7 +290,9 @@ class Client:
         # that failed until they elect another) and without a pause: it
         # forwards the request, holding it while no leader is known.
         skipped = 0
-        for attempt in range(self.attempts):
+        attempt = 0
+        while until_deadline or attempt < self.attempts:
+            attempt += 1
             if time.monotonic() >= end:
                 break
             ep = self._leader
@@ -347,7 +352,8 @@ class Client:
 
     def acquire(self, name: str, ttl: float = 10.0, wait: float = 0.0, *,
                 holder: Optional[str] = None, keep_alive: bool = True,
-                lock_delay: float = 0.0, value: Optional[str] = None, mode: str = "exclusive") -> Lease:
+                lock_delay: float = 0.0, value: Optional[str] = None, mode: str = "exclusive",
+                durable: bool = False) -> Lease:
         """Take lock ``name`` for ``ttl`` seconds, queueing up to ``wait``
         seconds, and keep it alive in a background thread (unless
         ``keep_alive`` is false). Raises :class:`~fencer.errors.LockHeld`
@@ -372,7 +378,14 @@ class Client:
         holders at once, none while it is held exclusively; the queue is
         FIFO across modes). A shared grant reads: its fenced writes under
         the lock are refused (:class:`~fencer.errors.NotLockHolder`), and it
-        publishes no value."""
+        publishes no value.
+
+        ``durable`` (with a ``wait``) keeps the waiter's place in the queue
+        across a leader change: the server writes it to its log, and the
+        acquire retries with its one request id through a leader's crash
+        and election until it is granted or its wait ends. A new leader
+        serves the queue in enqueue order; :attr:`Lease.wait_index` says
+        where this one queued."""
         if not MIN_TTL <= ttl <= MAX_TTL:
             raise InvalidRequest("ttl %r: want %g to %g seconds" % (ttl, MIN_TTL, MAX_TTL), code="invalid_ttl", status=400)
         if not 0 <= wait <= MAX_WAIT:
@@ -384,11 +397,13 @@ class Client:
         if value is not None:
             body["value"] = value
         _set_mode(body, mode)
+        _set_durable(body, durable, wait)
         return self._acquire("locks", name, body, wait, keep_alive)
 
     def _acquire(self, kind: str, name: str, body: Dict[str, Any], wait: float, keep_alive: bool,
                  session: Optional[Session] = None) -> Lease:
-        resp = self.request("POST", _path(kind, name, "acquire"), body, extra_timeout=wait)
+        resp = self.request("POST", _path(kind, name, "acquire"), body, extra_timeout=wait,
+                            until_deadline=bool(body.get("durable")))
         # A grant that does not match the request is not used: the client
         # cannot tell what, if anything, it holds. One the server did make
         # expires after its TTL (or with its session).
@@ -415,10 +430,10 @@ class Client:
 
     def acquire_permit(self, name: str, limit: int, ttl: float = 10.0, wait: float = 0.0, *,
                        holder: Optional[str] = None, keep_alive: bool = True,
-                       lock_delay: float = 0.0) -> Lease:
+                       lock_delay: float = 0.0, durable: bool = False) -> Lease:
         """Take one of ``limit`` permits of semaphore ``name``: the same
         rules as :meth:`acquire` (request id, deadline, late grants, keep
-        alive). Raises :class:`~fencer.errors.SemaphoreFull` when every
+        alive, ``durable``). Raises :class:`~fencer.errors.SemaphoreFull` when every
         permit stays held, :class:`~fencer.errors.LimitMismatch` when the
         held permits were taken with another limit, and
         :class:`~fencer.errors.LockDelay` when the only free permits are in
@@ -432,6 +447,7 @@ class Client:
                 "wait_ms": int(wait * 1000), "request_id": secrets.token_hex(16)}
         if lock_delay:
             body["lock_delay_ms"] = int(lock_delay * 1000)
+        _set_durable(body, durable, wait)
         return self._acquire("semaphores", name, body, wait, keep_alive)
 
     def semaphore(self, name: str, limit: int, ttl: float = 10.0, wait: float = 0.0, **kw: Any) -> Lease:
@@ -937,6 +953,15 @@ class Watch:
 
 
 __all__ = ["Client", "Response", "EventStream", "EventsLagged", "Watch"]
+
+
+def _set_durable(body: Dict[str, Any], durable: bool, wait: float) -> None:
+    """Put durable in an acquire's body: a durable acquire waits."""
+    if not durable:
+        return
+    if wait <= 0:
+        raise InvalidRequest("durable: a durable acquire keeps a waiter's place; give wait > 0")
+    body["durable"] = True
 
 
 def _set_mode(body: Dict[str, Any], mode: str) -> None:

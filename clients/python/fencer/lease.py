@@ -224,6 +224,9 @@ class Lease(KeptAlive):
         self.limit: int = int(grant.get("limit", 1))
         self.holder: str = grant.get("holder", "")
         self.token: int = int(grant["token"])
+        #: The log index of the entry that enqueued this grant's durable
+        #: waiter (``durable=True``); 0 for any other grant.
+        self.wait_index: int = int(grant.get("wait_index") or 0)
         self.secret: str = grant["lease"]
         self.existing: bool = bool(grant.get("existing", False))
         #: The value published with the grant (an election's leader's), or "".

@@ -158,17 +158,19 @@ class Session(KeptAlive):
         return body
 
     def lock(self, name: str, wait: float = 0.0, *, holder: Optional[str] = None,
-             lock_delay: float = 0.0, value: Optional[str] = None, mode: str = "exclusive") -> Lease:
+             lock_delay: float = 0.0, value: Optional[str] = None, mode: str = "exclusive",
+             durable: bool = False) -> Lease:
         """Take lock ``name`` under the session, queueing up to ``wait``
         seconds (:meth:`Client.acquire`'s rules, without a TTL: the grant
         lives as long as the session). ``holder`` defaults to the
         session's; ``lock_delay`` to the session's; ``mode`` as
-        :meth:`Client.acquire`'s."""
-        from .client import _set_mode  # client imports this module
+        :meth:`Client.acquire`'s, and ``durable``."""
+        from .client import _set_durable, _set_mode  # client imports this module
         body = self._body(holder, wait, lock_delay)
         if value is not None:
             body["value"] = value
         _set_mode(body, mode)
+        _set_durable(body, durable, wait)
         return self._client._acquire("locks", name, body, wait, False, session=self)
 
     def acquire_permit(self, name: str, limit: int, wait: float = 0.0, *, holder: Optional[str] = None,

@@ -76,6 +76,11 @@ func Plan(backup, cur *snapshot.Image, minEpoch, index, term uint64) (*snapshot.
 	img.Header.Sessions, img.Header.EndedSessions = 0, 0
 	img.Header.SharedLocks, img.Header.SharedGrants = 0, 0   // no shared grant either; the history's are cur's (Void)
 	img.Header.MemberKeys = snapshot.MemberKeys(img.Members) // this cluster's members, not the backup's
+	// This cluster's durable waiters keep their places (their clients
+	// wait now, the backup's are long gone); the grants they got are void
+	// with the others.
+	img.DurableWaiters = cur.DurableWaiters
+	img.Header.DurableWaiters, img.Header.Waited = len(cur.DurableWaiters), 0
 	// The grants held now are void from index on: every member reports
 	// them from the snapshot (not from what it held), and the grant
 	// history (this cluster's, not the backup's) says so. A grant applied

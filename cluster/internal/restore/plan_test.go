@@ -1,6 +1,7 @@
 package restore
 
 import (
+	"bytes"
 	"errors"
 	"math"
 	"testing"
@@ -42,5 +43,35 @@ func TestPlanRestoreRefusesImpossibleEpochs(t *testing.T) {
 		if err != nil || img.Header.Epoch != c.epoch || img.Header.AppliedIndex != 10 || len(img.Keys) != 1 {
 			t.Errorf("%s: %+v, %v; want epoch %d", c.name, img, err, c.epoch)
 		}
+	}
+}
+
+// A restore keeps this cluster's durable waiters (issue 28: their clients
+// wait now), not the backup's, and voids the grants durable waiters got
+// with every other: the planned image reads back.
+func TestPlanKeepsTheClustersDurableWaiters(t *testing.T) {
+	waiter := func(index uint64, holder string) entry.Waiter {
+		return entry.Waiter{Index: index, WaitMillis: 1000,
+			Acquire: &entry.Acquire{Lock: "l", Holder: holder, Lease: "s", TTLMillis: 1000, RequestID: "r-" + holder}}
+	}
+	backup := &snapshot.Image{Header: snapshot.Header{Format: snapshot.Format, Version: snapshot.Version, LastToken: 3, AppliedIndex: 4, DurableWaiters: 1},
+		DurableWaiters: []entry.Waiter{waiter(4, "old")}}
+	cur := &snapshot.Image{Header: snapshot.Header{Format: snapshot.Format, Version: snapshot.Version, LastToken: 8, AppliedIndex: 9, Locks: 1, DurableWaiters: 2, Waited: 1},
+		Locks:          []entry.Lock{{Name: "m", Holder: "w0", Token: 8, Lease: "s", TTLMillis: 1000}},
+		DurableWaiters: []entry.Waiter{waiter(6, "now1"), waiter(7, "now2")}, Waited: []entry.Waited{{Token: 8, WaitIndex: 5}}}
+	img, err := Plan(backup, cur, 0, 10, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if _, err := img.WriteTo(&buf); err != nil {
+		t.Fatal(err)
+	}
+	back, err := snapshot.ReadImage(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := back.DurableWaiters; len(w) != 2 || w[0].Holder() != "now1" || w[1].Holder() != "now2" || len(back.Waited) != 0 || len(back.Voided) != 1 {
+		t.Fatalf("planned waiters %+v, waited %+v, voided %+v", w, back.Waited, back.Voided)
 	}
 }

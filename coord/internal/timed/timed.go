@@ -23,7 +23,20 @@ const (
 	Session                       // ID and token: the session's id
 	MultiLease                    // ID and token: the multi-grant's token
 	SharedLease                   // ID: the shared grant's token, as its token
+	LockWait                      // a lock's durable waiter: ID and token its Enqueue's index
+	PermitWait                    // a semaphore's durable waiter, as LockWait
 )
+
+// LockWaitKey is the key of the wait of lock's durable waiter enqueued at
+// index: it leaves the queue when the wait runs out unasked.
+func LockWaitKey(lock string, index uint64) lease.Key {
+	return lease.Key{Kind: LockWait, Name: lock, ID: index}
+}
+
+// PermitWaitKey is LockWaitKey for a semaphore's durable waiter.
+func PermitWaitKey(sem string, index uint64) lease.Key {
+	return lease.Key{Kind: PermitWait, Name: sem, ID: index}
+}
 
 // SessionKey is the key of session id's lease, which times every grant
 // under it.
@@ -58,7 +71,8 @@ func SlotDelayKey(sem string, since uint64) lease.Key {
 // All yields everything a leader times, for lease.Timers.Promote: each held
 // lock under LockKey (a shared grant under SharedKey), each running lock-delay under DelayKey (a semaphore
 // slot's under SlotDelayKey) with its start index for a token, and each
-// held permit under PermitKey, each at its full length. It counts the
+// held permit under PermitKey, and each durable waiter's wait under
+// LockWaitKey or PermitWaitKey, each at its full length. It counts the
 // grants (locks and permits) in held. Running lock-delays restart at full
 // length too, for the same reason as leases: a delay may last longer across
 // a failover, never shorter.
@@ -111,6 +125,16 @@ func All(f *fsm.FSM, held *int) iter.Seq[lease.Lease] {
 			}
 			*held++
 			more = yield(lease.Lease{Key: MultiKey(m.Token), Token: m.Token, TTL: millis(m.TTLMillis)})
+		}
+		for _, w := range f.DurableWaiters() {
+			if !more {
+				return
+			}
+			key := LockWaitKey(w.Name(), w.Index)
+			if w.Permit != nil {
+				key = PermitWaitKey(w.Name(), w.Index)
+			}
+			more = yield(lease.Lease{Key: key, Token: w.Index, TTL: millis(w.WaitMillis)})
 		}
 		for _, ss := range f.SessionRecords() {
 			if !more {

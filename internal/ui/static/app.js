@@ -893,6 +893,12 @@ function feedItem(ev) {
       else if (ev.semaphore) what = [`semaphore ${ev.semaphore}: ${ev.holder}'s permit `, tokenLink(ev.token), " revoked by an operator"];
       else what = [`session ${ev.session} of ${ev.holder} revoked by an operator: every grant under it ended`];
       break;
+    case "queued":
+      what = [ev.lock ? lockLink(ev.lock) : `semaphore ${ev.semaphore}`, `: ${ev.holder} queued durably at ${ev.wait_index}`];
+      break;
+    case "dequeued":
+      what = [ev.lock ? lockLink(ev.lock) : `semaphore ${ev.semaphore}`, `: ${ev.holder}'s durable wait (queued at ${ev.wait_index}) ran out`];
+      break;
     default:
       what = [JSON.stringify(ev)];
   }

@@ -38,6 +38,7 @@ const (
 	CheckMultiGrants   = "multi-grants are one grant"
 	CheckRevokedWrites = "no lock-bound write after its revoke"
 	CheckRWExclusion   = "exclusive grants overlap none"
+	CheckDurableOrder  = "durable waiters in enqueue order"
 )
 
 // DefaultTimeout bounds each linearizability search when Options.Timeout is
@@ -145,6 +146,7 @@ func Check(h history.History, opts Options) Report {
 		invariant(CheckMultiGrants, MultiGrants(h), skipIf(!hasKind(h, history.MultiAcquire) || h.Watch == nil, "no multi-lock, or no watcher")),
 		invariant(CheckRevokedWrites, RevokedWrites(h), skipIf(!hasRevoke(h), "no revoke")),
 		invariant(CheckRWExclusion, RWExclusion(h), skipIf(!hasKind(h, history.RWAcquire), "no lock taken in a mode")),
+		invariant(CheckDurableOrder, DurableOrder(h), skipIf(!hasDurable(h), "no durable waiter granted")),
 	)
 	return r
 }

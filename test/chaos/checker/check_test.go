@@ -58,6 +58,10 @@ func validRun() history.History {
 			rwRelease(4, "ra", 1<<32|30, 410, 411),
 			rwRelease(5, "ra", 1<<32|31, 410, 412),
 			rwOK(4, "ra", "exclusive", 1<<32|32, time.Second, 413, 415),
+			// Two durable waiters of lock da, granted in enqueue order.
+			durableOK(5, "da", 1<<32|40, 1<<32|33, 416, 418),
+			rwRelease(5, "da", 1<<32|40, 419, 420),
+			durableOK(6, "da", 1<<32|41, 1<<32|34, 417, 421),
 		},
 		Events: []history.Event{
 			{Kind: "partition", Time: 55, Description: "isolate n1"},
@@ -106,7 +110,7 @@ func TestCheckPassesAValidRun(t *testing.T) {
 			t.Errorf("%s: %s, want every check to run and pass", v.Name, v.Status)
 		}
 	}
-	if !strings.Contains(r.String(), "all 21 checks passed") {
+	if !strings.Contains(r.String(), "all 22 checks passed") {
 		t.Errorf("summary:\n%s", r)
 	}
 }
@@ -152,7 +156,7 @@ func TestReportSummarizesFailures(t *testing.T) {
 	}
 	s := r.String()
 	for _, want := range []string{
-		"2 of 21 checks not OK",
+		"2 of 22 checks not OK",
 		"FAIL          lock linearizability",
 		"renew(a, t5) -> ok [300, 310]",
 		"FAIL          member state hashes",

@@ -59,6 +59,9 @@
 //   - RWExclusion: no exclusive grant of a lock taken in a mode was
 //     certainly live beside any other grant of that lock, shared or
 //     exclusive (rwlocks.go).
+//   - DurableOrder: a lock's durable waiters were granted in the order of
+//     their Enqueue entries (wait_index), whichever leader served them,
+//     and each after its Enqueue (durable.go).
 //   - OneLeaderPerTerm: a term (an election's token) has one leader
 //     wherever it is seen, and shows only values its leader published.
 //   - ObserverOrder: each election observer saw the terms in token order,

@@ -189,6 +189,11 @@ type Op struct {
 	Names []string `json:"names,omitempty"`
 	// Mode is the mode an rw_acquire asked for: shared or exclusive.
 	Mode string `json:"mode,omitempty"`
+	// Durable: an rw_acquire that asked for a durable wait; WaitIndex is
+	// the log index of its Enqueue that its grant reported (0: granted
+	// without queueing durably).
+	Durable   bool   `json:"durable,omitempty"`
+	WaitIndex uint64 `json:"wait_index,omitempty"`
 
 	Call    int64   `json:"call"`
 	Return  int64   `json:"return"`
@@ -232,6 +237,9 @@ func (op Op) String() string {
 		in = fmt.Sprintf("%s(s%d)", op.Kind, op.Session)
 	case RWAcquire:
 		in = fmt.Sprintf("rw_acquire(%s, %s, %s, ttl %dms)", op.Target, op.Holder, op.Mode, op.TTL)
+		if op.Durable {
+			in = fmt.Sprintf("rw_acquire(%s, %s, %s, ttl %dms, durable)", op.Target, op.Holder, op.Mode, op.TTL)
+		}
 	case RWRelease:
 		in = fmt.Sprintf("rw_release(%s, t%d)", op.Target, op.Token)
 	default:
@@ -239,6 +247,8 @@ func (op Op) String() string {
 	}
 	var out string
 	switch {
+	case op.Kind == RWAcquire && op.Outcome == OK && op.WaitIndex != 0:
+		out = fmt.Sprintf("ok t%d queued at %d", op.Token, op.WaitIndex)
 	case (op.Kind == Acquire || op.Kind == SemAcquire || op.Kind == Campaign || op.Kind == RWAcquire) && op.Outcome == OK:
 		out = fmt.Sprintf("ok t%d", op.Token)
 	case op.Kind == SessionCreate && op.Outcome == OK:

@@ -50,6 +50,9 @@ type Config struct {
 	// Revokes makes the client sometimes revoke another's grant of one of
 	// its locks, as an operator (revoke.go).
 	Revokes bool `json:"revokes,omitempty"`
+	// Durable makes an rw client's waiting acquires durable waiters
+	// (issue 28): their places are kept in the log across leader changes.
+	Durable bool `json:"durable,omitempty"`
 }
 
 // Role is what a client process does.

@@ -5,6 +5,8 @@ package clientcmd
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"strings"
@@ -28,6 +30,9 @@ type lockOptions struct {
 	lease  string
 	group  string // "lock" or "sem": whose acquire printed --token and --lease
 	mode   string // --mode on lock acquire: shared or exclusive
+	// durable is --durable on acquire: the waiter's place is kept in the
+	// log across a leader change.
+	durable bool
 	// session is --session and --session-lease on acquire.
 	session sessionFlags
 }
@@ -77,6 +82,7 @@ wait; renew and release it with all its names ("fencer lock release A B C
 		Example: `  fencer lock acquire job --ttl 30s --holder "$(hostname)"
   fencer lock acquire job --wait 1m          # queue behind the holder
   fencer lock acquire table --mode shared    # one of many readers
+  fencer lock acquire job --wait 1m --durable   # keep the place in the queue across a leader change
   fencer lock acquire job --session "$id" --session-lease "$lease"   # under a session
   fencer lock acquire accounts.alice accounts.bob   # both or neither, one token
 
@@ -91,6 +97,7 @@ wait; renew and release it with all its names ("fencer lock release A B C
 	acquire.Flags().StringVar(&o.holder, "holder", "", "holder name shown in lock status (default hostname-pid)")
 	acquire.Flags().DurationVar(&o.delay, "lock-delay", 0, "if this grant expires, nobody can acquire the lock for this long (at most 1m)")
 	acquire.Flags().StringVar(&o.mode, "mode", wire.ModeExclusive, "shared (many holders at once, none can write under the lock) or exclusive")
+	bindDurable(acquire, &o.durable)
 	o.session.bind(acquire)
 
 	raw := newRenewReleaseCmds(o, grantWords{group: "lock", example: "job", of: "grant",
@@ -120,6 +127,31 @@ wait; renew and release it with all its names ("fencer lock release A B C
 	return cli.Group(cmd, acquire, raw[0], raw[1], status, list, newLockHistoryCmd(o), newRevokeCmd(o, "lock", "job"))
 }
 
+// bindDurable binds --durable on an acquire command.
+func bindDurable(cmd *cobra.Command, durable *bool) {
+	cmd.Flags().BoolVar(durable, "durable", false,
+		"keep the place in the queue across a leader change (needs --wait; retried with one request id until granted or the wait ends)")
+}
+
+// checkDurable refuses a --durable without a --wait: it would never queue.
+func checkDurable(durable bool, wait time.Duration) error {
+	if durable && wait <= 0 {
+		return cli.Usagef("--durable keeps a waiter's place: give --wait too")
+	}
+	return nil
+}
+
+// durableRequestID is the request id of a raw acquire: one, for a durable
+// waiter to be found again by; none otherwise (the server draws one).
+func durableRequestID(durable bool) string {
+	if !durable {
+		return ""
+	}
+	var b [16]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
 // checkMode refuses a --mode the server would refuse.
 func checkMode(mode string) error {
 	if mode != wire.ModeShared && mode != wire.ModeExclusive {
@@ -135,6 +167,9 @@ func (o *lockOptions) acquire(cmd *cobra.Command, name string) error {
 	if err := checkMode(o.mode); err != nil {
 		return err
 	}
+	if err := checkDurable(o.durable, o.wait); err != nil {
+		return err
+	}
 	mode := ""
 	if o.mode == wire.ModeShared {
 		mode = wire.ModeShared
@@ -146,18 +181,27 @@ func (o *lockOptions) acquire(cmd *cobra.Command, name string) error {
 	defer c.Close()
 	if o.session.id != 0 {
 		g, err := c.AcquireRaw(cmd.Context(), name, wire.AcquireRequest{Holder: o.holderOrDefault(), WaitMs: o.wait.Milliseconds(),
-			LockDelayMillis: o.delay.Milliseconds(), Session: o.session.id, SessionLease: o.session.lease, Mode: mode})
+			LockDelayMillis: o.delay.Milliseconds(), Session: o.session.id, SessionLease: o.session.lease, Mode: mode,
+			Durable: o.durable, RequestID: durableRequestID(o.durable)})
 		if err != nil {
 			return fmt.Errorf("acquire %q under session %d: %w", name, o.session.id, err)
 		}
 		return o.printAcquired(cmd, g.Token, g.Lease, g.TTLMillis, g)
 	}
-	lease, err := c.Acquire(cmd.Context(), name, client.TTL(o.ttl), client.Wait(o.wait), client.Holder(o.holder), client.LockDelay(o.delay),
-		client.Mode(o.mode), client.NoKeepAlive())
+	lease, err := c.Acquire(cmd.Context(), name, append(o.durableOption(), client.TTL(o.ttl), client.Wait(o.wait), client.Holder(o.holder),
+		client.LockDelay(o.delay), client.Mode(o.mode), client.NoKeepAlive())...)
 	if err != nil {
 		return fmt.Errorf("acquire %q: %w", name, err)
 	}
 	return o.acquired(cmd, lease, lease.Grant())
+}
+
+// durableOption is client.Durable with --durable.
+func (o *lockOptions) durableOption() []client.AcquireOption {
+	if o.durable {
+		return []client.AcquireOption{client.Durable()}
+	}
+	return nil
 }
 
 func (o *lockOptions) renew(cmd *cobra.Command, name string) error {

@@ -32,6 +32,8 @@ func (o *lockOptions) multiAcquire(cmd *cobra.Command, names []string) error {
 	switch {
 	case o.wait != 0:
 		return cli.Usagef("--wait: a multi-lock (several names) does not wait yet; retry it instead")
+	case o.durable:
+		return cli.Usagef("--durable: a multi-lock (several names) does not wait, so it has no place to keep")
 	case o.delay != 0:
 		return cli.Usagef("--lock-delay: a multi-lock (several names) takes none")
 	case o.session.id != 0 || o.session.lease != "":

@@ -48,6 +48,7 @@ With --session and --session-lease the permit lives as long as that session
 instead ("fencer session create").`,
 		Example: `  fencer sem acquire workers --limit 3 --ttl 30s
   fencer sem acquire workers --limit 3 --wait 1m   # queue while all are held
+  fencer sem acquire workers --limit 3 --wait 1m --durable   # keep the place across a leader change
   fencer sem acquire workers --limit 3 --session "$id" --session-lease "$lease"`,
 		Args: cli.Positional("NAME"),
 		RunE: func(cmd *cobra.Command, args []string) error { return o.acquire(cmd, args[0]) },
@@ -57,6 +58,7 @@ instead ("fencer session create").`,
 	acquire.Flags().DurationVar(&o.wait, "wait", 0, "queue this long while every permit is held (0: fail at once)")
 	acquire.Flags().StringVar(&o.holder, "holder", "", "holder name shown in status (default hostname-pid)")
 	acquire.Flags().DurationVar(&o.delay, "lock-delay", 0, "if this permit expires, its slot cannot be granted for this long (at most 1m)")
+	bindDurable(acquire, &o.durable)
 	o.session.bind(acquire)
 
 	raw := newRenewReleaseCmds(&o.lockOptions, grantWords{group: "sem", example: "workers", of: "permit",
@@ -87,6 +89,9 @@ func (o *semOptions) acquire(cmd *cobra.Command, name string) error {
 	if err := o.session.validate(cmd); err != nil {
 		return err
 	}
+	if err := checkDurable(o.durable, o.wait); err != nil {
+		return err
+	}
 	c, err := o.client.Client()
 	if err != nil {
 		return err
@@ -94,20 +99,22 @@ func (o *semOptions) acquire(cmd *cobra.Command, name string) error {
 	defer c.Close()
 	if o.session.id != 0 {
 		p, err := c.AcquirePermitRaw(cmd.Context(), name, wire.SemAcquireRequest{Holder: o.holderOrDefault(), Limit: o.limit, WaitMs: o.wait.Milliseconds(),
-			LockDelayMillis: o.delay.Milliseconds(), Session: o.session.id, SessionLease: o.session.lease})
+			LockDelayMillis: o.delay.Milliseconds(), Session: o.session.id, SessionLease: o.session.lease,
+			Durable: o.durable, RequestID: durableRequestID(o.durable)})
 		if err != nil {
 			return fmt.Errorf("acquire a permit of %q under session %d: %w", name, o.session.id, err)
 		}
 		return o.printAcquired(cmd, p.Token, p.Lease, p.TTLMillis, p)
 	}
-	lease, err := c.AcquirePermit(cmd.Context(), name, o.limit, client.TTL(o.ttl), client.Wait(o.wait), client.Holder(o.holder), client.LockDelay(o.delay), client.NoKeepAlive())
+	lease, err := c.AcquirePermit(cmd.Context(), name, o.limit, append(o.durableOption(), client.TTL(o.ttl), client.Wait(o.wait), client.Holder(o.holder),
+		client.LockDelay(o.delay), client.NoKeepAlive())...)
 	if err != nil {
 		return fmt.Errorf("acquire a permit of %q: %w", name, err)
 	}
 	g := lease.Grant()
 	return o.acquired(cmd, lease, wire.PermitGrant{Semaphore: g.Lock, Holder: g.Holder, Token: g.Token, Lease: g.Lease,
 		TTLMillis: g.TTLMillis, Limit: o.limit, Held: lease.Held(), RequestID: g.RequestID, Existing: g.Existing,
-		LockDelayMillis: o.delay.Milliseconds(), Session: g.Session})
+		LockDelayMillis: o.delay.Milliseconds(), Session: g.Session, WaitIndex: g.WaitIndex})
 }
 
 func (o *semOptions) renew(cmd *cobra.Command, name string) error {
