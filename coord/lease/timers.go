@@ -6,9 +6,12 @@
 package lease
 
 import (
+	"cmp"
 	"container/heap"
 	"iter"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -54,6 +57,11 @@ type Timers struct {
 	due     leaseHeap
 	timer   Timer
 	timerAt time.Duration
+
+	firing atomic.Int64 // expire calls started and not yet returned
+	// inOrder makes the leases that fall due together expire one after
+	// another, in key order (InOrder).
+	inOrder bool
 }
 
 // tracked is one tracked deadline, 64 bytes (it was 96 with time.Time
@@ -219,10 +227,45 @@ func (l *Timers) fire() {
 	}
 	l.armLocked()
 	l.mu.Unlock()
+	l.firing.Add(int64(len(ended)))
+	if l.inOrder {
+		slices.SortFunc(ended, func(a, b *tracked) int { return cmpKeys(a.key(), b.key()) })
+		go func() {
+			for _, ls := range ended {
+				l.expire(ls.key(), ls.token)
+				l.firing.Add(-1)
+			}
+		}()
+		return
+	}
 	for _, ls := range ended {
-		go l.expire(ls.key(), ls.token)
+		go func() {
+			defer l.firing.Add(-1)
+			l.expire(ls.key(), ls.token)
+		}()
 	}
 }
+
+// InOrder makes leases that fall due at one instant expire one after
+// another in the order of their keys, instead of each in a goroutine of its
+// own, whose proposals race. Coord's simulation sets it, so that a seed
+// replays one log: leases restarted together by a promotion fall due
+// together, and the order their expiries reached the log was the
+// scheduler's. A leader leaves it off: a million leases due together after
+// a failover expire in parallel, batched by Raft.
+func (l *Timers) InOrder() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.inOrder = true
+}
+
+func cmpKeys(a, b Key) int {
+	return cmp.Or(cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Name, b.Name), cmp.Compare(a.ID, b.ID))
+}
+
+// Firing returns how many expire calls have started and not returned: a
+// test that steps a fake clock waits for none before its next step.
+func (l *Timers) Firing() int64 { return l.firing.Load() }
 
 // Restart tracks the lease under key from now, as Track does, unless its
 // expiry is already under way (it fired and is being proposed): then it
