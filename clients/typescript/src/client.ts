@@ -275,11 +275,15 @@ export class Client {
     return this.json({ method: "GET", path: `/v1/semaphores/${seg(name)}` });
   }
 
-  /** check says whether token is lock name's current grant, and who holds it. */
-  async check(name: string, token: number): Promise<{ current: boolean; token: number; holder: string }> {
+  /**
+   * check says whether token is lock name's current grant; token is the
+   * lock's exclusive grant's (0 when free or shared), mode the asked
+   * token's mode when it is current.
+   */
+  async check(name: string, token: number): Promise<{ current: boolean; token: number; mode: string }> {
     const b = await this.json({ method: "GET", path: `/v1/locks/${seg(name)}/check?token=${token}` });
     const what = `check ${name}`;
-    return { current: answer.bool(b, "current", what), token: Number(b.token ?? 0), holder: answer.str(b, "holder", what) };
+    return { current: answer.bool(b, "current", what), token: Number(b.token ?? 0), mode: answer.str(b, "mode", what) };
   }
 
   /** checkPermit says whether token is one of semaphore name's current permits. */

@@ -2,7 +2,7 @@
 // semaphore's permit, and a multi-lock's; each on its own keeper, except a
 // grant under a session, which lives on the session's.
 
-import { LeaseLostError, NotLockHolderError, type FencerError } from "./errors.js";
+import { NotLockHolderError, type FencerError } from "./errors.js";
 import { Keeper, ReleasedError, type LostReason } from "./keeper.js";
 import * as answer from "./answer.js";
 import type { Client } from "./client.js";
@@ -95,19 +95,20 @@ export class Lease extends Keeper implements Held {
     await super.renew();
   }
 
-  /** release stops renewing and gives the grant back; releasing a lease already lost is not an error. */
+  /**
+   * release stops renewing and gives the grant back. It throws the loss
+   * when the lease was lost before (the release is still sent: a lease the
+   * client gave up at its deadline may be held on the server a moment
+   * longer), else the release's own error; a second release does nothing.
+   */
   async release(): Promise<void> {
     if (this.released) return;
     this.released = true;
-    const wasLost = this.lost;
+    const lost = this.err;
     this.halt();
     this.lose(new ReleasedError(`${this.what}: released`, "lease_lost"), "released");
     this.session?.detach(this);
-    try {
-      await this.giveBack();
-    } catch (e) {
-      if (!(e instanceof LeaseLostError) || !wasLost) throw e;
-    }
+    await releaseReporting(() => this.giveBack(), lost);
   }
 
   /** [Symbol.asyncDispose] releases, for `await using lease = ...`. */
@@ -183,18 +184,14 @@ export class MultiLock extends Keeper implements Held {
     return this.confirmLate(received, signal);
   }
 
-  /** release gives every name back in one entry. */
+  /** release gives every name back in one entry, reporting as Lease.release does. */
   async release(): Promise<void> {
     if (this.released) return;
     this.released = true;
-    const wasLost = this.lost;
+    const lost = this.err;
     this.halt();
     this.lose(new ReleasedError(`${this.what}: released`, "lease_lost"), "released");
-    try {
-      await this.giveBack();
-    } catch (e) {
-      if (!(e instanceof LeaseLostError) || !wasLost) throw e;
-    }
+    await releaseReporting(() => this.giveBack(), lost);
   }
 
   async [Symbol.for("nodejs.asyncDispose")](): Promise<void> {
@@ -208,4 +205,14 @@ export class MultiLock extends Keeper implements Held {
   }
 }
 
-export type { LostReason, FencerError };
+/** releaseReporting gives a grant back, then throws the loss it had (if any), else the give-back's error. */
+async function releaseReporting(giveBack: () => Promise<void>, lost: FencerError | undefined): Promise<void> {
+  try {
+    await giveBack();
+  } catch (e) {
+    if (!lost) throw e;
+  }
+  if (lost) throw lost;
+}
+
+export type { LostReason };
