@@ -2,7 +2,7 @@
 // loopback ports in a temporary directory (as clients/python/tests/cluster.py).
 import { spawn } from "node:child_process";
 import { mkdtempSync, openSync, rmSync, existsSync } from "node:fs";
-import { createServer } from "node:net";
+import { createServer, connect } from "node:net";
 import { tmpdir } from "node:os";
 import { join, dirname } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -43,8 +43,49 @@ async function getJSON(addr, path) {
   return r.json();
 }
 
+/**
+ * Proxy stands before one node's HTTP API: requests pass at once, answers
+ * are held `delayMs` (in order), or with `silent` never sent, so a test can
+ * make a member slow or dead to the client.
+ */
+export class Proxy {
+  delayMs = 0;
+  silent = false;
+  /** Called with each request's first bytes, and when they arrived. */
+  onRequest = (_text, _at) => {};
+
+  static async start(port, upstream) {
+    const p = new Proxy();
+    p.sockets = new Set();
+    p.server = createServer((down) => {
+      const up = connect(upstream.port, upstream.host);
+      p.sockets.add(down).add(up);
+      down.on("data", (b) => {
+        p.onRequest(b.toString("latin1", 0, 200), performance.now());
+        up.write(b);
+      });
+      up.on("data", (b) => {
+        if (p.silent) return;
+        if (p.delayMs > 0) setTimeout(() => !p.silent && down.write(b), p.delayMs);
+        else down.write(b);
+      });
+      const end = () => { down.destroy(); up.destroy(); p.sockets.delete(down); p.sockets.delete(up); };
+      down.on("close", end).on("error", end);
+      up.on("close", end).on("error", end);
+    });
+    await new Promise((r) => p.server.listen(port, "127.0.0.1", r));
+    return p;
+  }
+
+  close() {
+    for (const s of this.sockets) s.destroy();
+    this.server.close();
+  }
+}
+
 export class Cluster {
-  static async start(n = 3) {
+  /** start starts n nodes; with proxied, each behind a Proxy that it advertises as its HTTP address. */
+  static async start(n = 3, { proxied = false } = {}) {
     if (!existsSync(BIN)) throw new Error(`${BIN} is missing: run make build (or set FENCER_BIN)`);
     const c = new Cluster();
     c.dir = mkdtempSync(join(tmpdir(), "fencer-ts-"));
@@ -52,9 +93,17 @@ export class Cluster {
     for (let i = 1; i <= n; i++) {
       c.nodes.push({ id: `n${i}`, http: `127.0.0.1:${await freePort()}`, raft: `127.0.0.1:${await freePort()}`, proc: undefined, args: [] });
     }
-    const initial = c.nodes.map((nd) => `${nd.id}=${nd.raft}@${nd.http}`).join(",");
     for (const nd of c.nodes) {
-      nd.args = n === 1 ? ["--bootstrap"] : ["--initial-cluster", initial];
+      nd.addr = nd.http;
+      if (proxied) {
+        const port = await freePort();
+        nd.proxy = await Proxy.start(port, { host: "127.0.0.1", port: Number(nd.http.split(":")[1]) });
+        nd.addr = `127.0.0.1:${port}`;
+      }
+    }
+    const initial = c.nodes.map((nd) => `${nd.id}=${nd.raft}@${nd.addr}`).join(",");
+    for (const nd of c.nodes) {
+      nd.args = n === 1 ? ["--bootstrap", "--http-advertise-addr", nd.addr] : ["--initial-cluster", initial, "--http-advertise-addr", nd.addr];
       c.startNode(nd);
     }
     try {
@@ -76,15 +125,16 @@ export class Cluster {
     nd.exited = new Promise((r) => nd.proc.once("exit", r));
   }
 
+  /** endpoints are the addresses a client is given: the proxies', when proxied. */
   endpoints() {
-    return this.nodes.map((nd) => nd.http);
+    return this.nodes.map((nd) => nd.addr);
   }
 
   running(nd) {
     return nd.proc !== undefined && nd.proc.exitCode === null && nd.proc.signalCode === null;
   }
 
-  /** leader returns the running node every running node... that some running node names as leader, once it is ready. */
+  /** leader returns the node a running node names as leader, once it runs and is ready. */
   leader() {
     return poll("a running leader", async () => {
       for (const nd of this.nodes) {
@@ -105,7 +155,10 @@ export class Cluster {
   }
 
   close(keep = false) {
-    for (const nd of this.nodes) if (this.running(nd)) nd.proc.kill("SIGKILL");
+    for (const nd of this.nodes) {
+      if (this.running(nd)) nd.proc.kill("SIGKILL");
+      nd.proxy?.close();
+    }
     if (!keep) rmSync(this.dir, { recursive: true, force: true });
   }
 }
