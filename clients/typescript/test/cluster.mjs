@@ -51,6 +51,8 @@ async function getJSON(addr, path) {
 export class Proxy {
   delayMs = 0;
   silent = false;
+  /** The next request matching it has its answer lost: the connection is reset as the answer comes. */
+  dropAnswerOf = undefined;
   /** Called with each request's first bytes, and when they arrived. */
   onRequest = (_text, _at) => {};
 
@@ -60,11 +62,18 @@ export class Proxy {
     p.server = createServer((down) => {
       const up = connect(upstream.port, upstream.host);
       p.sockets.add(down).add(up);
+      let drop = false;
       down.on("data", (b) => {
-        p.onRequest(b.toString("latin1", 0, 200), performance.now());
+        const text = b.toString("latin1", 0, 200);
+        p.onRequest(text, performance.now());
+        if (p.dropAnswerOf?.test(text)) {
+          p.dropAnswerOf = undefined;
+          drop = true;
+        }
         up.write(b);
       });
       up.on("data", (b) => {
+        if (drop) return end(); // the request was handled; its answer is lost
         if (p.silent) return;
         if (p.delayMs > 0) setTimeout(() => !p.silent && down.write(b), p.delayMs);
         else down.write(b);
@@ -75,6 +84,12 @@ export class Proxy {
     });
     await new Promise((r) => p.server.listen(port, "127.0.0.1", r));
     return p;
+  }
+
+  /** kill makes the member dead to the client: every connection reset, new ones refused. */
+  kill() {
+    this.server.close();
+    for (const s of this.sockets) s.resetAndDestroy?.() ?? s.destroy();
   }
 
   close() {
