@@ -21,7 +21,7 @@ function hold(h) {
   handles.set(name, h);
   const report = () => {
     if (h.reason === "released") return;
-    emit({ event: "lost", handle: name, code: h.reason === "revoked" ? "revoked" : "lease_lost" });
+    emit({ event: "lost", handle: name, code: h.reason === "revoked" ? "revoked" : "lease_lost", class: h.err?.constructor.name ?? "LeaseLostError" });
   };
   if (h.signal.aborted) report();
   else h.signal.addEventListener("abort", report, { once: true });
@@ -71,7 +71,13 @@ const ops = {
   },
   async release(a) {
     const h = handle(a);
-    await (h instanceof fencer.Session ? h.close() : h.release());
+    if (a.name !== undefined && h instanceof fencer.MultiLock) {
+      // One name of a multi-lock, through the lock's own release: the
+      // server refuses it (multi_grant).
+      await client.release("locks", a.name, h.token, h.secret);
+    } else {
+      await (h instanceof fencer.Session ? h.close() : h.release());
+    }
     return {};
   },
   async lease_state(a) {

@@ -116,9 +116,12 @@ export class Lease extends Keeper implements Held {
     await this.release().catch(() => {});
   }
 
-  /** proclaim changes the value this holder publishes (an election's); the token, its term, stays. */
+  /**
+   * proclaim changes the value this holder publishes (an election's); the
+   * token, its term, stays. The server decides whether the grant still
+   * holds (410 lease_lost when it does not), as the Go client's Proclaim.
+   */
   async proclaim(value: string): Promise<void> {
-    this.check();
     this.value = await this.client.proclaim(this, value);
   }
 
