@@ -116,3 +116,29 @@ test("revoke, history and token lookup", async () => {
   await assert.rejects(client.acquire("bad name!"), fencer.InvalidNameError);
   await assert.rejects(client.acquire("ts.ttl", { ttlMs: 5 }), fencer.InvalidTTLError);
 });
+
+test("a session revoked by an operator ends every grant under it, revoked", async () => {
+  const s = await client.session({ ttlMs: 1500 });
+  const l = await s.lock("ts.srev.lock");
+  const p = await s.acquirePermit("ts.srev.sem", 2);
+  await client.revokeSession(s.id);
+  await new Promise((r) => (s.signal.aborted ? r() : s.signal.addEventListener("abort", r, { once: true })));
+  assert.equal(s.reason, "revoked");
+  assert.equal(l.reason, "revoked");
+  assert.equal(p.reason, "revoked");
+  assert.ok(l.err instanceof fencer.RevokedError);
+  assert.equal(l.signal.aborted, true);
+});
+
+test("a frozen session's grants are lost on their first look", async () => {
+  const s = await client.session({ ttlMs: 600 });
+  const l = await s.lock("ts.sfrozen");
+  const end = performance.now() + 900;
+  while (performance.now() < end) {
+    // no timer runs
+  }
+  assert.equal(l.lost, true);
+  assert.equal(l.reason, "session");
+  assert.equal(s.reason, "deadline");
+  await s.close().catch(() => {});
+});
