@@ -2,94 +2,20 @@
 // The rules it keeps are api/client/doc.go's; README.md says what they
 // guarantee.
 
-import { randomBytes } from "node:crypto";
 import { hostname } from "node:os";
 import * as answer from "./answer.js";
 import {
-  BadAnswerError, InvalidModeError, InvalidNamesError, InvalidRequestError, InvalidTTLError, LeaseLostError, LockDelayError,
+  BadAnswerError, InvalidModeError, InvalidNamesError, LeaseLostError, LockDelayError,
   LockHeldError, NotFoundError, OutcomeUnknownError, RevokedError, StaleTokenError, TimeoutError,
 } from "./errors.js";
-import { Lease, MultiLock, type Held, type Kind } from "./lease.js";
-import { Session, type SessionAcquireOptions, type SessionGrant } from "./session.js";
+import { Lease, MultiLock, underLease, type Kind } from "./lease.js";
+import {
+  checkTTL, checkWait, DEFAULT_TTL, MAX_NAMES, MAX_WAIT, requestId, seg,
+  type AcquireOptions, type ClientOptions, type ElectionLeader, type GrantRecord,
+} from "./options.js";
+import { Session, sessionGrants, type SessionAcquireOptions, type SessionGrant } from "./session.js";
 import { now, sleep, Transport, type Request, type Response } from "./transport.js";
 import { Watch, type WatchOptions } from "./watch.js";
-
-/** The options of a Client. */
-export interface ClientOptions {
-  /** A bearer token from the cluster's ACL file. */
-  token?: string;
-  /** Each attempt's timeout, in ms (default 10000; an acquire's wait is added). */
-  attemptTimeoutMs?: number;
-  /** Attempts per request across members and leader changes (default 10). */
-  attempts?: number;
-  /** The holder name acquires use unless told otherwise (default host:pid). */
-  holder?: string;
-  /** The longest answer read (default 4 MiB); a longer one is a BadAnswerError. */
-  maxAnswerBytes?: number;
-}
-
-/** The options of an acquire (a lock, a permit, an election). */
-export interface AcquireOptions {
-  /** The lease's TTL in ms, 100 to 86400000 (default 10000). */
-  ttlMs?: number;
-  /** How long to queue, in ms, 0 to 60000 (default 0: no wait). */
-  waitMs?: number;
-  holder?: string;
-  /** Renew in the background (default true). */
-  keepAlive?: boolean;
-  /** If the grant ends by expiry, nobody may take the lock for this long. */
-  lockDelayMs?: number;
-  /** A value published with the grant (an election's leader's address). */
-  value?: string;
-  /** "exclusive" (default) or "shared". */
-  mode?: "exclusive" | "shared";
-  /** Ends the call (not the lease once granted). */
-  signal?: AbortSignal;
-}
-
-/** An election's leader now. */
-export interface ElectionLeader {
-  holder: string;
-  value: string;
-  /** The term of office: the grant's token. */
-  token: number;
-}
-
-/** One grant of the history (GET /v1/locks/{name}/history, /v1/tokens/{token}). */
-export interface GrantRecord {
-  token: number;
-  lock: string;
-  semaphore?: string;
-  holder: string;
-  granted_index: number;
-  ended: string;
-  ended_index?: number;
-  mode?: string;
-}
-
-const MAX_WAIT = 60000;
-const MAX_NAMES = 64;
-const DEFAULT_TTL = 10000;
-
-function requestId(): string {
-  return randomBytes(16).toString("hex");
-}
-
-function seg(s: string): string {
-  return encodeURIComponent(s);
-}
-
-function checkTTL(ttlMs: number): void {
-  if (!Number.isInteger(ttlMs) || ttlMs < 100 || ttlMs > 86400000) {
-    throw new InvalidTTLError(`ttlMs ${ttlMs}: want an integer from 100 to 86400000`, "invalid_ttl");
-  }
-}
-
-function checkWait(waitMs: number): void {
-  if (!Number.isInteger(waitMs) || waitMs < 0 || waitMs > MAX_WAIT) {
-    throw new InvalidRequestError(`waitMs ${waitMs}: want an integer from 0 to ${MAX_WAIT}`, "invalid_wait");
-  }
-}
 
 /** Client is a client of one fencer cluster. */
 export class Client {
@@ -523,34 +449,3 @@ export class Client {
     }
   }
 }
-
-/** underLease runs fn under a held lease, rejecting with its loss as soon as the lease is lost. */
-export async function underLease<T, H extends Held>(held: H, fn: (signal: AbortSignal, held: H) => Promise<T> | T): Promise<T> {
-  const signal = held.signal;
-  let onAbort: () => void = () => {};
-  const lost = new Promise<never>((_, reject) => {
-    onAbort = () => reject(signal.reason);
-    if (signal.aborted) onAbort();
-    else signal.addEventListener("abort", onAbort, { once: true });
-  });
-  const run = Promise.resolve().then(() => fn(signal, held));
-  run.catch(() => {}); // after a loss, fn's own end is nobody's to report
-  lost.catch(() => {});
-  try {
-    return await Promise.race([run, lost]);
-  } finally {
-    signal.removeEventListener("abort", onAbort);
-  }
-}
-
-function sessionGrants(b: answer.Obj, field: string, what: string): SessionGrant[] {
-  const out = answer.objects(b, field, what);
-  for (const g of out) {
-    if ((g.kind !== "lock" && g.kind !== "semaphore") || typeof g.name !== "string" || g.name === "") {
-      throw new BadAnswerError(`${what}: ${field} holds something that is not a lock or semaphore grant by name`);
-    }
-    answer.token(g.token, what);
-  }
-  return out as unknown as SessionGrant[];
-}
-

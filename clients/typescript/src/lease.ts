@@ -218,4 +218,23 @@ async function releaseReporting(giveBack: () => Promise<void>, lost: FencerError
   if (lost) throw lost;
 }
 
+/** underLease runs fn under a held lease, rejecting with its loss as soon as the lease is lost. */
+export async function underLease<T, H extends Held>(held: H, fn: (signal: AbortSignal, held: H) => Promise<T> | T): Promise<T> {
+  const signal = held.signal;
+  let onAbort: () => void = () => {};
+  const lost = new Promise<never>((_, reject) => {
+    onAbort = () => reject(signal.reason);
+    if (signal.aborted) onAbort();
+    else signal.addEventListener("abort", onAbort, { once: true });
+  });
+  const run = Promise.resolve().then(() => fn(signal, held));
+  run.catch(() => {}); // after a loss, fn's own end is nobody's to report
+  lost.catch(() => {});
+  try {
+    return await Promise.race([run, lost]);
+  } finally {
+    signal.removeEventListener("abort", onAbort);
+  }
+}
+
 export type { LostReason };

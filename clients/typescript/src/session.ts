@@ -4,10 +4,11 @@
 // the session's signal and each grant's abort together, before the server
 // can expire it (api/client/DESIGN.md, "Sessions").
 
-import { FencerError, LeaseLostError, SessionExpiredError, SessionMismatchError, UnknownSessionError } from "./errors.js";
+import { BadAnswerError, FencerError, LeaseLostError, SessionExpiredError, SessionMismatchError, UnknownSessionError } from "./errors.js";
 import { Keeper, ReleasedError } from "./keeper.js";
 import * as answer from "./answer.js";
-import type { AcquireOptions, Client } from "./client.js";
+import type { Client } from "./client.js";
+import type { AcquireOptions } from "./options.js";
 import type { Lease } from "./lease.js";
 import type { Response } from "./transport.js";
 
@@ -138,4 +139,16 @@ export class Session extends Keeper {
   campaign(name: string, value: string, opts: SessionAcquireOptions & { timeoutMs?: number } = {}): Promise<Lease> {
     return this.client.campaignWith((waitMs) => this.lock(name, { ...opts, value, waitMs }), opts.timeoutMs, opts.signal);
   }
+}
+
+/** sessionGrants checks the grants a session answer lists: each a kind, a name and a token. */
+export function sessionGrants(b: answer.Obj, field: string, what: string): SessionGrant[] {
+  const out = answer.objects(b, field, what);
+  for (const g of out) {
+    if ((g.kind !== "lock" && g.kind !== "semaphore") || typeof g.name !== "string" || g.name === "") {
+      throw new BadAnswerError(`${what}: ${field} holds something that is not a lock or semaphore grant by name`);
+    }
+    answer.token(g.token, what);
+  }
+  return out as unknown as SessionGrant[];
 }
