@@ -126,3 +126,29 @@ test("withLock runs fn under the lock, aborts it on loss, and releases", async (
   }), fencer.RevokedError);
   assert.ok(aborted instanceof fencer.RevokedError);
 });
+
+test("a leader frozen by SIGSTOP (connections open, no answers): the lease holds through the next leader", async () => {
+  const ttlMs = 3000;
+  const lease = await client.acquire("ts.frozen-leader", { ttlMs });
+  const old = await cluster.leader();
+  old.proc.kill("SIGSTOP");
+  try {
+    await poll("a new leader", async () => {
+      for (const nd of cluster.nodes) {
+        if (nd === old || !cluster.running(nd)) continue;
+        const st = await (await fetch(`http://${nd.http}/v1/cluster`, { signal: AbortSignal.timeout(1000) })).json();
+        if (st.leader && st.leader !== old.id) return true;
+      }
+      return false;
+    }, 30000);
+    const until = performance.now() + 2 * ttlMs;
+    while (performance.now() < until) {
+      assert.equal(lease.lost, false, `lost: ${lease.err?.message}`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    assert.equal((await client.check("ts.frozen-leader", lease.token)).current, true);
+  } finally {
+    old.proc.kill("SIGCONT");
+  }
+  await lease.release();
+});
