@@ -27,6 +27,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any, Dict, MutableMapping, Optional
 
+from . import calls
 from .errors import FencerError, LeaseExpired, LeaseLost
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -304,8 +305,7 @@ class Lease(KeptAlive):
         """Change the value this holder publishes (an election leader's
         address, say); the token, its term, does not change. Raises
         :class:`LeaseLost` when this caller no longer holds the lock."""
-        from .client import _lock_path  # client imports this module
-        resp = self._client.request("POST", _lock_path(self.name, "value"),
+        resp = self._client.request("POST", calls.lock_path(self.name, "value"),
                                     {"lease": self.secret, "token": self.token, "value": value})
         self.value = resp.json().get("value", value)
 
