@@ -1,5 +1,7 @@
 """What each call sends, apart from how: endpoints, paths, the bounds the
-client checks before sending, and the bodies of acquires and sessions.
+client checks before sending (refused with the code the server would give,
+``invalid_ttl``, ``invalid_wait``, ``invalid_mode``, ``invalid_names``),
+and the bodies of acquires and sessions.
 
 Pure (no sockets, clocks or event loops), so the synchronous client
 (:mod:`fencer.client`) and the asyncio one (:mod:`fencer.aio`) send the same
@@ -91,19 +93,19 @@ def lock_path(name: str, op: str) -> str:
 
 def check_ttl(ttl: float) -> None:
     if not MIN_TTL <= ttl <= MAX_TTL:
-        raise InvalidRequest("ttl %r: want %g to %g seconds" % (ttl, MIN_TTL, MAX_TTL))
+        raise InvalidRequest("ttl %r: want %g to %g seconds" % (ttl, MIN_TTL, MAX_TTL), code="invalid_ttl")
 
 
 def check_wait(wait: float) -> None:
     if not 0 <= wait <= MAX_WAIT:
-        raise InvalidRequest("wait %r: want 0 to %g seconds" % (wait, MAX_WAIT))
+        raise InvalidRequest("wait %r: want 0 to %g seconds" % (wait, MAX_WAIT), code="invalid_wait")
 
 
 def set_mode(body: Dict[str, Any], mode: str) -> None:
     """Put a lock acquire's mode in its body: absent for an exclusive lock,
     as every client before modes sent it."""
     if mode not in ("shared", "exclusive"):
-        raise InvalidRequest("mode %r: want 'shared' or 'exclusive'" % (mode,))
+        raise InvalidRequest("mode %r: want 'shared' or 'exclusive'" % (mode,), code="invalid_mode")
     if mode == "shared":
         body["mode"] = "shared"
 
