@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import signal
 import time
 import unittest
 from typing import Any, List
@@ -89,22 +90,46 @@ class AioFailoverTest(unittest.IsolatedAsyncioTestCase):
         w = watcher.watch(prefix="aio.f.w.", since=(await writer.cluster())["applied_index"])
         self.addAsyncCleanup(w.aclose)
         first = asyncio.ensure_future(w.__anext__())
+        self.addAsyncCleanup(_cancel, first)
+        lease = await writer.acquire("aio.f.w.lock", ttl=5)
+        self.addAsyncCleanup(lease.release)
         written = []
         for i in range(3):
-            await writer.request("PUT", "/v1/kv/aio.f.w.%d" % i, raw=b"x", headers={"Fencing-Token": "1"})
+            await writer.put("aio.f.w.%d" % i, b"x", lease.token)
             written.append("aio.f.w.%d" % i)
         got.append(await asyncio.wait_for(first, 10))
-        while len(got) < 3:
+        while len(got) < 4:  # the lock's acquired event, then three puts
             got.append(await asyncio.wait_for(w.__anext__(), 10))
         follower.kill()
         self.addCleanup(self.restart, follower)
         for i in range(3, 6):
-            await writer.request("PUT", "/v1/kv/aio.f.w.%d" % i, raw=b"x", headers={"Fencing-Token": "1"})
+            await writer.put("aio.f.w.%d" % i, b"x", lease.token)
             written.append("aio.f.w.%d" % i)
-        while len(got) < 6:
+        while len(got) < 7:
             got.append(await asyncio.wait_for(w.__anext__(), 15))
+        got = [e for e in got if e["type"] == "put"]
         self.assertEqual([e["key"] for e in got], written, "events lost, repeated or out of order across the member's death")
         self.assertEqual([e["index"] for e in got], sorted(e["index"] for e in got))
+
+    async def test_frozen_leader_left_once_another_leads(self) -> None:
+        # The leader stops (SIGSTOP) without closing its connections: a
+        # call to it, with 20 s to run, goes to the new leader once the
+        # other members name one, not after its 20 s.
+        c = await self.client(timeout=20)
+        await c.cluster()
+        leader = self.cluster.leader()
+        self.assertEqual(c._tr._leader.port, int(leader.http.rsplit(":", 1)[1]))
+        leader.proc.send_signal(signal.SIGSTOP)
+
+        def thaw() -> None:
+            leader.proc.send_signal(signal.SIGCONT)
+            self.cluster.leader()
+        self.addCleanup(thaw)
+        start = time.monotonic()
+        lease = await c.acquire("aio.f.frozen", ttl=5)
+        took = time.monotonic() - start
+        self.assertLess(took, 8, "an acquire held %.1fs by a frozen leader" % took)
+        await lease.release()
 
     async def test_lost_at_local_deadline_when_renewals_stop(self) -> None:
         c = await self.client()
@@ -158,6 +183,14 @@ class AioFailoverTest(unittest.IsolatedAsyncioTestCase):
         lost_after = time.monotonic() - sent
         self.assertLessEqual(lost_after, 3.0 - lease.margin + 0.1, "lost %.2fs after the acquire was sent" % lost_after)
         self.assertIsInstance(lease.cause, LeaseExpired)
+
+
+async def _cancel(fut: "asyncio.Future[Any]") -> None:
+    fut.cancel()
+    try:
+        await fut
+    except BaseException:
+        pass
 
 
 if __name__ == "__main__":
