@@ -10,7 +10,7 @@ import asyncio
 import json
 import os
 import sys
-from typing import Any, Dict, Optional, Set, Union
+from typing import Any, Dict, Set, Union
 
 import fencer
 from fencer import (BadAnswer, FencerError, InvalidRequest, LeaseLost, NotFound, OutcomeUnknown, Revoked,
