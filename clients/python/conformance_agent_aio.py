@@ -70,7 +70,8 @@ class Agent:
         await h.lost.wait() if not isinstance(h, Session) else await h.done.wait()
         if handle in self.asked:
             return
-        say({"event": "lost", "handle": handle, "code": "revoked" if isinstance(h.cause, Revoked) else "lease_lost"})
+        say({"event": "lost", "handle": handle, "code": "revoked" if isinstance(h.cause, Revoked) else "lease_lost",
+             "class": type(h.cause).__name__})
 
     def handle(self, args: Dict[str, Any]) -> Handle:
         h = self.handles.get(args.get("handle", ""))
@@ -147,6 +148,11 @@ class Agent:
 
     async def op_release(self, a: Dict[str, Any]) -> Dict[str, Any]:
         h = self.handle(a)
+        if a.get("name") and isinstance(h, MultiLock):
+            # One name of a multi-lock, through the lock's own release: the
+            # server refuses it (multi_grant).
+            await self.client.release(a["name"], h.token, h.secret)
+            return {}
         if not h.lost.is_set():
             self.asked.add(a["handle"])
         await h.release()

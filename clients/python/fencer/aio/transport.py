@@ -74,11 +74,16 @@ class Transport:
         """The aiohttp session, made on first use (inside the event loop)."""
         if self._http is None or self._http.closed:
             # No cookies (a fencing client keeps no state a server could
-            # plant) and no timeout of aiohttp's own: every call brings its
-            # deadline.
+            # plant), no timeout of aiohttp's own (every call brings its
+            # deadline), and a fresh connection per request, as the
+            # synchronous client's: a pooled one that the member closed
+            # while this process was paused fails on reuse in a way that
+            # cannot tell "never arrived" from "answer lost", and would turn
+            # a refused write into OutcomeUnknown.
             self._http = aiohttp.ClientSession(cookie_jar=aiohttp.DummyCookieJar(),
                                                timeout=aiohttp.ClientTimeout(total=None),
-                                               connector=aiohttp.TCPConnector(ssl=self._ssl if self._ssl else False))
+                                               connector=aiohttp.TCPConnector(ssl=self._ssl if self._ssl else False,
+                                                                              force_close=True))
         return self._http
 
     async def close(self) -> None:
