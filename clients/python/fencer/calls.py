@@ -93,19 +93,19 @@ def lock_path(name: str, op: str) -> str:
 
 def check_ttl(ttl: float) -> None:
     if not MIN_TTL <= ttl <= MAX_TTL:
-        raise InvalidRequest("ttl %r: want %g to %g seconds" % (ttl, MIN_TTL, MAX_TTL), code="invalid_ttl")
+        raise InvalidRequest("ttl %r: want %g to %g seconds" % (ttl, MIN_TTL, MAX_TTL), code="invalid_ttl", status=400)
 
 
 def check_wait(wait: float) -> None:
     if not 0 <= wait <= MAX_WAIT:
-        raise InvalidRequest("wait %r: want 0 to %g seconds" % (wait, MAX_WAIT), code="invalid_wait")
+        raise InvalidRequest("wait %r: want 0 to %g seconds" % (wait, MAX_WAIT), code="invalid_wait", status=400)
 
 
 def set_mode(body: Dict[str, Any], mode: str) -> None:
     """Put a lock acquire's mode in its body: absent for an exclusive lock,
     as every client before modes sent it."""
     if mode not in ("shared", "exclusive"):
-        raise InvalidRequest("mode %r: want 'shared' or 'exclusive'" % (mode,), code="invalid_mode")
+        raise InvalidRequest("mode %r: want 'shared' or 'exclusive'" % (mode,), code="invalid_mode", status=400)
     if mode == "shared":
         body["mode"] = "shared"
 
@@ -168,7 +168,7 @@ def multi_body(names: Sequence[str], holder: str, ttl: float) -> Dict[str, Any]:
     check_ttl(ttl)
     names = list(names)
     if not 1 <= len(names) <= MAX_NAMES or len(set(names)) != len(names):
-        raise InvalidRequest("names %r: want 1 to %d lock names, none twice" % (names, MAX_NAMES), code="invalid_names")
+        raise InvalidRequest("names %r: want 1 to %d lock names, none twice" % (names, MAX_NAMES), code="invalid_names", status=400)
     return {"names": names, "holder": holder, "ttl_ms": int(ttl * 1000), "request_id": request_id()}
 
 
