@@ -138,7 +138,10 @@ class AioClusterTest(unittest.IsolatedAsyncioTestCase):
         child = subprocess.Popen([sys.executable, "-m", "tests.aio_holder", ",".join(self.cluster.endpoints()),
                                   "aio.stopped", "1"], cwd=os.path.dirname(HERE), env=env,
                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.addCleanup(child.wait)
         self.addCleanup(child.kill)
+        for pipe in (child.stdin, child.stdout):
+            self.addCleanup(pipe.close)  # type: ignore[union-attr]
 
         def ask(line: str) -> dict:
             assert child.stdin is not None and child.stdout is not None
@@ -146,8 +149,7 @@ class AioClusterTest(unittest.IsolatedAsyncioTestCase):
             child.stdin.flush()
             return json.loads(child.stdout.readline())
 
-        assert child.stdout is not None
-        token = json.loads(child.stdout.readline())["token"]
+        token = json.loads(child.stdout.readline())["token"]  # type: ignore[union-attr]
         self.assertEqual(ask("state"), {"valid": True, "lost_set": False})
         child.send_signal(signal.SIGSTOP)
         sync = SyncClient(self.cluster.endpoints(), holder="aio-newer")
@@ -159,10 +161,8 @@ class AioClusterTest(unittest.IsolatedAsyncioTestCase):
         self.assertEqual(ask("state"), {"valid": False, "lost_set": True})
         self.assertEqual(ask("put aio.stopped.k"), {"error": "stale_token", "class": "StaleToken"})
         self.assertEqual(sync.get("aio.stopped.k")[0], b"newer")
-        ask_exit = child.stdin
-        assert ask_exit is not None
-        ask_exit.write("exit\n")
-        ask_exit.flush()
+        child.stdin.write("exit\n")  # type: ignore[union-attr]
+        child.stdin.flush()  # type: ignore[union-attr]
         self.assertEqual(child.wait(10), 0)
 
     async def test_late_grant_is_confirmed(self) -> None:
