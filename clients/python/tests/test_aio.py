@@ -16,7 +16,8 @@ import unittest
 from typing import Any, List
 
 from fencer import (Client as SyncClient, InvalidRequest, LeaseExpired, LeaseLost, LimitMismatch, LockHeld,
-                    MultiGrant, NotLockHolder, Revoked, SemaphoreFull, StaleToken, UnknownSession, UnknownToken)
+                    MultiGrant, NotLockHolder, Revoked, SemaphoreFull, StaleToken, Unavailable, UnknownSession,
+                    UnknownToken)
 from fencer.aio import Client
 
 from .cluster import Cluster
@@ -164,6 +165,18 @@ class AioClusterTest(unittest.IsolatedAsyncioTestCase):
         child.stdin.write("exit\n")  # type: ignore[union-attr]
         child.stdin.flush()  # type: ignore[union-attr]
         self.assertEqual(child.wait(10), 0)
+
+    async def test_closed_client_sends_nothing(self) -> None:
+        # A lease left held when its client closes is not renewed through a
+        # session reopened behind the caller's back: it ends at its deadline.
+        c = Client(self.cluster.endpoints())
+        lease = await c.acquire("aio.closed", ttl=1)
+        await c.close()
+        await asyncio.wait_for(lease.lost.wait(), 2)
+        self.assertIsInstance(lease.cause, LeaseExpired)
+        with self.assertRaises(Unavailable):
+            await c.status("aio.closed")
+        self.assertIsNone(c._tr._http)
 
     async def test_late_grant_is_confirmed(self) -> None:
         a, b = await self.client(holder="aio-late-a"), await self.client(holder="aio-late-b")

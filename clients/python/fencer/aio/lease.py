@@ -268,7 +268,7 @@ class KeptAlive:
                 task.uncancel()
                 if task.cancelling():
                     raise asyncio.CancelledError()  # cancelled from outside too
-            raise self._lost_error() from (exc if isinstance(exc, asyncio.CancelledError) else None)
+            raise self._lost_error() from exc
 
 
 async def _quietly(fn: Callable[[], Awaitable[Any]]) -> None:
