@@ -41,7 +41,12 @@ class Pending(Generic[H]):
 
     async def __aenter__(self) -> H:
         self._held = await self._make()
-        return await self._held.__aenter__()
+        try:
+            return await self._held.__aenter__()
+        except LeaseLost:
+            # Lost between the grant and the block: give it back all the same.
+            await self._held.__aexit__(None, None, None)
+            raise
 
     async def __aexit__(self, et: Any, exc: Optional[BaseException], tb: Any) -> None:
         assert self._held is not None
