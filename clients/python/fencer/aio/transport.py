@@ -69,10 +69,15 @@ class Transport:
         self._next = 0
         self._http: Optional[aiohttp.ClientSession] = None
         self._discovering: Optional[asyncio.Lock] = None
+        self._closed = False
 
     def session(self) -> aiohttp.ClientSession:
-        """The aiohttp session, made on first use (inside the event loop)."""
-        if self._http is None or self._http.closed:
+        """The aiohttp session, made on first use (inside the event loop).
+        After :meth:`close` every request fails (Unreached), so a lease
+        still held ends at its deadline rather than reopening a session."""
+        if self._closed:
+            raise Unreached("the client is closed", sent=False)
+        if self._http is None:
             # No cookies (a fencing client keeps no state a server could
             # plant), no timeout of aiohttp's own (every call brings its
             # deadline), and a fresh connection per request, as the
@@ -87,6 +92,7 @@ class Transport:
         return self._http
 
     async def close(self) -> None:
+        self._closed = True
         if self._http is not None:
             await self._http.close()
             self._http = None
