@@ -355,7 +355,7 @@ async def _confirm_if_late(kept: Any) -> None:
     """A grant (or session) whose request went out more than TTL/3 before
     its answer arrived is confirmed by one renewal first."""
     received = time.monotonic()
-    if received - kept._confirmed > kept.ttl / 3:
+    if kept._clock.late(received):
         await kept._confirm_late(received)
 
 

@@ -1,8 +1,8 @@
 """A held grant on an event loop: its local deadline, its keep-alive task,
 and how its loss reaches the code running under it.
 
-The deadline rule is the synchronous client's and the Go client's
-(:mod:`fencer.lease`): a lease is measured from the monotonic send time of
+The deadline rule is the synchronous client's and the Go client's, from
+one copy (:class:`fencer.deadline.LeaseClock`): a lease is measured from the monotonic send time of
 its last confirmed acquire or renewal and given up at that time + TTL −
 margin (TTL/10, at least 50 ms), before the server could expire it.
 Renewals go out at about TTL/3 with jitter, each bounded by the deadline; a
@@ -23,15 +23,14 @@ other's tokens.
 from __future__ import annotations
 
 import asyncio
-import random
 import sys
 import time
 from typing import (TYPE_CHECKING, Any, Awaitable, Callable, Dict, List, MutableMapping, Optional, Set,
                     TypeVar)
 
 from .. import answer, calls
-from ..errors import FencerError, InvalidRequest, LeaseExpired, LeaseLost
-from ..lease import margin
+from ..deadline import LeaseClock
+from ..errors import FencerError, InvalidRequest, LeaseLost
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..client import Response
@@ -53,13 +52,12 @@ class KeptAlive:
 
     def __init__(self, client: "Client", ttl_ms: int, start: float) -> None:
         self._client = client
+        self._clock = LeaseClock(ttl_ms, start)
         #: The TTL as granted, in milliseconds: every renewal must report it.
-        self.ttl_ms: int = int(ttl_ms)
-        self.ttl: float = self.ttl_ms / 1000.0
-        self.margin = margin(self.ttl)
+        self.ttl_ms: int = self._clock.ttl_ms
+        self.ttl: float = self._clock.ttl
+        self.margin = self._clock.margin
         self._ended = asyncio.Event()
-        self._confirmed = start
-        self._due = start + self._interval()
         self._cause: Optional[FencerError] = None
         self._task: Optional["asyncio.Task[None]"] = None
         self._guarded: Set["asyncio.Task[Any]"] = set()
@@ -82,13 +80,10 @@ class KeptAlive:
 
     # ---- the deadline ------------------------------------------------------
 
-    def _interval(self) -> float:
-        return self.ttl / 3 * (0.8 + 0.2 * random.random())
-
     @property
     def deadline(self) -> float:
         """The local deadline on the :func:`time.monotonic` clock."""
-        return self._confirmed + self.ttl - self.margin
+        return self._clock.deadline
 
     @property
     def cause(self) -> Optional[FencerError]:
@@ -97,10 +92,8 @@ class KeptAlive:
         return self._cause
 
     def _confirm(self, sent: float) -> None:
-        if self._cause is not None or sent <= self._confirmed:
-            return
-        self._confirmed = sent
-        self._due = sent + self._interval()
+        if self._cause is None:
+            self._clock.confirm(sent)
 
     def _lose(self, cause: FencerError, *, asked: bool = False) -> None:
         """End the lease with ``cause``: ``lost`` is set and the guarded
@@ -121,9 +114,8 @@ class KeptAlive:
 
     def _check_deadline(self) -> None:
         now = time.monotonic()
-        if self._cause is None and now >= self.deadline:
-            self._lose(LeaseExpired("%s: no renewal confirmed before the local deadline (last confirmed %.3fs ago, ttl %gs, margin %gs)"
-                                    % (self.what, now - self._confirmed, self.ttl, self.margin), code=self._expired_code))
+        if self._cause is None and self._clock.expired(now):
+            self._lose(self._clock.expiry(now, self.what, self._expired_code))
 
     def check(self) -> None:
         """Raise the cause (a :class:`LeaseLost`) if the lease may be lost;
@@ -174,9 +166,7 @@ class KeptAlive:
                             % (self.what, cause, after), code=cause.code, status=cause.status) from cause
 
     def _attempt_timeout(self) -> float:
-        # A third of the TTL per attempt, so that a hung member leaves time
-        # to renew through another before the deadline.
-        return max(self.ttl / 3, 0.1)
+        return self._clock.attempt_timeout()
 
     def _start(self, keep_alive: bool) -> None:
         self._task = asyncio.ensure_future(self._keep(keep_alive))
@@ -185,18 +175,17 @@ class KeptAlive:
         """The keep-alive task: wakes at the next renewal or the deadline,
         whichever is first."""
         while True:
-            wake = min(self.deadline, self._due) if keep_alive else self.deadline
-            await asyncio.sleep(max(0.0, wake - time.monotonic()))
+            await asyncio.sleep(max(0.0, self._clock.wake(keep_alive) - time.monotonic()))
             self._check_deadline()
             if self._cause is not None:
                 return
-            if keep_alive and time.monotonic() >= self._due:
+            if keep_alive and time.monotonic() >= self._clock.due:
                 try:
                     await self.renew()
                 except FencerError:
                     if self._cause is not None:
                         return
-                    self._due = time.monotonic() + min(self.ttl / 10, 1.0)  # soon; the deadline still rules
+                    self._clock.failed(time.monotonic())
 
     async def _halt(self) -> None:
         """Stop the keep-alive task (unless it is the caller)."""
