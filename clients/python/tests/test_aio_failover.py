@@ -181,7 +181,7 @@ class AioFailoverTest(unittest.IsolatedAsyncioTestCase):
         silent = True
         await asyncio.wait_for(lease.lost.wait(), 5)
         lost_after = time.monotonic() - sent
-        self.assertLessEqual(lost_after, 3.0 - lease.margin + 0.1, "lost %.2fs after the acquire was sent" % lost_after)
+        self.assertLessEqual(lost_after, 2.8, "lost %.2fs after the acquire was sent, not at TTL - TTL/10" % lost_after)
         self.assertIsInstance(lease.cause, LeaseExpired)
 
 
