@@ -9,7 +9,8 @@
     with client.session(ttl=10) as session:  # one lease for many grants
         a, b = session.lock("partition-1"), session.lock("partition-2")
 
-See README.md for the guarantees.
+See README.md for the guarantees. ``fencer.aio`` is the same client for
+asyncio (it needs aiohttp; nothing here imports it).
 """
 
 from .client import Client, EventsLagged, EventStream, Response, Watch

@@ -19,7 +19,7 @@ import json
 import re
 from typing import Any, Dict, List, Optional
 
-from .errors import BadAnswer
+from .errors import BadAnswer, FencerError, from_response
 
 MAX_TOKEN = 2 ** 64 - 1
 _LEASE = re.compile(r"[0-9a-f]{32}\Z")
@@ -193,3 +193,64 @@ def session_close(body: Dict[str, Any], *, session: int) -> List[Dict[str, Any]]
     what = "close session %d" % session
     _equal(body, "session", session, what)
     return session_grants(body, "released", what)
+
+
+def refusal(status: int, headers: Dict[str, str], body: bytes, what: str) -> FencerError:
+    """The error a non-2xx answer stands for: the exception its code names
+    for an error status, :class:`~fencer.errors.BadAnswer` for anything else
+    (a redirect, which no fencer node sends and the client never follows,
+    or a 1xx). ``headers`` has lower-case names."""
+    if status < 400:
+        location = " (Location: %s)" % headers["location"] if "location" in headers else ""
+        return BadAnswer("%s: HTTP %d is neither a success nor an error%s; the client follows no redirect"
+                         % (what, status, location), reason="status", status=status)
+    try:
+        err = json.loads(body) if body else {}
+    except ValueError:
+        err = {}
+    if not isinstance(err, dict) or not err:
+        err = {"error": body.decode("utf-8", "replace")[:200]}
+    return from_response(status, err)
+
+
+def multi_grant(body: Dict[str, Any], *, names: List[str], holder: str, ttl_ms: int,
+                request_id: str) -> Dict[str, Any]:
+    """Check a multi-lock's grant against the request and return it: every
+    name asked for, in order, one token, a secret, a TTL no longer than
+    asked."""
+    what = "multi-lock %s" % ",".join(names)
+    if body.get("names") != names:
+        raise BadAnswer("%s: the answer names locks %r" % (what, body.get("names")), reason="mismatch")
+    _equal(body, "holder", holder, what)
+    token(body.get("token"), what)
+    _secret(body, what)
+    got_ttl = _positive_int(body.get("ttl_ms"), "ttl_ms", what)
+    if got_ttl > ttl_ms:
+        raise BadAnswer("%s: ttl_ms %d is above the %d asked for" % (what, got_ttl, ttl_ms), reason="mismatch")
+    if "request_id" in body:
+        _equal(body, "request_id", request_id, what)
+    return body
+
+
+def multi_renewal(body: Dict[str, Any], *, what: str, token: int, ttl_ms: int) -> None:
+    """Check a multi-lock renewal's answer: its token and TTL."""
+    if body.get("token") != token or body.get("ttl_ms") != ttl_ms:
+        raise BadAnswer("renew %s: the answer names token %r, ttl_ms %r" % (what, body.get("token"), body.get("ttl_ms")),
+                        reason="mismatch")
+
+
+def revoked(body: Dict[str, Any], *, name: str, token: int) -> Dict[str, Any]:
+    """Check a revoke's answer: the token revoked."""
+    if body.get("token") != token:
+        raise BadAnswer("revoke %r token %d answered for token %r" % (name, token, body.get("token")), reason="mismatch")
+    return body
+
+
+def leader(status: Dict[str, Any], name: str) -> Optional[Dict[str, Any]]:
+    """An election's leader from its lock's status (or a lock list's
+    entry, or an event): holder, token (the term) and value; None when the
+    status says nobody holds it."""
+    if "held" in status and not status.get("held"):
+        return None
+    return {"holder": status.get("holder", ""), "token": token(status.get("token"), "lock %r" % name),
+            "value": status.get("value", "")}

@@ -39,25 +39,25 @@ import io
 import json
 import os
 import random
-import secrets
 import socket
 import ssl
 import time
-import urllib.parse
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
-from . import answer
-from .errors import (BadAnswer, FencerError, InvalidRequest, LockDelay, LockHeld, NoLeader,
+from . import answer, calls
+from .calls import MAX_TTL, MAX_WAIT, MIN_TTL  # noqa: F401 (part of this module's API)
+from .calls import Endpoint as _Endpoint
+from .calls import lock_path as _lock_path
+from .calls import path as _path
+from .calls import quote as _quote
+from .errors import (BadAnswer, FencerError, LockDelay, LockHeld, NoLeader,
                      NotFound, OutcomeUnknown, ServerTimeout, StaleToken,
                      Unavailable, from_response)
 from .lease import Lease
 from .multilock import MultiLock, multi_lock
 from .session import Session
 
-MIN_TTL = 0.1
-MAX_TTL = 86400.0
-MAX_WAIT = 60.0
 #: The longest answer the client reads unless told otherwise (4 MiB): a
 #: lock list of some ten thousand locks, far below what would hurt.
 MAX_ANSWER_BYTES = 4 << 20
@@ -79,17 +79,6 @@ class Response:
         """The answer's JSON object; :class:`~fencer.errors.BadAnswer` for
         anything else (every fencer answer is one)."""
         return answer.obj(self.body, "HTTP %d answer" % self.status)
-
-
-@dataclass
-class _Endpoint:
-    scheme: str
-    host: str
-    port: int
-
-    @property
-    def url(self) -> str:
-        return "%s://%s:%d" % (self.scheme, self.host, self.port)
 
 
 class _DeadlineReader(io.RawIOBase):
@@ -147,15 +136,6 @@ def _read_body(resp: http.client.HTTPResponse, limit: int, what: str) -> bytes:
                             % (what, limit), reason="too_large", status=resp.status)
 
 
-def _parse_endpoint(raw: str, default_scheme: str) -> _Endpoint:
-    if "://" not in raw:
-        raw = default_scheme + "://" + raw
-    u = urllib.parse.urlsplit(raw)
-    if u.scheme not in ("http", "https") or not u.hostname:
-        raise ValueError("endpoint %r: want HOST:PORT or http(s)://HOST:PORT" % raw)
-    return _Endpoint(u.scheme, u.hostname, u.port or (443 if u.scheme == "https" else 80))
-
-
 class Client:
     """A client of a fencer cluster.
 
@@ -180,12 +160,7 @@ class Client:
                  key_file: Optional[str] = None, timeout: float = 5.0,
                  attempts: int = 10, holder: Optional[str] = None,
                  max_answer_bytes: int = MAX_ANSWER_BYTES) -> None:
-        if isinstance(endpoints, str):
-            endpoints = [e for e in endpoints.split(",") if e]
-        if not endpoints:
-            raise ValueError("no endpoints")
-        scheme = "https" if ca_file or cert_file else "http"
-        self._endpoints = [_parse_endpoint(e, scheme) for e in endpoints]
+        self._endpoints = calls.endpoints(endpoints, "https" if ca_file or cert_file else "http")
         self._ssl: Optional[ssl.SSLContext] = None
         if any(e.scheme == "https" for e in self._endpoints):
             self._ssl = ssl.create_default_context(cafile=ca_file)
@@ -239,12 +214,9 @@ class Client:
                                                   min(deadline, time.monotonic() + 2.0))
                 if status != 200:
                     continue
-                st = answer.obj(data, "GET /v1/cluster")
-                for m in st.get("members") or []:
-                    addr = m.get("http_addr") if isinstance(m, dict) else None
-                    if isinstance(addr, str) and addr and m.get("id") == st.get("leader"):
-                        host, _, port = addr.rpartition(":")
-                        return _Endpoint(ep.scheme, host.strip("[]"), int(port))
+                leader = calls.leader_endpoint(answer.obj(data, "GET /v1/cluster"), ep)
+                if leader is not None:
+                    return leader
             except (OSError, FencerError, ValueError, AttributeError):
                 continue  # no answer, or not one to follow: try the next
         return None
@@ -318,18 +290,9 @@ class Client:
             else:
                 if 200 <= status < 300:
                     return Response(status, rh, rb, sent, first_sent, lost)
-                if status < 400:
-                    raise BadAnswer("%s %s via %s: HTTP %d is neither a success nor an error%s; the client follows no redirect"
-                                    % (method, path, ep.url, status,
-                                       " (Location: %s)" % rh["location"] if "location" in rh else ""),
-                                    reason="status", status=status)
-                try:
-                    err_body = json.loads(rb) if rb else {}
-                    if not isinstance(err_body, dict):
-                        err_body = {}
-                except ValueError:
-                    err_body = {}
-                err = from_response(status, err_body or {"error": rb.decode("utf-8", "replace")[:200]})
+                err = answer.refusal(status, rh, rb, "%s %s via %s" % (method, path, ep.url))
+                if isinstance(err, BadAnswer):
+                    raise err
                 retriable = isinstance(err, NoLeader) or (isinstance(err, OutcomeUnknown) and retry_outcome_unknown)
                 if not retriable:
                     err.lost_answers = lost  # type: ignore[attr-defined]
@@ -386,18 +349,8 @@ class Client:
         and election until it is granted or its wait ends. A new leader
         serves the queue in enqueue order; :attr:`Lease.wait_index` says
         where this one queued."""
-        if not MIN_TTL <= ttl <= MAX_TTL:
-            raise InvalidRequest("ttl %r: want %g to %g seconds" % (ttl, MIN_TTL, MAX_TTL), code="invalid_ttl", status=400)
-        if not 0 <= wait <= MAX_WAIT:
-            raise InvalidRequest("wait %r: want 0 to %g seconds" % (wait, MAX_WAIT), code="invalid_wait", status=400)
-        body: Dict[str, Any] = {"holder": holder or self.holder, "ttl_ms": int(ttl * 1000),
-                                "wait_ms": int(wait * 1000), "request_id": secrets.token_hex(16)}
-        if lock_delay:
-            body["lock_delay_ms"] = int(lock_delay * 1000)
-        if value is not None:
-            body["value"] = value
-        _set_mode(body, mode)
-        _set_durable(body, durable, wait)
+        body = calls.lock_body(holder or self.holder, ttl, wait, lock_delay=lock_delay, value=value, mode=mode)
+        calls.set_durable(body, durable, wait)
         return self._acquire("locks", name, body, wait, keep_alive)
 
     def _acquire(self, kind: str, name: str, body: Dict[str, Any], wait: float, keep_alive: bool,
@@ -415,7 +368,7 @@ class Client:
         # The server starts the lease after the request that asked for it was
         # sent: the attempt answered, or for a retry answered with an earlier
         # grant, the first attempt.
-        start = resp.first_sent if grant.get("existing") else resp.sent
+        start = calls.lease_start(grant, resp.sent, resp.first_sent)
         lease = Lease(self, grant, start, kind=kind, session=session)
         if session is not None:
             # The grant lives on the session's lease, whose deadline a late
@@ -439,15 +392,8 @@ class Client:
         :class:`~fencer.errors.LockDelay` when the only free permits are in
         a lock-delay. ``lock_delay`` (seconds): if this permit ends by
         expiry, its slot cannot be granted again for that long."""
-        if not MIN_TTL <= ttl <= MAX_TTL:
-            raise InvalidRequest("ttl %r: want %g to %g seconds" % (ttl, MIN_TTL, MAX_TTL), code="invalid_ttl", status=400)
-        if not 0 <= wait <= MAX_WAIT:
-            raise InvalidRequest("wait %r: want 0 to %g seconds" % (wait, MAX_WAIT), code="invalid_wait", status=400)
-        body = {"holder": holder or self.holder, "limit": int(limit), "ttl_ms": int(ttl * 1000),
-                "wait_ms": int(wait * 1000), "request_id": secrets.token_hex(16)}
-        if lock_delay:
-            body["lock_delay_ms"] = int(lock_delay * 1000)
-        _set_durable(body, durable, wait)
+        body = calls.permit_body(holder or self.holder, limit, ttl, wait, lock_delay=lock_delay)
+        calls.set_durable(body, durable, wait)
         return self._acquire("semaphores", name, body, wait, keep_alive)
 
     def semaphore(self, name: str, limit: int, ttl: float = 10.0, wait: float = 0.0, **kw: Any) -> Lease:
@@ -463,8 +409,6 @@ class Client:
         raises :class:`~fencer.errors.LockHeld`, whose ``lock`` names the
         first held one. ``with client.multi_lock(["a", "b"]) as m:``
         releases every name on leaving."""
-        if not MIN_TTL <= ttl <= MAX_TTL:
-            raise InvalidRequest("ttl %r: want %g to %g seconds" % (ttl, MIN_TTL, MAX_TTL), code="invalid_ttl", status=400)
         return multi_lock(self, names, ttl, holder or self.holder, keep_alive)
 
     def semaphore_status(self, name: str) -> Dict[str, Any]:
@@ -554,16 +498,11 @@ class Client:
         answer that arrives more than TTL/3 after its request was sent (slow
         retries) is confirmed by one renewal, and the session closed and
         :class:`~fencer.errors.LeaseLost` raised if that fails."""
-        if not MIN_TTL <= ttl <= MAX_TTL:
-            raise InvalidRequest("ttl %r: want %g to %g seconds" % (ttl, MIN_TTL, MAX_TTL), code="invalid_ttl", status=400)
-        body: Dict[str, Any] = {"holder": holder or self.holder, "ttl_ms": int(ttl * 1000),
-                                "request_id": secrets.token_hex(16)}
-        if lock_delay:
-            body["lock_delay_ms"] = int(lock_delay * 1000)
+        body = calls.session_body(holder or self.holder, ttl, lock_delay=lock_delay)
         resp = self.request("POST", "/v1/sessions", body)
         created = answer.session(resp.json(), holder=body["holder"], ttl_ms=body["ttl_ms"],
                                  request_id=body["request_id"])
-        start = resp.first_sent if created.get("existing") else resp.sent
+        start = calls.lease_start(created, resp.sent, resp.first_sent)
         s = Session(self, created, start)
         if time.monotonic() - start > s.ttl / 3:
             s._confirm_late(time.monotonic())
@@ -600,9 +539,7 @@ class Client:
             if not getattr(e, "lost_answers", 0):
                 raise
             return {"lock" if kind == "locks" else "semaphore": name, "token": token}
-        if body.get("token") != token:
-            raise BadAnswer("revoke %r token %d answered for token %r" % (name, token, body.get("token")), reason="mismatch")
-        return body
+        return answer.revoked(body, name=name, token=token)
 
     def revoke_permit(self, name: str, token: int) -> Dict[str, Any]:
         """:meth:`revoke` for a semaphore's permit."""
@@ -661,10 +598,7 @@ class Client:
     def election_leader(self, name: str) -> Optional[Dict[str, Any]]:
         """The election's leader now: a dict with ``holder``, ``token`` (the
         term) and ``value``, or None when nobody leads."""
-        st = self.status(name)
-        if not st.get("held"):
-            return None
-        return {"holder": st.get("holder", ""), "token": answer.token(st.get("token"), "lock %r" % name), "value": st.get("value", "")}
+        return answer.leader(self.status(name), name)
 
     def observe(self, name: str, *, timeout: float = 60.0) -> Iterator[Dict[str, Any]]:
         """Yield the election's leader now (if any) and then each new leader
@@ -678,7 +612,7 @@ class Client:
         last: Optional[Dict[str, Any]] = None
         for st in answer.objects(resp.json(), "locks", "GET /v1/locks"):
             if st.get("lock") == name and st.get("held"):
-                last = {"holder": st.get("holder", ""), "token": answer.token(st.get("token"), "lock %r" % name), "value": st.get("value", "")}
+                last = answer.leader(st, name)
                 yield dict(last)
         with self.events(since=index, prefix=name, timeout=timeout) as stream:
             for ev in stream:
@@ -686,7 +620,7 @@ class Client:
                     continue  # another lock with name as its prefix
                 if ev.get("type") not in ("acquired", "handed_off", "value_set"):
                     continue
-                now = {"holder": ev.get("holder", ""), "token": answer.token(ev.get("token"), "event of %r" % name), "value": ev.get("value", "")}
+                now = answer.leader(ev, name)
                 # A proclaim retried after a lost answer applies twice: the
                 # same state again is no change.
                 if now != last:
@@ -710,12 +644,7 @@ class Client:
         :class:`~fencer.errors.EventsCompacted`. ``last_event_id`` resumes
         after that index (``Last-Event-ID``, which wins over ``since``);
         :meth:`watch` resumes by itself."""
-        q = {}
-        if since is not None:
-            q["since"] = str(since)
-        if prefix:
-            q["prefix"] = prefix
-        path = "/v1/events" + ("?" + urllib.parse.urlencode(q) if q else "")
+        path = "/v1/events" + calls.events_query(since, prefix)
         last: Optional[Exception] = None
         for ep in self._endpoints:
             if ep.scheme == "https":
@@ -873,19 +802,6 @@ class EventStream:
         self.close()
 
 
-def _quote(s: str) -> str:
-    return urllib.parse.quote(s, safe="")
-
-
-def _path(kind: str, name: str, op: str) -> str:
-    p = "/v1/%s/%s" % (kind, _quote(name))
-    return p + "/" + op if op else p
-
-
-def _lock_path(name: str, op: str) -> str:
-    return _path("locks", name, op)
-
-
 class Watch:
     """A resumed event stream (:meth:`Client.watch`): iterate it for event
     dicts; :meth:`close` ends it, from any thread."""
@@ -953,21 +869,3 @@ class Watch:
 
 
 __all__ = ["Client", "Response", "EventStream", "EventsLagged", "Watch"]
-
-
-def _set_durable(body: Dict[str, Any], durable: bool, wait: float) -> None:
-    """Put durable in an acquire's body: a durable acquire waits."""
-    if not durable:
-        return
-    if wait <= 0:
-        raise InvalidRequest("durable: a durable acquire keeps a waiter's place; give wait > 0")
-    body["durable"] = True
-
-
-def _set_mode(body: Dict[str, Any], mode: str) -> None:
-    """Put a lock acquire's mode in its body: absent for an exclusive lock,
-    as every client before modes sent it."""
-    if mode not in ("shared", "exclusive"):
-        raise InvalidRequest("mode %r: want 'shared' or 'exclusive'" % (mode,), code="invalid_mode", status=400)
-    if mode == "shared":
-        body["mode"] = "shared"

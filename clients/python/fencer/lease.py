@@ -1,14 +1,15 @@
 """A held lock, kept alive in a background thread; and the keep-alive
 itself (:class:`KeptAlive`), which a session's lease uses too.
 
-The deadline rule (the Go client's, ``api/client/doc.go``): the server starts
-or extends a lease when it handles the request, never before the client sent
-it. So the client measures the lease from the monotonic send time of its last
-confirmed renewal (or of the acquire) and stops believing in it at that time
-plus TTL minus a margin (TTL/10, at least 50 ms, at most TTL/2), before the
-server could expire it. Renewals go out at about TTL/3 with jitter, so two can
-fail before the deadline; a refused renewal (410 lease_lost) ends the lease at
-once. :meth:`Lease.check` reads the clock itself, so a process paused past its
+The deadline rule (the Go client's, ``api/client/doc.go``; its arithmetic
+is :class:`fencer.deadline.LeaseClock`, shared with the asyncio client): the
+server starts or extends a lease when it handles the request, never before
+the client sent it. So the client measures the lease from the monotonic send
+time of its last confirmed renewal (or of the acquire) and stops believing in
+it at that time plus TTL minus a margin (TTL/10, at least 50 ms, at most
+TTL/2), before the server could expire it. Renewals go out at about TTL/3
+with jitter, so two can fail before the deadline; a refused renewal (410
+lease_lost) ends the lease at once. :meth:`Lease.check` reads the clock itself, so a process paused past its
 deadline sees the loss on its first look, before the thread runs.
 
 Only a renewal the server answered as the contract says confirms the lease:
@@ -22,23 +23,19 @@ is kept alive by the same code, and the grant ends when the session does.
 
 from __future__ import annotations
 
-import random
 import threading
 import time
 from typing import TYPE_CHECKING, Any, Dict, MutableMapping, Optional
 
-from .errors import FencerError, LeaseExpired, LeaseLost
+from . import calls
+from .deadline import LeaseClock, margin  # noqa: F401 (margin: part of this module's API)
+from .errors import FencerError, LeaseLost
 
 if TYPE_CHECKING:  # pragma: no cover
     import urllib.request
 
     from .client import Client, Response
     from .session import Session
-
-
-def margin(ttl: float) -> float:
-    """The safety margin by which the local deadline precedes the server's."""
-    return min(max(ttl / 10, 0.05), ttl / 2)
 
 
 class KeptAlive:
@@ -54,14 +51,13 @@ class KeptAlive:
 
     def __init__(self, client: "Client", ttl_ms: int, start: float) -> None:
         self._client = client
+        self._clock = LeaseClock(ttl_ms, start)
         #: The TTL as granted, in milliseconds: every renewal must report it.
-        self.ttl_ms: int = int(ttl_ms)
-        self.ttl: float = self.ttl_ms / 1000.0
-        self.margin = margin(self.ttl)
+        self.ttl_ms: int = self._clock.ttl_ms
+        self.ttl: float = self._clock.ttl
+        self.margin = self._clock.margin
         self._ended = threading.Event()
         self._mu = threading.Lock()
-        self._confirmed = start
-        self._due = start + self._interval()
         self._cause: Optional[FencerError] = None
         self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None
@@ -83,21 +79,26 @@ class KeptAlive:
 
     # ---- the deadline ----------------------------------------------------
 
-    def _interval(self) -> float:
-        return self.ttl / 3 * (0.8 + 0.2 * random.random())
+    @property
+    def _confirmed(self) -> float:
+        """The send time of the last confirmed acquire or renewal (the
+        caller holds ``_mu``)."""
+        return self._clock.confirmed
+
+    @_confirmed.setter
+    def _confirmed(self, sent: float) -> None:
+        self._clock.confirmed = sent
 
     @property
     def deadline(self) -> float:
         """The local deadline on the :func:`time.monotonic` clock."""
         with self._mu:
-            return self._confirmed + self.ttl - self.margin
+            return self._clock.deadline
 
     def _confirm(self, sent: float) -> None:
         with self._mu:
-            if self._cause is not None or sent <= self._confirmed:
-                return
-            self._confirmed = sent
-            self._due = sent + self._interval()
+            if self._cause is None:
+                self._clock.confirm(sent)
 
     def _lose(self, cause: FencerError) -> None:
         with self._mu:
@@ -110,11 +111,10 @@ class KeptAlive:
     def _check_deadline(self) -> None:
         now = time.monotonic()
         with self._mu:
-            late = now - self._confirmed
-            expired = self._cause is None and now >= self._confirmed + self.ttl - self.margin
-        if expired:
-            self._lose(LeaseExpired("%s: no renewal confirmed before the local deadline (last confirmed %.3fs ago, ttl %gs, margin %gs)"
-                                    % (self.what, late, self.ttl, self.margin), code=self._expired_code))
+            expired = self._cause is None and self._clock.expired(now)
+            err = self._clock.expiry(now, self.what, self._expired_code) if expired else None
+        if err is not None:
+            self._lose(err)
 
     _expired_code = "lease_lost"
 
@@ -167,9 +167,7 @@ class KeptAlive:
                             % (self.what, cause, after), code=cause.code, status=cause.status) from cause
 
     def _attempt_timeout(self) -> float:
-        # A third of the TTL per attempt (as the Go client's), so that a
-        # hung node leaves time to renew through another before the deadline.
-        return max(self.ttl / 3, 0.1)
+        return self._clock.attempt_timeout()
 
     def _start(self, keep_alive: bool) -> None:
         self._thread = threading.Thread(target=self._watch, args=(keep_alive,),
@@ -179,9 +177,7 @@ class KeptAlive:
     def _watch(self, keep_alive: bool) -> None:
         while True:
             with self._mu:
-                deadline = self._confirmed + self.ttl - self.margin
-                due = self._due
-            wake = min(deadline, due) if keep_alive else deadline
+                wake, due = self._clock.wake(keep_alive), self._clock.due
             if self._stop.wait(max(0.0, wake - time.monotonic())):
                 return
             self._check_deadline()
@@ -193,8 +189,8 @@ class KeptAlive:
                 except FencerError:
                     if self._cause is not None:
                         return
-                    with self._mu:  # retry soon; the deadline still rules
-                        self._due = time.monotonic() + min(self.ttl / 10, 1.0)
+                    with self._mu:
+                        self._clock.failed(time.monotonic())
 
     def _halt(self) -> None:
         """Stop the keep-alive thread (and wait for it, unless it is the
@@ -307,8 +303,7 @@ class Lease(KeptAlive):
         """Change the value this holder publishes (an election leader's
         address, say); the token, its term, does not change. Raises
         :class:`LeaseLost` when this caller no longer holds the lock."""
-        from .client import _lock_path  # client imports this module
-        resp = self._client.request("POST", _lock_path(self.name, "value"),
+        resp = self._client.request("POST", calls.lock_path(self.name, "value"),
                                     {"lease": self.secret, "token": self.token, "value": value})
         self.value = resp.json().get("value", value)
 

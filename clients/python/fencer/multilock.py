@@ -3,19 +3,17 @@ fencing token and one lease for all of them (POST /v1/locks/acquire)."""
 
 from __future__ import annotations
 
-import secrets
 import threading
 import time
 from typing import TYPE_CHECKING, Any, Dict, List, MutableMapping, Optional, Sequence
 
-from . import answer
-from .errors import BadAnswer, InvalidRequest, LeaseLost
+from . import answer, calls
+from .calls import MAX_NAMES  # noqa: F401 (part of this module's API)
+from .errors import InvalidRequest, LeaseLost
 from .lease import KeptAlive
 
 if TYPE_CHECKING:
     from .client import Client, Response
-
-MAX_NAMES = 64
 
 
 class MultiLock(KeptAlive):
@@ -42,10 +40,7 @@ class MultiLock(KeptAlive):
     def _send_renewal(self, deadline: float, attempt_timeout: float) -> "Response":
         resp = self._client.request("POST", "/v1/locks/renew", {"lease": self.secret, "token": self.token},
                                     deadline=deadline, attempt_timeout=attempt_timeout)
-        body = resp.json()
-        if body.get("token") != self.token or body.get("ttl_ms") != self.ttl_ms:
-            raise BadAnswer("renew %s: the answer names token %r, ttl_ms %r" % (self.what, body.get("token"), body.get("ttl_ms")),
-                            reason="mismatch")
+        answer.multi_renewal(resp.json(), what=self.what, token=self.token, ttl_ms=self.ttl_ms)
         return resp
 
     def _give_back(self) -> None:
@@ -98,24 +93,11 @@ class MultiLock(KeptAlive):
 
 def multi_lock(client: "Client", names: Sequence[str], ttl: float, holder: str, keep_alive: bool) -> MultiLock:
     """Client.multi_lock's body."""
-    names = list(names)
-    if not 1 <= len(names) <= MAX_NAMES or len(set(names)) != len(names):
-        raise InvalidRequest("names %r: want 1 to %d lock names, none twice" % (names, MAX_NAMES), code="invalid_names")
-    body: Dict[str, Any] = {"names": names, "holder": holder, "ttl_ms": int(ttl * 1000), "request_id": secrets.token_hex(16)}
+    body = calls.multi_body(names, holder, ttl)
     resp = client.request("POST", "/v1/locks/acquire", body)
-    grant = resp.json()
-    what = "multi-lock %s" % ",".join(names)
-    if grant.get("names") != names:
-        raise BadAnswer("%s: the answer names locks %r" % (what, grant.get("names")), reason="mismatch")
-    answer._equal(grant, "holder", holder, what)
-    answer.token(grant.get("token"), what)
-    answer._secret(grant, what)
-    got_ttl = answer._positive_int(grant.get("ttl_ms"), "ttl_ms", what)
-    if got_ttl > body["ttl_ms"]:
-        raise BadAnswer("%s: ttl_ms %d is above the %d asked for" % (what, got_ttl, body["ttl_ms"]), reason="mismatch")
-    if "request_id" in grant:
-        answer._equal(grant, "request_id", body["request_id"], what)
-    start = resp.first_sent if grant.get("existing") else resp.sent
+    grant = answer.multi_grant(resp.json(), names=body["names"], holder=holder, ttl_ms=body["ttl_ms"],
+                               request_id=body["request_id"])
+    start = calls.lease_start(grant, resp.sent, resp.first_sent)
     m = MultiLock(client, grant, start)
     received = time.monotonic()
     if received - start > m.ttl / 3:

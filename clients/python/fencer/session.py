@@ -20,11 +20,10 @@ past the deadline sees the loss on its first look.
 
 from __future__ import annotations
 
-import secrets
 import threading
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
-from . import answer
+from . import calls
 from .errors import FencerError, LeaseLost, SessionExpired, SessionMismatch, UnknownSession
 from .lease import KeptAlive, Lease
 
@@ -143,19 +142,10 @@ class Session(KeptAlive):
     # ---- grants under the session -----------------------------------------
 
     def _body(self, holder: Optional[str], wait: float, lock_delay: float) -> Dict[str, Any]:
-        from .client import MAX_WAIT  # client imports this module
-        from .errors import InvalidRequest
-        if not 0 <= wait <= MAX_WAIT:
-            raise InvalidRequest("wait %r: want 0 to %g seconds" % (wait, MAX_WAIT), code="invalid_wait", status=400)
         # An acquire under a session that may have ended would be refused,
         # or worse, granted for a moment the client could not trust.
         self.check()
-        body: Dict[str, Any] = {"holder": holder or self.holder, "wait_ms": int(wait * 1000),
-                                "request_id": secrets.token_hex(16),
-                                "session": self.id, "session_lease": self.lease}
-        if lock_delay:
-            body["lock_delay_ms"] = int(lock_delay * 1000)
-        return body
+        return calls.under_session_body(self.id, self.lease, holder or self.holder, wait, lock_delay=lock_delay)
 
     def lock(self, name: str, wait: float = 0.0, *, holder: Optional[str] = None,
              lock_delay: float = 0.0, value: Optional[str] = None, mode: str = "exclusive",
@@ -165,12 +155,11 @@ class Session(KeptAlive):
         lives as long as the session). ``holder`` defaults to the
         session's; ``lock_delay`` to the session's; ``mode`` as
         :meth:`Client.acquire`'s, and ``durable``."""
-        from .client import _set_durable, _set_mode  # client imports this module
         body = self._body(holder, wait, lock_delay)
         if value is not None:
             body["value"] = value
-        _set_mode(body, mode)
-        _set_durable(body, durable, wait)
+        calls.set_mode(body, mode)
+        calls.set_durable(body, durable, wait)
         return self._client._acquire("locks", name, body, wait, False, session=self)
 
     def acquire_permit(self, name: str, limit: int, wait: float = 0.0, *, holder: Optional[str] = None,
