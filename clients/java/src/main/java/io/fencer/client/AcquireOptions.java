@@ -19,7 +19,7 @@ public final class AcquireOptions {
     String holder = "";
     Duration lockDelay = Duration.ZERO;
     String value = "";
-    Mode mode = Mode.EXCLUSIVE;
+    String mode = "exclusive";
     boolean keepAlive = true;
 
     /** The lease's time to live, 100 ms to 24 h, in whole milliseconds (default 10 s). */
@@ -28,7 +28,10 @@ public final class AcquireOptions {
         return this;
     }
 
-    /** Queue for up to d (at most 60 s) while the lock is held (default 0). */
+    /**
+     * Queue for up to d (at most 60 s) while the lock is held (default 0). For
+     * a campaign, the whole time to wait for election (0: until elected).
+     */
     public AcquireOptions waitFor(Duration d) {
         wait = d;
         return this;
@@ -54,8 +57,18 @@ public final class AcquireOptions {
 
     /** Shared (many holders, none exclusive) or exclusive (the default). */
     public AcquireOptions mode(Mode m) {
+        mode = m == null ? "" : m.name().toLowerCase(java.util.Locale.ROOT);
+        return this;
+    }
+
+    /** The mode by its wire name, "shared" or "exclusive"; any other is refused as invalid_mode. */
+    public AcquireOptions mode(String m) {
         mode = m;
         return this;
+    }
+
+    boolean shared() {
+        return "shared".equals(mode);
     }
 
     /** Leaves renewals to the caller ({@link Lease#renew()}); the local deadline still rules. */
@@ -87,8 +100,8 @@ public final class AcquireOptions {
         if (lockDelay == null || lockDelay.isNegative() || lockDelay.compareTo(Duration.ofSeconds(60)) > 0) {
             throw FencerException.local("invalid_lock_delay", "lock-delay " + lockDelay + ": want 0 to 60s");
         }
-        if (mode == null) {
-            throw FencerException.local("invalid_mode", "mode: want SHARED or EXCLUSIVE");
+        if (!"shared".equals(mode) && !"exclusive".equals(mode)) {
+            throw FencerException.local("invalid_mode", "mode \"" + mode + "\": want shared or exclusive");
         }
     }
 

@@ -186,23 +186,32 @@ public final class FencerClient implements AutoCloseable {
         return acquireKind(Lease.Kind.MULTI, names, 0, opts);
     }
 
-    /** Campaigns in election name with value, waiting until elected; the token is the leader's term. */
+    /**
+     * Campaigns in election name with value, waiting until elected (or for
+     * {@code opts.waitFor} in all, then {@link LockHeldException}); the token
+     * is the leader's term.
+     */
     public Lease campaign(String name, String value, AcquireOptions opts) {
         return campaign(o -> acquire(name, o), value, opts);
     }
 
     static Lease campaign(Function<AcquireOptions, Lease> acquire, String value, AcquireOptions opts) {
         AcquireOptions o = (opts == null ? new AcquireOptions() : opts.copy()).value(value);
-        if (o.wait.isZero()) {
-            o.waitFor(Duration.ofSeconds(60));
-        }
+        long budget = o.wait.toNanos();
+        long deadline = System.nanoTime() + budget;
         for (;;) {
+            long left = budget == 0 ? Duration.ofSeconds(60).toNanos() : deadline - System.nanoTime();
+            o.waitFor(Duration.ofMillis(Math.max(Math.min(left, Duration.ofSeconds(60).toNanos()), 0) / 1_000_000));
             try {
                 return acquire.apply(o);
-            } catch (LockHeldException | FencerTimeoutException e) {
+            } catch (LockHeldException | FencerTimeoutException | LockDelayException e) {
+                if (budget != 0 && System.nanoTime() - deadline >= 0) {
+                    throw e;
+                }
+                if (e instanceof LockDelayException) {
+                    Transport.sleepNanos(Duration.ofMillis(Math.max(e.retryAfterMillis(), 1)).toNanos());
+                }
                 // Still somebody else's term: campaign on.
-            } catch (LockDelayException e) {
-                Transport.sleepNanos(Duration.ofMillis(Math.max(e.retryAfterMillis(), 1)).toNanos());
             }
         }
     }
@@ -247,7 +256,7 @@ public final class FencerClient implements AutoCloseable {
         }
         if (kind == Lease.Kind.PERMIT) {
             body.put("limit", limit);
-        } else if (o.mode == AcquireOptions.Mode.SHARED) {
+        } else if (o.shared()) {
             body.put("mode", "shared");
         }
         return body;

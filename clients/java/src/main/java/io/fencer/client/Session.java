@@ -106,7 +106,9 @@ public final class Session implements AutoCloseable {
     private Lease acquire(Lease.Kind kind, String name, int limit, AcquireOptions opts) {
         AcquireOptions o = opts == null ? new AcquireOptions() : opts;
         o.check(false);
-        if (isLost()) {
+        // A closed session is the server's to refuse (session_expired); one
+        // whose deadline passed is lost as far as this client knows.
+        if (!keeper.ended() && isLost()) {
             throw (LeaseLostException) FencerException.local("lease_lost", "session " + id + " is not held");
         }
         String holder = o.holderOrDefault();
