@@ -1,0 +1,53 @@
+package io.fencer.client;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.CopyOnWriteArrayList;
+import org.junit.jupiter.api.Test;
+
+/** A leader killed during a hold, and a watch carried by it. */
+class FailoverTest {
+    @Test
+    void leaseAndWatchSurviveTheLeadersDeath() throws Exception {
+        try (Cluster cluster = new Cluster(3)) {
+            Cluster.Node leader = cluster.leader();
+            // The leader first, so that the watch's stream is the leader's.
+            List<String> eps = new ArrayList<>(List.of(leader.http));
+            cluster.endpoints().stream().filter(e -> !e.equals(leader.http)).forEach(eps::add);
+            try (FencerClient c = FencerClient.builder().endpoints(eps).build()) {
+                CopyOnWriteArrayList<Event> events = new CopyOnWriteArrayList<>();
+                Watch w = c.watch("f.k", FencerClient.FROM_NOW, events::add, e -> { });
+                Cluster.poll("the watch connected", Duration.ofSeconds(10), () -> w.lastIndex() > 0);
+                Lease l = c.acquire("f.lock", new AcquireOptions().holder("survivor").ttl(Duration.ofSeconds(3)));
+                c.put("f.k1", "1", l.token(), "f.lock");
+                c.put("f.k2", "2", l.token(), "f.lock");
+                Cluster.poll("the first two events", Duration.ofSeconds(10), () -> events.size() >= 2);
+
+                leader.kill();
+                Cluster.Node next = cluster.leader();
+                assertTrue(next != leader);
+                c.put("f.k3", "3", l.token(), "f.lock");
+                c.put("f.k4", "4", l.token(), "f.lock");
+
+                // Two TTLs after the new leader is ready: still held, renewed through it.
+                long end = System.nanoTime() + Duration.ofSeconds(6).toNanos();
+                while (System.nanoTime() - end < 0) {
+                    assertFalse(l.isLost(), "the lease was lost across the leader change: " + l.lossReason());
+                    Thread.sleep(100);
+                }
+                assertTrue(c.check("f.lock", l.token()).current());
+                Cluster.poll("every event", Duration.ofSeconds(20), () -> events.size() >= 4);
+                assertEquals(List.of("f.k1", "f.k2", "f.k3", "f.k4"), events.stream().map(Event::key).toList(),
+                        "each event once, in order, across the dead member");
+                l.release();
+                assertFalse(c.lock("f.lock").held());
+                w.close();
+            }
+        }
+    }
+}
