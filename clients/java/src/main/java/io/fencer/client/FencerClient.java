@@ -304,6 +304,16 @@ public final class FencerClient implements AutoCloseable {
         }
     }
 
+    /**
+     * Releases lock name's grant known only by its token and secret, as a
+     * tool that keeps grants itself does; nothing tracks its deadline. A
+     * name of a multi-lock is refused ({@link MultiGrantException}): its
+     * names end together.
+     */
+    public void releaseRaw(String name, long token, String secret) {
+        releaseGrant(Lease.Kind.LOCK, name, token, secret);
+    }
+
     /** The election's leader; {@link NotFoundException} when it has none. */
     public Leadership leader(String name) {
         LockStatus st = lock(name);

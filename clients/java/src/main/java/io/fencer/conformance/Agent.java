@@ -162,7 +162,14 @@ public final class Agent {
                 Leadership l = client.leader(a.path("name").asText());
                 r.put("holder", l.holder()).put("value", l.value()).put("token", l.token());
             }
-            case "release" -> lease(a).release();
+            case "release" -> {
+                Lease l = lease(a);
+                if (a.hasNonNull("name")) {
+                    client.releaseRaw(a.get("name").asText(), l.token(), l.secret());
+                } else {
+                    l.release();
+                }
+            }
             case "lease_state" -> {
                 String h = a.path("handle").asText();
                 Lease l = leases.get(h);
@@ -261,7 +268,8 @@ public final class Agent {
     private String hold(Lease l) {
         String h = "h" + handles.incrementAndGet();
         leases.put(h, l);
-        l.lost().thenAccept(reason -> emit(JSON.createObjectNode().put("event", "lost").put("handle", h).put("code", reason.code())));
+        l.lost().thenAccept(reason -> emit(JSON.createObjectNode().put("event", "lost").put("handle", h).put("code", reason.code())
+                .put("class", reason.cause().getClass().getSimpleName())));
         return h;
     }
 
