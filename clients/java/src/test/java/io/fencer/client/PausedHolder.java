@@ -23,7 +23,7 @@ public final class PausedHolder {
                 case "state" -> say("lost " + l.isLost());
                 case "put" -> {
                     try {
-                        c.put("j.pause-key", "from the paused holder", l.token(), "j.pause");
+                        c.put("j.pause-key", "from the paused holder", l.token(), null);
                         say("put ok");
                     } catch (FencerException e) {
                         say("put " + e.code());
