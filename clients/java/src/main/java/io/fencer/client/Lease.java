@@ -218,12 +218,11 @@ public final class Lease implements AutoCloseable {
      * holds it, and its loss is thrown. A second release does nothing.
      */
     public void release() {
-        LossReason before;
+        LossReason before = lossReason(); // outside the monitor: it may complete loss futures
         synchronized (this) {
             if (released) {
                 return;
             }
-            before = lossReason();
             released = true;
         }
         if (session == null) {
