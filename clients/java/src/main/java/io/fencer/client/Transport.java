@@ -12,7 +12,11 @@ import java.net.http.HttpResponse;
 import java.time.Duration;
 import java.util.List;
 import java.util.Map;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ThreadLocalRandom;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
 
 /**
  * Transport sends the client's requests to the leader of one cluster, as the
@@ -204,7 +208,62 @@ final class Transport {
         if (!authorization.isEmpty()) {
             b.header("Authorization", authorization);
         }
-        return http.send(b.build(), HttpResponse.BodyHandlers.ofInputStream());
+        CompletableFuture<HttpResponse<InputStream>> f = http.sendAsync(b.build(), HttpResponse.BodyHandlers.ofInputStream());
+        boolean watch = !r.path.equals("/v1/cluster") && endpoints.size() > 1 && base.equals(leader());
+        long every = LEADER_CHECK_AFTER;
+        for (;;) {
+            try {
+                return watch ? f.get(every, TimeUnit.NANOSECONDS) : f.get();
+            } catch (ExecutionException e) {
+                throw e.getCause() instanceof IOException io ? io : new IOException(e.getCause());
+            } catch (TimeoutException e) {
+                String other = otherLeader(base);
+                if (!other.isEmpty()) {
+                    f.cancel(true);
+                    synchronized (mu) {
+                        if (leader.equals(base)) {
+                            leader = other;
+                        }
+                    }
+                    throw new IOException(base + " did not answer: the other members name another leader");
+                }
+                every = Math.min(2 * every, LEADER_CHECK_EVERY);
+            } catch (InterruptedException e) {
+                f.cancel(true);
+                throw e;
+            }
+        }
+    }
+
+    /**
+     * An attempt at the leader unanswered after LEADER_CHECK_AFTER asks the
+     * other members who leads, then again at doubling intervals up to
+     * LEADER_CHECK_EVERY: once they name another leader the attempt is given
+     * up as one whose answer was lost, so that a leader that hangs without
+     * closing its connections (a frozen process or host) holds a request only
+     * until the cluster has elected another.
+     */
+    private static final long LEADER_CHECK_AFTER = TimeUnit.SECONDS.toNanos(1);
+    private static final long LEADER_CHECK_EVERY = TimeUnit.SECONDS.toNanos(8);
+
+    String leader() {
+        synchronized (mu) {
+            return leader;
+        }
+    }
+
+    /** The first leader another member than base names, if it is not base; "" otherwise. */
+    private String otherLeader(String base) {
+        for (String ep : endpoints) {
+            if (ep.equals(base)) {
+                continue;
+            }
+            String l = leaderOf(ep);
+            if (!l.isEmpty()) {
+                return l.equals(base) ? "" : l;
+            }
+        }
+        return "";
     }
 
     /** Reads an answer's body, refusing one longer than the client's limit without reading it whole. */

@@ -50,4 +50,32 @@ class FailoverTest {
             }
         }
     }
+
+    /**
+     * A leader that freezes (SIGSTOP) holds its connections open without
+     * answering: an acquire sent to it is given up once the other members
+     * name a new leader, not after the attempt's whole 10 s timeout.
+     */
+    @Test
+    void frozenLeaderHoldsARequestOnlyUntilAnotherIsElected() throws Exception {
+        try (Cluster cluster = new Cluster(3); FencerClient c = FencerClient.builder().endpoints(cluster.endpoints()).build()) {
+            Cluster.Node leader = cluster.leader();
+            c.acquire("f.warm", new AcquireOptions().holder("warm")).release(); // the client knows the leader
+            signal("STOP", leader.proc.pid());
+            try {
+                long start = System.nanoTime();
+                try (Lease l = c.acquire("f.frozen", new AcquireOptions().holder("h").ttl(Duration.ofSeconds(5)))) {
+                    long took = Duration.ofNanos(System.nanoTime() - start).toMillis();
+                    assertTrue(took < 7000, "the acquire took " + took + " ms behind a frozen leader");
+                    assertFalse(l.isLost());
+                }
+            } finally {
+                signal("CONT", leader.proc.pid());
+            }
+        }
+    }
+
+    static void signal(String sig, long pid) throws Exception {
+        assertEquals(0, new ProcessBuilder("kill", "-" + sig, Long.toString(pid)).inheritIO().start().waitFor());
+    }
 }
