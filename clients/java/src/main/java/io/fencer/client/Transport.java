@@ -96,10 +96,6 @@ final class Transport {
         return timeout;
     }
 
-    HttpClient http() {
-        return http;
-    }
-
     /**
      * Sends r to the leader (or, none known, to a member, which forwards),
      * retrying what got no answer and answers that say to retry. A non-2xx
