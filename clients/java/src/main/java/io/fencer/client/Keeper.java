@@ -93,16 +93,17 @@ final class Keeper {
     void checkDeadline() {
         long now = System.nanoTime();
         long dl;
+        FencerException le;
         synchronized (this) {
             if (ended || lost.isDone()) {
                 return;
             }
             dl = confirmed + ttl - margin;
+            le = lastErr;
         }
         if (now - dl >= 0) {
             String msg = what + ": lease expired locally (last confirmed " + TimeUnit.NANOSECONDS.toMillis(now - (dl - ttl + margin))
                     + " ms ago, ttl " + TimeUnit.NANOSECONDS.toMillis(ttl) + " ms, margin " + TimeUnit.NANOSECONDS.toMillis(margin) + " ms)";
-            FencerException le = lastErr;
             if (le != null) {
                 msg += "; last renewal error: " + le.getMessage();
             }
