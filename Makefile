@@ -5,7 +5,7 @@ PKGS    := ./...
 # Debian's python3 (not a pyenv or venv one on PATH) for the Python client.
 PYTHON  ?= /usr/bin/python3
 
-.PHONY: all build run test test-unit test-python vet fmt chaos bench clean
+.PHONY: all build run test test-unit test-python conformance vet fmt chaos bench clean
 
 DURATION ?= 3m
 SEED     ?= 0
@@ -45,11 +45,14 @@ run: build
 ## PostgreSQL example) run in the same PostgreSQL session, after Go's.
 ## The dashboard's browser tests (test/ui) drive Debian's chromium, installed
 ## if missing; they fail without it (FENCER_SKIP_BROWSER_TESTS=1 skips them).
+## Every client is built first (scripts/build-clients.sh), and the
+## conformance suite (test/conformance) fails a client that is not.
 test: vet build
 	@scripts/ensure-prometheus.sh
 	@scripts/ensure-chromium.sh
 	@PYTHON=$(PYTHON) scripts/ensure-python.sh
-	@scripts/with-postgres.sh scripts/with-mariadb.sh scripts/with-redis.sh env FENCER_REQUIRE_PG=1 FENCER_REQUIRE_MYSQL=1 FENCER_REQUIRE_REDIS=1 FENCER_REQUIRE_PROMETHEUS=1 sh -c '$(GO) test -count=1 -timeout 15m $(PKGS) && $(MAKE) --no-print-directory test-python'
+	scripts/build-clients.sh
+	@scripts/with-postgres.sh scripts/with-mariadb.sh scripts/with-redis.sh env FENCER_REQUIRE_CLIENTS=1 FENCER_REQUIRE_PG=1 FENCER_REQUIRE_MYSQL=1 FENCER_REQUIRE_REDIS=1 FENCER_REQUIRE_PROMETHEUS=1 sh -c '$(GO) test -count=1 -timeout 15m $(PKGS) && $(MAKE) --no-print-directory test-python'
 	cd deploy/kubernetes/manifesttest && $(GO) vet ./... && $(GO) test -count=1 ./...
 	cd integrations/k8sleader && $(GO) vet ./... && $(GO) test -count=1 ./...
 	cd examples/k8s-controller && $(GO) vet ./...
@@ -62,6 +65,12 @@ test: vet build
 test-python: build
 	@PYTHON=$(PYTHON) scripts/ensure-python.sh
 	PYTHON=$(PYTHON) FENCER_BIN=$(CURDIR)/$(BIN) scripts/test-python.sh
+
+## conformance: the conformance suite alone, every client that is built
+## (test/conformance: PROTOCOL.md's scenarios through each client's agent).
+conformance:
+	scripts/build-clients.sh
+	$(GO) test -count=1 -timeout 15m ./test/conformance/ -run '^TestConformance$$' -v
 
 ## test-unit: every test that needs no PostgreSQL, MariaDB or Redis (those skip).
 test-unit:

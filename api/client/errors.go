@@ -199,7 +199,10 @@ var codeErrors = map[string]error{
 	wire.CodeInternal:             ErrInternal,
 }
 
-// APIError is an error answer from the server.
+// APIError is an error answer from the server, or a request the client
+// refused before sending because the server would refuse it (Status 400,
+// with the code the server would give, so a caller, or a conformance
+// agent, tells an invalid TTL from an invalid mode either way).
 type APIError struct {
 	Status  int    // HTTP status
 	Code    string // wire.Code*; empty when the body was not an API error
@@ -243,6 +246,12 @@ func (e *APIError) Is(target error) bool {
 	}
 	s, ok := codeErrors[e.Code]
 	return ok && s == target
+}
+
+// refuse is the client's own refusal of a request that the server would
+// answer with 400 and code.
+func refuse(code, format string, args ...any) error {
+	return &APIError{Status: http.StatusBadRequest, Code: code, Message: fmt.Sprintf(format, args...)}
 }
 
 func newAPIError(status int, body []byte) *APIError {

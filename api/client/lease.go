@@ -74,7 +74,7 @@ func newAcquireOptions(opts []AcquireOption) (acquireOptions, error) {
 	}
 	o.ttl = o.ttl.Truncate(time.Millisecond)
 	if o.ttl < wire.MinTTL || o.ttl > wire.MaxTTL {
-		return o, fmt.Errorf("%w: ttl %v: want %v to %v", ErrInvalid, o.ttl, wire.MinTTL, wire.MaxTTL)
+		return o, refuse(wire.CodeInvalidTTL, "ttl %v: want %v to %v", o.ttl, wire.MinTTL, wire.MaxTTL)
 	}
 	return o, o.check()
 }
@@ -84,11 +84,11 @@ func newAcquireOptions(opts []AcquireOption) (acquireOptions, error) {
 func (o acquireOptions) check() error {
 	switch {
 	case o.wait < 0 || o.wait > wire.MaxWait:
-		return fmt.Errorf("%w: wait %v: want 0 to %v", ErrInvalid, o.wait, wire.MaxWait)
+		return refuse(wire.CodeInvalidWait, "wait %v: want 0 to %v", o.wait, wire.MaxWait)
 	case o.lockDelay < 0 || o.lockDelay > wire.MaxLockDelay:
-		return fmt.Errorf("%w: lock-delay %v: want 0 to %v", ErrInvalid, o.lockDelay, wire.MaxLockDelay)
+		return refuse(wire.CodeInvalidLockDelay, "lock-delay %v: want 0 to %v", o.lockDelay, wire.MaxLockDelay)
 	case o.mode != "" && o.mode != wire.ModeShared && o.mode != wire.ModeExclusive:
-		return fmt.Errorf("%w: mode %q: want %q or %q", ErrInvalid, o.mode, wire.ModeShared, wire.ModeExclusive)
+		return refuse(wire.CodeInvalidMode, "mode %q: want %q or %q", o.mode, wire.ModeShared, wire.ModeExclusive)
 	}
 	return nil
 }

@@ -2,7 +2,6 @@ package client
 
 import (
 	"context"
-	"fmt"
 	"net/url"
 	"strconv"
 	"time"
@@ -57,7 +56,7 @@ func (c *Client) AcquirePermit(ctx context.Context, name string, limit int, opts
 
 func checkLimit(limit int) error {
 	if limit < 1 || limit > wire.MaxSemaphoreLimit {
-		return fmt.Errorf("%w: limit %d: want 1 to %d", ErrInvalid, limit, wire.MaxSemaphoreLimit)
+		return refuse(wire.CodeInvalidLimit, "limit %d: want 1 to %d", limit, wire.MaxSemaphoreLimit)
 	}
 	return nil
 }

@@ -56,9 +56,9 @@ func newSessionOptions(opts []SessionOption) (sessionOptions, error) {
 	o.ttl = o.ttl.Truncate(time.Millisecond)
 	switch {
 	case o.ttl < wire.MinTTL || o.ttl > wire.MaxTTL:
-		return o, fmt.Errorf("%w: session ttl %v: want %v to %v", ErrInvalid, o.ttl, wire.MinTTL, wire.MaxTTL)
+		return o, refuse(wire.CodeInvalidTTL, "session ttl %v: want %v to %v", o.ttl, wire.MinTTL, wire.MaxTTL)
 	case o.lockDelay < 0 || o.lockDelay > wire.MaxLockDelay:
-		return o, fmt.Errorf("%w: session lock-delay %v: want 0 to %v", ErrInvalid, o.lockDelay, wire.MaxLockDelay)
+		return o, refuse(wire.CodeInvalidLockDelay, "session lock-delay %v: want 0 to %v", o.lockDelay, wire.MaxLockDelay)
 	}
 	return o, nil
 }
@@ -345,7 +345,7 @@ func (s *Session) acquireOptions(opts []AcquireOption) (acquireOptions, error) {
 		opt(&o)
 	}
 	if o.ttl != 0 {
-		return o, fmt.Errorf("%w: ttl %v: a grant under session %d lives as long as the session (SessionTTL sets the session's)", ErrInvalid, o.ttl, s.ID())
+		return o, refuse(wire.CodeInvalidTTL, "ttl %v: a grant under session %d lives as long as the session (SessionTTL sets the session's)", o.ttl, s.ID())
 	}
 	if o.holder == "" {
 		o.holder = s.Holder()

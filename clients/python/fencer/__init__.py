@@ -12,7 +12,7 @@
 See README.md for the guarantees.
 """
 
-from .client import Client, EventsLagged, EventStream, Response
+from .client import Client, EventsLagged, EventStream, Response, Watch
 from .errors import *  # noqa: F401,F403
 from .errors import CODE_ERRORS, FencerError, from_response
 from .lease import Lease, margin
@@ -20,5 +20,5 @@ from .multilock import MultiLock
 from .session import Session
 
 __version__ = "0.1.0"
-__all__ = ["Client", "Response", "EventStream", "EventsLagged", "Lease", "MultiLock", "Session", "margin", "CODE_ERRORS", "FencerError", "from_response"] + [
+__all__ = ["Client", "Response", "EventStream", "EventsLagged", "Watch", "Lease", "MultiLock", "Session", "margin", "CODE_ERRORS", "FencerError", "from_response"] + [
     c.__name__ for c in set(CODE_ERRORS.values())] + ["LeaseExpired", "Unavailable", "BadAnswer"]

@@ -7,6 +7,11 @@ What is retried, and why it is safe (the same rules as the Go client,
   On a connection error or a 503 (no_leader, outcome_unknown) the client
   forgets the leader, moves to the next endpoint, waits (``Retry-After`` when
   the server sent one, else exponential backoff with jitter) and retries.
+  A node that did not answer is left at once, without a wait and without
+  asking who leads (the others still name it until they elect another): the
+  next endpoint forwards the request, holding it while no leader is known,
+  so a renewal outlives a leader's crash (test/conformance,
+  leader_killed_during_hold, found it sleeping past the lease's deadline).
 * Every acquire carries one random request id (32 characters) across all its
   attempts, so a retry after a lost answer gets the first grant back
   (``existing: true``) instead of a second token.
@@ -277,11 +282,18 @@ class Client:
         lost = 0
         last_err: Optional[FencerError] = None
         backoff = 0.05
+        # After a node did not answer, the next attempt goes at once to the
+        # next endpoint, without asking who leads (the others name the node
+        # that failed until they elect another) and without a pause: it
+        # forwards the request, holding it while no leader is known.
+        skipped = 0
         for attempt in range(self.attempts):
             if time.monotonic() >= end:
                 break
             ep = self._leader
-            if ep is None:
+            if ep is None and skipped:
+                ep = self._endpoints[self._next % len(self._endpoints)]
+            elif ep is None:
                 ep = self._find_leader(end) or self._endpoints[self._next % len(self._endpoints)]
                 self._leader = ep
             sent = time.monotonic()
@@ -295,6 +307,9 @@ class Client:
                 lost += 1
                 last_err = Unavailable("%s %s via %s: %s" % (method, path, ep.url, e))
                 self._forget()
+                if skipped < len(self._endpoints) - 1:
+                    skipped += 1
+                    continue
             else:
                 if 200 <= status < 300:
                     return Response(status, rh, rb, sent, first_sent, lost)
@@ -319,6 +334,7 @@ class Client:
                 ra = rh.get("retry-after", "")
                 if ra.isdigit():
                     wait = max(wait, float(ra))
+            skipped = 0
             backoff = min(backoff * 2, 1.0)
             time.sleep(min(wait, max(0.0, end - time.monotonic())))
         raise last_err or Unavailable("%s %s: no attempt left before the deadline" % (method, path))
@@ -358,9 +374,9 @@ class Client:
         the lock are refused (:class:`~fencer.errors.NotLockHolder`), and it
         publishes no value."""
         if not MIN_TTL <= ttl <= MAX_TTL:
-            raise InvalidRequest("ttl %r: want %g to %g seconds" % (ttl, MIN_TTL, MAX_TTL))
+            raise InvalidRequest("ttl %r: want %g to %g seconds" % (ttl, MIN_TTL, MAX_TTL), code="invalid_ttl", status=400)
         if not 0 <= wait <= MAX_WAIT:
-            raise InvalidRequest("wait %r: want 0 to %g seconds" % (wait, MAX_WAIT))
+            raise InvalidRequest("wait %r: want 0 to %g seconds" % (wait, MAX_WAIT), code="invalid_wait", status=400)
         body: Dict[str, Any] = {"holder": holder or self.holder, "ttl_ms": int(ttl * 1000),
                                 "wait_ms": int(wait * 1000), "request_id": secrets.token_hex(16)}
         if lock_delay:
@@ -409,9 +425,9 @@ class Client:
         a lock-delay. ``lock_delay`` (seconds): if this permit ends by
         expiry, its slot cannot be granted again for that long."""
         if not MIN_TTL <= ttl <= MAX_TTL:
-            raise InvalidRequest("ttl %r: want %g to %g seconds" % (ttl, MIN_TTL, MAX_TTL))
+            raise InvalidRequest("ttl %r: want %g to %g seconds" % (ttl, MIN_TTL, MAX_TTL), code="invalid_ttl", status=400)
         if not 0 <= wait <= MAX_WAIT:
-            raise InvalidRequest("wait %r: want 0 to %g seconds" % (wait, MAX_WAIT))
+            raise InvalidRequest("wait %r: want 0 to %g seconds" % (wait, MAX_WAIT), code="invalid_wait", status=400)
         body = {"holder": holder or self.holder, "limit": int(limit), "ttl_ms": int(ttl * 1000),
                 "wait_ms": int(wait * 1000), "request_id": secrets.token_hex(16)}
         if lock_delay:
@@ -432,7 +448,7 @@ class Client:
         first held one. ``with client.multi_lock(["a", "b"]) as m:``
         releases every name on leaving."""
         if not MIN_TTL <= ttl <= MAX_TTL:
-            raise InvalidRequest("ttl %r: want %g to %g seconds" % (ttl, MIN_TTL, MAX_TTL))
+            raise InvalidRequest("ttl %r: want %g to %g seconds" % (ttl, MIN_TTL, MAX_TTL), code="invalid_ttl", status=400)
         return multi_lock(self, names, ttl, holder or self.holder, keep_alive)
 
     def semaphore_status(self, name: str) -> Dict[str, Any]:
@@ -523,7 +539,7 @@ class Client:
         retries) is confirmed by one renewal, and the session closed and
         :class:`~fencer.errors.LeaseLost` raised if that fails."""
         if not MIN_TTL <= ttl <= MAX_TTL:
-            raise InvalidRequest("ttl %r: want %g to %g seconds" % (ttl, MIN_TTL, MAX_TTL))
+            raise InvalidRequest("ttl %r: want %g to %g seconds" % (ttl, MIN_TTL, MAX_TTL), code="invalid_ttl", status=400)
         body: Dict[str, Any] = {"holder": holder or self.holder, "ttl_ms": int(ttl * 1000),
                                 "request_id": secrets.token_hex(16)}
         if lock_delay:
@@ -666,7 +682,7 @@ class Client:
         return self.request("GET", "/v1/cluster").json()
 
     def events(self, *, since: Optional[int] = None, prefix: Optional[str] = None,
-               timeout: float = 60.0) -> "EventStream":
+               timeout: float = 60.0, last_event_id: Optional[int] = None) -> "EventStream":
         """Watch every change in log order (``GET /v1/events``, Server-Sent
         Events) from the first endpoint that answers. Iterate the returned
         stream for event dicts (``index``, ``type``, ``lock``, ``token``…);
@@ -675,7 +691,9 @@ class Client:
         behind gets :class:`EventsLagged`, whose ``body["index"]`` is where
         to resume: watch again with ``since`` set to it; an index the node
         no longer keeps,
-        :class:`~fencer.errors.EventsCompacted`."""
+        :class:`~fencer.errors.EventsCompacted`. ``last_event_id`` resumes
+        after that index (``Last-Event-ID``, which wins over ``since``);
+        :meth:`watch` resumes by itself."""
         q = {}
         if since is not None:
             q["since"] = str(since)
@@ -689,7 +707,10 @@ class Client:
             else:
                 conn = http.client.HTTPConnection(ep.host, ep.port, timeout=timeout)
             try:
-                conn.request("GET", path, headers=self._headers({"Accept": "text/event-stream"}))
+                extra = {"Accept": "text/event-stream"}
+                if last_event_id is not None:
+                    extra["Last-Event-ID"] = str(last_event_id)
+                conn.request("GET", path, headers=self._headers(extra))
                 resp = conn.getresponse()
             except (OSError, http.client.HTTPException) as e:
                 conn.close()
@@ -710,6 +731,22 @@ class Client:
                                 reason="status", status=resp.status)
             return EventStream(conn, resp, self.max_answer_bytes)
         raise Unavailable("GET %s: no endpoint answered: %s" % (path, last))
+
+    def watch(self, *, since: Optional[int] = None, prefix: Optional[str] = None,
+              timeout: float = 60.0) -> "Watch":
+        """:meth:`events`, resumed: iterate it for event dicts. When a stream
+        breaks (its member went away, or it fell behind), the watch
+        reconnects with ``Last-Event-ID`` set to the last index it
+        delivered, so each event arrives once, in order, across members, as
+        the Go client's Watch does. ``since`` None starts from the index the
+        cluster has applied now. It ends on :meth:`Watch.close`, with
+        :class:`~fencer.errors.EventsCompacted` (re-list, then watch from
+        the list's index), with the error a node answered, or with
+        :class:`~fencer.errors.Unavailable` after ``attempts`` connections
+        in a row broke before an event."""
+        if since is None:
+            since = int(self.cluster().get("applied_index", 0))
+        return Watch(self, since, prefix, timeout)
 
     # ---- fenced keys -----------------------------------------------------
 
@@ -833,13 +870,79 @@ def _lock_path(name: str, op: str) -> str:
     return _path("locks", name, op)
 
 
-__all__ = ["Client", "Response", "EventStream", "EventsLagged"]
+class Watch:
+    """A resumed event stream (:meth:`Client.watch`): iterate it for event
+    dicts; :meth:`close` ends it, from any thread."""
+
+    def __init__(self, client: Client, since: int, prefix: Optional[str], timeout: float) -> None:
+        self._client, self._since, self._prefix, self._timeout = client, since, prefix, timeout
+        self._last = since
+        self._stream: Optional[EventStream] = None
+        self._failures = 0
+        self._closed = False
+
+    def __iter__(self) -> "Watch":
+        return self
+
+    def __next__(self) -> Dict[str, Any]:
+        while not self._closed:
+            if self._stream is None:
+                self._connect()
+                continue
+            try:
+                ev = next(self._stream)
+            except EventsLagged as e:
+                self._last = max(self._last, int(e.body.get("index", self._last)))
+                self._broken()
+                continue
+            except (StopIteration, OSError, http.client.HTTPException):
+                self._broken()
+                continue
+            self._failures = 0
+            self._last = int(ev["index"])
+            return ev
+        raise StopIteration
+
+    def _connect(self) -> None:
+        try:
+            self._stream = self._client.events(since=self._since, prefix=self._prefix,
+                                               timeout=self._timeout, last_event_id=self._last)
+        except Unavailable:
+            self._broken()
+
+    def _broken(self) -> None:
+        """Drop the stream; the next connection, after a short pause that
+        doubles with each break in a row, resumes after the last index."""
+        if self._stream is not None:
+            self._stream.close()
+            self._stream = None
+        self._failures += 1
+        if self._closed:
+            return
+        if self._failures >= self._client.attempts:
+            raise Unavailable("watch: %d connections in a row broke before an event" % self._failures)
+        time.sleep(min(0.05 * 2 ** self._failures, 1.0))
+
+    def close(self) -> None:
+        self._closed = True
+        stream = self._stream
+        if stream is not None:
+            stream.close()
+
+    def __enter__(self) -> "Watch":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+__all__ = ["Client", "Response", "EventStream", "EventsLagged", "Watch"]
 
 
 def _set_mode(body: Dict[str, Any], mode: str) -> None:
     """Put a lock acquire's mode in its body: absent for an exclusive lock,
     as every client before modes sent it."""
     if mode not in ("shared", "exclusive"):
-        raise InvalidRequest("mode %r: want 'shared' or 'exclusive'" % (mode,))
+        raise InvalidRequest("mode %r: want 'shared' or 'exclusive'" % (mode,), code="invalid_mode", status=400)
     if mode == "shared":
         body["mode"] = "shared"

@@ -225,6 +225,8 @@ class BadAnswer(FencerError):
         self.reason = reason
 
 
+# fencer:codes begin (test/conformance's TestClientCodesExist reads every
+# quoted code up to the end marker: each must be one of api/wire's codes)
 CODE_ERRORS: Dict[str, Type[FencerError]] = {
     "invalid_name": InvalidRequest,
     "invalid_key": InvalidRequest,
@@ -285,6 +287,7 @@ CODE_ERRORS: Dict[str, Type[FencerError]] = {
     "timeout": ServerTimeout,
     "internal": InternalError,
 }
+# fencer:codes end
 
 
 def from_response(status: int, body: Mapping[str, Any]) -> FencerError:

@@ -146,7 +146,7 @@ class Session(KeptAlive):
         from .client import MAX_WAIT  # client imports this module
         from .errors import InvalidRequest
         if not 0 <= wait <= MAX_WAIT:
-            raise InvalidRequest("wait %r: want 0 to %g seconds" % (wait, MAX_WAIT))
+            raise InvalidRequest("wait %r: want 0 to %g seconds" % (wait, MAX_WAIT), code="invalid_wait", status=400)
         # An acquire under a session that may have ended would be refused,
         # or worse, granted for a moment the client could not trust.
         self.check()
