@@ -53,6 +53,7 @@ public final class FencerClient implements AutoCloseable {
         int maxAnswerBytes = 4 << 20;
         String authorization = "";
         ExecutorService workers;
+        ScheduledExecutorService timers;
 
         /** The members: host:port (http) or http(s) URLs. At least one. */
         public Builder endpoints(String... eps) {
@@ -129,6 +130,7 @@ public final class FencerClient implements AutoCloseable {
         this.timers = Executors.newScheduledThreadPool(1, daemons("fencer-timer"));
         this.workers = Executors.newCachedThreadPool(daemons("fencer-worker"));
         b.workers = workers;
+        b.timers = timers;
         this.tr = new Transport(b);
     }
 

@@ -168,6 +168,9 @@ public class FencerException extends RuntimeException {
      * for a code this client does not know yet (the server adds codes).
      */
     static FencerException ofAnswer(int status, JsonNode body, String what) {
+        if (status < 400) {
+            return badAnswer(what, "HTTP " + status + " is neither a success nor an error (the client follows no redirect)");
+        }
         String code = body.path("code").asText("");
         String msg = body.path("error").asText("");
         if (code.isEmpty()) {
