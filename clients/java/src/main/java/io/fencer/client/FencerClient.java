@@ -452,6 +452,16 @@ public final class FencerClient implements AutoCloseable {
         return new CheckResult(a.bool("current"), a.num("token"), a.str("mode"));
     }
 
+    /** Whether token is a permit semaphore name holds now. */
+    public boolean checkPermit(String name, long token) {
+        if (token <= 0) {
+            throw FencerException.local("invalid_token", "token " + token + ": want 1 to 2^63-1");
+        }
+        Transport.Request r = new Transport.Request("GET", path("semaphores", name, "check"));
+        r.query = "token=" + token;
+        return Json.parse(tr.send(r).body(), "check permit " + name).bool("current");
+    }
+
     /** Lock name's last grants, newest first, as the server lists them. */
     public List<GrantRecord> history(String name) {
         Transport.Request r = new Transport.Request("GET", path("locks", name, "history"));

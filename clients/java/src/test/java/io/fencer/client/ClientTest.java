@@ -79,6 +79,7 @@ class ClientTest {
         assertThrows(UnknownTokenException.class, () -> c.tokenInfo(1L << 50));
         try (Lease p = c.acquirePermit("j.sem", 1, opts("p1"))) {
             assertEquals(1, p.heldPermits());
+            assertTrue(c.checkPermit("j.sem", p.token()));
             SemaphoreFullException full = assertThrows(SemaphoreFullException.class, () -> c.acquirePermit("j.sem", 1, opts("p2")));
             assertEquals(1, full.limit());
             assertThrows(LimitMismatchException.class, () -> c.acquirePermit("j.sem", 2, opts("p3")));
