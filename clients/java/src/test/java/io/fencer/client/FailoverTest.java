@@ -23,7 +23,8 @@ class FailoverTest {
                 CopyOnWriteArrayList<Event> events = new CopyOnWriteArrayList<>();
                 Watch w = c.watch("f.k", FencerClient.FROM_NOW, events::add, e -> { });
                 Cluster.poll("the watch connected", Duration.ofSeconds(10), () -> w.lastIndex() > 0);
-                Lease l = c.acquire("f.lock", new AcquireOptions().holder("survivor").ttl(Duration.ofSeconds(3)));
+                // 6 s: an election on a loaded machine may take 3 s, and the lease must outlive it.
+                Lease l = c.acquire("f.lock", new AcquireOptions().holder("survivor").ttl(Duration.ofSeconds(6)));
                 c.put("f.k1", "1", l.token(), "f.lock");
                 c.put("f.k2", "2", l.token(), "f.lock");
                 Cluster.poll("the first two events", Duration.ofSeconds(10), () -> events.size() >= 2);
@@ -35,7 +36,7 @@ class FailoverTest {
                 c.put("f.k4", "4", l.token(), "f.lock");
 
                 // Two TTLs after the new leader is ready: still held, renewed through it.
-                long end = System.nanoTime() + Duration.ofSeconds(6).toNanos();
+                long end = System.nanoTime() + Duration.ofSeconds(12).toNanos();
                 while (System.nanoTime() - end < 0) {
                     assertFalse(l.isLost(), "the lease was lost across the leader change: " + l.lossReason());
                     Thread.sleep(100);
