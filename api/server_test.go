@@ -251,7 +251,7 @@ func TestBadInputRefusedBeforeTheCluster(t *testing.T) {
 		{"multi 65 names", call{"POST", "/v1/locks/acquire", `{"holder":"w","names":[` + manyNames(65) + `]}`, nil}, wire.CodeInvalidNames},
 		{"multi no holder", call{"POST", "/v1/locks/acquire", `{"names":["a"]}`, nil}, wire.CodeInvalidHolder},
 		{"multi ttl too short", call{"POST", "/v1/locks/acquire", `{"holder":"w","names":["a"],"ttl_ms":5}`, nil}, wire.CodeInvalidTTL},
-		{"multi wait", call{"POST", "/v1/locks/acquire", `{"holder":"w","names":["a"],"wait_ms":100}`, nil}, wire.CodeInvalidWait},
+		{"multi wait", call{"POST", "/v1/locks/acquire", `{"holder":"w","names":["a"],"wait_ms":-1}`, nil}, wire.CodeInvalidWait},
 		{"multi shared", call{"POST", "/v1/locks/acquire", `{"holder":"w","names":["a"],"mode":"shared"}`, nil}, wire.CodeInvalidJSON},
 		{"multi session", call{"POST", "/v1/locks/acquire", `{"holder":"w","names":["a"],"session":3,` + strings.Replace(lease, "lease", "session_lease", 1) + `}`, nil}, wire.CodeInvalidToken},
 		{"multi renew no token", call{"POST", "/v1/locks/renew", `{` + lease + `}`, nil}, wire.CodeInvalidToken},

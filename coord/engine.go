@@ -165,7 +165,15 @@ func (e *engine[C, R]) acquire(ctx context.Context, a ask[C]) (R, error) {
 	var taken, delayed bool
 	if !retry {
 		taken, delayed = e.p.closed(st, a.cmd)
-		if why := e.p.refusal(st, a.cmd, a.wait > 0, q.Len() > 0); why != nil {
+		why := e.p.refusal(st, a.cmd, a.wait > 0, q.Len() > 0)
+		if q.Reserved() {
+			// Kept for a multi-acquire queued first, even free.
+			taken = true
+			if why == nil && a.wait == 0 {
+				why = reservedError(e.what, a.name)
+			}
+		}
+		if why != nil {
 			// Refused without writing the log. Under the queue's mutex,
 			// this leader's view of the name is exact; a quorum round
 			// proves it still leads.
@@ -206,6 +214,9 @@ func (e *engine[C, R]) acquire(ctx context.Context, a ask[C]) (R, error) {
 		// a SIGSTOP): the lock had been released, by its successor, as the
 		// wait ended.
 		confirm, why := e.p.lapsed(e.state(a.name, "", "", ""), a.cmd, q.Len() > 0)
+		if why == nil && q.Reserved() {
+			confirm, why = true, reservedError(e.what, a.name)
+		}
 		switch {
 		case why != nil && confirm:
 			return zero, e.s.refuse(why)
@@ -214,6 +225,13 @@ func (e *engine[C, R]) acquire(ctx context.Context, a ask[C]) (R, error) {
 		}
 		return e.grant(a.cmd)
 	})
+}
+
+// reservedError refuses an acquire without a wait of a name that is free
+// but kept for a multi-acquire queued before it (its waiter heads the
+// name's FIFO until all its names are free).
+func reservedError(what, name string) error {
+	return fmt.Errorf("%w: %s %q is kept for a multi-acquire queued before this one", refusal.ErrLockHeld, what, name)
 }
 
 // grant proposes an acquire and starts timing the new grant's lease.

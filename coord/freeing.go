@@ -125,7 +125,9 @@ func (h *heldName[C, R]) room(cmd C) bool {
 func (h *heldName[C, R]) Pop(offer bool) C {
 	var w *waitq.Waiter[C, R]
 	var next C
-	if head := h.q.Head(); offer && head != nil && h.room(head.Cmd) {
+	// A multi-acquire's waiter (Reserved) is granted only under all its
+	// names' queues, never in an entry freeing one of them.
+	if head := h.q.Head(); offer && head != nil && head.Group == nil && h.room(head.Cmd) {
 		w = h.q.Pop()
 		next = w.Cmd
 	}

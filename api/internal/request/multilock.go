@@ -32,12 +32,10 @@ func ValidateMultiAcquire(r *wire.MultiAcquireRequest) error {
 		// Shared locks (issue 28 item 1) are built beside multi-locks; a
 		// shared multi-lock waits until both are merged.
 		return badRequest(wire.CodeInvalidJSON, fmt.Sprintf("mode %.32q: a multi-lock is exclusive for now; leave mode out or give \"exclusive\"", r.Mode))
-	case r.WaitMs != 0:
-		return badRequest(wire.CodeInvalidWait, fmt.Sprintf("wait_ms %d: a multi-lock does not wait yet; give 0, and retry a lock_held", r.WaitMs))
 	case r.Session != 0 || r.SessionLease != "":
 		return badRequest(wire.CodeInvalidToken, "session: a multi-lock under a session is not supported yet; give ttl_ms")
 	}
-	lock := wire.AcquireRequest{Holder: r.Holder, TTLMillis: r.TTLMillis, RequestID: r.RequestID}
+	lock := wire.AcquireRequest{Holder: r.Holder, TTLMillis: r.TTLMillis, WaitMs: r.WaitMs, RequestID: r.RequestID}
 	return ValidateAcquire(&lock)
 }
 
