@@ -96,13 +96,15 @@ class MultiLock(KeptAlive):
         return "MultiLock(%r, token=%d, lost=%s)" % (self.names, self.token, self.lost.is_set())
 
 
-def multi_lock(client: "Client", names: Sequence[str], ttl: float, holder: str, keep_alive: bool) -> MultiLock:
+def multi_lock(client: "Client", names: Sequence[str], ttl: float, holder: str, keep_alive: bool,
+               wait: float = 0.0) -> MultiLock:
     """Client.multi_lock's body."""
     names = list(names)
     if not 1 <= len(names) <= MAX_NAMES or len(set(names)) != len(names):
         raise InvalidRequest("names %r: want 1 to %d lock names, none twice" % (names, MAX_NAMES), code="invalid_names")
-    body: Dict[str, Any] = {"names": names, "holder": holder, "ttl_ms": int(ttl * 1000), "request_id": secrets.token_hex(16)}
-    resp = client.request("POST", "/v1/locks/acquire", body)
+    body: Dict[str, Any] = {"names": names, "holder": holder, "ttl_ms": int(ttl * 1000), "wait_ms": int(wait * 1000),
+                            "request_id": secrets.token_hex(16)}
+    resp = client.request("POST", "/v1/locks/acquire", body, extra_timeout=wait)
     grant = resp.json()
     what = "multi-lock %s" % ",".join(names)
     if grant.get("names") != names:
