@@ -3,10 +3,12 @@ package test
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/fencer-io/fencer/api/client"
+	"github.com/fencer-io/fencer/api/wire"
 	tc "github.com/fencer-io/fencer/test/testcluster"
 )
 
@@ -14,7 +16,8 @@ import (
 // multi-locks that wait on the same names asked in crossing orders, with a
 // single waiter behind them, are granted in the order they queued, each
 // with one token for all its names; a lock kept for the first while free
-// is refused to an acquire without a wait; and none waits on the other.
+// is refused to an acquire without a wait; none waits on the other; and
+// both names' histories show both grants.
 func TestWaitingMultiLocksThroughTheClient(t *testing.T) {
 	c := tc.New(t, 3)
 	c.WaitLeader(10 * time.Second)
@@ -97,6 +100,18 @@ func TestWaitingMultiLocksThroughTheClient(t *testing.T) {
 	mb := receive(b, "B")
 	if mb.Token() <= ma.Token() {
 		t.Fatalf("B's token %d not above A's %d", mb.Token(), ma.Token())
+	}
+	// Every name's history shows each multi-grant, as one grant with its
+	// names; the token lookup answers it under its first name.
+	for _, n := range []string{"acct.x", "acct.y"} {
+		hist, err := cl.History(ctx, n, 2)
+		if err != nil || len(hist) != 2 || hist[0].Token != mb.Token() || hist[1].Token != ma.Token() || hist[1].Lock != n ||
+			!slices.Equal(hist[1].Names, []string{"acct.x", "acct.y"}) || hist[1].Ended != wire.EventReleased {
+			t.Fatalf("%s's history: %+v %v", n, hist, err)
+		}
+	}
+	if rec, err := cl.Token(ctx, mb.Token()); err != nil || rec.Lock != "acct.y" || !slices.Equal(rec.Names, []string{"acct.y", "acct.x"}) {
+		t.Fatalf("B's token: %+v %v", rec, err)
 	}
 	if err := mb.Release(ctx); err != nil {
 		t.Fatal(err)
