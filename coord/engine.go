@@ -121,7 +121,7 @@ type grantKind interface {
 	timerKinds() (grants []lease.Kind, delay lease.Kind)
 	expire(name string, token uint64)
 	endDelay(name string, since uint64)
-	holdName(name string) Freeing
+	holdName(name string, set *holdSet) Freeing
 	failWaiters(err error)
 }
 
@@ -131,7 +131,11 @@ func (e *engine[C, R]) timerKinds() (grants []lease.Kind, delay lease.Kind) {
 	return []lease.Kind{e.p.grantKey("", 0, false).Kind, e.p.grantKey("", 0, true).Kind}, e.p.delayKey("", 0).Kind
 }
 
-func (e *engine[C, R]) holdName(name string) Freeing { return e.hold(name) }
+func (e *engine[C, R]) holdName(name string, set *holdSet) Freeing {
+	h := e.hold(name)
+	h.set = set
+	return h
+}
 
 func (e *engine[C, R]) failWaiters(err error) { e.queues.FailAll(err) }
 
@@ -202,6 +206,7 @@ func (e *engine[C, R]) acquire(ctx context.Context, a ask[C]) (R, error) {
 		e.serve(q, a.name)
 	}
 	q.Unlock()
+	e.s.ready.try(e.s) // a multi-waiter its serving reached
 	ended, stop := e.s.waitFor(a.wait)
 	defer stop()
 	return q.Wait(ctx, w, ended, e.s.stop, func() (R, error) {

@@ -92,15 +92,22 @@ func (s *Service) MultiAcquire(ctx context.Context, req MultiAcquireRequest) (fs
 	// multi-waiter at their head) before letting the queue go.
 	holds, release := s.holdMulti(req.Names)
 	why := s.multiRefusal(holds, c)
+	// A waiting request queues behind the waiters of a free name too (left
+	// there by a leader that did not know an entry freed it, as a single
+	// waiting acquire does), and they are served first as it lets go.
+	ahead := req.Wait > 0 && slices.ContainsFunc(holds, func(h lockHold) bool { return h.q.Len() > 0 })
 	switch {
-	case why == nil:
+	case why == nil && !ahead:
 		defer release()
 		return s.grantMulti(c)
-	case req.Wait == 0 || errors.Is(why, ErrTooManyLocks):
+	case why != nil && (req.Wait == 0 || errors.Is(why, ErrTooManyLocks)):
 		defer release()
 		return fsm.MultiResult{}, s.refuse(why)
 	}
 	m, err := s.queueMulti(holds, c)
+	for _, h := range holds {
+		h.applied = err == nil // serve what may be served ahead of it
+	}
 	release()
 	if err != nil {
 		return fsm.MultiResult{}, err

@@ -34,8 +34,10 @@ type lockHold = *heldName[*entry.Acquire, fsm.AcquireResult]
 func (s *Service) holdMulti(names []string) ([]lockHold, func()) {
 	sorted := slices.Sorted(slices.Values(names))
 	holds := make([]lockHold, len(sorted))
+	set := &holdSet{held: len(sorted)}
 	for i, n := range sorted {
 		holds[i] = s.locks.hold(n)
+		holds[i].set = set
 	}
 	return holds, func() {
 		for _, h := range slices.Backward(holds) {
@@ -72,13 +74,50 @@ func (m *multiWaiter) answer(r fsm.MultiResult, err error) {
 // the first answer stands).
 func (m *multiWaiter) Fail(err error) { m.answer(fsm.MultiResult{}, err) }
 
-// Ready starts a grant attempt, unless one is on its way: the caller holds
-// one of its queues, and the attempt must hold all of them in order.
+// Ready asks for a grant attempt, unless one is on its way. The caller
+// holds one of its queues, and the attempt must hold all of them in
+// order, so it is made once the caller has let every queue it holds go
+// (holdSet), by the same goroutine: not beside the caller's own next
+// proposals, so that entries come in one order (the simulation replays a
+// seed entry for entry).
 func (m *multiWaiter) Ready() {
 	if m.kicked.CompareAndSwap(false, true) {
-		go m.s.grantQueuedMulti(m)
+		m.s.ready.add(m)
 	}
 }
+
+// readyMultis are the multi-waiters Ready asked to try, in the order
+// asked.
+type readyMultis struct {
+	mu   sync.Mutex
+	list []*multiWaiter
+}
+
+func (r *readyMultis) add(m *multiWaiter) {
+	r.mu.Lock()
+	r.list = append(r.list, m)
+	r.mu.Unlock()
+}
+
+// try makes the grant attempts asked for; called holding no queue.
+func (r *readyMultis) try(s *Service) {
+	for {
+		r.mu.Lock()
+		if len(r.list) == 0 {
+			r.mu.Unlock()
+			return
+		}
+		m := r.list[0]
+		r.list = r.list[1:]
+		r.mu.Unlock()
+		s.grantQueuedMulti(m)
+	}
+}
+
+// holdSet counts the queues one proposal holds together (holdNames,
+// holdMulti; one for a single hold): the last let go makes the grant
+// attempts its serving asked for.
+type holdSet struct{ held int }
 
 // probe is what the room of name is asked about for a multi-acquire: an
 // exclusive acquire of it by the same holder, never proposed.
@@ -218,6 +257,14 @@ func (s *Service) waitMulti(ctx context.Context, m *multiWaiter, wait time.Durat
 		}
 	}
 	m.left = true
+	if got == nil {
+		for _, h := range holds {
+			// Waiters left ahead of it on a free name (by a leader that
+			// did not know an entry freed it) go first, as they would
+			// have; serving stops at it.
+			s.locks.serve(h.q, h.name)
+		}
+	}
 	for i, h := range holds {
 		if h.q.Leave(m.members[i]) && got == nil {
 			h.applied = true // serve the waiters it kept this name from
