@@ -181,3 +181,45 @@ func TestMultiWaiterAnsweredOnceOnDemotion(t *testing.T) {
 	}
 	poll(t, "no waiter left", func() bool { return s.queued.Load() == 0 })
 }
+
+// A waiting multi-acquire does not pass a single waiter left queued on a
+// free name by a leader answered outcome_unknown for the release that
+// freed it (it believes nothing was freed): the single waiter's acquire is
+// proposed first (refused here: the lost entry had granted its request,
+// since ended), then the multi-acquire's.
+func TestMultiWaiterQueuesBehindAStrandedWaiter(t *testing.T) {
+	s, f, _ := newTestService(t, Config{})
+	h := mustAcquire(t, s, "x", "h", time.Minute)
+	w := enqueue(t, s, "x", "w", time.Minute, 1)
+	f.mu.Lock()
+	f.hook = func(entry.Command) (bool, error) { return true, cluster.ErrOutcomeUnknown } // committed, answer lost
+	f.mu.Unlock()
+	if err := s.Release(bg, "x", h.Token, h.Lease); !errors.Is(err, cluster.ErrOutcomeUnknown) {
+		t.Fatalf("release: %v", err)
+	}
+	f.mu.Lock()
+	f.hook = nil
+	f.mu.Unlock()
+	// The release handed x to w in its entry, which the leader did not
+	// learn: w is back at the head. That grant ends, leaving x free with w
+	// still queued.
+	l, _ := f.fsm.Lock("x")
+	if _, err := f.Apply(&entry.Release{Lock: "x", Token: l.Token, Lease: l.Lease}); err != nil || isHeld(f, "x") || s.Waiters("x") != 1 {
+		t.Fatalf("x not free with w queued: %v", err)
+	}
+	before := len(f.log())
+	m := make(chan multiAcquired, 1)
+	go func() {
+		res, err := s.MultiAcquire(bg, MultiAcquireRequest{Names: []string{"x", "y"}, Holder: "M", TTL: time.Minute, Wait: time.Minute})
+		m <- multiAcquired{res, err}
+	}()
+	if gw := receive(t, w); !errors.Is(gw.err, refusal.ErrLeaseLost) {
+		t.Fatalf("the stranded waiter: %+v %v", gw.res.Grant, gw.err)
+	}
+	gm := receiveMulti(t, m)
+	log := f.log()[before:]
+	if a, ok := log[0].(*entry.Acquire); !ok || a.Holder != "w" {
+		t.Fatalf("first entry after the stranding %#v, want w's acquire", log[0])
+	}
+	grantedAt(t, f, gm, before+1, "x", "y")
+}
