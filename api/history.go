@@ -135,7 +135,8 @@ func tokenReason(l fsm.TokenLookup) string {
 }
 
 func wireGrant(g entry.GrantRecord) wire.GrantRecord {
-	out := wire.GrantRecord{Token: g.Token, Lock: g.Lock, Semaphore: g.Semaphore, Holder: g.Holder, GrantedIndex: g.GrantedIndex, Ended: g.Ended, EndedIndex: g.EndedIndex}
+	out := wire.GrantRecord{Token: g.Token, Lock: g.Lock, Semaphore: g.Semaphore, Holder: g.Holder, GrantedIndex: g.GrantedIndex, Ended: g.Ended, EndedIndex: g.EndedIndex,
+		Names: g.Names}
 	if g.Mode == entry.ModeShared {
 		out.Mode = wire.ModeShared // absent: exclusive, as every record before modes
 	}

@@ -102,7 +102,7 @@ func TestLockHistoryAndTokens(t *testing.T) {
 		t.Fatalf("a lock never granted: %d %+v", status, hist)
 	}
 	var g wire.GrantRecord
-	if status, _, index := get("/v1/tokens/2", &g); status != 200 || index != "9" || g != want.Grants[1] {
+	if status, _, index := get("/v1/tokens/2", &g); status != 200 || index != "9" || !reflect.DeepEqual(g, want.Grants[1]) {
 		t.Fatalf("token 2: %d %+v", status, g)
 	}
 	for _, c := range []struct {
@@ -130,7 +130,7 @@ func TestLockHistoryAndTokens(t *testing.T) {
 		t.Fatalf("a permit's token: %d %s", rec.Code, body)
 	}
 	permit := wire.GrantRecord{Token: 6, Semaphore: "jobs.s", Holder: "w4", GrantedIndex: 6, Ended: "released", EndedIndex: 7}
-	if status, _, _ := get("/v1/tokens/6", &g); status != 200 || g != permit {
+	if status, _, _ := get("/v1/tokens/6", &g); status != 200 || !reflect.DeepEqual(g, permit) {
 		t.Fatalf("token 6: %d %+v", status, g)
 	}
 	var semHist wire.SemaphoreHistory

@@ -23,10 +23,11 @@ func (s *Server) multiAcquire(w http.ResponseWriter, r *http.Request) (any, erro
 	if err := namesForbidden(r, acl.ActionAcquire, req.Names); err != nil {
 		return nil, err
 	}
-	ctx, cancel := s.work(r, 0)
+	wait := time.Duration(req.WaitMs) * time.Millisecond
+	ctx, cancel := s.work(r, wait)
 	defer cancel()
 	res, err := s.co.MultiAcquire(ctx, coord.MultiAcquireRequest{
-		Names: req.Names, Holder: req.Holder, TTL: time.Duration(req.TTLMillis) * time.Millisecond,
+		Names: req.Names, Holder: req.Holder, TTL: time.Duration(req.TTLMillis) * time.Millisecond, Wait: wait,
 		RequestID: req.RequestID, Principal: principalName(r),
 	})
 	if err != nil {

@@ -251,7 +251,7 @@ func TestBadInputRefusedBeforeTheCluster(t *testing.T) {
 		{"multi 65 names", call{"POST", "/v1/locks/acquire", `{"holder":"w","names":[` + manyNames(65) + `]}`, nil}, wire.CodeInvalidNames},
 		{"multi no holder", call{"POST", "/v1/locks/acquire", `{"names":["a"]}`, nil}, wire.CodeInvalidHolder},
 		{"multi ttl too short", call{"POST", "/v1/locks/acquire", `{"holder":"w","names":["a"],"ttl_ms":5}`, nil}, wire.CodeInvalidTTL},
-		{"multi wait", call{"POST", "/v1/locks/acquire", `{"holder":"w","names":["a"],"wait_ms":100}`, nil}, wire.CodeInvalidWait},
+		{"multi wait", call{"POST", "/v1/locks/acquire", `{"holder":"w","names":["a"],"wait_ms":-1}`, nil}, wire.CodeInvalidWait},
 		{"durable without a wait", call{"POST", "/v1/locks/a/acquire", `{"holder":"w","durable":true,"request_id":"0123456789abcdef"}`, nil}, wire.CodeInvalidWait},
 		{"durable without a request id", call{"POST", "/v1/locks/a/acquire", `{"holder":"w","durable":true,"wait_ms":100}`, nil}, wire.CodeInvalidRequestID},
 		{"durable permit without a request id", call{"POST", "/v1/semaphores/s/acquire", `{"holder":"w","limit":2,"durable":true,"wait_ms":100}`, nil}, wire.CodeInvalidRequestID},

@@ -134,7 +134,7 @@ type grantKind interface {
 	// waiters again on a new leader (durable.go).
 	expireWait(name string, index uint64)
 	requeue(waiters []entry.Waiter)
-	holdName(name string) Freeing
+	holdName(name string, set *holdSet) Freeing
 	failWaiters(err error)
 }
 
@@ -144,7 +144,11 @@ func (e *engine[C, R]) timerKinds() (grants []lease.Kind, delay, wait lease.Kind
 	return []lease.Kind{e.p.grantKey("", 0, false).Kind, e.p.grantKey("", 0, true).Kind}, e.p.delayKey("", 0).Kind, e.p.waitKey("", 0).Kind
 }
 
-func (e *engine[C, R]) holdName(name string) Freeing { return e.hold(name) }
+func (e *engine[C, R]) holdName(name string, set *holdSet) Freeing {
+	h := e.hold(name)
+	h.set = set
+	return h
+}
 
 func (e *engine[C, R]) failWaiters(err error) { e.queues.FailAll(err) }
 
@@ -186,7 +190,15 @@ func (e *engine[C, R]) acquire(ctx context.Context, a ask[C]) (R, error) {
 	var taken, delayed bool
 	if !retry {
 		taken, delayed = e.p.closed(st, a.cmd)
-		if why := e.p.refusal(st, a.cmd, a.wait > 0, q.Len() > 0); why != nil {
+		why := e.p.refusal(st, a.cmd, a.wait > 0, q.Len() > 0)
+		if q.Reserved() {
+			// Kept for a multi-acquire queued first, even free.
+			taken = true
+			if why == nil && a.wait == 0 {
+				why = reservedError(e.what, a.name)
+			}
+		}
+		if why != nil {
 			// Refused without writing the log. Under the queue's mutex,
 			// this leader's view of the name is exact; a quorum round
 			// proves it still leads.
@@ -226,6 +238,7 @@ func (e *engine[C, R]) acquire(ctx context.Context, a ask[C]) (R, error) {
 		e.serve(q, a.name)
 	}
 	q.Unlock()
+	e.s.ready.try(e.s) // a multi-waiter its serving reached
 	ended, stop := e.s.waitFor(a.wait)
 	defer stop()
 	return q.Wait(ctx, w, ended, e.s.stop, func() (R, error) {
@@ -238,6 +251,9 @@ func (e *engine[C, R]) acquire(ctx context.Context, a ask[C]) (R, error) {
 		// a SIGSTOP): the lock had been released, by its successor, as the
 		// wait ended.
 		confirm, why := e.p.lapsed(e.state(a.name, "", "", ""), a.cmd, q.Len() > 0)
+		if why == nil && q.Reserved() {
+			confirm, why = true, reservedError(e.what, a.name)
+		}
 		switch {
 		case why != nil && confirm:
 			return zero, e.s.refuse(why)
@@ -246,6 +262,13 @@ func (e *engine[C, R]) acquire(ctx context.Context, a ask[C]) (R, error) {
 		}
 		return e.grant(a.cmd)
 	})
+}
+
+// reservedError refuses an acquire without a wait of a name that is free
+// but kept for a multi-acquire queued before it (its waiter heads the
+// name's FIFO until all its names are free).
+func reservedError(what, name string) error {
+	return fmt.Errorf("%w: %s %q is kept for a multi-acquire queued before this one", refusal.ErrLockHeld, what, name)
 }
 
 // grant proposes an acquire and starts timing the new grant's lease.

@@ -69,10 +69,11 @@ func (s *Service) holdNames(names []GrantName) ([]GrantName, []Freeing) {
 	})
 	names = slices.Compact(names)
 	holds := make([]Freeing, len(names))
+	set := &holdSet{held: len(names)}
 	for i, n := range names {
 		for _, e := range s.kinds {
 			if e.kind() == n.Kind {
-				holds[i] = e.holdName(n.Name)
+				holds[i] = e.holdName(n.Name, set)
 			}
 		}
 	}
@@ -83,7 +84,7 @@ func (s *Service) holdNames(names []GrantName) ([]GrantName, []Freeing) {
 func (e *engine[C, R]) hold(name string) *heldName[C, R] {
 	q := e.queues.Get(name)
 	q.Lock()
-	return &heldName[C, R]{e: e, name: name, q: q}
+	return &heldName[C, R]{e: e, name: name, q: q, set: &holdSet{held: 1}}
 }
 
 // heldName is one name whose queue's mutex is held by a proposal that
@@ -101,6 +102,8 @@ type heldName[C entry.Command, R any] struct {
 	// ending is the start of the lock-delay it ends (0: none).
 	frees  []uint64
 	ending uint64
+	// set is the proposal's holds this one is of.
+	set *holdSet
 }
 
 // Frees records that the entry ends the grant with token.
@@ -125,7 +128,9 @@ func (h *heldName[C, R]) room(cmd C) bool {
 func (h *heldName[C, R]) Pop(offer bool) C {
 	var w *waitq.Waiter[C, R]
 	var next C
-	if head := h.q.Head(); offer && head != nil && h.room(head.Cmd) {
+	// A multi-acquire's waiter (Reserved) is granted only under all its
+	// names' queues, never in an entry freeing one of them.
+	if head := h.q.Head(); offer && head != nil && head.Group == nil && h.room(head.Cmd) {
 		w = h.q.Pop()
 		next = w.Cmd
 	}
@@ -201,4 +206,7 @@ func (h *heldName[C, R]) Release() {
 	}
 	h.q.Unlock()
 	h.e.queues.Put(h.name, h.q)
+	if h.set.held--; h.set.held == 0 {
+		h.e.s.ready.try(h.e.s)
+	}
 }

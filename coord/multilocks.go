@@ -2,6 +2,7 @@ package coord
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -25,9 +26,12 @@ import (
 
 // MultiAcquireRequest asks for several locks at once.
 type MultiAcquireRequest struct {
-	Names     []string
-	Holder    string
-	TTL       time.Duration
+	Names  []string
+	Holder string
+	TTL    time.Duration
+	// Wait, when set, queues the request in every name's FIFO for up to
+	// that long while a name is held (multiwait.go).
+	Wait      time.Duration
 	RequestID string // makes retries idempotent; generated when empty
 	Principal string
 }
@@ -63,10 +67,12 @@ func (s *Service) multiReadable() error {
 	return nil
 }
 
-// MultiAcquire grants every name of req, or none, in one entry: the first
-// name (in req's order) that is held or in its lock-delay refuses all,
-// after a quorum round, as an acquire without a wait is refused. A retry
-// with the request id of a live grant gets it back (Existing).
+// MultiAcquire grants every name of req, or none, in one entry. Without a
+// wait, the first name (in req's order) that is held, in its lock-delay or
+// kept for a multi-acquire queued before refuses all, after a quorum
+// round; with one, the request queues in every name's FIFO (multiwait.go)
+// and is granted, in one entry, once it heads each and all are free. A
+// retry with the request id of a live grant gets it back (Existing).
 func (s *Service) MultiAcquire(ctx context.Context, req MultiAcquireRequest) (fsm.MultiResult, error) {
 	if err := s.awaitLeader(ctx); err != nil {
 		return fsm.MultiResult{}, err
@@ -77,40 +83,36 @@ func (s *Service) MultiAcquire(ctx context.Context, req MultiAcquireRequest) (fs
 	if req.RequestID == "" {
 		req.RequestID = newRequestID()
 	}
-	_, release := s.holdLocks(req.Names)
-	defer release()
-	// Under every name's queue the leader's view of them is exact. A free
-	// name's queue is empty here: a proposal that frees it serves its
-	// waiters before letting the queue go.
-	if !s.fsm.MultiRequestGranted(req.Holder, req.RequestID, req.Principal) {
-		var st fsm.NameState
-		for _, n := range req.Names {
-			st = s.locks.state(n, req.Holder, "", "")
-			if why := s.locks.p.refusal(st, nil, false, false); why != nil {
-				return fsm.MultiResult{}, s.refuse(why)
-			}
-		}
-		c, more := s.cfg, len(req.Names)
-		if st.Total+more > c.MaxLocks || st.Mine+more > c.MaxLocksPerHolder {
-			return fsm.MultiResult{}, s.refuse(fmt.Errorf("%w: %d locks and permits held in all, %d by %q, and %d more asked (limits %d and %d)", ErrTooManyLocks,
-				st.Total, st.Mine, req.Holder, more, c.MaxLocks, c.MaxLocksPerHolder))
-		}
-	}
-	res, err := s.raft.Apply(&entry.MultiAcquire{
+	c := &entry.MultiAcquire{
 		Names: req.Names, Holder: req.Holder, Lease: newSecret(req.Names[0]), TTLMillis: req.TTL.Milliseconds(),
-		RequestID: req.RequestID, NowMillis: s.nowMillis(), Principal: req.Principal,
-	})
+		RequestID: req.RequestID, Principal: req.Principal,
+	}
+	// Under every name's queue the leader's view of them is exact: a
+	// proposal that frees a name serves its waiters (or keeps it for a
+	// multi-waiter at their head) before letting the queue go.
+	holds, release := s.holdMulti(req.Names)
+	why := s.multiRefusal(holds, c)
+	// A waiting request queues behind the waiters of a free name too (left
+	// there by a leader that did not know an entry freed it, as a single
+	// waiting acquire does), and they are served first as it lets go.
+	ahead := req.Wait > 0 && slices.ContainsFunc(holds, func(h lockHold) bool { return h.q.Len() > 0 })
+	switch {
+	case why == nil && !ahead:
+		defer release()
+		return s.grantMulti(c)
+	case why != nil && (req.Wait == 0 || errors.Is(why, ErrTooManyLocks)):
+		defer release()
+		return fsm.MultiResult{}, s.refuse(why)
+	}
+	m, err := s.queueMulti(holds, c)
+	for _, h := range holds {
+		h.applied = err == nil // serve what may be served ahead of it
+	}
+	release()
 	if err != nil {
 		return fsm.MultiResult{}, err
 	}
-	r := res.(*fsm.MultiResult)
-	// A retry tracks it too, in case the first answer was lost before the
-	// leader did (as an acquire's).
-	s.timers.Track(timed.MultiKey(r.Grant.Token), r.Grant.Token, millis(r.Grant.TTLMillis))
-	if !r.Existing {
-		s.metrics.Grants.Inc()
-	}
-	return *r, nil
+	return s.waitMulti(ctx, m, req.Wait)
 }
 
 // RenewMulti confirms leadership with a quorum round and extends the

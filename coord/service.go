@@ -110,6 +110,7 @@ type Service struct {
 	kinds   []grantKind
 	onTimer map[lease.Kind]func(name string, token uint64)
 	queued  atomic.Int64
+	ready   readyMultis // multi-waiters to try granting (multiwait.go)
 	events  *events.History
 	metrics *metrics.Counters
 

@@ -168,6 +168,7 @@ type simWorld struct {
 
 	grants   []clientGrant // what clients were answered with (may have ended)
 	unknown  []simAsk
+	multis   []clientMulti    // what clients were answered with (may have ended)
 	sessions []*clientSession // what clients were answered with (may have ended)
 	unknownS []SessionRequest // session creates answered outcome-unknown
 	waiters  map[int]*simWaiter
@@ -233,12 +234,16 @@ type simWaiter struct {
 	session      uint64
 	sessionLease string
 	want         error
+	// multi are a multi-acquire's names (sim_multi_test.go; key is then
+	// unused).
+	multi []string
 }
 
 type simResult struct {
 	id     int
 	lock   fsm.AcquireResult
 	permit fsm.PermitResult
+	multi  fsm.MultiResult
 	err    error
 }
 
@@ -535,6 +540,7 @@ func (w *simWorld) waiter(key sim.Key) *simWaiter {
 	x.waitD = w.duration(50, 4000) + time.Duration(1+x.id%997)*time.Nanosecond
 	x.wait = w.clock.Expect(x.waitD)
 	w.check.Queued(key, x.req)
+	w.check.WaitEnds(x.req, w.clock.Now().Add(x.waitD))
 	w.waiters[x.id] = x
 	return x
 }
@@ -543,10 +549,18 @@ func (w *simWorld) waiter(key sim.Key) *simWaiter {
 func (w *simWorld) receive(r simResult) {
 	x := w.waiters[r.id]
 	delete(w.waiters, r.id)
-	w.check.Answered(x.key, x.req)
+	if notLeading(r.err) {
+		w.check.Unserved(x.req)
+	}
 	if armed, _ := w.clock.WaitArmed(x.wait); !armed {
 		w.clock.Unexpect(x.waitD, x.wait)
 	}
+	if x.multi != nil {
+		w.check.AnsweredMulti(x.multi, x.req)
+		w.multiAcquired(x.multi, r.multi.Grant.Token, r.multi.Grant.Lease, r.multi.Existing, r.err)
+		return
+	}
+	w.check.Answered(x.key, x.req)
 	if x.session != 0 {
 		w.sessionAnswered("acquire with wait", x.session, x.want, r.err)
 	}
@@ -663,6 +677,7 @@ func (w *simWorld) opRetryUnknown() {
 	if len(w.unknown) == 0 {
 		return
 	}
+	slices.SortFunc(w.unknown, func(a, b simAsk) int { return strings.Compare(a.req, b.req) }) // arrived in any order
 	i := w.rng.IntN(len(w.unknown))
 	u := w.unknown[i]
 	w.unknown = append(w.unknown[:i], w.unknown[i+1:]...)
@@ -856,7 +871,12 @@ func (w *simWorld) busy() string {
 		if fired {
 			return fmt.Sprintf("waiter %d (%s): its wait ended, no answer yet", x.id, x.key)
 		}
-		queued[x.key]++
+		if x.multi == nil {
+			queued[x.key]++
+		}
+		for _, n := range x.multi {
+			queued[sim.Key{Kind: sim.Lock, Name: n}]++
+		}
 	}
 	for _, name := range w.locks {
 		k := sim.Key{Kind: sim.Lock, Name: name}

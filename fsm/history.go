@@ -50,7 +50,7 @@ func (f *FSM) GrantOf(token uint64) (entry.GrantRecord, TokenLookup) {
 		return entry.GrantRecord{}, TokenNotKept
 	}
 	if g := h.Find(token); g != nil {
-		return g.Record(), TokenFound
+		return h.RecordOf(g), TokenFound
 	}
 	if !h.Accounts(token) {
 		return entry.GrantRecord{}, TokenPermitNotKept

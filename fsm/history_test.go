@@ -84,7 +84,7 @@ func TestGrantHistoryRecordsHowEachGrantEnded(t *testing.T) {
 		got, why := l.f.GrantOf(token)
 		w, ok := want[token]
 		switch {
-		case ok && (why != TokenFound || got != w):
+		case ok && (why != TokenFound || !reflect.DeepEqual(got, w)):
 			t.Errorf("token %d: %+v (%v), want %+v", token, got, why, w)
 		case !ok && why != TokenNeverIssued:
 			t.Errorf("token %d: %v, want never issued", token, why)
@@ -247,7 +247,7 @@ func TestGrantHistorySurvivesSnapshots(t *testing.T) {
 				for token := uint64(1); token <= l.index; token++ {
 					a, wa := l.f.GrantOf(token)
 					b, wb := g.GrantOf(token)
-					if a != b || wa != wb {
+					if !reflect.DeepEqual(a, b) || wa != wb {
 						t.Fatalf("token %d: %+v %v, restored %+v %v", token, a, wa, b, wb)
 					}
 				}

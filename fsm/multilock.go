@@ -19,7 +19,8 @@ import (
 // their names (state.multis): a single-name release or expiry of one of
 // them is refused (it would end one name and not the others), and one
 // MultiRelease entry ends every name. The grant history records it once,
-// under its first name: a token is one grant.
+// under its first name with its names (a token is one grant), and every
+// name's history shows it.
 
 // MultiGrant is a live multi-grant as reads return it.
 type MultiGrant struct {
@@ -106,7 +107,7 @@ func applyMultiAcquire(s *state, c *entry.MultiAcquire, index uint64) any {
 	}
 	s.multis[token] = slices.Clone(c.Names)
 	if s.history != nil {
-		s.history.Granted(grants.Grant{Token: token, Granted: index, Name: c.Names[0], Holder: c.Holder})
+		s.history.GrantedMulti(grants.Grant{Token: token, Granted: index, Name: c.Names[0], Holder: c.Holder}, c.Names)
 	}
 	if c.RequestID != "" {
 		s.requests.Remember(multiRequestKey(c.Holder, c.RequestID, c.Principal), token)

@@ -111,7 +111,7 @@ func TestPermitHistoryRecordsHowEachPermitEnded(t *testing.T) {
 			got, why := f.GrantOf(token)
 			w, ok := want[token]
 			switch {
-			case ok && (why != TokenFound || got != w):
+			case ok && (why != TokenFound || !reflect.DeepEqual(got, w)):
 				t.Errorf("token %d: %+v (%v), want %+v", token, got, why, w)
 			case !ok && why != TokenNeverIssued:
 				t.Errorf("token %d: %v, want never issued", token, why)
@@ -256,7 +256,7 @@ func TestPermitHistoryIsTheLogsDecision(t *testing.T) {
 	for token := uint64(1); token <= l.index+1; token++ {
 		a, wa := l.f.GrantOf(token)
 		b, wb := g.GrantOf(token)
-		if a != b || wa != wb {
+		if !reflect.DeepEqual(a, b) || wa != wb {
 			t.Errorf("token %d: %+v %v, restored %+v %v", token, a, wa, b, wb)
 		}
 	}

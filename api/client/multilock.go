@@ -30,20 +30,23 @@ type MultiLock struct {
 
 // MultiLock takes every lock of names or none (ErrLockHeld, APIError.Lock
 // naming the first held one; ErrLockDelay for one in its lock-delay), and
-// keeps the one lease alive until Release or loss. It does not wait: Wait,
-// LockDelay and Value are refused (ErrInvalid). ctx bounds only the
-// acquire. Every attempt carries one request id, so a retry after a lost
-// answer gets the first grant back.
+// keeps the one lease alive until Release or loss. With Wait it queues in
+// every name's FIFO for up to that long and is granted all names at once
+// when it heads each and all are free; two multi-locks waiting on the same
+// names never deadlock. LockDelay and Value are refused (ErrInvalid). ctx
+// bounds only the acquire. Every attempt carries one request id, so a
+// retry after a lost answer gets the first grant back.
 func (c *Client) MultiLock(ctx context.Context, names []string, opts ...AcquireOption) (*MultiLock, error) {
 	o, err := newAcquireOptions(opts)
 	if err != nil {
 		return nil, err
 	}
-	if o.wait != 0 || o.lockDelay != 0 || o.value != "" {
-		return nil, fmt.Errorf("%w: a multi-lock takes no wait, lock-delay or value", ErrInvalid)
+	if o.lockDelay != 0 || o.value != "" {
+		return nil, fmt.Errorf("%w: a multi-lock takes no lock-delay or value", ErrInvalid)
 	}
-	body := wire.MultiAcquireRequest{Names: names, Holder: o.holder, TTLMillis: o.ttl.Milliseconds(), RequestID: newRequestID()}
-	r := &transport.Request{Path: "/v1/locks/acquire"}
+	body := wire.MultiAcquireRequest{Names: names, Holder: o.holder, TTLMillis: o.ttl.Milliseconds(), WaitMs: o.wait.Milliseconds(),
+		RequestID: newRequestID()}
+	r := &transport.Request{Path: "/v1/locks/acquire", Extra: o.wait}
 	var g wire.MultiGrant
 	if err := c.tr.PostJSON(ctx, r, body, &g); err != nil {
 		return nil, err

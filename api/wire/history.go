@@ -43,6 +43,10 @@ type GrantRecord struct {
 	// Mode is ModeShared for a lock's shared grant; absent for an
 	// exclusive one and for a permit.
 	Mode string `json:"mode,omitempty"`
+	// Names are a multi-grant's locks, in the order asked (absent for any
+	// other grant): one record, shown in every name's history, its Lock
+	// the name asked about (the first, in a token lookup).
+	Names []string `json:"names,omitempty"`
 }
 
 // GrantHistorySettings are the grant history a cluster keeps: its last

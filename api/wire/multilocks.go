@@ -9,10 +9,12 @@ const MaxMultiNames = 64
 
 // MultiAcquireRequest is the body of POST /v1/locks/acquire. Names are at
 // most MaxMultiNames valid lock names, none twice (CodeInvalidNames).
-// Holder, TTLMillis and RequestID are as an acquire's. WaitMs must be 0:
-// a multi-acquire is answered at once, all or nothing (lock_held naming
-// the first held name). Mode may be "exclusive" or absent; Session and
-// SessionLease are refused for now.
+// Holder, TTLMillis and RequestID are as an acquire's. WaitMs 0 answers at
+// once, all or nothing (lock_held naming the first held name); more queues
+// the request in every name's FIFO for up to that long (as an acquire's,
+// at most MaxWait), and it is granted every name in one entry once it
+// heads each FIFO and all are free. Mode may be "exclusive" or absent;
+// Session and SessionLease are refused for now.
 type MultiAcquireRequest struct {
 	Names        []string `json:"names"`
 	Holder       string   `json:"holder"`

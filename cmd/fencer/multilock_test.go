@@ -14,8 +14,9 @@ import (
 // "fencer lock acquire A B C" takes every name with one token; another
 // acquire over one of them is refused, naming it; status shows each held
 // by that token; release of one name alone is refused; "fencer lock renew"
-// and "release" with the names renew and free them all. Several names with
-// --wait, --lock-delay or --session are refused before anything is sent.
+// and "release" with the names renew and free them all; one with --wait
+// queues until a name's holder expires. Several names with --lock-delay or
+// --session are refused before anything is sent.
 func TestMultiLockCommands(t *testing.T) {
 	t.Run("refused flags", func(t *testing.T) {
 		t.Setenv("FENCER_ENDPOINTS", "127.0.0.1:1") // nothing may be sent
@@ -23,7 +24,6 @@ func TestMultiLockCommands(t *testing.T) {
 			args []string
 			want string
 		}{
-			{[]string{"lock", "acquire", "a", "b", "--wait", "1s"}, "--wait"},
 			{[]string{"lock", "acquire", "a", "b", "--lock-delay", "1s"}, "--lock-delay"},
 			{[]string{"lock", "acquire"}, "NAME is required"},
 			{[]string{"lock", "release", "a", "b"}, "--token is required"},
@@ -56,7 +56,10 @@ func TestMultiLockCommands(t *testing.T) {
 		t.Fatalf("multi renew: %s", out)
 	}
 	mustFencer(t, append([]string{"lock", "release", "acct.a", "acct.b", "acct.c"}, lease...)...)
-	if out := mustFencer(t, "lock", "acquire", "acct.b", "acct.x"); !strings.Contains(out, "locks=acct.b,acct.x") {
+	if out := mustFencer(t, "lock", "acquire", "acct.b", "acct.x", "--ttl", "1s"); !strings.Contains(out, "locks=acct.b,acct.x") {
 		t.Fatalf("multi-acquire after the release: %s", out)
+	}
+	if out := mustFencer(t, "lock", "acquire", "acct.x", "acct.y", "--wait", "20s"); !strings.Contains(out, "locks=acct.x,acct.y") {
+		t.Fatalf("a waiting multi-acquire once acct.x expired: %s", out)
 	}
 }

@@ -118,6 +118,10 @@ type GrantRecord struct {
 	// Mode is ModeShared for a lock's shared grant ("" otherwise, so that
 	// every older record reads as before; snapshot version 6).
 	Mode string `json:"mode,omitempty"`
+	// Names are a multi-grant's lock names, in the order asked (Lock is
+	// the first), absent for any other grant: it is one record, and every
+	// name's history shows it.
+	Names []string `json:"names,omitempty"`
 }
 
 // VoidedGrant is a grant that a restore or recovery dropped: the state it

@@ -131,6 +131,9 @@ func (img *Image) CheckHeldGrants(held func(lock string) uint64) error {
 // lines); false, with dst unchanged in length, when a string needs what
 // encoding/json would escape.
 func appendGrantRecord(dst []byte, g *entry.GrantRecord) ([]byte, bool) {
+	if len(g.Names) > 0 {
+		return dst, false // a multi-grant's: rare, left to encoding/json
+	}
 	w := lineWriter{b: dst, ok: true}
 	w.uint(`{"grant":{"token":`, g.Token)
 	if g.Lock != "" {

@@ -33,13 +33,11 @@ func ValidateMultiAcquire(r *wire.MultiAcquireRequest) error {
 		// shared multi-lock waits until both are merged.
 		return badRequest(wire.CodeInvalidJSON, fmt.Sprintf("mode %.32q: a multi-lock is exclusive for now; leave mode out or give \"exclusive\"", r.Mode))
 	case r.Durable:
-		return badRequest(wire.CodeInvalidWait, "durable: a multi-lock does not wait, so it has no place to keep; leave durable out")
-	case r.WaitMs != 0:
-		return badRequest(wire.CodeInvalidWait, fmt.Sprintf("wait_ms %d: a multi-lock does not wait yet; give 0, and retry a lock_held", r.WaitMs))
+		return badRequest(wire.CodeInvalidWait, "durable: a waiting multi-lock keeps its place in each name's queue on the leader only (a durable one is not built); leave durable out")
 	case r.Session != 0 || r.SessionLease != "":
 		return badRequest(wire.CodeInvalidToken, "session: a multi-lock under a session is not supported yet; give ttl_ms")
 	}
-	lock := wire.AcquireRequest{Holder: r.Holder, TTLMillis: r.TTLMillis, RequestID: r.RequestID}
+	lock := wire.AcquireRequest{Holder: r.Holder, TTLMillis: r.TTLMillis, WaitMs: r.WaitMs, RequestID: r.RequestID}
 	return ValidateAcquire(&lock)
 }
 

@@ -173,13 +173,18 @@ def under_session_body(session: int, secret: str, holder: str, wait: float, *,
     return body
 
 
-def multi_body(names: Sequence[str], holder: str, ttl: float) -> Dict[str, Any]:
-    """The body of ``POST /v1/locks/acquire`` (a multi-lock)."""
+def multi_body(names: Sequence[str], holder: str, ttl: float, wait: float = 0.0) -> Dict[str, Any]:
+    """The body of ``POST /v1/locks/acquire`` (a multi-lock; with a wait it
+    queues in every name's FIFO)."""
     check_ttl(ttl)
+    check_wait(wait)
     names = list(names)
     if not 1 <= len(names) <= MAX_NAMES or len(set(names)) != len(names):
         raise InvalidRequest("names %r: want 1 to %d lock names, none twice" % (names, MAX_NAMES), code="invalid_names", status=400)
-    return {"names": names, "holder": holder, "ttl_ms": int(ttl * 1000), "request_id": request_id()}
+    body: Dict[str, Any] = {"names": names, "holder": holder, "ttl_ms": int(ttl * 1000), "request_id": request_id()}
+    if wait:
+        body["wait_ms"] = int(wait * 1000)
+    return body
 
 
 def events_query(since: Optional[int], prefix: Optional[str]) -> str:

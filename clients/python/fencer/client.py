@@ -401,15 +401,18 @@ class Client:
         limit=3, ttl=10, wait=5) as permit:``."""
         return self.acquire_permit(name, limit, ttl, wait, **kw)
 
-    def multi_lock(self, names: Sequence[str], ttl: float = 10.0, *, holder: Optional[str] = None,
-                   keep_alive: bool = True) -> MultiLock:
+    def multi_lock(self, names: Sequence[str], ttl: float = 10.0, wait: float = 0.0, *,
+                   holder: Optional[str] = None, keep_alive: bool = True) -> MultiLock:
         """Take every lock of ``names`` or none, in one entry, with one token
         and one lease for all (at most 64 names, none twice), and keep the
-        lease alive as :meth:`acquire` does. It does not wait: a held name
+        lease alive as :meth:`acquire` does. Without a ``wait`` a held name
         raises :class:`~fencer.errors.LockHeld`, whose ``lock`` names the
-        first held one. ``with client.multi_lock(["a", "b"]) as m:``
-        releases every name on leaving."""
-        return multi_lock(self, names, ttl, holder or self.holder, keep_alive)
+        first held one; with one, it queues in every name's FIFO for up to
+        ``wait`` seconds and is granted all names at once when it heads each
+        and all are free (two waiting multi-locks never deadlock).
+        ``with client.multi_lock(["a", "b"]) as m:`` releases every name on
+        leaving."""
+        return multi_lock(self, names, ttl, holder or self.holder, keep_alive, wait)
 
     def semaphore_status(self, name: str) -> Dict[str, Any]:
         """The semaphore's limit, holders and waiters."""

@@ -91,10 +91,11 @@ class MultiLock(KeptAlive):
         return "MultiLock(%r, token=%d, lost=%s)" % (self.names, self.token, self.lost.is_set())
 
 
-def multi_lock(client: "Client", names: Sequence[str], ttl: float, holder: str, keep_alive: bool) -> MultiLock:
+def multi_lock(client: "Client", names: Sequence[str], ttl: float, holder: str, keep_alive: bool,
+               wait: float = 0.0) -> MultiLock:
     """Client.multi_lock's body."""
-    body = calls.multi_body(names, holder, ttl)
-    resp = client.request("POST", "/v1/locks/acquire", body)
+    body = calls.multi_body(names, holder, ttl, wait)
+    resp = client.request("POST", "/v1/locks/acquire", body, extra_timeout=wait)
     grant = answer.multi_grant(resp.json(), names=body["names"], holder=holder, ttl_ms=body["ttl_ms"],
                                request_id=body["request_id"])
     start = calls.lease_start(grant, resp.sent, resp.first_sent)

@@ -5,6 +5,7 @@ name, one name's release refused, and the release freeing them all."""
 
 from __future__ import annotations
 
+import threading
 import time
 import unittest
 
@@ -49,6 +50,32 @@ class MultiLockClusterTest(unittest.TestCase):
         poll("every name free", lambda: not any(other.status(n)["held"] for n in ("py.m.a", "py.m.b")), 5)
         with self.assertRaises(InvalidRequest):
             c.multi_lock(["py.m.a", "py.m.a"])
+
+    def test_waiting_multi_locks_in_queue_order(self) -> None:
+        """Two multi-locks waiting on crossing names are granted in the
+        order they queued, each every name with one token, never deadlocked."""
+        c = Client(self.cluster.endpoints(), holder="py-w")
+        held = c.acquire("py.w.y", ttl=10)
+        got: dict = {}
+
+        def take(who: str, names: list) -> None:
+            got[who] = c.multi_lock(names, ttl=10, wait=20, holder=who)
+
+        first = threading.Thread(target=take, args=("A", ["py.w.x", "py.w.y"]))
+        first.start()
+        poll("A queued", lambda: c.status("py.w.y")["waiters"] == 1, 5)
+        second = threading.Thread(target=take, args=("B", ["py.w.y", "py.w.x"]))
+        second.start()
+        poll("B queued", lambda: c.status("py.w.y")["waiters"] == 2, 5)
+        held.release()
+        first.join(10)
+        a = got["A"]
+        self.assertEqual([c.status(n)["token"] for n in ("py.w.x", "py.w.y")], [a.token, a.token])
+        self.assertNotIn("B", got)
+        a.release()
+        second.join(10)
+        self.assertGreater(got["B"].token, a.token)
+        got["B"].release()
 
 
 if __name__ == "__main__":

@@ -133,6 +133,8 @@ var Invariants = []Invariant{
 	{Name: "a session's end ends all its grants", Applied: endEndsAll},
 	{Name: "no session ends early", Proposed: noEarlySessionEnd},
 	{Name: invServedAfterEnd, Applied: servedAfterSessionEnd},
+	{Name: "a multi-grant is one grant", Applied: oneMultiGrant},
+	{Name: "multi-acquires in FIFO order", Applied: multiInOrder},
 }
 
 // Checker follows the log and holds it to Invariants. Its methods are safe
@@ -156,7 +158,18 @@ type Checker struct {
 	// owed are the names a session's end freed while waiters were queued
 	// for them, until the waiters queued then are served (invariant
 	// "freed names served after a session's end").
-	owed      map[Key]*owed
+	owed map[Key]*owed
+	// multiReqs are the request ids of the multi-acquires in queued;
+	// multis the names of the live multi-grants, by token (multi.go).
+	multiReqs map[string]bool
+	multis    map[uint64][]string
+	// order is the order in which requests were queued for each name.
+	order map[Key][]string
+	// waitEnds are when the queued requests' waits end (WaitEnds).
+	waitEnds map[string]time.Time
+	// passed and unserved are judged once the step settles (multi.go).
+	passed    []passed
+	unserved  map[string]bool
 	lastToken uint64
 	step      int
 	failures  []string
@@ -168,7 +181,9 @@ type Checker struct {
 func NewChecker(limits map[Key]int) *Checker {
 	return &Checker{limits: limits, live: map[Key]map[uint64]*Grant{}, delays: map[Key]map[uint64]*Delay{},
 		queued: map[Key]map[string]bool{}, granted: map[Key]map[string]bool{}, counts: map[string]int{},
-		sessions: map[uint64]*Session{}, ended: map[uint64]uint64{}, owed: map[Key]*owed{}}
+		sessions: map[uint64]*Session{}, ended: map[uint64]uint64{}, owed: map[Key]*owed{},
+		multiReqs: map[string]bool{}, multis: map[uint64][]string{}, order: map[Key][]string{}, waitEnds: map[string]time.Time{},
+		unserved: map[string]bool{}}
 }
 
 // SetStep names the simulation's step in failures from now on.
@@ -265,6 +280,8 @@ func (c *Checker) effectLocked(index uint64, cmd entry.Command, evs []event.Even
 		switch x := cmd.(type) {
 		case *entry.Acquire:
 			return x.TTLMillis, x.LockDelayMillis, x.RequestID
+		case *entry.MultiAcquire:
+			return x.TTLMillis, 0, x.RequestID
 		case *entry.SemAcquire:
 			return x.TTLMillis, x.LockDelayMillis, x.RequestID
 		case *entry.Release:
@@ -447,6 +464,7 @@ func (c *Checker) applyLocked(e *Effect) {
 		delete(c.queued[*e.Frees], e.Next.RequestID)
 	}
 	c.applySessionLocked(e)
+	c.applyMultiLocked(e)
 }
 
 func put[K comparable, V any](m map[Key]map[K]V, k Key, id K, v V) {
@@ -522,7 +540,7 @@ func servedInFreeingEntry(c *Checker, e *Effect) string {
 			}
 		}
 	}
-	if !effective || !free || len(c.queued[k]) == 0 {
+	if !effective || !free || len(c.queued[k]) == 0 || c.keptLocked(k) {
 		return ""
 	}
 	if e.Next == nil {
@@ -554,6 +572,10 @@ func noEarlyEnd(c *Checker, cmd entry.Command, now time.Time) string {
 		g = c.live[Key{Lock, x.Lock}][x.Token]
 	case *entry.SemExpire:
 		g = c.live[Key{Semaphore, x.Semaphore}][x.Token]
+	case *entry.MultiRelease:
+		if x.Expired {
+			g = c.liveToken(x.Token)
+		}
 	case *entry.EndDelay:
 		k := Key{Lock, x.Lock}
 		if x.Semaphore != "" {
@@ -576,6 +598,7 @@ func noEarlyEnd(c *Checker, cmd entry.Command, now time.Time) string {
 func (c *Checker) Queued(k Key, requestID string) {
 	c.mu.Lock()
 	put(c.queued, k, requestID, true)
+	c.order[k] = append(c.order[k], requestID)
 	c.mu.Unlock()
 }
 
@@ -583,6 +606,7 @@ func (c *Checker) Queued(k Key, requestID string) {
 func (c *Checker) Answered(k Key, requestID string) {
 	c.mu.Lock()
 	delete(c.queued[k], requestID)
+	delete(c.waitEnds, requestID)
 	c.unowe(k, requestID, false)
 	c.mu.Unlock()
 }

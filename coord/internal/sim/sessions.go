@@ -142,7 +142,7 @@ func servedAfterSessionEnd(c *Checker, e *Effect) string {
 		x := e.Cmd.(*entry.SessionEnd)
 		if len(x.Next)+len(x.NextPermits) == 0 {
 			for k, n := range e.SessionFreed {
-				if n > 0 && len(c.queued[k]) > 0 {
+				if n > 0 && len(c.queued[k]) > 0 && !c.keptLocked(k) {
 					return fmt.Sprintf("session %d's end frees %s with %d waiters queued (%v) and offers none of its names to any",
 						s.ID, k, len(c.queued[k]), sortedKeys(c.queued[k]))
 				}
@@ -206,7 +206,7 @@ func (c *Checker) applySessionLocked(e *Effect) {
 				n--
 			}
 		}
-		if n > 0 && len(c.queued[k]) > 0 {
+		if n > 0 && len(c.queued[k]) > 0 && !c.keptLocked(k) {
 			c.owed[k] = &owed{session: s.ID, end: e.Index, slots: n, reqs: maps.Clone(c.queued[k])}
 		}
 	}
@@ -291,6 +291,7 @@ func (c *Checker) Settled() {
 			}
 		}
 	}
+	c.settleMultiLocked()
 	for k, o := range c.owed {
 		c.failLocked(invServedAfterEnd, "session %d's end at index %d freed %s with waiters %v queued: %d slot(s) of it still not served",
 			o.session, o.end, k, sortedKeys(o.reqs), o.slots)

@@ -41,10 +41,27 @@ type Queue[C, R any] struct {
 // Waiter is a caller queued for a name, with the command to propose for it
 // when its turn comes.
 type Waiter[C, R any] struct {
-	Cmd    C
+	Cmd C
+	// Group is set for one name of a caller queued for several names at
+	// once (a waiting multi-acquire): proposals never pop it for the name
+	// alone, Serve stops at it, and FailAll answers the group.
+	Group  Group
 	result chan answer[R] // buffered: a grant is never blocked on delivery
 	elem   *list.Element
 	taken  bool // popped by a proposal; the answer will arrive
+}
+
+// Group is a caller queued in several queues at once, one Waiter in each,
+// all answered by one answer outside this package. Its place in each FIFO
+// is the Waiter's; it is granted by whoever holds all its queues, once it
+// heads every one with room (Cmd is then what that room is asked about).
+type Group interface {
+	// Fail answers the group with err, unless it was answered already.
+	Fail(err error)
+	// Ready says one of its queues has it at the head with room (Serve
+	// found it there), so it may be grantable now: called with that
+	// queue locked, it must not take the others itself.
+	Ready()
 }
 
 type answer[R any] struct {
@@ -113,6 +130,10 @@ func (t *Table[C, R]) FailAll(err error) {
 	for _, q := range t.all() {
 		q.mu.Lock()
 		for w := q.Pop(); w != nil; w = q.Pop() {
+			if w.Group != nil {
+				w.Group.Fail(err) // once, whichever of its queues is first
+				continue
+			}
 			w.Answer(*new(R), err)
 		}
 		q.mu.Unlock()
@@ -135,6 +156,32 @@ func (q *Queue[C, R]) Push(cmd C) *Waiter[C, R] {
 	w.elem = q.waiters.PushBack(w)
 	q.count(1)
 	return w
+}
+
+// PushGroup queues one name of group g at the tail; cmd is what the
+// name's room is asked about, never proposed. Called with q locked.
+func (q *Queue[C, R]) PushGroup(cmd C, g Group) *Waiter[C, R] {
+	w := q.Push(cmd)
+	w.Group = g
+	return w
+}
+
+// Reserved reports whether the head waiter is one name of a group: the
+// name is kept for it, even free, and nobody behind it is served. Called
+// with q locked.
+func (q *Queue[C, R]) Reserved() bool {
+	h := q.Head()
+	return h != nil && h.Group != nil
+}
+
+// Leave takes w out of the queue unless a proposal popped it, and reports
+// whether it did. Called with q locked.
+func (q *Queue[C, R]) Leave(w *Waiter[C, R]) bool {
+	if w.taken {
+		return false
+	}
+	q.remove(w)
+	return true
 }
 
 // Head returns the head waiter, left in the queue (nil: nobody waits).
@@ -195,7 +242,7 @@ func (w *Waiter[C, R]) Answer(r R, err error) { w.result <- answer[R]{r, err} }
 func (q *Queue[C, R]) HandOver(offer bool, propose func(next C) error) (*Waiter[C, R], error) {
 	var w *Waiter[C, R]
 	var next C
-	if offer {
+	if offer && !q.Reserved() {
 		if w = q.Pop(); w != nil {
 			next = w.Cmd
 		}
@@ -212,11 +259,17 @@ func (q *Queue[C, R]) HandOver(offer bool, propose func(next C) error) (*Waiter[
 // Serve grants to queued waiters, head first, while free says the name has
 // room for the head's command: each is answered with grant's result. It
 // stops at an error for which stop is true (this node can no longer
-// propose). Called with q locked.
+// propose), and at a group's waiter (Reserved), which only a proposal
+// holding all the group's queues grants: it is told it has room there
+// (Ready). Called with q locked.
 func (q *Queue[C, R]) Serve(free func(head C) bool, grant func(C) (R, error), stop func(error) bool) {
 	for {
 		head := q.Head()
 		if head == nil || !free(head.Cmd) {
+			return
+		}
+		if head.Group != nil {
+			head.Group.Ready()
 			return
 		}
 		w := q.Pop()

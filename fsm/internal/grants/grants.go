@@ -18,6 +18,11 @@
 //
 // A grant in both is stored twice (as values, 64 bytes each, its strings
 // shared), which costs less than a pointer per grant would in allocations.
+//
+// A multi-grant (one token over several lock names) is one grant: the ring
+// and a snapshot keep it once, under its first name, with its names beside
+// it (History.multis, a record's Names); each of its names' histories
+// keeps a copy under that name, so that every name's history shows it.
 package grants
 
 import (
@@ -131,6 +136,16 @@ type History struct {
 	// the one granted longest ago.
 	locks         map[named]*lockGrants
 	oldest, newer *lockGrants // the order's ends: oldest and newest
+	// multis are the names of the multi-grants kept, by token; refs
+	// counts the copies kept (the ring's, each name's), and the names go
+	// with the last. A Grant has no room for them in its 64 bytes, and
+	// multi-grants are few.
+	multis map[uint64]*multiNames
+}
+
+type multiNames struct {
+	names []string
+	refs  int
 }
 
 // lockGrants is one name's last grants, oldest first, circular once full.
@@ -144,7 +159,7 @@ type lockGrants struct {
 // New returns an empty history under cfg whose ring starts at token from
 // (and so do its permits, with cfg.Permits).
 func New(cfg entry.GrantHistorySettings, from uint64) *History {
-	h := &History{cfg: cfg, from: from, locks: map[named]*lockGrants{}}
+	h := &History{cfg: cfg, from: from, locks: map[named]*lockGrants{}, multis: map[uint64]*multiNames{}}
 	if cfg.Permits {
 		h.permitsFrom = from
 	}
@@ -183,19 +198,74 @@ func (h *History) Granted(g Grant) {
 		h.from = g.Token + 1
 		return
 	}
+	h.addToRing(g)
+	h.addToLock(g)
+	h.trimLocks()
+}
+
+// GrantedMulti records a new multi-grant of lock names (g's Name is the
+// first): once in the ring, and in each name's history.
+func (h *History) GrantedMulti(g Grant, names []string) {
+	if h.cfg.Global == 0 {
+		h.from = g.Token + 1
+		return
+	}
+	h.multis[g.Token] = &multiNames{names: slices.Clone(names)}
+	h.addToRing(g)
+	for _, n := range names {
+		c := g
+		c.Name = n
+		h.addToLock(c)
+	}
+	h.trimLocks()
+}
+
+// addToRing adds g to the ring, forgetting its oldest grant when full.
+func (h *History) addToRing(g Grant) {
+	h.kept(&g)
 	if len(h.ring) < h.cfg.Global {
 		h.ring = append(h.ring, g)
-	} else {
-		h.from = h.ring[h.head].Token + 1
-		h.ring[h.head] = g
-		h.head = (h.head + 1) % len(h.ring)
+		return
 	}
-	h.addToLock(g)
-	if len(h.locks) > h.cfg.Global {
-		// Granted longer ago than the ring reaches (Global other locks
-		// have a newer grant), so none of its grants is in the ring.
+	h.from = h.ring[h.head].Token + 1
+	h.forget(&h.ring[h.head])
+	h.ring[h.head] = g
+	h.head = (h.head + 1) % len(h.ring)
+}
+
+// trimLocks forgets the names granted longer ago than the ring reaches
+// (Global other names have a newer grant), so that none of their grants
+// is in the ring.
+func (h *History) trimLocks() {
+	for len(h.locks) > h.cfg.Global {
 		h.forgetOldestLock()
 	}
+}
+
+// kept and forget count a multi-grant's copies as they are stored and
+// overwritten.
+func (h *History) kept(g *Grant) {
+	if m := h.multis[g.Token]; m != nil {
+		m.refs++
+	}
+}
+
+func (h *History) forget(g *Grant) {
+	if m := h.multis[g.Token]; m != nil {
+		if m.refs--; m.refs == 0 {
+			delete(h.multis, g.Token)
+		}
+	}
+}
+
+// RecordOf returns g, kept by h, as a record: with its names when it is
+// a multi-grant.
+func (h *History) RecordOf(g *Grant) entry.GrantRecord {
+	r := g.Record()
+	if m := h.multis[g.Token]; m != nil {
+		r.Names = slices.Clone(m.names)
+	}
+	return r
 }
 
 // addToLock adds g to its name's grants, which become the newest name's.
@@ -212,7 +282,10 @@ func (h *History) addToLock(g Grant) {
 		h.unlink(lg)
 	}
 	h.link(lg)
-	lg.add(g, h.cfg.PerLock)
+	h.kept(&g)
+	if old, ok := lg.add(g, h.cfg.PerLock); ok {
+		h.forget(&old)
+	}
 }
 
 // forgetOldestLock drops the grants of the name granted longest ago.
@@ -220,15 +293,21 @@ func (h *History) forgetOldestLock() {
 	old := h.oldest
 	h.unlink(old)
 	delete(h.locks, old.key)
+	for i := range old.recs {
+		h.forget(&old.recs[i])
+	}
 }
 
-func (lg *lockGrants) add(g Grant, max int) {
+// add keeps g, and returns the grant it overwrote when full.
+func (lg *lockGrants) add(g Grant, max int) (Grant, bool) {
 	if len(lg.recs) < max {
 		lg.recs = append(lg.recs, g)
-		return
+		return Grant{}, false
 	}
+	old := lg.recs[lg.head]
 	lg.recs[lg.head] = g
 	lg.head = (lg.head + 1) % len(lg.recs)
+	return old, true
 }
 
 // at returns the i-th oldest grant kept.
@@ -296,30 +375,44 @@ func (h *History) Last(kind Kind, name string, n int) []entry.GrantRecord {
 	n = min(n, len(lg.recs))
 	out := make([]entry.GrantRecord, 0, n)
 	for i := len(lg.recs) - 1; i >= len(lg.recs)-n; i-- {
-		out = append(out, lg.at(i).Record())
+		out = append(out, h.RecordOf(lg.at(i)))
 	}
 	return out
 }
 
 // Captured is every grant a history kept, each once: the per-lock grants
-// older than the ring, then the ring, oldest first.
+// older than the ring, then the ring, oldest first. A multi-grant is one
+// grant, under its first name, with its names (multis).
 type Captured struct {
 	older, ring []Grant
+	multis      map[uint64][]string
 }
 
 // Capture copies every grant kept. It runs under the FSM's lock, so it
 // only copies; Sort, Records and Each run outside it.
 func (h *History) Capture() Captured {
-	var c Captured
+	c := Captured{multis: make(map[uint64][]string, len(h.multis))}
+	for t, m := range h.multis {
+		c.multis[t] = m.names // never changed once kept
+	}
 	var first uint64 // the ring's oldest token
 	if len(h.ring) > 0 {
 		first = h.ringAt(0).Token
 	}
+	seen := map[uint64]bool{} // multi-grants older than the ring
 	for _, lg := range h.locks {
 		for i := range lg.recs {
-			if g := lg.at(i); len(h.ring) == 0 || g.Token < first {
-				c.older = append(c.older, *g)
+			g := *lg.at(i)
+			if len(h.ring) > 0 && g.Token >= first {
+				continue
 			}
+			if names := c.multis[g.Token]; names != nil {
+				if seen[g.Token] {
+					continue
+				}
+				seen[g.Token], g.Name = true, names[0]
+			}
+			c.older = append(c.older, g)
 		}
 	}
 	c.ring = make([]Grant, 0, len(h.ring))
@@ -356,6 +449,7 @@ func (c Captured) Each(fn func(*entry.GrantRecord)) {
 	for _, part := range [][]Grant{c.older, c.ring} {
 		for i := range part {
 			r := part[i].Record()
+			r.Names = c.multis[r.Token]
 			fn(&r)
 		}
 	}
@@ -408,18 +502,26 @@ func Rebuild(cfg entry.GrantHistorySettings, from uint64, recs []entry.GrantReco
 	start := len(recs) - ring
 	for i := range recs {
 		g := grantOf(&recs[i])
-		if held != nil && g.Kind == OfLock {
-			if name, holder, ok := held(g.Name, g.Token); ok {
-				g.Name, g.Holder = name, holder
+		names := []string{g.Name}
+		if len(recs[i].Names) > 1 && g.Kind == OfLock {
+			names = recs[i].Names
+			h.multis[g.Token] = &multiNames{names: slices.Clone(names)}
+		}
+		for j, n := range names {
+			c := g
+			c.Name = n
+			if held != nil && c.Kind == OfLock {
+				if name, holder, ok := held(n, c.Token); ok {
+					c.Name, c.Holder = name, holder
+				}
 			}
+			if j == 0 && i >= start {
+				h.kept(&c)
+				h.ring = append(h.ring, c)
+			}
+			h.addToLock(c)
 		}
-		if i >= start {
-			h.ring = append(h.ring, g)
-		}
-		h.addToLock(g)
 	}
-	for len(h.locks) > cfg.Global {
-		h.forgetOldestLock()
-	}
+	h.trimLocks()
 	return h
 }

@@ -3,6 +3,7 @@ package grants
 import (
 	"fmt"
 	"reflect"
+	"slices"
 	"testing"
 	"unsafe"
 
@@ -109,5 +110,39 @@ func TestPermitsBesideLocks(t *testing.T) {
 	back := Rebuild(h.Settings(), h.From(), c.Records(), c.RingLen(), nil)
 	if !reflect.DeepEqual(back.Capture().Records(), c.Records()) || back.Last(OfLock, "s", 9) == nil {
 		t.Fatal("rebuilt history differs")
+	}
+}
+
+// A multi-grant is one record in the ring and in a capture (under its
+// first name, with its names), and every name's history shows it, ended
+// as each name ends; a rebuild keeps it so; its names are forgotten with
+// its last copy.
+func TestMultiGrantInEveryNamesHistory(t *testing.T) {
+	h := New(entry.GrantHistorySettings{Global: 4, PerLock: 2}, 1)
+	h.Granted(Grant{Token: 1, Granted: 1, Name: "a", Holder: "x"})
+	h.GrantedMulti(Grant{Token: 2, Granted: 2, Name: "b", Holder: "m"}, []string{"b", "a", "c"})
+	for _, n := range []string{"b", "a", "c"} {
+		h.Ended(OfLock, n, 2, 3, Released)
+	}
+	for _, n := range []string{"a", "b", "c"} {
+		got := h.Last(OfLock, n, 9)
+		if len(got) == 0 || got[0].Token != 2 || got[0].Lock != n || got[0].Ended != entry.EndReleased || !slices.Equal(got[0].Names, []string{"b", "a", "c"}) {
+			t.Fatalf("%s's history: %+v", n, got)
+		}
+	}
+	c := h.Capture()
+	recs := c.Records()
+	if c.RingLen() != 2 || len(recs) != 2 || recs[1].Lock != "b" || len(recs[1].Names) != 3 {
+		t.Fatalf("captured %+v, want the multi-grant once", recs)
+	}
+	back := Rebuild(h.Settings(), h.From(), recs, c.RingLen(), nil)
+	if !reflect.DeepEqual(back.Capture().Records(), recs) || !reflect.DeepEqual(back.Last(OfLock, "c", 9), h.Last(OfLock, "c", 9)) {
+		t.Fatal("rebuilt history differs")
+	}
+	for tok := uint64(3); tok < 12; tok++ { // the ring and every name move past it
+		h.Granted(Grant{Token: tok, Granted: tok, Name: []string{"a", "b", "c"}[tok%3]})
+	}
+	if len(h.multis) != 0 {
+		t.Fatalf("names kept of %d multi-grants no longer kept", len(h.multis))
 	}
 }

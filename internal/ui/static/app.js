@@ -503,20 +503,36 @@ function grantUntil(remaining, at, session) {
 }
 
 // grantRows are the held grants, a row each: a lock's exclusive grant, or
-// each of its shared grants (shared_holders), marked shared.
+// each of its shared grants (shared_holders), marked shared. A multi-lock
+// (several names held with one token) is one grant, so one row naming
+// every lock (names), counted as its names' waiters together.
 function grantRows() {
   const out = [];
+  const byToken = new Map();
   for (const l of state.locks) {
-    if (l.held) out.push(l);
+    if (l.held) {
+      const multi = byToken.get(l.token);
+      if (multi) {
+        multi.names.push(l.lock);
+        multi.waiters = (multi.waiters || 0) + (l.waiters || 0);
+        continue;
+      }
+      const row = { ...l, names: [l.lock] };
+      byToken.set(l.token, row);
+      out.push(row);
+    }
     for (const g of l.shared_holders || []) out.push({ ...g, lock: l.lock, waiters: l.waiters, at: l.at, held: true, shared: true });
   }
+  for (const r of out) r.multi = !!r.names && r.names.length > 1;
   return out;
 }
 
 function renderLocks() {
-  const locks = grantRows().filter((l) => lockRowMatches(l.lock)).map((l) => ({ ...l, until: grantUntil(l.remaining_ms, l.at, l.session) }));
+  const locks = grantRows()
+    .filter((l) => (l.names || [l.lock]).some(lockRowMatches))
+    .map((l) => ({ ...l, until: grantUntil(l.remaining_ms, l.at, l.session) }));
   locks.sort((a, b) => a.lock.localeCompare(b.lock) || a.token - b.token);
-  const key = (l) => JSON.stringify([l.lock, l.token, l.holder, l.value || "", l.lock_delay_ms || 0, l.session || 0, !!l.shared, l.until == null]);
+  const key = (l) => JSON.stringify([l.lock, l.token, l.holder, l.value || "", l.lock_delay_ms || 0, l.session || 0, !!l.shared, l.until == null, l.names || []]);
   reconcile($("#locks tbody"), locks, key, lockRow, (row, l) => {
     text(row.querySelector(".waiters"), l.waiters || 0);
     setUntil(row.querySelector(".ttl"), l.until);
@@ -533,15 +549,20 @@ function lockRow(l) {
   state.seen.add(`${l.lock}:${l.token}`);
   return h(
     "tr",
-    { dataset: { lock: l.lock, token: l.token, mode: l.shared ? "shared" : "exclusive" }, class: fresh ? "fresh" : null },
+    { dataset: { lock: l.lock, token: l.token, mode: l.shared ? "shared" : "exclusive", names: (l.names || [l.lock]).join(",") }, class: fresh ? "fresh" : null },
     h(
       "td",
       { class: "wrap" },
-      h("button", { type: "button", class: "link lock-name", title: `Show the history of ${l.lock}`, onclick: () => showHistory(l.lock) }, l.lock),
+      (l.names || [l.lock]).flatMap((n, i) => [
+        i ? ", " : null,
+        h("button", { type: "button", class: "link lock-name", title: `Show the history of ${n}`, onclick: () => showHistory(n) }, n),
+      ]),
+      l.multi ? [" ", h("span", { class: "badge multi", title: "A multi-lock: these locks were granted together, in one entry, with one token, and end together" }, "multi-lock")] : null,
       l.value ? [" ", h("span", { class: "badge", title: "This lock publishes a value: an election" }, "election")] : null,
       l.shared ? [" ", h("span", { class: "badge shared", title: "A shared grant: one of the lock's readers, which cannot write under it" }, "shared")] : null,
     ),
-    h("td", { class: "wrap" }, h("span", { class: "holder" }, l.holder), l.session ? [" ", sessionLink(l.session)] : null, revokeButton("locks", l.lock, l.token, l.holder)),
+    // A multi-lock's names end together: revoking one name alone is refused.
+    h("td", { class: "wrap" }, h("span", { class: "holder" }, l.holder), l.session ? [" ", sessionLink(l.session)] : null, l.multi ? null : revokeButton("locks", l.lock, l.token, l.holder)),
     h("td", { class: "num" }, h("button", { type: "button", class: "link token", title: `Whose token is ${l.token}?`, onclick: () => lookupToken(l.token) }, l.token)),
     h("td", { class: "wrap value" }, l.value || "–"),
     h("td", {}, ttlCell(l.until, l.ttl_ms)),

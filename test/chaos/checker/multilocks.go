@@ -1,7 +1,9 @@
 package checker
 
 import (
+	"cmp"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -19,7 +21,10 @@ import (
 //     void), each once: no name ends without the others;
 //   - no write with its token is accepted after that end (the workload
 //     binds every write of a multi-grant's token to one of its names, so
-//     such a write must be refused not_lock_holder).
+//     such a write must be refused not_lock_holder);
+//   - no name is granted to a multi-grant while an earlier one holds it
+//     (waiting multi-locks queue for each other's names; the names are
+//     multi-locks' alone).
 //
 // What falls in the stream's gaps, or after it, is not judged.
 func MultiGrants(h history.History) []Violation {
@@ -107,6 +112,50 @@ func MultiGrants(h history.History) []Violation {
 		for _, p := range puts {
 			if p.Token == t && endAt != 0 && p.Index > endAt {
 				out = append(out, Violation{Message: fmt.Sprintf("multi-grant t%d ended at index %d, yet a write of %s with its token was accepted at index %d", t, endAt, p.Key, p.Index), Ops: ops})
+			}
+		}
+	}
+	endOf := func(t uint64, name string) uint64 {
+		for _, e := range ends[t] {
+			if e.name == name {
+				return e.index
+			}
+		}
+		return 0
+	}
+	return append(out, multiOverlaps(granted, multi, endOf, asked, w)...)
+}
+
+// multiOverlaps finds a name granted to a multi-grant before the
+// multi-grant that had it before ended, where the stream shows both and
+// everything between.
+func multiOverlaps(granted map[uint64][]history.WatchedGrant, multi map[uint64]bool, endOf func(uint64, string) uint64,
+	asked map[uint64]history.Op, w *history.Watch) []Violation {
+	seenBetween := func(a, b uint64) bool {
+		return b <= w.Until && !slices.ContainsFunc(w.Gaps, func(gap history.WatchGap) bool { return gap.After < b && gap.Until > a })
+	}
+	byName := map[string][]history.WatchedGrant{}
+	for t, gs := range granted {
+		if multi[t] {
+			for _, g := range gs {
+				byName[g.Lock] = append(byName[g.Lock], g)
+			}
+		}
+	}
+	var out []Violation
+	for _, name := range slices.Sorted(maps.Keys(byName)) {
+		gs := byName[name]
+		slices.SortFunc(gs, func(a, b history.WatchedGrant) int { return cmp.Compare(a.Index, b.Index) })
+		for i := 1; i < len(gs); i++ {
+			prev, cur := gs[i-1], gs[i]
+			if end := endOf(prev.Token, name); (end == 0 || end > cur.Index) && seenBetween(prev.Index, cur.Index) {
+				var ops []history.Op
+				for _, t := range []uint64{prev.Token, cur.Token} {
+					if op, ok := asked[t]; ok {
+						ops = append(ops, op)
+					}
+				}
+				out = append(out, Violation{Message: fmt.Sprintf("%s granted to multi-grant t%d at index %d while multi-grant t%d held it", name, cur.Token, cur.Index, prev.Token), Ops: ops})
 			}
 		}
 	}

@@ -1,6 +1,7 @@
 package checker
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -34,6 +35,16 @@ func multiHistory(end ...history.WatchedEvent) history.History {
 func TestMultiGrantsPass(t *testing.T) {
 	h := multiHistory(ev(15, wire.EventReleased, "multi.a", 10), ev(15, wire.EventReleased, "multi.b", 10))
 	wantStatus(t, h, CheckMultiGrants, Pass)
+	// A waiting multi-grant over multi.b granted once the first ended.
+	next := h
+	next.Ops = append(slices.Clone(h.Ops), history.Op{Kind: history.MultiAcquire, Target: "multi.b,multi.c", Names: []string{"multi.b", "multi.c"},
+		Holder: "c1", TTL: 1000, Token: 16, Outcome: history.OK, Call: 1, Return: 7})
+	w := *h.Watch
+	w.Grants = append(slices.Clone(w.Grants),
+		history.WatchedGrant{Index: 16, Type: wire.EventAcquired, Lock: "multi.b", Token: 16},
+		history.WatchedGrant{Index: 16, Type: wire.EventAcquired, Lock: "multi.c", Token: 16})
+	next.Watch = &w
+	wantStatus(t, next, CheckMultiGrants, Pass)
 	// One token on two locks in one entry is not a grant reported twice.
 	wantStatus(t, h, CheckWatch, Pass)
 	wantStatus(t, history.History{Ops: h.Ops}, CheckMultiGrants, Skipped)
@@ -64,6 +75,15 @@ func TestMultiGrantsFail(t *testing.T) {
 			h.Watch.Grants = append(h.Watch.Grants, history.WatchedGrant{Index: 12, Type: wire.EventAcquired, Lock: "multi.c", Token: 10})
 			return h
 		}(), "multi.c granted at index 12"},
+		{"two multi-grants hold a name at once", func() history.History {
+			h := multiHistory(ev(15, wire.EventReleased, "multi.a", 10), ev(15, wire.EventReleased, "multi.b", 10))
+			h.Ops = append(h.Ops, history.Op{Kind: history.MultiAcquire, Target: "multi.b,multi.c", Names: []string{"multi.b", "multi.c"}, Holder: "c1",
+				TTL: 1000, Token: 12, Outcome: history.OK, Call: 1, Return: 7})
+			h.Watch.Grants = append(h.Watch.Grants,
+				history.WatchedGrant{Index: 12, Type: wire.EventAcquired, Lock: "multi.b", Token: 12},
+				history.WatchedGrant{Index: 12, Type: wire.EventAcquired, Lock: "multi.c", Token: 12})
+			return h
+		}(), "multi.b granted to multi-grant t12 at index 12 while multi-grant t10 held it"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			v := wantStatus(t, c.h, CheckMultiGrants, Fail)

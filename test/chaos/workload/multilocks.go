@@ -19,13 +19,16 @@ import (
 // writes once, bound to one of its names, renews its one lease, and
 // releases it, or now and then stalls past its TTL, so that its expiry
 // ends every name, and writes with the old token again, which the binding
-// must refuse.
+// must refuse. Half of them wait (wait_ms) in every name's FIFO, where
+// clients asking for crossing names queue behind one another: none may
+// deadlock, and no two multi-grants may hold a name at once.
 
 // multiChance is the share of a lock client's iterations that take a
 // multi-lock; multiStallChance the share of those that stall.
 const (
 	multiChance      = 0.15
 	multiStallChance = 0.2
+	multiWaitChance  = 0.5
 	multiPrefix      = "multi."
 )
 
@@ -50,7 +53,11 @@ func (w *worker) multiIteration(ctx context.Context) {
 	w.rng.Shuffle(len(names), func(i, j int) { names[i], names[j] = names[j], names[i] })
 	names = names[:min(len(names), 2+w.rng.IntN(3))]
 	ttl := w.leaseTTL()
-	m := w.multiAcquire(names, ttl)
+	var wait time.Duration
+	if w.chance(multiWaitChance) {
+		wait = ttl + time.Duration(w.rng.Int64N(int64(ttl)))
+	}
+	m := w.multiAcquire(names, ttl, wait)
 	if m == nil {
 		return
 	}
@@ -73,13 +80,16 @@ func (w *worker) multiIteration(ctx context.Context) {
 	w.multiRelease(m)
 }
 
-func (w *worker) multiAcquire(names []string, ttl time.Duration) *multiGrant {
+func (w *worker) multiAcquire(names []string, ttl, wait time.Duration) *multiGrant {
 	var m *multiGrant
 	op := history.Op{Kind: history.MultiAcquire, Target: strings.Join(names, ","), Names: slices.Clone(names), Holder: w.holder(), TTL: ttl.Milliseconds()}
 	w.record(op, func(ctx context.Context, op *history.Op) {
+		ctx, cancel := context.WithTimeout(ctx, opTimeout+wait)
+		defer cancel()
 		var got wire.MultiGrant
-		body := wire.MultiAcquireRequest{Names: names, Holder: w.holder(), TTLMillis: ttl.Milliseconds(), RequestID: w.requestID()}
-		settleRaw(op, w.raw.Call(ctx, "POST", "/v1/locks/acquire", 0, body, &got))
+		body := wire.MultiAcquireRequest{Names: names, Holder: w.holder(), TTLMillis: ttl.Milliseconds(), WaitMs: wait.Milliseconds(),
+			RequestID: w.requestID()}
+		settleRaw(op, w.raw.Call(ctx, "POST", "/v1/locks/acquire", wait, body, &got))
 		if op.Outcome == history.OK {
 			m = &multiGrant{names: got.Names, token: got.Token, lease: got.Lease}
 			op.Token, op.Lease = got.Token, got.Lease

@@ -15,7 +15,8 @@ import (
 )
 
 // A multi-lock from the command line: "fencer lock acquire A B C" takes
-// every name or none, with one token and one lease secret, and "fencer
+// every name or none, with one token and one lease secret (with --wait,
+// queued in every name's FIFO until all are free for it), and "fencer
 // lock renew|release A B C --token N --lease S" renews or releases that
 // one grant (the server knows its names by the token; renewing through
 // one name alone works too, releasing one alone is refused).
@@ -30,10 +31,8 @@ func oneOrMoreNames(c *cobra.Command, args []string) error {
 
 func (o *lockOptions) multiAcquire(cmd *cobra.Command, names []string) error {
 	switch {
-	case o.wait != 0:
-		return cli.Usagef("--wait: a multi-lock (several names) does not wait yet; retry it instead")
 	case o.durable:
-		return cli.Usagef("--durable: a multi-lock (several names) does not wait, so it has no place to keep")
+		return cli.Usagef("--durable: a waiting multi-lock (several names) keeps its place on the leader only; a durable one is not built")
 	case o.delay != 0:
 		return cli.Usagef("--lock-delay: a multi-lock (several names) takes none")
 	case o.session.id != 0 || o.session.lease != "":
@@ -44,7 +43,7 @@ func (o *lockOptions) multiAcquire(cmd *cobra.Command, names []string) error {
 		return err
 	}
 	defer c.Close()
-	m, err := c.MultiLock(cmd.Context(), names, client.TTL(o.ttl), client.Holder(o.holder), client.NoKeepAlive())
+	m, err := c.MultiLock(cmd.Context(), names, client.TTL(o.ttl), client.Holder(o.holder), client.Wait(o.wait), client.NoKeepAlive())
 	if err != nil {
 		return fmt.Errorf("acquire %s: %w", strings.Join(names, " "), err)
 	}
