@@ -5,9 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"runtime"
-	"strings"
 	"testing"
 	"time"
 
@@ -136,38 +134,7 @@ func goldenV7(t *testing.T) *FSM {
 // that is not held are refused. FENCER_WRITE_GOLDEN=1 rewrites the file.
 func TestSnapshotV7DurableGolden(t *testing.T) {
 	f := goldenV7(t)
-	var sink memSink
-	snap, _ := f.Snapshot()
-	if err := snap.Persist(&sink); err != nil {
-		t.Fatal(err)
-	}
-	if os.Getenv("FENCER_WRITE_GOLDEN") == "1" {
-		os.WriteFile("testdata/snapshot-v7-durable.golden", sink.Bytes(), 0o644)
-		os.WriteFile("testdata/snapshot-v7-durable.digest", []byte(f.Digest()+"\n"), 0o644)
-	}
-	golden, err := os.ReadFile("testdata/snapshot-v7-durable.golden")
-	if err != nil {
-		t.Fatal(err)
-	}
-	digest, err := os.ReadFile("testdata/snapshot-v7-durable.digest")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, want := range []string{`"version":7,`, `"durable_waiters":3`, `"waited":1`, `{"durable_waiter":`, `{"waited":{`, `"principal":"p-w2"`} {
-		if !bytes.Contains(golden, []byte(want)) {
-			t.Fatalf("the golden file lacks %s:\n%s", want, golden)
-		}
-	}
-	g := New(nil)
-	if err := g.Restore(io.NopCloser(bytes.NewReader(golden))); err != nil {
-		t.Fatal(err)
-	}
-	if got := g.Digest(); got != strings.TrimSpace(string(digest)) {
-		t.Fatalf("digest of the restored state %s, the golden's %s", got, digest)
-	}
-	if !bytes.Equal(sink.Bytes(), golden) {
-		t.Fatalf("snapshot differs from the golden:\n%s\nwant\n%s", sink.Bytes(), golden)
-	}
+	golden, g := checkGolden(t, f, "snapshot-v7-durable", `"version":7,`, `"durable_waiters":3`, `"waited":1`, `{"durable_waiter":`, `{"waited":{`, `"principal":"p-w2"`)
 	if w := g.DurableWaiters(); len(w) != 3 || w[0].Holder() != "w1" || w[1].Holder() != "w2" || w[1].Acquire.Principal != "p-w2" {
 		t.Fatalf("restored waiters %+v", w)
 	}

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/hashicorp/raft"
@@ -415,4 +417,55 @@ func TestRestoreSetsAppliedIndexExactly(t *testing.T) {
 	if dst.AppliedIndex() != 3 {
 		t.Fatalf("applied index after restoring an older snapshot: %d, want 3", dst.AppliedIndex())
 	}
+}
+
+// checkGolden pins a snapshot format: f's snapshot must be the golden file
+// testdata/name.golden byte for byte and hold every one of wants, and the
+// golden must restore to the state whose digest is testdata/name.digest.
+// The restored state must write the golden again. It returns the golden
+// and the state restored from it.
+// FENCER_WRITE_GOLDEN=1 rewrites both files from f (then read the diff).
+func checkGolden(t *testing.T, f *FSM, name string, wants ...string) ([]byte, *FSM) {
+	t.Helper()
+	var sink memSink
+	snap, _ := f.Snapshot()
+	if err := snap.Persist(&sink); err != nil {
+		t.Fatal(err)
+	}
+	if os.Getenv("FENCER_WRITE_GOLDEN") == "1" {
+		os.WriteFile("testdata/"+name+".golden", sink.Bytes(), 0o644)
+		os.WriteFile("testdata/"+name+".digest", []byte(f.Digest()+"\n"), 0o644)
+	}
+	golden, err := os.ReadFile("testdata/" + name + ".golden")
+	if err != nil {
+		t.Fatal(err)
+	}
+	digest, err := os.ReadFile("testdata/" + name + ".digest")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range wants {
+		if !bytes.Contains(golden, []byte(want)) {
+			t.Fatalf("the golden file lacks %s:\n%s", want, golden)
+		}
+	}
+	g := New(nil)
+	if err := g.Restore(io.NopCloser(bytes.NewReader(golden))); err != nil {
+		t.Fatal(err)
+	}
+	if got := g.Digest(); got != strings.TrimSpace(string(digest)) {
+		t.Fatalf("digest of the restored state %s, the golden's %s", got, digest)
+	}
+	if !bytes.Equal(sink.Bytes(), golden) {
+		t.Fatalf("snapshot differs from the golden:\n%s\nwant\n%s", sink.Bytes(), golden)
+	}
+	var again memSink
+	snap, _ = g.Snapshot()
+	if err := snap.Persist(&again); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(again.Bytes(), golden) {
+		t.Fatal("the state restored from the golden is written differently")
+	}
+	return golden, g
 }

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"os"
 	"reflect"
 	"runtime"
 	"strings"
@@ -412,42 +411,7 @@ func goldenV2(t *testing.T) *FSM {
 // file (only when the format is meant to change).
 func TestSnapshotV2Golden(t *testing.T) {
 	f := goldenV2(t)
-	var sink memSink
-	snap, _ := f.Snapshot()
-	if err := snap.Persist(&sink); err != nil {
-		t.Fatal(err)
-	}
-	if os.Getenv("FENCER_WRITE_GOLDEN") == "1" {
-		os.WriteFile("testdata/snapshot-v2.golden", sink.Bytes(), 0o644)
-		os.WriteFile("testdata/snapshot-v2.digest", []byte(f.Digest()+"\n"), 0o644)
-	}
-	golden, err := os.ReadFile("testdata/snapshot-v2.golden")
-	if err != nil {
-		t.Fatal(err)
-	}
-	digest, err := os.ReadFile("testdata/snapshot-v2.digest")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Contains(golden, []byte(`"version":2,`)) || !bytes.Contains(golden, []byte(`"voided":{`)) || !bytes.Contains(golden, []byte(`"ended":"voided"`)) {
-		t.Fatalf("the golden file lacks what version 2 adds:\n%s", golden)
-	}
-	g := New(nil)
-	if err := g.Restore(io.NopCloser(bytes.NewReader(golden))); err != nil {
-		t.Fatal(err)
-	}
-	if got := g.Digest(); got != strings.TrimSpace(string(digest)) {
-		t.Fatalf("digest of the restored state %s, the golden's %s", got, digest)
-	}
-	if !bytes.Equal(sink.Bytes(), golden) {
-		t.Fatalf("snapshot differs from the golden:\n%s\nwant\n%s", sink.Bytes(), golden)
-	}
-	var again memSink
-	snap, _ = g.Snapshot()
-	snap.Persist(&again)
-	if !bytes.Equal(again.Bytes(), golden) {
-		t.Fatal("the restored golden is written differently")
-	}
+	checkGolden(t, f, "snapshot-v2", `"version":2,`, `"voided":{`, `"ended":"voided"`)
 }
 
 // BenchmarkHistoryAt100kLeases: 100,000 held leases with and without the

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"io"
-	"os"
 	"strings"
 	"testing"
 
@@ -154,38 +153,7 @@ func goldenV6Multi(t *testing.T) *FSM {
 // rewrites the file.
 func TestSnapshotV6MultiGolden(t *testing.T) {
 	f := goldenV6Multi(t)
-	var sink memSink
-	snap, _ := f.Snapshot()
-	if err := snap.Persist(&sink); err != nil {
-		t.Fatal(err)
-	}
-	if os.Getenv("FENCER_WRITE_GOLDEN") == "1" {
-		os.WriteFile("testdata/snapshot-v6-multi.golden", sink.Bytes(), 0o644)
-		os.WriteFile("testdata/snapshot-v6-multi.digest", []byte(f.Digest()+"\n"), 0o644)
-	}
-	golden, err := os.ReadFile("testdata/snapshot-v6-multi.golden")
-	if err != nil {
-		t.Fatal(err)
-	}
-	digest, err := os.ReadFile("testdata/snapshot-v6-multi.digest")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, want := range []string{`"version":6,`, `"multi_locks":1`, `"multi_lock":{"token":5,"names":["c","a","b"]}`} {
-		if !bytes.Contains(golden, []byte(want)) {
-			t.Fatalf("the golden file lacks %s:\n%s", want, golden)
-		}
-	}
-	g := New(nil)
-	if err := g.Restore(io.NopCloser(bytes.NewReader(golden))); err != nil {
-		t.Fatal(err)
-	}
-	if got := g.Digest(); got != strings.TrimSpace(string(digest)) {
-		t.Fatalf("digest of the restored state %s, the golden's %s", got, digest)
-	}
-	if !bytes.Equal(sink.Bytes(), golden) {
-		t.Fatalf("snapshot differs from the golden:\n%s\nwant\n%s", sink.Bytes(), golden)
-	}
+	golden, g := checkGolden(t, f, "snapshot-v6-multi", `"version":6,`, `"multi_locks":1`, `"multi_lock":{"token":5,"names":["c","a","b"]}`)
 	if err, _ := g.ApplyCommand(&entry.Release{Lock: "a", Token: 5, Lease: "s-w"}, 7).(error); !errors.Is(err, refusal.ErrMultiGrant) {
 		t.Fatalf("release of one restored name: %v", err)
 	}

@@ -4,9 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
-	"os"
 	"reflect"
-	"strings"
 	"testing"
 
 	"github.com/fencer-io/fencer/fsm/entry"
@@ -155,38 +153,7 @@ func goldenV6Revoke(t *testing.T) *FSM {
 // FENCER_WRITE_GOLDEN=1 rewrites the file.
 func TestSnapshotV6RevokeGolden(t *testing.T) {
 	f := goldenV6Revoke(t)
-	var sink memSink
-	snap, _ := f.Snapshot()
-	if err := snap.Persist(&sink); err != nil {
-		t.Fatal(err)
-	}
-	if os.Getenv("FENCER_WRITE_GOLDEN") == "1" {
-		os.WriteFile("testdata/snapshot-v6-revoke.golden", sink.Bytes(), 0o644)
-		os.WriteFile("testdata/snapshot-v6-revoke.digest", []byte(f.Digest()+"\n"), 0o644)
-	}
-	golden, err := os.ReadFile("testdata/snapshot-v6-revoke.golden")
-	if err != nil {
-		t.Fatal(err)
-	}
-	digest, err := os.ReadFile("testdata/snapshot-v6-revoke.digest")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, want := range []string{`"version":6,`, `"revoked":4`, `{"revoked":`, `"ended":"revoked"`} {
-		if !bytes.Contains(golden, []byte(want)) {
-			t.Fatalf("the golden file lacks %s:\n%s", want, golden)
-		}
-	}
-	g := New(nil)
-	if err := g.Restore(io.NopCloser(bytes.NewReader(golden))); err != nil {
-		t.Fatal(err)
-	}
-	if got := g.Digest(); got != strings.TrimSpace(string(digest)) {
-		t.Fatalf("digest of the restored state %s, the golden's %s", got, digest)
-	}
-	if !bytes.Equal(sink.Bytes(), golden) {
-		t.Fatalf("snapshot differs from the golden:\n%s\nwant\n%s", sink.Bytes(), golden)
-	}
+	golden, g := checkGolden(t, f, "snapshot-v6-revoke", `"version":6,`, `"revoked":4`, `{"revoked":`, `"ended":"revoked"`)
 	if !g.Revoked(3) {
 		t.Fatal("the restored state forgot a revoke")
 	}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"io"
-	"os"
 	"strings"
 	"testing"
 
@@ -137,38 +136,7 @@ func goldenV6Shared(t *testing.T) *FSM {
 // rewrites the file (only when the format is meant to change).
 func TestSnapshotV6SharedGolden(t *testing.T) {
 	f := goldenV6Shared(t)
-	var sink memSink
-	snap, _ := f.Snapshot()
-	if err := snap.Persist(&sink); err != nil {
-		t.Fatal(err)
-	}
-	if os.Getenv("FENCER_WRITE_GOLDEN") == "1" {
-		os.WriteFile("testdata/snapshot-v6-shared.golden", sink.Bytes(), 0o644)
-		os.WriteFile("testdata/snapshot-v6-shared.digest", []byte(f.Digest()+"\n"), 0o644)
-	}
-	golden, err := os.ReadFile("testdata/snapshot-v6-shared.golden")
-	if err != nil {
-		t.Fatal(err)
-	}
-	digest, err := os.ReadFile("testdata/snapshot-v6-shared.digest")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, want := range []string{`"version":6,`, `"shared_locks":2,`, `"shared_grants":3`, `"shared_lock":{"name":"db"`, `"mode":"shared"}}`} {
-		if !bytes.Contains(golden, []byte(want)) {
-			t.Fatalf("the golden file lacks %s:\n%s", want, golden)
-		}
-	}
-	g := New(nil)
-	if err := g.Restore(io.NopCloser(bytes.NewReader(golden))); err != nil {
-		t.Fatal(err)
-	}
-	if got := g.Digest(); got != strings.TrimSpace(string(digest)) {
-		t.Fatalf("digest of the restored state %s, the golden's %s", got, digest)
-	}
-	if !bytes.Equal(sink.Bytes(), golden) {
-		t.Fatalf("snapshot differs from the golden:\n%s\nwant\n%s", sink.Bytes(), golden)
-	}
+	golden, g := checkGolden(t, f, "snapshot-v6-shared", `"version":6,`, `"shared_locks":2,`, `"shared_grants":3`, `"shared_lock":{"name":"db"`, `"mode":"shared"}}`)
 	if st, ok := g.Session(3); !ok || len(st.Grants) != 1 {
 		t.Fatalf("the restored session's grants: %+v", st)
 	}
