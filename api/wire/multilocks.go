@@ -13,8 +13,10 @@ const MaxMultiNames = 64
 // once, all or nothing (lock_held naming the first held name); more queues
 // the request in every name's FIFO for up to that long (as an acquire's,
 // at most MaxWait), and it is granted every name in one entry once it
-// heads each FIFO and all are free. Mode may be "exclusive" or absent;
-// Session and SessionLease are refused for now.
+// heads each FIFO and all are free. Mode may be "exclusive" or absent
+// ("shared" is CodeInvalidJSON); Session and SessionLease are refused
+// (CodeInvalidToken): neither a shared multi-lock nor one under a session
+// is built, as the log entry of a multi-acquire carries neither.
 type MultiAcquireRequest struct {
 	Names        []string `json:"names"`
 	Holder       string   `json:"holder"`
@@ -24,7 +26,8 @@ type MultiAcquireRequest struct {
 	Mode         string   `json:"mode,omitempty"`
 	Session      uint64   `json:"session,omitempty"`
 	SessionLease string   `json:"session_lease,omitempty"`
-	// Durable is refused (CodeInvalidWait): a multi-acquire does not wait.
+	// Durable is refused (CodeInvalidWait): a waiting multi-acquire keeps
+	// its place in each name's FIFO on the leader only.
 	Durable bool `json:"durable,omitempty"`
 }
 
