@@ -241,7 +241,16 @@ func (e *engine[C, R]) acquire(ctx context.Context, a ask[C]) (R, error) {
 	e.s.ready.try(e.s) // a multi-waiter its serving reached
 	ended, stop := e.s.waitFor(a.wait)
 	defer stop()
+	defer e.s.ready.try(e.s) // a multi-waiter the serving below reached
 	return q.Wait(ctx, w, ended, e.s.stop, func() (R, error) {
+		// Waiters left ahead of it on a free name (by a leader that did
+		// not know an entry freed it: a release whose outcome was
+		// unknown) are served first, as they would have been; serving
+		// stops at a multi-acquire's waiter, which keeps the name. Else
+		// a waiter behind them took the name as its wait ended, passing
+		// them (the simulation's multi-acquire FIFO check caught it
+		// passing a multi-waiter, seed 4215309506448845301).
+		e.serve(q, a.name)
 		// Answer as an acquire without a wait would, under the queue's
 		// mutex: refused (held or full, proven by a quorum round: a leader
 		// paused past its term still sees the grant its successor
