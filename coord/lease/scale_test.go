@@ -1,0 +1,125 @@
+package lease
+
+import (
+	"fmt"
+	"runtime"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/fencer-io/fencer/coord/internal/fakeclock"
+)
+
+// million is a leader's lease count at the scale target (issue 31).
+const million = 1_000_000
+
+// lockNames returns n lock names as the FSM holds them; they are made
+// before any measurement, because the timers share the FSM's strings and
+// do not own them.
+func lockNames(n int) []string {
+	names := make([]string, n)
+	for i := range names {
+		names[i] = fmt.Sprintf("lock-%07d", i)
+	}
+	return names
+}
+
+// liveHeap is the heap in use, and the objects in it, after a collection.
+func liveHeap() (bytes, objects uint64) {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc, m.HeapObjects
+}
+
+// measureTimers reports the live heap the timers that fill builds hold,
+// per lease, and its heap objects per lease.
+func measureTimers(b *testing.B, n int, fill func(*Timers)) {
+	b.Helper()
+	var perLease, objects float64
+	for b.Loop() {
+		before, beforeObjects := liveHeap()
+		l := New(fakeclock.New(), func(Key, uint64) {})
+		fill(l)
+		after, afterObjects := liveHeap()
+		if l.Len() != n {
+			b.Fatalf("tracking %d, want %d", l.Len(), n)
+		}
+		perLease = float64(after-before) / float64(n)
+		objects = (float64(afterObjects) - float64(beforeObjects)) / float64(n)
+		runtime.KeepAlive(l)
+	}
+	b.ReportMetric(perLease, "heapB/lease")
+	b.ReportMetric(objects, "objects/lease")
+}
+
+// BenchmarkTrackMillion tracks a million lock leases one grant at a time,
+// as a leader does while they are acquired: ns/op is the whole million.
+func BenchmarkTrackMillion(b *testing.B) {
+	names := lockNames(million)
+	measureTimers(b, million, func(l *Timers) {
+		l.Promote(0, slices.Values([]Lease(nil)))
+		for i, name := range names {
+			l.Track(Key{Name: name}, uint64(i+1), 2*time.Hour)
+		}
+	})
+}
+
+// BenchmarkPromoteMillion restarts a million lock leases on a new leader.
+func BenchmarkPromoteMillion(b *testing.B) {
+	names := lockNames(million)
+	leases := make([]Lease, million)
+	for i, name := range names {
+		leases[i] = Lease{Key: Key{Name: name}, Token: uint64(i + 1), TTL: 2 * time.Hour}
+	}
+	measureTimers(b, million, func(l *Timers) { l.Promote(million, slices.Values(leases)) })
+}
+
+// heldMillion returns timers holding a million lock leases (token i+1 for
+// names[i]) and more extra ones after them.
+func heldMillion(b *testing.B, extra int) (*Timers, []string) {
+	b.Helper()
+	names := lockNames(million + extra)
+	l := New(fakeclock.New(), func(Key, uint64) {})
+	l.Promote(0, slices.Values([]Lease(nil)))
+	for i, name := range names {
+		l.Track(Key{Name: name}, uint64(i+1), 2*time.Hour)
+	}
+	return l, names
+}
+
+// BenchmarkTrack times a new grant of a held name at a million held (its
+// earlier grant's deadline is replaced).
+func BenchmarkTrack(b *testing.B) {
+	l, names := heldMillion(b, 0)
+	token := uint64(million)
+	b.ResetTimer()
+	for i := range b.N {
+		token++
+		l.Track(Key{Name: names[i%million]}, token, 2*time.Hour)
+	}
+}
+
+// BenchmarkRenew times a renewal at a million held.
+func BenchmarkRenew(b *testing.B) {
+	l, names := heldMillion(b, 0)
+	b.ResetTimer()
+	for i := range b.N {
+		if !l.Renew(Key{Name: names[i%million]}, uint64(i%million+1)) {
+			b.Fatal("renewal refused")
+		}
+	}
+}
+
+// BenchmarkForget times a release's Forget at a million held or more.
+func BenchmarkForget(b *testing.B) {
+	l, names := heldMillion(b, b.N)
+	b.ResetTimer()
+	for i := range b.N {
+		l.Forget(Key{Name: names[i]}, uint64(i+1))
+	}
+	b.StopTimer()
+	if l.Len() != million {
+		b.Fatalf("tracking %d after forgetting %d", l.Len(), b.N)
+	}
+}
