@@ -2,6 +2,7 @@ package lease
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"runtime"
 	"slices"
 	"testing"
@@ -121,5 +122,44 @@ func BenchmarkForget(b *testing.B) {
 	b.StopTimer()
 	if l.Len() != million {
 		b.Fatalf("tracking %d after forgetting %d", l.Len(), b.N)
+	}
+}
+
+// The slab and its index agree with a map through tracks, renewals and
+// forgets in any order: every key tracked is found with its own token
+// and deadline, every key forgotten is gone (a probe run broken by a
+// removal would lose keys behind it), and freed slots are reused.
+func TestLeaseTableAgreesWithAMap(t *testing.T) {
+	l, clock, _ := newTestLeases()
+	l.Promote(0, holding())
+	rng := rand.New(rand.NewPCG(1, 31))
+	want := map[Key]uint64{}
+	keys := make([]Key, 5000)
+	for i := range keys {
+		keys[i] = Key{Kind: Kind(i % 3), Name: fmt.Sprintf("n%d", i%1700), ID: uint64(i % 2)}
+	}
+	for token := uint64(1); token <= 60_000; token++ {
+		key := keys[rng.IntN(len(keys))]
+		if old, ok := want[key]; ok && rng.IntN(2) == 0 {
+			l.Forget(key, old)
+			delete(want, key)
+			continue
+		}
+		l.Track(key, token, time.Duration(token)*time.Millisecond+time.Hour)
+		want[key] = token
+	}
+	if l.Len() != len(want) {
+		t.Fatalf("tracking %d, want %d", l.Len(), len(want))
+	}
+	now := clock.Now().Sub(l.base)
+	for _, key := range keys {
+		token, held := want[key]
+		left, ok := l.Remaining(key, token)
+		if ok != held || held && left != time.Duration(token)*time.Millisecond+time.Hour-now {
+			t.Fatalf("%+v: remaining %v %v, want held %v with token %d", key, left, ok, held, token)
+		}
+	}
+	if used := int(l.leases.used); used > len(keys) {
+		t.Fatalf("%d slots handed out for at most %d keys at once", used, len(keys))
 	}
 }
