@@ -34,10 +34,12 @@ func liveHeap() (bytes, objects uint64) {
 }
 
 // measureTimers reports the live heap the timers that fill builds hold,
-// per lease, and its heap objects per lease.
+// per lease, its heap objects per lease, and how long one collection takes
+// with them live (its marking is what a leader's collector repeats).
 func measureTimers(b *testing.B, n int, fill func(*Timers)) {
 	b.Helper()
 	var perLease, objects float64
+	var collection time.Duration
 	for b.Loop() {
 		before, beforeObjects := liveHeap()
 		l := New(fakeclock.New(), func(Key, uint64) {})
@@ -48,10 +50,14 @@ func measureTimers(b *testing.B, n int, fill func(*Timers)) {
 		}
 		perLease = float64(after-before) / float64(n)
 		objects = (float64(afterObjects) - float64(beforeObjects)) / float64(n)
+		start := time.Now()
+		runtime.GC()
+		collection = time.Since(start)
 		runtime.KeepAlive(l)
 	}
 	b.ReportMetric(perLease, "heapB/lease")
 	b.ReportMetric(objects, "objects/lease")
+	b.ReportMetric(float64(collection.Microseconds())/1000, "gc-ms")
 }
 
 // BenchmarkTrackMillion tracks a million lock leases one grant at a time,

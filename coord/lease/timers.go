@@ -127,7 +127,7 @@ func (l *Timers) Promote(hint int, leases iter.Seq[Lease]) {
 	for ls := range leases {
 		s := l.leases.add(ls.Key)
 		t := l.leases.rec(s)
-		if t.index == unscheduled { // new
+		if t.index == unscheduled { // a new record: every earlier one is in the heap
 			t.index = int32(len(l.due))
 			l.due = append(l.due, s)
 		} else if t.token > ls.Token {
@@ -172,10 +172,10 @@ func (l *Timers) Track(key Key, token uint64, ttl time.Duration) {
 // of an earlier grant under key is reused: its expiring mark is cleared,
 // as a new record's would be.
 func (l *Timers) trackLocked(key Key, token uint64, ttl time.Duration) {
-	if old, ok := l.leases.get(key); ok && l.leases.rec(old).token > token {
+	s := l.leases.add(key) // a new record's token is 0
+	if l.leases.rec(s).token > token {
 		return // a newer grant is already tracked
 	}
-	s := l.leases.add(key)
 	l.unscheduleLocked(s)
 	ls := l.leases.rec(s)
 	ls.restart(token, ttl, l.now())
