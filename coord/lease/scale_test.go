@@ -193,3 +193,26 @@ func TestHeldLeasesArePacked(t *testing.T) {
 	runtime.KeepAlive(l)
 	runtime.KeepAlive(names) // the FSM keeps them: not freed inside the measure
 }
+
+// An expiry hands over the key and token its lease had when it fired,
+// though the lease is forgotten and its slot given to another before the
+// expire call runs (a release that raced the expiry, then a new grant).
+func TestExpiryKeepsItsKeyWhenItsSlotIsReused(t *testing.T) {
+	clock := fakeclock.New()
+	gate := make(chan struct{})
+	fired := make(chan expiry, 1)
+	l := New(clock, func(key Key, token uint64) {
+		<-gate
+		fired <- expiry{key.Name, token}
+	})
+	l.Promote(0, holding())
+	l.Track(k("a"), 5, time.Second)
+	clock.Advance(time.Second) // fires; expire waits at the gate
+	l.Forget(k("a"), 5)
+	l.Track(k("b"), 6, time.Hour) // takes a's freed slot
+	if used := l.leases.used; used != 1 {
+		t.Fatalf("%d slots handed out, want b in a's", used)
+	}
+	close(gate)
+	expectExpiry(t, fired, expiry{"a", 5})
+}
