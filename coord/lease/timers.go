@@ -7,7 +7,6 @@ package lease
 
 import (
 	"cmp"
-	"container/heap"
 	"iter"
 	"slices"
 	"sync"
@@ -42,10 +41,10 @@ type Kind uint8
 // current.
 //
 // All deadlines share one timer and a min-heap (as etcd's lessor does), so
-// 100,000 leases cost 100,000 small structs, not 100,000 runtime timers. A
-// renewal only moves a lease's deadline; the heap keeps the time it was
-// last scheduled for, and a lease found renewed when it comes due is simply
-// scheduled again.
+// 100,000 leases cost 100,000 records in one slab, not 100,000 runtime
+// timers; the heap holds their slots. A renewal only moves a lease's
+// deadline; the heap keeps the time it was last scheduled for, and a lease
+// found renewed when it comes due is simply scheduled again.
 type Timers struct {
 	clock  Clock
 	base   time.Time // lease times are durations since base: 8 bytes, not 24
@@ -53,8 +52,8 @@ type Timers struct {
 
 	mu      sync.Mutex
 	active  bool
-	leases  keyIndex
-	due     leaseHeap
+	leases  leaseTable
+	due     dueHeap
 	timer   Timer
 	timerAt time.Duration
 
@@ -64,10 +63,11 @@ type Timers struct {
 	inOrder bool
 }
 
-// tracked is one tracked deadline, 64 bytes (it was 96 with time.Time
-// fields); times are since Timers.base, read from the clock's monotonic
-// reading. Its Key is held field by field, so that the kind fits in the
-// padding after expiring: a Key field would cost 16 bytes more.
+// tracked is one tracked deadline, a record of 64 bytes in the slab (it was
+// 96 with time.Time fields); times are since Timers.base, read from the
+// clock's monotonic reading. Its Key is held field by field, so that the
+// kind fits in the padding after expiring: a Key field would cost 16 bytes
+// more.
 type tracked struct {
 	name     string
 	id       uint64
@@ -75,15 +75,19 @@ type tracked struct {
 	ttl      time.Duration
 	deadline time.Duration // moved by renewals
 	at       time.Duration // when the heap expects it due (≤ deadline)
-	index    int32         // position in the heap; -1 when not in it
+	index    int32         // position in the heap; unscheduled, or released
 	expiring bool          // an Expire is being proposed; renewals are refused
 	kind     Kind
 }
 
 func (t *tracked) key() Key { return Key{Kind: t.kind, Name: t.name, ID: t.id} }
 
-func newTracked(key Key, token uint64, ttl, deadline time.Duration, index int32) *tracked {
-	return &tracked{name: key.Name, id: key.ID, kind: key.Kind, token: token, ttl: ttl, deadline: deadline, at: deadline, index: index}
+func (t *tracked) hasKey(k Key) bool { return t.kind == k.Kind && t.id == k.ID && t.name == k.Name }
+
+// restart times the record's grant with token for ttl from now; the
+// caller schedules it.
+func (t *tracked) restart(token uint64, ttl, now time.Duration) {
+	t.token, t.ttl, t.deadline, t.at = token, ttl, now+ttl, now+ttl
 }
 
 // New returns an inactive tracker; expire runs in its own goroutine.
@@ -91,7 +95,7 @@ func New(clock Clock, expire func(key Key, token uint64)) *Timers {
 	if clock == nil {
 		clock = RealClock
 	}
-	return &Timers{clock: clock, base: clock.Now(), expire: expire, leases: newKeyIndex(0)}
+	return &Timers{clock: clock, base: clock.Now(), expire: expire, leases: newLeaseTable(0)}
 }
 
 // now is the clock's time as a lease time.
@@ -115,24 +119,23 @@ func (l *Timers) Promote(hint int, leases iter.Seq[Lease]) {
 	defer l.mu.Unlock()
 	l.clearLocked()
 	l.active = true
-	l.leases = newKeyIndex(hint)
-	l.due = make(leaseHeap, 0, max(hint, 0))
+	l.leases = newLeaseTable(hint)
+	l.due = make(dueHeap, 0, max(hint, 0))
 	// Every lease starts now: collect them, then order the heap once
 	// (linear) instead of pushing each (a million leases on a new leader).
 	now := l.now()
 	for ls := range leases {
-		deadline := now + ls.TTL
-		if old, ok := l.leases.get(ls.Key); ok {
-			if old.token <= ls.Token {
-				old.token, old.ttl, old.deadline, old.at = ls.Token, ls.TTL, deadline, deadline
-			}
+		s := l.leases.add(ls.Key)
+		t := l.leases.rec(s)
+		if t.index == unscheduled { // a new record: every earlier one is in the heap
+			t.index = int32(len(l.due))
+			l.due = append(l.due, s)
+		} else if t.token > ls.Token {
 			continue
 		}
-		t := newTracked(ls.Key, ls.Token, ls.TTL, deadline, int32(len(l.due)))
-		l.leases.put(ls.Key, t)
-		l.due = append(l.due, t)
+		t.restart(ls.Token, ls.TTL, now)
 	}
-	heap.Init(&l.due)
+	l.due.init(&l.leases)
 	l.armLocked()
 }
 
@@ -149,7 +152,7 @@ func (l *Timers) clearLocked() {
 		l.timer.Stop()
 		l.timer = nil
 	}
-	l.leases = newKeyIndex(0)
+	l.leases = newLeaseTable(0)
 	l.due = nil
 }
 
@@ -165,27 +168,29 @@ func (l *Timers) Track(key Key, token uint64, ttl time.Duration) {
 	l.armLocked()
 }
 
+// trackLocked times key's grant with token for ttl from now. The record
+// of an earlier grant under key is reused: its expiring mark is cleared,
+// as a new record's would be.
 func (l *Timers) trackLocked(key Key, token uint64, ttl time.Duration) {
-	if old, ok := l.leases.get(key); ok {
-		if old.token > token {
-			return // a newer grant is already tracked
-		}
-		l.unscheduleLocked(old)
+	s := l.leases.add(key) // a new record's token is 0
+	if l.leases.rec(s).token > token {
+		return // a newer grant is already tracked
 	}
-	deadline := l.now() + ttl
-	ls := newTracked(key, token, ttl, deadline, -1)
-	l.leases.put(key, ls)
-	l.scheduleLocked(ls, deadline)
+	l.unscheduleLocked(s)
+	ls := l.leases.rec(s)
+	ls.restart(token, ttl, l.now())
+	ls.expiring = false
+	l.scheduleLocked(s, ls.deadline)
 }
 
-func (l *Timers) scheduleLocked(ls *tracked, at time.Duration) {
-	ls.at = at
-	heap.Push(&l.due, ls)
+func (l *Timers) scheduleLocked(s slot, at time.Duration) {
+	l.leases.rec(s).at = at
+	l.due.push(&l.leases, s)
 }
 
-func (l *Timers) unscheduleLocked(ls *tracked) {
-	if ls.index >= 0 {
-		heap.Remove(&l.due, int(ls.index))
+func (l *Timers) unscheduleLocked(s slot) {
+	if i := l.leases.rec(s).index; i >= 0 {
+		l.due.remove(&l.leases, int(i))
 	}
 }
 
@@ -194,7 +199,7 @@ func (l *Timers) armLocked() {
 	if !l.active || len(l.due) == 0 {
 		return
 	}
-	next := l.due[0].at
+	next := l.leases.rec(l.due[0]).at
 	if l.timer != nil && next >= l.timerAt {
 		return // already armed early enough
 	}
@@ -215,35 +220,44 @@ func (l *Timers) fire() {
 	}
 	l.timer = nil
 	now := l.now()
-	var ended []*tracked
-	for len(l.due) > 0 && l.due[0].at <= now {
-		ls := heap.Pop(&l.due).(*tracked)
+	var ended []ending
+	for len(l.due) > 0 && l.leases.rec(l.due[0]).at <= now {
+		s := l.due[0]
+		l.due.remove(&l.leases, 0)
+		ls := l.leases.rec(s)
 		if ls.deadline > now {
-			l.scheduleLocked(ls, ls.deadline) // renewed meanwhile
+			l.scheduleLocked(s, ls.deadline) // renewed meanwhile
 			continue
 		}
 		ls.expiring = true
-		ended = append(ended, ls)
+		ended = append(ended, ending{ls.key(), ls.token})
 	}
 	l.armLocked()
 	l.mu.Unlock()
 	l.firing.Add(int64(len(ended)))
 	if l.inOrder {
-		slices.SortFunc(ended, func(a, b *tracked) int { return cmpKeys(a.key(), b.key()) })
+		slices.SortFunc(ended, func(a, b ending) int { return cmpKeys(a.key, b.key) })
 		go func() {
-			for _, ls := range ended {
-				l.expire(ls.key(), ls.token)
+			for _, e := range ended {
+				l.expire(e.key, e.token)
 				l.firing.Add(-1)
 			}
 		}()
 		return
 	}
-	for _, ls := range ended {
+	for _, e := range ended {
 		go func() {
 			defer l.firing.Add(-1)
-			l.expire(ls.key(), ls.token)
+			l.expire(e.key, e.token)
 		}()
 	}
+}
+
+// ending is a lease handed to expire, copied out of its record under the
+// lock: once the lock is released the slot may be freed and reused.
+type ending struct {
+	key   Key
+	token uint64
 }
 
 // InOrder makes leases that fall due at one instant expire one after
@@ -278,8 +292,10 @@ func (l *Timers) Restart(key Key, token uint64, ttl time.Duration) bool {
 	if !l.active {
 		return true // nothing is timed here: nothing to revive
 	}
-	if old, ok := l.leases.get(key); ok && old.token == token && old.expiring {
-		return false
+	if s, ok := l.leases.get(key); ok {
+		if old := l.leases.rec(s); old.token == token && old.expiring {
+			return false
+		}
 	}
 	l.trackLocked(key, token, ttl)
 	l.armLocked()
@@ -295,7 +311,7 @@ func (l *Timers) Restart(key Key, token uint64, ttl time.Duration) bool {
 func (l *Timers) Due(key Key, token uint64) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	ls, ok := l.leases.get(key)
+	ls, ok := l.lookupLocked(key)
 	return l.active && ok && ls.token == token && ls.expiring
 }
 
@@ -304,7 +320,7 @@ func (l *Timers) Due(key Key, token uint64) bool {
 func (l *Timers) Renew(key Key, token uint64) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	ls, ok := l.leases.get(key)
+	ls, ok := l.lookupLocked(key)
 	if !l.active || !ok || ls.token != token || ls.expiring {
 		return false
 	}
@@ -316,8 +332,8 @@ func (l *Timers) Renew(key Key, token uint64) bool {
 func (l *Timers) Forget(key Key, token uint64) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if ls, ok := l.leases.get(key); ok && ls.token == token {
-		l.unscheduleLocked(ls)
+	if s, ok := l.leases.get(key); ok && l.leases.rec(s).token == token {
+		l.unscheduleLocked(s)
 		l.leases.remove(key)
 	}
 }
@@ -327,14 +343,15 @@ func (l *Timers) Forget(key Key, token uint64) {
 func (l *Timers) Retry(key Key, token uint64, delay time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	ls, ok := l.leases.get(key)
-	if !l.active || !ok || ls.token != token {
+	s, ok := l.leases.get(key)
+	if !l.active || !ok || l.leases.rec(s).token != token {
 		return
 	}
+	l.unscheduleLocked(s)
+	ls := l.leases.rec(s)
 	ls.expiring = false
 	ls.deadline = l.now() + delay
-	l.unscheduleLocked(ls)
-	l.scheduleLocked(ls, ls.deadline)
+	l.scheduleLocked(s, ls.deadline)
 	l.armLocked()
 }
 
@@ -342,11 +359,20 @@ func (l *Timers) Retry(key Key, token uint64, delay time.Duration) {
 func (l *Timers) Remaining(key Key, token uint64) (time.Duration, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	ls, ok := l.leases.get(key)
+	ls, ok := l.lookupLocked(key)
 	if !l.active || !ok || ls.token != token {
 		return 0, false
 	}
 	return max(ls.deadline-l.now(), 0), true
+}
+
+// lookupLocked returns key's record, valid until the next Track.
+func (l *Timers) lookupLocked(key Key) (*tracked, bool) {
+	s, ok := l.leases.get(key)
+	if !ok {
+		return nil, false
+	}
+	return l.leases.rec(s), true
 }
 
 // Len returns how many leases are tracked.
@@ -356,27 +382,73 @@ func (l *Timers) Len() int {
 	return l.leases.len()
 }
 
-// leaseHeap orders leases by the time they are scheduled to come due.
-type leaseHeap []*tracked
+// dueHeap is a min-heap of slots ordered by the time each record is
+// scheduled to come due (tracked.at), each record keeping its position
+// (tracked.index) so that a lease can leave the heap when it ends. It is
+// written out rather than over container/heap, whose Push and Pop would box
+// each slot in an interface: an allocation per Track.
+type dueHeap []slot
 
-func (h leaseHeap) Len() int           { return len(h) }
-func (h leaseHeap) Less(i, j int) bool { return h[i].at < h[j].at }
-func (h leaseHeap) Swap(i, j int) {
+func (h dueHeap) less(x *leaseTable, i, j int) bool { return x.rec(h[i]).at < x.rec(h[j]).at }
+
+func (h dueHeap) swap(x *leaseTable, i, j int) {
 	h[i], h[j] = h[j], h[i]
-	h[i].index, h[j].index = int32(i), int32(j)
+	x.rec(h[i]).index, x.rec(h[j]).index = int32(i), int32(j)
 }
 
-func (h *leaseHeap) Push(x any) {
-	ls := x.(*tracked)
-	ls.index = int32(len(*h))
-	*h = append(*h, ls)
+// init orders a heap whose records already hold their positions.
+func (h dueHeap) init(x *leaseTable) {
+	for i := len(h)/2 - 1; i >= 0; i-- {
+		h.down(x, i)
+	}
 }
 
-func (h *leaseHeap) Pop() any {
-	old := *h
-	ls := old[len(old)-1]
-	old[len(old)-1] = nil
-	*h = old[:len(old)-1]
-	ls.index = -1
-	return ls
+func (h *dueHeap) push(x *leaseTable, s slot) {
+	x.rec(s).index = int32(len(*h))
+	*h = append(*h, s)
+	h.up(x, len(*h)-1)
+}
+
+// remove takes the slot at position i out of the heap.
+func (h *dueHeap) remove(x *leaseTable, i int) {
+	last := len(*h) - 1
+	if i != last {
+		h.swap(x, i, last)
+	}
+	x.rec((*h)[last]).index = unscheduled
+	*h = (*h)[:last]
+	if i != last && !h.down(x, i) {
+		h.up(x, i)
+	}
+}
+
+func (h dueHeap) up(x *leaseTable, i int) {
+	for i > 0 {
+		parent := (i - 1) / 2
+		if !h.less(x, i, parent) {
+			return
+		}
+		h.swap(x, i, parent)
+		i = parent
+	}
+}
+
+// down moves the slot at i towards the leaves; it reports whether it moved.
+func (h dueHeap) down(x *leaseTable, i int) bool {
+	start := i
+	for {
+		child := 2*i + 1
+		if child >= len(h) {
+			break
+		}
+		if right := child + 1; right < len(h) && h.less(x, right, child) {
+			child = right
+		}
+		if !h.less(x, child, i) {
+			break
+		}
+		h.swap(x, i, child)
+		i = child
+	}
+	return i > start
 }
