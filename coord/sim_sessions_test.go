@@ -194,6 +194,8 @@ func (w *simWorld) sessionWaiter(key sim.Key) (*simWaiter, bool) {
 		// Refused before it could queue otherwise, and never offered.
 		w.check.Queued(key, x.req)
 	}
+	// Its wait ends then, as any waiter's: it leaves the FIFO.
+	w.check.WaitEnds(x.req, w.clock.Now().Add(x.waitD))
 	w.waiters[x.id] = x
 	return x, true
 }
