@@ -393,3 +393,26 @@ func TestWaiterTakesALockFreedAsItsWaitEnds(t *testing.T) {
 		t.Fatalf("waiter whose wait ended on a free lock: %+v, %v; want a grant to b", got.res.Grant, got.err)
 	}
 }
+
+// Waiters left on a free lock (freed by an entry this leader did not hand
+// on, as a release whose outcome was unknown leaves them) keep their
+// order: the one whose wait ends first serves those ahead of it before it
+// is answered, instead of taking the lock past them.
+func TestWaiterWhoseWaitEndsServesThoseAheadFirst(t *testing.T) {
+	s, f, clock := newTestService(t, Config{})
+	a := mustAcquire(t, s, "l", "a", time.Minute)
+	b := enqueue(t, s, "l", "b", time.Minute, 1)
+	c := enqueue(t, s, "l", "c", 5*time.Second, 2)
+	if _, err := f.Apply(&entry.Release{Lock: "l", Token: a.Token, Lease: a.Lease}); err != nil {
+		t.Fatal(err) // freed behind the service's back: nobody served
+	}
+	clock.Advance(5 * time.Second)
+	gotC := receive(t, c)
+	if !errors.Is(gotC.err, refusal.ErrLockHeld) {
+		t.Fatalf("c, whose wait ended behind b: %+v, %v; want lock_held (b first)", gotC.res.Grant, gotC.err)
+	}
+	gotB := receive(t, b)
+	if gotB.err != nil || gotB.res.Grant.Holder != "b" {
+		t.Fatalf("b, ahead of c: %+v, %v; want the grant", gotB.res.Grant, gotB.err)
+	}
+}
