@@ -162,6 +162,7 @@ func (e *engine[C, R]) attached(ctx context.Context, q *waitq.Queue[C, R], kp *k
 func (e *engine[C, R]) lapsedKept(q *waitq.Queue[C, R], kp *keeper[C, R], a ask[C]) (R, error) {
 	var zero R
 	name := a.name
+	defer e.s.ready.try(e.s) // after the unlock: a multi-waiter its serving reached
 	q.Lock()
 	defer q.Unlock()
 	answered := func() bool {
@@ -257,6 +258,7 @@ func (e *engine[C, R]) requeue(waiters []entry.Waiter) {
 		q.Unlock()
 		e.queues.Put(name, q)
 	}
+	e.s.ready.try(e.s) // a multi-waiter the serving reached
 }
 
 // The policies' durable waiters: a lock's (an election's campaign too)

@@ -228,6 +228,7 @@ func (e *engine[C, R]) acquire(ctx context.Context, a ask[C]) (R, error) {
 			e.serve(q, a.name)
 		}
 		q.Unlock()
+		e.s.ready.try(e.s) // a multi-waiter its serving reached
 		if err != nil {
 			return zero, err
 		}
