@@ -53,6 +53,8 @@ type policy[C entry.Command, R any] interface {
 	// stamp sets the leader's time in a waiter's acquire before it is
 	// proposed (next is nil when nobody waits).
 	stamp(next C, nowMillis int64)
+	// holder is who cmd asks for, whose held grants the limits count.
+	holder(cmd C) string
 	release(name string, token uint64, secret string, next C) entry.Command
 	expire(name string, token uint64, next C) entry.Command
 	endDelay(name string, since uint64, next C) entry.Command
@@ -270,7 +272,7 @@ func (e *engine[C, R]) acquire(ctx context.Context, a ask[C]) (R, error) {
 		case why != nil:
 			return zero, why
 		}
-		return e.grant(a.cmd)
+		return e.grantWaiter(a.name, a.cmd)
 	})
 }
 
@@ -306,9 +308,24 @@ func (e *engine[C, R]) serve(q *waitq.Queue[C, R], name string) {
 		return !taken && !delayed
 	}
 	q.Serve(free, func(cmd C) (R, error) {
-		r, err := e.grant(cmd)
+		r, err := e.grantWaiter(name, cmd)
 		return e.p.served(r), err
 	}, notLeading)
+}
+
+// grantWaiter grants a waiter's cmd by its own entry, unless its holder
+// has reached the limits on held grants meanwhile: they were not checked
+// when it queued behind a held name (nothing new was held then), so it is
+// refused here, after a quorum round, as an acquire without a wait would
+// be. A freeing entry does not hand the name to such a waiter (overLimit),
+// so this is where it is answered.
+func (e *engine[C, R]) grantWaiter(name string, cmd C) (R, error) {
+	holder := e.p.holder(cmd)
+	if err := e.s.checkGrants(e.state(name, holder, "", ""), holder, false); err != nil {
+		var zero R
+		return zero, e.s.refuse(err)
+	}
+	return e.grant(cmd)
 }
 
 // deliver answers a waiter that a proposal popped: with the grant the entry

@@ -119,6 +119,27 @@ func (h *heldName[C, R]) room(cmd C) bool {
 	return !taken && !delayed
 }
 
+// overLimit reports whether the head waiter's holder would hold more than
+// the limits allow (--max-locks, --max-locks-per-holder) once the entry
+// has ended the grants it frees of this name; an entry freeing several
+// names counts only this one's, so it may say so of a holder that the
+// exact count admits. Such a waiter is not handed the name: Release's
+// serving checks it again (grantWaiter), grants it by an entry of its own
+// or refuses it, and serves those behind it.
+func (h *heldName[C, R]) overLimit(cmd C) bool {
+	holder := h.e.p.holder(cmd)
+	st := h.e.state(h.name, holder, "", "")
+	for _, g := range st.Holders {
+		if slices.Contains(h.frees, g.Token) {
+			st.Total--
+			if g.Holder == holder {
+				st.Mine--
+			}
+		}
+	}
+	return h.e.s.checkGrants(st, holder, false) != nil
+}
+
 // Pop takes the head waiter when offer is set and the name will have room
 // for it, and returns its acquire, stamped with the leader's time, for the
 // freeing entry; the zero C when nobody waits, there is no room (a shared
@@ -130,7 +151,7 @@ func (h *heldName[C, R]) Pop(offer bool) C {
 	var next C
 	// A multi-acquire's waiter (Reserved) is granted only under all its
 	// names' queues, never in an entry freeing one of them.
-	if head := h.q.Head(); offer && head != nil && head.Group == nil && h.room(head.Cmd) {
+	if head := h.q.Head(); offer && head != nil && head.Group == nil && h.room(head.Cmd) && !h.overLimit(head.Cmd) {
 		w = h.q.Pop()
 		next = w.Cmd
 	}

@@ -237,6 +237,8 @@ func (lockPolicy) stamp(next *entry.Acquire, now int64) {
 	}
 }
 
+func (lockPolicy) holder(cmd *entry.Acquire) string { return cmd.Holder }
+
 func (lockPolicy) release(name string, token uint64, secret string, next *entry.Acquire) entry.Command {
 	return &entry.Release{Lock: name, Token: token, Lease: secret, Next: next}
 }

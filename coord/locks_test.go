@@ -287,6 +287,29 @@ func TestLimits(t *testing.T) {
 	}
 }
 
+// A waiter's holder that reached --max-locks-per-holder while it waited is
+// refused when its turn comes, and the name goes to the next waiter: the
+// limit was not checked when it queued behind a held name. Fails with the
+// hand-off's check (overLimit) left out: h is handed l3 and holds three;
+// and with grantWaiter's check left out: Release's serving grants it.
+func TestLimitsHoldWhenAQueuedWaiterIsServed(t *testing.T) {
+	s, _, _ := newTestService(t, Config{MaxLocksPerHolder: 2})
+	mustAcquire(t, s, "l1", "h", time.Minute)
+	g := mustAcquire(t, s, "l3", "o", time.Minute)
+	queued := enqueue(t, s, "l3", "h", time.Minute, 1)
+	next := enqueue(t, s, "l3", "w", time.Minute, 2)
+	mustAcquire(t, s, "l2", "h", time.Minute)
+	if err := s.Release(bg, "l3", g.Token, g.Lease); err != nil {
+		t.Fatal(err)
+	}
+	if a := receive(t, queued); !errors.Is(a.err, ErrTooManyLocks) {
+		t.Fatalf("h's queued acquire with two held: %+v %v", a.res, a.err)
+	}
+	if a := receive(t, next); a.err != nil || a.res.Grant.Holder != "w" {
+		t.Fatalf("the waiter behind it: %+v %v", a.res, a.err)
+	}
+}
+
 // Fenced writes go through the log and are refused below the high-water
 // mark; reads see them.
 func TestFencedPutAndGet(t *testing.T) {

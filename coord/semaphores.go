@@ -129,6 +129,8 @@ func (semPolicy) freed(res any) freedName[fsm.PermitResult] {
 	return freedName[fsm.PermitResult]{}
 }
 
+func (semPolicy) holder(cmd *entry.SemAcquire) string { return cmd.Holder }
+
 func (semPolicy) stamp(next *entry.SemAcquire, now int64) {
 	if next != nil {
 		next.NowMillis = now
