@@ -45,7 +45,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
-from . import answer, calls
+from . import answer, calls, sse
 from .calls import MAX_TTL, MAX_WAIT, MIN_TTL  # noqa: F401 (part of this module's API)
 from .calls import Endpoint as _Endpoint
 from .calls import lock_path as _lock_path
@@ -768,7 +768,18 @@ class EventStream:
         return self
 
     def __next__(self) -> Dict[str, Any]:
-        kind, data = "", []
+        ev = self.next_lines()
+        payload = answer.obj("\n".join(ev.data).encode("utf-8"), "GET /v1/events")
+        if ev.type == "lagged":
+            self.close()
+            raise EventsLagged("the event stream fell behind and was ended", body=payload if isinstance(payload, dict) else {})
+        return payload
+
+    def next_lines(self) -> sse.EventLines:
+        """The next complete event with data, as its fields (its ``id:``
+        too, which a resumed watch needs); StopIteration when the stream
+        ends."""
+        ev = sse.EventLines()
         while True:
             line = self._resp.readline(self._max_line + 1)
             if not line:
@@ -777,23 +788,10 @@ class EventStream:
             if len(line) > self._max_line:
                 self.close()
                 raise BadAnswer("GET /v1/events: a line longer than %d bytes" % self._max_line, reason="too_large")
-            text = line.decode("utf-8", "replace").rstrip("\r\n")
-            if text == "":
-                if not data:
-                    continue
-                payload = answer.obj("\n".join(data).encode("utf-8"), "GET /v1/events")
-                if kind == "lagged":
-                    self.close()
-                    raise EventsLagged("the event stream fell behind and was ended", body=payload if isinstance(payload, dict) else {})
-                return payload
-            if text.startswith(":"):
-                continue
-            field, _, value = text.partition(":")
-            value = value[1:] if value.startswith(" ") else value
-            if field == "event":
-                kind = value
-            elif field == "data":
-                data.append(value)
+            if ev.line(line.decode("utf-8", "replace").rstrip("\r\n")):
+                if ev.data:
+                    return ev
+                ev = sse.EventLines()
 
     def close(self) -> None:
         self._conn.close()
@@ -811,7 +809,9 @@ class Watch:
 
     def __init__(self, client: Client, since: int, prefix: Optional[str], timeout: float) -> None:
         self._client, self._since, self._prefix, self._timeout = client, since, prefix, timeout
-        self._last = since
+        # Where it is (fencer.sse): the last entry delivered in full, and
+        # the events of one cut in the middle, skipped when they come again.
+        self._resume = sse.Resume(since)
         self._stream: Optional[EventStream] = None
         self._failures = 0
         self._closed = False
@@ -825,23 +825,24 @@ class Watch:
                 self._connect()
                 continue
             try:
-                ev = next(self._stream)
-            except EventsLagged as e:
-                self._last = max(self._last, int(e.body.get("index", self._last)))
+                ev = self._resume.take(self._stream.next_lines())
+            except sse.Lagged:
                 self._broken()
                 continue
             except (StopIteration, OSError, http.client.HTTPException):
                 self._broken()
                 continue
+            if ev is None:
+                continue
             self._failures = 0
-            self._last = int(ev["index"])
             return ev
         raise StopIteration
 
     def _connect(self) -> None:
+        self._resume.reconnected()
         try:
             self._stream = self._client.events(since=self._since, prefix=self._prefix,
-                                               timeout=self._timeout, last_event_id=self._last)
+                                               timeout=self._timeout, last_event_id=self._resume.last)
         except Unavailable:
             self._broken()
 
