@@ -139,10 +139,10 @@ if raft:
 print()
 def target(name, ok):
     print(f"  [{'PASS' if ok else 'MISS'}] {name}")
-print("targets (issue 20; ratios fencer/etcd):")
+print("targets (issue 31; ratios fencer/etcd):")
 goals = {  # store -> (1, 16, 64, 64 lease, contended 16)
     "bolt": (1.0, 1.5, 2, 5, 5),
-    "wal": (1.5, 2, 3, 6, 5),
+    "wal": (1.5, 2, 3, 6, 7),
 }
 for st in stores:
     g = goals.get(st, goals["bolt"])
@@ -158,5 +158,5 @@ for st in stores:
         target(f"{st}: open loop at 50% of etcd's max, p99 ≤ 0.5× etcd's: {f:.2f} / {e:.2f} ms = {f / e:.2f}×", f <= 0.5 * e)
     for c in (1, 64):
         if (st, c) in share:
-            target(f"{st}: {c} client{'s' if c > 1 else ''}: cycles ≥ 80% of raw Raft commits ÷ 2: {100 * share[(st, c)]:.0f}%",
-                   share[(st, c)] >= 0.8)
+            target(f"{st}: {c} client{'s' if c > 1 else ''}: cycles ≥ 85% of raw Raft commits ÷ 2: {100 * share[(st, c)]:.0f}%",
+                   share[(st, c)] >= 0.85)
