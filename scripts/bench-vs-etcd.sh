@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bench-vs-etcd.sh: fencer and etcd side by side on this machine.
 #
-#   scripts/bench-vs-etcd.sh            full run (about 11 minutes with failover)
+#   scripts/bench-vs-etcd.sh            full run (about 14 minutes with held leases and failover)
 #   QUICK=1 scripts/bench-vs-etcd.sh    smoke run (1 rep, about 4 minutes)
 #
 # It installs Debian's etcd-server if etcd is missing, starts a 3-member etcd
@@ -15,8 +15,11 @@
 #     75 % of etcd's closed-loop maximum at 64 clients measured just before,
 #     latency from each operation's scheduled start (p50, p99, p99.9);
 # and prints one table of medians with the fencer/etcd ratio per row and
-# store. Then it runs the failover section (scripts/bench-failover.sh: what
-# stopping the leader costs, fencer against etcd; FAILOVER=0 skips it).
+# store. Then it holds a million leases on the default store
+# (scripts/bench-hold.sh: the acquire rate, RSS per node, restart to ready;
+# HOLD=0 skips it, HOLD_LEASES sets how many), and runs the failover
+# section (scripts/bench-failover.sh: what stopping the leader costs, fencer
+# against etcd; FAILOVER=0 skips it).
 # Everything it started is stopped by pid when it exits, on error too.
 #
 # Knobs (environment): QUICK, REPS (3), DURATION (2s), WARMUP (500ms),
@@ -211,6 +214,33 @@ fi
 
 # --- the table ----------------------------------------------------------
 python3 scripts/bench-table.py "$work/results" "$STORES" "$etcd_max" "$OPEN_POOL"
+
+# --- held leases ---------------------------------------------------------
+# The issue-31 row: HOLD_LEASES (1,000,000; QUICK: 100,000) held at once on
+# the default store, each with its lease (scripts/bench-hold.sh, without its
+# lagging follower): the acquire rate, every node's RSS after all of them
+# snapshotted, and a restarted follower's and leader's time to /readyz.
+if [[ ${HOLD:-1} == 1 ]]; then
+	stop_all
+	hold_leases=${HOLD_LEASES:-$([[ ${QUICK:-0} == 1 ]] && echo 100000 || echo 1000000)}
+	log "held leases: $hold_leases at once (scripts/bench-hold.sh, $(cut -d' ' -f1-3 /proc/loadavg) load)"
+	LEASES=$hold_leases LAG=0 PROFILE=1 PORT_BASE=$((PORT_BASE + 400)) scripts/bench-hold.sh >"$work/hold.txt" 2>&1 ||
+		{ cat "$work/hold.txt" >&2; exit 1; }
+	python3 - "$work/hold.txt" "$hold_leases" <<'PY'
+import re, sys
+text, n = open(sys.argv[1]).read(), int(sys.argv[2])
+rate = float(re.search(r"hold +clients=\d+ ops/s=([\d.]+)", text).group(1))
+rss = [int(x) for x in re.search(r"RSS MB after every node snapshotted the leases: n1 (\d+), n2 (\d+), n3 (\d+)", text).groups()]
+follower = float(re.search(r"restarted follower n\d: ready in ([\d.]+) s", text).group(1))
+leader = float(re.search(r"restarted leader n\d: ready in ([\d.]+) s", text).group(1))
+print(f"held leases (bolt, {n:,} at once, a lease each): acquired at {rate:,.0f}/s; RSS after snapshots "
+      f"{' / '.join(str(r) for r in rss)} MB; restarted follower ready in {follower:.2f} s, leader {leader:.2f} s")
+ok = lambda b: "PASS" if b else "MISS"
+print(f"  [{ok(max(rss) <= 1024)}] ≤ 1 GB RSS per node: {max(rss)} MB")
+print(f"  [{ok(rate >= 10000)}] ≥ 10,000 acquires/s: {rate:,.0f}/s")
+print(f"  [{ok(max(follower, leader) <= 5)}] restart ≤ 5 s: {max(follower, leader):.2f} s")
+PY
+fi
 
 # --- failover ------------------------------------------------------------
 if [[ ${FAILOVER:-1} == 1 ]]; then
