@@ -36,9 +36,8 @@ type keeper[C entry.Command, R any] struct {
 	name, holder string
 	index        uint64 // its Enqueue's
 	cmd          C
+	q            *waitq.Queue[C, R] // its name's, held in the table until it ends
 	w            *waitq.Waiter[C, R]
-	expired      chan struct{} // closed when its wait ran out (once)
-	expire       sync.Once
 	done         chan struct{} // closed once r and err are set
 	r            R
 	err          error
@@ -94,42 +93,43 @@ func (e *engine[C, R]) enqueue(q *waitq.Queue[C, R], a ask[C]) (*keeper[C, R], e
 }
 
 // keep pushes a durable waiter's cmd onto q (locked; its caller holds it
-// in the table) and starts its keeper, which holds q in the table too.
+// in the table) with its keeper, which holds q in the table too until its
+// waiter is answered. A keeper is no goroutine: its waiter's answer, from
+// whoever gives it (a grant, a refusal, the leader's end), is recorded by
+// end, and its wait's end is handled by expireWait.
 func (e *engine[C, R]) keep(q *waitq.Queue[C, R], name, holder string, index uint64, cmd C) *keeper[C, R] {
-	kp := &keeper[C, R]{name: name, holder: holder, index: index, cmd: cmd, w: q.Push(cmd),
-		expired: make(chan struct{}), done: make(chan struct{})}
+	kp := &keeper[C, R]{name: name, holder: holder, index: index, cmd: cmd, q: q, done: make(chan struct{})}
+	kp.w = q.PushFunc(cmd, func(r R, err error) { e.end(kp, r, err) })
 	e.kept.put(kp)
 	e.queues.Get(name) // the same q: its caller holds it
-	go e.hold1(q, kp)
 	return kp
 }
 
-// hold1 is a keeper's life: it waits as a queued caller would, with no
-// wait of its own but its expiry, and records the answer. A waiter whose
-// wait ran out leaves the queue by a Dequeue, proposed under the queue.
-func (e *engine[C, R]) hold1(q *waitq.Queue[C, R], kp *keeper[C, R]) {
-	defer e.queues.Put(kp.name, q)
-	r, err := q.Wait(context.Background(), kp.w, kp.expired, e.s.stop, func() (R, error) {
-		var zero R
-		select {
-		case <-kp.expired:
-		default:
-			// The service is closing, not the wait ending: the waiter
-			// keeps its place for the next leader.
-			return zero, cluster.ErrNoLeader
-		}
-		if _, err := e.s.raft.Apply(e.p.dequeue(kp.name, kp.index)); err != nil && !errors.Is(err, refusal.ErrLeaseLost) {
-			return zero, err
-		}
-		e.s.log.Debug("durable waiter dequeued", e.what, kp.name, "holder", kp.holder, "wait_index", kp.index)
-		return zero, errDequeued
-	})
+// end records a keeper's answer, once, for every caller attached to it
+// (called with its queue locked, by whoever answered its waiter).
+func (e *engine[C, R]) end(kp *keeper[C, R], r R, err error) {
 	if err == nil || errors.Is(err, errDequeued) {
 		e.s.timers.Forget(e.p.waitKey(kp.name, kp.index), kp.index)
 	}
 	kp.r, kp.err = r, err
 	e.kept.drop(kp)
 	close(kp.done)
+	e.queues.Put(kp.name, kp.q)
+}
+
+// dequeue is a keeper's waiter's wait running out (q locked): unless a
+// proposal took it meanwhile (its answer on its way), it leaves the queue
+// by a Dequeue.
+func (e *engine[C, R]) dequeue(q *waitq.Queue[C, R], kp *keeper[C, R]) {
+	if !q.Leave(kp.w) {
+		return
+	}
+	if _, err := e.s.raft.Apply(e.p.dequeue(kp.name, kp.index)); err != nil && !errors.Is(err, refusal.ErrLeaseLost) {
+		e.end(kp, *new(R), err) // its timer stays, and fires again
+		return
+	}
+	e.s.log.Debug("durable waiter dequeued", e.what, kp.name, "holder", kp.holder, "wait_index", kp.index)
+	e.end(kp, *new(R), errDequeued)
 }
 
 // attached waits, for up to a.wait, for the answer to the durable waiter
@@ -217,7 +217,7 @@ func (e *engine[C, R]) expireWait(name string, index uint64) {
 		return // asked again since it fired
 	}
 	if kp := e.kept.get(name, index); kp != nil {
-		kp.expire.Do(func() { close(kp.expired) })
+		e.dequeue(q, kp)
 		return
 	}
 	_, err := e.s.raft.Apply(e.p.dequeue(name, index))

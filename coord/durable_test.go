@@ -263,18 +263,15 @@ func BenchmarkDurableWaitersOnTheLeader(b *testing.B) {
 }
 
 // A service that closes (its node shutting down) leaves its durable
-// waiters in the log for the next leader: it proposes no Dequeue. The
-// close's first step alone is taken first, so that the keeper wakes on
-// it before the last step answers every waiter.
+// waiters in the log for the next leader: it proposes no Dequeue, and the
+// caller attached is told there is no leader. Fails if a keeper ends its
+// waiter's wait on any answer but a grant (the close's answer proposes a
+// Dequeue).
 func TestDurableWaiterOutlivesItsLeadersClose(t *testing.T) {
 	s, f, _ := newTestService(t, Config{})
 	mustAcquire(t, s, "a", "holder", time.Hour)
 	ch := askDurable(t, s, "a", "w", time.Minute, 1)
-	s.closeOnce.Do(func() { close(s.stop) })
-	poll(t, "the keeper to wake and end", func() bool { return s.queued.Load() == 0 })
-	s.leader.Close()
-	s.timers.Demote()
-	s.failWaiters(cluster.ErrNoLeader)
+	s.Close()
 	if a := receive(t, ch); !errors.Is(a.err, cluster.ErrNoLeader) {
 		t.Fatalf("the waiter of a closed service: %+v", a)
 	}

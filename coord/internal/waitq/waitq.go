@@ -47,8 +47,11 @@ type Waiter[C, R any] struct {
 	// alone, Serve stops at it, and FailAll answers the group.
 	Group  Group
 	result chan answer[R] // buffered: a grant is never blocked on delivery
-	elem   *list.Element
-	taken  bool // popped by a proposal; the answer will arrive
+	// answered, when set (PushFunc), takes the answer instead of result:
+	// a waiter nobody waits for in Wait.
+	answered func(R, error)
+	elem     *list.Element
+	taken    bool // popped by a proposal; the answer will arrive
 }
 
 // Group is a caller queued in several queues at once, one Waiter in each,
@@ -158,6 +161,17 @@ func (q *Queue[C, R]) Push(cmd C) *Waiter[C, R] {
 	return w
 }
 
+// PushFunc queues, at the tail, a waiter that nobody awaits in Wait: its
+// answer is given to answered, called once by whoever answers it, with
+// the queue locked (so answered must not take it). Its holder leaves the
+// queue by Leave. Called with q locked.
+func (q *Queue[C, R]) PushFunc(cmd C, answered func(R, error)) *Waiter[C, R] {
+	w := &Waiter[C, R]{Cmd: cmd, answered: answered}
+	w.elem = q.waiters.PushBack(w)
+	q.count(1)
+	return w
+}
+
 // PushGroup queues one name of group g at the tail; cmd is what the
 // name's room is asked about, never proposed. Called with q locked.
 func (q *Queue[C, R]) PushGroup(cmd C, g Group) *Waiter[C, R] {
@@ -232,7 +246,13 @@ func (q *Queue[C, R]) count(d int64) {
 }
 
 // Answer delivers a popped waiter's grant, or why it got none.
-func (w *Waiter[C, R]) Answer(r R, err error) { w.result <- answer[R]{r, err} }
+func (w *Waiter[C, R]) Answer(r R, err error) {
+	if w.answered != nil {
+		w.answered(r, err)
+		return
+	}
+	w.result <- answer[R]{r, err}
+}
 
 // HandOver runs propose, the proposal that frees the name, offering it to
 // the head waiter in the same entry when offer is set: propose gets the
