@@ -183,6 +183,10 @@ echo "RSS MB after every node snapshotted the leases: n1 $(rss 1), n2 $(rss 2), 
 curl -fsS -o "$work/heap.pprof" "http://$(http "$l")/debug/pprof/heap"
 echo "the leader's Go heap in use (kept as $work/heap.pprof):"
 go tool pprof -sample_index=inuse_space -top -nodecount 12 "$work/fencer" "$work/heap.pprof" 2>/dev/null | sed -n '/^Showing nodes/,$p'
+fh=$((l % 3 + 1))
+curl -fsS -o "$work/heap-follower.pprof" "http://$(http "$fh")/debug/pprof/heap"
+echo "follower n$fh's Go heap in use (kept as $work/heap-follower.pprof):"
+go tool pprof -sample_index=inuse_space -top -nodecount 12 "$work/fencer" "$work/heap-follower.pprof" 2>/dev/null | sed -n '/^Showing nodes/,$p'
 
 t0=$EPOCHREALTIME
 bytes=$(curl -fsS -o "$work/backup.snap" -w '%{size_download}' "http://$(http "$l")/v1/cluster/snapshot" || echo failed)
