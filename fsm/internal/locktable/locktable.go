@@ -177,44 +177,41 @@ func RequestKey(lock, holder, id, principal string) string {
 	return k
 }
 
-// Table is the held locks by name, and how many each holder holds
-// (derived, not snapshotted).
+// Table is the held locks by name (an index, see index.go), and how many
+// each holder holds (derived, not snapshotted).
 type Table struct {
-	locks    map[string]*Entry
+	locks    index
 	byHolder map[string]int
 }
 
 // New returns an empty table sized for n locks.
 func New(n int) *Table {
-	return &Table{locks: make(map[string]*Entry, n), byHolder: map[string]int{}}
+	return &Table{locks: newIndex(n), byHolder: map[string]int{}}
 }
 
 // Get returns the held grant of lock name.
-func (t *Table) Get(name string) (*Entry, bool) {
-	e, ok := t.locks[name]
-	return e, ok
-}
+func (t *Table) Get(name string) (*Entry, bool) { return t.locks.get(name) }
 
 // Add puts a grant of a lock that is not held in the table.
 func (t *Table) Add(e *Entry) {
-	t.locks[e.Name()] = e
+	t.locks.put(e)
 	t.byHolder[e.Holder()]++
 }
 
 // Replace puts e in the place of the held grant it changes (same lock,
 // same holder).
-func (t *Table) Replace(e *Entry) { t.locks[e.Name()] = e }
+func (t *Table) Replace(e *Entry) { t.locks.put(e) }
 
 // Remove frees e's lock.
 func (t *Table) Remove(e *Entry) {
-	delete(t.locks, e.Name())
+	t.locks.remove(e.Name())
 	if t.byHolder[e.Holder()]--; t.byHolder[e.Holder()] <= 0 {
 		delete(t.byHolder, e.Holder())
 	}
 }
 
 // Len counts the held locks.
-func (t *Table) Len() int { return len(t.locks) }
+func (t *Table) Len() int { return t.locks.n }
 
 // HeldBy counts the locks holder holds.
 func (t *Table) HeldBy(holder string) int { return t.byHolder[holder] }
@@ -223,9 +220,11 @@ func (t *Table) HeldBy(holder string) int { return t.byHolder[holder] }
 // entries shared, so that a caller sorts them (Sort) outside the FSM's
 // lock.
 func (t *Table) Entries() []*Entry {
-	out := make([]*Entry, 0, len(t.locks))
-	for _, e := range t.locks {
-		out = append(out, e)
+	out := make([]*Entry, 0, t.locks.n)
+	for _, e := range t.locks.entries {
+		if e != nil {
+			out = append(out, e)
+		}
 	}
 	return out
 }
