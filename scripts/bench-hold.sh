@@ -103,6 +103,11 @@ cpu() { # seconds of CPU the node used so far, user and system
 	awk -v hz="$(getconf CLK_TCK)" '{printf "%.2f", ($14 + $15) / hz}' "/proc/${pid[$1]}/stat"
 }
 rss() { awk '/VmRSS/ {printf "%.0f", $2 / 1024}' "/proc/${pid[$1]}/status"; }
+# rss_parts NODE: its RSS as anonymous memory (the Go heap and runtime) and
+# file pages (bolt's mapped log, the binary), and its peak RSS so far.
+rss_parts() {
+	awk '/VmHWM|RssAnon|RssFile/ {v[$1] = $2} END {printf "anon %.0f + file %.0f MB, peak %.0f", v["RssAnon:"] / 1024, v["RssFile:"] / 1024, v["VmHWM:"] / 1024}' "/proc/${pid[$1]}/status"
+}
 leader() { # asks NODE (default 1)
 	curl -fsS "http://$(http "${1:-1}")/v1/cluster" | sed -n 's/.*"leader":"n\([0-9]\)".*/\1/p'
 }
@@ -180,13 +185,19 @@ for _ in $(seq 1 180); do
 	sleep 0.5
 done
 echo "RSS MB after every node snapshotted the leases: n1 $(rss 1), n2 $(rss 2), n3 $(rss 3)"
+for i in 1 2 3; do echo "  n$i: $(rss_parts "$i")"; done
 curl -fsS -o "$work/heap.pprof" "http://$(http "$l")/debug/pprof/heap"
 echo "the leader's Go heap in use (kept as $work/heap.pprof):"
 go tool pprof -sample_index=inuse_space -top -nodecount 12 "$work/fencer" "$work/heap.pprof" 2>/dev/null | sed -n '/^Showing nodes/,$p'
+fh=$((l % 3 + 1))
+curl -fsS -o "$work/heap-follower.pprof" "http://$(http "$fh")/debug/pprof/heap"
+echo "follower n$fh's Go heap in use (kept as $work/heap-follower.pprof):"
+go tool pprof -sample_index=inuse_space -top -nodecount 12 "$work/fencer" "$work/heap-follower.pprof" 2>/dev/null | sed -n '/^Showing nodes/,$p'
 
 t0=$EPOCHREALTIME
 bytes=$(curl -fsS -o "$work/backup.snap" -w '%{size_download}' "http://$(http "$l")/v1/cluster/snapshot" || echo failed)
 echo "snapshot download from the leader: $bytes bytes in $(echo "$EPOCHREALTIME - $t0" | bc | cut -c1-5) s"
+echo "peak RSS MB so far (VmHWM, the snapshot download's included): n1 $(rss_parts 1 | sed 's/.*peak //'), n2 $(rss_parts 2 | sed 's/.*peak //'), n3 $(rss_parts 3 | sed 's/.*peak //')"
 for i in 1 2 3; do
 	count=$(metric "$i" fencer_snapshot_persist_seconds_count)
 	sum=$(metric "$i" fencer_snapshot_persist_seconds_sum)

@@ -3,6 +3,7 @@
 package locktable
 
 import (
+	"encoding/binary"
 	"slices"
 	"strings"
 
@@ -10,12 +11,17 @@ import (
 	"github.com/fencer-io/fencer/fsm/snapshot"
 )
 
-// Entry is a grant as the table keeps it: 56 bytes and one string, where
+// Entry is a grant as the table keeps it: 64 bytes and one string, where
 // an entry.Lock is 104 bytes and five strings. The string holds, in order,
 // the lock name, NUL, the holder, NUL, the request id, then NUL and the
-// principal if there is one, and the secret, so that its prefix up to the
-// secret is the grant's request key (RequestKey) and the request table
-// shares it instead of building another.
+// principal if there is one, the secret, the value, and last, only when
+// either is not zero, the lock-delay and the session (8 bytes each, little
+// endian), so that its prefix up to the secret is the grant's request key
+// (RequestKey) and the request table shares it instead of building
+// another. The value, the lock-delay and the session are rare (a million
+// held leases have none): in the string they cost nothing when absent,
+// and the entry fits the allocator's 64-byte class instead of its 96
+// (issue 31).
 //
 // An entry is never modified once it is in the table: a grant makes a new
 // one and a free deletes it. A snapshot therefore captures entry pointers,
@@ -25,39 +31,40 @@ type Entry struct {
 	token     uint64
 	ttlMillis int64
 	granted   int64  // GrantedAtMillis
-	delay     int64  // LockDelayMillis
-	value     string // Value
-	session   uint64 // Session
 	nameEnd   uint32 // s[:nameEnd] is the name
 	holderEnd uint32 // s[nameEnd+1:holderEnd] is the holder
 	idEnd     uint32 // s[holderEnd+1:idEnd] is the request id
-	keyEnd    uint32 // s[idEnd+1:keyEnd] is the principal, if keyEnd > idEnd; s[keyEnd:] the secret
+	keyEnd    uint32 // s[idEnd+1:keyEnd] is the principal, if keyEnd > idEnd
+	secretEnd uint32 // s[keyEnd:secretEnd] is the secret
+	valueEnd  uint32 // s[secretEnd:valueEnd] is the value; s[valueEnd:] the lock-delay and session, or nothing
 }
 
 // NewEntry returns l as an entry.
 func NewEntry(l *entry.Lock) *Entry {
-	e := pack(l.Name, l.Holder, l.RequestID, l.Principal, l.Lease)
-	e.token, e.ttlMillis, e.granted, e.delay, e.value = l.Token, l.TTLMillis, l.GrantedAtMillis, l.LockDelayMillis, l.Value
-	e.session = l.Session
+	e := pack(l.Name, l.Holder, l.RequestID, l.Principal, l.Lease, l.Value, l.LockDelayMillis, l.Session)
+	e.token, e.ttlMillis, e.granted = l.Token, l.TTLMillis, l.GrantedAtMillis
 	return e
 }
 
 // EntryOf returns a snapshot's lock record as an entry, copying its bytes
 // once, into the entry's string.
 func EntryOf(r *snapshot.LockRecord) *Entry {
-	e := pack(r.Name, r.Holder, r.RequestID, r.Principal, r.Lease)
-	e.token, e.ttlMillis, e.granted, e.delay, e.session = r.Token, r.TTLMillis, r.GrantedAtMillis, r.LockDelayMillis, r.Session
-	if len(r.Value) > 0 {
-		e.value = string(r.Value)
-	}
+	e := pack(r.Name, r.Holder, r.RequestID, r.Principal, r.Lease, r.Value, r.LockDelayMillis, r.Session)
+	e.token, e.ttlMillis, e.granted = r.Token, r.TTLMillis, r.GrantedAtMillis
 	return e
 }
 
-// pack lays the strings of a grant out in one, in one allocation (String
-// shares the builder's buffer), from a Lock's strings or a record's bytes.
-func pack[T string | []byte](name, holder, id, principal, secret T) *Entry {
+// pack lays the strings of a grant out in one, with its lock-delay and
+// session if either is set, in one allocation (String shares the
+// builder's buffer), from a Lock's strings or a record's bytes.
+func pack[T string | []byte](name, holder, id, principal, secret, value T, delay int64, session uint64) *Entry {
 	var sb strings.Builder
-	sb.Grow(len(name) + len(holder) + len(id) + len(principal) + len(secret) + 3)
+	rare := delay != 0 || session != 0
+	n := len(name) + len(holder) + len(id) + len(principal) + len(secret) + len(value) + 3
+	if rare {
+		n += 16
+	}
+	sb.Grow(n)
 	write(&sb, name)
 	nameEnd := sb.Len()
 	sb.WriteByte(0)
@@ -72,7 +79,17 @@ func pack[T string | []byte](name, holder, id, principal, secret T) *Entry {
 	}
 	keyEnd := sb.Len()
 	write(&sb, secret)
-	return &Entry{s: sb.String(), nameEnd: uint32(nameEnd), holderEnd: uint32(holderEnd), idEnd: uint32(idEnd), keyEnd: uint32(keyEnd)}
+	secretEnd := sb.Len()
+	write(&sb, value)
+	valueEnd := sb.Len()
+	if rare {
+		var b [16]byte
+		binary.LittleEndian.PutUint64(b[:8], uint64(delay))
+		binary.LittleEndian.PutUint64(b[8:], session)
+		sb.Write(b[:])
+	}
+	return &Entry{s: sb.String(), nameEnd: uint32(nameEnd), holderEnd: uint32(holderEnd), idEnd: uint32(idEnd),
+		keyEnd: uint32(keyEnd), secretEnd: uint32(secretEnd), valueEnd: uint32(valueEnd)}
 }
 
 // write appends v to sb; the conversion to any does not allocate.
@@ -92,7 +109,7 @@ func (e *Entry) Name() string { return e.s[:e.nameEnd] }
 func (e *Entry) Holder() string { return e.s[e.nameEnd+1 : e.holderEnd] }
 
 // Secret returns the grant's secret (its "lease").
-func (e *Entry) Secret() string { return e.s[e.keyEnd:] }
+func (e *Entry) Secret() string { return e.s[e.keyEnd:e.secretEnd] }
 
 // Token returns the grant's token.
 func (e *Entry) Token() uint64 { return e.token }
@@ -101,10 +118,24 @@ func (e *Entry) Token() uint64 { return e.token }
 func (e *Entry) TTLMillis() int64 { return e.ttlMillis }
 
 // Session returns the session the grant lives under (0: none).
-func (e *Entry) Session() uint64 { return e.session }
+func (e *Entry) Session() uint64 { return e.rare(8) }
 
 // LockDelayMillis returns the lock-delay the grant asked for.
-func (e *Entry) LockDelayMillis() int64 { return e.delay }
+func (e *Entry) LockDelayMillis() int64 { return int64(e.rare(0)) }
+
+// rare reads the 8 bytes at off past the value: the lock-delay (0) or the
+// session (8), both 0 when the string ends with the value.
+func (e *Entry) rare(off int) uint64 {
+	b := e.s[e.valueEnd:]
+	if len(b) < 16 {
+		return 0
+	}
+	var v uint64
+	for i := off + 7; i >= off; i-- {
+		v = v<<8 | uint64(b[i])
+	}
+	return v
+}
 
 // RequestKey is RequestKey(name, holder, request id, principal), sharing
 // e's string.
@@ -128,9 +159,9 @@ func (e *Entry) Lock() entry.Lock {
 		RequestID:       e.s[e.holderEnd+1 : e.idEnd],
 		GrantedAtMillis: e.granted,
 		Principal:       e.principal(),
-		LockDelayMillis: e.delay,
-		Value:           e.value,
-		Session:         e.session,
+		LockDelayMillis: e.LockDelayMillis(),
+		Value:           e.s[e.secretEnd:e.valueEnd],
+		Session:         e.Session(),
 	}
 }
 
@@ -146,44 +177,41 @@ func RequestKey(lock, holder, id, principal string) string {
 	return k
 }
 
-// Table is the held locks by name, and how many each holder holds
-// (derived, not snapshotted).
+// Table is the held locks by name (an index, see index.go), and how many
+// each holder holds (derived, not snapshotted).
 type Table struct {
-	locks    map[string]*Entry
+	locks    index
 	byHolder map[string]int
 }
 
 // New returns an empty table sized for n locks.
 func New(n int) *Table {
-	return &Table{locks: make(map[string]*Entry, n), byHolder: map[string]int{}}
+	return &Table{locks: newIndex(n), byHolder: map[string]int{}}
 }
 
 // Get returns the held grant of lock name.
-func (t *Table) Get(name string) (*Entry, bool) {
-	e, ok := t.locks[name]
-	return e, ok
-}
+func (t *Table) Get(name string) (*Entry, bool) { return t.locks.get(name) }
 
 // Add puts a grant of a lock that is not held in the table.
 func (t *Table) Add(e *Entry) {
-	t.locks[e.Name()] = e
+	t.locks.put(e)
 	t.byHolder[e.Holder()]++
 }
 
 // Replace puts e in the place of the held grant it changes (same lock,
 // same holder).
-func (t *Table) Replace(e *Entry) { t.locks[e.Name()] = e }
+func (t *Table) Replace(e *Entry) { t.locks.put(e) }
 
 // Remove frees e's lock.
 func (t *Table) Remove(e *Entry) {
-	delete(t.locks, e.Name())
+	t.locks.remove(e.Name())
 	if t.byHolder[e.Holder()]--; t.byHolder[e.Holder()] <= 0 {
 		delete(t.byHolder, e.Holder())
 	}
 }
 
 // Len counts the held locks.
-func (t *Table) Len() int { return len(t.locks) }
+func (t *Table) Len() int { return t.locks.n }
 
 // HeldBy counts the locks holder holds.
 func (t *Table) HeldBy(holder string) int { return t.byHolder[holder] }
@@ -192,9 +220,11 @@ func (t *Table) HeldBy(holder string) int { return t.byHolder[holder] }
 // entries shared, so that a caller sorts them (Sort) outside the FSM's
 // lock.
 func (t *Table) Entries() []*Entry {
-	out := make([]*Entry, 0, len(t.locks))
-	for _, e := range t.locks {
-		out = append(out, e)
+	out := make([]*Entry, 0, t.locks.n)
+	for _, e := range t.locks.entries {
+		if e != nil {
+			out = append(out, e)
+		}
 	}
 	return out
 }

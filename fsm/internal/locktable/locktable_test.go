@@ -3,13 +3,16 @@ package locktable
 import (
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/fencer-io/fencer/fsm/entry"
 	"github.com/fencer-io/fencer/fsm/snapshot"
 )
 
 // An entry packs a lock's strings into one; every field comes back, with
-// empty and NUL-containing strings too.
+// empty and NUL-containing strings too, and the value, lock-delay and
+// session packed after the secret (fails with the last two read as 0
+// whatever the string holds: the entries with them come back without).
 func TestEntryRoundTrip(t *testing.T) {
 	for _, l := range []entry.Lock{
 		{Name: "a", Holder: "w", Token: 1, Lease: "s", TTLMillis: 2},
@@ -18,6 +21,10 @@ func TestEntryRoundTrip(t *testing.T) {
 		{Name: "p", Holder: "w", Token: 3, Lease: "s", TTLMillis: 2, RequestID: "r", Principal: "ci"},
 		{Name: "p", Token: 3, TTLMillis: 2, Principal: "\x00x"},
 		{Name: "q", Holder: "h", Token: 4, Lease: "s", TTLMillis: 2, Principal: "c"},
+		{Name: "v", Holder: "h", Token: 5, Lease: "s", TTLMillis: 2, Value: "\x00val\x00"},
+		{Name: "d", Holder: "h", Token: 6, Lease: "s", TTLMillis: 2, LockDelayMillis: -1},
+		{Name: "u", Holder: "h", Token: 7, Lease: "", TTLMillis: 2, Session: 1<<64 - 1, Value: strings.Repeat("\xff", 16)},
+		{Name: "w", Holder: "h", Token: 8, Lease: "s", TTLMillis: 2, RequestID: "r", Principal: "p", LockDelayMillis: 1 << 62, Session: 3, Value: "v"},
 	} {
 		e := NewEntry(&l)
 		if got := e.Lock(); got != l {
@@ -36,6 +43,15 @@ func TestEntryOfRecord(t *testing.T) {
 		Principal: []byte(l.Principal), Value: []byte(l.Value), Token: l.Token, TTLMillis: l.TTLMillis, GrantedAtMillis: l.GrantedAtMillis, LockDelayMillis: l.LockDelayMillis}
 	if got := EntryOf(&r).Lock(); got != l {
 		t.Fatalf("%+v", got)
+	}
+}
+
+// An entry is 64 bytes, the allocator's size class below the 96 it took
+// with the lock-delay, session and value in fields of their own (fails
+// with a field added back: 72 bytes).
+func TestEntrySize(t *testing.T) {
+	if n := unsafe.Sizeof(Entry{}); n != 64 {
+		t.Fatalf("Entry is %d bytes", n)
 	}
 }
 
