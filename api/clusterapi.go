@@ -167,13 +167,14 @@ const RestorePath = "/v1/cluster/restore"
 
 // snapshotSave streams a consistent snapshot from the leader. The body is
 // buffered so that a failure is still reported as an error, not as a
-// truncated file: in a temporary file, not in memory, where a million held
+// truncated file: in a temporary file (0600, in the node's data directory,
+// removed after), not in memory, where a million held
 // leases (a 255 MB snapshot, a buffer grown by doubling) raised the
 // leader's RSS by 340 MB for the download (issue 31).
 func (s *Server) snapshotSave(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := s.work(r, time.Minute)
 	defer cancel()
-	f, err := os.CreateTemp("", "fencer-snapshot-*")
+	f, err := os.CreateTemp(s.scratch, ".snapshot-download-*") // 0600
 	if err != nil {
 		writeErr(w, err)
 		return

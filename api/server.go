@@ -121,6 +121,9 @@ type Server struct {
 	fwd   *forward.Forwarder
 	met   *requestMetrics
 	pprof bool
+	// scratch is where a snapshot download is buffered ("": the system's
+	// temporary directory).
+	scratch string
 	guard *browserGuard // nil: no Host or origin checks (an ACL is on)
 	// RequestTimeout bounds each request's work (not its wait_ms queueing).
 	requestTimeout time.Duration
@@ -190,6 +193,11 @@ func WithLeaderWait(d time.Duration) Option { return func(s *Server) { s.fwd.Set
 // WithProfiling serves net/http/pprof under /debug/pprof/ (operator-only
 // when an ACL is on).
 func WithProfiling() Option { return func(s *Server) { s.pprof = true } }
+
+// WithScratchDir buffers snapshot downloads in dir (a node's data
+// directory: a snapshot holds every lease secret, and the system's
+// temporary directory may be shared, or in memory).
+func WithScratchDir(dir string) Option { return func(s *Server) { s.scratch = dir } }
 
 // NewServer returns the API of a node (c) and its coordination layer (co).
 // A nil logger discards.

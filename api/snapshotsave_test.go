@@ -29,11 +29,11 @@ func (b *backupOf) Backup(_ context.Context, w io.Writer) (snapshot.Header, erro
 }
 
 // A snapshot download answers the backup whole, its length announced, or
-// an error and none of it; the temporary file it is buffered in is gone
-// afterwards (fails with the file's removal left out: it stays in TMPDIR).
+// an error and none of it; the temporary file it is buffered in (in the
+// scratch directory, a node's data directory) is gone afterwards (fails
+// with the file's removal left out: it stays there).
 func TestSnapshotSaveBuffersInATemporaryFile(t *testing.T) {
 	tmp := t.TempDir()
-	t.Setenv("TMPDIR", tmp)
 	body := bytes.Repeat([]byte("0123456789abcdef"), 300000) // 4.8 MB, past the 1 MB write buffer
 	for _, fail := range []bool{false, true} {
 		b := &backupOf{fakeCluster: fakeCluster{leader: true}, body: body}
@@ -41,7 +41,7 @@ func TestSnapshotSaveBuffersInATemporaryFile(t *testing.T) {
 			b.err = errors.New("disk on fire")
 		}
 		rec := httptest.NewRecorder()
-		NewServer(b, b, nil).Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/v1/cluster/snapshot", nil))
+		NewServer(b, b, nil, WithScratchDir(tmp)).Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/v1/cluster/snapshot", nil))
 		switch {
 		case fail && (rec.Code == http.StatusOK || bytes.Contains(rec.Body.Bytes(), body[:64])):
 			t.Errorf("a failed backup answered %d with %d bytes", rec.Code, rec.Body.Len())

@@ -186,7 +186,7 @@ func handler(node *cluster.Node, svc *coord.Service, cfg cluster.Config, opts Op
 	// A request that finds no leader waits long enough for an election
 	// after a crash: a follower notices within one to three heartbeat
 	// timeouts, and a failed round costs up to two election timeouts.
-	apiOpts = append(apiOpts, api.WithLeaderWait(node.FailoverBound()), api.WithWatchLimits(opts.Watch))
+	apiOpts = append(apiOpts, api.WithLeaderWait(node.FailoverBound()), api.WithWatchLimits(opts.Watch), api.WithScratchDir(cfg.DataDir))
 	h := api.NewServer(node, svc, logger.With("node", cfg.ID), apiOpts...).Handler()
 	h = limits.MaxBody(opts.Limits.MaxBodyBytes, api.RestorePath)(h)
 	h = limit(h)
