@@ -124,7 +124,7 @@ type Server struct {
 	// scratch is where a snapshot download is buffered ("": the system's
 	// temporary directory).
 	scratch string
-	guard *browserGuard // nil: no Host or origin checks (an ACL is on)
+	guard   *browserGuard // nil: no Host or origin checks (an ACL is on)
 	// RequestTimeout bounds each request's work (not its wait_ms queueing).
 	requestTimeout time.Duration
 	// keepAlive is how often an idle event stream gets a comment line.
