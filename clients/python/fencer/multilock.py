@@ -92,9 +92,9 @@ class MultiLock(KeptAlive):
 
 
 def multi_lock(client: "Client", names: Sequence[str], ttl: float, holder: str, keep_alive: bool,
-               wait: float = 0.0) -> MultiLock:
+               wait: float = 0.0, mode: str = "exclusive") -> MultiLock:
     """Client.multi_lock's body."""
-    body = calls.multi_body(names, holder, ttl, wait)
+    body = calls.multi_body(names, holder, ttl, wait, mode)
     resp = client.request("POST", "/v1/locks/acquire", body, extra_timeout=wait)
     grant = answer.multi_grant(resp.json(), names=body["names"], holder=holder, ttl_ms=body["ttl_ms"],
                                request_id=body["request_id"])
