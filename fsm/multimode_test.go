@@ -21,6 +21,8 @@ func sharedMulti(holder, secret string, names ...string) *entry.MultiAcquire {
 // exclusive acquire of any of them is refused while it lives, one name
 // cannot be released alone, it survives a snapshot as a multi-grant, and
 // one multi-release ends every name at one index.
+// Its events and its history record carry the mode (fails with
+// multiGrantEvents leaving Mode out: the events have none).
 // Fails with applyMultiAcquire's heldRefusal probe left exclusive (no
 // Mode): the shared multi-acquire is refused lock_held by the single shared
 // grant of "a".
@@ -28,10 +30,18 @@ func TestSharedMultiGrantBesideSharedGrants(t *testing.T) {
 	l := newEntryLog(t)
 	l.settings(entry.GrantHistorySettings{PerLock: 4, Global: 16})
 	single := l.apply(shared("a", "r", "s-r")).(*AcquireResult).Grant
+	rec := &recorder{}
+	l.f.Observe(rec)
 	got := l.apply(sharedMulti("w", "s1", "a", "b"))
 	r, ok := got.(*MultiResult)
 	if !ok || r.Grant.Token != l.index || r.Grant.Mode != entry.ModeShared {
 		t.Fatalf("shared multi-acquire beside a shared grant: %v", got)
+	}
+	if len(rec.events) != 2 || rec.events[0].Mode != entry.ModeShared || rec.events[1].Mode != entry.ModeShared {
+		t.Fatalf("events of the shared multi-grant: %+v", rec.events)
+	}
+	if g, how := l.lookup(r.Grant.Token); how != TokenFound || g.Mode != entry.ModeShared || len(g.Names) != 2 {
+		t.Fatalf("token lookup of the shared multi-grant: %+v %v", g, how)
 	}
 	if got := l.f.SharedLocks("a"); len(got) != 2 || got[0].Token != single.Token || got[1].Token != r.Grant.Token {
 		t.Fatalf("shared grants of a: %+v", got)
