@@ -22,7 +22,7 @@ func sharedMulti(holder, secret string, names ...string) *entry.MultiAcquire {
 // cannot be released alone, it survives a snapshot as a multi-grant, and
 // one multi-release ends every name at one index.
 // Its events and its history record carry the mode (fails with
-// multiGrantEvents leaving Mode out: the events have none).
+// multiAcquiredEvents leaving Mode out: the events have none).
 // Fails with applyMultiAcquire's heldRefusal probe left exclusive (no
 // Mode): the shared multi-acquire is refused lock_held by the single shared
 // grant of "a".
