@@ -29,6 +29,8 @@ class MultiLock(KeptAlive):
         self.token: int = int(grant["token"])
         self.secret: str = grant["lease"]
         self.existing: bool = bool(grant.get("existing", False))
+        #: True when every name is held in shared mode.
+        self.shared: bool = grant.get("mode") == "shared"
         self.what = "multi-lock %s token %d" % (",".join(self.names), self.token)
         self._released = False
 
