@@ -28,14 +28,14 @@ func (s *Server) multiAcquire(w http.ResponseWriter, r *http.Request) (any, erro
 	defer cancel()
 	res, err := s.co.MultiAcquire(ctx, coord.MultiAcquireRequest{
 		Names: req.Names, Holder: req.Holder, TTL: time.Duration(req.TTLMillis) * time.Millisecond, Wait: wait,
-		RequestID: req.RequestID, Principal: principalName(r),
+		Mode: req.Mode, RequestID: req.RequestID, Principal: principalName(r),
 	})
 	if err != nil {
 		return nil, err
 	}
 	g := res.Grant
 	return wire.MultiGrant{Names: g.Names, Holder: g.Holder, Token: g.Token, Lease: g.Lease, TTLMillis: g.TTLMillis,
-		RequestID: g.RequestID, Existing: res.Existing}, nil
+		Mode: g.Mode, RequestID: g.RequestID, Existing: res.Existing}, nil
 }
 
 func (s *Server) multiRenew(w http.ResponseWriter, r *http.Request) (any, error) {

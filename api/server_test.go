@@ -256,7 +256,7 @@ func TestBadInputRefusedBeforeTheCluster(t *testing.T) {
 		{"durable without a request id", call{"POST", "/v1/locks/a/acquire", `{"holder":"w","durable":true,"wait_ms":100}`, nil}, wire.CodeInvalidRequestID},
 		{"durable permit without a request id", call{"POST", "/v1/semaphores/s/acquire", `{"holder":"w","limit":2,"durable":true,"wait_ms":100}`, nil}, wire.CodeInvalidRequestID},
 		{"durable multi", call{"POST", "/v1/locks/acquire", `{"holder":"w","names":["a"],"durable":true,"request_id":"0123456789abcdef"}`, nil}, wire.CodeInvalidWait},
-		{"multi shared", call{"POST", "/v1/locks/acquire", `{"holder":"w","names":["a"],"mode":"shared"}`, nil}, wire.CodeInvalidJSON},
+		{"multi bad mode", call{"POST", "/v1/locks/acquire", `{"holder":"w","names":["a"],"mode":"read"}`, nil}, wire.CodeInvalidMode},
 		{"multi session", call{"POST", "/v1/locks/acquire", `{"holder":"w","names":["a"],"session":3,` + strings.Replace(lease, "lease", "session_lease", 1) + `}`, nil}, wire.CodeInvalidToken},
 		{"multi renew no token", call{"POST", "/v1/locks/renew", `{` + lease + `}`, nil}, wire.CodeInvalidToken},
 		{"multi release bad lease", call{"POST", "/v1/locks/release", `{"lease":"x","token":3}`, nil}, wire.CodeInvalidLease},

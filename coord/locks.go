@@ -314,7 +314,7 @@ func (s *Service) sharedStatus(name string) []SharedStatus {
 	var out []SharedStatus
 	for _, l := range s.fsm.SharedLocks(name) {
 		st := SharedStatus{Lock: l}
-		st.Remaining, st.Known = s.remaining(timed.SharedKey(name, l.Token), l.Token, l.Session)
+		st.Remaining, st.Known = s.remaining(s.lockLeaseKey(l), l.Token, l.Session)
 		out = append(out, st)
 	}
 	return out
@@ -385,7 +385,7 @@ func (s *Service) sharedLocks() []LockStatus {
 			out = append(out, LockStatus{Lock: entry.Lock{Name: l.Name}, Waiters: s.locks.queues.QueuedFor(l.Name)})
 		}
 		g := SharedStatus{Lock: l}
-		g.Remaining, g.Known = s.remaining(timed.SharedKey(l.Name, l.Token), l.Token, l.Session)
+		g.Remaining, g.Known = s.remaining(s.lockLeaseKey(l), l.Token, l.Session)
 		last := &out[len(out)-1]
 		last.Shared = append(last.Shared, g)
 	})

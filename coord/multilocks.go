@@ -29,6 +29,9 @@ type MultiAcquireRequest struct {
 	Names  []string
 	Holder string
 	TTL    time.Duration
+	// Mode is entry.ModeShared for every name in shared mode ("" or
+	// entry.ModeExclusive: exclusive); it needs LogFormatMultiModes.
+	Mode string
 	// Wait, when set, queues the request in every name's FIFO for up to
 	// that long while a name is held (multiwait.go).
 	Wait      time.Duration
@@ -58,11 +61,16 @@ func (s *Service) holdLocks(names []string) ([]Freeing, func()) {
 }
 
 // multiReadable refuses multi-locks while a member reads no entries of
-// LogFormatLockModes (a rolling upgrade), after a quorum round.
-func (s *Service) multiReadable() error {
-	if f := s.raft.EntryFormat(); f < entry.LogFormatLockModes {
-		return s.refuse(fmt.Errorf("%w: multi-locks need log format %d, the members read %d; upgrade every member first",
-			entry.ErrFormatTooOld, entry.LogFormatLockModes, f))
+// LogFormatLockModes, and shared ones below LogFormatMultiModes (a
+// rolling upgrade), after a quorum round.
+func (s *Service) multiReadable(c *entry.MultiAcquire) error {
+	need, what := entry.LogFormatLockModes, "multi-locks"
+	if c.Mode != "" {
+		need, what = entry.LogFormatMultiModes, "multi-locks in shared mode"
+	}
+	if f := s.raft.EntryFormat(); f < need {
+		return s.refuse(fmt.Errorf("%w: %s need log format %d, the members read %d; upgrade every member first",
+			entry.ErrFormatTooOld, what, need, f))
 	}
 	return nil
 }
@@ -77,15 +85,18 @@ func (s *Service) MultiAcquire(ctx context.Context, req MultiAcquireRequest) (fs
 	if err := s.awaitLeader(ctx); err != nil {
 		return fsm.MultiResult{}, err
 	}
-	if err := s.multiReadable(); err != nil {
-		return fsm.MultiResult{}, err
-	}
 	if req.RequestID == "" {
 		req.RequestID = newRequestID()
 	}
 	c := &entry.MultiAcquire{
 		Names: req.Names, Holder: req.Holder, Lease: newSecret(req.Names[0]), TTLMillis: req.TTL.Milliseconds(),
 		RequestID: req.RequestID, Principal: req.Principal,
+	}
+	if req.Mode == entry.ModeShared {
+		c.Mode = entry.ModeShared
+	}
+	if err := s.multiReadable(c); err != nil {
+		return fsm.MultiResult{}, err
 	}
 	// Under every name's queue the leader's view of them is exact: a
 	// proposal that frees a name serves its waiters (or keeps it for a
@@ -195,11 +206,11 @@ func (s *Service) endMulti(g fsm.MultiGrant, secret string, expired bool) error 
 // state holds it.
 func (s *Service) MultiGrant(token uint64) (fsm.MultiGrant, bool) { return s.fsm.MultiGrant(token) }
 
-// lockLeaseKey is the timer key of lock grant l's lease: its own, or its
-// multi-grant's.
+// lockLeaseKey is the timer key of lock grant l's lease: its own (as a
+// shared grant's when l.Mode is shared), or its multi-grant's.
 func (s *Service) lockLeaseKey(l entry.Lock) lease.Key {
 	if s.fsm.IsMulti(l.Token) {
 		return timed.MultiKey(l.Token)
 	}
-	return timed.LockKey(l.Name)
+	return s.locks.p.grantKey(l.Name, l.Token, l.Mode == entry.ModeShared)
 }

@@ -130,3 +130,40 @@ func TestMultiLeaseAcrossPromotionAndFormat(t *testing.T) {
 		t.Fatalf("multi-acquire in format %d: %v", entry.LogFormatSession, err)
 	}
 }
+
+// A shared multi-grant's names have its one lease, restarted once by a
+// new leader (no shared grant's timer per name); a shared multi-acquire
+// is refused below LogFormatMultiModes, before any entry, while an
+// exclusive one is still written.
+// Fails with timed.All's shared loop timing multi-grants' names too: three
+// leases after the promotion. Fails with multiReadable ignoring the mode
+// and fieldsFormat's MultiAcquire clause removed: the shared multi-acquire
+// is granted in format 10 (with multiReadable's alone ignored, the
+// encoder still refuses it, ErrFormatTooOld, and no entry is written).
+func TestSharedMultiLeaseAndFormat(t *testing.T) {
+	s, f, _ := newTestService(t, Config{})
+	r, err := s.MultiAcquire(bg, MultiAcquireRequest{Names: []string{"a", "b"}, Holder: "w", TTL: 10 * time.Second, Mode: entry.ModeShared})
+	if err != nil || r.Grant.Mode != entry.ModeShared {
+		t.Fatalf("shared multi-acquire: %+v %v", r, err)
+	}
+	f.setLeader(false)
+	poll(t, "demotion", func() bool { return s.timers.Len() == 0 })
+	f.setLeader(true)
+	waitReady(t, s)
+	if s.timers.Len() != 1 {
+		t.Fatalf("%d leases timed after the promotion, want the shared multi-grant's one", s.timers.Len())
+	}
+	f.mu.Lock()
+	f.format = entry.LogFormatDurableWaits
+	f.mu.Unlock()
+	before := len(f.log())
+	if _, err := s.MultiAcquire(bg, MultiAcquireRequest{Names: []string{"c"}, Holder: "w", TTL: time.Second, Mode: entry.ModeShared}); !errors.Is(err, entry.ErrFormatTooOld) {
+		t.Fatalf("shared multi-acquire in format %d: %v", entry.LogFormatDurableWaits, err)
+	}
+	if len(f.log()) != before {
+		t.Fatal("a refused shared multi-acquire wrote an entry")
+	}
+	if _, err := s.MultiAcquire(bg, MultiAcquireRequest{Names: []string{"c"}, Holder: "w", TTL: time.Second}); err != nil {
+		t.Fatalf("exclusive multi-acquire in format %d: %v", entry.LogFormatDurableWaits, err)
+	}
+}

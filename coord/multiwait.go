@@ -120,9 +120,9 @@ func (r *readyMultis) try(s *Service) {
 type holdSet struct{ held int }
 
 // probe is what the room of name is asked about for a multi-acquire: an
-// exclusive acquire of it by the same holder, never proposed.
+// acquire of it in the same mode by the same holder, never proposed.
 func probe(name string, c *entry.MultiAcquire) *entry.Acquire {
-	return &entry.Acquire{Lock: name, Holder: c.Holder}
+	return &entry.Acquire{Lock: name, Holder: c.Holder, Mode: c.Mode}
 }
 
 // multiNow answers a multi-acquire without a wait, holding every name's
@@ -146,7 +146,9 @@ func (s *Service) multiRefusal(holds []lockHold, c *entry.MultiAcquire) error {
 	for _, n := range c.Names {
 		h := holds[slices.IndexFunc(holds, func(h lockHold) bool { return h.name == n })]
 		st = s.locks.state(n, c.Holder, "", "")
-		if why := s.locks.p.refusal(st, probe(n, c), false, false); why != nil {
+		// A shared one does not pass the requests queued for a name held
+		// in shared mode, as a single shared acquire does not.
+		if why := s.locks.p.refusal(st, probe(n, c), false, h.q.Len() > 0); why != nil {
 			return why
 		}
 		if h.q.Reserved() {

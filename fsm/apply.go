@@ -150,6 +150,9 @@ func applyRelease(s *state, c *entry.Release, index uint64) any {
 		if !secrets.Equal(g.Secret(), c.Lease) {
 			return refusal.LeaseRefused(c.Lock, c.Token, c.Token, c.Lease)
 		}
+		if err := s.multiOf(g); err != nil {
+			return err
+		}
 		return s.free(g, c.Next, index, grants.Released)
 	}
 	cur, err := s.current(c.Lock, c.Token, c.Lease)

@@ -166,7 +166,7 @@ func multiAcquiredEvents(result any, index uint64) []event.Event {
 	}
 	out := make([]event.Event, 0, len(r.Grant.Names))
 	for _, n := range r.Grant.Names {
-		out = append(out, event.Event{Index: index, Type: event.Acquired, Lock: n, Holder: r.Grant.Holder, Token: r.Grant.Token})
+		out = append(out, event.Event{Index: index, Type: event.Acquired, Lock: n, Holder: r.Grant.Holder, Token: r.Grant.Token, Mode: r.Grant.Mode})
 	}
 	return out
 }

@@ -26,10 +26,12 @@ import (
 type MultiGrant struct {
 	Token uint64
 	// Names are its locks, in the order asked.
-	Names           []string
-	Holder          string
-	Lease           string // its secret
-	TTLMillis       int64
+	Names     []string
+	Holder    string
+	Lease     string // its secret
+	TTLMillis int64
+	// Mode is entry.ModeShared for a multi-grant in shared mode.
+	Mode            string
 	RequestID       string
 	Principal       string
 	GrantedAtMillis int64
@@ -87,10 +89,13 @@ func applyMultiAcquire(s *state, c *entry.MultiAcquire, index uint64) any {
 	if c.TTLMillis <= 0 {
 		return fmt.Errorf("%w: multi-acquire with ttl %d ms", entry.ErrMalformedCommand, c.TTLMillis)
 	}
-	// Every name or none: the first that is held or delayed refuses all.
+	if c.Mode != "" && c.Mode != entry.ModeShared {
+		return fmt.Errorf("%w: multi-acquire in mode %q", entry.ErrMalformedCommand, c.Mode)
+	}
+	// Every name or none: the first that is held or delayed refuses all,
+	// each name admitting it as it would a single acquire of its mode.
 	for _, n := range c.Names {
-		// Held exclusively or in shared mode: a multi-grant is exclusive.
-		if err := s.heldRefusal(&entry.Acquire{Lock: n}); err != nil {
+		if err := s.heldRefusal(&entry.Acquire{Lock: n, Mode: c.Mode}); err != nil {
 			return err
 		}
 		if d, delayed := s.delays[n]; delayed {
@@ -101,13 +106,19 @@ func applyMultiAcquire(s *state, c *entry.MultiAcquire, index uint64) any {
 	if err != nil {
 		return err
 	}
+	shared := c.Mode == entry.ModeShared
 	for _, n := range c.Names {
-		s.locks.Add(locktable.NewEntry(&entry.Lock{Name: n, Holder: c.Holder, Token: token, Lease: c.Lease, TTLMillis: c.TTLMillis,
-			RequestID: c.RequestID, GrantedAtMillis: c.NowMillis, Principal: c.Principal}))
+		e := locktable.NewEntry(&entry.Lock{Name: n, Holder: c.Holder, Token: token, Lease: c.Lease, TTLMillis: c.TTLMillis,
+			RequestID: c.RequestID, GrantedAtMillis: c.NowMillis, Principal: c.Principal})
+		if shared {
+			s.shared.Add(e)
+		} else {
+			s.locks.Add(e)
+		}
 	}
 	s.multis[token] = slices.Clone(c.Names)
 	if s.history != nil {
-		s.history.GrantedMulti(grants.Grant{Token: token, Granted: index, Name: c.Names[0], Holder: c.Holder}, c.Names)
+		s.history.GrantedMulti(grants.Grant{Token: token, Granted: index, Name: c.Names[0], Holder: c.Holder, Shared: shared}, c.Names)
 	}
 	if c.RequestID != "" {
 		s.requests.Remember(multiRequestKey(c.Holder, c.RequestID, c.Principal), token)
@@ -131,7 +142,7 @@ func applyMultiRelease(s *state, c *entry.MultiRelease, index uint64) any {
 	res := &MultiReleaseResult{Grant: g, Expired: c.Expired}
 	delete(s.multis, c.Token)
 	for _, n := range names {
-		if cur, held := s.locks.Get(n); held && cur.Token() == c.Token {
+		if cur, held := s.lockGrant(n, c.Token); held {
 			res.Locks = append(res.Locks, s.free(cur, nil, index, way))
 		}
 	}
@@ -142,9 +153,10 @@ func applyMultiRelease(s *state, c *entry.MultiRelease, index uint64) any {
 func (s *state) multiGrant(token uint64) MultiGrant {
 	names := s.multis[token]
 	g := MultiGrant{Token: token, Names: slices.Clone(names)}
-	if e, ok := s.locks.Get(names[0]); ok {
-		l := e.Lock()
+	if e, ok := s.lockGrant(names[0], token); ok {
+		l := s.lockOf(e)
 		g.Holder, g.Lease, g.TTLMillis, g.RequestID, g.Principal, g.GrantedAtMillis = l.Holder, l.Lease, l.TTLMillis, l.RequestID, l.Principal, l.GrantedAtMillis
+		g.Mode = l.Mode
 	}
 	return g
 }
@@ -215,14 +227,15 @@ func (s *state) multiRecords() []entry.MultiLock {
 }
 
 // restoreMultis adds a snapshot's multi-grants to s, whose locks are
-// read: each name must be held with the grant's token, and with the
-// same holder and secret as its first.
+// read: each name must be held with the grant's token (exclusively, or
+// in shared mode: a shared multi-grant's names are shared grants), and
+// with the same holder, secret and mode as its first.
 func (s *state) restoreMultis(recs []entry.MultiLock) error {
 	for _, m := range recs {
-		first, ok := s.locks.Get(m.Names[0])
+		first, ok := s.lockGrant(m.Names[0], m.Token)
 		for _, n := range m.Names {
-			e, held := s.locks.Get(n)
-			if !ok || !held || e.Token() != m.Token || e.Holder() != first.Holder() || e.Secret() != first.Secret() || e.Session() != 0 {
+			e, held := s.lockGrant(n, m.Token)
+			if !ok || !held || e.Holder() != first.Holder() || e.Secret() != first.Secret() || s.isShared(e) != s.isShared(first) || e.Session() != 0 {
 				return fmt.Errorf("snapshot is inconsistent: multi-grant %d names lock %q, not held by it", m.Token, n)
 			}
 		}

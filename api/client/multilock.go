@@ -33,7 +33,9 @@ type MultiLock struct {
 // keeps the one lease alive until Release or loss. With Wait it queues in
 // every name's FIFO for up to that long and is granted all names at once
 // when it heads each and all are free; two multi-locks waiting on the same
-// names never deadlock. LockDelay and Value are refused (ErrInvalid). ctx
+// names never deadlock. Mode(wire.ModeShared) takes every name in shared
+// mode, with the one token (ErrUpgradeRequired while a member runs an
+// older build). LockDelay and Value are refused (ErrInvalid). ctx
 // bounds only the acquire. Every attempt carries one request id, so a
 // retry after a lost answer gets the first grant back.
 func (c *Client) MultiLock(ctx context.Context, names []string, opts ...AcquireOption) (*MultiLock, error) {
@@ -45,7 +47,7 @@ func (c *Client) MultiLock(ctx context.Context, names []string, opts ...AcquireO
 		return nil, fmt.Errorf("%w: a multi-lock takes no lock-delay or value", ErrInvalid)
 	}
 	body := wire.MultiAcquireRequest{Names: names, Holder: o.holder, TTLMillis: o.ttl.Milliseconds(), WaitMs: o.wait.Milliseconds(),
-		RequestID: newRequestID()}
+		Mode: o.wireMode(), RequestID: newRequestID()}
 	r := &transport.Request{Path: "/v1/locks/acquire", Extra: o.wait}
 	var g wire.MultiGrant
 	if err := c.tr.PostJSON(ctx, r, body, &g); err != nil {
@@ -79,6 +81,8 @@ func checkMultiGrant(g wire.MultiGrant, asked wire.MultiAcquireRequest) error {
 	switch {
 	case !slices.Equal(g.Names, asked.Names):
 		return badAnswer(what, "the answer names locks %v", g.Names)
+	case g.Mode != asked.Mode:
+		return badAnswer(what, "the answer is a grant in mode %q, not %q as asked", g.Mode, asked.Mode)
 	case g.Holder != asked.Holder:
 		return badAnswer(what, "the answer names holder %q, not %q as asked", g.Holder, asked.Holder)
 	case g.Token == 0:
@@ -98,6 +102,9 @@ func (m *MultiLock) Token() uint64 { return m.grant.Token }
 
 // Names are the locks held, in the order asked.
 func (m *MultiLock) Names() []string { return slices.Clone(m.grant.Names) }
+
+// Shared reports whether every name is held in shared mode.
+func (m *MultiLock) Shared() bool { return m.grant.Mode == wire.ModeShared }
 
 // Holder is the holder name the locks were granted to.
 func (m *MultiLock) Holder() string { return m.grant.Holder }

@@ -13,10 +13,14 @@ const MaxMultiNames = 64
 // once, all or nothing (lock_held naming the first held name); more queues
 // the request in every name's FIFO for up to that long (as an acquire's,
 // at most MaxWait), and it is granted every name in one entry once it
-// heads each FIFO and all are free. Mode may be "exclusive" or absent
-// ("shared" is CodeInvalidJSON); Session and SessionLease are refused
-// (CodeInvalidToken): neither a shared multi-lock nor one under a session
-// is built, as the log entry of a multi-acquire carries neither.
+// heads each FIFO and all are free. Mode is as an acquire's (ModeShared,
+// ModeExclusive or absent: exclusive; another is CodeInvalidMode): in
+// shared mode every name is granted as a shared grant, all with the one
+// token, beside the names' other shared grants and never past an
+// exclusive request queued before it; it needs every member to read log
+// format 11 (CodeUpgradeRequired). Session and SessionLease are refused
+// (CodeInvalidToken): a multi-lock under a session is not built, as the
+// log entry of a multi-acquire carries no session.
 type MultiAcquireRequest struct {
 	Names        []string `json:"names"`
 	Holder       string   `json:"holder"`
@@ -39,7 +43,10 @@ type MultiGrant struct {
 	Token     uint64   `json:"token"`
 	Lease     string   `json:"lease"`
 	TTLMillis int64    `json:"ttl_ms"`
-	RequestID string   `json:"request_id,omitempty"`
+	// Mode is ModeShared for a multi-grant in shared mode, absent for an
+	// exclusive one.
+	Mode      string `json:"mode,omitempty"`
+	RequestID string `json:"request_id,omitempty"`
 	// Existing: the request id had been granted before; this is that
 	// grant again.
 	Existing bool `json:"existing,omitempty"`

@@ -63,8 +63,11 @@ const (
 	// LogFormatDurableWaits also reads types 31-32: durable waiters
 	// enqueued and dequeued (issue 28).
 	LogFormatDurableWaits = 10
+	// LogFormatMultiModes also reads multi-acquire's mode (a multi-grant
+	// in shared mode): an older build would grant it exclusively.
+	LogFormatMultiModes = 11
 	// LogFormat is the newest format this build reads and writes.
-	LogFormat = LogFormatDurableWaits
+	LogFormat = LogFormatMultiModes
 )
 
 // binaryForm is a command's compact form: its type byte, the log format

@@ -404,6 +404,9 @@ func Decode(entry []byte) (Command, error) {
 // release or expiry handing off to one) is written as JSON, which only
 // members of LogFormatCoord read in full.
 func fieldsFormat(cmd Command) int {
+	if c, ok := cmd.(*MultiAcquire); ok && c.Mode != "" {
+		return LogFormatMultiModes
+	}
 	if modeFields(cmd) {
 		return LogFormatLockModes
 	}

@@ -18,6 +18,9 @@ type MultiAcquire struct {
 	// Lease is the grant's secret, chosen by the leader.
 	Lease     string `json:"lease"`
 	TTLMillis int64  `json:"ttl_ms"`
+	// Mode is ModeShared for a multi-grant in shared mode (every name
+	// granted shared), "" for an exclusive one (LogFormatMultiModes).
+	Mode      string `json:"mode,omitempty"`
 	RequestID string `json:"request_id,omitempty"`
 	// NowMillis is the proposing leader's wall clock; informational.
 	NowMillis int64 `json:"now_ms,omitempty"`

@@ -27,19 +27,17 @@ func ValidateMultiAcquire(r *wire.MultiAcquireRequest) error {
 	if err := CheckNames(r.Names); err != nil {
 		return err
 	}
-	// A shared multi-lock and one under a session are not built: the
-	// MultiAcquire entry carries neither a mode nor a session, and a member
-	// of log format 9 or 10 would drop either field and apply another
-	// grant than the leader's (they need a log format of their own).
+	// A multi-lock under a session is not built: the MultiAcquire entry
+	// carries no session, and a member of log format 9 to 11 would drop
+	// the field and apply another grant than the leader's (it needs a log
+	// format of its own). Its mode is checked as a single acquire's.
 	switch {
-	case r.Mode != "" && r.Mode != "exclusive":
-		return badRequest(wire.CodeInvalidJSON, fmt.Sprintf("mode %.32q: a multi-lock is exclusive (a shared one is not built); leave mode out or give \"exclusive\"", r.Mode))
 	case r.Durable:
 		return badRequest(wire.CodeInvalidWait, "durable: a waiting multi-lock keeps its place in each name's queue on the leader only (a durable one is not built); leave durable out")
 	case r.Session != 0 || r.SessionLease != "":
 		return badRequest(wire.CodeInvalidToken, "session: a multi-lock under a session is not built; give ttl_ms")
 	}
-	lock := wire.AcquireRequest{Holder: r.Holder, TTLMillis: r.TTLMillis, WaitMs: r.WaitMs, RequestID: r.RequestID}
+	lock := wire.AcquireRequest{Holder: r.Holder, TTLMillis: r.TTLMillis, WaitMs: r.WaitMs, RequestID: r.RequestID, Mode: r.Mode}
 	return ValidateAcquire(&lock)
 }
 

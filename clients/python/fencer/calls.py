@@ -173,9 +173,11 @@ def under_session_body(session: int, secret: str, holder: str, wait: float, *,
     return body
 
 
-def multi_body(names: Sequence[str], holder: str, ttl: float, wait: float = 0.0) -> Dict[str, Any]:
+def multi_body(names: Sequence[str], holder: str, ttl: float, wait: float = 0.0,
+               mode: str = "exclusive") -> Dict[str, Any]:
     """The body of ``POST /v1/locks/acquire`` (a multi-lock; with a wait it
-    queues in every name's FIFO)."""
+    queues in every name's FIFO; ``mode="shared"`` takes every name in
+    shared mode)."""
     check_ttl(ttl)
     check_wait(wait)
     names = list(names)
@@ -184,6 +186,7 @@ def multi_body(names: Sequence[str], holder: str, ttl: float, wait: float = 0.0)
     body: Dict[str, Any] = {"names": names, "holder": holder, "ttl_ms": int(ttl * 1000), "request_id": request_id()}
     if wait:
         body["wait_ms"] = int(wait * 1000)
+    set_mode(body, mode)
     return body
 
 

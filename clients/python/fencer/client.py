@@ -402,7 +402,7 @@ class Client:
         return self.acquire_permit(name, limit, ttl, wait, **kw)
 
     def multi_lock(self, names: Sequence[str], ttl: float = 10.0, wait: float = 0.0, *,
-                   holder: Optional[str] = None, keep_alive: bool = True) -> MultiLock:
+                   holder: Optional[str] = None, keep_alive: bool = True, mode: str = "exclusive") -> MultiLock:
         """Take every lock of ``names`` or none, in one entry, with one token
         and one lease for all (at most 64 names, none twice), and keep the
         lease alive as :meth:`acquire` does. Without a ``wait`` a held name
@@ -410,9 +410,10 @@ class Client:
         first held one; with one, it queues in every name's FIFO for up to
         ``wait`` seconds and is granted all names at once when it heads each
         and all are free (two waiting multi-locks never deadlock).
+        ``mode="shared"`` takes every name in shared mode (one token).
         ``with client.multi_lock(["a", "b"]) as m:`` releases every name on
         leaving."""
-        return multi_lock(self, names, ttl, holder or self.holder, keep_alive, wait)
+        return multi_lock(self, names, ttl, holder or self.holder, keep_alive, wait, mode)
 
     def semaphore_status(self, name: str) -> Dict[str, Any]:
         """The semaphore's limit, holders and waiters."""

@@ -29,6 +29,8 @@ class MultiLock(KeptAlive):
         self.token: int = int(grant["token"])
         self.secret: str = grant["lease"]
         self.existing: bool = bool(grant.get("existing", False))
+        #: True when every name is held in shared mode.
+        self.shared: bool = grant.get("mode") == "shared"
         self.what = "multi-lock %s token %d" % (",".join(self.names), self.token)
         self._released = False
 
@@ -92,9 +94,9 @@ class MultiLock(KeptAlive):
 
 
 def multi_lock(client: "Client", names: Sequence[str], ttl: float, holder: str, keep_alive: bool,
-               wait: float = 0.0) -> MultiLock:
+               wait: float = 0.0, mode: str = "exclusive") -> MultiLock:
     """Client.multi_lock's body."""
-    body = calls.multi_body(names, holder, ttl, wait)
+    body = calls.multi_body(names, holder, ttl, wait, mode)
     resp = client.request("POST", "/v1/locks/acquire", body, extra_timeout=wait)
     grant = answer.multi_grant(resp.json(), names=body["names"], holder=holder, ttl_ms=body["ttl_ms"],
                                request_id=body["request_id"])

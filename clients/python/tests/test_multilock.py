@@ -51,6 +51,21 @@ class MultiLockClusterTest(unittest.TestCase):
         with self.assertRaises(InvalidRequest):
             c.multi_lock(["py.m.a", "py.m.a"])
 
+    def test_shared_multi_lock(self) -> None:
+        """A shared multi-lock is held beside a single shared grant of a
+        name, with one token for both names, and keeps exclusive acquires
+        out until its release. Fails with calls.multi_body leaving the mode
+        out: LockHeld by the single shared grant of py.s.a."""
+        c, other = Client(self.cluster.endpoints(), holder="py-reader"), Client(self.cluster.endpoints())
+        single = other.acquire("py.s.a", ttl=10, mode="shared")
+        with c.multi_lock(["py.s.a", "py.s.b"], ttl=5, mode="shared") as m:
+            self.assertTrue(m.shared)
+            self.assertGreater(m.token, single.token)
+            with self.assertRaises(LockHeld):
+                other.acquire("py.s.b", ttl=1)
+        single.release()
+        other.acquire("py.s.b", ttl=1).release()
+
     def test_waiting_multi_locks_in_queue_order(self) -> None:
         """Two multi-locks waiting on crossing names are granted in the
         order they queued, each every name with one token, never deadlocked."""

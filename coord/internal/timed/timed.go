@@ -92,7 +92,7 @@ func All(f *fsm.FSM, held *int) iter.Seq[lease.Lease] {
 			}
 		})
 		f.EachSharedLock(func(lk entry.Lock) {
-			if more && lk.Session == 0 {
+			if more && lk.Session == 0 && !multi[lk.Token] {
 				*held++
 				more = yield(lease.Lease{Key: SharedKey(lk.Name, lk.Token), Token: lk.Token, TTL: millis(lk.TTLMillis)})
 			}

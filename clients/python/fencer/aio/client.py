@@ -134,10 +134,11 @@ class Client:
         return lease
 
     async def acquire_multi(self, names: Sequence[str], ttl: float = 10.0, *, holder: Optional[str] = None,
-                            keep_alive: bool = True) -> MultiLock:
+                            keep_alive: bool = True, mode: str = "exclusive") -> MultiLock:
         """Take every lock of ``names`` or none, with one token and one
-        lease (it does not wait: a held name raises LockHeld)."""
-        body = calls.multi_body(names, holder or self.holder, ttl)
+        lease (it does not wait: a held name raises LockHeld); ``mode="shared"``
+        takes every name in shared mode."""
+        body = calls.multi_body(names, holder or self.holder, ttl, mode=mode)
         resp = await self.request("POST", "/v1/locks/acquire", body)
         grant = answer.multi_grant(resp.json(), names=body["names"], holder=body["holder"], ttl_ms=body["ttl_ms"],
                                    request_id=body["request_id"])

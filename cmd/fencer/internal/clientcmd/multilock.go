@@ -15,7 +15,8 @@ import (
 )
 
 // A multi-lock from the command line: "fencer lock acquire A B C" takes
-// every name or none, with one token and one lease secret (with --wait,
+// every name or none, with one token and one lease secret (--mode shared:
+// every name in shared mode; with --wait,
 // queued in every name's FIFO until all are free for it), and "fencer
 // lock renew|release A B C --token N --lease S" renews or releases that
 // one grant (the server knows its names by the token; renewing through
@@ -38,12 +39,15 @@ func (o *lockOptions) multiAcquire(cmd *cobra.Command, names []string) error {
 	case o.session.id != 0 || o.session.lease != "":
 		return cli.Usagef("--session: a multi-lock (several names) takes a --ttl, not a session")
 	}
+	if err := checkMode(o.mode); err != nil {
+		return err
+	}
 	c, err := o.client.Client()
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	m, err := c.MultiLock(cmd.Context(), names, client.TTL(o.ttl), client.Holder(o.holder), client.Wait(o.wait), client.NoKeepAlive())
+	m, err := c.MultiLock(cmd.Context(), names, client.TTL(o.ttl), client.Holder(o.holder), client.Wait(o.wait), client.Mode(o.mode), client.NoKeepAlive())
 	if err != nil {
 		return fmt.Errorf("acquire %s: %w", strings.Join(names, " "), err)
 	}
