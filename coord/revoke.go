@@ -90,6 +90,13 @@ func (e *engine[C, R]) revoke(name string, token uint64) (*fsm.RevokeResult, err
 		}
 		return nil, e.s.refuse(fmt.Errorf("%w: %s %q has no live grant with token %d", refusal.ErrLeaseLost, e.what, name, token))
 	}
+	if g.Multi {
+		// The FSM would end this name alone, leaving the multi-grant's
+		// others held on its one lease, and a snapshot whose multi-grant
+		// lacks a name is refused on restore.
+		return nil, e.s.refuse(fmt.Errorf("%w: %s %q's grant with token %d is one name of a multi-lock: revoking one name would leave the others held, and a multi-lock's revoke is not built yet",
+			refusal.ErrMultiGrant, e.what, name, token))
+	}
 	h.Frees(token)
 	next := h.Pop(g.LockDelayMillis == 0)
 	res, err := e.s.raft.Apply(e.p.revoke(name, token, next))

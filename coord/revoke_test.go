@@ -143,3 +143,20 @@ func TestRevokeNeedsTheLockModesFormat(t *testing.T) {
 		t.Fatal("a refused revoke wrote the log")
 	}
 }
+
+// One name of a multi-grant is not revoked alone: the others would stay
+// held on its one lease, and a snapshot of a multi-grant missing a name is
+// refused on restore. Refused multi_grant with no entry; every name still
+// held. Fails with the engine's multi-grant check left out: the revoke
+// frees x and leaves y held.
+func TestRevokeRefusesOneNameOfAMultiGrant(t *testing.T) {
+	s, f, _ := newTestService(t, Config{})
+	m := mustMulti(t, s, "m", time.Minute, "x", "y")
+	before := len(f.log())
+	if _, err := s.Revoke(bg, "x", m.Token); !errors.Is(err, refusal.ErrMultiGrant) {
+		t.Fatalf("revoke of one name of a multi-grant: %v", err)
+	}
+	if len(f.log()) != before || !isHeld(f, "x") || !isHeld(f, "y") {
+		t.Fatal("a refused revoke wrote the log")
+	}
+}
