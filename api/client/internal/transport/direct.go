@@ -29,17 +29,29 @@ type direct struct {
 	tls      *tls.Config // nil: plain http only
 	fallback *http.Transport
 
+	maxIdle int // per host, the fallback's MaxIdleConnsPerHost
+
 	mu   sync.Mutex
 	idle map[string][]*directConn // by scheme://host
 }
-
-// maxIdlePerHost matches the net/http transport's MaxIdleConnsPerHost.
-const maxIdlePerHost = 64
 
 type directConn struct {
 	c  net.Conn
 	br *bufio.Reader
 	bw *bufio.Writer
+}
+
+// NewDirect returns the client's HTTP/1.1 round tripper, with fallback's
+// TLS configuration and idle limit per host; fallback serves what it does
+// not (proxies, other schemes).
+func NewDirect(fallback *http.Transport) http.RoundTripper {
+	maxIdle := fallback.MaxIdleConnsPerHost
+	if maxIdle <= 0 {
+		maxIdle = http.DefaultMaxIdleConnsPerHost
+	}
+	d := newDirect(fallback.TLSClientConfig, fallback)
+	d.maxIdle = maxIdle
+	return d
 }
 
 func newDirect(cfg *tls.Config, fallback *http.Transport) *direct {
@@ -51,6 +63,7 @@ func newDirect(cfg *tls.Config, fallback *http.Transport) *direct {
 		dialer:   &net.Dialer{Timeout: time.Second, KeepAlive: 30 * time.Second},
 		tls:      cfg,
 		fallback: fallback,
+		maxIdle:  64,
 		idle:     map[string][]*directConn{},
 	}
 }
@@ -212,7 +225,7 @@ func (d *direct) get(key string) (*directConn, bool) {
 func (d *direct) put(key string, dc *directConn) {
 	dc.c.SetDeadline(time.Time{})
 	d.mu.Lock()
-	if len(d.idle[key]) < maxIdlePerHost {
+	if len(d.idle[key]) < d.maxIdle {
 		d.idle[key] = append(d.idle[key], dc)
 		dc = nil
 	}

@@ -110,7 +110,7 @@ func NewHTTPClient(cfg *tls.Config, http2 bool) *http.Client {
 		return &http.Client{Transport: std}
 	}
 	// HTTP/1.1: the caller's goroutine does the exchange (direct.go).
-	return &http.Client{Transport: newDirect(cfg, std)}
+	return &http.Client{Transport: NewDirect(std)}
 }
 
 // Protocols is what a client's transport speaks: nil (the transport's
