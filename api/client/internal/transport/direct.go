@@ -118,6 +118,19 @@ func (d *direct) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 }
 
+// connCtxErr is err, or the context's error when the context ended or its
+// deadline (the connection's) has passed.
+func connCtxErr(ctx context.Context, err error) error {
+	if cerr := ctx.Err(); cerr != nil {
+		return cerr
+	}
+	var ne net.Error
+	if dl, ok := ctx.Deadline(); ok && errors.As(err, &ne) && ne.Timeout() && !time.Now().Before(dl) {
+		return context.DeadlineExceeded
+	}
+	return err
+}
+
 func replayable(req *http.Request) bool {
 	switch req.Method {
 	case "", http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace, http.MethodPut, http.MethodDelete:
@@ -154,13 +167,9 @@ func (d *direct) exchange(ctx context.Context, dc *directConn, req *http.Request
 	fail := func(err error) (*http.Response, bool, error) {
 		stop()
 		dc.c.Close()
-		cmu.Lock()
-		c := cancelled
-		cmu.Unlock()
-		if c {
-			return nil, sent, ctx.Err()
-		}
-		return nil, sent, err
+		// The connection's deadline may fire before the context's
+		// AfterFunc does: either way the caller sees the context's error.
+		return nil, sent, connCtxErr(ctx, err)
 	}
 	if err := req.Write(dc.bw); err != nil {
 		return fail(err)
@@ -271,9 +280,7 @@ func (b *directBody) Read(p []byte) (int, error) {
 		b.finish(true)
 	} else if err != nil {
 		b.finish(false)
-		if b.cancelled() {
-			err = b.ctx.Err()
-		}
+		err = connCtxErr(b.ctx, err)
 	}
 	return n, err
 }
