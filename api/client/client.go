@@ -84,6 +84,15 @@ func WithHTTP2() Option { return func(c *Client) { c.http2 = true } }
 // HTTP/2 alone (h2c over plain TCP), as WithHTTP2 makes it.
 func Protocols(http2 bool) *http.Protocols { return transport.Protocols(http2) }
 
+// NewHTTP1Transport returns the round tripper a client uses by default for
+// HTTP/1.1 (plain and TLS): the calling goroutine writes each request on a
+// kept-alive connection and reads its answer itself, with none of
+// net/http's per-connection goroutines. It takes std's TLS configuration
+// and MaxIdleConnsPerHost, and leaves to std what it does not do (proxies
+// from the environment, other schemes). It is for callers that pass
+// WithHTTPClient and want the default's speed; std alone is net/http's.
+func NewHTTP1Transport(std *http.Transport) http.RoundTripper { return transport.NewDirect(std) }
+
 // WithBearerToken sends "Authorization: Bearer token" on every request, for
 // clusters that run with an ACL file.
 func WithBearerToken(token string) Option {

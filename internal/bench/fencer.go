@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
 	"strconv"
 	"time"
 
@@ -55,13 +56,18 @@ type Conn struct {
 // With conn.HTTP2 every client's requests share one HTTP/2 connection per
 // node (h2c over plain TCP) instead of a connection each.
 func NewFencer(ctx context.Context, endpoints []string, clients int, ttl, wait, timeout time.Duration, conn Conn, opts ...client.Option) (*Fencer, error) {
-	hc := &http.Client{Transport: &http.Transport{
+	std := &http.Transport{
 		MaxIdleConns:        clients + 16,
 		MaxIdleConnsPerHost: clients + 16,
 		IdleConnTimeout:     90 * time.Second,
 		TLSClientConfig:     conn.TLS,
 		Protocols:           client.Protocols(conn.HTTP2),
-	}}
+	}
+	hc := &http.Client{Transport: std}
+	if !conn.HTTP2 && os.Getenv("FENCER_CLIENT_NETHTTP") == "" {
+		// The client's default for HTTP/1.1 (client.NewHTTP1Transport).
+		hc.Transport = client.NewHTTP1Transport(std)
+	}
 	opts = append(opts, client.WithHTTPClient(hc), client.WithTimeout(wait+timeout))
 	c, err := client.New(endpoints, opts...)
 	if err != nil {

@@ -18,6 +18,7 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"net/url"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -97,14 +98,19 @@ func BaseURL(ep string, tls bool) (string, error) {
 // over plain TCP with prior knowledge (h2c), every request to a node
 // multiplexed on one connection.
 func NewHTTPClient(cfg *tls.Config, http2 bool) *http.Client {
-	return &http.Client{Transport: &http.Transport{
+	std := &http.Transport{
 		Proxy:               http.ProxyFromEnvironment,
 		DialContext:         (&net.Dialer{Timeout: time.Second, KeepAlive: 30 * time.Second}).DialContext,
 		MaxIdleConnsPerHost: 64,
 		IdleConnTimeout:     90 * time.Second,
 		TLSClientConfig:     cfg,
 		Protocols:           Protocols(http2),
-	}}
+	}
+	if http2 || os.Getenv("FENCER_CLIENT_NETHTTP") != "" {
+		return &http.Client{Transport: std}
+	}
+	// HTTP/1.1: the caller's goroutine does the exchange (direct.go).
+	return &http.Client{Transport: NewDirect(std)}
 }
 
 // Protocols is what a client's transport speaks: nil (the transport's
