@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -39,7 +40,18 @@ type directConn struct {
 	c  net.Conn
 	br *bufio.Reader
 	bw *bufio.Writer
+	// idleSince is when it went back to the pool.
+	idleSince time.Time
 }
+
+// Idle connections: one idle longer than idleCheck is checked before it is
+// used (the server may have closed it meanwhile: its answer to the next
+// request would be lost, and a request that changes state is not sent
+// again), and one idle longer than idleMax is closed (net/http's 90 s).
+var (
+	idleCheck = time.Second
+	idleMax   = 90 * time.Second
+)
 
 // NewDirect returns the client's HTTP/1.1 round tripper, with fallback's
 // TLS configuration and idle limit per host; fallback serves what it does
@@ -101,7 +113,7 @@ func (d *direct) RoundTrip(req *http.Request) (*http.Response, error) {
 			return resp, nil
 		}
 		if reused && attempt == 0 && ctx.Err() == nil && canResend(req) &&
-			(!sent || (errors.Is(err, io.EOF) && replayable(req))) {
+			(!sent || (errors.Is(err, errClosedUnanswered) && replayable(req))) {
 			if req.GetBody != nil {
 				body, gerr := req.GetBody()
 				if gerr != nil {
@@ -131,9 +143,16 @@ func connCtxErr(ctx context.Context, err error) error {
 	return err
 }
 
+// errClosedUnanswered is a request sent on a connection the server closed
+// before a byte of its answer (net/http's "server closed idle connection").
+var errClosedUnanswered = fmt.Errorf("the server closed the connection before answering: %w", io.ErrUnexpectedEOF)
+
 func replayable(req *http.Request) bool {
 	switch req.Method {
-	case "", http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace, http.MethodPut, http.MethodDelete:
+	case "", http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace:
+		// Not PUT or DELETE, which net/http's rule holds idempotent: a
+		// fenced write sent again after its answer was lost must be the
+		// client's decision (its answer may say the first one landed).
 		return true
 	}
 	_, a := req.Header["Idempotency-Key"]
@@ -178,6 +197,9 @@ func (d *direct) exchange(ctx context.Context, dc *directConn, req *http.Request
 		return fail(err)
 	}
 	sent = true
+	if _, err := dc.br.Peek(1); errors.Is(err, io.EOF) {
+		return fail(errClosedUnanswered)
+	}
 	resp, err = http.ReadResponse(dc.br, req)
 	if err != nil {
 		return fail(err)
@@ -220,19 +242,40 @@ func (d *direct) dial(ctx context.Context, req *http.Request) (*directConn, erro
 }
 
 func (d *direct) get(key string) (*directConn, bool) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	l := d.idle[key]
-	if len(l) == 0 {
-		return nil, false
+	for {
+		d.mu.Lock()
+		l := d.idle[key]
+		if len(l) == 0 {
+			d.mu.Unlock()
+			return nil, false
+		}
+		dc := l[len(l)-1]
+		d.idle[key] = l[:len(l)-1]
+		d.mu.Unlock()
+		if idle := time.Since(dc.idleSince); idle <= idleCheck || (idle <= idleMax && dc.alive()) {
+			return dc, true
+		}
+		dc.c.Close()
 	}
-	dc := l[len(l)-1]
-	d.idle[key] = l[:len(l)-1]
-	return dc, true
+}
+
+// alive reports whether an idle connection is still open and silent: its
+// socket holds neither the server's close nor bytes nobody asked for
+// (peekIdle, which does not wait).
+func (dc *directConn) alive() bool {
+	if dc.br.Buffered() > 0 {
+		return false
+	}
+	c := dc.c
+	if tc, ok := c.(*tls.Conn); ok {
+		c = tc.NetConn()
+	}
+	return peekIdle(c)
 }
 
 func (d *direct) put(key string, dc *directConn) {
 	dc.c.SetDeadline(time.Time{})
+	dc.idleSince = time.Now()
 	d.mu.Lock()
 	if len(d.idle[key]) < d.maxIdle {
 		d.idle[key] = append(d.idle[key], dc)
@@ -309,3 +352,15 @@ func (b *directBody) finish(atEOF bool) {
 }
 
 var _ http.RoundTripper = (*direct)(nil)
+
+// peekIdleByDeadline is peekIdle by a read with a 1 ms deadline (a deadline
+// already past makes Go answer without reading); a byte it reads makes the
+// connection unusable anyway.
+func peekIdleByDeadline(c net.Conn) bool {
+	c.SetReadDeadline(time.Now().Add(time.Millisecond))
+	var b [1]byte
+	_, err := c.Read(b[:])
+	c.SetReadDeadline(time.Time{})
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}

@@ -1,12 +1,14 @@
 package transport
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -63,5 +65,109 @@ func TestDirectReusesAndAborts(t *testing.T) {
 	}
 	if d := time.Since(start); d > 5*time.Second {
 		t.Fatalf("aborted after %v", d)
+	}
+}
+
+// A pooled connection the server closed while it was idle is not used: a
+// POST is not sent again once written, so sent on it, its answer would be
+// lost. Fails with get's alive check left out: the POST gets EOF.
+func TestDirectLeavesAConnectionTheServerClosed(t *testing.T) {
+	defer func(d time.Duration) { idleCheck = d }(idleCheck)
+	idleCheck = 0 // check every idle connection
+	// A server that answers one request per connection, keep-alive
+	// announced, then closes the connection.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	closed := make(chan struct{}, 4)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer func() { c.Close(); closed <- struct{}{} }()
+				req, err := http.ReadRequest(bufio.NewReader(c))
+				if err != nil {
+					return
+				}
+				io.Copy(io.Discard, req.Body)
+				io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+			}()
+		}
+	}()
+	hc := NewHTTPClient(nil, false)
+	post := func() error {
+		resp, err := hc.Post("http://"+ln.Addr().String()+"/x", "application/json", strings.NewReader("{}"))
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		_, err = io.ReadAll(resp.Body)
+		return err
+	}
+	if err := post(); err != nil {
+		t.Fatal(err)
+	}
+	<-closed
+	if err := post(); err != nil {
+		t.Fatalf("a POST after the server closed the idle connection: %v", err)
+	}
+}
+
+// A PUT whose answer was lost (the server closed a reused connection after
+// reading it) is not sent again: a fenced write may have landed, and only
+// the client, reading the answer to its own retry, can tell. Fails with PUT
+// counted replayable (net/http's idempotent methods): the server reads it
+// twice.
+func TestDirectSendsAPutOnce(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	var puts atomic.Int32
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				br := bufio.NewReader(c)
+				for {
+					req, err := http.ReadRequest(br)
+					if err != nil {
+						return
+					}
+					io.Copy(io.Discard, req.Body)
+					if req.Method == http.MethodPut {
+						puts.Add(1)
+						return // its answer lost
+					}
+					io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+				}
+			}()
+		}
+	}()
+	hc := NewHTTPClient(nil, false)
+	url := "http://" + ln.Addr().String() + "/k"
+	resp, err := hc.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.ReadAll(resp.Body)
+	resp.Body.Close()
+	req, _ := http.NewRequest(http.MethodPut, url, strings.NewReader("v"))
+	if resp, err := hc.Do(req); err == nil {
+		resp.Body.Close()
+		t.Fatal("a PUT whose answer was lost succeeded")
+	}
+	if n := puts.Load(); n != 1 {
+		t.Fatalf("the server read the PUT %d times, want once", n)
 	}
 }
