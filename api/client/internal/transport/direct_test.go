@@ -76,32 +76,19 @@ func TestDirectLeavesAConnectionTheServerClosed(t *testing.T) {
 	idleCheck = 0 // check every idle connection
 	// A server that answers one request per connection, keep-alive
 	// announced, then closes the connection.
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
 	closed := make(chan struct{}, 4)
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer func() { c.Close(); closed <- struct{}{} }()
-				req, err := http.ReadRequest(bufio.NewReader(c))
-				if err != nil {
-					return
-				}
-				io.Copy(io.Discard, req.Body)
-				io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
-			}()
+	addr := rawServer(t, func(c net.Conn, br *bufio.Reader) {
+		defer func() { c.Close(); closed <- struct{}{} }() // closed before it is said
+		req, err := http.ReadRequest(br)
+		if err != nil {
+			return
 		}
-	}()
+		io.Copy(io.Discard, req.Body)
+		io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+	})
 	hc := NewHTTPClient(nil, false)
 	post := func() error {
-		resp, err := hc.Post("http://"+ln.Addr().String()+"/x", "application/json", strings.NewReader("{}"))
+		resp, err := hc.Post("http://"+addr+"/x", "application/json", strings.NewReader("{}"))
 		if err != nil {
 			return err
 		}
@@ -124,38 +111,23 @@ func TestDirectLeavesAConnectionTheServerClosed(t *testing.T) {
 // counted replayable (net/http's idempotent methods): the server reads it
 // twice.
 func TestDirectSendsAPutOnce(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
 	var puts atomic.Int32
-	go func() {
+	addr := rawServer(t, func(c net.Conn, br *bufio.Reader) {
 		for {
-			c, err := ln.Accept()
+			req, err := http.ReadRequest(br)
 			if err != nil {
 				return
 			}
-			go func() {
-				defer c.Close()
-				br := bufio.NewReader(c)
-				for {
-					req, err := http.ReadRequest(br)
-					if err != nil {
-						return
-					}
-					io.Copy(io.Discard, req.Body)
-					if req.Method == http.MethodPut {
-						puts.Add(1)
-						return // its answer lost
-					}
-					io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
-				}
-			}()
+			io.Copy(io.Discard, req.Body)
+			if req.Method == http.MethodPut {
+				puts.Add(1)
+				return // its answer lost
+			}
+			io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
 		}
-	}()
+	})
 	hc := NewHTTPClient(nil, false)
-	url := "http://" + ln.Addr().String() + "/k"
+	url := "http://" + addr + "/k"
 	resp, err := hc.Get(url)
 	if err != nil {
 		t.Fatal(err)
@@ -170,4 +142,28 @@ func TestDirectSendsAPutOnce(t *testing.T) {
 	if n := puts.Load(); n != 1 {
 		t.Fatalf("the server read the PUT %d times, want once", n)
 	}
+}
+
+// rawServer serves each connection accepted on a loopback port with serve,
+// closing it after, until the test ends; it returns the address.
+func rawServer(t *testing.T, serve func(c net.Conn, br *bufio.Reader)) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				serve(c, bufio.NewReader(c))
+			}()
+		}
+	}()
+	return ln.Addr().String()
 }
