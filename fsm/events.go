@@ -166,21 +166,25 @@ func multiAcquiredEvents(result any, index uint64) []event.Event {
 	}
 	out := make([]event.Event, 0, len(r.Grant.Names))
 	for _, n := range r.Grant.Names {
-		out = append(out, event.Event{Index: index, Type: event.Acquired, Lock: n, Holder: r.Grant.Holder, Token: r.Grant.Token, Mode: r.Grant.Mode})
+		out = append(out, event.Event{Index: index, Type: event.Acquired, Lock: n, Holder: r.Grant.Holder, Token: r.Grant.Token, Mode: r.Grant.Mode,
+			Session: r.Grant.Session})
 	}
 	return out
 }
 
-// multiFreedEvents are the released (or expired) events of every name a
-// multi-grant's end freed, in its order.
+// multiFreedEvents are the released (expired, revoked) events of every
+// name a multi-grant's end freed, in its order.
 func multiFreedEvents(result any, index uint64) []event.Event {
 	r, ok := result.(*MultiReleaseResult)
 	if !ok {
 		return nil
 	}
 	how := event.Released
-	if r.Expired {
+	switch {
+	case r.Expired:
 		how = event.Expired
+	case r.Revoked:
+		how = event.Revoked
 	}
 	var out []event.Event
 	for _, l := range r.Locks {

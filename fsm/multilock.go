@@ -7,6 +7,7 @@ import (
 	"github.com/fencer-io/fencer/fsm/entry"
 	"github.com/fencer-io/fencer/fsm/internal/grants"
 	"github.com/fencer-io/fencer/fsm/internal/locktable"
+	"github.com/fencer-io/fencer/fsm/internal/sessions"
 	"github.com/fencer-io/fencer/fsm/refusal"
 	"github.com/fencer-io/fencer/fsm/secrets"
 )
@@ -31,7 +32,9 @@ type MultiGrant struct {
 	Lease     string // its secret
 	TTLMillis int64
 	// Mode is entry.ModeShared for a multi-grant in shared mode.
-	Mode            string
+	Mode string
+	// Session is the session it lives under (0: its own lease, TTLMillis).
+	Session         uint64
 	RequestID       string
 	Principal       string
 	GrantedAtMillis int64
@@ -49,6 +52,7 @@ type MultiResult struct {
 type MultiReleaseResult struct {
 	Grant   MultiGrant
 	Expired bool
+	Revoked bool
 	Locks   []*ReleaseResult
 }
 
@@ -77,7 +81,7 @@ func checkMultiNames(names []string) error {
 func applyMultiAcquire(s *state, c *entry.MultiAcquire, index uint64) any {
 	if c.RequestID != "" {
 		if token, ok := s.requests.Token(multiRequestKey(c.Holder, c.RequestID, c.Principal)); ok {
-			if _, live := s.multis[token]; live {
+			if _, live := s.liveMulti(token); live {
 				return &MultiResult{Grant: s.multiGrant(token), Existing: true}
 			}
 			return fmt.Errorf("%w: the multi-grant for request %q (token %d) has already ended", refusal.ErrLeaseLost, c.RequestID, token)
@@ -86,7 +90,16 @@ func applyMultiAcquire(s *state, c *entry.MultiAcquire, index uint64) any {
 	if err := checkMultiNames(c.Names); err != nil {
 		return err
 	}
-	if c.TTLMillis <= 0 {
+	if err := s.underSession(c.Session, c.SessionLease); err != nil {
+		return err
+	}
+	// Under a session, the session's TTL and lock-delay (it lives as long
+	// as the session); else its own TTL and no lock-delay.
+	ttl, delay := c.TTLMillis, int64(0)
+	if c.Session != 0 {
+		ttl, delay = s.sessionTerms(c.Session, 0)
+	}
+	if ttl <= 0 {
 		return fmt.Errorf("%w: multi-acquire with ttl %d ms", entry.ErrMalformedCommand, c.TTLMillis)
 	}
 	if c.Mode != "" && c.Mode != entry.ModeShared {
@@ -108,8 +121,8 @@ func applyMultiAcquire(s *state, c *entry.MultiAcquire, index uint64) any {
 	}
 	shared := c.Mode == entry.ModeShared
 	for _, n := range c.Names {
-		e := locktable.NewEntry(&entry.Lock{Name: n, Holder: c.Holder, Token: token, Lease: c.Lease, TTLMillis: c.TTLMillis,
-			RequestID: c.RequestID, GrantedAtMillis: c.NowMillis, Principal: c.Principal})
+		e := locktable.NewEntry(&entry.Lock{Name: n, Holder: c.Holder, Token: token, Lease: c.Lease, TTLMillis: ttl,
+			RequestID: c.RequestID, GrantedAtMillis: c.NowMillis, Principal: c.Principal, LockDelayMillis: delay, Session: c.Session})
 		if shared {
 			s.shared.Add(e)
 		} else {
@@ -117,6 +130,11 @@ func applyMultiAcquire(s *state, c *entry.MultiAcquire, index uint64) any {
 		}
 	}
 	s.multis[token] = slices.Clone(c.Names)
+	if c.Session != 0 {
+		// One grant of the session's, by its token, whatever its names:
+		// the session's end ends them all (endSession).
+		s.sessions.Attach(c.Session, sessions.Grant{Kind: sessions.Lock, Name: c.Names[0], Token: token})
+	}
 	if s.history != nil {
 		s.history.GrantedMulti(grants.Grant{Token: token, Granted: index, Name: c.Names[0], Holder: c.Holder, Shared: shared}, c.Names)
 	}
@@ -127,36 +145,88 @@ func applyMultiAcquire(s *state, c *entry.MultiAcquire, index uint64) any {
 }
 
 func applyMultiRelease(s *state, c *entry.MultiRelease, index uint64) any {
-	names, live := s.multis[c.Token]
+	names, live := s.liveMulti(c.Token)
 	if !live {
 		return fmt.Errorf("%w: multi-grant %d has already ended", refusal.ErrLeaseLost, c.Token)
 	}
 	g := s.multiGrant(c.Token)
-	if !c.Expired && !secrets.Equal(g.Lease, c.Lease) {
+	if c.Expired && c.Revoked {
+		return fmt.Errorf("%w: multi-release of %d both expired and revoked", entry.ErrMalformedCommand, c.Token)
+	}
+	if !c.Expired && !c.Revoked && !secrets.Equal(g.Lease, c.Lease) {
 		return fmt.Errorf("%w: that is not multi-grant %d's lease", refusal.ErrLeaseLost, c.Token)
 	}
 	way := grants.Released
-	if c.Expired {
+	switch {
+	case c.Expired:
 		way = grants.Expired
+	case c.Revoked:
+		way = grants.Revoked
+		s.revoked.Add(c.Token)
 	}
-	res := &MultiReleaseResult{Grant: g, Expired: c.Expired}
-	delete(s.multis, c.Token)
-	for _, n := range names {
-		if cur, held := s.lockGrant(n, c.Token); held {
-			res.Locks = append(res.Locks, s.free(cur, nil, index, way))
-		}
-	}
+	res := &MultiReleaseResult{Grant: g, Expired: c.Expired, Revoked: c.Revoked}
+	res.Locks = s.endMulti(c.Token, names, way, index)
 	return res
 }
 
-// multiGrant reads live multi-grant token from its first name's lock.
+// endMulti ends every name of the multi-grant token at index, the way
+// says how; an expiry or a revoke starts each name's lock-delay (a
+// multi-grant has one only under a session, the session's). It hands no
+// name over: one entry mints one token.
+func (s *state) endMulti(token uint64, names []string, way grants.Way, index uint64) []*ReleaseResult {
+	delete(s.multis, token)
+	var out []*ReleaseResult
+	for _, n := range names {
+		cur, held := s.lockGrant(n, token)
+		if !held {
+			continue // freed alone by a revoke of an older build (revokeLock)
+		}
+		if way != grants.Released && cur.LockDelayMillis() > 0 {
+			s.startDelay(n, index, cur.LockDelayMillis())
+		}
+		out = append(out, s.free(cur, nil, index, way))
+	}
+	return out
+}
+
+// liveMulti returns the names still held by multi-grant token, in the
+// order asked, and whether it is live (holds any). A name is not held by
+// it only when a revoke of an older build freed it alone (revokeLock):
+// every read then sees the grant as a snapshot restores it
+// (restoreMultis), so replicas that restored and replicas that did not
+// answer alike.
+func (s *state) liveMulti(token uint64) ([]string, bool) {
+	names, ok := s.multis[token]
+	if !ok {
+		return nil, false
+	}
+	held := names
+	for i, n := range names {
+		if _, ok := s.lockGrant(n, token); !ok {
+			held = slices.Clone(names[:i])
+			for _, m := range names[i+1:] {
+				if _, ok := s.lockGrant(m, token); ok {
+					held = append(held, m)
+				}
+			}
+			break
+		}
+	}
+	return held, len(held) > 0
+}
+
+// multiGrant reads live multi-grant token from its first held name's
+// lock.
 func (s *state) multiGrant(token uint64) MultiGrant {
-	names := s.multis[token]
+	names, _ := s.liveMulti(token)
 	g := MultiGrant{Token: token, Names: slices.Clone(names)}
+	if len(names) == 0 {
+		return g
+	}
 	if e, ok := s.lockGrant(names[0], token); ok {
 		l := s.lockOf(e)
 		g.Holder, g.Lease, g.TTLMillis, g.RequestID, g.Principal, g.GrantedAtMillis = l.Holder, l.Lease, l.TTLMillis, l.RequestID, l.Principal, l.GrantedAtMillis
-		g.Mode = l.Mode
+		g.Mode, g.Session = l.Mode, l.Session
 	}
 	return g
 }
@@ -174,7 +244,7 @@ func (s *state) multiOf(cur *locktable.Entry) error {
 func (f *FSM) MultiGrant(token uint64) (MultiGrant, bool) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	if _, live := f.s.multis[token]; !live {
+	if _, live := f.s.liveMulti(token); !live {
 		return MultiGrant{}, false
 	}
 	return f.s.multiGrant(token), true
@@ -184,7 +254,7 @@ func (f *FSM) MultiGrant(token uint64) (MultiGrant, bool) {
 func (f *FSM) IsMulti(token uint64) bool {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	_, live := f.s.multis[token]
+	_, live := f.s.liveMulti(token)
 	return live
 }
 
@@ -211,7 +281,9 @@ func (f *FSM) MultiRequestGranted(holder, requestID, principal string) bool {
 func (s *state) multiTokens() []uint64 {
 	tokens := make([]uint64, 0, len(s.multis))
 	for t := range s.multis {
-		tokens = append(tokens, t)
+		if _, live := s.liveMulti(t); live {
+			tokens = append(tokens, t)
+		}
 	}
 	slices.Sort(tokens)
 	return tokens
@@ -221,25 +293,43 @@ func (s *state) multiTokens() []uint64 {
 func (s *state) multiRecords() []entry.MultiLock {
 	out := make([]entry.MultiLock, 0, len(s.multis))
 	for _, t := range s.multiTokens() {
-		out = append(out, entry.MultiLock{Token: t, Names: slices.Clone(s.multis[t])})
+		names, _ := s.liveMulti(t)
+		out = append(out, entry.MultiLock{Token: t, Names: slices.Clone(names)})
 	}
 	return out
 }
 
 // restoreMultis adds a snapshot's multi-grants to s, whose locks are
-// read: each name must be held with the grant's token (exclusively, or
-// in shared mode: a shared multi-grant's names are shared grants), and
-// with the same holder, secret and mode as its first.
+// read: each name held with the grant's token (exclusively, or in shared
+// mode: a shared multi-grant's names are shared grants) must be so with
+// the same holder, secret, mode and session as the others. A name no
+// longer held with it is refused, but for a revoked multi-grant's: a
+// leader of an older build revoked one name at a time (revokeLock; the
+// snapshot of an older build still names it), and the record keeps the
+// names still held, as every read of the state that wrote it does
+// (liveMulti); one with none is dropped. (After 65,536 later revokes the
+// token would be forgotten, and such a snapshot refused.)
 func (s *state) restoreMultis(recs []entry.MultiLock) error {
 	for _, m := range recs {
-		first, ok := s.lockGrant(m.Names[0], m.Token)
+		var first *locktable.Entry
+		var names []string
 		for _, n := range m.Names {
 			e, held := s.lockGrant(n, m.Token)
-			if !ok || !held || e.Holder() != first.Holder() || e.Secret() != first.Secret() || s.isShared(e) != s.isShared(first) || e.Session() != 0 {
+			switch {
+			case !held && s.revoked.Has(m.Token):
+				continue
+			case !held:
 				return fmt.Errorf("snapshot is inconsistent: multi-grant %d names lock %q, not held by it", m.Token, n)
+			case first == nil:
+				first = e
+			case e.Holder() != first.Holder() || e.Secret() != first.Secret() || s.isShared(e) != s.isShared(first) || e.Session() != first.Session():
+				return fmt.Errorf("snapshot is inconsistent: multi-grant %d names lock %q, held with its token by another grant", m.Token, n)
 			}
+			names = append(names, n)
 		}
-		s.multis[m.Token] = slices.Clone(m.Names)
+		if len(names) > 0 {
+			s.multis[m.Token] = names
+		}
 	}
 	return nil
 }

@@ -64,7 +64,15 @@ func (s *state) revokeLock(c *entry.Revoke, index uint64) any {
 		s.startDelay(c.Lock, index, cur.LockDelayMillis())
 	}
 	s.revoked.Add(c.Token)
-	return &RevokeResult{Lock: s.free(cur, c.Next, index, grants.Revoked)}
+	res := &RevokeResult{Lock: s.free(cur, c.Next, index, grants.Revoked)}
+	if _, live := s.liveMulti(c.Token); !live {
+		// The last name of a multi-grant that older builds' leaders
+		// revoked one by one (this build's leader revokes it whole, by a
+		// MultiRelease): nothing is left of it. Every read already saw
+		// it so (liveMulti).
+		delete(s.multis, c.Token)
+	}
+	return res
 }
 
 func (s *state) revokePermit(c *entry.Revoke, index uint64) any {
@@ -132,14 +140,19 @@ func (f *FSM) Revoked(token uint64) bool {
 
 // checkRevokedLocks refuses a snapshot whose streamed locks (which
 // snapshot.Image.Check never sees) hold a revoked token: a revoke ends
-// what it names, and a token is never granted twice.
-func checkRevokedLocks(s *state, revoked []uint64) error {
+// what it names, and a token is never granted twice. A multi-grant's
+// token is the exception: a leader of an older build revoked one name of
+// it at a time (revokeLock), leaving the others held (restoreMultis).
+func checkRevokedLocks(s *state, revoked []uint64, multis []entry.MultiLock) error {
 	if len(revoked) == 0 {
 		return nil
 	}
 	gone := make(map[uint64]bool, len(revoked))
 	for _, t := range revoked {
 		gone[t] = true
+	}
+	for _, m := range multis {
+		delete(gone, m.Token)
 	}
 	for _, e := range s.locks.Entries() {
 		if gone[e.Token()] {

@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/fencer-io/fencer/fsm/entry"
 	"github.com/fencer-io/fencer/fsm/internal/grants"
@@ -154,7 +155,10 @@ func (s *state) endSession(sess *sessions.Session, next []*entry.Acquire, nextPe
 	// Ended first, freed after: a waiter handed a name in this entry may
 	// not be under the ending session (refused as expired), and the grant
 	// list no longer moves while the names are freed.
-	list := sess.Grants()
+	list := s.sessionGrants(sess)
+	for _, g := range list {
+		delete(s.multis, g.Token) // a multi-grant's names all end here
+	}
 	s.sessions.End(sess.Record().ID)
 	// A lock's hand-off goes with the last of its grants the session held
 	// (several when shared), once the lock has room for it.
@@ -185,6 +189,33 @@ func (s *state) endSession(sess *sessions.Session, next []*entry.Acquire, nextPe
 		}
 	}
 	return res
+}
+
+// sessionGrants are the grants under sess, sorted by token, a
+// multi-grant's (one grant of the session's, by its token) as each of its
+// names held, in its order.
+func (s *state) sessionGrants(sess *sessions.Session) []sessions.Grant {
+	list := sess.Grants()
+	var out []sessions.Grant
+	for i, g := range list {
+		names, multi := s.liveMulti(g.Token)
+		if !multi || g.Kind != sessions.Lock {
+			if out != nil {
+				out = append(out, g)
+			}
+			continue
+		}
+		if out == nil {
+			out = slices.Clone(list[:i])
+		}
+		for _, n := range names {
+			out = append(out, sessions.Grant{Kind: sessions.Lock, Name: n, Token: g.Token})
+		}
+	}
+	if out == nil {
+		return list
+	}
+	return out
 }
 
 // endSessionLock ends a session's lock grant as an Expire (expired,
@@ -259,7 +290,7 @@ func (f *FSM) Session(id uint64) (SessionState, bool) {
 	if sess == nil {
 		return SessionState{}, false
 	}
-	return sessionState(sess), true
+	return f.s.sessionState(sess), true
 }
 
 // SessionRecord returns a live session's record, without its grants.
@@ -280,9 +311,10 @@ func (f *FSM) SessionEnded(id uint64) bool {
 	return f.s.sessions.Ended(id)
 }
 
-func sessionState(sess *sessions.Session) SessionState {
+// sessionState is sess and its grants, a multi-grant's as each name.
+func (s *state) sessionState(sess *sessions.Session) SessionState {
 	st := SessionState{Session: sess.Record()}
-	for _, g := range sess.Grants() {
+	for _, g := range s.sessionGrants(sess) {
 		st.Grants = append(st.Grants, SessionGrant{Semaphore: g.Kind == sessions.Permit, Name: g.Name, Token: g.Token})
 	}
 	return st
@@ -294,7 +326,7 @@ func (f *FSM) Sessions() []SessionState {
 	defer f.mu.RUnlock()
 	out := make([]SessionState, 0, f.s.sessions.Len())
 	for _, rec := range f.s.sessions.Records() {
-		out = append(out, sessionState(f.s.sessions.Get(rec.ID)))
+		out = append(out, f.s.sessionState(f.s.sessions.Get(rec.ID)))
 	}
 	return out
 }

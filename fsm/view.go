@@ -211,7 +211,7 @@ func readState(r io.Reader) (*state, *snapshot.Header, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := checkRevokedLocks(s, rest.Revoked); err != nil {
+	if err := checkRevokedLocks(s, rest.Revoked, rest.MultiLocks); err != nil {
 		return nil, nil, err
 	}
 	for _, l := range rest.Shared {

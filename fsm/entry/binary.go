@@ -66,8 +66,12 @@ const (
 	// LogFormatMultiModes also reads multi-acquire's mode (a multi-grant
 	// in shared mode): an older build would grant it exclusively.
 	LogFormatMultiModes = 11
+	// LogFormatMultiSessions also reads multi-acquire's session and
+	// multi-release's revoked (a multi-grant under a session; a multi-grant
+	// revoked whole).
+	LogFormatMultiSessions = 12
 	// LogFormat is the newest format this build reads and writes.
-	LogFormat = LogFormatMultiModes
+	LogFormat = LogFormatMultiSessions
 )
 
 // binaryForm is a command's compact form: its type byte, the log format

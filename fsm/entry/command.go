@@ -404,6 +404,18 @@ func Decode(entry []byte) (Command, error) {
 // release or expiry handing off to one) is written as JSON, which only
 // members of LogFormatCoord read in full.
 func fieldsFormat(cmd Command) int {
+	switch c := cmd.(type) {
+	case *MultiAcquire:
+		if c.Session != 0 || c.SessionLease != "" {
+			// An older build would drop the session and time the grant
+			// with a TTL of 0: its state would differ from the others'.
+			return LogFormatMultiSessions
+		}
+	case *MultiRelease:
+		if c.Revoked {
+			return LogFormatMultiSessions
+		}
+	}
 	if c, ok := cmd.(*MultiAcquire); ok && c.Mode != "" {
 		return LogFormatMultiModes
 	}

@@ -20,8 +20,14 @@ type MultiAcquire struct {
 	TTLMillis int64  `json:"ttl_ms"`
 	// Mode is ModeShared for a multi-grant in shared mode (every name
 	// granted shared), "" for an exclusive one (LogFormatMultiModes).
-	Mode      string `json:"mode,omitempty"`
-	RequestID string `json:"request_id,omitempty"`
+	Mode string `json:"mode,omitempty"`
+	// Session, when set, is the live session the grant lives under (with
+	// its secret SessionLease), as a lock's under one: the session's TTL
+	// and lock-delay are the grant's, TTLMillis is 0, and the session's
+	// end ends every name (LogFormatMultiSessions).
+	Session      uint64 `json:"session,omitempty"`
+	SessionLease string `json:"session_lease,omitempty"`
+	RequestID    string `json:"request_id,omitempty"`
 	// NowMillis is the proposing leader's wall clock; informational.
 	NowMillis int64 `json:"now_ms,omitempty"`
 	// Principal is the authenticated caller, whose request id it is.
@@ -29,15 +35,17 @@ type MultiAcquire struct {
 }
 
 // MultiRelease ends the multi-grant with Token, every name of it in this
-// one entry: released when Lease is its secret, or expired (Expired,
+// one entry: released when Lease is its secret, expired (Expired,
 // proposed by the leader when the grant's lease ran out on its clock; no
-// secret). It hands no name over itself: one entry mints one token, and
+// secret), or revoked by an operator (Revoked, LogFormatMultiSessions; no
+// secret): an expiry and a revoke start each name's lock-delay. It hands no name over itself: one entry mints one token, and
 // the leader serves the freed names' waiters in the entries right after,
 // still holding their queues.
 type MultiRelease struct {
 	Token   uint64 `json:"token"`
 	Lease   string `json:"lease,omitempty"`
 	Expired bool   `json:"expired,omitempty"`
+	Revoked bool   `json:"revoked,omitempty"`
 }
 
 func (*MultiAcquire) Type() CommandType { return CmdMultiAcquire }

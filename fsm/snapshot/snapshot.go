@@ -814,6 +814,11 @@ func (img *Image) checkRevoked() error {
 	for _, s := range img.Sessions {
 		live[s.ID] = true
 	}
+	for _, m := range img.MultiLocks {
+		// One name of it revoked at a time by a leader of an older build,
+		// the others still held (fsm's restoreMultis).
+		delete(live, m.Token)
+	}
 	seen := map[uint64]bool{}
 	for _, t := range img.Revoked {
 		if t == 0 || t > img.Header.LastToken || seen[t] || live[t] {
